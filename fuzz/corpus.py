@@ -1,0 +1,101 @@
+"""Reproducer files: one self-contained JSON per failing case, written before the case runs.
+
+A case file is written *before* the kernel runs (status ``"running"``), so a
+crash, hang or kill of the process leaves it behind; a pass removes it, a
+failure rewrites it with the verdict. Replaying a file reproduces the case bit
+for bit (see :meth:`jfa_verify.case.Case.materialize`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Iterator, Optional
+
+from jfa_verify.case import Case
+from jfa_verify.errors import InvalidInput
+
+__all__ = ["Corpus", "read_case_file", "environment"]
+
+FORMAT = "jfa-verify-case/1"
+
+
+def environment() -> dict:
+    """Versions and device of this process, recorded with every case file and report."""
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:  # pragma: no cover - triton is a dependency
+        triton_version = None
+    info = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "platform": platform.platform(),
+        "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def _write_atomic(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+class Corpus:
+    """A folder of case files (``<case_id>-<kernel>.json``)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def path_for(self, case: Case, kernel: str) -> Path:
+        return self.root / f"{case.case_id()}-{kernel}.json"
+
+    @contextlib.contextmanager
+    def guard(self, case: Case, kernel: str, device: str) -> Iterator[Path]:
+        """Write the case file first; the caller calls :meth:`record` or the file stays as ``running``."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.path_for(case, kernel)
+        _write_atomic(path, {"format": FORMAT, "case": case.to_dict(), "kernel": kernel, "device": device,
+                             "status": "running", "environment": environment()})
+        yield path
+
+    def record(self, path: Path, result) -> Optional[Path]:
+        """Keep ``path`` with the verdict when ``result`` failed; delete it otherwise."""
+        if not result.failed:
+            path.unlink(missing_ok=True)
+            return None
+        payload = json.loads(path.read_text())
+        payload.update(status=result.status, verdict=result.to_dict(), explanation=result.explain())
+        _write_atomic(path, payload)
+        return path
+
+    def files(self) -> list[Path]:
+        return sorted(self.root.glob("*.json")) if self.root.is_dir() else []
+
+
+def read_case_file(path: str | Path) -> tuple[Case, dict]:
+    """Load a case file; returns the case and the whole payload.
+
+    Raises:
+        InvalidInput: the file is missing, not JSON, or not a jfa-verify case file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInput(f"case file {str(path)!r} does not exist")
+    try:
+        payload = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise InvalidInput(f"case file {str(path)!r} is not valid JSON: {e}") from None
+    if payload.get("format") != FORMAT or "case" not in payload:
+        raise InvalidInput(f"{str(path)!r} is not a jfa-verify case file (expected format {FORMAT!r})")
+    return Case.from_dict(payload["case"]), payload

@@ -1,0 +1,269 @@
+"""A frozen, JSON-serializable description of one test case, and its tensors.
+
+A :class:`Case` names everything that decides the inputs (lengths, heads, head
+dims, dtype, masking, offsets layout, value distribution, seed), is validated
+when it is built, and materializes the same bits on any machine: values are
+drawn with NumPy's PCG64 generator on the host in float32, rounded to the case
+dtype by torch on the CPU, then moved to the target device.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .contract import CAUSAL_ALIGNMENTS
+from .errors import InvalidInput
+
+__all__ = ["Case", "CaseTensors", "DTYPES", "MODES", "VALUE_DISTRIBUTIONS"]
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+MODES = ("self", "cross", "broadcast_q")
+OFFSET_DTYPES = {"int32": torch.int32, "int64": torch.int64}
+VALUE_DISTRIBUTIONS = ("normal", "large_logits", "correlated")
+
+
+@dataclass(frozen=True)
+class CaseTensors:
+    """Materialized inputs of a case (all on one device).
+
+    ``q``: ``[T_q, H_q, D]`` (broadcast-Q: ``[L_q, H_q, D]``); ``k``: ``[T_k, H_kv, D]``;
+    ``v``: ``[T_k, H_kv, D_v]``; ``q_offsets``: ``[B + 1]`` or None (broadcast-Q);
+    ``k_offsets``: ``[B + 1]``; ``do``: the output gradient ``[rows, H_q, D_v]``.
+    """
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    q_offsets: Optional[torch.Tensor]
+    k_offsets: torch.Tensor
+    do: torch.Tensor
+
+    def call_args(self) -> tuple:
+        return (self.q, self.k, self.v, self.q_offsets, self.k_offsets)
+
+
+def _offsets(lengths: tuple[int, ...], start: int) -> list[int]:
+    out = [start]
+    for n in lengths:
+        out.append(out[-1] + n)
+    return out
+
+
+@dataclass(frozen=True)
+class Case:
+    """One JFA test case.
+
+    Fields:
+        kv_lengths: key/value length of each sequence (B = len). Also the query
+            lengths for ``mode="self"``.
+        mode: ``"self"``, ``"cross"`` (needs ``q_lengths``) or ``"broadcast_q"``
+            (needs ``broadcast_q_len``: one dense Q of that many rows).
+        num_heads_q, num_heads_kv: heads (GQA when they differ).
+        head_dim, head_dim_v: query/key and value head dims (``head_dim_v``
+            None means equal to ``head_dim``).
+        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+        causal, causal_alignment: masking (``"top_left"`` or ``"bottom_right"``).
+        offsets_dtype: ``"int32"`` or ``"int64"``.
+        offsets_start: ``offsets[0]``; rows before it belong to no sequence.
+        values: value distribution: ``"normal"`` (unit Gaussian), ``"large_logits"``
+            (scaled so softmax saturates), ``"correlated"`` (low-rank plus a
+            shared offset, like real activations).
+        sm_scale: softmax scale; None for ``1/sqrt(head_dim)``.
+        seed: seed of the value generator.
+        name: a label for reports; not part of the inputs.
+
+    Raises:
+        InvalidInput: at construction, for any inconsistent or out-of-range field.
+    """
+
+    kv_lengths: tuple[int, ...]
+    mode: str = "self"
+    q_lengths: Optional[tuple[int, ...]] = None
+    broadcast_q_len: Optional[int] = None
+    num_heads_q: int = 2
+    num_heads_kv: int = 2
+    head_dim: int = 32
+    head_dim_v: Optional[int] = None
+    dtype: str = "bfloat16"
+    causal: bool = False
+    causal_alignment: str = "top_left"
+    offsets_dtype: str = "int32"
+    offsets_start: int = 0
+    values: str = "normal"
+    sm_scale: Optional[float] = None
+    seed: int = 0
+    name: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kv_lengths", tuple(int(n) for n in self.kv_lengths))
+        if self.q_lengths is not None:
+            object.__setattr__(self, "q_lengths", tuple(int(n) for n in self.q_lengths))
+        if any(n < 0 for n in self.kv_lengths):
+            raise InvalidInput(f"kv_lengths={self.kv_lengths} has a negative length; lengths are token counts >= 0")
+        if self.mode not in MODES:
+            raise InvalidInput(f"mode={self.mode!r} is not one of {MODES}")
+        if self.mode == "cross":
+            if self.q_lengths is None or len(self.q_lengths) != len(self.kv_lengths):
+                raise InvalidInput(
+                    f"mode='cross' needs q_lengths with one entry per sequence "
+                    f"(len(kv_lengths)={len(self.kv_lengths)}), got q_lengths={self.q_lengths}"
+                )
+            if any(n < 0 for n in self.q_lengths):
+                raise InvalidInput(f"q_lengths={self.q_lengths} has a negative length")
+        elif self.q_lengths is not None:
+            raise InvalidInput(f"q_lengths={self.q_lengths} is only for mode='cross' (mode={self.mode!r})")
+        if self.mode == "broadcast_q":
+            if self.broadcast_q_len is None or self.broadcast_q_len < 0:
+                raise InvalidInput(f"mode='broadcast_q' needs broadcast_q_len >= 0, got {self.broadcast_q_len}")
+        elif self.broadcast_q_len is not None:
+            raise InvalidInput(f"broadcast_q_len={self.broadcast_q_len} is only for mode='broadcast_q'")
+        for name in ("num_heads_q", "num_heads_kv", "head_dim"):
+            if getattr(self, name) < 1:
+                raise InvalidInput(f"{name}={getattr(self, name)} must be >= 1")
+        if self.head_dim_v is not None and self.head_dim_v < 1:
+            raise InvalidInput(f"head_dim_v={self.head_dim_v} must be >= 1 or None")
+        if self.num_heads_q % self.num_heads_kv:
+            raise InvalidInput(
+                f"num_heads_q={self.num_heads_q} is not a multiple of num_heads_kv={self.num_heads_kv}"
+            )
+        if self.dtype not in DTYPES:
+            raise InvalidInput(f"dtype={self.dtype!r} is not one of {tuple(DTYPES)}")
+        if self.causal_alignment not in CAUSAL_ALIGNMENTS:
+            raise InvalidInput(f"causal_alignment={self.causal_alignment!r} is not one of {CAUSAL_ALIGNMENTS}")
+        if self.offsets_dtype not in OFFSET_DTYPES:
+            raise InvalidInput(f"offsets_dtype={self.offsets_dtype!r} is not one of {tuple(OFFSET_DTYPES)}")
+        if self.offsets_start < 0:
+            raise InvalidInput(f"offsets_start={self.offsets_start} must be >= 0")
+        if self.values not in VALUE_DISTRIBUTIONS:
+            raise InvalidInput(f"values={self.values!r} is not one of {VALUE_DISTRIBUTIONS}")
+        if self.seed < 0 or self.seed >= 2**63:
+            raise InvalidInput(f"seed={self.seed} must be in [0, 2**63)")
+
+    # -- derived sizes -------------------------------------------------------------
+    @property
+    def batch(self) -> int:
+        return len(self.kv_lengths)
+
+    @property
+    def query_lengths(self) -> tuple[int, ...]:
+        """Query rows per sequence, whatever the mode."""
+        if self.mode == "self":
+            return self.kv_lengths
+        if self.mode == "cross":
+            return self.q_lengths
+        return (self.broadcast_q_len,) * self.batch
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def dv(self) -> int:
+        return self.head_dim_v if self.head_dim_v is not None else self.head_dim
+
+    def tokens(self) -> int:
+        """Total query plus key rows: a size measure for scaling and reporting."""
+        return sum(self.query_lengths) + sum(self.kv_lengths)
+
+    # -- identity and serialization ------------------------------------------------
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["kv_lengths"] = list(self.kv_lengths)
+        if self.q_lengths is not None:
+            d["q_lengths"] = list(self.q_lengths)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Case":
+        """Build a case from :meth:`to_dict` output.
+
+        Raises:
+            InvalidInput: unknown keys or invalid values.
+        """
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise InvalidInput(f"unknown case fields {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**d)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Case":
+        return cls.from_dict(json.loads(text))
+
+    def case_id(self) -> str:
+        """A short stable hash of the inputs (the name is not part of it)."""
+        d = self.to_dict()
+        d.pop("name")
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+    def describe(self) -> str:
+        """One-line human summary, e.g. ``self causal/top_left bf16 B=4 T=45 H=4/2 D=32``."""
+        mask = f"causal/{self.causal_alignment}" if self.causal else "full"
+        q = ""
+        if self.mode == "cross":
+            q = f" Tq={sum(self.q_lengths)}"
+        elif self.mode == "broadcast_q":
+            q = f" Lq={self.broadcast_q_len}"
+        dv = f"/{self.head_dim_v}" if self.head_dim_v not in (None, self.head_dim) else ""
+        return (
+            f"{self.mode} {mask} {self.dtype} B={self.batch} Tk={sum(self.kv_lengths)}{q} "
+            f"H={self.num_heads_q}/{self.num_heads_kv} D={self.head_dim}{dv}"
+        )
+
+    # -- tensors -------------------------------------------------------------------
+    def materialize(self, device: torch.device | str = "cpu") -> CaseTensors:
+        """Deterministic tensors of this case on ``device`` (same bits on any machine)."""
+        rng = np.random.Generator(np.random.PCG64(self.seed))
+        dt, odt = self.torch_dtype, OFFSET_DTYPES[self.offsets_dtype]
+        pad = self.offsets_start
+        t_k = sum(self.kv_lengths) + pad
+        if self.mode == "broadcast_q":
+            t_q, q_offsets = self.broadcast_q_len, None
+            rows = self.batch * self.broadcast_q_len
+        else:
+            q_off = _offsets(self.query_lengths, pad)
+            t_q, rows = q_off[-1], q_off[-1]
+            q_offsets = q_off
+        q = self._draw(rng, (t_q, self.num_heads_q, self.head_dim), "q")
+        k = self._draw(rng, (t_k, self.num_heads_kv, self.head_dim), "k")
+        v = self._draw(rng, (t_k, self.num_heads_kv, self.dv), "v")
+        do = rng.standard_normal((rows, self.num_heads_q, self.dv), dtype=np.float32)
+        k_off = _offsets(self.kv_lengths, pad)
+
+        def tensor(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(a)).to(dt).to(device)
+
+        def offsets(o: list[int]) -> torch.Tensor:
+            return torch.tensor(o, dtype=odt).to(device)
+
+        k_offsets = offsets(k_off)
+        if self.mode == "self":
+            q_offsets_t = k_offsets
+        else:
+            q_offsets_t = None if q_offsets is None else offsets(q_offsets)
+        return CaseTensors(tensor(q), tensor(k), tensor(v), q_offsets_t, k_offsets, tensor(do))
+
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...], role: str) -> np.ndarray:
+        x = rng.standard_normal(shape, dtype=np.float32)
+        if self.values == "large_logits" and role in ("q", "k"):
+            # |score| ~ 8 * 8 / sqrt(D) * sqrt(D) = 64: softmax rows are nearly one-hot.
+            x = x * np.float32(8.0)
+        elif self.values == "correlated":
+            # Low-rank (rank 4) structure plus a shared offset per head dim, as real
+            # activations have; such inputs broke gradients that Gaussian noise did not.
+            tokens, heads, dim = shape
+            rank = min(4, dim)
+            basis = rng.standard_normal((rank, dim), dtype=np.float32)
+            coef = rng.standard_normal((tokens, heads, rank), dtype=np.float32)
+            offset = rng.standard_normal((1, 1, dim), dtype=np.float32) * np.float32(2.0)
+            x = (coef @ basis) / np.float32(np.sqrt(rank)) + offset + np.float32(0.1) * x
+        return x

@@ -1,0 +1,253 @@
+"""``jfa-verify``: the command line.
+
+Subcommands: ``run`` (the main job: verify a kernel on the built-in suite),
+``replay`` (re-run one case file or inline case), ``kernels`` (list the
+registry), ``schedule`` (per-SM load of the tile schedulers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .errors import JFAError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def _console():
+    from rich.console import Console
+
+    # Wide enough for the tables when output goes to a file or a CI log.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def _load_plugins(paths: Sequence[str]) -> None:
+    from kernels import load_plugin
+
+    for p in paths or ():
+        load_plugin(p)
+
+
+def _results_table(results, title: str):
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("case", "status", "dtype", "worst output", "error / allowance", "verdict"):
+        table.add_column(col)
+    for r in results:
+        w = r.worst
+        if r.status == "error":
+            err, worst = "-", "-"
+        elif w is None:
+            err, worst = "-", "-"
+        else:
+            err = "non-finite" if w.problem else f"{w.kernel_error:.2e} / {w.allowance:.2e}"
+            worst = w.name
+        verdict = {"pass": "[green]pass", "fail": "[red]FAIL", "error": "[red]ERROR", "unsupported": "[yellow]skip"}[r.status]
+        table.add_row(r.case.name or r.case.case_id(), r.status, r.case.dtype, worst, err, verdict)
+    return table
+
+
+def _run_cases(cases, kernel, device, corpus, console, *, backward=True, progress=True):
+    """Run cases with write-ahead reproducers; returns the results in order."""
+    from rich.progress import Progress
+
+    from .runner import run_case
+
+    results = []
+    with Progress(console=console, transient=True, disable=not progress) as bar:
+        task = bar.add_task(f"verifying {kernel.name}", total=len(cases))
+        for case in cases:
+            bar.update(task, description=f"{kernel.name}: {case.name or case.case_id()}")
+            with corpus.guard(case, kernel.name, str(device)) as path:
+                result = run_case(case, kernel, device, backward=backward)
+                saved = corpus.record(path, result)
+                result.reproducer = str(saved) if saved else None
+            results.append(result)
+            bar.advance(task)
+    return results
+
+
+def _write_report(path: Path, results, *, kernel: str, device, suite_note: str) -> None:
+    from fuzz import environment
+
+    summary = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "error", "unsupported")}
+    payload = {
+        "kernel": kernel,
+        "device": str(device),
+        "suite_note": suite_note,
+        "environment": environment(),
+        "summary": summary,
+        "cases": [r.to_dict() for r in results],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, default=str))
+
+
+def cmd_run(args) -> int:
+    from fuzz import Corpus
+    from kernels import get_kernel
+
+    from .device import interpreting, select_device
+    from .suites import get_suite
+
+    console = _console()
+    device = select_device(args.device)
+    _load_plugins(args.plugin)
+    kernel = get_kernel(args.kernel)
+    suite = get_suite(args.suite, device.type, args.seed, block_sizes=kernel.capabilities.block_sizes)
+    cases = [c for c in suite.cases if not args.filter or args.filter in c.name]
+    if args.max_cases:
+        cases = cases[: args.max_cases]
+    if not cases:
+        console.print(f"no case of suite {args.suite!r} matches --filter {args.filter!r}")
+        return EXIT_USAGE
+    where = "Triton interpreter on CPU" if interpreting() else str(device)
+    console.print(f"jfa-verify run: kernel [bold]{kernel.name}[/], suite {suite.name} ({len(cases)} cases), {where}")
+    console.print(f"  {suite.note}")
+    results = _run_cases(cases, kernel, device, Corpus(args.reproducers), console, progress=not args.no_progress)
+    console.print(_results_table(results, f"{kernel.name} on {where}"))
+    for r in results:
+        if r.failed:
+            print(r.explain(), flush=True)
+    report = Path(args.report)
+    _write_report(report, results, kernel=kernel.name, device=device, suite_note=suite.note)
+    failed = sum(r.failed for r in results)
+    passed = sum(r.status == "pass" for r in results)
+    skipped = sum(r.status == "unsupported" for r in results)
+    console.print(f"{passed} passed, {failed} failed, {skipped} unsupported; report: {report}")
+    return EXIT_FAIL if failed else EXIT_OK
+
+
+def cmd_replay(args) -> int:
+    from fuzz import Corpus, read_case_file
+    from kernels import get_kernel
+
+    from .case import Case
+    from .device import select_device
+
+    console = _console()
+    if (args.file is None) == (args.case is None):
+        console.print("replay needs exactly one of FILE or --case JSON")
+        return EXIT_USAGE
+    if args.file:
+        case, payload = read_case_file(args.file)
+        kernel_name = args.kernel or payload.get("kernel", "triton_jfa")
+    else:
+        case, payload = Case.from_json(args.case), {}
+        kernel_name = args.kernel or "triton_jfa"
+    device = select_device(args.device)
+    _load_plugins(args.plugin)
+    kernel = get_kernel(kernel_name)
+    results = _run_cases([case], kernel, device, Corpus(args.reproducers), console, progress=False)
+    result = results[0]
+    print(result.explain(), flush=True)
+    if payload.get("status") in ("fail", "error"):
+        same = payload["status"] == result.status
+        console.print(f"recorded verdict: {payload['status']}; replayed: {result.status} ({'same' if same else 'DIFFERENT'})")
+    return EXIT_FAIL if result.failed else EXIT_OK
+
+
+def cmd_kernels(args) -> int:
+    from kernels import get_kernel, kernel_names
+
+    _load_plugins(args.plugin)
+    for name in kernel_names():
+        k = get_kernel(name)
+        missing = k.missing_requirements()
+        state = f"missing {', '.join(missing)}" if missing else "available"
+        print(f"{name:32s} {state:12s} {k.description}")
+    return EXIT_OK
+
+
+def cmd_schedule(args) -> int:
+    from .lengths import sample_movielens_batch
+    from .schedule_report import compare_schedulers, plot_per_sm_load
+
+    if args.lengths:
+        lengths = tuple(int(x) for x in args.lengths.split(","))
+    elif args.distribution == "movielens":
+        lengths = sample_movielens_batch(args.batch, args.seed)
+    else:
+        import numpy as np
+
+        rng = np.random.Generator(np.random.PCG64(args.seed))
+        lengths = tuple(int(min(8192, 16 * (1 + rng.pareto(1.2)))) for _ in range(args.batch))
+    rows = compare_schedulers(lengths, lengths, num_sms=args.num_sms, block_m=args.block_m, causal=args.causal)
+    console = _console()
+    from rich.table import Table
+
+    table = Table(title=f"per-SM load (visible KV positions), {len(lengths)} sequences, {args.num_sms} SMs, BLOCK_M={args.block_m}")
+    for col in ("scheduler", "tiles", "max load", "mean load", "imbalance (max/mean)", "list-scheduling bound", "within bound"):
+        table.add_column(col)
+    for r in rows:
+        bound = f"{r['bound']:.0f}" if r["bounded"] else "-"
+        within = ("yes" if r["within_bound"] else "NO") if r["bounded"] else "-"
+        table.add_row(r["name"], str(r["num_tiles"]), f"{r['max_load']:.0f}", f"{r['mean_load']:.1f}",
+                      f"{r['imbalance']:.3f}", bound, within)
+    console.print(table)
+    if args.png:
+        plot_per_sm_load(rows, args.png)
+        console.print(f"wrote {args.png}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jfa-verify", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p, kernel_default: Optional[str] = "triton_jfa"):
+        p.add_argument("--kernel", default=kernel_default, help="registered kernel name (see `jfa-verify kernels`)")
+        p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available, else the CPU interpreter")
+        p.add_argument("--plugin", action="append", default=[], metavar="FILE.py", help="import a file that registers kernels")
+        p.add_argument("--reproducers", default="jfa-reproducers", help="folder for failing-case files")
+
+    run = sub.add_parser("run", help="verify a kernel on the built-in suite (the main job)")
+    common(run)
+    run.add_argument("--suite", default="default")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--filter", default="", help="only cases whose name contains this text")
+    run.add_argument("--max-cases", type=int, default=0)
+    run.add_argument("--report", default="jfa-report.json")
+    run.add_argument("--no-progress", action="store_true")
+    run.set_defaults(func=cmd_run)
+
+    rep = sub.add_parser("replay", help="re-run a case file (or an inline case) and print its verdict")
+    rep.add_argument("file", nargs="?", help="case file written by run or a fuzz campaign")
+    rep.add_argument("--case", help="inline case JSON instead of a file")
+    common(rep, kernel_default=None)
+    rep.set_defaults(func=cmd_replay)
+
+    ker = sub.add_parser("kernels", help="list registered kernels")
+    ker.add_argument("--plugin", action="append", default=[])
+    ker.set_defaults(func=cmd_kernels)
+
+    sch = sub.add_parser("schedule", help="per-SM load of launch-order, round-robin, zigzag and dynamic schedules")
+    sch.add_argument("--distribution", choices=("movielens", "pareto"), default="movielens")
+    sch.add_argument("--lengths", help="comma-separated lengths instead of a distribution")
+    sch.add_argument("--batch", type=int, default=256)
+    sch.add_argument("--num-sms", type=int, default=132)
+    sch.add_argument("--block-m", type=int, default=64)
+    sch.add_argument("--causal", action="store_true")
+    sch.add_argument("--seed", type=int, default=0)
+    sch.add_argument("--png", help="write a per-SM load plot here")
+    sch.set_defaults(func=cmd_schedule)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``jfa-verify`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (JFAError, FileNotFoundError) as e:
+        print(f"jfa-verify: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

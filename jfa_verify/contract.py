@@ -1,0 +1,270 @@
+"""The JFA contract: what a jagged attention kernel computes, written once.
+
+A kernel under test is a callable with this signature::
+
+    jagged_attention(q, k, v, q_offsets, k_offsets, *, causal=False,
+                     causal_alignment="top_left", sm_scale=None) -> (o, lse)
+
+differentiable with respect to ``q``, ``k`` and ``v`` through torch autograd
+(the backward gives dq, dk, dv). Shapes (T_q, T_k: packed token counts;
+B: sequences; H_q, H_kv: heads; D: query/key head dim; D_v: value head dim):
+
+* ``q``: ``[T_q, H_q, D]`` packed queries, or ``[L_q, H_q, D]`` for
+  **broadcast-Q** (``q_offsets=None``): one dense Q shared by every sequence.
+* ``k``: ``[T_k, H_kv, D]``, ``v``: ``[T_k, H_kv, D_v]``; ``H_q % H_kv == 0``
+  and query head ``h`` reads KV head ``h // (H_q // H_kv)`` (GQA; MQA when
+  ``H_kv == 1``).
+* ``q_offsets``, ``k_offsets``: ``[B + 1]`` int32 or int64, non-decreasing
+  (``cu_seqlens``). Sequence ``b`` is rows ``offsets[b]:offsets[b + 1]``.
+  ``offsets[0]`` may be above 0 (a view into a larger buffer: rows before it
+  belong to no sequence); ``offsets[-1]`` must equal the token count.
+* ``o``: ``[T_q, H_q, D_v]`` in the input dtype (broadcast-Q:
+  ``[B * L_q, H_q, D_v]``, sequence ``b``'s rows at ``b * L_q``).
+* ``lse``: ``[H_q, T_q]`` (broadcast-Q: ``[H_q, B * L_q]``), float32, natural
+  log of the sum of ``exp(score)`` over the visible keys.
+
+Semantics, per sequence ``b`` with ``L_q`` queries and ``L_k`` keys:
+``score[i, j] = sm_scale * <q_i, k_j>`` (``sm_scale`` defaults to
+``1 / sqrt(D)``); with ``causal=True`` key ``j`` is visible to query ``i``
+iff ``j <= i`` (``"top_left"``) or ``j <= i + L_k - L_q`` (``"bottom_right"``).
+``o_i = sum_j softmax_j(score[i, :]) v_j`` over visible keys. A query row with
+no visible key (``L_k == 0``, or causal bottom-right with ``L_k < L_q``) has
+``o_i = 0`` and ``lse_i = -inf``, never NaN; its gradients are zero. Rows of
+``o`` that belong to no sequence are 0 with ``lse = -inf``. Broadcast-Q's
+``dq`` is the sum over the batch of each sequence's dQ.
+
+Reference: the forward is FlashAttention's (Dao et al., 2022, arXiv:2205.14135)
+applied per ``offsets`` span; the empty-row convention is this project's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from .errors import InvalidInput
+
+__all__ = [
+    "CAUSAL_ALIGNMENTS",
+    "SUPPORTED_DTYPES",
+    "JaggedProblem",
+    "validate_inputs",
+    "visible_key_range",
+]
+
+CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+OFFSET_DTYPES = (torch.int32, torch.int64)
+
+
+@dataclass(frozen=True)
+class JaggedProblem:
+    """Host-side description of one validated call, shared by kernels and oracles.
+
+    All lengths are token counts (ints). ``q_starts[b]`` is the first row of
+    sequence ``b`` in ``q`` (0 for every ``b`` under broadcast-Q);
+    ``out_starts[b]`` the first row of its output in ``o``/``lse``.
+    """
+
+    mode: str  # "self" | "cross" | "broadcast_q"
+    q_lengths: tuple[int, ...]
+    k_lengths: tuple[int, ...]
+    q_starts: tuple[int, ...]
+    out_starts: tuple[int, ...]
+    k_starts: tuple[int, ...]
+    total_q_rows: int  # rows of o / columns of lse
+    num_heads_q: int
+    num_heads_kv: int
+    head_dim: int
+    head_dim_v: int
+    causal: bool
+    causal_alignment: str
+    sm_scale: float
+    dtype: torch.dtype
+    device: torch.device
+
+    @property
+    def batch(self) -> int:
+        return len(self.k_lengths)
+
+    @property
+    def max_seqlen_q(self) -> int:
+        return max(self.q_lengths, default=0)
+
+    @property
+    def max_seqlen_k(self) -> int:
+        return max(self.k_lengths, default=0)
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per KV head (1 for MHA, H_q for MQA)."""
+        return self.num_heads_q // self.num_heads_kv
+
+    def out_offsets(self) -> list[int]:
+        """Boundaries of each sequence's rows in ``o`` (``[B + 1]`` ints)."""
+        ends = [s + n for s, n in zip(self.out_starts, self.q_lengths)]
+        return [self.out_starts[0] if self.out_starts else 0] + ends
+
+
+def visible_key_range(i: int, q_len: int, k_len: int, causal: bool, alignment: str) -> int:
+    """Number of keys (a prefix ``0..n-1``) that query row ``i`` may see.
+
+    Returns an int in ``[0, k_len]``. The causal diagonal is per sequence,
+    never from the padded maximum lengths.
+    """
+    if not causal:
+        return k_len
+    shift = 0 if alignment == "top_left" else k_len - q_len
+    return max(0, min(k_len, i + shift + 1))
+
+
+def _fix(msg: str) -> InvalidInput:
+    return InvalidInput(msg)
+
+
+def _check_tensor(name: str, t, rank: int, shape_doc: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise _fix(f"{name} must be a torch.Tensor of shape {shape_doc}, got {type(t).__name__}")
+    if t.dim() != rank:
+        raise _fix(
+            f"{name} must have rank {rank} ({shape_doc}), got shape {tuple(t.shape)}; "
+            f"pack sequences along dim 0 instead of padding"
+        )
+
+
+def _check_offsets(name: str, offsets, tokens: int, device: torch.device) -> list[int]:
+    if not isinstance(offsets, torch.Tensor):
+        raise _fix(f"{name} must be a 1-D int32/int64 torch.Tensor, got {type(offsets).__name__}")
+    if offsets.dim() != 1 or offsets.numel() < 1:
+        raise _fix(f"{name} must be 1-D with B + 1 >= 1 entries, got shape {tuple(offsets.shape)}")
+    if offsets.dtype not in OFFSET_DTYPES:
+        raise _fix(f"{name}.dtype={offsets.dtype} is not int32 or int64; convert with {name}.to(torch.int32)")
+    if offsets.device != device:
+        raise _fix(f"{name}.device={offsets.device} differs from q.device={device}; move it with {name}.to(q.device)")
+    values = offsets.tolist()
+    if values[0] < 0:
+        raise _fix(f"{name}[0]={values[0]} is negative; offsets are row indices starting at 0 or above")
+    for b in range(len(values) - 1):
+        if values[b + 1] < values[b]:
+            raise _fix(
+                f"{name} is not non-decreasing: {name}[{b}]={values[b]} > {name}[{b + 1}]={values[b + 1]}; "
+                f"offsets are cumulative lengths (cu_seqlens), build them with a cumsum of the lengths"
+            )
+    if values[-1] != tokens:
+        raise _fix(
+            f"{name}[-1]={values[-1]} does not equal the token count {tokens} of the packed tensor; "
+            f"the last offset must be the number of rows"
+        )
+    return values
+
+
+def validate_inputs(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_offsets: Optional[torch.Tensor],
+    k_offsets: torch.Tensor,
+    *,
+    causal: bool = False,
+    causal_alignment: str = "top_left",
+    sm_scale: Optional[float] = None,
+    max_seqlen_q: Optional[int] = None,
+    max_seqlen_k: Optional[int] = None,
+) -> JaggedProblem:
+    """Check one call against the JFA contract and describe it on the host.
+
+    Args: as in the module docstring. ``max_seqlen_q``/``max_seqlen_k`` are
+    optional hints; when given they must be at least the true maxima.
+
+    Returns: a :class:`JaggedProblem` (this reads the offsets to the host: one
+    device synchronization).
+
+    Raises:
+        InvalidInput: wrong type, rank, dtype or device; non-monotonic offsets;
+            ``offsets[-1]`` not the token count; ``H_q`` not a multiple of
+            ``H_kv``; query/key head-dim mismatch; K/V length or head mismatch;
+            unknown ``causal_alignment``; non-finite ``sm_scale``; a
+            ``max_seqlen`` hint below the real maximum.
+    """
+    broadcast = q_offsets is None
+    _check_tensor("q", q, 3, "[L_q, H_q, D] (broadcast-Q)" if broadcast else "[T_q, H_q, D]")
+    _check_tensor("k", k, 3, "[T_k, H_kv, D]")
+    _check_tensor("v", v, 3, "[T_k, H_kv, D_v]")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise _fix(f"{name}.dtype={t.dtype} is not one of float32, bfloat16, float16; cast with {name}.to(torch.bfloat16)")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise _fix(f"q, k, v dtypes differ (q={q.dtype}, k={k.dtype}, v={v.dtype}); cast them to one dtype")
+    if not (q.device == k.device == v.device):
+        raise _fix(f"q, k, v devices differ (q={q.device}, k={k.device}, v={v.device}); move them to one device")
+    if k.shape[0] != v.shape[0]:
+        raise _fix(f"k has {k.shape[0]} tokens but v has {v.shape[0]}; K and V share k_offsets")
+    if k.shape[1] != v.shape[1]:
+        raise _fix(f"k has H_kv={k.shape[1]} heads but v has {v.shape[1]}; K and V must have the same heads")
+    if q.shape[2] != k.shape[2]:
+        raise _fix(f"head-dim mismatch: q has D={q.shape[2]} but k has D={k.shape[2]}; Q and K must share the head dim")
+    h_q, h_kv = q.shape[1], k.shape[1]
+    if h_kv == 0 or h_q % h_kv != 0:
+        raise _fix(f"H_q={h_q} is not a multiple of H_kv={h_kv}; GQA needs H_q = group_size * H_kv")
+    if min(q.shape[2], v.shape[2]) < 1:
+        raise _fix(f"head dims must be >= 1, got D={q.shape[2]}, D_v={v.shape[2]}")
+    if causal_alignment not in CAUSAL_ALIGNMENTS:
+        raise _fix(f"causal_alignment={causal_alignment!r} is not one of {CAUSAL_ALIGNMENTS}")
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(q.shape[2])
+    sm_scale = float(sm_scale)
+    if not math.isfinite(sm_scale):
+        raise _fix(f"sm_scale={sm_scale} is not finite; pass None for 1/sqrt(D)")
+
+    k_off = _check_offsets("k_offsets", k_offsets, k.shape[0], k.device)
+    batch = len(k_off) - 1
+    k_lengths = tuple(k_off[b + 1] - k_off[b] for b in range(batch))
+    if broadcast:
+        mode = "broadcast_q"
+        l_q = q.shape[0]
+        q_lengths = (l_q,) * batch
+        q_starts = (0,) * batch
+        out_starts = tuple(b * l_q for b in range(batch))
+        total_q_rows = batch * l_q
+    else:
+        q_off = _check_offsets("q_offsets", q_offsets, q.shape[0], q.device)
+        if len(q_off) != len(k_off):
+            raise _fix(
+                f"q_offsets has {len(q_off)} entries but k_offsets has {len(k_off)}; "
+                f"both must be [B + 1] for the same batch"
+            )
+        q_lengths = tuple(q_off[b + 1] - q_off[b] for b in range(batch))
+        q_starts = tuple(q_off[:-1])
+        out_starts = q_starts
+        total_q_rows = q.shape[0]
+        same = q_offsets is k_offsets or (q_off == k_off and q.shape[0] == k.shape[0])
+        mode = "self" if same else "cross"
+
+    problem = JaggedProblem(
+        mode=mode,
+        q_lengths=q_lengths,
+        k_lengths=k_lengths,
+        q_starts=q_starts,
+        out_starts=out_starts,
+        k_starts=tuple(k_off[:-1]),
+        total_q_rows=total_q_rows,
+        num_heads_q=h_q,
+        num_heads_kv=h_kv,
+        head_dim=q.shape[2],
+        head_dim_v=v.shape[2],
+        causal=bool(causal),
+        causal_alignment=causal_alignment,
+        sm_scale=sm_scale,
+        dtype=q.dtype,
+        device=q.device,
+    )
+    for name, hint, actual in (
+        ("max_seqlen_q", max_seqlen_q, problem.max_seqlen_q),
+        ("max_seqlen_k", max_seqlen_k, problem.max_seqlen_k),
+    ):
+        if hint is not None and hint < actual:
+            raise _fix(f"{name}={hint} is below the longest sequence ({actual}); pass the true maximum or None")
+    return problem

@@ -1,0 +1,32 @@
+"""The one error hierarchy of jfa-verify.
+
+Every user-facing error derives from :class:`JFAError`. Messages echo the bad
+value as ``name=value`` and say how to fix it.
+"""
+
+
+class JFAError(Exception):
+    """Base class of every error raised on purpose by jfa-verify."""
+
+
+class InvalidInput(JFAError, ValueError):
+    """A tensor, offsets array or option breaks the JFA contract.
+
+    Raised eagerly, before any kernel runs, with the offending value and the fix.
+    """
+
+
+class UnsupportedCase(JFAError, ValueError):
+    """A valid input that the chosen kernel declares it does not support
+    (for example a head dim outside its range)."""
+
+
+class UnknownKernel(JFAError, KeyError):
+    """A kernel name that is not in the registry."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class KernelUnavailable(JFAError, RuntimeError):
+    """A registered kernel whose optional dependency or device is missing."""

@@ -1,0 +1,44 @@
+"""The project's own Triton JFA forward and backward (``triton_jfa``).
+
+Registration only: Triton is imported when the kernel is first used, never at
+import time. Under ``TRITON_INTERPRET=1`` the same kernels run on CPU tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.registry import Capabilities, register_kernel
+
+
+def block_sizes(head_dim: int, dtype: torch.dtype, device_type: str) -> tuple[int, int]:
+    """``(BLOCK_M, BLOCK_N)`` used by ``triton_jfa`` for this head dim, dtype and device type.
+
+    On the CPU interpreter the tiles are small so that tile boundaries are
+    reached with short, cheap sequences; BLOCK_M != BLOCK_N there on purpose,
+    so that a query-tile/key-tile mix-up changes the result.
+    """
+    if device_type != "cuda":
+        return (32, 16)
+    return (64, 64) if head_dim <= 128 else (64, 32)
+
+
+CAPABILITIES = Capabilities(
+    min_head_dim=16,
+    max_head_dim=256,
+    non_power_of_two_head_dims=True,
+    distinct_value_head_dim=True,
+    block_sizes=block_sizes,
+)
+
+
+@register_kernel("triton_jfa", capabilities=CAPABILITIES, requires=("triton",))
+def load_triton_jfa():
+    """Project Triton JFA: online-softmax forward, FA2-style backward, all modes."""
+    from jfa_verify.device import ensure_interpreter_matches_device
+
+    ensure_interpreter_matches_device()
+    from . import _kernels
+    from ._autograd import make_jagged_attention
+
+    return make_jagged_attention(_kernels)

@@ -1,0 +1,377 @@
+"""Triton kernels of ``triton_jfa``: jitted helpers first, then the kernels. No host logic.
+
+Layouts (element strides passed explicitly, every index computed in int64):
+
+* ``Q [rows_q, H_q, D]``, ``K [T_k, H_kv, D]``, ``V [T_k, H_kv, D_v]``,
+  ``O``/``DO [rows_o, H_q, D_v]``, ``LSE``/``DELTA [H_q, rows_o]`` float32.
+* Sequence ``b``: query rows ``q_offsets[b]:q_offsets[b + 1]`` (broadcast-Q:
+  ``0:L_Q``), output rows from ``q_offsets[b]`` (broadcast-Q: ``b * L_Q``), key
+  rows ``k_offsets[b]:k_offsets[b + 1]``; the kernels read the offsets on device.
+* Work is a list of tiles ``(TILE_SEQ[t], TILE_BLOCK[t])``; program ``p`` of grid
+  axis 0 walks tiles ``PROG_TILE_START[p]:PROG_TILE_START[p + 1]`` (persistent
+  style); grid axis 1 is the head (query head, or KV head for dK/dV).
+
+Softmax runs in base 2 (``QK_SCALE = sm_scale * log2(e)``); LSE is stored as a
+natural log. Under ``INTERPRET`` (Triton's CPU interpreter) dot operands are
+upcast to float32 and float32 -> bfloat16 casts round to nearest even by hand,
+because the interpreter's bf16 arithmetic and casts are not the GPU's.
+"""
+
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+@triton.jit
+def _round_cast(x, DTYPE: tl.constexpr, INTERPRET: tl.constexpr):
+    """fp32 ``x`` -> ``DTYPE`` with round-to-nearest-even (the interpreter truncates bf16)."""
+    if DTYPE == tl.bfloat16:
+        if INTERPRET:
+            b = x.to(tl.uint32, bitcast=True)
+            b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+            x = b.to(tl.float32, bitcast=True)
+    return x.to(DTYPE)
+
+
+@triton.jit
+def _dot(a, b, INTERPRET: tl.constexpr, IEEE: tl.constexpr):
+    """``a @ b`` accumulated in fp32: fp32 operands in the interpreter, IEEE (no TF32) for fp32 inputs."""
+    if INTERPRET:
+        out = tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+    elif IEEE:
+        out = tl.dot(a, b, input_precision="ieee")
+    else:
+        out = tl.dot(a, b)
+    return out
+
+
+@triton.jit
+def _load_offset(ptr, idx):
+    return tl.load(ptr + idx).to(tl.int64)
+
+
+@triton.jit
+def _seq_bounds(Q_OFF, K_OFF, b, L_Q, BROADCAST_Q: tl.constexpr):
+    """``(q_start, out_start, q_len, k_start, k_len)`` of sequence ``b``, all int64."""
+    k_start = _load_offset(K_OFF, b)
+    k_len = _load_offset(K_OFF, b + 1) - k_start
+    if BROADCAST_Q:
+        q_start = k_start * 0
+        q_len = q_start + L_Q
+        out_start = q_start + b.to(tl.int64) * L_Q
+    else:
+        q_start = _load_offset(Q_OFF, b)
+        q_len = _load_offset(Q_OFF, b + 1) - q_start
+        out_start = q_start
+    return q_start, out_start, q_len, k_start, k_len
+
+
+@triton.jit
+def _causal_shift(q_len, k_len, BOTTOM_RIGHT: tl.constexpr):
+    """Query ``i`` sees key ``j`` iff ``j <= i + shift`` (causal)."""
+    if BOTTOM_RIGHT:
+        shift = k_len - q_len
+    else:
+        shift = k_len * 0
+    return shift
+
+
+@triton.jit
+def _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
+               k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
+               HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+               MASK: tl.constexpr, CAUSAL: tl.constexpr,
+               INTERPRET: tl.constexpr, IEEE: tl.constexpr):
+    """One KV block of the online softmax. ``MASK``: the block crosses the key end or the diagonal."""
+    cols = start_n + offs_n  # [BLOCK_N] key index within the sequence, int64
+    d_ok = offs_d < HEAD_DIM
+    dv_ok = offs_dv < HEAD_DIM_V
+    col_ok = cols < k_len
+    kt_ptrs = K_ptr + cols[None, :] * stride_kt + offs_d[:, None].to(tl.int64) * stride_kd
+    v_ptrs = V_ptr + cols[:, None] * stride_vt + offs_dv[None, :].to(tl.int64) * stride_vd
+    if MASK:
+        kt = tl.load(kt_ptrs, mask=d_ok[:, None] & col_ok[None, :], other=0.0)
+    else:
+        kt = tl.load(kt_ptrs, mask=d_ok[:, None], other=0.0)
+    s = _dot(q, kt, INTERPRET, IEEE) * qk_scale  # [BLOCK_M, BLOCK_N], base-2 logits
+    if MASK:
+        visible = col_ok[None, :]
+        if CAUSAL:
+            visible = visible & (cols[None, :] <= offs_m[:, None] + shift)
+        s = tl.where(visible, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows that saw no key yet
+    p = tl.exp2(s - m_safe[:, None])
+    alpha = tl.exp2(m_i - m_safe)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    if MASK:
+        v = tl.load(v_ptrs, mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
+    else:
+        v = tl.load(v_ptrs, mask=dv_ok[None, :], other=0.0)
+    acc = acc * alpha[:, None] + _dot(_round_cast(p, v.dtype, INTERPRET), v, INTERPRET, IEEE)
+    return acc, l_i, m_new
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+@triton.jit
+def _fwd_kernel(
+    Q, K, V, O, LSE, Q_OFF, K_OFF,
+    TILE_SEQ, TILE_BLOCK, TILE_ID, PROG_TILE_START, VISITS,
+    stride_qt, stride_qh, stride_qd,
+    stride_kt, stride_kh, stride_kd,
+    stride_vt, stride_vh, stride_vd,
+    stride_ot, stride_oh, stride_od,
+    stride_lh,
+    qk_scale, L_Q, GROUP, NUM_HEADS,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    CAUSAL: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
+    INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr,
+):
+    """Forward: ``O`` and natural-log ``LSE`` of the tiles of program ``pid(0)``, query head ``pid(1)``."""
+    pid = tl.program_id(0)
+    h = tl.program_id(1).to(tl.int64)
+    h_kv = h // GROUP
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    offs_n = tl.arange(0, BLOCK_N).to(tl.int64)
+    d_ok = offs_d < HEAD_DIM
+    dv_ok = offs_dv < HEAD_DIM_V
+    t_begin = tl.load(PROG_TILE_START + pid)
+    t_end = tl.load(PROG_TILE_START + pid + 1)
+    for t in range(t_begin, t_end):
+        b = tl.load(TILE_SEQ + t)
+        m_blk = tl.load(TILE_BLOCK + t).to(tl.int64)
+        if INSTRUMENT:
+            tl.atomic_add(VISITS + tl.load(TILE_ID + t).to(tl.int64) * NUM_HEADS + h, 1)
+        q_start, out_start, q_len, k_start, k_len = _seq_bounds(Q_OFF, K_OFF, b, L_Q, BROADCAST_Q)
+        offs_m = m_blk * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+        row_ok = offs_m < q_len
+        q_ptrs = (Q + (q_start + offs_m)[:, None] * stride_qt + h * stride_qh
+                  + offs_d[None, :].to(tl.int64) * stride_qd)
+        q = tl.load(q_ptrs, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+
+        # KV range: [0, full_end) needs no mask; [full_end, hi) is masked; beyond hi is skipped.
+        if CAUSAL:
+            shift = _causal_shift(q_len, k_len, BOTTOM_RIGHT)
+            last_row = tl.minimum((m_blk + 1) * BLOCK_M, q_len) - 1
+            hi = tl.maximum(tl.minimum(k_len, last_row + shift + 1), 0)
+            full_end = tl.maximum(tl.minimum(k_len, m_blk * BLOCK_M + shift + 1), 0)
+        else:
+            shift = k_len * 0
+            hi = k_len
+            full_end = k_len
+        full_end = (full_end // BLOCK_N) * BLOCK_N
+
+        K_ptr = K + k_start * stride_kt + h_kv * stride_kh
+        V_ptr = V + k_start * stride_vt + h_kv * stride_vh
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
+        for start_n in range(0, full_end, BLOCK_N):
+            acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
+                                       k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
+                                       HEAD_DIM, HEAD_DIM_V, False, CAUSAL, INTERPRET, IEEE)
+        for start_n in range(full_end, hi, BLOCK_N):
+            acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
+                                       k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
+                                       HEAD_DIM, HEAD_DIM_V, True, CAUSAL, INTERPRET, IEEE)
+
+        empty = l_i == 0.0  # no visible key: o = 0, lse = -inf
+        o = acc / tl.where(empty, 1.0, l_i)[:, None]
+        lse = tl.where(empty, float("-inf"), (m_i + tl.log2(tl.where(empty, 1.0, l_i))) * 0.6931471805599453)
+        o_rows = out_start + offs_m
+        o_ptrs = O + o_rows[:, None] * stride_ot + h * stride_oh + offs_dv[None, :].to(tl.int64) * stride_od
+        tl.store(o_ptrs, _round_cast(o, O.dtype.element_ty, INTERPRET), mask=row_ok[:, None] & dv_ok[None, :])
+        tl.store(LSE + h * stride_lh + o_rows, lse, mask=row_ok)
+
+
+@triton.jit
+def _bwd_preprocess_kernel(
+    O, DO, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK,
+    stride_ot, stride_oh, stride_od,
+    stride_dot, stride_doh, stride_dod,
+    stride_deltah,
+    L_Q,
+    HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr,
+    BROADCAST_Q: tl.constexpr,
+):
+    """``DELTA[h, row] = sum_d DO[row, h, d] * O[row, h, d]`` (fp32) for query tile ``pid(0)``, head ``pid(1)``."""
+    t = tl.program_id(0)
+    h = tl.program_id(1).to(tl.int64)
+    b = tl.load(TILE_SEQ + t)
+    m_blk = tl.load(TILE_BLOCK + t).to(tl.int64)
+    q_start, out_start, q_len, k_start, k_len = _seq_bounds(Q_OFF, K_OFF, b, L_Q, BROADCAST_Q)
+    offs_m = m_blk * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+    offs_dv = tl.arange(0, BLOCK_DV).to(tl.int64)
+    row_ok = offs_m < q_len
+    mask = row_ok[:, None] & (offs_dv < HEAD_DIM_V)[None, :]
+    rows = out_start + offs_m
+    o = tl.load(O + rows[:, None] * stride_ot + h * stride_oh + offs_dv[None, :] * stride_od, mask=mask, other=0.0)
+    do = tl.load(DO + rows[:, None] * stride_dot + h * stride_doh + offs_dv[None, :] * stride_dod,
+                 mask=mask, other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + h * stride_deltah + rows, delta, mask=row_ok)
+
+
+@triton.jit
+def _bwd_dkdv_kernel(
+    Q, K, V, DO, LSE, DELTA, DK, DV, Q_OFF, K_OFF,
+    TILE_SEQ, TILE_BLOCK, PROG_TILE_START,
+    stride_qt, stride_qh, stride_qd,
+    stride_kt, stride_kh, stride_kd,
+    stride_vt, stride_vh, stride_vd,
+    stride_dot, stride_doh, stride_dod,
+    stride_dkt, stride_dkh, stride_dkd,
+    stride_dvt, stride_dvh, stride_dvd,
+    stride_lh,
+    sm_scale, qk_scale, L_Q, GROUP,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    CAUSAL: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
+    INTERPRET: tl.constexpr, IEEE: tl.constexpr,
+):
+    """dK, dV of KV tiles ``(b, n)`` of program ``pid(0)``, KV head ``pid(1)``; sums the group's query heads."""
+    pid = tl.program_id(0)
+    h_kv = tl.program_id(1).to(tl.int64)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    d_ok = offs_d < HEAD_DIM
+    dv_ok = offs_dv < HEAD_DIM_V
+    offs_d64 = offs_d.to(tl.int64)
+    offs_dv64 = offs_dv.to(tl.int64)
+    t_begin = tl.load(PROG_TILE_START + pid)
+    t_end = tl.load(PROG_TILE_START + pid + 1)
+    for t in range(t_begin, t_end):
+        b = tl.load(TILE_SEQ + t)
+        n_blk = tl.load(TILE_BLOCK + t).to(tl.int64)
+        q_start, out_start, q_len, k_start, k_len = _seq_bounds(Q_OFF, K_OFF, b, L_Q, BROADCAST_Q)
+        offs_n = n_blk * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+        col_ok = offs_n < k_len
+        k_rows = k_start + offs_n
+        k = tl.load(K + k_rows[:, None] * stride_kt + h_kv * stride_kh + offs_d64[None, :] * stride_kd,
+                    mask=col_ok[:, None] & d_ok[None, :], other=0.0)
+        v = tl.load(V + k_rows[:, None] * stride_vt + h_kv * stride_vh + offs_dv64[None, :] * stride_vd,
+                    mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
+        dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
+        dv = tl.zeros([BLOCK_N, BLOCK_DV], tl.float32)
+        if CAUSAL:
+            shift = _causal_shift(q_len, k_len, BOTTOM_RIGHT)
+            # first query row that sees this block's first key: i >= j - shift
+            m_lo = tl.maximum(n_blk * BLOCK_N - shift, 0) // BLOCK_M * BLOCK_M
+        else:
+            shift = k_len * 0
+            m_lo = k_len * 0
+        for g in range(0, GROUP):
+            h = h_kv * GROUP + g
+            for start_m in range(m_lo, q_len, BLOCK_M):
+                offs_m = start_m + tl.arange(0, BLOCK_M).to(tl.int64)
+                row_ok = offs_m < q_len
+                q = tl.load(Q + (q_start + offs_m)[:, None] * stride_qt + h * stride_qh
+                            + offs_d64[None, :] * stride_qd, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+                o_rows = out_start + offs_m
+                do = tl.load(DO + o_rows[:, None] * stride_dot + h * stride_doh + offs_dv64[None, :] * stride_dod,
+                             mask=row_ok[:, None] & dv_ok[None, :], other=0.0)
+                lse = tl.load(LSE + h * stride_lh + o_rows, mask=row_ok, other=float("inf"))
+                lse = tl.where(lse == float("-inf"), float("inf"), lse) * 1.4426950408889634
+                delta = tl.load(DELTA + h * stride_lh + o_rows, mask=row_ok, other=0.0)
+                s_t = _dot(k, tl.trans(q), INTERPRET, IEEE) * qk_scale  # [BLOCK_N, BLOCK_M]
+                visible = col_ok[:, None] & row_ok[None, :]
+                if CAUSAL:
+                    visible = visible & (offs_n[:, None] <= offs_m[None, :] + shift)
+                p_t = tl.where(visible, tl.exp2(s_t - lse[None, :]), 0.0)
+                dv += _dot(_round_cast(p_t, do.dtype, INTERPRET), do, INTERPRET, IEEE)
+                dp_t = _dot(v, tl.trans(do), INTERPRET, IEEE)
+                ds_t = p_t * (dp_t - delta[None, :])
+                dk += _dot(_round_cast(ds_t, q.dtype, INTERPRET), q, INTERPRET, IEEE)
+        dk = dk * sm_scale
+        tl.store(DK + k_rows[:, None] * stride_dkt + h_kv * stride_dkh + offs_d64[None, :] * stride_dkd,
+                 _round_cast(dk, DK.dtype.element_ty, INTERPRET), mask=col_ok[:, None] & d_ok[None, :])
+        tl.store(DV + k_rows[:, None] * stride_dvt + h_kv * stride_dvh + offs_dv64[None, :] * stride_dvd,
+                 _round_cast(dv, DV.dtype.element_ty, INTERPRET), mask=col_ok[:, None] & dv_ok[None, :])
+
+
+@triton.jit
+def _bwd_dq_kernel(
+    Q, K, V, DO, LSE, DELTA, DQ, Q_OFF, K_OFF,
+    TILE_SEQ, TILE_BLOCK, PROG_TILE_START,
+    stride_qt, stride_qh, stride_qd,
+    stride_kt, stride_kh, stride_kd,
+    stride_vt, stride_vh, stride_vd,
+    stride_dot, stride_doh, stride_dod,
+    stride_dqt, stride_dqh, stride_dqd,
+    stride_lh,
+    sm_scale, qk_scale, L_Q, GROUP,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    CAUSAL: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
+    INTERPRET: tl.constexpr, IEEE: tl.constexpr,
+):
+    """dQ of query tiles ``(b, m)`` of program ``pid(0)``, query head ``pid(1)``.
+
+    Rows of ``DQ`` are output rows (broadcast-Q: a per-sequence fp32 partial
+    ``[B * L_Q, H_q, D]`` that the host sums over the batch), else query rows.
+    """
+    pid = tl.program_id(0)
+    h = tl.program_id(1).to(tl.int64)
+    h_kv = h // GROUP
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    d_ok = offs_d < HEAD_DIM
+    dv_ok = offs_dv < HEAD_DIM_V
+    offs_d64 = offs_d.to(tl.int64)
+    offs_dv64 = offs_dv.to(tl.int64)
+    t_begin = tl.load(PROG_TILE_START + pid)
+    t_end = tl.load(PROG_TILE_START + pid + 1)
+    for t in range(t_begin, t_end):
+        b = tl.load(TILE_SEQ + t)
+        m_blk = tl.load(TILE_BLOCK + t).to(tl.int64)
+        q_start, out_start, q_len, k_start, k_len = _seq_bounds(Q_OFF, K_OFF, b, L_Q, BROADCAST_Q)
+        offs_m = m_blk * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
+        row_ok = offs_m < q_len
+        q = tl.load(Q + (q_start + offs_m)[:, None] * stride_qt + h * stride_qh + offs_d64[None, :] * stride_qd,
+                    mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+        o_rows = out_start + offs_m
+        do = tl.load(DO + o_rows[:, None] * stride_dot + h * stride_doh + offs_dv64[None, :] * stride_dod,
+                     mask=row_ok[:, None] & dv_ok[None, :], other=0.0)
+        lse = tl.load(LSE + h * stride_lh + o_rows, mask=row_ok, other=float("inf"))
+        lse = tl.where(lse == float("-inf"), float("inf"), lse) * 1.4426950408889634
+        delta = tl.load(DELTA + h * stride_lh + o_rows, mask=row_ok, other=0.0)
+        if CAUSAL:
+            shift = _causal_shift(q_len, k_len, BOTTOM_RIGHT)
+            last_row = tl.minimum((m_blk + 1) * BLOCK_M, q_len) - 1
+            hi = tl.maximum(tl.minimum(k_len, last_row + shift + 1), 0)
+        else:
+            shift = k_len * 0
+            hi = k_len
+        dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+        for start_n in range(0, hi, BLOCK_N):
+            offs_n = start_n + tl.arange(0, BLOCK_N).to(tl.int64)
+            col_ok = offs_n < k_len
+            k_rows = k_start + offs_n
+            k = tl.load(K + k_rows[:, None] * stride_kt + h_kv * stride_kh + offs_d64[None, :] * stride_kd,
+                        mask=col_ok[:, None] & d_ok[None, :], other=0.0)
+            v = tl.load(V + k_rows[:, None] * stride_vt + h_kv * stride_vh + offs_dv64[None, :] * stride_vd,
+                        mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
+            s = _dot(q, tl.trans(k), INTERPRET, IEEE) * qk_scale  # [BLOCK_M, BLOCK_N]
+            visible = row_ok[:, None] & col_ok[None, :]
+            if CAUSAL:
+                visible = visible & (offs_n[None, :] <= offs_m[:, None] + shift)
+            p = tl.where(visible, tl.exp2(s - lse[:, None]), 0.0)
+            dp = _dot(do, tl.trans(v), INTERPRET, IEEE)
+            ds = p * (dp - delta[:, None])
+            dq += _dot(_round_cast(ds, k.dtype, INTERPRET), k, INTERPRET, IEEE)
+        dq = dq * sm_scale
+        if BROADCAST_Q:
+            dq_rows = o_rows
+        else:
+            dq_rows = q_start + offs_m
+        tl.store(DQ + dq_rows[:, None] * stride_dqt + h * stride_dqh + offs_d64[None, :] * stride_dqd,
+                 _round_cast(dq, DQ.dtype.element_ty, INTERPRET), mask=row_ok[:, None] & d_ok[None, :])

@@ -1,0 +1,96 @@
+"""The exact reference: float64, per sequence, explicit formulas on the tensors' device.
+
+Forward, per sequence and head: ``S = sm_scale * Q K^T`` masked to the visible
+keys, ``lse = logsumexp(S)`` (natural log), ``P = exp(S - lse)``, ``O = P V``.
+Backward (the softmax Jacobian, as in FlashAttention-2, Dao 2023,
+arXiv:2307.08691, Algorithm 2): ``dV = P^T dO``, ``dP = dO V^T``,
+``Delta = rowsum(dO * O)``, ``dS = P * (dP - Delta)``, ``dQ = sm_scale dS K``,
+``dK = sm_scale dS^T Q``. Written out instead of autograd so that rows with no
+visible key give exact zeros (autograd through ``logsumexp`` of ``-inf`` gives NaN).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from jfa_verify.contract import validate_inputs
+
+from ._common import expand_kv_heads, reduce_kv_heads, sequence_slices, visible_mask
+
+__all__ = ["reference_attention"]
+
+
+def reference_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_offsets: Optional[torch.Tensor],
+    k_offsets: torch.Tensor,
+    *,
+    causal: bool = False,
+    causal_alignment: str = "top_left",
+    sm_scale: Optional[float] = None,
+    do: Optional[torch.Tensor] = None,
+) -> dict[str, torch.Tensor]:
+    """Exact JFA outputs (and gradients when ``do`` is given) in float64.
+
+    Args: as :func:`jfa_verify.contract.validate_inputs`; ``do`` is the output
+    gradient, shaped like ``o`` (``[rows, H_q, D_v]``), any float dtype.
+
+    Returns: ``{"o": [rows, H_q, D_v], "lse": [H_q, rows]}`` and, with ``do``,
+    ``"dq"`` (shape of ``q``), ``"dk"``, ``"dv"`` (shapes of ``k``, ``v``); all
+    float64 on the inputs' device. Rows outside every sequence and rows with no
+    visible key: ``o = 0``, ``lse = -inf``, zero gradients.
+
+    Raises:
+        InvalidInput: the inputs break the contract.
+    """
+    p = validate_inputs(
+        q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment, sm_scale=sm_scale
+    )
+    f64 = torch.float64
+    dev = q.device
+    g = p.group_size
+    o = torch.zeros(p.total_q_rows, p.num_heads_q, p.head_dim_v, dtype=f64, device=dev)
+    lse = torch.full((p.num_heads_q, p.total_q_rows), float("-inf"), dtype=f64, device=dev)
+    if do is not None:
+        if tuple(do.shape) != tuple(o.shape):
+            from jfa_verify.errors import InvalidInput
+
+            raise InvalidInput(f"do.shape={tuple(do.shape)} must equal o.shape={tuple(o.shape)}")
+        dq = torch.zeros(q.shape, dtype=f64, device=dev)
+        dk = torch.zeros(k.shape, dtype=f64, device=dev)
+        dv = torch.zeros(v.shape, dtype=f64, device=dev)
+    for b in range(p.batch):
+        q_rows, o_rows, k_rows = sequence_slices(p, b)
+        lq, lk = p.q_lengths[b], p.k_lengths[b]
+        if lq == 0:
+            continue
+        qb = q[q_rows].to(f64)
+        kb = expand_kv_heads(k[k_rows].to(f64), g)
+        vb = expand_kv_heads(v[k_rows].to(f64), g)
+        mask = visible_mask(lq, lk, p.causal, p.causal_alignment, dev)  # [lq, lk]
+        s = torch.einsum("ihd,jhd->hij", qb, kb) * p.sm_scale
+        s = s.masked_fill(~mask, float("-inf"))
+        row_lse = torch.logsumexp(s, dim=-1) if lk > 0 else torch.full((p.num_heads_q, lq), float("-inf"), dtype=f64, device=dev)
+        safe = torch.where(torch.isinf(row_lse), torch.zeros_like(row_lse), row_lse)
+        prob = torch.exp(s - safe[..., None]).masked_fill(~mask, 0.0)  # [H, lq, lk]
+        ob = torch.einsum("hij,jhd->ihd", prob, vb)
+        o[o_rows] = ob
+        lse[:, o_rows] = row_lse
+        if do is None:
+            continue
+        dob = do[o_rows].to(f64)
+        dv_h = torch.einsum("hij,ihd->jhd", prob, dob)
+        dp = torch.einsum("ihd,jhd->hij", dob, vb)
+        delta = (dob * ob).sum(-1).transpose(0, 1)  # [H, lq]
+        ds = prob * (dp - delta[..., None])
+        dq[q_rows] += torch.einsum("hij,jhd->ihd", ds, kb) * p.sm_scale
+        dk[k_rows] += reduce_kv_heads(torch.einsum("hij,ihd->jhd", ds, qb) * p.sm_scale, g)
+        dv[k_rows] += reduce_kv_heads(dv_h, g)
+    out = {"o": o, "lse": lse}
+    if do is not None:
+        out.update(dq=dq, dk=dk, dv=dv)
+    return out

@@ -1,0 +1,115 @@
+"""The same-dtype baseline: pad to ``[B, H, L_max, D]``, run torch SDPA, unpack.
+
+Its error against the float64 reference measures what an ordinary attention
+in the test dtype loses to rounding; kernel budgets are stated relative to it
+(the FlashAttention tests' rule, Dao-AILab/flash-attention ``tests/``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from jfa_verify.contract import JaggedProblem, validate_inputs
+
+from ._common import expand_kv_heads, visible_mask
+
+__all__ = ["padded_sdpa_attention"]
+
+
+def _pad_index(starts, lengths, max_len: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row index ``[B, max_len]`` into the packed tensor (0 for padding) and the valid mask."""
+    pos = torch.arange(max_len, device=device)[None, :]
+    start = torch.tensor(list(starts), dtype=torch.long, device=device)[:, None]
+    length = torch.tensor(list(lengths), dtype=torch.long, device=device)[:, None]
+    valid = pos < length
+    return torch.where(valid, start + pos, torch.zeros_like(pos)), valid
+
+
+def _pad(x: torch.Tensor, index: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Packed ``[T, H, D]`` -> padded ``[B, H, L, D]`` (differentiable; padding rows are 0)."""
+    if x.shape[0] == 0:
+        return x.new_zeros(index.shape[0], x.shape[1], index.shape[1], x.shape[2])
+    padded = x[index] * valid[..., None, None].to(x.dtype)
+    return padded.transpose(1, 2)
+
+
+def _masks(p: JaggedProblem, device) -> torch.Tensor:
+    lq_max, lk_max = p.max_seqlen_q, p.max_seqlen_k
+    mask = torch.zeros(p.batch, lq_max, lk_max, dtype=torch.bool, device=device)
+    for b in range(p.batch):
+        lq, lk = p.q_lengths[b], p.k_lengths[b]
+        mask[b, :lq, :lk] = visible_mask(lq, lk, p.causal, p.causal_alignment, device)
+    return mask
+
+
+def padded_sdpa_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_offsets: Optional[torch.Tensor],
+    k_offsets: torch.Tensor,
+    *,
+    causal: bool = False,
+    causal_alignment: str = "top_left",
+    sm_scale: Optional[float] = None,
+    do: Optional[torch.Tensor] = None,
+) -> dict[str, torch.Tensor]:
+    """JFA outputs from padded ``torch.nn.functional.scaled_dot_product_attention`` in the input dtype.
+
+    Args: as :func:`oracles.float64.reference_attention`.
+
+    Returns: ``o`` ``[rows, H_q, D_v]`` in the input dtype; ``lse`` ``[H_q, rows]``
+    float32, the logsumexp of scores computed in the input dtype; with ``do``,
+    ``dq``, ``dk``, ``dv`` in the input dtype, from autograd through SDPA. Rows
+    with no visible key follow the contract (0, ``-inf``, zero gradients).
+
+    Rows with no visible key are given one dummy visible key inside SDPA, so it
+    produces no NaN, and then multiplied by zero, which also zeroes their
+    gradient contributions.
+
+    Raises:
+        InvalidInput: the inputs break the contract.
+    """
+    p = validate_inputs(
+        q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment, sm_scale=sm_scale
+    )
+    dev, dtype = q.device, q.dtype
+    q_ = q.detach().clone().requires_grad_(do is not None)
+    k_ = k.detach().clone().requires_grad_(do is not None)
+    v_ = v.detach().clone().requires_grad_(do is not None)
+    o = torch.zeros(p.total_q_rows, p.num_heads_q, p.head_dim_v, dtype=dtype, device=dev)
+    lse = torch.full((p.num_heads_q, p.total_q_rows), float("-inf"), dtype=torch.float32, device=dev)
+    result = {"o": o, "lse": lse}
+    if do is not None:
+        result.update(dq=torch.zeros_like(q), dk=torch.zeros_like(k), dv=torch.zeros_like(v))
+    if p.batch == 0 or p.max_seqlen_q == 0 or p.max_seqlen_k == 0:
+        return result
+
+    qi, qvalid = _pad_index(p.q_starts, p.q_lengths, p.max_seqlen_q, dev)
+    ki, kvalid = _pad_index(p.k_starts, p.k_lengths, p.max_seqlen_k, dev)
+    oi, _ = _pad_index(p.out_starts, p.q_lengths, p.max_seqlen_q, dev)
+    qp = _pad(q_, qi, qvalid)
+    kp = _pad(expand_kv_heads(k_, p.group_size), ki, kvalid)
+    vp = _pad(expand_kv_heads(v_, p.group_size), ki, kvalid)
+    mask = _masks(p, dev)  # [B, Lq, Lk]
+    has_key = mask.any(-1)  # [B, Lq]
+    sdpa_mask = mask.clone()
+    sdpa_mask[..., 0] |= ~has_key
+    op = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=sdpa_mask[:, None], scale=p.sm_scale)
+    op = op * has_key[:, None, :, None].to(dtype)  # [B, H, Lq, Dv]
+    with torch.no_grad():
+        scores = (qp @ kp.transpose(-1, -2)) * torch.tensor(p.sm_scale, dtype=dtype)
+        scores = scores.float().masked_fill(~mask[:, None], float("-inf"))
+        lse_p = torch.logsumexp(scores, dim=-1)  # [B, H, Lq]; -inf where no key
+    rows_valid = qvalid
+    out_rows = oi[rows_valid]
+    o_packed = op.transpose(1, 2)[rows_valid]  # [rows_in_sequences, H, Dv]
+    o[out_rows] = o_packed.detach()
+    lse[:, out_rows] = lse_p.transpose(1, 2)[rows_valid].transpose(0, 1)
+    if do is not None:
+        o_packed.backward(do[out_rows].to(dtype))
+        result.update(dq=q_.grad, dk=k_.grad, dv=v_.grad)
+    return result

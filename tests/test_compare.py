@@ -1,0 +1,71 @@
+"""Comparison and localization: the rule, non-finite handling, and (sequence, head, token, tile)."""
+
+import math
+
+import torch
+
+from jfa_verify import Case, compare_output, locate, validate_inputs
+from jfa_verify.compare import FLOOR_ULPS, SDPA_FACTOR
+
+
+def test_allowance_is_twice_sdpa_error_plus_floor():
+    ref = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    sdpa = torch.tensor([1.0, -2.0 + 0.01, 0.5], dtype=torch.bfloat16)
+    eps = torch.finfo(torch.bfloat16).eps
+    sdpa_err = abs(float(sdpa[1]) + 2.0)
+    allowance = SDPA_FACTOR * sdpa_err + FLOOR_ULPS[torch.bfloat16] * eps * 2.0
+    good = torch.tensor([1.0, -2.0, 0.5 + 0.5 * allowance], dtype=torch.float64)
+    bad = torch.tensor([1.0, -2.0, 0.5 + 1.5 * allowance], dtype=torch.float64)
+    c_good = compare_output("o", good, sdpa, ref, torch.bfloat16)
+    c_bad = compare_output("o", bad, sdpa, ref, torch.bfloat16)
+    assert math.isclose(c_good.allowance, allowance, rel_tol=1e-9)
+    assert c_good.passed and not c_bad.passed
+    assert c_bad.worst_index == (2,) and math.isclose(c_bad.headroom, 1.5, rel_tol=1e-6)
+
+
+def test_nan_fails_and_is_located():
+    ref = torch.zeros(2, 3, dtype=torch.float64)
+    got = torch.zeros(2, 3); got[1, 2] = float("nan")
+    c = compare_output("o", got, got.nan_to_num(), ref, torch.float32)
+    assert not c.passed and "1 NaN" in c.problem and c.worst_index == (1, 2)
+
+
+def test_lse_minus_inf_must_match_exactly():
+    ref = torch.tensor([[0.5, float("-inf")]], dtype=torch.float64)
+    ok = compare_output("lse", torch.tensor([[0.5, float("-inf")]]), ref.float(), ref, torch.bfloat16)
+    finite_instead = compare_output("lse", torch.tensor([[0.5, -1e30]]), ref.float(), ref, torch.bfloat16)
+    wrong_sign = compare_output("lse", torch.tensor([[0.5, float("inf")]]), ref.float(), ref, torch.bfloat16)
+    assert ok.passed
+    assert not finite_instead.passed and "infinite" in finite_instead.problem
+    assert not wrong_sign.passed
+
+
+def test_broken_sdpa_does_not_widen_allowance():
+    ref = torch.ones(4, dtype=torch.float64)
+    sdpa = torch.full((4,), float("nan"))
+    c = compare_output("o", ref.float() + 0.5, sdpa, ref, torch.float32)
+    assert not c.passed
+
+
+def test_locate_maps_rows_to_sequence_token_tile():
+    case = Case(kv_lengths=(5, 40, 0, 3), mode="cross", q_lengths=(2, 70, 1, 0), head_dim=16, offsets_start=4)
+    t = case.materialize()
+    p = validate_inputs(*t.call_args())
+    # q rows: seq0 4..5, seq1 6..75, seq2 76; k rows: seq0 4..8, seq1 9..48, seq3 49..51
+    loc = locate(p, "o", (6 + 65, 1, 3), 32, 16)
+    assert (loc.sequence, loc.head, loc.token, loc.tile) == (1, 1, 65, 2)
+    loc = locate(p, "lse", (0, 76), 32, 16)
+    assert (loc.sequence, loc.token, loc.tile) == (2, 0, 0)
+    loc = locate(p, "dk", (9 + 33, 0, 0), 32, 16)
+    assert (loc.sequence, loc.token, loc.tile, loc.tile_kind) == (1, 33, 2, "BLOCK_N")
+    loc = locate(p, "dv", (2, 0, 0), 32, 16)
+    assert loc.sequence is None and "outside every sequence" in loc.describe()
+
+
+def test_locate_broadcast_dq_is_dense():
+    t = Case(kv_lengths=(3, 4), mode="broadcast_q", broadcast_q_len=40).materialize()
+    p = validate_inputs(*t.call_args())
+    loc = locate(p, "dq", (35, 0, 0), 32, 16)
+    assert loc.sequence is None and loc.tile == 1 and "dense Q" in loc.describe()
+    loc = locate(p, "o", (45, 0, 0), 32, 16)
+    assert (loc.sequence, loc.token) == (1, 5)

@@ -1,0 +1,100 @@
+"""The three references agree with each other and with hand-computable cases."""
+
+import math
+
+import pytest
+import torch
+
+from jfa_verify import Case
+from oracles import blockwise_attention, padded_sdpa_attention, reference_attention
+
+
+def _finite_close(a, b, atol):
+    a, b = a.double(), b.double()
+    assert torch.equal(torch.isinf(a), torch.isinf(b))
+    fin = torch.isfinite(b)
+    assert (a[fin] - b[fin]).abs().max().item() <= atol if fin.any() else True
+
+
+CASES = [
+    Case(kv_lengths=(5, 0, 17, 1), dtype="float32", num_heads_q=4, num_heads_kv=2, head_dim=16, seed=1),
+    Case(kv_lengths=(6, 9, 0), mode="cross", q_lengths=(9, 3, 4), dtype="float32", causal=True,
+         causal_alignment="bottom_right", head_dim=16, head_dim_v=24, seed=2),
+    Case(kv_lengths=(6, 9, 0), mode="cross", q_lengths=(9, 3, 4), dtype="float32", causal=True, head_dim=16, seed=3),
+    Case(kv_lengths=(4, 11, 0, 7), mode="broadcast_q", broadcast_q_len=5, dtype="float32", num_heads_q=2,
+         num_heads_kv=1, head_dim=16, seed=4, offsets_start=3),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.describe())
+def test_references_agree(case):
+    t = case.materialize()
+    kw = dict(causal=case.causal, causal_alignment=case.causal_alignment, do=t.do)
+    ref = reference_attention(*t.call_args(), **kw)
+    sdpa = padded_sdpa_attention(*t.call_args(), **kw)
+    blk = blockwise_attention(*t.call_args(), block_m=4, block_n=3, **kw)
+    for name in ("o", "lse", "dq", "dk", "dv"):
+        _finite_close(blk[name], ref[name], 1e-12)  # the algorithm, in float64: exact to rounding
+        _finite_close(sdpa[name], ref[name], 2e-5)  # float32 SDPA
+
+
+def test_blockwise_float32_with_rounded_p_is_close():
+    case = Case(kv_lengths=(20, 33), dtype="bfloat16", head_dim=16, causal=True)
+    t = case.materialize()
+    ref = reference_attention(*t.call_args(), causal=True, do=t.do)
+    blk = blockwise_attention(*t.call_args(), causal=True, do=t.do, compute_dtype=torch.float32, round_p=True)
+    for name in ("o", "dq", "dk", "dv"):
+        err = (blk[name].double() - ref[name]).abs().max().item()
+        assert 1e-6 < err < 0.05 * ref[name].abs().max().item(), name  # rounding shows, but small
+
+
+def test_single_key_returns_its_value_row():
+    q = torch.randn(3, 1, 16, dtype=torch.float64).float()
+    k = torch.randn(1, 1, 16)
+    v = torch.randn(1, 1, 16)
+    q_off = torch.tensor([0, 3]); k_off = torch.tensor([0, 1])
+    for oracle in (reference_attention, padded_sdpa_attention, blockwise_attention):
+        out = oracle(q, k, v, q_off, k_off)
+        assert torch.allclose(out["o"].double(), v.double().expand(3, 1, 16), atol=1e-6)
+        scores = (q.double() @ k.double()[0, 0]) / 4.0  # [3, 1]
+        assert torch.allclose(out["lse"].double(), scores.T, atol=1e-5)
+
+
+def test_identical_keys_return_mean_of_values():
+    q = torch.randn(4, 2, 16)
+    k = torch.randn(1, 2, 16).expand(6, 2, 16).contiguous()
+    v = torch.randn(6, 2, 16)
+    off = torch.tensor([0, 4]); koff = torch.tensor([0, 6])
+    for oracle in (reference_attention, padded_sdpa_attention, blockwise_attention):
+        out = oracle(q, k, v, off, koff)
+        assert torch.allclose(out["o"].double(), v.double().mean(0, keepdim=True).expand(4, 2, 16), atol=1e-5)
+        # lse = score + log(6) for every key identical
+        s = torch.einsum("ihd,hd->hi", q.double(), k[0].double()) / 4.0
+        assert torch.allclose(out["lse"].double(), s + math.log(6), atol=1e-5)
+
+
+def test_query_with_no_visible_key_is_zero_and_minus_inf():
+    # Bottom-right causal with L_k=2 < L_q=5: rows 0..2 see no key; L_k=0 sees nothing.
+    q = torch.randn(7, 1, 16); k = torch.randn(2, 1, 16); v = torch.randn(2, 1, 16)
+    q_off = torch.tensor([0, 5, 7]); k_off = torch.tensor([0, 2, 2])
+    do = torch.randn(7, 1, 16)
+    for oracle in (reference_attention, padded_sdpa_attention, blockwise_attention):
+        out = oracle(q, k, v, q_off, k_off, causal=True, causal_alignment="bottom_right", do=do)
+        empty = [0, 1, 2, 5, 6]
+        assert torch.all(out["o"][empty] == 0)
+        assert torch.all(torch.isneginf(out["lse"][:, empty]))
+        assert torch.all(torch.isfinite(out["lse"][:, [3, 4]]))
+        assert torch.all(out["dq"][empty] == 0)
+        assert not any(torch.isnan(out[n]).any() for n in out)
+
+
+def test_broadcast_q_dq_is_sum_over_sequences():
+    case = Case(kv_lengths=(3, 5), mode="broadcast_q", broadcast_q_len=4, dtype="float32", head_dim=16)
+    t = case.materialize()
+    full = reference_attention(*t.call_args(), do=t.do)
+    parts = []
+    for b, (s, e) in enumerate([(0, 3), (3, 8)]):
+        koff = torch.tensor([0, e - s], dtype=torch.int32)
+        qoff = torch.tensor([0, 4], dtype=torch.int32)
+        parts.append(reference_attention(t.q, t.k[s:e], t.v[s:e], qoff, koff, do=t.do[4 * b : 4 * b + 4])["dq"])
+    assert torch.allclose(full["dq"], parts[0] + parts[1], atol=1e-12)
