@@ -1,0 +1,1 @@
+"""CI gating: the CPU gate is ``.ci/run``; the GPU gate is ``ci/gpu_run.sh``."""

@@ -1,0 +1,79 @@
+"""The command line: run writes a report and exits by verdict; replay reproduces a case file."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from jfa_verify.cli import main
+
+MUTANT_PLUGIN = str(Path(__file__).parent / "quality" / "mutant_plugin.py")
+
+
+def test_run_passes_and_writes_report(tmp_path, capsys):
+    report = tmp_path / "report.json"
+    rc = main(["run", "--device", "cpu", "--filter", "layout-7-3-19-5-11/self", "--report", str(report),
+               "--reproducers", str(tmp_path / "repro"), "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    data = json.loads(report.read_text())
+    assert data["summary"]["pass"] == len(data["cases"]) >= 2
+    first = data["cases"][0]
+    assert set(first["outputs"]) == {"o", "lse", "dq", "dk", "dv"}
+    assert all(0 <= o["headroom"] < 1 for o in first["outputs"].values())
+    assert "Triton interpreter on CPU" in out and "scaled" in out
+    assert not list((tmp_path / "repro").glob("*.json"))  # passes leave no reproducer
+
+
+def test_broken_kernel_fails_run_with_localized_message_and_replays(tmp_path, capsys):
+    repro = tmp_path / "repro"
+    rc = main(["run", "--device", "cpu", "--plugin", MUTANT_PLUGIN, "--kernel", "mutant-kv_bound_minus_one",
+               "--filter", "tile-edges/self/float32", "--report", str(tmp_path / "r.json"), "--reproducers", str(repro),
+               "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    # Lengths (0, 1, 15, 17, 31, 33) with BLOCK_N=16: sequences 3 (17) and 5 (33) lose their last key,
+    # and sequence 1 (one token) loses its only key, so its LSE becomes -inf.
+    assert "[FAIL] tile-edges/self/float32" in out
+    assert re.search(r"  o: max abs error .* > allowance", out)
+    assert re.search(r"o: .*\n\s+worst at sequence (1|3|5), head \d, token \d+, M-tile \d", out)
+    assert re.search(r"lse: \d+ element\(s\) infinite .*\n\s+worst at sequence 1, head 0, token 0, M-tile 0", out)
+    files = list(repro.glob("*.json"))
+    assert len(files) == 1
+    payload = json.loads(files[0].read_text())
+    assert payload["status"] == "fail" and payload["kernel"] == "mutant-kv_bound_minus_one"
+    assert f"jfa-verify replay {files[0]}" in out
+
+    rc = main(["replay", str(files[0]), "--device", "cpu", "--plugin", MUTANT_PLUGIN,
+               "--reproducers", str(tmp_path / "again")])
+    out = capsys.readouterr().out
+    assert rc == 1 and "replayed: fail (same)" in out
+    # the same case on the real kernel passes
+    rc = main(["replay", str(files[0]), "--device", "cpu", "--kernel", "triton_jfa", "--reproducers", str(tmp_path / "x")])
+    assert rc == 0
+
+
+def test_unknown_kernel_is_a_clear_error(capsys):
+    rc = main(["run", "--device", "cpu", "--kernel", "flash_typo"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no kernel named 'flash_typo'" in err and "triton_jfa" in err
+
+
+def test_replay_rejects_non_case_file(tmp_path, capsys):
+    bad = tmp_path / "x.json"
+    bad.write_text("{}")
+    rc = main(["replay", str(bad), "--device", "cpu"])
+    assert rc == 2 and "not a jfa-verify case file" in capsys.readouterr().err
+
+
+def test_kernels_lists_registry(capsys):
+    assert main(["kernels"]) == 0
+    assert "triton_jfa" in capsys.readouterr().out
+
+
+def test_schedule_table_and_png(tmp_path, capsys):
+    png = tmp_path / "load.png"
+    assert main(["schedule", "--batch", "64", "--num-sms", "8", "--png", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "zigzag" in out and "dynamic" in out and png.stat().st_size > 1000
