@@ -146,8 +146,9 @@ def test_broadcast_q_matches_oracle(jfa, case):
 
 def test_tile_boundary_lengths(jfa):
     bm, bn = block_sizes(16, F32, DEVICE.type)
-    q_lens = [bm - 1, bm, bm + 1, 1]
-    k_lens = [bn + 1, bn - 1, bn, bm + 1]
+    # last: key block 1's first visible query (bottom-right) is the last row of a query block
+    q_lens = [bm - 1, bm, bm + 1, 1, bn + 9 + bm - 1 - bn]
+    k_lens = [bn + 1, bn - 1, bn, bm + 1, bn + 9]
     q, k, v, q_off, k_off = make_case(q_lens, k_lens, d=16)
     run_and_check(jfa, q, k, v, q_off, k_off, causal=True, alignment="bottom_right")
 
@@ -276,3 +277,16 @@ def test_schedule_index_out_of_range_rejected(jfa):
     q, k, v, q_off, k_off = make_case([5], [5], d=16)
     with pytest.raises(ValueError, match="tile index"):
         jfa.run(q, k, v, q_off, k_off, scheduler=lambda tiles, kind, p: [[len(tiles)]])
+
+
+def test_value_head_dim_padded_narrower_than_qk_head_dim_gives_right_o():
+    """Regression: on the H200 (Triton 3.6), D=40 with D_v=24 (padded 64 vs 32) returned wrong O
+    (max error 1.56 in bf16) while LSE was right; found by the property tests' first GPU run."""
+    from jfa_verify import Case, run_case
+
+    case = Case(kv_lengths=(0, 17, 32, 1), dtype="bfloat16", head_dim=40, head_dim_v=24, num_heads_q=2,
+                num_heads_kv=1, offsets_dtype="int64", offsets_start=3, seed=107)
+    result = run_case(case, get_kernel("triton_jfa"), DEVICE)
+    assert result.status == "pass", result.explain()
+    o = {c.name: c for c in result.comparisons}["o"]
+    assert o.kernel_error < 0.02  # the bug gave 1.56; bf16 rounding gives ~0.004

@@ -20,9 +20,6 @@ because the interpreter's bf16 arithmetic and casts are not the GPU's.
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
-
 
 # ----------------------------------------------------------------------------- helpers
 
