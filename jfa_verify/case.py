@@ -20,12 +20,16 @@ import torch
 from .contract import CAUSAL_ALIGNMENTS
 from .errors import InvalidInput
 
-__all__ = ["Case", "CaseTensors", "DTYPES", "MODES", "VALUE_DISTRIBUTIONS"]
+__all__ = ["Case", "CaseTensors", "DTYPES", "LAYOUTS", "MODES", "VALUE_DISTRIBUTIONS"]
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 MODES = ("self", "cross", "broadcast_q")
 OFFSET_DTYPES = {"int32": torch.int32, "int64": torch.int64}
-VALUE_DISTRIBUTIONS = ("normal", "large_logits", "correlated")
+VALUE_DISTRIBUTIONS = ("normal", "large_logits", "correlated", "near_ties", "tiny")
+LAYOUTS = ("contiguous", "strided")
+# Fields added after the first case-file format: left out of ``to_dict`` (and so of
+# ``case_id``) while they hold their default, so old case files and ids stay valid.
+_LATE_FIELDS = {"layout": "contiguous"}
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,19 @@ class Case:
         offsets_start: ``offsets[0]``; rows before it belong to no sequence.
         values: value distribution: ``"normal"`` (unit Gaussian), ``"large_logits"``
             (scaled so softmax saturates), ``"correlated"`` (low-rank plus a
-            shared offset, like real activations).
+            shared offset, like real activations), ``"near_ties"`` (keys of a
+            sequence nearly equal, so scores tie to within a few ulps and the
+            softmax is flat), ``"tiny"`` (q, k, v scaled by 2**-10, so values
+            sit near the bottom of the dtype's normal range).
+            Input policy: every generated input is finite. Inf/NaN inputs are
+            outside the contract (their outputs are unspecified) and are never
+            drawn; a query row with no visible key is the only source of a
+            non-finite output (LSE = -inf).
+        layout: ``"contiguous"`` or ``"strided"``: q, k, v stored head-major
+            (``[H, T, D]`` memory viewed as ``[T, H, D]``, so the token stride is
+            not ``H * D``) and dO a slice of a wider buffer whose extra columns
+            are NaN (a kernel that ignores strides reads them). Same values
+            as ``"contiguous"``; only the memory layout differs.
         sm_scale: softmax scale; None for ``1/sqrt(head_dim)``.
         seed: seed of the value generator.
         name: a label for reports; not part of the inputs.
@@ -96,6 +112,7 @@ class Case:
     offsets_dtype: str = "int32"
     offsets_start: int = 0
     values: str = "normal"
+    layout: str = "contiguous"
     sm_scale: Optional[float] = None
     seed: int = 0
     name: str = field(default="", compare=False)
@@ -142,6 +159,8 @@ class Case:
             raise InvalidInput(f"offsets_start={self.offsets_start} must be >= 0")
         if self.values not in VALUE_DISTRIBUTIONS:
             raise InvalidInput(f"values={self.values!r} is not one of {VALUE_DISTRIBUTIONS}")
+        if self.layout not in LAYOUTS:
+            raise InvalidInput(f"layout={self.layout!r} is not one of {LAYOUTS}")
         if self.seed < 0 or self.seed >= 2**63:
             raise InvalidInput(f"seed={self.seed} must be in [0, 2**63)")
 
@@ -175,6 +194,9 @@ class Case:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["kv_lengths"] = list(self.kv_lengths)
+        for name, default in _LATE_FIELDS.items():
+            if d[name] == default:
+                del d[name]
         if self.q_lengths is not None:
             d["q_lengths"] = list(self.q_lengths)
         return d
@@ -239,8 +261,18 @@ class Case:
         do = rng.standard_normal((rows, self.num_heads_q, self.dv), dtype=np.float32)
         k_off = _offsets(self.kv_lengths, pad)
 
-        def tensor(a: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a)).to(dt).to(device)
+        strided = self.layout == "strided"
+
+        def tensor(a: np.ndarray, role: str = "") -> torch.Tensor:
+            t = torch.from_numpy(np.ascontiguousarray(a)).to(dt)
+            if not strided:
+                return t.to(device)
+            if role == "do":  # a slice of a wider, NaN-filled buffer
+                wide = torch.full((*t.shape[:2], t.shape[2] + 3), float("nan"), dtype=dt)
+                wide[..., : t.shape[2]] = t
+                return wide.to(device)[..., : t.shape[2]]
+            # head-major storage; dense, so the runner's clone keeps these strides
+            return t.transpose(0, 1).contiguous().to(device).transpose(0, 1)
 
         def offsets(o: list[int]) -> torch.Tensor:
             return torch.tensor(o, dtype=odt).to(device)
@@ -250,7 +282,7 @@ class Case:
             q_offsets_t = k_offsets
         else:
             q_offsets_t = None if q_offsets is None else offsets(q_offsets)
-        return CaseTensors(tensor(q), tensor(k), tensor(v), q_offsets_t, k_offsets, tensor(do))
+        return CaseTensors(tensor(q), tensor(k), tensor(v), q_offsets_t, k_offsets, tensor(do, "do"))
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...], role: str) -> np.ndarray:
         x = rng.standard_normal(shape, dtype=np.float32)
@@ -266,4 +298,11 @@ class Case:
             coef = rng.standard_normal((tokens, heads, rank), dtype=np.float32)
             offset = rng.standard_normal((1, 1, dim), dtype=np.float32) * np.float32(2.0)
             x = (coef @ basis) / np.float32(np.sqrt(rank)) + offset + np.float32(0.1) * x
+        elif self.values == "near_ties" and role == "k":
+            # One shared key per head plus noise of relative size 2**-12: scores of a row
+            # tie to within bf16/fp16 rounding, so max-subtraction and sums decide the result.
+            shared = rng.standard_normal((1, shape[1], shape[2]), dtype=np.float32)
+            x = shared + np.float32(2.0**-12) * x
+        elif self.values == "tiny":
+            x = x * np.float32(2.0**-10)
         return x

@@ -45,6 +45,7 @@ __all__ = [
     "check_schedule",
     "check_deterministic",
     "check_visits",
+    "check_instrumented_run",
     "imbalance",
     "assert_schedule_ok",
     "format_violations",
@@ -394,3 +395,49 @@ def assert_schedule_ok(
     if violations:
         header = f"schedule {schedule.name!r} (num_sms={schedule.num_sms}, {schedule.num_tiles} tiles): "
         raise ScheduleInvariantError(format_violations(violations, header=header), violations)
+
+
+def check_instrumented_run(instrument: dict, problem, *, passes: Sequence[str] = ("fwd", "dq", "dkdv")) -> list[Violation]:
+    """Check an instrumented ``triton_jfa`` run (``instrument`` as filled by ``.run(instrument=...)``).
+
+    Independent of what the scheduler claimed: for every pass and head, each
+    tile with rows must have run exactly once and each empty tile never, and
+    each tile must have run on the program its schedule gave it. When the
+    scheduler returned a planned pass (``.schedule`` and ``.workloads``), the
+    host invariants of :func:`check_schedule` are checked too.
+
+    Args:
+        instrument: dict with ``tiles``, ``plans``, ``visits`` and ``programs``
+            per pass (see ``kernels.triton_jfa._autograd.run_jagged_attention``).
+        problem: the :class:`~jfa_verify.contract.JaggedProblem` of the call.
+        passes: which passes ran (omit the backward ones after a forward-only run).
+
+    Returns:
+        All violations, each message prefixed with its pass and head.
+    """
+    out: list[Violation] = []
+    for kind in passes:
+        tiles = instrument["tiles"][kind]
+        plan = instrument["plans"][kind]
+        programs = getattr(plan, "programs", plan)
+        visits = np.asarray(instrument["visits"][kind].cpu())
+        ran_on = np.asarray(instrument["programs"][kind].cpu())
+        lengths = problem.k_lengths if kind == "dkdv" else problem.q_lengths
+        expected = np.array([0 if lengths[b] == 0 else 1 for b, _ in tiles], dtype=np.int64)
+        scheduled_on = np.full(len(tiles), -1, dtype=np.int64)
+        for p, prog in enumerate(programs):
+            for idx in prog:
+                scheduled_on[idx] = p
+        for h in range(visits.shape[1]):
+            for idx in np.flatnonzero(visits[:, h] != expected).tolist():
+                b, blk = tiles[idx]
+                what = "an empty tile ran" if expected[idx] == 0 else "a valid tile did not run exactly once"
+                out.append(Violation("visit_count", f"{kind} head {h}: tile {idx} (sequence {b}, block {blk}) "
+                                     f"ran {visits[idx, h]} times: {what}", tile=idx))
+            for idx in np.flatnonzero((visits[:, h] > 0) & (ran_on[:, h] != scheduled_on)).tolist():
+                out.append(Violation("program_id", f"{kind} head {h}: tile {idx} ran on program {ran_on[idx, h]} "
+                                     f"but was scheduled on {scheduled_on[idx]}", tile=idx, sm=int(scheduled_on[idx])))
+        if hasattr(plan, "schedule") and hasattr(plan, "workloads"):
+            for v in check_schedule(plan.schedule, plan.workloads, cluster_size=getattr(plan, "cluster_size", 1)):
+                out.append(Violation(v.kind, f"{kind}: {v.message}", tile=v.tile, sm=v.sm))
+    return out

@@ -18,7 +18,7 @@ import torch
 from oracles import padded_sdpa_attention, reference_attention
 
 from .case import Case
-from .compare import OUTPUTS, OutputComparison, compare_output
+from .compare import OUTPUTS, OutputComparison, compare_output, output_scales
 from .contract import JaggedProblem, validate_inputs
 from .errors import UnsupportedCase
 from .localize import Location, locate
@@ -66,6 +66,8 @@ class CaseResult:
     seconds: dict[str, float] = field(default_factory=dict)
     block_sizes: tuple[int, int] = (1, 1)
     reproducer: Optional[str] = None
+    schedule_violations: list[str] = field(default_factory=list)
+    schedule_stats: dict[str, dict] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -90,6 +92,9 @@ class CaseResult:
         lines = [head]
         if self.status == "error":
             lines.append(f"  kernel raised: {self.message}")
+        if self.schedule_violations:
+            lines.append(f"  scheduler invariants: {len(self.schedule_violations)} violation(s)")
+            lines.extend(f"      {v}" for v in self.schedule_violations[:10])
         for c in self.failing:
             where = self.locations.get(c.name)
             what = c.problem or f"max abs error {c.kernel_error:.3g} > allowance {c.allowance:.3g}"
@@ -112,6 +117,8 @@ class CaseResult:
             "seconds": self.seconds,
             "block_sizes": list(self.block_sizes),
             "reproducer": self.reproducer,
+            "schedule_violations": self.schedule_violations,
+            "schedule": self.schedule_stats,
             "outputs": {
                 c.name: {
                     "passed": c.passed,
@@ -130,12 +137,14 @@ class CaseResult:
         }
 
 
-def _kernel_outputs(kernel, tensors, case: Case, backward: bool) -> dict[str, torch.Tensor]:
+def _kernel_outputs(kernel, tensors, case: Case, backward: bool, instrument: Optional[dict]) -> dict[str, torch.Tensor]:
     q, k, v = (t.detach().clone().requires_grad_(backward) for t in (tensors.q, tensors.k, tensors.v))
+    call = kernel if instrument is None else kernel.fn.run
+    extra = {} if instrument is None else {"instrument": instrument}
     with poisoned_allocations():
-        o, lse = kernel(
+        o, lse = call(
             q, k, v, tensors.q_offsets, tensors.k_offsets,
-            causal=case.causal, causal_alignment=case.causal_alignment, sm_scale=case.sm_scale,
+            causal=case.causal, causal_alignment=case.causal_alignment, sm_scale=case.sm_scale, **extra,
         )
         out = {"o": o.detach(), "lse": lse.detach()}
         if backward:
@@ -174,9 +183,10 @@ def run_case(case: Case, kernel, device: torch.device | str = "cpu", *, backward
         result.status, result.message = "unsupported", str(e)
         return result
 
+    instrument = {} if caps is not None and caps.instrumented and hasattr(kernel.fn, "run") else None
     t0 = time.perf_counter()
     try:
-        got = _kernel_outputs(kernel, tensors, case, backward)
+        got = _kernel_outputs(kernel, tensors, case, backward, instrument)
         _sync(device)
     except Exception as e:  # the kernel under test may fail in any way
         result.status = "error"
@@ -195,13 +205,32 @@ def run_case(case: Case, kernel, device: torch.device | str = "cpu", *, backward
     _sync(device)
     t2 = time.perf_counter()
     result.seconds.update(kernel=t1 - t0, oracles=t2 - t1)
+    scales = output_scales(tensors.q, tensors.k, tensors.v, tensors.do, problem.sm_scale)
     for out_name in OUTPUTS:
         if out_name not in ref:
             continue
-        cmp = compare_output(out_name, got[out_name], sdpa[out_name], ref[out_name], case.torch_dtype)
+        cmp = compare_output(out_name, got[out_name], sdpa[out_name], ref[out_name], case.torch_dtype, scales[out_name])
         result.comparisons.append(cmp)
         if cmp.worst_index is not None:
             result.locations[out_name] = locate(problem, out_name, cmp.worst_index, *blocks)
-    if result.failing:
+    if instrument is not None:
+        _check_schedules(result, instrument, problem, backward)
+    if result.failing or result.schedule_violations:
         result.status = "fail"
     return result
+
+
+def _check_schedules(result: CaseResult, instrument: dict, problem: JaggedProblem, backward: bool) -> None:
+    """Scheduler invariants of an instrumented run, and per-pass load statistics for the report."""
+    from .invariants import check_instrumented_run
+
+    passes = ("fwd", "dq", "dkdv") if backward else ("fwd",)
+    result.schedule_violations = [str(v) for v in check_instrumented_run(instrument, problem, passes=passes)]
+    for kind in passes:
+        plan = instrument["plans"][kind]
+        schedule = getattr(plan, "schedule", None)
+        if schedule is not None:
+            result.schedule_stats[kind] = {
+                "scheduler": schedule.name, "programs": schedule.num_sms, "tiles": schedule.num_tiles,
+                "imbalance": schedule.imbalance, "max_load": schedule.max_load, "bound": schedule.bound,
+            }

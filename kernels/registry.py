@@ -29,6 +29,7 @@ def _no_blocks(head_dim: int, dtype: torch.dtype, device_type: str) -> tuple[int
 class Capabilities:
     """What a kernel declares it supports; strategies and runners draw inside it.
 
+    ``instrumented``: the kernel records per-tile visits (see field comment).
     ``block_sizes(head_dim, dtype, device_type) -> (BLOCK_M, BLOCK_N)`` gives
     the kernel's own tiles so tile-boundary lengths are never hard-coded.
     """
@@ -43,6 +44,9 @@ class Capabilities:
     gqa: bool = True
     backward: bool = True
     device_types: tuple[str, ...] = ("cuda", "cpu")
+    # The callable has ``.run(..., instrument=dict)`` recording tile visits and schedules
+    # (see kernels.triton_jfa._autograd); runners then check the scheduler invariants.
+    instrumented: bool = False
     block_sizes: Callable[[int, torch.dtype, str], tuple[int, int]] = _no_blocks
 
     def unsupported_reason(self, problem) -> Optional[str]:

@@ -69,3 +69,22 @@ def test_locate_broadcast_dq_is_dense():
     assert loc.sequence is None and loc.tile == 1 and "dense Q" in loc.describe()
     loc = locate(p, "o", (45, 0, 0), 32, 16)
     assert (loc.sequence, loc.token) == (1, 5)
+
+
+def test_gradient_floor_uses_term_scale_when_reference_is_exactly_zero():
+    # Regression: fp32 cross-attention with one key per sequence; dQ is exactly 0 in float64 but
+    # the kernel computes it as P * (dP - Delta) and lands at 1.15e-06 while SDPA landed at 3.0e-07.
+    # With a floor relative to max|reference| = 0 the case failed; the floor must follow |dO||V||K|.
+    from jfa_verify.compare import output_scales
+
+    ref = torch.zeros(3, 4, 16, dtype=torch.float64)
+    sdpa = torch.full((3, 4, 16), 3.0e-7)
+    kernel = torch.full((3, 4, 16), 1.15e-6)
+    assert not compare_output("dq", kernel, sdpa, ref, torch.float32).passed
+    q = k = v = do = torch.ones(3, 4, 16)  # row norms 4, |k| = 1
+    scales = output_scales(q, k, v, do, sm_scale=0.25)
+    assert scales["dq"] == 0.25 * 4 * 4 * 1
+    c = compare_output("dq", kernel, sdpa, ref, torch.float32, scales["dq"])
+    assert c.passed and math.isclose(c.allowance, 2 * 3.0e-7 + 16 * torch.finfo(torch.float32).eps * 4.0, rel_tol=1e-6)
+    # and a real bug of the same size as the terms still fails
+    assert not compare_output("dq", torch.full((3, 4, 16), 0.5), sdpa, ref, torch.float32, scales["dq"]).passed

@@ -238,7 +238,9 @@ def test_unsupported_head_dim_raises(jfa, d, d_v):
 
 
 def _zigzag_two_programs(tiles, kind, problem):
-    order = list(range(len(tiles)))[::-1]
+    from kernels.triton_jfa._autograd import tile_is_empty
+
+    order = [i for i, t in enumerate(tiles) if not tile_is_empty(t, kind, problem)][::-1]
     return [order[0::2], order[1::2], []]  # an empty program is allowed
 
 
@@ -251,14 +253,22 @@ def test_custom_schedule_is_bitwise_equal_and_visits_each_tile_once(jfa):
                      instrument=info)
     assert torch.equal(o, o_ref) and torch.equal(lse, lse_ref)
     bm, _ = block_sizes(16, F32, DEVICE.type)
-    expected = [(b, m) for b, n in enumerate([40, 5, 0, 33]) for m in range(-(-n // bm))]
-    assert info["tiles"] == expected
-    assert info["visits"].shape == (len(expected), 2) and (info["visits"] == 1).all()
+    # one tile per query block, plus the empty placeholder (2, 0) of the 0-length sequence
+    expected = [(b, m) for b, n in enumerate([40, 5, 0, 33]) for m in range(max(1, -(-n // bm)))]
+    assert info["tiles"]["fwd"] == expected
+    empty = expected.index((2, 0))
+    visits = info["visits"]["fwd"]
+    assert visits.shape == (len(expected), 2)
+    assert visits[empty].tolist() == [0, 0]
+    assert (torch.cat([visits[:empty], visits[empty + 1:]]) == 1).all()
+    programs = info["programs"]["fwd"]
+    # non-empty tiles [0, 1, 2, 4, 5] reversed and dealt in turn: program 0 runs 5, 2, 0; program 1 runs 4, 1
+    assert [programs[i, 0].item() for i in (0, 1, 2, 4, 5)] == [0, 1, 0, 1, 0]
     # A broken schedule (tile 0 twice, last tile never) is visible in the visit counts.
     bad: dict = {}
     n = len(expected)
     jfa.run(*args, scheduler=lambda tiles, kind, p: [[0, 0]] + [[i] for i in range(1, n - 1)], instrument=bad)
-    assert bad["visits"][0].tolist() == [2, 2] and bad["visits"][-1].tolist() == [0, 0]
+    assert bad["visits"]["fwd"][0].tolist() == [2, 2] and bad["visits"]["fwd"][-1].tolist() == [0, 0]
 
 
 def test_backward_deterministic_under_custom_schedule(jfa):

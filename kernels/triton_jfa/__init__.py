@@ -28,17 +28,38 @@ CAPABILITIES = Capabilities(
     max_head_dim=256,
     non_power_of_two_head_dims=True,
     distinct_value_head_dim=True,
+    instrumented=True,
     block_sizes=block_sizes,
 )
 
 
-@register_kernel("triton_jfa", capabilities=CAPABILITIES, requires=("triton",))
-def load_triton_jfa():
-    """Project Triton JFA: online-softmax forward, FA2-style backward, all modes."""
+def _load(forward: str | None, backward: str | None):
     from jfa_verify.device import ensure_interpreter_matches_device
 
     ensure_interpreter_matches_device()
     from . import _kernels
     from ._autograd import make_jagged_attention
 
-    return make_jagged_attention(_kernels)
+    if forward is None:
+        return make_jagged_attention(_kernels)
+    from .scheduling import HostScheduler
+
+    return make_jagged_attention(_kernels, scheduler=HostScheduler(forward, backward))
+
+
+@register_kernel("triton_jfa", capabilities=CAPABILITIES, requires=("triton",))
+def load_triton_jfa():
+    """Project Triton JFA, persistent: zigzag forward/dQ, round-robin dK/dV (one program per SM)."""
+    return _load("zigzag", "round_robin")
+
+
+@register_kernel("triton_jfa_grid", capabilities=CAPABILITIES, requires=("triton",))
+def load_triton_jfa_grid():
+    """Same kernels, one tile per program in launch order (no persistent schedule)."""
+    return _load(None, None)
+
+
+@register_kernel("triton_jfa_dynamic", capabilities=CAPABILITIES, requires=("triton",))
+def load_triton_jfa_dynamic():
+    """Same kernels, persistent, host-simulated dynamic (CLC-style) schedules for every pass."""
+    return _load("dynamic", "dynamic")

@@ -7,15 +7,18 @@ bug) runs behind the very same wrapper.
 Tiles and schedules:
 
 * ``query_tiles(problem, block_m)``: ``[(b, m), ...]`` b-major, one per query
-  block with at least one row (the forward and dQ work items; a tile whose
-  rows see no key still runs and writes ``o = 0``, ``lse = -inf``).
-* ``key_tiles(problem, block_n)``: ``[(b, n), ...]``, one per KV block with at
-  least one key (the dK/dV work items).
+  block (the forward and dQ work items; a tile whose rows see no key still
+  runs and writes ``o = 0``, ``lse = -inf``), plus one *empty* tile ``(b, 0)``
+  for a sequence with no query row. The list is exactly
+  :func:`kernels.schedulers.workloads_forward`'s order, so tile indices agree.
+* ``key_tiles(problem, block_n)``: the same over KV blocks (the dK/dV work
+  items), matching :func:`kernels.schedulers.workloads_backward`.
 * A *schedule* is a list of programs, each a list of tile indices into one of
   those lists; program ``p`` runs its tiles in order. The default gives one
-  tile per program in b-major order. A *scheduler* is a callable
-  ``scheduler(tiles, kind, problem) -> schedule`` with ``kind`` in
-  ``("fwd", "dq", "dkdv")``.
+  non-empty tile per program in b-major order (empty tiles pruned). A
+  *scheduler* is a callable ``scheduler(tiles, kind, problem)`` with ``kind``
+  in ``("fwd", "dq", "dkdv")`` returning a schedule, or an object whose
+  ``.programs`` is one (kept, for invariant checks, in ``instrument["plans"]``).
 """
 
 from __future__ import annotations
@@ -69,19 +72,29 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _tiles(lengths: Sequence[int], block: int) -> list[tuple[int, int]]:
+    return [(b, blk) for b, n in enumerate(lengths) for blk in range(max(1, _cdiv(n, block)))]
+
+
 def query_tiles(problem: JaggedProblem, block_m: int) -> list[tuple[int, int]]:
-    """``(sequence, query block)`` for every query block holding at least one row, b-major."""
-    return [(b, m) for b in range(problem.batch) for m in range(_cdiv(problem.q_lengths[b], block_m))]
+    """``(sequence, query block)`` per query block, b-major; ``(b, 0)`` (empty) when ``L_q == 0``."""
+    return _tiles(problem.q_lengths, block_m)
 
 
 def key_tiles(problem: JaggedProblem, block_n: int) -> list[tuple[int, int]]:
-    """``(sequence, key block)`` for every KV block holding at least one key, b-major."""
-    return [(b, n) for b in range(problem.batch) for n in range(_cdiv(problem.k_lengths[b], block_n))]
+    """``(sequence, KV block)`` per KV block, b-major; ``(b, 0)`` (empty) when ``L_k == 0``."""
+    return _tiles(problem.k_lengths, block_n)
+
+
+def tile_is_empty(tile: tuple[int, int], kind: str, problem: JaggedProblem) -> bool:
+    """True for the placeholder tile of a sequence with no rows on the tiled side."""
+    lengths = problem.k_lengths if kind == "dkdv" else problem.q_lengths
+    return lengths[tile[0]] == 0
 
 
 def default_schedule(tiles: list, kind: str, problem: JaggedProblem) -> list[list[int]]:
-    """One tile per program, in the tiles' (b-major) order."""
-    return [[i] for i in range(len(tiles))]
+    """One non-empty tile per program, in the tiles' (b-major) order (a non-persistent grid)."""
+    return [[i] for i, t in enumerate(tiles) if not tile_is_empty(t, kind, problem)]
 
 
 def launch_config(problem: JaggedProblem) -> dict:
@@ -136,20 +149,18 @@ def _schedule_arrays(tiles, schedule: Schedule, device) -> dict:
 def _plan(problem: JaggedProblem, scheduler: Optional[Scheduler], device) -> dict:
     cfg = launch_config(problem)
     sched = scheduler or default_schedule
-    q_t = query_tiles(problem, cfg["BLOCK_M"])
-    k_t = key_tiles(problem, cfg["BLOCK_N"])
-    q_default = _schedule_arrays(q_t, default_schedule(q_t, "fwd", problem), device)
-    fwd_schedule = [list(prog) for prog in sched(q_t, "fwd", problem)]
-    return dict(
-        cfg=cfg,
-        q_tiles=q_t,
-        k_tiles=k_t,
-        fwd_schedule=fwd_schedule,
-        fwd=_schedule_arrays(q_t, fwd_schedule, device),
-        dq=_schedule_arrays(q_t, sched(q_t, "dq", problem), device),
-        dkdv=_schedule_arrays(k_t, sched(k_t, "dkdv", problem), device),
-        pre=q_default,  # delta preprocess: one program per query tile, same tiles as the dQ kernel
-    )
+    tiles = {"fwd": query_tiles(problem, cfg["BLOCK_M"]), "dkdv": key_tiles(problem, cfg["BLOCK_N"])}
+    tiles["dq"] = tiles["fwd"]
+    plan = dict(cfg=cfg, tiles=tiles, plans={}, programs={})
+    for kind in ("fwd", "dq", "dkdv"):
+        result = sched(tiles[kind], kind, problem)
+        programs = getattr(result, "programs", result)
+        plan["plans"][kind] = result
+        plan["programs"][kind] = [list(prog) for prog in programs]
+        plan[kind] = _schedule_arrays(tiles[kind], plan["programs"][kind], device)
+    # delta preprocess: one program per non-empty query tile, the same tiles as the dQ kernel
+    plan["pre"] = _schedule_arrays(tiles["fwd"], default_schedule(tiles["fwd"], "fwd", problem), device)
+    return plan
 
 
 def _common_flags(problem: JaggedProblem, cfg: dict) -> dict:
@@ -172,7 +183,14 @@ def _l_q(problem: JaggedProblem, q: torch.Tensor) -> int:
     return q.shape[0] if problem.mode == "broadcast_q" else 0
 
 
-def _forward(kmod, problem, plan, q, k, v, q_off, k_off, visits):
+def _probe(instr, kind, fallback):
+    """``(VISITS, PROGS, INSTRUMENT)`` launch arguments for pass ``kind``."""
+    if instr is None:
+        return fallback, fallback, False
+    return instr["visits"][kind], instr["programs"][kind], True
+
+
+def _forward(kmod, problem, plan, q, k, v, q_off, k_off, instr):
     cfg = plan["cfg"]
     rows, h_q = problem.total_q_rows, problem.num_heads_q
     o = torch.empty(rows, h_q, problem.head_dim_v, dtype=q.dtype, device=q.device)
@@ -186,11 +204,10 @@ def _forward(kmod, problem, plan, q, k, v, q_off, k_off, visits):
     lse[:, :first] = float("-inf")
     fw = plan["fwd"]
     if fw["programs"] > 0 and fw["tile_seq"].numel() > 0:
-        instrument = visits is not None
+        visits, progs, instrument = _probe(instr, "fwd", fw["tile_id"])
         kmod._fwd_kernel[(fw["programs"], h_q)](
             q, k, v, o, lse, q_off, k_off,
-            fw["tile_seq"], fw["tile_block"], fw["tile_id"], fw["prog_start"],
-            visits if instrument else fw["tile_id"],
+            fw["tile_seq"], fw["tile_block"], fw["tile_id"], fw["prog_start"], visits, progs,
             *q.stride(), *k.stride(), *v.stride(), *o.stride(), lse.stride(0),
             problem.sm_scale * math.log2(math.e), _l_q(problem, q), problem.group_size, h_q,
             INSTRUMENT=instrument,
@@ -200,7 +217,7 @@ def _forward(kmod, problem, plan, q, k, v, q_off, k_off, visits):
     return o, lse
 
 
-def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off):
+def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr):
     cfg = plan["cfg"]
     flags = _common_flags(problem, cfg)
     h_q, h_kv = problem.num_heads_q, problem.num_heads_kv
@@ -226,11 +243,12 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off):
     dv[:k_first].zero_()
     kv = plan["dkdv"]
     if kv["programs"] > 0 and kv["tile_seq"].numel() > 0:
+        visits, progs, instrument = _probe(instr, "dkdv", kv["tile_id"])
         kmod._bwd_dkdv_kernel[(kv["programs"], h_kv)](
             q, k, v, do, lse, delta, dk, dv, q_off, k_off,
-            kv["tile_seq"], kv["tile_block"], kv["prog_start"],
+            kv["tile_seq"], kv["tile_block"], kv["tile_id"], kv["prog_start"], visits, progs,
             *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk.stride(), *dv.stride(), lse.stride(0),
-            problem.sm_scale, qk_scale, l_q, problem.group_size,
+            problem.sm_scale, qk_scale, l_q, problem.group_size, h_kv, INSTRUMENT=instrument,
             num_warps=cfg["num_warps"], num_stages=cfg["bwd_stages"],
             **flags,
         )
@@ -245,11 +263,12 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off):
         dq_out = dq
     dqs = plan["dq"]
     if dqs["programs"] > 0 and dqs["tile_seq"].numel() > 0:
+        visits, progs, instrument = _probe(instr, "dq", dqs["tile_id"])
         kmod._bwd_dq_kernel[(dqs["programs"], h_q)](
             q, k, v, do, lse, delta, dq_out, q_off, k_off,
-            dqs["tile_seq"], dqs["tile_block"], dqs["prog_start"],
+            dqs["tile_seq"], dqs["tile_block"], dqs["tile_id"], dqs["prog_start"], visits, progs,
             *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq_out.stride(), lse.stride(0),
-            problem.sm_scale, qk_scale, l_q, problem.group_size,
+            problem.sm_scale, qk_scale, l_q, problem.group_size, h_q, INSTRUMENT=instrument,
             num_warps=cfg["num_warps"], num_stages=cfg["bwd_stages"],
             **flags,
         )
@@ -260,11 +279,11 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off):
 
 class _JaggedAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, plan, visits):
+    def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, plan, instr):
         q_off = k_offsets if q_offsets is None else q_offsets  # never read under BROADCAST_Q
-        o, lse = _forward(kmod, problem, plan, q, k, v, q_off, k_offsets, visits)
+        o, lse = _forward(kmod, problem, plan, q, k, v, q_off, k_offsets, instr)
         ctx.save_for_backward(q, k, v, o, lse, q_off, k_offsets)
-        ctx.kmod, ctx.problem, ctx.plan = kmod, problem, plan
+        ctx.kmod, ctx.problem, ctx.plan, ctx.instr = kmod, problem, plan, instr
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -273,7 +292,7 @@ class _JaggedAttention(torch.autograd.Function):
         q, k, v, o, lse, q_off, k_off = ctx.saved_tensors
         if do is None:
             do = torch.zeros_like(o)
-        dq, dk, dv = _backward(ctx.kmod, ctx.problem, ctx.plan, q, k, v, o, lse, do, q_off, k_off)
+        dq, dk, dv = _backward(ctx.kmod, ctx.problem, ctx.plan, q, k, v, o, lse, do, q_off, k_off, ctx.instr)
         return dq, dk, dv, None, None, None, None, None, None
 
 
@@ -298,10 +317,14 @@ def run_jagged_attention(
     Args: as :func:`jfa_verify.contract.validate_inputs`, plus
         scheduler: ``scheduler(tiles, kind, problem) -> list of programs`` (lists
             of tile indices); None for one tile per program, b-major.
-        instrument: a dict; when given it receives ``"tiles"`` (the forward's
-            query tiles), ``"schedule"`` (the forward's program lists) and
-            ``"visits"`` (int32 ``[num_tiles, H_q]``, how many times the forward
-            visited each tile for each head).
+        instrument: a dict; when given it receives, per pass ``kind`` in
+            ``("fwd", "dq", "dkdv")``: ``"tiles"[kind]`` (the ``(b, block)``
+            list), ``"plans"[kind]`` (what the scheduler returned),
+            ``"schedule"`` (the forward's program lists), ``"visits"[kind]``
+            (int32 ``[num_tiles, heads]``: how many times the pass ran each
+            tile for each head; heads are H_kv for dK/dV) and
+            ``"programs"[kind]`` (the program id that last ran it, -1 if none).
+            The backward entries fill in when the backward runs.
 
     Returns: ``(o, lse)``; ``o`` is differentiable w.r.t. q, k, v.
 
@@ -321,11 +344,18 @@ def run_jagged_attention(
     if interpreting():
         _interpreter_index_shim()
     plan = _plan(problem, scheduler, q.device)
-    visits = None
+    instr = None
     if instrument is not None:
-        visits = torch.zeros(len(plan["q_tiles"]), problem.num_heads_q, dtype=torch.int32, device=q.device)
-        instrument.update(tiles=plan["q_tiles"], schedule=plan["fwd_schedule"], visits=visits)
-    return _JaggedAttention.apply(q, k, v, q_offsets, k_offsets, kmod, problem, plan, visits)
+        heads = {"fwd": problem.num_heads_q, "dq": problem.num_heads_q, "dkdv": problem.num_heads_kv}
+
+        def counters(fill):
+            return {kind: torch.full((len(plan["tiles"][kind]), h), fill, dtype=torch.int32, device=q.device)
+                    for kind, h in heads.items()}
+
+        instr = dict(tiles=plan["tiles"], plans=plan["plans"], schedule=plan["programs"]["fwd"],
+                     visits=counters(0), programs=counters(-1))
+        instrument.update(instr)
+    return _JaggedAttention.apply(q, k, v, q_offsets, k_offsets, kmod, problem, plan, instr)
 
 
 def make_jagged_attention(kmod, *, scheduler: Optional[Scheduler] = None):

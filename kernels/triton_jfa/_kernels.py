@@ -48,6 +48,15 @@ def _dot(a, b, INTERPRET: tl.constexpr, IEEE: tl.constexpr):
 
 
 @triton.jit
+def _record_visit(VISITS, PROGS, TILE_ID, t, h, pid, NUM_HEADS, INSTRUMENT: tl.constexpr):
+    """Instrumentation: count a visit of tile ``TILE_ID[t]`` for head ``h`` and record the program that ran it."""
+    if INSTRUMENT:
+        slot = tl.load(TILE_ID + t).to(tl.int64) * NUM_HEADS + h
+        tl.atomic_add(VISITS + slot, 1)
+        tl.store(PROGS + slot, pid)
+
+
+@triton.jit
 def _load_offset(ptr, idx):
     return tl.load(ptr + idx).to(tl.int64)
 
@@ -120,7 +129,7 @@ def _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, 
 @triton.jit
 def _fwd_kernel(
     Q, K, V, O, LSE, Q_OFF, K_OFF,
-    TILE_SEQ, TILE_BLOCK, TILE_ID, PROG_TILE_START, VISITS,
+    TILE_SEQ, TILE_BLOCK, TILE_ID, PROG_TILE_START, VISITS, PROGS,
     stride_qt, stride_qh, stride_qd,
     stride_kt, stride_kh, stride_kd,
     stride_vt, stride_vh, stride_vd,
@@ -146,8 +155,7 @@ def _fwd_kernel(
     for t in range(t_begin, t_end):
         b = tl.load(TILE_SEQ + t)
         m_blk = tl.load(TILE_BLOCK + t).to(tl.int64)
-        if INSTRUMENT:
-            tl.atomic_add(VISITS + tl.load(TILE_ID + t).to(tl.int64) * NUM_HEADS + h, 1)
+        _record_visit(VISITS, PROGS, TILE_ID, t, h, pid, NUM_HEADS, INSTRUMENT)
         q_start, out_start, q_len, k_start, k_len = _seq_bounds(Q_OFF, K_OFF, b, L_Q, BROADCAST_Q)
         offs_m = m_blk * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
         row_ok = offs_m < q_len
@@ -221,7 +229,7 @@ def _bwd_preprocess_kernel(
 @triton.jit
 def _bwd_dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV, Q_OFF, K_OFF,
-    TILE_SEQ, TILE_BLOCK, PROG_TILE_START,
+    TILE_SEQ, TILE_BLOCK, TILE_ID, PROG_TILE_START, VISITS, PROGS,
     stride_qt, stride_qh, stride_qd,
     stride_kt, stride_kh, stride_kd,
     stride_vt, stride_vh, stride_vd,
@@ -229,11 +237,11 @@ def _bwd_dkdv_kernel(
     stride_dkt, stride_dkh, stride_dkd,
     stride_dvt, stride_dvh, stride_dvd,
     stride_lh,
-    sm_scale, qk_scale, L_Q, GROUP,
+    sm_scale, qk_scale, L_Q, GROUP, NUM_HEADS,
     HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     CAUSAL: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    INTERPRET: tl.constexpr, IEEE: tl.constexpr,
+    INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr,
 ):
     """dK, dV of KV tiles ``(b, n)`` of program ``pid(0)``, KV head ``pid(1)``; sums the group's query heads."""
     pid = tl.program_id(0)
@@ -249,6 +257,7 @@ def _bwd_dkdv_kernel(
     for t in range(t_begin, t_end):
         b = tl.load(TILE_SEQ + t)
         n_blk = tl.load(TILE_BLOCK + t).to(tl.int64)
+        _record_visit(VISITS, PROGS, TILE_ID, t, h_kv, pid, NUM_HEADS, INSTRUMENT)
         q_start, out_start, q_len, k_start, k_len = _seq_bounds(Q_OFF, K_OFF, b, L_Q, BROADCAST_Q)
         offs_n = n_blk * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
         col_ok = offs_n < k_len
@@ -298,18 +307,18 @@ def _bwd_dkdv_kernel(
 @triton.jit
 def _bwd_dq_kernel(
     Q, K, V, DO, LSE, DELTA, DQ, Q_OFF, K_OFF,
-    TILE_SEQ, TILE_BLOCK, PROG_TILE_START,
+    TILE_SEQ, TILE_BLOCK, TILE_ID, PROG_TILE_START, VISITS, PROGS,
     stride_qt, stride_qh, stride_qd,
     stride_kt, stride_kh, stride_kd,
     stride_vt, stride_vh, stride_vd,
     stride_dot, stride_doh, stride_dod,
     stride_dqt, stride_dqh, stride_dqd,
     stride_lh,
-    sm_scale, qk_scale, L_Q, GROUP,
+    sm_scale, qk_scale, L_Q, GROUP, NUM_HEADS,
     HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     CAUSAL: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
-    INTERPRET: tl.constexpr, IEEE: tl.constexpr,
+    INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr,
 ):
     """dQ of query tiles ``(b, m)`` of program ``pid(0)``, query head ``pid(1)``.
 
@@ -330,6 +339,7 @@ def _bwd_dq_kernel(
     for t in range(t_begin, t_end):
         b = tl.load(TILE_SEQ + t)
         m_blk = tl.load(TILE_BLOCK + t).to(tl.int64)
+        _record_visit(VISITS, PROGS, TILE_ID, t, h, pid, NUM_HEADS, INSTRUMENT)
         q_start, out_start, q_len, k_start, k_len = _seq_bounds(Q_OFF, K_OFF, b, L_Q, BROADCAST_Q)
         offs_m = m_blk * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
         row_ok = offs_m < q_len

@@ -83,5 +83,6 @@ def make_mutant_kernel(name: str):
 
     ensure_interpreter_matches_device()
     from kernels.triton_jfa._autograd import make_jagged_attention
+    from kernels.triton_jfa.scheduling import HostScheduler
 
-    return make_jagged_attention(load_mutant_module(name))
+    return make_jagged_attention(load_mutant_module(name), scheduler=HostScheduler("zigzag", "round_robin"))

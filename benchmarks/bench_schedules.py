@@ -1,0 +1,107 @@
+"""Forward time of ``triton_jfa`` under each tile schedule, on skewed jagged batches (CUDA only).
+
+Prints, per batch, the median forward time of: a plain grid (one program per
+tile, launch order, the hardware's own block scheduler), and persistent
+launches (one program per SM) walking launch-order, zigzag and dynamic
+schedules; ratios are against the plain grid and against persistent launch
+order. Where torch exposes FlashAttention-2 varlen
+(``torch.ops.aten._flash_attention_forward``) it is timed too, as a peer.
+Inputs are random normal bf16 (never zeros); times are medians of
+``triton.testing.do_bench`` of the forward launch alone, with the host plan
+(validation, tiles, schedule) built once beforehand as a serving stack would
+per batch; the host planning time is printed separately. Usage: ``python benchmarks/bench_schedules.py [--json OUT]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import numpy as np
+import torch
+
+
+def batches(seed: int = 0) -> dict[str, list[int]]:
+    """Skewed length distributions: Pareto tail, one mega-sequence among tiny ones, MovieLens histories."""
+    from jfa_verify.lengths import sample_movielens_batch
+
+    rng = np.random.Generator(np.random.PCG64(seed))
+    pareto = [int(min(16384, 32 * (1 + rng.pareto(1.2)))) for _ in range(512)]
+    return {
+        "pareto-512": pareto,
+        "one-mega-16384+255x64": [16384] + [64] * 255,
+        "movielens-1024": list(sample_movielens_batch(1024, seed)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_schedules.py needs a CUDA device")
+    from triton.testing import do_bench
+
+    from jfa_verify.device import select_device
+
+    device = select_device("cuda")
+    import time
+
+    from jfa_verify.contract import validate_inputs
+    from kernels.triton_jfa import _kernels
+    from kernels.triton_jfa._autograd import _forward, _plan
+    from kernels.triton_jfa.scheduling import HostScheduler
+
+    variants = {
+        "grid": None,
+        "persistent-launch-order": HostScheduler("launch_order", "round_robin"),
+        "persistent-zigzag": HostScheduler("zigzag", "round_robin"),
+        "persistent-dynamic": HostScheduler("dynamic", "dynamic"),
+    }
+    flash = getattr(torch.ops.aten, "_flash_attention_forward", None)
+    rows = []
+    print(f"{torch.cuda.get_device_name(0)}, bf16, H={args.heads}, D={args.head_dim}, forward only; median ms")
+    for causal in (False, True):
+        for name, lengths in batches().items():
+            offsets = torch.tensor([0] + list(np.cumsum(lengths)), dtype=torch.int32, device=device)
+            total = int(offsets[-1])
+            gen = torch.Generator(device=device).manual_seed(0)
+            q, k, v = (torch.randn(total, args.heads, args.head_dim, device=device, dtype=torch.bfloat16, generator=gen)
+                       for _ in range(3))
+            times = {}
+            print(f"\n{name} (T={total}, B={len(lengths)}, max={max(lengths)}), causal={causal}")
+            with torch.no_grad():
+                problem = validate_inputs(q, k, v, offsets, offsets, causal=causal)
+                for vname, scheduler in variants.items():
+                    t0 = time.perf_counter()
+                    plan = _plan(problem, scheduler, device)
+                    plan_ms = (time.perf_counter() - t0) * 1e3
+                    times[vname] = do_bench(lambda: _forward(_kernels, problem, plan, q, k, v, offsets, offsets, None),
+                                            warmup=50, rep=300, return_mode="median")
+                    print(f"  host plan {vname}: {plan_ms:.1f} ms")
+                if flash is not None:
+                    max_len = max(lengths)
+                    try:
+                        times["flash-attn-2-varlen (torch)"] = do_bench(
+                            lambda: flash(q, k, v, offsets, offsets, max_len, max_len, 0.0, causal, False,
+                                          scale=1 / math.sqrt(args.head_dim)),
+                            warmup=50, rep=300, return_mode="median")
+                    except Exception as e:  # the op's signature differs between torch versions
+                        print(f"  (flash varlen peer skipped: {type(e).__name__}: {str(e)[:120]})")
+            flops = 4 * args.heads * args.head_dim * sum(n * n for n in lengths) * (0.5 if causal else 1.0)
+            for vname, ms in times.items():
+                row = dict(batch=name, causal=causal, variant=vname, ms=ms, tflops=flops / ms / 1e9,
+                           vs_grid=times["grid"] / ms, vs_persistent_launch_order=times["persistent-launch-order"] / ms)
+                rows.append(row)
+                print(f"  {vname:32s} {ms:8.3f} ms {row['tflops']:7.1f} TFLOP/s  speedup vs grid {row['vs_grid']:5.2f}x"
+                      f"  vs persistent launch-order {row['vs_persistent_launch_order']:5.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""Fuzz campaigns: Hypothesis drives cases through a kernel, failures shrink and land in the corpus.
+
+:func:`run_campaign` first replays the corpus folder's saved failures for the
+kernel (as explicit examples), then draws new cases. Every case runs inside
+:meth:`fuzz.corpus.Corpus.guard`, so its case file exists before the kernel
+runs: a crash, a kill or a hang (with ``timeout_s``) leaves it behind. The
+first failure is shrunk by Hypothesis to a minimal case; that minimal case's
+file is kept (intermediate shrink steps' files are removed). Hypothesis's own
+example database lives under ``<corpus_dir>/.hypothesis``, so the next
+campaign starts from the last failure
+(one database per kernel, ``<corpus_dir>/.hypothesis/<kernel>``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from jfa_verify.case import Case
+from jfa_verify.coverage import Coverage
+from jfa_verify.errors import InvalidInput
+
+from .corpus import Corpus, _write_atomic, read_case_file
+
+__all__ = ["CampaignFailure", "CampaignSummary", "run_campaign", "TIMEOUT_EXIT_CODE"]
+
+TIMEOUT_EXIT_CODE = 3  # the process exit status after a watchdog timeout
+
+
+@dataclass
+class CampaignFailure:
+    """One failing case kept in the corpus: its file, status and verdict text."""
+
+    case: Case
+    status: str
+    path: Optional[Path]
+    explanation: str
+    source: str  # "corpus" (a saved failure replayed) or "search" (found and shrunk now)
+
+
+@dataclass
+class CampaignSummary:
+    """What a campaign did. ``statuses`` counts verdicts (pass/fail/error/unsupported) over every run case."""
+
+    kernel: str
+    device: str
+    seed: int
+    cases_run: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    failures: list[CampaignFailure] = field(default_factory=list)
+    fixed: list[Path] = field(default_factory=list)
+    coverage: Coverage = field(default_factory=Coverage)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failures)
+
+    def to_dict(self) -> dict:
+        return {
+            "kernel": self.kernel, "device": self.device, "seed": self.seed, "cases_run": self.cases_run,
+            "statuses": dict(self.statuses), "seconds": self.seconds,
+            "failures": [{"case": f.case.to_dict(), "status": f.status, "path": str(f.path) if f.path else None,
+                          "source": f.source} for f in self.failures],
+            "fixed": [str(p) for p in self.fixed], "coverage": self.coverage.to_dict(),
+        }
+
+    def format(self, *, coverage: bool = True) -> str:
+        """A human report: counts, each kept failure with its verdict and replay command, then coverage."""
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) or "none"
+        lines = [f"campaign on {self.kernel} ({self.device}, seed {self.seed}): {self.cases_run} case(s) in "
+                 f"{self.seconds:.1f} s: {counts}"]
+        for p in self.fixed:
+            lines.append(f"  fixed (now passes, file removed): {p}")
+        for f in self.failures:
+            lines.append(f"  {f.source} failure [{f.status}] {f.case.describe()} lengths={f.case.kv_lengths}")
+            lines.extend("    " + line for line in f.explanation.splitlines()[1:])
+            if f.path is not None:
+                lines.append(f"    case file: {f.path}")
+        if not self.failures:
+            lines.append("  no failures")
+        if coverage:
+            lines.append(self.coverage.format())
+        return "\n".join(lines)
+
+
+class _CaseFailed(AssertionError):
+    """Raised inside the Hypothesis test so it shrinks the failing case."""
+
+
+def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
+    # A kernel cannot be interrupted from Python: on timeout, mark the case file and end the process.
+    def fire() -> None:
+        try:
+            payload = json.loads(path.read_text())
+            payload.update(status="timeout", explanation=f"no result after {timeout_s} s; process ended")
+            _write_atomic(path, payload)
+        finally:
+            os._exit(TIMEOUT_EXIT_CODE)
+
+    timer = threading.Timer(timeout_s, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _saved_failures(corpus: Corpus, kernel_name: str) -> list[tuple[Path, Case]]:
+    out = []
+    for path in corpus.files():
+        try:
+            case, payload = read_case_file(path)
+        except InvalidInput:
+            continue
+        if payload.get("kernel") == kernel_name and payload.get("status") != "pass":
+            out.append((path, case))
+    return out
+
+
+def run_campaign(
+    kernel,
+    *,
+    strategy: Optional[st.SearchStrategy[Case]] = None,
+    max_examples: int = 50,
+    corpus_dir: str | Path,
+    device=None,
+    seed: int = 0,
+    timeout_s: Optional[float] = None,
+    backward: bool = True,
+    shrink: bool = True,
+) -> CampaignSummary:
+    """Fuzz ``kernel`` with Hypothesis; failures are written to ``corpus_dir`` and shrunk.
+
+    Args:
+        kernel: a registered kernel or its name.
+        strategy: a strategy of :class:`Case` (default: :func:`jfa_verify.strategies.cases` for the
+            kernel and device).
+        max_examples: new cases to draw (saved failures are replayed in addition).
+        corpus_dir: the folder of case files; Hypothesis's database goes to ``corpus_dir/.hypothesis/<kernel>``.
+        device: ``"cpu"``, ``"cuda"``, a ``torch.device`` or None (the process's device, see
+            :func:`jfa_verify.device.current_device`).
+        seed: the Hypothesis seed (same seed, same draws).
+        timeout_s: wall-clock limit per case: past it the case file is marked ``"timeout"`` and the
+            process exits with :data:`TIMEOUT_EXIT_CODE` (a hung kernel cannot be interrupted).
+        backward: run the backward pass too (when the kernel has one).
+        shrink: shrink the first failure to a minimal case (otherwise stop at it).
+
+    Returns:
+        A :class:`CampaignSummary`. Never raises for kernel failures.
+    """
+    from jfa_verify.device import current_device, select_device
+    from jfa_verify.runner import run_case
+    from jfa_verify.strategies import cases
+    from kernels import get_kernel
+
+    dev = current_device() if device is None else select_device(str(getattr(device, "type", device)))
+    if isinstance(kernel, str):
+        kernel = get_kernel(kernel)
+    name = kernel.name
+    corpus = Corpus(corpus_dir)
+    corpus.root.mkdir(parents=True, exist_ok=True)
+    if strategy is None:
+        strategy = cases(kernel, device_type=dev.type)
+    summary = CampaignSummary(kernel=name, device=str(dev), seed=seed, coverage=Coverage.for_kernel(kernel, dev.type))
+    search_failures: list[tuple[Case, object, Path]] = []
+    seen: dict[str, object] = {}
+    t0 = time.perf_counter()
+
+    def run_one(case: Case):
+        key = case.case_id()
+        if key in seen:  # different draws can build the same case; a verdict is deterministic
+            return seen[key]
+        with corpus.guard(case, name, str(dev)) as path:
+            timer = _watchdog(path, timeout_s) if timeout_s else None
+            try:
+                result = run_case(case, kernel, dev, backward=backward)
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            kept = corpus.record(path, result)
+        seen[key] = (result, kept)
+        summary.coverage.add(case)
+        summary.cases_run += 1
+        summary.statuses[result.status] += 1
+        return result, kept
+
+    saved = _saved_failures(corpus, name)
+
+    def probe(case: Case, from_corpus: bool) -> None:
+        result, kept = run_one(case)
+        if from_corpus:
+            path = corpus.path_for(case, name)
+            if kept is None:
+                summary.fixed.append(path)
+            elif not any(f.path == kept for f in summary.failures):
+                summary.failures.append(CampaignFailure(case, result.status, kept, result.explain(), "corpus"))
+            return
+        if result.failed:
+            search_failures.append((case, result, kept))
+            raise _CaseFailed(result.explain())
+
+    phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
+    test = given(case=strategy, from_corpus=st.just(False))(probe)
+    for _, case in saved:
+        test = example(case=case, from_corpus=True)(test)
+    test = hypothesis_seed(seed)(test)  # before settings: @seed alone would switch the database off
+    test = settings(
+        database=DirectoryBasedExampleDatabase(str(corpus.root / ".hypothesis" / name)),
+        max_examples=max_examples, deadline=None, phases=phases, derandomize=False, print_blob=False,
+        report_multiple_bugs=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )(test)
+    try:
+        test()
+    except _CaseFailed:
+        pass
+    if search_failures:
+        # Hypothesis replays the minimal example last: keep its file, drop the shrink steps' files.
+        case, result, kept = search_failures[-1]
+        for _, _, other in search_failures[:-1]:
+            if other is not None and other != kept and other not in {f.path for f in summary.failures}:
+                other.unlink(missing_ok=True)
+        if kept not in {f.path for f in summary.failures}:  # else: a saved failure found again
+            summary.failures.append(CampaignFailure(case, result.status, kept, result.explain(), "search"))
+    summary.seconds = time.perf_counter() - t0
+    return summary

@@ -1,0 +1,202 @@
+"""Input-class coverage: which corners of the input space a run exercised, with counts.
+
+:func:`classify` names the classes one case belongs to, from the case alone
+(lengths, heads, dims, flags) and the kernel's tile sizes; :class:`Coverage`
+counts them over a run, so a campaign that never drew a class is visible.
+Classes are defined on what the case *is*, not on the strategy that drew it
+(a Pareto draw is not recognisable from its lengths; its skew is).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from typing import Callable, Iterable, Optional, Union
+
+from .case import Case
+
+__all__ = ["CLASSES", "Coverage", "classify", "element_extent"]
+
+CLASSES: dict[str, str] = {
+    "self": "self-attention",
+    "cross": "cross-attention (separate query offsets)",
+    "broadcast_q": "broadcast-Q (one dense Q for every sequence)",
+    "broadcast_q_multi_tile": "broadcast-Q with L_q spanning more than one BLOCK_M tile",
+    "zero_length_q": "a sequence with no query rows",
+    "zero_length_k": "a sequence with no keys",
+    "all_empty": "every sequence has no keys",
+    "total_lt_batch": "fewer key tokens in total than sequences",
+    "one_token": "a 1-token query or key sequence",
+    "single_sequence": "a batch of one sequence",
+    "tile_boundary": "a length at a multiple of BLOCK_M (queries) or BLOCK_N (keys) +-1",
+    "multi_tile": "a sequence spanning more than one tile",
+    "prime_length": "a prime length >= 5",
+    "skew": "the longest sequence is >= 8x the median of the others (one mega-sequence)",
+    "q_ne_k": "a sequence whose query length differs from its key length",
+    "causal_top_left": "causal, top-left alignment",
+    "causal_bottom_right": "causal, bottom-right alignment",
+    "causal_misaligned": "causal with some query length != key length (alignment matters)",
+    "gqa": "grouped-query attention (1 < H_kv < H_q)",
+    "mqa": "multi-query attention (H_kv = 1 < H_q)",
+    "odd_head_dim": "an odd query/key or value head dim",
+    "non_pow2_head_dim": "a head dim that is not a power of two",
+    "distinct_value_head_dim": "value head dim != query/key head dim",
+    "offsets_nonzero_start": "offsets[0] > 0 (a view into a larger buffer)",
+    "int64_offsets": "int64 offsets",
+    "strided": "non-contiguous q/k/v/dO",
+    "offset_overflow": "a tensor with more than 2**31 elements (int32 index overflow)",
+    "large_logits": "large logits (saturated softmax)",
+    "correlated": "low-rank, correlated activations",
+    "near_ties": "near-tied scores",
+    "tiny": "tiny values",
+    "float32": "float32",
+    "bfloat16": "bfloat16",
+    "float16": "float16",
+}
+
+# Classes a CPU campaign is expected to reach; offset_overflow is GPU only.
+CPU_EXPECTED = tuple(c for c in CLASSES if c != "offset_overflow")
+
+
+def _near_multiple(n: int, block: int) -> bool:
+    return block > 1 and n >= block - 1 and (n + 1) % block in (0, 1, 2)
+
+
+def _is_prime(n: int) -> bool:
+    return n >= 5 and all(n % p for p in range(2, int(n**0.5) + 1))
+
+
+def element_extent(case: Case) -> int:
+    """The largest element count of q, k, v or dO (rows before ``offsets_start`` included)."""
+    pad = case.offsets_start
+    if case.mode == "broadcast_q":
+        q_rows, do_rows = case.broadcast_q_len, case.batch * case.broadcast_q_len
+    else:
+        q_rows = do_rows = pad + sum(case.query_lengths)
+    k_rows = pad + sum(case.kv_lengths)
+    return max(
+        q_rows * case.num_heads_q * case.head_dim,
+        k_rows * case.num_heads_kv * max(case.head_dim, case.dv),
+        do_rows * case.num_heads_q * case.dv,
+    )
+
+
+def classify(case: Case, block_sizes: tuple[int, int] = (32, 16)) -> set[str]:
+    """The input classes (keys of :data:`CLASSES`) that ``case`` belongs to.
+
+    Args:
+        case: the case.
+        block_sizes: the kernel's ``(BLOCK_M, BLOCK_N)`` for this case, e.g.
+            ``kernel.capabilities.block_sizes(case.head_dim, case.torch_dtype, device_type)``.
+    """
+    block_m, block_n = block_sizes
+    q, k = case.query_lengths, case.kv_lengths
+    out = {case.mode, case.dtype}
+    if case.values != "normal":
+        out.add(case.values)
+    if case.layout != "contiguous":
+        out.add(case.layout)
+    if any(n == 0 for n in q):
+        out.add("zero_length_q")
+    if any(n == 0 for n in k):
+        out.add("zero_length_k")
+    if k and all(n == 0 for n in k):
+        out.add("all_empty")
+    if sum(k) < case.batch:
+        out.add("total_lt_batch")
+    if 1 in q or 1 in k:
+        out.add("one_token")
+    if case.batch == 1:
+        out.add("single_sequence")
+    if any(_near_multiple(n, block_m) for n in q) or any(_near_multiple(n, block_n) for n in k):
+        out.add("tile_boundary")
+    if any(n > block_m for n in q) or any(n > block_n for n in k):
+        out.add("multi_tile")
+    if any(_is_prime(n) for n in (*q, *k)):
+        out.add("prime_length")
+    if case.batch >= 2:
+        ordered = sorted(k)
+        if ordered[-1] >= 8 * max(1.0, statistics.median(ordered[:-1])):
+            out.add("skew")
+    if case.mode == "broadcast_q" and case.broadcast_q_len > block_m:
+        out.add("broadcast_q_multi_tile")
+    if any(a != b for a, b in zip(q, k)):
+        out.add("q_ne_k")
+    if case.causal:
+        out.add(f"causal_{case.causal_alignment}")
+        if any(a != b for a, b in zip(q, k)):
+            out.add("causal_misaligned")
+    if case.num_heads_q != case.num_heads_kv:
+        out.add("mqa" if case.num_heads_kv == 1 else "gqa")
+    dims = {case.head_dim, case.dv}
+    if any(d % 2 for d in dims):
+        out.add("odd_head_dim")
+    if any(d & (d - 1) for d in dims):
+        out.add("non_pow2_head_dim")
+    if case.dv != case.head_dim:
+        out.add("distinct_value_head_dim")
+    if case.offsets_start > 0:
+        out.add("offsets_nonzero_start")
+    if case.offsets_dtype == "int64":
+        out.add("int64_offsets")
+    if element_extent(case) > 2**31:
+        out.add("offset_overflow")
+    return out
+
+
+BlockSizes = Union[tuple[int, int], Callable[[Case], tuple[int, int]]]
+
+
+class Coverage:
+    """Counts of input classes over the cases of a run.
+
+    Args:
+        block_sizes: ``(BLOCK_M, BLOCK_N)``, or a function of the case returning
+            them (tiles often depend on the head dim); see :meth:`for_kernel`.
+
+    ``counts[name]`` is the number of cases in class ``name``; ``total`` the
+    number of cases added.
+    """
+
+    def __init__(self, block_sizes: BlockSizes = (32, 16)):
+        self._blocks = block_sizes
+        self.counts: Counter = Counter()
+        self.total = 0
+
+    @classmethod
+    def for_kernel(cls, kernel, device_type: str = "cpu") -> "Coverage":
+        """Coverage using ``kernel``'s own tile sizes (a registered kernel or a ``Capabilities``)."""
+        caps = getattr(kernel, "capabilities", kernel)
+        return cls(lambda case: caps.block_sizes(case.head_dim, case.torch_dtype, device_type))
+
+    def add(self, case: Case) -> set[str]:
+        """Count ``case``; returns its classes."""
+        blocks = self._blocks(case) if callable(self._blocks) else self._blocks
+        classes = classify(case, blocks)
+        self.counts.update(classes)
+        self.total += 1
+        return classes
+
+    def update(self, cases: Iterable[Case]) -> "Coverage":
+        for c in cases:
+            self.add(c)
+        return self
+
+    def missing(self, expected: Optional[Iterable[str]] = None) -> list[str]:
+        """Classes in ``expected`` (default: every class but the GPU-only ``offset_overflow``) never drawn."""
+        return [c for c in (CPU_EXPECTED if expected is None else expected) if not self.counts.get(c)]
+
+    def to_dict(self) -> dict:
+        return {"total": self.total, "counts": dict(sorted(self.counts.items()))}
+
+    def format(self, expected: Optional[Iterable[str]] = None) -> str:
+        """A plain-text table: class, count, share of cases, description; then the classes never drawn."""
+        width = max(len(c) for c in CLASSES)
+        lines = [f"coverage over {self.total} case(s)", f"  {'class':{width}s} {'count':>6s} {'share':>6s}"]
+        for name, desc in CLASSES.items():
+            n = self.counts.get(name, 0)
+            share = f"{100 * n / self.total:5.1f}%" if self.total else "    -"
+            lines.append(f"  {name:{width}s} {n:6d} {share:>6s}  {desc}")
+        gone = self.missing(expected)
+        lines.append(f"  never drawn: {', '.join(gone) if gone else 'none'}")
+        return "\n".join(lines)

@@ -1,0 +1,208 @@
+"""Whole-case strategies: heads, head dims, values, layouts, offsets, and :func:`cases` that composes them."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+from hypothesis import strategies as st
+
+from ..case import LAYOUTS, VALUE_DISTRIBUTIONS, Case
+from ..errors import InvalidInput
+from ._lengths import cross_query_lengths, jagged_lengths, sequence_lengths
+
+__all__ = [
+    "DEFAULT_HEAD_DIMS",
+    "head_configs",
+    "head_dims",
+    "value_policies",
+    "layouts",
+    "offsets_configs",
+    "cases",
+    "overflow_cases",
+]
+
+DEFAULT_HEAD_DIMS = (16, 17, 24, 32, 33, 40, 64)
+_DTYPE_NAMES = {"torch.float32": "float32", "torch.bfloat16": "bfloat16", "torch.float16": "float16"}
+
+
+@st.composite
+def head_configs(draw, *, gqa: bool = True, max_heads: int = 4) -> tuple[int, int]:
+    """``(num_heads_q, num_heads_kv)``: MHA, GQA (group 2 or more, several KV heads) or MQA (one KV head).
+
+    ``gqa=False`` draws MHA only. Shrinks toward ``(1, 1)``.
+    """
+    h_kv = draw(st.integers(1, 2))
+    group = draw(st.sampled_from([1, 2, max(1, max_heads // h_kv)] if gqa else [1]))
+    return h_kv * group, h_kv
+
+
+def _capabilities(kernel):
+    if kernel is None:
+        from kernels.triton_jfa import CAPABILITIES
+
+        return CAPABILITIES
+    return getattr(kernel, "capabilities", kernel)
+
+
+def _supported_dims(caps, candidates: Sequence[int]) -> list[int]:
+    dims = [
+        d for d in candidates
+        if caps.min_head_dim <= d <= caps.max_head_dim and (caps.non_power_of_two_head_dims or d & (d - 1) == 0)
+    ]
+    if not dims:
+        raise InvalidInput(f"head_dims={tuple(candidates)}: none inside the kernel's [{caps.min_head_dim}, "
+                           f"{caps.max_head_dim}] (powers of two only: {not caps.non_power_of_two_head_dims})")
+    return dims
+
+
+def head_dims(kernel=None, *, candidates: Sequence[int] = DEFAULT_HEAD_DIMS) -> st.SearchStrategy[int]:
+    """A head dim from ``candidates`` that ``kernel`` supports: odd (17, 33), non-power-of-two (24, 40)
+    and powers of two by default. Shrinks toward the first supported candidate.
+    """
+    return st.sampled_from(_supported_dims(_capabilities(kernel), candidates))
+
+
+def value_policies(names: Optional[Sequence[str]] = None) -> st.SearchStrategy[str]:
+    """A value distribution name (see :class:`~jfa_verify.case.Case` ``values``): ``normal``,
+    ``large_logits`` (softmax saturation), ``correlated`` (low rank plus offset), ``near_ties``,
+    ``tiny``. Inputs are always finite (inf/NaN inputs are outside the contract). Shrinks toward
+    ``normal``.
+    """
+    chosen = list(VALUE_DISTRIBUTIONS if names is None else names)
+    bad = [n for n in chosen if n not in VALUE_DISTRIBUTIONS]
+    if bad or not chosen:
+        raise InvalidInput(f"values={chosen}: choose a non-empty subset of {VALUE_DISTRIBUTIONS}")
+    return st.sampled_from(chosen)
+
+
+def layouts(names: Optional[Sequence[str]] = None) -> st.SearchStrategy[str]:
+    """A memory layout: ``contiguous`` or ``strided`` (head-major q/k/v, dO sliced from a wider
+    NaN-padded buffer). Shrinks toward ``contiguous``.
+    """
+    chosen = list(LAYOUTS if names is None else names)
+    bad = [n for n in chosen if n not in LAYOUTS]
+    if bad or not chosen:
+        raise InvalidInput(f"layouts={chosen}: choose a non-empty subset of {LAYOUTS}")
+    return st.sampled_from(chosen)
+
+
+_layouts = layouts  # ``cases`` takes a ``layouts`` argument that shadows the function
+
+
+def offsets_configs(starts: Sequence[int] = (0, 1, 3, 17)) -> st.SearchStrategy[tuple[str, int]]:
+    """``(offsets_dtype, offsets_start)``: int32 or int64 offsets, starting at 0 or inside a larger
+    buffer (rows before the start belong to no sequence). Shrinks toward ``("int32", 0)``.
+    """
+    return st.tuples(st.sampled_from(["int32", "int64"]), st.sampled_from(sorted(starts)))
+
+
+@st.composite
+def cases(
+    draw,
+    kernel=None,
+    *,
+    device_type: str = "cpu",
+    dtypes: Optional[Sequence[str]] = None,
+    modes: Optional[Sequence[str]] = None,
+    max_batch: int = 5,
+    max_len: int = 48,
+    head_dims: Sequence[int] = DEFAULT_HEAD_DIMS,
+    causal: Optional[bool] = None,
+    length_kinds: Optional[Sequence[str]] = None,
+    values: Optional[Sequence[str]] = None,
+    layouts: Optional[Sequence[str]] = None,
+    gqa: Optional[bool] = None,
+) -> Case:
+    """A whole :class:`Case` inside ``kernel``'s capabilities (default: ``triton_jfa``'s).
+
+    Args:
+        kernel: a registered kernel or a ``Capabilities``; None for ``triton_jfa``.
+        device_type: selects the kernel's tile sizes for boundary lengths.
+        dtypes, modes: restrict to these names (default: all the kernel supports).
+        max_batch, max_len: size limits.
+        head_dims: candidate head dims (odd ones included by default), filtered by the capabilities.
+        causal: force masking on or off (default: drawn; both alignments).
+        length_kinds: restrict the batch kinds (see :func:`jagged_lengths`).
+        values, layouts: restrict value distributions and memory layouts (default: all).
+        gqa: allow GQA/MQA head ratios (default: when the kernel supports them).
+
+    Draws self, cross (query lengths different from key lengths) and
+    broadcast-Q (several L_q, including 0, 1 and tile boundaries) cases,
+    int32/int64 offsets starting at 0 or later, distinct value head dims.
+
+    Shrinks toward a one-sequence, self-attention, non-causal, MHA case with the
+    first dtype, the smallest head dim, normal values and contiguous layout.
+    """
+    caps = _capabilities(kernel)
+    dtype_names = [_DTYPE_NAMES[str(d)] for d in caps.dtypes]
+    if dtypes is not None:
+        dtype_names = [d for d in dtypes if d in dtype_names]
+    mode_names = [m for m in ("self", "cross", "broadcast_q") if m in caps.modes and (modes is None or m in modes)]
+    if not dtype_names or not mode_names:
+        raise InvalidInput(f"dtypes={dtypes}, modes={modes}: nothing left inside the kernel's capabilities")
+    dims = _supported_dims(caps, head_dims)
+    dtype = draw(st.sampled_from(dtype_names))
+    mode = draw(st.sampled_from(mode_names))
+    head_dim = draw(st.sampled_from(dims))
+    head_dim_v = head_dim
+    if caps.distinct_value_head_dim and draw(st.booleans()):
+        head_dim_v = draw(st.sampled_from(dims))
+    blocks = caps.block_sizes(head_dim, None, device_type)
+    kv = draw(jagged_lengths(max_batch=max_batch, max_len=max_len, block_sizes=blocks, kinds=length_kinds))
+    extra = {}
+    if mode == "cross":
+        extra["q_lengths"] = draw(cross_query_lengths(kv, max_len=max_len, block_sizes=blocks))
+    elif mode == "broadcast_q":
+        extra["broadcast_q_len"] = draw(sequence_lengths(max_len=max_len, block_sizes=blocks))
+    h_q, h_kv = draw(head_configs(gqa=caps.gqa if gqa is None else (gqa and caps.gqa)))
+    is_causal = caps.causal and (draw(st.booleans()) if causal is None else causal)
+    alignment = draw(st.sampled_from(["top_left", "bottom_right"])) if is_causal else "top_left"
+    offsets_dtype, offsets_start = draw(offsets_configs())
+    return Case(
+        kv_lengths=kv,
+        mode=mode,
+        num_heads_q=h_q,
+        num_heads_kv=h_kv,
+        head_dim=head_dim,
+        head_dim_v=head_dim_v,
+        dtype=dtype,
+        causal=is_causal,
+        causal_alignment=alignment,
+        offsets_dtype=offsets_dtype,
+        offsets_start=offsets_start,
+        values=draw(value_policies(values)),
+        layout=draw(_layouts(layouts)),
+        seed=draw(st.integers(0, 2**32 - 1)),
+        **extra,
+    )
+
+
+@st.composite
+def overflow_cases(draw, kernel=None, *, device_type: str = "cuda", min_elements: int = 2**31) -> Case:
+    """GPU only: a case whose q/k/v/dO element offsets pass ``min_elements`` (2**31: int32 overflow).
+
+    ``offsets_start`` puts the sequences so they straddle element offset
+    ``min_elements`` (rows before the start belong to no sequence), with
+    int64 offsets, MHA, bf16, 1 to 3 short sequences near the kernel's own
+    tile sizes. Each of q, k, v and dO holds about 2**31 elements (4 GiB in
+    bf16); with the kernel's outputs and gradients a case needs about 40 GiB of
+    GPU memory and ~35 GiB of host memory while materializing: sized for an
+    H200, never for the CPU interpreter. Run only from tests marked ``gpu``.
+
+    Shrinks toward one sequence straddling the boundary.
+    """
+    caps = _capabilities(kernel)
+    dims = _supported_dims(caps, (64, 128))
+    head_dim = draw(st.sampled_from(dims))
+    heads = draw(st.sampled_from([1, 2]))
+    blocks = caps.block_sizes(head_dim, None, device_type)
+    kv = draw(st.lists(st.sampled_from([1, max(blocks) + 1, 2 * max(blocks) - 1]), min_size=1, max_size=3))
+    first_row_past = math.ceil(min_elements / (heads * head_dim))
+    # delta < total rows, so the last row of the batch lies past the boundary
+    start = first_row_past - draw(st.integers(0, sum(kv) - 1))
+    return Case(
+        kv_lengths=tuple(kv), num_heads_q=heads, num_heads_kv=heads, head_dim=head_dim, dtype="bfloat16",
+        causal=caps.causal and draw(st.booleans()), offsets_dtype="int64", offsets_start=max(0, start),
+        seed=draw(st.integers(0, 2**32 - 1)), name="int32-overflow",
+    )

@@ -1,0 +1,287 @@
+"""Strategies draw their classes (found by ``hypothesis.find``), stay inside capabilities, and coverage names them."""
+
+import pytest
+import torch
+from hypothesis import HealthCheck, find, given, settings
+from hypothesis import strategies as st
+
+from jfa_verify import Case
+from jfa_verify.case import VALUE_DISTRIBUTIONS
+from jfa_verify.coverage import CLASSES, CPU_EXPECTED, Coverage, classify, element_extent
+from jfa_verify.strategies import (
+    cases,
+    cross_query_lengths,
+    empty_batches,
+    head_configs,
+    head_dims,
+    heavy_tailed_lengths,
+    jagged_lengths,
+    layouts,
+    movielens_batches,
+    offsets_configs,
+    one_token_batches,
+    overflow_cases,
+    prime_lengths,
+    skewed_lengths,
+    sparse_batches,
+    tile_boundary_lengths,
+    value_policies,
+)
+from kernels import Capabilities
+from kernels.triton_jfa import CAPABILITIES
+
+FIND = settings(database=None, max_examples=2000, suppress_health_check=list(HealthCheck))
+DRAW = settings(database=None, max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+SMALL = dict(max_batch=4, max_len=40)
+
+
+def blocks(case: Case) -> tuple[int, int]:
+    return CAPABILITIES.block_sizes(case.head_dim, case.torch_dtype, "cpu")
+
+
+# -- every input class is reachable through cases(), from the kernel's own tile sizes ---------------------------
+
+
+def test_cases_draws_every_class():
+    cov = Coverage.for_kernel(CAPABILITIES)
+
+    @given(case=cases(**SMALL))
+    @settings(DRAW, max_examples=400, derandomize=True)
+    def draw(case):
+        cov.add(case)
+
+    draw()
+    assert cov.missing(CPU_EXPECTED) == [], cov.format()
+    assert min(cov.counts[c] for c in CPU_EXPECTED) >= 3, cov.format()
+
+
+# -- length strategies ---------------------------------------------------------------------------------------
+
+
+@given(lengths=empty_batches(max_batch=5))
+@DRAW
+def test_empty_batches_are_all_empty(lengths):
+    assert lengths and set(lengths) == {0}
+
+
+@given(lengths=sparse_batches(max_batch=6))
+@DRAW
+def test_sparse_batches_total_below_batch(lengths):
+    assert len(lengths) >= 2 and sum(lengths) < len(lengths)
+
+
+def test_sparse_batches_shrink_to_two_empty():
+    assert find(sparse_batches(), lambda x: True, settings=FIND) == (0, 0)
+
+
+@given(lengths=one_token_batches(max_len=40))
+@DRAW
+def test_one_token_batches_hold_a_one(lengths):
+    assert 1 in lengths
+
+
+def test_tile_boundaries_come_from_the_kernel():
+    bm, bn = CAPABILITIES.block_sizes(32, torch.bfloat16, "cpu")
+    drawn = find(st.lists(tile_boundary_lengths((bm, bn), max_len=3 * bm + 1), min_size=20),
+                 lambda xs: len(set(xs)) >= 8, settings=FIND)
+    assert all((n + 1) % bm in (0, 1, 2) or (n + 1) % bn in (0, 1, 2) for n in drawn)
+    assert find(tile_boundary_lengths((bm, bn), max_len=200), lambda n: n == 3 * bm + 1, settings=FIND)
+    gpu = CAPABILITIES.block_sizes(64, torch.bfloat16, "cuda")
+    assert find(tile_boundary_lengths(gpu, max_len=200), lambda n: True, settings=FIND) == gpu[1] - 1
+
+
+@given(n=prime_lengths(max_len=100))
+@DRAW
+def test_prime_lengths_are_prime(n):
+    assert n >= 5 and all(n % p for p in range(2, n))
+
+
+@given(lengths=skewed_lengths(max_len=48))
+@DRAW
+def test_skewed_lengths_have_one_mega_sequence(lengths):
+    assert "skew" in classify(Case(kv_lengths=lengths))
+
+
+def test_heavy_tail_parameter_and_shrink():
+    # a heavy tail (alpha 0.5) reaches the clip; a light one (alpha 8) stays near min_len
+    assert find(heavy_tailed_lengths(alpha=0.5, max_len=64), lambda xs: 64 in xs, settings=FIND)
+    light = find(heavy_tailed_lengths(alpha=8.0, max_len=64), lambda xs: max(xs) >= 2, settings=FIND)
+    assert max(light) == 2
+    assert find(heavy_tailed_lengths(max_len=64), lambda xs: True, settings=FIND) == (1,)
+
+
+def test_movielens_batches_sample_the_real_distribution():
+    from jfa_verify.lengths import movielens_lengths
+
+    raw = find(movielens_batches(max_len=10_000, scale=1.0), lambda xs: max(xs) > 1000, settings=FIND)
+    assert set(raw) <= set(movielens_lengths())
+    assert find(movielens_batches(max_len=48), lambda xs: True, settings=FIND) == (1,)  # ceil(20 * 48/4/70.5)
+
+
+@pytest.mark.parametrize("kind", ["empty", "sparse", "skewed", "heavy_tail", "movielens", "prime", "boundary"])
+def test_jagged_lengths_kinds_are_selectable(kind):
+    strat = jagged_lengths(max_len=40, kinds=[kind])
+    assert find(strat, lambda xs: True, settings=FIND) is not None
+
+
+@given(data=st.data())
+@DRAW
+def test_cross_query_lengths_one_per_sequence(data):
+    kv = data.draw(jagged_lengths(max_len=40))
+    q = data.draw(cross_query_lengths(kv, max_len=40))
+    assert len(q) == len(kv) and all(0 <= n <= 40 for n in q)
+
+
+def test_cross_query_lengths_differ_from_keys():
+    assert find(cross_query_lengths((5, 17), max_len=40), lambda q: q[0] == 6 and q[1] == 16, settings=FIND)
+
+
+# -- heads, dims, values, layouts, offsets -------------------------------------------------------------------
+
+
+def test_head_configs_draw_mha_gqa_mqa():
+    assert find(head_configs(), lambda h: True, settings=FIND) == (1, 1)
+    assert find(head_configs(), lambda h: h[1] > 1 and h[0] > h[1], settings=FIND) == (4, 2)
+    assert find(head_configs(), lambda h: h[1] == 1 and h[0] > 1, settings=FIND) == (2, 1)
+    assert find(head_configs(max_heads=8), lambda h: h[0] // h[1] >= 4, settings=FIND) == (8, 1)
+
+
+def test_head_dims_include_odd_unless_kernel_forbids():
+    assert find(head_dims(), lambda d: d % 2 == 1, settings=FIND) == 17
+    pow2 = Capabilities(non_power_of_two_head_dims=False)
+    with pytest.raises(Exception):
+        find(head_dims(pow2), lambda d: d & (d - 1) != 0, settings=FIND)
+
+
+@pytest.mark.parametrize("name", VALUE_DISTRIBUTIONS)
+def test_value_policies_draw_each_and_inputs_stay_finite(name):
+    assert find(value_policies(), lambda v: v == name, settings=FIND) == name
+    t = Case(kv_lengths=(5, 17), values=name, dtype="float16", mode="cross", q_lengths=(3, 2)).materialize()
+    assert all(torch.isfinite(x).all() for x in (t.q, t.k, t.v, t.do))
+
+
+def test_value_adversaries_have_their_shape():
+    ties = Case(kv_lengths=(9,), values="near_ties", dtype="float32", num_heads_kv=1, num_heads_q=1).materialize()
+    assert (ties.k - ties.k[:1]).abs().max() < 2e-3 < ties.q.std()
+    tiny = Case(kv_lengths=(9,), values="tiny", dtype="float32").materialize()
+    assert tiny.q.abs().max() < 2**-7 and tiny.do.abs().max() > 0.1  # dO is not scaled
+
+
+def test_layouts_and_offsets():
+    assert find(layouts(), lambda x: x == "strided", settings=FIND) == "strided"
+    assert find(offsets_configs(), lambda o: True, settings=FIND) == ("int32", 0)
+    assert find(offsets_configs(), lambda o: o[0] == "int64" and o[1] > 0, settings=FIND) == ("int64", 1)
+
+
+def test_strided_layout_same_values_other_strides():
+    kw = dict(kv_lengths=(3, 17), mode="cross", q_lengths=(5, 0), num_heads_q=4, num_heads_kv=2, head_dim=17, seed=3)
+    dense, strided = Case(**kw).materialize(), Case(layout="strided", **kw).materialize()
+    for a, b in zip((dense.q, dense.k, dense.v, dense.do), (strided.q, strided.k, strided.v, strided.do)):
+        assert torch.equal(a, b) and a.is_contiguous() and not b.is_contiguous()
+    assert strided.q.clone().stride() == strided.q.stride()  # the runner's clone keeps the layout
+    assert torch.isnan(strided.do.as_strided((strided.do.numel() + 3,), (1,))[-1])  # dO's wider buffer is NaN
+
+
+def test_layout_field_keeps_old_json_and_ids():
+    c = Case(kv_lengths=(1, 2))
+    assert "layout" not in c.to_dict()
+    assert Case.from_dict(c.to_dict()) == c
+    s = Case(kv_lengths=(1, 2), layout="strided")
+    assert s.to_dict()["layout"] == "strided" and Case.from_json(s.to_json()) == s and s.case_id() != c.case_id()
+
+
+@pytest.mark.parametrize("case", [
+    Case(kv_lengths=(17, 0, 33), layout="strided", num_heads_q=4, num_heads_kv=2, head_dim=17, dtype="float16"),
+    Case(kv_lengths=(16, 1), mode="cross", q_lengths=(31, 2), values="near_ties", causal=True,
+         causal_alignment="bottom_right", head_dim=33, head_dim_v=24),
+], ids=["strided-gqa-d17", "near-ties-cross-bottom-right"])
+def test_new_classes_pass_on_kernel(case, jfa_kernel, jfa_device):
+    result = __import__("jfa_verify").run_case(case, jfa_kernel, jfa_device)
+    assert result.status in ("pass", "unsupported"), result.explain()
+
+
+# -- capabilities -----------------------------------------------------------------------------------------------
+
+
+NARROW = Capabilities(dtypes=(torch.float32,), min_head_dim=16, max_head_dim=32, non_power_of_two_head_dims=False,
+                      distinct_value_head_dim=False, modes=("self",), causal=False, gqa=False,
+                      block_sizes=lambda d, dt, dev: (8, 4))
+
+
+@given(case=cases(NARROW, max_len=20))
+@DRAW
+def test_cases_stay_inside_capabilities(case):
+    assert case.dtype == "float32" and case.mode == "self" and not case.causal
+    assert case.head_dim in (16, 32) and case.dv == case.head_dim and case.num_heads_q == case.num_heads_kv
+
+
+def test_boundaries_follow_declared_block_sizes():
+    found = find(cases(NARROW, max_len=20, length_kinds=["boundary"]), lambda c: True, settings=FIND)
+    assert found.kv_lengths == (3,)  # BLOCK_N = 4, minus one
+
+
+# -- the 2**31 class: drawn anywhere, run on a GPU only ---------------------------------------------------------
+
+
+@given(case=overflow_cases())
+@DRAW
+def test_overflow_cases_pass_int32_offsets(case):
+    assert "offset_overflow" in classify(case, (64, 64)) and element_extent(case) > 2**31
+    rows_before_last = case.offsets_start + sum(case.kv_lengths) - 1
+    assert rows_before_last * case.num_heads_q * case.head_dim >= 2**31  # the last row lies past the boundary
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_overflow_case_on_gpu(jfa_kernel, jfa_device):
+    """Element offsets past 2**31 (about 40 GiB of GPU memory). Skipped on CPU; never materialized there."""
+    if jfa_device.type != "cuda":
+        pytest.skip("the 2**31 class runs on a GPU only")
+    from jfa_verify import run_case
+
+    case = find(overflow_cases(), lambda c: len(c.kv_lengths) >= 2, settings=FIND)
+    result = run_case(case, jfa_kernel, jfa_device)
+    assert result.status in ("pass", "unsupported"), result.explain()
+
+
+# -- coverage ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case, present, absent", [
+    (Case(kv_lengths=(0, 0, 0)), {"all_empty", "zero_length_q", "zero_length_k", "total_lt_batch", "self"},
+     {"one_token", "tile_boundary", "skew"}),
+    (Case(kv_lengths=(1, 0, 0)), {"one_token", "total_lt_batch", "zero_length_k"}, {"all_empty"}),
+    (Case(kv_lengths=(15, 31)), {"tile_boundary", "multi_tile", "prime_length"}, {"zero_length_k", "skew"}),
+    (Case(kv_lengths=(2, 3, 40)), {"skew", "multi_tile"}, {"tile_boundary"}),
+    (Case(kv_lengths=(4, 5), mode="cross", q_lengths=(4, 2), causal=True, causal_alignment="bottom_right"),
+     {"cross", "q_ne_k", "causal_bottom_right", "causal_misaligned"}, {"causal_top_left"}),
+    (Case(kv_lengths=(4,), causal=True), {"causal_top_left", "single_sequence"}, {"causal_misaligned"}),
+    (Case(kv_lengths=(4,), mode="broadcast_q", broadcast_q_len=33), {"broadcast_q", "broadcast_q_multi_tile"}, set()),
+    (Case(kv_lengths=(4,), num_heads_q=4, num_heads_kv=2), {"gqa"}, {"mqa"}),
+    (Case(kv_lengths=(4,), num_heads_q=4, num_heads_kv=1), {"mqa"}, {"gqa"}),
+    (Case(kv_lengths=(4,), head_dim=33, head_dim_v=24), {"odd_head_dim", "non_pow2_head_dim", "distinct_value_head_dim"},
+     set()),
+    (Case(kv_lengths=(4,), head_dim=64), set(), {"odd_head_dim", "non_pow2_head_dim", "distinct_value_head_dim"}),
+    (Case(kv_lengths=(4,), offsets_start=3, offsets_dtype="int64", values="large_logits", layout="strided"),
+     {"offsets_nonzero_start", "int64_offsets", "large_logits", "strided"}, {"offset_overflow"}),
+    (Case(kv_lengths=(4,), offsets_start=2**25, head_dim=64), {"offset_overflow"}, set()),
+])
+def test_classify(case, present, absent):
+    got = classify(case, (32, 16))
+    assert present <= got and not absent & got and got <= set(CLASSES)
+
+
+def test_classify_uses_the_given_block_sizes():
+    assert "tile_boundary" in classify(Case(kv_lengths=(63,)), (64, 64))
+    assert "tile_boundary" not in classify(Case(kv_lengths=(63,)), (32, 40))
+
+
+def test_coverage_counts_and_reports_missing():
+    cov = Coverage.for_kernel(CAPABILITIES)
+    cov.update([Case(kv_lengths=(0, 0)), Case(kv_lengths=(17,), num_heads_q=2, num_heads_kv=1)])
+    assert cov.total == 2 and cov.counts["all_empty"] == 1 and cov.counts["self"] == 2 and cov.counts["mqa"] == 1
+    assert "gqa" in cov.missing() and "all_empty" not in cov.missing() and "offset_overflow" not in cov.missing()
+    assert cov.missing(["all_empty", "gqa"]) == ["gqa"]
+    text = cov.format()
+    assert "coverage over 2 case(s)" in text and "never drawn:" in text and "gqa" in text.splitlines()[-1]
+    assert cov.to_dict()["counts"]["self"] == 2
