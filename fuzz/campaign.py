@@ -163,7 +163,9 @@ def run_campaign(
     from jfa_verify.strategies import cases
     from kernels import get_kernel
 
-    dev = current_device() if device is None else select_device(str(getattr(device, "type", device)))
+    import torch
+
+    dev = current_device() if device is None else select_device(torch.device(device).type)
     if isinstance(kernel, str):
         kernel = get_kernel(kernel)
     name = kernel.name

@@ -1,10 +1,14 @@
-"""pytest plugin (entry point ``jfa_verify``): kernel and device selection, Hypothesis profiles.
+"""pytest plugin (entry point ``jfa_verify``): kernel and device selection, Hypothesis profiles, a corpus.
 
 Options: ``--jfa-kernel NAME`` (default ``triton_jfa``), ``--jfa-device cuda|cpu``
-(default: cuda when available), ``--jfa-plugin FILE.py``. Hypothesis profiles
-``dev``, ``ci`` and ``nightly`` are registered; ``HYPOTHESIS_PROFILE`` picks one
-(default ``dev``). Nothing probes the GPU at import time: the device is chosen
-in ``pytest_configure``, per process, so each pytest-xdist worker does its own.
+(default: cuda when available), ``--jfa-plugin FILE.py``, ``--jfa-corpus DIR``
+(where the ``jfa_corpus`` fixture writes case files; default a per-session
+temporary folder). Hypothesis profiles ``dev``, ``ci`` and ``nightly`` are
+registered; ``HYPOTHESIS_PROFILE`` picks one (default ``dev``). Nothing probes
+the GPU at import time: the device is chosen in ``pytest_configure``, per
+process, so each pytest-xdist worker does its own; case files are written
+atomically and named by case id, so workers can share a corpus folder.
+Tests marked ``gpu`` are skipped when the selected device is the CPU.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ def pytest_addoption(parser):
     group.addoption("--jfa-kernel", default="triton_jfa", help="kernel under test (registry name)")
     group.addoption("--jfa-device", default=None, choices=("cuda", "cpu"), help="device (default: cuda if available)")
     group.addoption("--jfa-plugin", action="append", default=[], help="file registering extra kernels")
+    group.addoption("--jfa-corpus", default=None, help="folder for case files written by tests (default: a temp dir)")
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped when the selected device is the CPU)")
     from jfa_verify.device import select_device
 
     select_device(config.getoption("--jfa-device"))
@@ -36,6 +42,17 @@ def pytest_configure(config):
 
     for path in config.getoption("--jfa-plugin"):
         load_plugin(path)
+
+
+def pytest_collection_modifyitems(config, items):
+    from jfa_verify.device import current_device
+
+    if current_device().type == "cuda":
+        return
+    skip = pytest.mark.skip(reason="gpu test; the selected device is the CPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
@@ -52,3 +69,15 @@ def jfa_kernel(pytestconfig):
     from kernels import get_kernel
 
     return get_kernel(pytestconfig.getoption("--jfa-kernel"))
+
+
+@pytest.fixture(scope="session")
+def jfa_corpus(pytestconfig, tmp_path_factory):
+    """A :class:`fuzz.Corpus` (``--jfa-corpus DIR`` or a session temp dir): wrap a case in
+    ``with jfa_corpus.guard(case, kernel.name, str(device)) as p: jfa_corpus.record(p, run_case(...))``
+    so a failing (or crashing) case leaves a replayable file.
+    """
+    from fuzz import Corpus
+
+    root = pytestconfig.getoption("--jfa-corpus")
+    return Corpus(root if root else tmp_path_factory.mktemp("jfa-corpus"))

@@ -18,7 +18,7 @@ import torch
 from oracles import padded_sdpa_attention, reference_attention
 
 from .case import Case
-from .compare import OUTPUTS, OutputComparison, compare_output, output_scales
+from .compare import OUTPUTS, OutputComparison, compare_output
 from .contract import JaggedProblem, validate_inputs
 from .errors import UnsupportedCase
 from .localize import Location, locate
@@ -205,11 +205,11 @@ def run_case(case: Case, kernel, device: torch.device | str = "cpu", *, backward
     _sync(device)
     t2 = time.perf_counter()
     result.seconds.update(kernel=t1 - t0, oracles=t2 - t1)
-    scales = output_scales(tensors.q, tensors.k, tensors.v, tensors.do, problem.sm_scale)
     for out_name in OUTPUTS:
         if out_name not in ref:
             continue
-        cmp = compare_output(out_name, got[out_name], sdpa[out_name], ref[out_name], case.torch_dtype, scales[out_name])
+        scales = (float(ref.get(f"{out_name}_lowp", 0.0)), float(ref.get(f"{out_name}_acc", 0.0)))
+        cmp = compare_output(out_name, got[out_name], sdpa[out_name], ref[out_name], case.torch_dtype, *scales)
         result.comparisons.append(cmp)
         if cmp.worst_index is not None:
             result.locations[out_name] = locate(problem, out_name, cmp.worst_index, *blocks)

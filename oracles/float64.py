@@ -41,7 +41,22 @@ def reference_attention(
 
     Returns: ``{"o": [rows, H_q, D_v], "lse": [H_q, rows]}`` and, with ``do``,
     ``"dq"`` (shape of ``q``), ``"dk"``, ``"dv"`` (shapes of ``k``, ``v``); all
-    float64 on the inputs' device. Rows outside every sequence and rows with no
+    float64 on the inputs' device. Also, as 0-dim float64 scalars, the
+    magnitudes rounding errors scale with (used by :mod:`jfa_verify.compare`):
+
+    * ``"<out>_lowp"`` for o, dq, dk, dv: the largest element of ``P |V|``,
+      ``sm_scale M |K|``, ``sm_scale M^T |Q|``, ``P^T |dO|`` with
+      ``M = |dS| + P (|dO| . |O|)``: rounding ``P`` or ``dS`` to the input dtype
+      before its matmul, and ``Delta`` taken from the stored (rounded) ``O``
+      (as FlashAttention kernels do), move each output element by at most
+      ``eps/2`` times these (first order);
+    * ``"<out>_acc"`` for every output: the same sums with ``P`` weighted by
+      ``W = P (1 + |S| + |lse|)`` and, for dQ/dK, ``dS`` replaced by its terms
+      before they cancel, ``W (|dP| + |Delta|)``: ``S`` is rounded in float32
+      and ``P = exp(S - lse)`` is recomputed from large numbers, so float32
+      moves ``P`` by about ``eps (|S| + |lse|)`` relative (large logits), and
+      with one visible key dQ and dK are exactly 0 yet computed from terms of
+      size ``|dO| |V|``. LSE's is ``1 + max sum_j P |S|``. Rows outside every sequence and rows with no
     visible key: ``o = 0``, ``lse = -inf``, zero gradients.
 
     Raises:
@@ -63,6 +78,13 @@ def reference_attention(
         dq = torch.zeros(q.shape, dtype=f64, device=dev)
         dk = torch.zeros(k.shape, dtype=f64, device=dev)
         dv = torch.zeros(v.shape, dtype=f64, device=dev)
+    terms = dict.fromkeys(("o_lowp", "dq_lowp", "dk_lowp", "dv_lowp", "o_acc", "lse_acc", "dq_acc", "dk_acc",
+                           "dv_acc"), 0.0)
+
+    def keep(name: str, value: torch.Tensor) -> None:
+        if value.numel():
+            terms[name] = max(terms[name], float(value.max()))
+
     for b in range(p.batch):
         q_rows, o_rows, k_rows = sequence_slices(p, b)
         lq, lk = p.q_lengths[b], p.k_lengths[b]
@@ -80,6 +102,11 @@ def reference_attention(
         ob = torch.einsum("hij,jhd->ihd", prob, vb)
         o[o_rows] = ob
         lse[:, o_rows] = row_lse
+        keep("o_lowp", torch.einsum("hij,jhd->ihd", prob, vb.abs()))
+        s_abs = torch.where(mask, s.abs(), torch.zeros_like(s))  # [H, lq, lk], 0 where masked
+        weight = prob * (1.0 + s_abs + safe.abs()[..., None])  # relative float32 error of P, in eps
+        keep("o_acc", torch.einsum("hij,jhd->ihd", weight, vb.abs()))
+        keep("lse_acc", 1.0 + (prob * s_abs).sum(-1))
         if do is None:
             continue
         dob = do[o_rows].to(f64)
@@ -87,10 +114,25 @@ def reference_attention(
         dp = torch.einsum("ihd,jhd->hij", dob, vb)
         delta = (dob * ob).sum(-1).transpose(0, 1)  # [H, lq]
         ds = prob * (dp - delta[..., None])
+        if lk:
+            scale = abs(p.sm_scale)
+            # Delta uses O as stored (rounded to the input dtype): that shifts dS_ij by up to
+            # P_ij * eps/2 * (|dO_i| . |O_i|); add it to the rounding of dS itself.
+            delta_err = (dob.abs() * ob.abs()).sum(-1).transpose(0, 1)[..., None]  # [H, lq, 1]
+            ds_mag = ds.abs() + prob * delta_err
+            keep("dq_lowp", scale * torch.einsum("hij,jhd->ihd", ds_mag, kb.abs()))
+            keep("dk_lowp", scale * torch.einsum("hij,ihd->jhd", ds_mag, qb.abs()))
+            keep("dv_lowp", torch.einsum("hij,ihd->jhd", prob, dob.abs()))
+            mag = weight * (dp.abs() + delta.abs()[..., None])  # dS's terms before they cancel
+            keep("dq_acc", scale * torch.einsum("hij,jhd->ihd", mag, kb.abs()))
+            keep("dk_acc", scale * torch.einsum("hij,ihd->jhd", mag, qb.abs()))
+            keep("dv_acc", torch.einsum("hij,ihd->jhd", weight, dob.abs()))
         dq[q_rows] += torch.einsum("hij,jhd->ihd", ds, kb) * p.sm_scale
         dk[k_rows] += reduce_kv_heads(torch.einsum("hij,ihd->jhd", ds, qb) * p.sm_scale, g)
         dv[k_rows] += reduce_kv_heads(dv_h, g)
     out = {"o": o, "lse": lse}
     if do is not None:
         out.update(dq=dq, dk=dk, dv=dv)
+    out.update({name: torch.tensor(value, dtype=f64) for name, value in terms.items()
+                if do is not None or name == "o_lowp"})
     return out

@@ -73,18 +73,44 @@ def test_locate_broadcast_dq_is_dense():
 
 def test_gradient_floor_uses_term_scale_when_reference_is_exactly_zero():
     # Regression: fp32 cross-attention with one key per sequence; dQ is exactly 0 in float64 but
-    # the kernel computes it as P * (dP - Delta) and lands at 1.15e-06 while SDPA landed at 3.0e-07.
-    # With a floor relative to max|reference| = 0 the case failed; the floor must follow |dO||V||K|.
-    from jfa_verify.compare import output_scales
+    # the kernel computes it as P * (dP - Delta) and landed at 1.15e-06 while SDPA landed at 3.0e-07.
+    # A floor relative to max|dQ| = 0 failed it; the float32 accumulation floor follows the terms.
+    from jfa_verify.compare import ACC_ULPS
+    from oracles import reference_attention
 
-    ref = torch.zeros(3, 4, 16, dtype=torch.float64)
-    sdpa = torch.full((3, 4, 16), 3.0e-7)
-    kernel = torch.full((3, 4, 16), 1.15e-6)
-    assert not compare_output("dq", kernel, sdpa, ref, torch.float32).passed
-    q = k = v = do = torch.ones(3, 4, 16)  # row norms 4, |k| = 1
-    scales = output_scales(q, k, v, do, sm_scale=0.25)
-    assert scales["dq"] == 0.25 * 4 * 4 * 1
-    c = compare_output("dq", kernel, sdpa, ref, torch.float32, scales["dq"])
-    assert c.passed and math.isclose(c.allowance, 2 * 3.0e-7 + 16 * torch.finfo(torch.float32).eps * 4.0, rel_tol=1e-6)
-    # and a real bug of the same size as the terms still fails
-    assert not compare_output("dq", torch.full((3, 4, 16), 0.5), sdpa, ref, torch.float32, scales["dq"]).passed
+    t = Case(kv_lengths=(1, 0), mode="cross", q_lengths=(3, 0), dtype="float32", num_heads_q=4,
+             num_heads_kv=2, head_dim=16, seed=3).materialize()
+    ref = reference_attention(*t.call_args(), do=t.do)
+    assert ref["dq"].abs().max() < 1e-12 and ref["dk"].abs().max() < 1e-12  # zero up to float64 rounding
+    terms = float(ref["dq_acc"])
+    # at least sm_scale * max|K| * (|dP| + |Delta|) with P = 1 and dP = Delta = dO . v
+    dp = torch.einsum("ihd,jhd->hij", t.do[:3].double(), t.v[:1].double().repeat_interleave(2, dim=1)).abs()
+    assert terms >= 0.25 * t.k[:1].double().abs().max().item() * 2 * dp.max().item() * (1 - 1e-12)
+    sdpa = torch.full_like(ref["dq"], 3.0e-7)
+    kernel = torch.full_like(ref["dq"], 1.15e-6)
+    assert not compare_output("dq", kernel, sdpa, ref["dq"], torch.float32).passed
+    c = compare_output("dq", kernel, sdpa, ref["dq"], torch.float32, acc_scale=terms)
+    assert c.passed and math.isclose(c.allowance, 6.0e-7 + ACC_ULPS * torch.finfo(torch.float32).eps * terms, rel_tol=1e-6)
+    # a real bug of a thousandth of the terms' size still fails
+    big = torch.full_like(kernel, 1e-3 * terms)
+    assert not compare_output("dq", big, sdpa, ref["dq"], torch.float32, acc_scale=terms).passed
+
+
+def test_lowp_floor_covers_rounding_ds_where_keys_share_an_offset():
+    # Regression: bf16 dQ with keys sharing a large offset (the "correlated" and "near_ties" values):
+    # sum_j dS_ij = 0 cancels the offset exactly, but dS rounded to bf16 does not, so a FlashAttention
+    # kernel lands far above torch's CPU SDPA, which keeps P and dS in float32.
+    from jfa_verify.compare import LOWP_ULPS
+    from oracles import reference_attention
+
+    ref = reference_attention(*(t := Case(kv_lengths=(9, 12), dtype="bfloat16", head_dim=16, values="correlated",
+                                          seed=5).materialize()).call_args(), do=t.do)
+    ds_bound = float(ref["dq_lowp"])
+    assert ds_bound > 0
+    eps = torch.finfo(torch.bfloat16).eps
+    # an error at the first-order size of rounding dS passes ...
+    half = torch.full_like(ref["dq"], 0.5 * eps * ds_bound) + ref["dq"]
+    assert compare_output("dq", half, ref["dq"].bfloat16(), ref["dq"], torch.bfloat16, lowp_scale=ds_bound).passed
+    # ... one of three ulps of the bound does not
+    three = torch.full_like(ref["dq"], (LOWP_ULPS + 2) * eps * ds_bound) + ref["dq"]
+    assert not compare_output("dq", three, ref["dq"].bfloat16(), ref["dq"], torch.bfloat16, lowp_scale=ds_bound).passed

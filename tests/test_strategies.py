@@ -5,7 +5,7 @@ import torch
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from jfa_verify import Case
+from jfa_verify import Case, run_case
 from jfa_verify.case import VALUE_DISTRIBUTIONS
 from jfa_verify.coverage import CLASSES, CPU_EXPECTED, Coverage, classify, element_extent
 from jfa_verify.strategies import (
@@ -80,12 +80,17 @@ def test_one_token_batches_hold_a_one(lengths):
     assert 1 in lengths
 
 
-def test_tile_boundaries_come_from_the_kernel():
+@given(n=tile_boundary_lengths(CAPABILITIES.block_sizes(32, torch.bfloat16, "cpu"), max_len=200))
+@DRAW
+def test_tile_boundaries_come_from_the_kernel(n):
     bm, bn = CAPABILITIES.block_sizes(32, torch.bfloat16, "cpu")
-    drawn = find(st.lists(tile_boundary_lengths((bm, bn), max_len=3 * bm + 1), min_size=20),
-                 lambda xs: len(set(xs)) >= 8, settings=FIND)
-    assert all((n + 1) % bm in (0, 1, 2) or (n + 1) % bn in (0, 1, 2) for n in drawn)
-    assert find(tile_boundary_lengths((bm, bn), max_len=200), lambda n: n == 3 * bm + 1, settings=FIND)
+    assert any((n + 1) % b in (0, 1, 2) and n >= b - 1 for b in (bm, bn))
+
+
+def test_tile_boundaries_reach_both_sides_of_each_multiple():
+    bm, bn = CAPABILITIES.block_sizes(32, torch.bfloat16, "cpu")
+    for n in (bn - 1, bn + 1, bm, 3 * bm + 1):
+        assert find(tile_boundary_lengths((bm, bn), max_len=200), lambda x, n=n: x == n, settings=FIND) == n
     gpu = CAPABILITIES.block_sizes(64, torch.bfloat16, "cuda")
     assert find(tile_boundary_lengths(gpu, max_len=200), lambda n: True, settings=FIND) == gpu[1] - 1
 
@@ -115,7 +120,8 @@ def test_movielens_batches_sample_the_real_distribution():
 
     raw = find(movielens_batches(max_len=10_000, scale=1.0), lambda xs: max(xs) > 1000, settings=FIND)
     assert set(raw) <= set(movielens_lengths())
-    assert find(movielens_batches(max_len=48), lambda xs: True, settings=FIND) == (1,)  # ceil(20 * 48/4/70.5)
+    shortest = -(-min(movielens_lengths()) * 48 // 4 // 70.5)  # ceil(20 * 48 / 4 / 70.5) = 4
+    assert find(movielens_batches(max_len=48), lambda xs: True, settings=FIND) == (shortest,) == (4,)
 
 
 @pytest.mark.parametrize("kind", ["empty", "sparse", "skewed", "heavy_tail", "movielens", "prime", "boundary"])
@@ -179,7 +185,8 @@ def test_strided_layout_same_values_other_strides():
     for a, b in zip((dense.q, dense.k, dense.v, dense.do), (strided.q, strided.k, strided.v, strided.do)):
         assert torch.equal(a, b) and a.is_contiguous() and not b.is_contiguous()
     assert strided.q.clone().stride() == strided.q.stride()  # the runner's clone keeps the layout
-    assert torch.isnan(strided.do.as_strided((strided.do.numel() + 3,), (1,))[-1])  # dO's wider buffer is NaN
+    dv = strided.do.shape[2]
+    assert strided.do.stride(1) == dv + 3 and torch.isnan(strided.do.as_strided((3,), (1,), dv)).all()  # NaN margin
 
 
 def test_layout_field_keeps_old_json_and_ids():
@@ -192,11 +199,12 @@ def test_layout_field_keeps_old_json_and_ids():
 
 @pytest.mark.parametrize("case", [
     Case(kv_lengths=(17, 0, 33), layout="strided", num_heads_q=4, num_heads_kv=2, head_dim=17, dtype="float16"),
-    Case(kv_lengths=(16, 1), mode="cross", q_lengths=(31, 2), values="near_ties", causal=True,
-         causal_alignment="bottom_right", head_dim=33, head_dim_v=24),
-], ids=["strided-gqa-d17", "near-ties-cross-bottom-right"])
+    Case(kv_lengths=(16, 3), mode="cross", q_lengths=(31, 2), causal=True, causal_alignment="bottom_right",
+         head_dim=33, head_dim_v=24, values="tiny", offsets_start=17),
+    Case(kv_lengths=(16, 5), values="near_ties", causal=True, head_dim=33, head_dim_v=24),
+], ids=["strided-gqa-d17", "tiny-cross-bottom-right-d33", "near-ties-causal-d33"])
 def test_new_classes_pass_on_kernel(case, jfa_kernel, jfa_device):
-    result = __import__("jfa_verify").run_case(case, jfa_kernel, jfa_device)
+    result = run_case(case, jfa_kernel, jfa_device)
     assert result.status in ("pass", "unsupported"), result.explain()
 
 
@@ -273,7 +281,7 @@ def test_classify(case, present, absent):
 
 def test_classify_uses_the_given_block_sizes():
     assert "tile_boundary" in classify(Case(kv_lengths=(63,)), (64, 64))
-    assert "tile_boundary" not in classify(Case(kv_lengths=(63,)), (32, 40))
+    assert "tile_boundary" not in classify(Case(kv_lengths=(63,)), (30, 40))
 
 
 def test_coverage_counts_and_reports_missing():
@@ -285,3 +293,12 @@ def test_coverage_counts_and_reports_missing():
     text = cov.format()
     assert "coverage over 2 case(s)" in text and "never drawn:" in text and "gqa" in text.splitlines()[-1]
     assert cov.to_dict()["counts"]["self"] == 2
+
+
+def test_public_api_is_exported():
+    import jfa_verify.strategies as S
+    from jfa_verify.strategies import _cases, _lengths
+
+    public = {n for m in (_cases, _lengths) for n in m.__all__}
+    assert set(S.__all__) == public and all(hasattr(S, n) for n in S.__all__)
+    assert {"sequence_lengths", "jagged_lengths", "head_configs", "cases"} <= public

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ..case import LAYOUTS, VALUE_DISTRIBUTIONS, Case
 from ..errors import InvalidInput
-from ._lengths import cross_query_lengths, jagged_lengths, sequence_lengths
+from ._lengths import cross_query_lengths, jagged_lengths, sequence_lengths, tile_boundary_lengths
 
 __all__ = [
     "DEFAULT_HEAD_DIMS",
@@ -154,7 +154,11 @@ def cases(
     if mode == "cross":
         extra["q_lengths"] = draw(cross_query_lengths(kv, max_len=max_len, block_sizes=blocks))
     elif mode == "broadcast_q":
-        extra["broadcast_q_len"] = draw(sequence_lengths(max_len=max_len, block_sizes=blocks))
+        # several L_q: edge lengths, and BLOCK_M boundaries so one dense Q spans more than one tile
+        lq = [sequence_lengths(max_len=max_len, block_sizes=blocks)]
+        if max_len >= blocks[0] - 1:
+            lq.append(tile_boundary_lengths(blocks[:1], max_len=max_len))
+        extra["broadcast_q_len"] = draw(st.one_of(*lq))
     h_q, h_kv = draw(head_configs(gqa=caps.gqa if gqa is None else (gqa and caps.gqa)))
     is_causal = caps.causal and (draw(st.booleans()) if causal is None else causal)
     alignment = draw(st.sampled_from(["top_left", "bottom_right"])) if is_causal else "top_left"
