@@ -1,6 +1,7 @@
 """``jfa-verify``: the command line.
 
 Subcommands: ``run`` (the main job: verify a kernel on the built-in suite),
+``fuzz`` (a Hypothesis campaign with shrinking and a persistent corpus),
 ``replay`` (re-run one case file or inline case), ``kernels`` (list the
 registry), ``schedule`` (per-SM load of the tile schedulers).
 """
@@ -111,6 +112,10 @@ def cmd_run(args) -> int:
     console.print(f"  {suite.note}")
     results = _run_cases(cases, kernel, device, Corpus(args.reproducers), console, progress=not args.no_progress)
     console.print(_results_table(results, f"{kernel.name} on {where}"))
+    from .coverage import Coverage
+
+    coverage = Coverage.for_kernel(kernel, device.type).update(r.case for r in results)
+    print(coverage.format(), flush=True)
     for r in results:
         if r.failed:
             print(r.explain(), flush=True)
@@ -121,6 +126,21 @@ def cmd_run(args) -> int:
     skipped = sum(r.status == "unsupported" for r in results)
     console.print(f"{passed} passed, {failed} failed, {skipped} unsupported; report: {report}")
     return EXIT_FAIL if failed else EXIT_OK
+
+
+def cmd_fuzz(args) -> int:
+    from fuzz import run_campaign
+    from kernels import get_kernel
+
+    from .device import select_device
+
+    device = select_device(args.device)
+    _load_plugins(args.plugin)
+    kernel = get_kernel(args.kernel)
+    summary = run_campaign(kernel, max_examples=args.max_examples, corpus_dir=args.reproducers, device=device,
+                           seed=args.seed, timeout_s=args.timeout, backward=not args.forward_only)
+    print(summary.format(), flush=True)
+    return EXIT_FAIL if summary.failures else EXIT_OK
 
 
 def cmd_replay(args) -> int:
@@ -215,6 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--report", default="jfa-report.json")
     run.add_argument("--no-progress", action="store_true")
     run.set_defaults(func=cmd_run)
+
+    fz = sub.add_parser("fuzz", help="Hypothesis campaign: adversarial cases, shrinking, persistent corpus")
+    common(fz)
+    fz.add_argument("--max-examples", type=int, default=100)
+    fz.add_argument("--seed", type=int, default=0)
+    fz.add_argument("--timeout", type=float, default=None, help="seconds per case before it is recorded as a hang")
+    fz.add_argument("--forward-only", action="store_true")
+    fz.set_defaults(func=cmd_fuzz)
 
     rep = sub.add_parser("replay", help="re-run a case file (or an inline case) and print its verdict")
     rep.add_argument("file", nargs="?", help="case file written by run or a fuzz campaign")

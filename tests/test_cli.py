@@ -77,3 +77,18 @@ def test_schedule_table_and_png(tmp_path, capsys):
     assert main(["schedule", "--batch", "64", "--num-sms", "8", "--png", str(png)]) == 0
     out = capsys.readouterr().out
     assert "zigzag" in out and "dynamic" in out and png.stat().st_size > 1000
+
+
+def test_fuzz_finds_and_shrinks_planted_bug_then_replays_from_corpus(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    rc = main(["fuzz", "--device", "cpu", "--plugin", MUTANT_PLUGIN, "--kernel", "mutant-kv_tail_dropped",
+               "--max-examples", "20", "--reproducers", str(corpus), "--forward-only"])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    files = [f for f in corpus.glob("*.json")]
+    assert len(files) == 1, out  # only the shrunk minimal case is kept
+    payload = json.loads(files[0].read_text())
+    assert payload["status"] == "fail" and len(payload["case"]["kv_lengths"]) <= 2
+    rc = main(["replay", str(files[0]), "--device", "cpu", "--plugin", MUTANT_PLUGIN,
+               "--reproducers", str(tmp_path / "again")])
+    assert rc == 1 and "replayed: fail (same)" in capsys.readouterr().out
