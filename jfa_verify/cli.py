@@ -1,7 +1,8 @@
 """``jfa-verify``: the command line.
 
 Subcommands: ``run`` (the main job: verify a kernel on the built-in suite),
-``fuzz`` (a Hypothesis campaign with shrinking and a persistent corpus),
+``fuzz`` (a Hypothesis campaign with shrinking and a persistent corpus), ``mutants`` (the
+planted-bug catalogue and its kill table),
 ``replay`` (re-run one case file or inline case), ``kernels`` (list the
 registry), ``schedule`` (per-SM load of the tile schedulers).
 """
@@ -216,6 +217,26 @@ def cmd_schedule(args) -> int:
     return EXIT_OK
 
 
+def cmd_mutants(args) -> int:
+    """Run the CI profile against each planted-bug mutant; exit 1 if any (non-gpu-only) mutant survives."""
+    from .device import select_device
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/quality lives in the repository
+    from fuzz.mutation import format_table, run_mutants
+
+    dev = select_device(args.device)
+    results = run_mutants(args.only or None, device=dev, max_examples=args.max_examples, seed=args.seed)
+    print(f"mutation testing on {dev} (max {args.max_examples} campaign examples per surviving mutant)")
+    print(format_table(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=2, default=str))
+    survivors = [r.name for r in results if r.status == "survived"]
+    if survivors:
+        print(f"SURVIVED: {', '.join(survivors)}")
+        return EXIT_FAIL
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jfa-verify", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -264,6 +285,14 @@ def build_parser() -> argparse.ArgumentParser:
     sch.add_argument("--seed", type=int, default=0)
     sch.add_argument("--png", help="write a per-SM load plot here")
     sch.set_defaults(func=cmd_schedule)
+
+    mut = sub.add_parser("mutants", help="mutation testing: the CI profile against each planted-bug kernel")
+    mut.add_argument("--only", nargs="+", action="extend", default=[], metavar="NAME", help="only these mutants")
+    mut.add_argument("--max-examples", type=int, default=10, help="campaign examples for a mutant the targeted cases miss")
+    mut.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    mut.add_argument("--seed", type=int, default=0)
+    mut.add_argument("--json", default=None, help="also write the results here")
+    mut.set_defaults(func=cmd_mutants)
     return parser
 
 
