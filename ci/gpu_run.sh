@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU gate, for a CUDA machine (the lent H200 here; B200 runners in production).
 # Installs the package without dependencies (the machine has torch and triton), then runs
-# the main job, a planted-bug run that must fail, and the kernel and property tests on CUDA.
+# the main job, a planted-bug run that must fail, and the kernel, property, scheduler and
+# mutation tests on CUDA.
 # Logs and JSON reports go under ${OUT:-gpu-out}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,8 @@ jfa-verify run --device cuda --plugin tests/quality/mutant_plugin.py --kernel mu
 rc_mut=$?
 grep -E "^\[FAIL\]|worst at|passed," "$out/mutant.log" | head -12
 HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci} python3 -m pytest -q -p no:cacheprovider -n 8 --jfa-device cuda \
-  tests/test_triton_jfa.py tests/test_properties.py "$@" 2>&1 | tee "$out/pytest.log" | tail -15
+  tests/test_triton_jfa.py tests/test_properties.py tests/test_scheduled_kernels.py \
+  tests/quality/test_scheduler_bugs.py tests/quality/test_mutants.py "$@" 2>&1 | tee "$out/pytest.log" | tail -15
 rc_test=${PIPESTATUS[0]}
 echo "gpu gate: run=$rc_run (want 0) planted-bug run=$rc_mut (want 1) tests=$rc_test (want 0)"
 [ "$rc_run" = 0 ] && [ "$rc_mut" = 1 ] && [ "$rc_test" = 0 ]
