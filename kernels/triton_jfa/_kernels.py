@@ -292,7 +292,8 @@ def _bwd_dkdv_kernel(
                 visible = col_ok[:, None] & row_ok[None, :]
                 if CAUSAL:
                     visible = visible & (offs_n[:, None] <= offs_m[None, :] + shift)
-                p_t = tl.where(visible, tl.exp2(s_t - lse[None, :]), 0.0)
+                # Mask before exp2: a hidden (future) key can score far above the row's lse.
+                p_t = tl.exp2(tl.where(visible, s_t - lse[None, :], float("-inf")))
                 dv += _dot(_round_cast(p_t, do.dtype, INTERPRET), do, INTERPRET, IEEE)
                 dp_t = _dot(v, tl.trans(do), INTERPRET, IEEE)
                 ds_t = p_t * (dp_t - delta[None, :])
@@ -371,7 +372,7 @@ def _bwd_dq_kernel(
             visible = row_ok[:, None] & col_ok[None, :]
             if CAUSAL:
                 visible = visible & (offs_n[None, :] <= offs_m[:, None] + shift)
-            p = tl.where(visible, tl.exp2(s - lse[:, None]), 0.0)
+            p = tl.exp2(tl.where(visible, s - lse[:, None], float("-inf")))
             dp = _dot(do, tl.trans(v), INTERPRET, IEEE)
             ds = p * (dp - delta[:, None])
             dq += _dot(_round_cast(ds, k.dtype, INTERPRET), k, INTERPRET, IEEE)
