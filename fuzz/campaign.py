@@ -13,9 +13,6 @@ campaign starts from the last failure
 
 from __future__ import annotations
 
-import json
-import os
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,11 +28,10 @@ from jfa_verify.case import Case
 from jfa_verify.coverage import Coverage
 from jfa_verify.errors import InvalidInput
 
-from .corpus import Corpus, _write_atomic, read_case_file
+from .corpus import TIMEOUT_EXIT_CODE, Corpus, read_case_file
 
 __all__ = ["CampaignFailure", "CampaignSummary", "run_campaign", "TIMEOUT_EXIT_CODE"]
 
-TIMEOUT_EXIT_CODE = 3  # the process exit status after a watchdog timeout
 
 
 @dataclass
@@ -97,22 +93,6 @@ class CampaignSummary:
 
 class _CaseFailed(AssertionError):
     """Raised inside the Hypothesis test so it shrinks the failing case."""
-
-
-def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
-    # A kernel cannot be interrupted from Python: on timeout, mark the case file and end the process.
-    def fire() -> None:
-        try:
-            payload = json.loads(path.read_text())
-            payload.update(status="timeout", explanation=f"no result after {timeout_s} s; process ended")
-            _write_atomic(path, payload)
-        finally:
-            os._exit(TIMEOUT_EXIT_CODE)
-
-    timer = threading.Timer(timeout_s, fire)
-    timer.daemon = True
-    timer.start()
-    return timer
 
 
 def _saved_failures(corpus: Corpus, kernel_name: str) -> list[tuple[Path, Case]]:
@@ -182,13 +162,8 @@ def run_campaign(
         key = case.case_id()
         if key in seen:  # different draws can build the same case; a verdict is deterministic
             return seen[key]
-        with corpus.guard(case, name, str(dev)) as path:
-            timer = _watchdog(path, timeout_s) if timeout_s else None
-            try:
-                result = run_case(case, kernel, dev, backward=backward)
-            finally:
-                if timer is not None:
-                    timer.cancel()
+        with corpus.guard(case, name, str(dev), timeout_s) as path:
+            result = run_case(case, kernel, dev, backward=backward)
             kept = corpus.record(path, result)
         seen[key] = (result, kept)
         summary.coverage.add(case)

@@ -12,15 +12,17 @@ import contextlib
 import json
 import os
 import platform
+import threading
 from pathlib import Path
 from typing import Iterator, Optional
 
 from jfa_verify.case import Case
 from jfa_verify.errors import InvalidInput
 
-__all__ = ["Corpus", "read_case_file", "environment"]
+__all__ = ["Corpus", "read_case_file", "environment", "TIMEOUT_EXIT_CODE"]
 
 FORMAT = "jfa-verify-case/1"
+TIMEOUT_EXIT_CODE = 3  # the process exit status after a watchdog timeout
 
 
 def environment() -> dict:
@@ -45,6 +47,21 @@ def environment() -> dict:
     return info
 
 
+def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
+    def fire() -> None:
+        try:
+            payload = json.loads(path.read_text())
+            payload.update(status="timeout", explanation=f"no result after {timeout_s} s; process ended")
+            _write_atomic(path, payload)
+        finally:
+            os._exit(TIMEOUT_EXIT_CODE)
+
+    timer = threading.Timer(timeout_s, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 def _write_atomic(path: Path, payload: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
@@ -61,13 +78,23 @@ class Corpus:
         return self.root / f"{case.case_id()}-{kernel}.json"
 
     @contextlib.contextmanager
-    def guard(self, case: Case, kernel: str, device: str) -> Iterator[Path]:
-        """Write the case file first; the caller calls :meth:`record` or the file stays as ``running``."""
+    def guard(self, case: Case, kernel: str, device: str, timeout_s: Optional[float] = None) -> Iterator[Path]:
+        """Write the case file first; the caller calls :meth:`record` or the file stays as ``running``.
+
+        With ``timeout_s``, a watchdog marks the file ``"timeout"`` and ends the process with
+        :data:`TIMEOUT_EXIT_CODE` if the block is still running after that many seconds: a hung
+        kernel cannot be interrupted from Python, and the finding must not be lost.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.path_for(case, kernel)
         _write_atomic(path, {"format": FORMAT, "case": case.to_dict(), "kernel": kernel, "device": device,
                              "status": "running", "environment": environment()})
-        yield path
+        timer = _watchdog(path, timeout_s) if timeout_s else None
+        try:
+            yield path
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def record(self, path: Path, result) -> Optional[Path]:
         """Keep ``path`` with the verdict when ``result`` failed; delete it otherwise."""

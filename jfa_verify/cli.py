@@ -54,7 +54,7 @@ def _results_table(results, title: str):
     return table
 
 
-def _run_cases(cases, kernel, device, corpus, console, *, backward=True, progress=True):
+def _run_cases(cases, kernel, device, corpus, console, *, backward=True, progress=True, timeout_s=None):
     """Run cases with write-ahead reproducers; returns the results in order."""
     from rich.progress import Progress
 
@@ -65,7 +65,7 @@ def _run_cases(cases, kernel, device, corpus, console, *, backward=True, progres
         task = bar.add_task(f"verifying {kernel.name}", total=len(cases))
         for case in cases:
             bar.update(task, description=f"{kernel.name}: {case.name or case.case_id()}")
-            with corpus.guard(case, kernel.name, str(device)) as path:
+            with corpus.guard(case, kernel.name, str(device), timeout_s) as path:
                 result = run_case(case, kernel, device, backward=backward)
                 saved = corpus.record(path, result)
                 result.reproducer = str(saved) if saved else None
@@ -111,7 +111,8 @@ def cmd_run(args) -> int:
     where = "Triton interpreter on CPU" if interpreting() else str(device)
     console.print(f"jfa-verify run: kernel [bold]{kernel.name}[/], suite {suite.name} ({len(cases)} cases), {where}")
     console.print(f"  {suite.note}")
-    results = _run_cases(cases, kernel, device, Corpus(args.reproducers), console, progress=not args.no_progress)
+    results = _run_cases(cases, kernel, device, Corpus(args.reproducers), console, progress=not args.no_progress,
+                         timeout_s=args.timeout)
     console.print(_results_table(results, f"{kernel.name} on {where}"))
     from .coverage import Coverage
 
@@ -255,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-cases", type=int, default=0)
     run.add_argument("--report", default="jfa-report.json")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--timeout", type=float, default=None,
+                     help="seconds per case; a case still running then is recorded as a hang and the run exits 3")
     run.set_defaults(func=cmd_run)
 
     fz = sub.add_parser("fuzz", help="Hypothesis campaign: adversarial cases, shrinking, persistent corpus")

@@ -92,3 +92,31 @@ def test_fuzz_finds_and_shrinks_planted_bug_then_replays_from_corpus(tmp_path, c
     rc = main(["replay", str(files[0]), "--device", "cpu", "--plugin", MUTANT_PLUGIN,
                "--reproducers", str(tmp_path / "again")])
     assert rc == 1 and "replayed: fail (same)" in capsys.readouterr().out
+
+
+def test_run_records_a_hung_kernel_and_exits(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    plugin = tmp_path / "sleepy.py"
+    plugin.write_text(textwrap.dedent("""
+        import time
+        from kernels.registry import Capabilities, register_kernel
+
+        @register_kernel("sleepy", capabilities=Capabilities())
+        def load():
+            def hang(*args, **kwargs):
+                time.sleep(60)
+            return hang
+    """))
+    repro = tmp_path / "repro"
+    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(plugin),
+                           "--kernel", "sleepy", "--max-cases", "1", "--timeout", "1", "--reproducers", str(repro),
+                           "--no-progress", "--report", str(tmp_path / "r.json")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (path,) = repro.glob("*.json")
+    payload = json.loads(path.read_text())
+    assert payload["status"] == "timeout" and payload["kernel"] == "sleepy"
+    assert payload["case"]["kv_lengths"]  # the whole case survives, ready for replay
