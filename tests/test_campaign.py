@@ -69,18 +69,8 @@ def test_saved_failure_that_now_passes_is_reported_fixed(jfa_kernel, jfa_device,
     assert summary.fixed == [path] and not path.exists() and not summary.failed
 
 
-def test_watchdog_marks_a_hung_case_and_exits(tmp_path):
-    plugin = tmp_path / "sleepy.py"
-    plugin.write_text(textwrap.dedent("""
-        import time
-        from kernels.registry import Capabilities, register_kernel
-
-        @register_kernel("sleepy", capabilities=Capabilities())
-        def load():
-            def hang(*args, **kwargs):
-                time.sleep(60)
-            return hang
-    """))
+def test_watchdog_marks_a_hung_case_and_exits(tmp_path, sleepy_plugin):
+    plugin = sleepy_plugin
     script = textwrap.dedent(f"""
         from kernels import load_plugin
         from fuzz import run_campaign

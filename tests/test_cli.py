@@ -94,22 +94,11 @@ def test_fuzz_finds_and_shrinks_planted_bug_then_replays_from_corpus(tmp_path, c
     assert rc == 1 and "replayed: fail (same)" in capsys.readouterr().out
 
 
-def test_run_records_a_hung_kernel_and_exits(tmp_path):
+def test_run_records_a_hung_kernel_and_exits(tmp_path, sleepy_plugin):
     import subprocess
     import sys
-    import textwrap
 
-    plugin = tmp_path / "sleepy.py"
-    plugin.write_text(textwrap.dedent("""
-        import time
-        from kernels.registry import Capabilities, register_kernel
-
-        @register_kernel("sleepy", capabilities=Capabilities())
-        def load():
-            def hang(*args, **kwargs):
-                time.sleep(60)
-            return hang
-    """))
+    plugin = sleepy_plugin
     repro = tmp_path / "repro"
     proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(plugin),
                            "--kernel", "sleepy", "--max-cases", "1", "--timeout", "1", "--reproducers", str(repro),
