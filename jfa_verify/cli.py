@@ -1,7 +1,8 @@
 """``jfa-verify``: the command line.
 
 Subcommands: ``run`` (the main job: verify a kernel on the built-in suite),
-``fuzz`` (a Hypothesis campaign with shrinking and a persistent corpus), ``mutants`` (the
+``fuzz`` (a Hypothesis campaign with shrinking and a persistent corpus), ``calibrate``
+(error distributions and a proposed budget table), ``mutants`` (the
 planted-bug catalogue and its kill table),
 ``replay`` (re-run one case file or inline case), ``kernels`` (list the
 registry), ``schedule`` (per-SM load of the tile schedulers).
@@ -145,6 +146,36 @@ def cmd_fuzz(args) -> int:
     return EXIT_FAIL if summary.failures else EXIT_OK
 
 
+def cmd_calibrate(args) -> int:
+    from kernels import get_kernel
+
+    from .calibrate import calibrate
+    from .device import select_device
+
+    device = select_device(args.device)
+    _load_plugins(args.plugin)
+    kernel = get_kernel(args.kernel)
+    table, stats, errors = calibrate(kernel, device=device, cases_per_dtype=args.cases, seed=args.seed,
+                                     safety=args.safety, min_multiplier=args.min_multiplier)
+    print(f"{'dtype':9s} {'output':6s} {'cases':>6s} {'headroom p50':>13s} {'p99':>8s} {'max':>8s} {'fails':>6s} "
+          f"{'needed x':>9s}")
+    for (dt, out), st in sorted(stats.items()):
+        sm = st.summary()
+        print(f"{dt:9s} {out:6s} {sm['cases']:6d} {sm['headroom_p50']:13.3g} {sm['headroom_p99']:8.3g} "
+              f"{sm['headroom_max']:8.3g} {sm['failures']:6d} {sm['needed_multiplier_max']:9.3g}")
+    out = Path(args.out)
+    out.write_text(json.dumps(table.to_dict(), indent=2) + "\n")
+    print(f"proposed budget table version {table.version} written to {out}")
+    if args.stats:
+        Path(args.stats).write_text(json.dumps(
+            {"provenance": table.provenance, "errors": errors,
+             "outputs": {f"{dt}/{o}": {**st.summary(), "needed": st.needed, "headroom": st.headroom}
+                         for (dt, o), st in stats.items()}}, indent=1))
+    for e in errors:
+        print(e, flush=True)
+    return EXIT_FAIL if errors else EXIT_OK
+
+
 def cmd_replay(args) -> int:
     from fuzz import Corpus, read_case_file
     from kernels import get_kernel
@@ -267,6 +298,16 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("--timeout", type=float, default=None, help="seconds per case before it is recorded as a hang")
     fz.add_argument("--forward-only", action="store_true")
     fz.set_defaults(func=cmd_fuzz)
+
+    cal = sub.add_parser("calibrate", help="measure error distributions and propose a budget table")
+    common(cal)
+    cal.add_argument("--cases", type=int, default=200, help="drawn cases per dtype")
+    cal.add_argument("--seed", type=int, default=0)
+    cal.add_argument("--safety", type=float, default=2.0, help="margin over the largest floor multiplier needed")
+    cal.add_argument("--min-multiplier", type=float, default=0.1)
+    cal.add_argument("--out", default="budgets.proposed.json", help="where to write the proposed table")
+    cal.add_argument("--stats", default=None, help="also write the raw distributions here (JSON)")
+    cal.set_defaults(func=cmd_calibrate)
 
     rep = sub.add_parser("replay", help="re-run a case file (or an inline case) and print its verdict")
     rep.add_argument("file", nargs="?", help="case file written by run or a fuzz campaign")

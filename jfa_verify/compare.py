@@ -4,10 +4,13 @@ Rule (the FlashAttention tests' rule, Dao-AILab/flash-attention ``tests/``):
 the kernel's maximum absolute error against float64 must be at most
 ``2 x`` the same-dtype padded SDPA oracle's error plus a rounding floor::
 
-    allowance = SDPA_FACTOR * sdpa_error
-                + FLOOR_ULPS[dtype] * eps(dtype) * max|reference|
-                + LOWP_ULPS * eps(dtype) * lowp_scale
-                + ACC_ULPS * eps(float32) * acc_scale
+    allowance = sdpa_factor * sdpa_error
+                + floor_ulps * eps(dtype) * max|reference|
+                + lowp_ulps * eps(dtype) * lowp_scale
+                + acc_ulps * eps(float32) * acc_scale
+
+The four constants per dtype and output come from the versioned budget file
+(:mod:`jfa_verify.budgets`, ``jfa_verify/data/budgets.json``).
 
 ``eps`` is ``torch.finfo(dtype).eps`` of the output's storage dtype (LSE is
 float32 for every input dtype). The scales come from the float64 reference
@@ -19,7 +22,7 @@ matters where terms cancel, such as dQ with keys sharing a large offset, which
 an SDPA that keeps ``P`` in float32 (torch's CPU path) does not show.
 ``acc_scale`` is the size of ``dP - Delta``'s terms before they cancel in
 float32 accumulators. The floors keep a lucky, near-exact SDPA from making
-the allowance zero; all factors are provisional until calibrated. Non-finite values are judged before magnitudes:
+the allowance zero. Non-finite values are judged before magnitudes:
 a NaN anywhere fails, and ``-inf`` must appear exactly where the reference has it.
 """
 
@@ -31,17 +34,11 @@ from typing import Optional
 
 import torch
 
-__all__ = ["OUTPUTS", "SDPA_FACTOR", "FLOOR_ULPS", "LOWP_ULPS", "ACC_ULPS", "OutputComparison", "compare_output"]
+__all__ = ["OUTPUTS", "RULE", "OutputComparison", "compare_output"]
 
 OUTPUTS = ("o", "lse", "dq", "dk", "dv")
-SDPA_FACTOR = 2.0
-# Rounding floor in units of eps(dtype) x max|reference|: a few roundings of the
-# largest value (the store rounding alone is 0.5 eps).
-FLOOR_ULPS = {torch.float32: 16.0, torch.bfloat16: 2.0, torch.float16: 2.0}
-# Rounding P / dS to the input dtype: half an ulp each, first order; 1 leaves headroom.
-LOWP_ULPS = 1.0
-# float32 accumulation of cancelling terms, in units of eps(float32).
-ACC_ULPS = 16.0
+RULE = ("allowance = sdpa_factor * sdpa_error + floor_ulps * eps(store) * max|ref| "
+        "+ lowp_ulps * eps(store) * ref[<out>_lowp] + acc_ulps * eps(float32) * ref[<out>_acc]")
 
 
 @dataclass(frozen=True)
@@ -63,6 +60,8 @@ class OutputComparison:
     kernel_value: Optional[float]
     reference_value: Optional[float]
     problem: Optional[str] = None
+    # The allowance's terms before their constants: eps*max|ref|, eps*lowp, eps32*acc (for calibration).
+    floors: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
     def passed(self) -> bool:
@@ -93,6 +92,7 @@ def compare_output(
     name: str, kernel: torch.Tensor, sdpa: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype,
     lowp_scale: float = 0.0,
     acc_scale: float = 0.0,
+    budget=None,
 ) -> OutputComparison:
     """Judge one output.
 
@@ -103,6 +103,7 @@ def compare_output(
         dtype: the case dtype (selects the floor; LSE always uses float32's).
         lowp_scale, acc_scale: the reference's ``"<name>_lowp"`` and
             ``"<name>_acc"`` (see above); 0 when unknown.
+        budget: a :class:`jfa_verify.budgets.Budget`; None for the packaged table's entry.
 
     Returns: an :class:`OutputComparison`; shape mismatches and NaN are reported as ``problem``.
     """
@@ -136,13 +137,17 @@ def compare_output(
         s_err = 0.0
     store_dtype = torch.float32 if name == "lse" else dtype
     scale = float(reference[finite].abs().max().item()) if bool(finite.any()) else 0.0
-    floor = FLOOR_ULPS[dtype] * torch.finfo(store_dtype).eps * scale
-    floor += LOWP_ULPS * torch.finfo(store_dtype).eps * lowp_scale
-    floor += ACC_ULPS * torch.finfo(torch.float32).eps * acc_scale
-    allowance = SDPA_FACTOR * s_err + floor
+    if budget is None:
+        from .budgets import default_table
+
+        budget = default_table().budget(dtype, name)
+    eps = torch.finfo(store_dtype).eps
+    floors = (eps * scale, eps * lowp_scale, torch.finfo(torch.float32).eps * acc_scale)
+    allowance = (budget.sdpa_factor * s_err + budget.floor_ulps * floors[0] + budget.lowp_ulps * floors[1]
+                 + budget.acc_ulps * floors[2])
     index = kv = rv = None
     if flat is not None:
         index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), reference.shape))
         kv = float(kernel.reshape(-1)[flat].item())
         rv = float(reference.reshape(-1)[flat].item())
-    return OutputComparison(name, k_err, s_err, allowance, index, kv, rv, problem)
+    return OutputComparison(name, k_err, s_err, allowance, index, kv, rv, problem, floors)

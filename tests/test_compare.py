@@ -2,10 +2,11 @@
 
 import math
 
+import pytest
 import torch
 
 from jfa_verify import Case, compare_output, locate, validate_inputs
-from jfa_verify.compare import FLOOR_ULPS, SDPA_FACTOR
+from jfa_verify.budgets import default_table
 
 
 def test_allowance_is_twice_sdpa_error_plus_floor():
@@ -13,7 +14,8 @@ def test_allowance_is_twice_sdpa_error_plus_floor():
     sdpa = torch.tensor([1.0, -2.0 + 0.01, 0.5], dtype=torch.bfloat16)
     eps = torch.finfo(torch.bfloat16).eps
     sdpa_err = abs(float(sdpa[1]) + 2.0)
-    allowance = SDPA_FACTOR * sdpa_err + FLOOR_ULPS[torch.bfloat16] * eps * 2.0
+    b = default_table().budget(torch.bfloat16, "o")
+    allowance = b.sdpa_factor * sdpa_err + b.floor_ulps * eps * 2.0
     good = torch.tensor([1.0, -2.0, 0.5 + 0.5 * allowance], dtype=torch.float64)
     bad = torch.tensor([1.0, -2.0, 0.5 + 1.5 * allowance], dtype=torch.float64)
     c_good = compare_output("o", good, sdpa, ref, torch.bfloat16)
@@ -75,7 +77,7 @@ def test_gradient_floor_uses_term_scale_when_reference_is_exactly_zero():
     # Regression: fp32 cross-attention with one key per sequence; dQ is exactly 0 in float64 but
     # the kernel computes it as P * (dP - Delta) and landed at 1.15e-06 while SDPA landed at 3.0e-07.
     # A floor relative to max|dQ| = 0 failed it; the float32 accumulation floor follows the terms.
-    from jfa_verify.compare import ACC_ULPS
+    ACC_ULPS = default_table().budget(torch.float32, "dq").acc_ulps
     from oracles import reference_attention
 
     t = Case(kv_lengths=(1, 0), mode="cross", q_lengths=(3, 0), dtype="float32", num_heads_q=4,
@@ -100,7 +102,7 @@ def test_lowp_floor_covers_rounding_ds_where_keys_share_an_offset():
     # Regression: bf16 dQ with keys sharing a large offset (the "correlated" and "near_ties" values):
     # sum_j dS_ij = 0 cancels the offset exactly, but dS rounded to bf16 does not, so a FlashAttention
     # kernel lands far above torch's CPU SDPA, which keeps P and dS in float32.
-    from jfa_verify.compare import LOWP_ULPS
+    LOWP_ULPS = default_table().budget(torch.bfloat16, "dq").lowp_ulps
     from oracles import reference_attention
 
     ref = reference_attention(*(t := Case(kv_lengths=(9, 12), dtype="bfloat16", head_dim=16, values="correlated",
@@ -114,3 +116,32 @@ def test_lowp_floor_covers_rounding_ds_where_keys_share_an_offset():
     # ... one of three ulps of the bound does not
     three = torch.full_like(ref["dq"], (LOWP_ULPS + 2) * eps * ds_bound) + ref["dq"]
     assert not compare_output("dq", three, ref["dq"].bfloat16(), ref["dq"], torch.bfloat16, lowp_scale=ds_bound).passed
+
+
+def test_budget_table_is_versioned_with_provenance_and_used():
+    from jfa_verify.budgets import Budget, BudgetTable
+
+    table = default_table()
+    assert table.version >= 1 and "date" in table.provenance and "source" in table.provenance
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        for out in ("o", "lse", "dq", "dk", "dv"):
+            assert isinstance(table.budget(dtype, out), Budget)
+    # the runner's verdict follows the table: a stricter budget turns a pass into a fail
+    ref = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    got = ref.float() + 1e-6
+    loose = compare_output("o", got, ref.float(), ref, torch.float32)
+    strict = compare_output("o", got, ref.float(), ref, torch.float32, budget=Budget(2.0, 0.0, 0.0, 0.0))
+    assert loose.passed and not strict.passed
+    assert BudgetTable.from_dict(table.to_dict()) == table  # round trip
+
+
+def test_bad_budget_file_is_a_clear_error(tmp_path):
+    from jfa_verify.budgets import BudgetTable
+    from jfa_verify.errors import InvalidInput
+
+    bad = tmp_path / "b.json"
+    bad.write_text('{"format": "something-else"}')
+    with pytest.raises(InvalidInput, match="not a budget file"):
+        BudgetTable.load(bad)
+    with pytest.raises(InvalidInput, match="does not exist"):
+        BudgetTable.load(tmp_path / "missing.json")

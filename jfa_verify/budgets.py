@@ -1,0 +1,110 @@
+"""Tolerance budgets per dtype and per output, read from a versioned data file.
+
+The file (default ``jfa_verify/data/budgets.json``, format ``jfa-verify-budgets/1``)
+holds, for every dtype and output, the constants of the allowance rule in
+:mod:`jfa_verify.compare`, plus the provenance of the numbers (date, device,
+torch and triton versions, number of cases, seeds). ``jfa-verify calibrate``
+writes a new one; a change to it shows in review like any other diff.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from .errors import InvalidInput
+
+__all__ = ["Budget", "BudgetTable", "default_table", "FORMAT"]
+
+FORMAT = "jfa-verify-budgets/1"
+_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Constants of one (dtype, output) allowance; see :func:`jfa_verify.compare.compare_output`.
+
+    ``sdpa_factor`` multiplies the same-dtype SDPA error; the ``*_ulps`` multiply the
+    rounding floors (units: ulps of the storage dtype, or of float32 for ``acc_ulps``).
+    """
+
+    sdpa_factor: float
+    floor_ulps: float
+    lowp_ulps: float
+    acc_ulps: float
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not (value >= 0 and value < float("inf")):
+                raise InvalidInput(f"budget {name}={value} must be a finite number >= 0")
+
+
+@dataclass(frozen=True)
+class BudgetTable:
+    """All budgets of one file, with its version and provenance."""
+
+    version: int
+    provenance: dict
+    budgets: dict  # dtype name -> output -> Budget
+
+    def budget(self, dtype: torch.dtype, output: str) -> Budget:
+        """The budget of ``output`` for inputs of ``dtype``.
+
+        Raises:
+            InvalidInput: no entry for that dtype or output.
+        """
+        name = _DTYPE_NAMES.get(dtype, str(dtype))
+        try:
+            return self.budgets[name][output]
+        except KeyError:
+            raise InvalidInput(f"the budget table (version {self.version}) has no entry for dtype={name}, "
+                               f"output={output!r}; add it or run jfa-verify calibrate") from None
+
+    @classmethod
+    def from_dict(cls, doc: dict) -> "BudgetTable":
+        if doc.get("format") != FORMAT:
+            raise InvalidInput(f"not a budget file: format={doc.get('format')!r}, expected {FORMAT!r}")
+        table = {dt: {out: Budget(**vals) for out, vals in outs.items()} for dt, outs in doc["budgets"].items()}
+        return cls(int(doc["version"]), dict(doc.get("provenance", {})), table)
+
+    def to_dict(self) -> dict:
+        from .compare import RULE
+
+        return {
+            "format": FORMAT,
+            "version": self.version,
+            "rule": RULE,
+            "provenance": self.provenance,
+            "budgets": {dt: {out: asdict(b) for out, b in outs.items()} for dt, outs in self.budgets.items()},
+        }
+
+    @classmethod
+    def load(cls, path: Optional[str | Path] = None) -> "BudgetTable":
+        """Read a budget file (the packaged default when ``path`` is None).
+
+        Raises:
+            InvalidInput: missing file, bad JSON or wrong format.
+        """
+        if path is None:
+            text = resources.files("jfa_verify").joinpath("data/budgets.json").read_text()
+        else:
+            path = Path(path)
+            if not path.is_file():
+                raise InvalidInput(f"budget file {str(path)!r} does not exist")
+            text = path.read_text()
+        try:
+            return cls.from_dict(json.loads(text))
+        except json.JSONDecodeError as e:
+            raise InvalidInput(f"budget file is not valid JSON: {e}") from None
+
+
+@lru_cache(maxsize=1)
+def default_table() -> BudgetTable:
+    """The packaged budget table (read once per process)."""
+    return BudgetTable.load()
