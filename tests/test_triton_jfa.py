@@ -301,3 +301,17 @@ def test_value_head_dim_padded_narrower_than_qk_head_dim_gives_right_o():
     assert result.status == "pass", result.explain()
     o = {c.name: c for c in result.comparisons}["o"]
     assert o.kernel_error < 0.02  # the bug gave 1.56; bf16 rounding gives ~0.004
+
+
+def test_backward_hidden_keys_with_large_logits_do_not_overflow_exp2():
+    """Regression: the backward took exp2(S - lse) before masking, so a hidden (future) key scoring far
+    above the row's lse overflowed to inf (numpy 'overflow encountered in exp2' under the interpreter)."""
+    import warnings
+
+    from jfa_verify import Case, run_case
+
+    case = Case(kv_lengths=(40, 7), dtype="float32", causal=True, values="large_logits", head_dim=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        result = run_case(case, get_kernel("triton_jfa"), DEVICE)
+    assert result.status == "pass", result.explain()
