@@ -21,6 +21,8 @@ def select_device(name: Optional[str] = None) -> torch.device:
     ``name`` is ``"cuda"``, ``"cpu"`` or None (the GPU when available). On CPU
     this sets ``TRITON_INTERPRET=1`` so Triton kernels loaded afterwards run in
     the interpreter; it must happen before a Triton kernel module is imported.
+    It also lets loop bounds loaded from memory work in the interpreter with
+    NumPy >= 2.3 (see :func:`_patch_interpreter_index`), for every kernel.
 
     Raises:
         InvalidInput: ``name`` is unknown, or ``"cuda"`` without a CUDA device.
@@ -37,6 +39,7 @@ def select_device(name: Optional[str] = None) -> torch.device:
     _chosen = device
     if device.type == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
+        _patch_interpreter_index()
     return device
 
 
@@ -53,3 +56,26 @@ def interpreting() -> bool:
 def ensure_interpreter_matches_device() -> None:
     """Before importing a Triton kernel module: interpret on CPU-only processes."""
     current_device()
+
+
+def _patch_interpreter_index() -> None:
+    """Let runtime scalars bound ``range`` loops under ``TRITON_INTERPRET=1`` with NumPy >= 2.3.
+
+    Triton 3.6's interpreter keeps scalars as 1-element arrays and implements
+    ``tensor.__index__`` as ``int(array)``, which newer NumPy rejects
+    ("only 0-dimensional arrays can be converted to Python scalars"), so any
+    ``for i in range(lo, hi)`` with loaded bounds fails. Idempotent; GPU runs
+    never call it.
+    """
+    from triton.runtime import interpreter
+
+    if getattr(interpreter, "_jfa_index_shim", False):
+        return
+    original = interpreter._patch_lang_tensor
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    interpreter._patch_lang_tensor = patched
+    interpreter._jfa_index_shim = True

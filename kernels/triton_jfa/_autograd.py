@@ -45,29 +45,6 @@ Schedule = Sequence[Sequence[int]]
 Scheduler = Callable[[list, str, JaggedProblem], Schedule]
 
 
-def _interpreter_index_shim() -> None:
-    """Let runtime scalars bound ``range`` loops under ``TRITON_INTERPRET=1`` with NumPy >= 2.3.
-
-    Triton 3.6's interpreter keeps scalars as 1-element arrays and implements
-    ``tensor.__index__`` as ``int(array)``, which newer NumPy rejects
-    ("only 0-dimensional arrays can be converted to Python scalars"), so any
-    ``for i in range(lo, hi)`` with loaded bounds fails. Idempotent; GPU runs
-    never call it.
-    """
-    from triton.runtime import interpreter
-
-    if getattr(interpreter, "_jfa_index_shim", False):
-        return
-    original = interpreter._patch_lang_tensor
-
-    def patched(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    interpreter._patch_lang_tensor = patched
-    interpreter._jfa_index_shim = True
-
-
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -341,8 +318,6 @@ def run_jagged_attention(
     reason = CAPABILITIES.unsupported_reason(problem)
     if reason is not None:
         raise UnsupportedCase(f"kernel 'triton_jfa' does not support this case: {reason}")
-    if interpreting():
-        _interpreter_index_shim()
     plan = _plan(problem, scheduler, q.device)
     instr = None
     if instrument is not None:

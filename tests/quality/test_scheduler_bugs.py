@@ -9,45 +9,14 @@ from jfa_verify.invariants import check_schedule
 from kernels.registry import Kernel
 from kernels.schedulers import zigzag
 from kernels.triton_jfa import CAPABILITIES
-from kernels.triton_jfa.scheduling import HostScheduler, PlannedPass
+from kernels.triton_jfa.scheduling import HostScheduler
+from tests.quality.mutants import _drop_last, mutant_kernel
 
-
-def _drop_last(schedule, workloads):
-    sms = [list(t) for t in schedule.sm_tiles]
-    longest = max(range(len(sms)), key=lambda i: len(sms[i]))
-    sms[longest].pop()
-    return sms
-
-
-def _duplicate(schedule, workloads):
-    sms = [list(t) for t in schedule.sm_tiles]
-    first = next(t for tiles in sms for t in tiles)
-    sms[-1].append(first)
-    return sms
-
-
-def _unpruned_empty(schedule, workloads):
-    sms = [list(t) for t in schedule.sm_tiles]
-    sms[0].append(next(t for t in workloads if t.rows == 0))
-    return sms
-
-
-BUGS = {"dropped_last_tile": (_drop_last, "missing", "did not run exactly once"),
-        "duplicated_tile": (_duplicate, "duplicate", "ran 2 times"),
-        "unpruned_empty_tile": (_unpruned_empty, "empty", "an empty tile ran")}
-
-
-class BuggyScheduler(HostScheduler):
-    """Zigzag for every pass, with one planted corruption of the schedule it hands the kernel."""
-
-    def __init__(self, corrupt):
-        super().__init__("zigzag", "zigzag", num_sms=3)
-        self.corrupt = corrupt
-
-    def __call__(self, tiles, kind, problem):
-        planned = super().__call__(tiles, kind, problem)
-        broken = dataclasses.replace(planned.schedule, sm_tiles=tuple(map(tuple, self.corrupt(planned.schedule, planned.workloads))))
-        return PlannedPass(kind, planned.workloads, broken, planned.cluster_size)
+# The planted scheduler bugs of the mutant catalogue (tests/quality/mutants.py), with the host
+# check's violation kind and the instrumented run's message each must produce.
+BUGS = {"sched_drops_last_tile": ("missing", "did not run exactly once"),
+        "sched_repeats_tile": ("duplicate", "ran 2 times"),
+        "sched_runs_empty_tile": ("empty", "an empty tile ran")}
 
 
 CASE = Case(kv_lengths=(40, 0, 17, 3), dtype="float32", head_dim=16, num_heads_q=2, num_heads_kv=1)
@@ -55,13 +24,8 @@ CASE = Case(kv_lengths=(40, 0, 17, 3), dtype="float32", head_dim=16, num_heads_q
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_planted_scheduler_bug_is_caught_by_host_check_and_instrumented_run(bug, jfa_device):
-    from kernels.triton_jfa import _kernels
-    from kernels.triton_jfa._autograd import make_jagged_attention
-
-    corrupt, host_kind, run_message = BUGS[bug]
-    scheduler = BuggyScheduler(corrupt)
-    kernel = Kernel(f"buggy-{bug}", bug, lambda: make_jagged_attention(_kernels, scheduler=scheduler), CAPABILITIES)
-    result = run_case(CASE, kernel, jfa_device)
+    host_kind, run_message = BUGS[bug]
+    result = run_case(CASE, mutant_kernel(bug), jfa_device)
     assert result.status == "fail", result.explain()
     # the host check names the bug class ...
     assert any(f"[{host_kind}]" in v for v in result.schedule_violations), result.schedule_violations
@@ -81,5 +45,7 @@ def test_correct_schedule_has_no_violation_and_host_check_is_not_vacuous(jfa_dev
     work = workloads_forward((40, 0, 17, 3), (40, 0, 17, 3), 32)
     good = zigzag(work, 3)
     assert check_schedule(good, work) == []
-    bad = dataclasses.replace(good, sm_tiles=tuple(map(tuple, _drop_last(good, work))))
+    sms = [list(t) for t in good.sm_tiles]
+    _drop_last(sms, work)
+    bad = dataclasses.replace(good, sm_tiles=tuple(map(tuple, sms)))
     assert [v.kind for v in check_schedule(bad, work)] == ["missing"]
