@@ -23,5 +23,8 @@ HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci} python3 -m pytest -q -p no:cachepro
   tests/test_triton_jfa.py tests/test_properties.py tests/test_scheduled_kernels.py \
   tests/quality/test_scheduler_bugs.py tests/quality/test_mutants.py "$@" 2>&1 | tee "$out/pytest.log" | tail -15
 rc_test=${PIPESTATUS[0]}
-echo "gpu gate: run=$rc_run (want 0) planted-bug run=$rc_mut (want 1) tests=$rc_test (want 0)"
-[ "$rc_run" = 0 ] && [ "$rc_mut" = 1 ] && [ "$rc_test" = 0 ]
+python3 ci/gpu_overflow.py "$out" > "$out/overflow.log" 2>&1
+rc_ovf=$?
+grep "^==" "$out/overflow.log"
+echo "gpu gate: run=$rc_run (want 0) planted-bug run=$rc_mut (want 1) tests=$rc_test (want 0) 2^31 case=$rc_ovf (want 0)"
+[ "$rc_run" = 0 ] && [ "$rc_mut" = 1 ] && [ "$rc_test" = 0 ] && [ "$rc_ovf" = 0 ]

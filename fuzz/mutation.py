@@ -22,26 +22,31 @@ from jfa_verify.coverage import classify
 
 __all__ = ["MutantResult", "targeted_cases", "run_mutants", "format_table"]
 
-_H = dict(num_heads_q=4, num_heads_kv=2, head_dim=16)
-
-
-def targeted_cases() -> list[Case]:
+def targeted_cases(device_type: str = "cpu") -> list[Case]:
     """The fixed cases run against every mutant, cheapest and most discriminating first.
 
-    CPU tiles are BLOCK_M=32, BLOCK_N=16, so lengths 15/17/31/33 sit at tile boundaries +-1.
+    Lengths are placed at ``triton_jfa``'s tile boundaries +-1 on ``device_type``: on the CPU
+    interpreter BLOCK_M=32, BLOCK_N=16 (head dim 16: lengths 15/17/31/33); on CUDA head dim 160,
+    whose tiles are BLOCK_M=64, BLOCK_N=32, so that BLOCK_M != BLOCK_N there too and a
+    query-tile/key-tile mix-up changes the result.
     """
+    from kernels.triton_jfa import block_sizes
+
+    d = 16 if device_type != "cuda" else 160
+    bm, bn = block_sizes(d, None, device_type)
+    h = dict(num_heads_q=4, num_heads_kv=2, head_dim=d)
     return [
-        Case(kv_lengths=(17, 0, 33, 5), dtype="float32", name="self/gqa/tile-edges/empty", **_H),
-        Case(kv_lengths=(9, 35, 17), q_lengths=(20, 3, 40), mode="cross", causal=True,
-             causal_alignment="bottom_right", dtype="float32", name="cross/causal-bottom-right", **_H),
-        Case(kv_lengths=(9, 35, 17), q_lengths=(20, 3, 40), mode="cross", causal=True,
-             causal_alignment="top_left", dtype="float32", name="cross/causal-top-left", **_H),
-        Case(kv_lengths=(17, 0, 33), mode="broadcast_q", broadcast_q_len=40, dtype="float32",
-             name="broadcast-q/gqa", **_H),
-        Case(kv_lengths=(33, 15, 0, 17), causal=True, offsets_dtype="int64", offsets_start=5, layout="strided",
-             dtype="float32", name="self/causal/int64-offsets/start-5/strided", **_H),
-        Case(kv_lengths=(3, 0, 31), q_lengths=(0, 4, 33), mode="cross", dtype="float32",
-             name="cross/zero-length-q-and-k", **_H),
+        Case(kv_lengths=(bn + 1, 0, bm + 1, 5), dtype="float32", name="self/gqa/tile-edges/empty", **h),
+        Case(kv_lengths=(9, bm + 3, bn + 1), q_lengths=(bn + 4, 3, bm + 8), mode="cross", causal=True,
+             causal_alignment="bottom_right", dtype="float32", name="cross/causal-bottom-right", **h),
+        Case(kv_lengths=(9, bm + 3, bn + 1), q_lengths=(bn + 4, 3, bm + 8), mode="cross", causal=True,
+             causal_alignment="top_left", dtype="float32", name="cross/causal-top-left", **h),
+        Case(kv_lengths=(bn + 1, 0, bm + 1), mode="broadcast_q", broadcast_q_len=bm + 8, dtype="float32",
+             name="broadcast-q/gqa", **h),
+        Case(kv_lengths=(bm + 1, bn - 1, 0, bn + 1), causal=True, offsets_dtype="int64", offsets_start=5,
+             layout="strided", dtype="float32", name="self/causal/int64-offsets/start-5/strided", **h),
+        Case(kv_lengths=(3, 0, bm - 1), q_lengths=(0, 4, bm + 1), mode="cross", dtype="float32",
+             name="cross/zero-length-q-and-k", **h),
     ]
 
 
@@ -50,7 +55,7 @@ def gpu_only_cases() -> list[Case]:
 
     257 sequences of 4096 tokens, H_q=16, D=128: 2.16e9 Q elements (4 GiB in bf16),
     so a token x stride product past row 1,048,576 no longer fits in int32.
-    Not exercised on the CPU interpreter.
+    Not exercised on the CPU interpreter; run forward only (see :func:`run_mutant`).
     """
     return [Case(kv_lengths=(4096,) * 257, num_heads_q=16, num_heads_kv=1, head_dim=128, dtype="bfloat16",
                  name="self/q-over-2^31-elements")]
@@ -132,9 +137,13 @@ def run_mutant(name: str, *, device="cpu", max_examples: int = 10, seed: int = 0
     kernel = mutant_kernel(name)
     t0 = time.perf_counter()
     if cases is None:
-        cases = gpu_only_cases() + targeted_cases() if mutant.gpu_only else targeted_cases()
+        cases = targeted_cases(dev.type)
+        if mutant.gpu_only:
+            cases = gpu_only_cases() + cases
+    huge = {c.name for c in gpu_only_cases()}
     for case in cases:
-        result = run_case(case, kernel, dev)
+        # the 2^31-element case runs forward only: its float64 backward reference needs ~twice the memory
+        result = run_case(case, kernel, dev, backward=case.name not in huge)
         res.cases_run += 1
         if result.failed:
             _record_kill(res, case, result, kernel, dev.type, "targeted", t0)
@@ -152,8 +161,12 @@ def run_mutant(name: str, *, device="cpu", max_examples: int = 10, seed: int = 0
 
 
 def run_mutants(names: Optional[Sequence[str]] = None, *, device="cpu", max_examples: int = 10,
-                seed: int = 0) -> list["MutantResult"]:
-    """Run every mutant in ``names`` (default: the whole catalogue) and return one result each."""
+                seed: int = 0, jobs: int = 1) -> list["MutantResult"]:
+    """Run every mutant in ``names`` (default: the whole catalogue) and return one result each, in order.
+
+    ``jobs > 1`` runs that many mutants at once in separate processes (spawned: each has its own
+    Triton state; on CUDA they share the GPU). A worker process that dies counts as its mutant's error.
+    """
     from tests.quality.mutants import MUTANTS
 
     names = list(MUTANTS) if not names else list(names)
@@ -162,7 +175,21 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, device="cpu", max_exam
         from jfa_verify.errors import InvalidInput
 
         raise InvalidInput(f"unknown mutant(s) {unknown}; choose from {sorted(MUTANTS)}")
-    return [run_mutant(n, device=device, max_examples=max_examples, seed=seed) for n in names]
+    if jobs <= 1:
+        return [run_mutant(n, device=device, max_examples=max_examples, seed=seed) for n in names]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(run_mutant, n, device=device, max_examples=max_examples, seed=seed) for n in names]
+        results = []
+        for n, f in zip(names, futures):
+            try:
+                results.append(f.result())
+            except Exception as e:  # a crashed worker: the mutant was not judged
+                results.append(MutantResult(n, MUTANTS[n].description, "error", gpu_only=MUTANTS[n].gpu_only,
+                                            reason=f"worker failed: {type(e).__name__}: {e}"))
+        return results
 
 
 def format_table(results: Sequence[MutantResult]) -> str:

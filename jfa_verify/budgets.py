@@ -20,10 +20,48 @@ import torch
 
 from .errors import InvalidInput
 
-__all__ = ["Budget", "BudgetTable", "default_table", "FORMAT"]
+__all__ = ["Budget", "BudgetTable", "Precision", "PRECISIONS", "precision_of", "default_table", "FORMAT"]
 
 FORMAT = "jfa-verify-budgets/1"
 _DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+_EPS32 = torch.finfo(torch.float32).eps
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The unit roundoffs one budget row's floors are measured in (see :func:`jfa_verify.compare.compare_output`).
+
+    ``store_eps``: of the stored outputs O, dQ, dK, dV (LSE is stored in float32 for every row);
+    ``operand_eps``: of the matmul operands (``P`` and ``dS`` are rounded to it before ``P V``,
+    ``dS K``, ``dS^T Q``); ``compute_eps``: of the logits ``S = Q K^T`` that ``P = exp(S - lse)``
+    is recomputed from (float32 accumulators, or TF32 operands).
+    """
+
+    store_eps: float
+    operand_eps: float
+    compute_eps: float
+
+
+# TF32 keeps 10 explicit mantissa bits (NVIDIA A100 whitepaper, 2020): unit roundoff 2^-10 as for fp16.
+_TF32_EPS = 2.0 ** -10
+PRECISIONS = {
+    "float32": Precision(_EPS32, _EPS32, _EPS32),
+    "float32-tf32": Precision(_EPS32, _TF32_EPS, _TF32_EPS),
+    "bfloat16": Precision(torch.finfo(torch.bfloat16).eps, torch.finfo(torch.bfloat16).eps, _EPS32),
+    "float16": Precision(torch.finfo(torch.float16).eps, torch.finfo(torch.float16).eps, _EPS32),
+}
+
+
+def precision_of(dtype: torch.dtype, *, tf32: bool = False) -> str:
+    """The budget row name for inputs of ``dtype`` (``"float32-tf32"`` for float32 with TF32 matmuls).
+
+    Raises:
+        InvalidInput: a dtype with no row.
+    """
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        raise InvalidInput(f"no budget row for dtype={dtype}; rows: {sorted(PRECISIONS)}")
+    return "float32-tf32" if tf32 and name == "float32" else name
 
 
 @dataclass(frozen=True)
@@ -53,13 +91,13 @@ class BudgetTable:
     provenance: dict
     budgets: dict  # dtype name -> output -> Budget
 
-    def budget(self, dtype: torch.dtype, output: str) -> Budget:
-        """The budget of ``output`` for inputs of ``dtype``.
+    def budget(self, dtype: "torch.dtype | str", output: str) -> Budget:
+        """The budget of ``output`` for inputs of ``dtype`` (a torch dtype or a row name such as ``"float32-tf32"``).
 
         Raises:
             InvalidInput: no entry for that dtype or output.
         """
-        name = _DTYPE_NAMES.get(dtype, str(dtype))
+        name = dtype if isinstance(dtype, str) else _DTYPE_NAMES.get(dtype, str(dtype))
         try:
             return self.budgets[name][output]
         except KeyError:

@@ -1,131 +1,322 @@
-"""Calibrating the budget table: error distributions of a kernel against its allowances.
+"""Calibrating the budget table from measured error distributions.
 
-For every drawn case and output the runner's comparison keeps the kernel's
-error ``e``, the SDPA error ``s`` and the three floor terms before their
-constants. Under the current budget, the multiplier the floors would need for
-that case to pass exactly is ``m = max(0, e - sdpa_factor * s) / floor``
-(``floor`` = the current floor sum). The proposed budget scales each output's
-floor constants by ``max(safety * max(m), min_multiplier)``: the largest need
-seen, with a safety margin, never below a minimum (so floors never vanish when
-every kernel error stayed under the SDPA term).
+Three steps, each usable alone so that a long GPU sampling run can be split
+over processes and fitted afterwards:
+
+1. :func:`sample` runs drawn cases through a kernel and both oracles and
+   appends one :class:`Record` per case to a JSON-lines file (flushed per case,
+   so a killed or timed-out run keeps what it measured). A record keeps each
+   output's raw numbers: the kernel's error ``e``, the SDPA error ``s`` and the
+   three floor terms before their constants ``(f1, f2, f3)``, so any table can
+   be applied to it later.
+2. :func:`fit` proposes a table. Under a table with constants
+   ``(k, a, b, c)`` the multiplier of the floor constants at which a case
+   passes exactly is ``m = max(0, e - k s) / (a f1 + b f2 + c f3)``; the fitted
+   row scales ``a, b, c`` by ``max(safety * max m, min_multiplier)`` (the
+   ratios between the floor terms come from the error model in
+   :mod:`jfa_verify.compare`, the scale from the data; ``k`` stays the
+   FlashAttention tests' 2).
+3. :func:`evaluate` applies a table to records (ideally others than those it
+   was fitted on: a held-out set) and counts the failures of the correct
+   kernel, the false failures, with the headroom distribution.
 """
 
 from __future__ import annotations
 
 import datetime
+import gzip
+import json
+import math
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Optional
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
 from .budgets import Budget, BudgetTable
-from .case import DTYPES
+from .compare import OUTPUTS
 
-__all__ = ["OutputStats", "needed_multiplier", "propose_table", "calibrate"]
-
-
-@dataclass
-class OutputStats:
-    """Samples of one (dtype, output): the multiplier each case needed and its headroom."""
-
-    needed: list[float] = field(default_factory=list)
-    headroom: list[float] = field(default_factory=list)
-
-    def summary(self) -> dict:
-        h = np.array(self.headroom) if self.headroom else np.zeros(1)
-        n = np.array(self.needed) if self.needed else np.zeros(1)
-        return {
-            "cases": len(self.headroom),
-            "headroom_p50": float(np.quantile(h, 0.5)),
-            "headroom_p99": float(np.quantile(h, 0.99)),
-            "headroom_max": float(h.max()),
-            "failures": int((h > 1).sum()),
-            "needed_multiplier_max": float(n.max()),
-        }
+__all__ = ["Record", "needed_multiplier", "sample", "read_records", "fit", "evaluate", "RowStats"]
 
 
-def needed_multiplier(comparison, budget: Budget) -> float:
-    """Multiplier of ``budget``'s floor constants at which ``comparison`` passes exactly (0 if SDPA covers it)."""
-    f1, f2, f3 = comparison.floors
-    floor = budget.floor_ulps * f1 + budget.lowp_ulps * f2 + budget.acc_ulps * f3
-    excess = comparison.kernel_error - budget.sdpa_factor * comparison.sdpa_error
+@dataclass(frozen=True)
+class Record:
+    """One calibration case: its budget row, shape summary and per-output raw numbers.
+
+    ``outputs[name] = (kernel_error, sdpa_error, f1, f2, f3)``, absolute errors in the
+    output's units; ``problems[name]`` names a non-finite mismatch (always a failure).
+    """
+
+    row: str
+    kernel: str
+    seed: int
+    case: dict
+    outputs: dict
+    problems: dict = field(default_factory=dict)
+    device: str = ""
+    environment: dict = field(default_factory=dict)  # {"torch": version, "triton": version}
+
+    def to_json(self) -> str:
+        return json.dumps({"row": self.row, "kernel": self.kernel, "seed": self.seed, "device": self.device,
+                           "environment": self.environment, "case": self.case, "outputs": self.outputs,
+                           "problems": self.problems}, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Record":
+        return cls(d["row"], d["kernel"], int(d["seed"]), d["case"],
+                   {k: tuple(v) for k, v in d["outputs"].items()}, d.get("problems", {}), d.get("device", ""),
+                   d.get("environment", {}))
+
+
+def needed_multiplier(numbers: Sequence[float], budget: Budget) -> float:
+    """Multiplier of ``budget``'s floor constants at which an output with these raw numbers passes exactly.
+
+    Args: ``numbers = (kernel_error, sdpa_error, f1, f2, f3)``. Returns 0 when the SDPA term
+    alone covers the error, ``inf`` when there is an excess and no floor.
+    """
+    e, s, f1, f2, f3 = numbers
+    excess = e - budget.sdpa_factor * s
     if excess <= 0:
         return 0.0
+    floor = budget.floor_ulps * f1 + budget.lowp_ulps * f2 + budget.acc_ulps * f3
     return float("inf") if floor == 0 else excess / floor
 
 
-def propose_table(current: BudgetTable, stats: dict, *, safety: float, min_multiplier: float,
-                  provenance: dict) -> BudgetTable:
-    """A new table: each (dtype, output) floor scaled by ``max(safety * max needed, min_multiplier)``."""
-    budgets = {}
-    for dt, outs in current.budgets.items():
-        budgets[dt] = {}
-        for out, b in outs.items():
-            st = stats.get((dt, out))
-            if st is None or not st.needed:
-                budgets[dt][out] = b  # nothing measured: keep
-                continue
-            k = max(safety * max(st.needed), min_multiplier)
-            budgets[dt][out] = replace(b, floor_ulps=b.floor_ulps * k, lowp_ulps=b.lowp_ulps * k,
-                                       acc_ulps=b.acc_ulps * k)
-    return BudgetTable(current.version + 1, provenance, budgets)
+def allowance(numbers: Sequence[float], budget: Budget) -> float:
+    """The allowance of :func:`jfa_verify.compare.compare_output` rebuilt from raw numbers."""
+    _, s, f1, f2, f3 = numbers
+    return budget.sdpa_factor * s + budget.floor_ulps * f1 + budget.lowp_ulps * f2 + budget.acc_ulps * f3
 
 
-def calibrate(kernel, *, device, cases_per_dtype: int, seed: int = 0, dtypes: Iterable[str] = tuple(DTYPES),
-              safety: float = 2.0, min_multiplier: float = 0.1, current: Optional[BudgetTable] = None):
-    """Run ``cases_per_dtype`` drawn cases per dtype through ``kernel`` and both oracles.
+def _case_summary(case) -> dict:
+    q = case.q_lengths if case.q_lengths is not None else (
+        (case.broadcast_q_len,) * len(case.kv_lengths) if case.mode == "broadcast_q" else case.kv_lengths)
+    return {
+        "batch": len(case.kv_lengths), "max_seqlen_q": max(q, default=0), "max_seqlen_k": max(case.kv_lengths, default=0),
+        "tokens_q": int(sum(q)), "tokens_k": int(sum(case.kv_lengths)), "head_dim": case.head_dim,
+        "head_dim_v": case.head_dim_v or case.head_dim, "heads_q": case.num_heads_q, "heads_kv": case.num_heads_kv,
+        "causal": case.causal, "mode": case.mode, "values": case.values, "dtype": case.dtype,
+    }
+
+
+class _Deadline(BaseException):
+    """Stops a sampling run at its deadline (a BaseException so Hypothesis does not treat it as a failure)."""
+
+
+def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed: int, records: Path,
+           deadline_s: Optional[float] = None, progress_every: int = 0) -> dict:
+    """Append one :class:`Record` per drawn case to ``records`` (JSON lines), per dtype.
 
     Args:
-        kernel: a registered kernel. device: a torch device. seed: Hypothesis seed.
-        safety: margin over the largest multiplier any case needed. min_multiplier: lower bound.
-        current: the table the errors are measured against (default: the packaged one).
+        kernel: a registered kernel (its ``capabilities.tf32`` selects the ``float32-tf32`` row).
+        device: a torch device. dtypes: case dtype names, drawn by Hypothesis within one campaign.
+        cases_per_dtype: the campaign draws ``cases_per_dtype * len(dtypes)`` examples.
+        seed: Hypothesis seed. records: file appended to, flushed after every case.
+        deadline_s: stop drawing after this many seconds (wall clock, whole call); None for no limit.
+        progress_every: print a line every this many cases (0: quiet).
 
-    Returns: ``(proposed BudgetTable, {(dtype, output): OutputStats}, errors)`` where ``errors``
-    lists cases whose kernel raised (they are not calibration samples).
+    Returns: ``{"cases": {dtype: n}, "errors": [message, ...], "seconds": s}``; a case whose
+    kernel raised is an error, not a sample (and not a record).
     """
-    import torch
     from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
     from hypothesis import seed as hypothesis_seed
 
-    from .budgets import default_table
+    from .budgets import precision_of
     from .runner import run_case
     from .strategies import cases
 
-    current = current or default_table()
-    stats: dict = defaultdict(OutputStats)
+    start = time.monotonic()
+    counts: dict = defaultdict(int)
     errors: list[str] = []
-    for dt in dtypes:
+    tf32 = bool(getattr(kernel.capabilities, "tf32", False))
+    device_name = device_description(device)
+    environment = _environment()
+    records = Path(records)
+    records.parent.mkdir(parents=True, exist_ok=True)
+    dtypes = list(dtypes)
+    with records.open("a") as fh:
+        # One campaign over all dtypes, taken in turn, so a deadline cuts every dtype alike.
+        per_dtype = [cases(kernel, device_type=device.type, dtypes=[dt]) for dt in dtypes]
+        turn = [0]
         @hypothesis_seed(seed)
-        @settings(max_examples=cases_per_dtype, database=None, deadline=None, phases=[Phase.generate],
-                  suppress_health_check=list(HealthCheck))
-        @given(case=cases(kernel, device_type=device.type, dtypes=[dt]))
-        def sample(case):
-            result = run_case(case, kernel, device)
+        @settings(max_examples=cases_per_dtype * len(dtypes), database=None, deadline=None,
+                  phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+        @given(data=st.data())
+        def one(data):
+            case = data.draw(per_dtype[turn[0] % len(dtypes)])
+            turn[0] += 1
+            if deadline_s is not None and time.monotonic() - start > deadline_s:
+                raise _Deadline
+            result = run_case(case, kernel, device, instrument=False)
             if result.status == "error":
                 errors.append(result.explain())
                 return
-            for c in result.comparisons:
-                if c.problem is not None:
+            if result.status == "unsupported":
+                return
+            outputs = {c.name: (c.kernel_error, c.sdpa_error, *c.floors) for c in result.comparisons}
+            problems = {c.name: c.problem for c in result.comparisons if c.problem}
+            rec = Record(precision_of(case.torch_dtype, tf32=tf32), kernel.name, seed, _case_summary(case),
+                         outputs, problems, device_name, environment)
+            fh.write(rec.to_json() + "\n")
+            fh.flush()
+            counts[case.dtype] += 1
+            if progress_every and sum(counts.values()) % progress_every == 0:
+                print(f"[calibrate seed {seed}] {dict(counts)} cases, {time.monotonic() - start:.0f} s", flush=True)
+
+        try:
+            one()
+        except _Deadline:
+            pass
+    return {"cases": dict(counts), "errors": errors, "seconds": time.monotonic() - start}
+
+
+def _environment() -> dict:
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:  # pragma: no cover - triton is a dependency
+        triton_version = None
+    return {"torch": torch.__version__, "triton": triton_version}
+
+
+def device_description(device) -> str:
+    """``"NVIDIA H200"`` for a CUDA device, ``"cpu (Triton interpreter)"`` otherwise."""
+    import torch
+
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
+
+
+def read_records(paths: Iterable[str | Path]) -> list[Record]:
+    """Records from JSON-lines files (``.gz`` read compressed); a torn last line (killed writer) is skipped.
+
+    Raises:
+        FileNotFoundError: a path does not exist.
+    """
+    out: list[Record] = []
+    for path in paths:
+        path = Path(path)
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
                     continue
-                budget = current.budget(case.torch_dtype, c.name)
-                stats[(dt, c.name)].needed.append(needed_multiplier(c, budget))
-                stats[(dt, c.name)].headroom.append(c.headroom)
+                try:
+                    out.append(Record.from_dict(json.loads(line)))
+                except json.JSONDecodeError:
+                    continue  # the last line of a writer killed mid-write
+    return out
 
-        sample()
-    import triton
 
-    provenance = {
-        "source": f"jfa-verify calibrate on kernel {kernel.name!r}",
+@dataclass
+class RowStats:
+    """Headroom and false failures of one (row, output) under a table."""
+
+    headroom: list = field(default_factory=list)
+    needed: list = field(default_factory=list)
+    failures: int = 0
+
+    def summary(self) -> dict:
+        h = np.asarray(self.headroom, dtype=float) if self.headroom else np.zeros(1)
+        return {
+            "cases": len(self.headroom), "failures": self.failures,
+            "rate": self.failures / max(1, len(self.headroom)),
+            "headroom_p50": float(np.quantile(h, 0.5)), "headroom_p99": float(np.quantile(h, 0.99)),
+            "headroom_p999": float(np.quantile(h, 0.999)), "headroom_max": float(h.max()),
+            "needed_multiplier_max": float(max(self.needed)) if self.needed else 0.0,
+        }
+
+
+def evaluate(records: Iterable[Record], table: BudgetTable) -> dict:
+    """Judge ``records`` by ``table``: ``{(row, output): RowStats}``.
+
+    A non-finite mismatch or ``kernel_error > allowance`` is a failure; headroom is
+    ``kernel_error / allowance`` (inf for a non-finite mismatch).
+    """
+    stats: dict = defaultdict(RowStats)
+    for rec in records:
+        for out, numbers in rec.outputs.items():
+            b = table.budget(rec.row, out)
+            st = stats[(rec.row, out)]
+            if out in rec.problems:
+                st.headroom.append(float("inf"))
+                st.needed.append(float("inf"))
+                st.failures += 1
+                continue
+            allow = allowance(numbers, b)
+            h = numbers[0] / allow if allow > 0 else (0.0 if numbers[0] == 0 else float("inf"))
+            st.headroom.append(h)
+            st.needed.append(needed_multiplier(numbers, b))
+            st.failures += int(h > 1)
+    return dict(stats)
+
+
+def fit(records: Sequence[Record], current: BudgetTable, *, safety: float = 2.0, min_multiplier: float = 0.05,
+        min_floor_ulps: float = 1.0, provenance: Optional[dict] = None) -> BudgetTable:
+    """A new table (version + 1): each measured (row, output) has its floor constants scaled.
+
+    The scale is ``max(safety * largest needed multiplier, min_multiplier)`` under ``current``;
+    rows and outputs with no record keep ``current``'s constants. ``floor_ulps`` never goes
+    below ``min_floor_ulps``: a kernel's own final rounding of an output moves it by half an
+    ulp of its largest element even where the SDPA oracle happens to round exactly, and a
+    sample of a few thousand cases cannot show that rare coincidence.
+
+    Raises:
+        ValueError: a record needs an infinite multiplier (a non-finite output, or an error with no floor):
+            no table can pass it, so it is a kernel bug to fix, not a budget to fit.
+    """
+    stats = evaluate(records, current)
+    budgets = {row: dict(outs) for row, outs in current.budgets.items()}
+    for (row, out), st in stats.items():
+        worst = max(st.needed) if st.needed else 0.0
+        if not math.isfinite(worst):
+            raise ValueError(f"row {row!r} output {out!r}: a case needs an infinite allowance (non-finite output "
+                             f"or error with no floor); fix the kernel or drop the case before fitting")
+        k = max(safety * worst, min_multiplier)
+        b = current.budget(row, out)
+        budgets.setdefault(row, {})[out] = replace(b, floor_ulps=max(b.floor_ulps * k, min_floor_ulps),
+                                                   lowp_ulps=b.lowp_ulps * k, acc_ulps=b.acc_ulps * k)
+    return BudgetTable(current.version + 1, dict(provenance or {}), budgets)
+
+
+def provenance(records: Sequence[Record], *, safety: float, min_multiplier: float, min_floor_ulps: float,
+               measured_against: int, holdout: Optional[dict] = None, files: Sequence[str] = ()) -> dict:
+    """The provenance block of a fitted table: where, when, with what and on how many cases."""
+    rows: dict = defaultdict(int)
+    for r in records:
+        rows[r.row] += 1
+    return {
+        "source": "jfa-verify calibrate: floors scaled by safety x the largest multiplier a fitting case needed",
         "date": datetime.date.today().isoformat(),
-        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)",
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cases_per_dtype": cases_per_dtype,
-        "seeds": [seed],
+        "device": ", ".join(sorted({r.device for r in records})) or None,
+        "torch": ", ".join(sorted({str(r.environment.get("torch")) for r in records})),
+        "triton": ", ".join(sorted({str(r.environment.get("triton")) for r in records})),
+        "kernels": sorted({r.kernel for r in records}),
+        "cases_per_row": dict(sorted(rows.items())),
+        "seeds": sorted({r.seed for r in records}),
         "safety": safety,
         "min_multiplier": min_multiplier,
-        "measured_against_version": current.version,
+        "min_floor_ulps": min_floor_ulps,
+        "fitted_on": list(files),
+        "measured_against_version": measured_against,
+        "holdout": holdout,
     }
-    return propose_table(current, stats, safety=safety, min_multiplier=min_multiplier,
-                         provenance=provenance), dict(stats), errors
+
+
+def format_stats(stats: dict) -> str:
+    """A fixed-width table of :func:`evaluate`'s result."""
+    lines = [f"{'row':13s} {'output':6s} {'cases':>6s} {'fails':>5s} {'p50':>8s} {'p99':>8s} {'p99.9':>8s} "
+             f"{'max':>8s} {'need x':>8s}"]
+    order = {o: i for i, o in enumerate(OUTPUTS)}
+    for (row, out), st in sorted(stats.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9))):
+        s = st.summary()
+        lines.append(f"{row:13s} {out:6s} {s['cases']:6d} {s['failures']:5d} {s['headroom_p50']:8.3g} "
+                     f"{s['headroom_p99']:8.3g} {s['headroom_p999']:8.3g} {s['headroom_max']:8.3g} "
+                     f"{s['needed_multiplier_max']:8.3g}")
+    return "\n".join(lines)

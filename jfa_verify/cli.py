@@ -147,33 +147,81 @@ def cmd_fuzz(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from kernels import get_kernel
+    from . import calibrate as cal
+    from .budgets import BudgetTable, default_table
 
-    from .calibrate import calibrate
-    from .device import select_device
+    errors: list[str] = []
+    if args.from_records:
+        records = cal.read_records(args.from_records)
+    else:
+        from kernels import get_kernel
 
-    device = select_device(args.device)
-    _load_plugins(args.plugin)
-    kernel = get_kernel(args.kernel)
-    table, stats, errors = calibrate(kernel, device=device, cases_per_dtype=args.cases, seed=args.seed,
-                                     safety=args.safety, min_multiplier=args.min_multiplier)
-    print(f"{'dtype':9s} {'output':6s} {'cases':>6s} {'headroom p50':>13s} {'p99':>8s} {'max':>8s} {'fails':>6s} "
-          f"{'needed x':>9s}")
-    for (dt, out), st in sorted(stats.items()):
-        sm = st.summary()
-        print(f"{dt:9s} {out:6s} {sm['cases']:6d} {sm['headroom_p50']:13.3g} {sm['headroom_p99']:8.3g} "
-              f"{sm['headroom_max']:8.3g} {sm['failures']:6d} {sm['needed_multiplier_max']:9.3g}")
+        from .device import select_device
+
+        device = select_device(args.device)
+        _load_plugins(args.plugin)
+        kernel = get_kernel(args.kernel)
+        done = cal.sample(kernel, device=device, dtypes=args.dtypes, cases_per_dtype=args.cases, seed=args.seed,
+                          records=Path(args.records), deadline_s=args.deadline, progress_every=args.progress_every)
+        errors = done["errors"]
+        print(f"sampled {done['cases']} cases in {done['seconds']:.0f} s into {args.records}")
+        records = cal.read_records([args.records])
+        if args.no_fit:
+            for e in errors:
+                print(e, flush=True)
+            return EXIT_FAIL if errors else EXIT_OK
+    if not records:
+        print("no calibration records: nothing to fit", file=sys.stderr)
+        return EXIT_FAIL
+    current = BudgetTable.load(args.against) if args.against else default_table()
+    print(f"measured against budget table version {current.version}:")
+    print(cal.format_stats(cal.evaluate(records, current)))
+    holdout_summary = None
+    prov = dict(safety=args.safety, min_multiplier=args.min_multiplier, min_floor_ulps=args.min_floor_ulps,
+                measured_against=current.version, files=[Path(f).name for f in args.from_records or [args.records]])
+    try:
+        table = cal.fit(records, current, safety=args.safety, min_multiplier=args.min_multiplier,
+                        min_floor_ulps=args.min_floor_ulps)
+    except ValueError as e:
+        print(f"cannot fit: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    rc = EXIT_FAIL if errors else EXIT_OK
+    if args.holdout:
+        held = cal.read_records(args.holdout)
+        stats = cal.evaluate(held, table)
+        print(f"proposed table on {len(held)} held-out cases:")
+        print(cal.format_stats(stats))
+        holdout_summary = {"files": [Path(f).name for f in args.holdout],
+                           "outputs": {f"{row}/{out}": st.summary() for (row, out), st in sorted(stats.items())}}
+        if any(st.failures for st in stats.values()):
+            rc = EXIT_FAIL
+    table = BudgetTable(table.version, cal.provenance(records, holdout=holdout_summary, **prov), table.budgets)
     out = Path(args.out)
     out.write_text(json.dumps(table.to_dict(), indent=2) + "\n")
     print(f"proposed budget table version {table.version} written to {out}")
-    if args.stats:
-        Path(args.stats).write_text(json.dumps(
-            {"provenance": table.provenance, "errors": errors,
-             "outputs": {f"{dt}/{o}": {**st.summary(), "needed": st.needed, "headroom": st.headroom}
-                         for (dt, o), st in stats.items()}}, indent=1))
     for e in errors:
         print(e, flush=True)
-    return EXIT_FAIL if errors else EXIT_OK
+    return rc
+
+
+def cmd_report(args) -> int:
+    from .budgets import BudgetTable, default_table
+    from .calibrate import read_records
+    from .calibration_report import write_report
+
+    missing = [f for f in args.records if not Path(f).is_file()]
+    if missing:
+        print(f"no such records file(s): {missing}; jfa-verify calibrate --records FILE writes them", file=sys.stderr)
+        return EXIT_USAGE
+    records = read_records(args.records)
+    table = BudgetTable.load(args.budgets) if args.budgets else default_table()
+    try:
+        paths = write_report(records, table, args.out_dir)
+    except ValueError as e:
+        print(str(e), file=sys.stderr)
+        return EXIT_USAGE
+    print(f"{len(records)} records; wrote " + ", ".join(str(p) for p in paths))
+    return EXIT_OK
 
 
 def cmd_replay(args) -> int:
@@ -257,12 +305,13 @@ def cmd_mutants(args) -> int:
     from fuzz.mutation import format_table, run_mutants
 
     dev = select_device(args.device)
-    results = run_mutants(args.only or None, device=dev, max_examples=args.max_examples, seed=args.seed)
+    results = run_mutants(args.only or None, device=dev, max_examples=args.max_examples, seed=args.seed,
+                          jobs=args.jobs)
     print(f"mutation testing on {dev} (max {args.max_examples} campaign examples per surviving mutant)")
     print(format_table(results))
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=2, default=str))
-    survivors = [r.name for r in results if r.status == "survived"]
+    survivors = [r.name for r in results if r.status in ("survived", "error")]
     if survivors:
         print(f"SURVIVED: {', '.join(survivors)}")
         return EXIT_FAIL
@@ -299,15 +348,33 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("--forward-only", action="store_true")
     fz.set_defaults(func=cmd_fuzz)
 
-    cal = sub.add_parser("calibrate", help="measure error distributions and propose a budget table")
+    cal = sub.add_parser("calibrate", help="measure error distributions and fit a budget table")
     common(cal)
+    cal.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16", "float16"],
+                     choices=("float32", "bfloat16", "float16"), help="case dtypes to sample")
     cal.add_argument("--cases", type=int, default=200, help="drawn cases per dtype")
     cal.add_argument("--seed", type=int, default=0)
+    cal.add_argument("--deadline", type=float, default=None, help="stop sampling after this many seconds")
+    cal.add_argument("--records", default="calibration-records.jsonl",
+                     help="JSON-lines file the sampled cases are appended to (kept if the run is killed)")
+    cal.add_argument("--progress-every", type=int, default=0, metavar="N", help="print progress every N cases")
+    cal.add_argument("--no-fit", action="store_true", help="only sample (to fit many runs' records later)")
+    cal.add_argument("--from-records", nargs="+", default=[], metavar="FILE",
+                     help="fit on these records (.jsonl or .jsonl.gz) instead of sampling")
+    cal.add_argument("--holdout", nargs="+", default=[], metavar="FILE",
+                     help="judge the fitted table on these other records; a failure exits 1")
+    cal.add_argument("--against", default=None, help="budget file the records are judged by (default: packaged)")
     cal.add_argument("--safety", type=float, default=2.0, help="margin over the largest floor multiplier needed")
-    cal.add_argument("--min-multiplier", type=float, default=0.1)
+    cal.add_argument("--min-multiplier", type=float, default=0.05, help="lowest scale of a row's floor constants")
+    cal.add_argument("--min-floor-ulps", type=float, default=1.0, help="lowest floor_ulps of a fitted row")
     cal.add_argument("--out", default="budgets.proposed.json", help="where to write the proposed table")
-    cal.add_argument("--stats", default=None, help="also write the raw distributions here (JSON)")
     cal.set_defaults(func=cmd_calibrate)
+
+    rpt = sub.add_parser("report", help="plot calibration records: error vs length, headroom histograms (PNG)")
+    rpt.add_argument("records", nargs="+", help="records files (.jsonl or .jsonl.gz) from jfa-verify calibrate")
+    rpt.add_argument("--budgets", default=None, help="budget file the headroom is computed under (default: packaged)")
+    rpt.add_argument("--out-dir", default="jfa-calibration-report", help="folder for the PNG files")
+    rpt.set_defaults(func=cmd_report)
 
     rep = sub.add_parser("replay", help="re-run a case file (or an inline case) and print its verdict")
     rep.add_argument("file", nargs="?", help="case file written by run or a fuzz campaign")
@@ -336,6 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     mut.add_argument("--device", choices=("cuda", "cpu"), default=None)
     mut.add_argument("--seed", type=int, default=0)
     mut.add_argument("--json", default=None, help="also write the results here")
+    mut.add_argument("--jobs", type=int, default=1, help="mutants run at once, each in its own process")
     mut.set_defaults(func=cmd_mutants)
     return parser
 

@@ -5,15 +5,15 @@ the kernel's maximum absolute error against float64 must be at most
 ``2 x`` the same-dtype padded SDPA oracle's error plus a rounding floor::
 
     allowance = sdpa_factor * sdpa_error
-                + floor_ulps * eps(dtype) * max|reference|
-                + lowp_ulps * eps(dtype) * lowp_scale
-                + acc_ulps * eps(float32) * acc_scale
+                + floor_ulps * store_eps * max|reference|
+                + lowp_ulps * operand_eps * lowp_scale
+                + acc_ulps * compute_eps * acc_scale
 
-The four constants per dtype and output come from the versioned budget file
-(:mod:`jfa_verify.budgets`, ``jfa_verify/data/budgets.json``).
-
-``eps`` is ``torch.finfo(dtype).eps`` of the output's storage dtype (LSE is
-float32 for every input dtype). The scales come from the float64 reference
+The four constants per budget row (dtype, or ``float32-tf32``) and output come
+from the versioned budget file (:mod:`jfa_verify.budgets`,
+``jfa_verify/data/budgets.json``); the three unit roundoffs are the row's
+:class:`jfa_verify.budgets.Precision` (``store_eps`` is float32's for LSE in
+every row; ``torch.finfo(dtype).eps`` otherwise, ``2^-10`` for TF32 operands). The scales come from the float64 reference
 (:func:`oracles.float64.reference_attention`, keys ``<out>_lowp`` and
 ``<out>_acc``): ``lowp_scale`` bounds, to first order, what rounding ``P`` and
 ``dS`` to the input dtype before their matmuls (FlashAttention's practice,
@@ -37,8 +37,8 @@ import torch
 __all__ = ["OUTPUTS", "RULE", "OutputComparison", "compare_output"]
 
 OUTPUTS = ("o", "lse", "dq", "dk", "dv")
-RULE = ("allowance = sdpa_factor * sdpa_error + floor_ulps * eps(store) * max|ref| "
-        "+ lowp_ulps * eps(store) * ref[<out>_lowp] + acc_ulps * eps(float32) * ref[<out>_acc]")
+RULE = ("allowance = sdpa_factor * sdpa_error + floor_ulps * store_eps * max|ref| "
+        "+ lowp_ulps * operand_eps * ref[<out>_lowp] + acc_ulps * compute_eps * ref[<out>_acc]")
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,7 @@ def compare_output(
     lowp_scale: float = 0.0,
     acc_scale: float = 0.0,
     budget=None,
+    precision: Optional[str] = None,
 ) -> OutputComparison:
     """Judge one output.
 
@@ -104,6 +105,8 @@ def compare_output(
         lowp_scale, acc_scale: the reference's ``"<name>_lowp"`` and
             ``"<name>_acc"`` (see above); 0 when unknown.
         budget: a :class:`jfa_verify.budgets.Budget`; None for the packaged table's entry.
+        precision: the budget row (a key of :data:`jfa_verify.budgets.PRECISIONS`); None for
+            ``dtype``'s own row. ``"float32-tf32"`` judges float32 inputs multiplied in TF32.
 
     Returns: an :class:`OutputComparison`; shape mismatches and NaN are reported as ``problem``.
     """
@@ -135,14 +138,17 @@ def compare_output(
     if not math.isfinite(s_err):
         # A broken baseline must not widen the allowance to infinity.
         s_err = 0.0
-    store_dtype = torch.float32 if name == "lse" else dtype
+    from .budgets import PRECISIONS, default_table, precision_of
+
+    row = precision or precision_of(dtype)
+    prec = PRECISIONS[row]
     scale = float(reference[finite].abs().max().item()) if bool(finite.any()) else 0.0
     if budget is None:
-        from .budgets import default_table
-
-        budget = default_table().budget(dtype, name)
-    eps = torch.finfo(store_dtype).eps
-    floors = (eps * scale, eps * lowp_scale, torch.finfo(torch.float32).eps * acc_scale)
+        budget = default_table().budget(row, name)
+    store_eps = torch.finfo(torch.float32).eps if name == "lse" else prec.store_eps
+    # LSE has no operand rounding of its own: its lowp term (0 today) uses float32's unit.
+    operand_eps = torch.finfo(torch.float32).eps if name == "lse" else prec.operand_eps
+    floors = (store_eps * scale, operand_eps * lowp_scale, prec.compute_eps * acc_scale)
     allowance = (budget.sdpa_factor * s_err + budget.floor_ulps * floors[0] + budget.lowp_ulps * floors[1]
                  + budget.acc_ulps * floors[2])
     index = kv = rv = None

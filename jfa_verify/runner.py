@@ -18,6 +18,7 @@ import torch
 from oracles import padded_sdpa_attention, reference_attention
 
 from .case import Case
+from .budgets import default_table, precision_of
 from .compare import OUTPUTS, OutputComparison, compare_output
 from .contract import JaggedProblem, validate_inputs
 from .errors import UnsupportedCase
@@ -158,8 +159,14 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_case(case: Case, kernel, device: torch.device | str = "cpu", *, backward: bool = True) -> CaseResult:
+def run_case(case: Case, kernel, device: torch.device | str = "cpu", *, backward: bool = True,
+             budgets=None, instrument: bool = True) -> CaseResult:
     """Run ``case`` through ``kernel`` (a :class:`kernels.registry.Kernel`) and both oracles.
+
+    ``budgets``: the :class:`jfa_verify.budgets.BudgetTable` to judge by (default: the
+    packaged table); a kernel declaring ``tf32`` is judged by the ``float32-tf32`` row.
+    ``instrument``: record tile visits and check the scheduler invariants when the
+    kernel supports it (calibration turns it off: it measures numerics only).
 
     Returns a :class:`CaseResult`. Kernel exceptions become ``status="error"``
     with the traceback's last line; they are never raised from here, so one bad
@@ -183,7 +190,7 @@ def run_case(case: Case, kernel, device: torch.device | str = "cpu", *, backward
         result.status, result.message = "unsupported", str(e)
         return result
 
-    instrument = {} if caps is not None and caps.instrumented and hasattr(kernel.fn, "run") else None
+    instrument = {} if instrument and caps is not None and caps.instrumented and hasattr(kernel.fn, "run") else None
     t0 = time.perf_counter()
     try:
         got = _kernel_outputs(kernel, tensors, case, backward, instrument)
@@ -205,11 +212,14 @@ def run_case(case: Case, kernel, device: torch.device | str = "cpu", *, backward
     _sync(device)
     t2 = time.perf_counter()
     result.seconds.update(kernel=t1 - t0, oracles=t2 - t1)
+    row = precision_of(case.torch_dtype, tf32=bool(getattr(caps, "tf32", False)))
+    table = budgets or default_table()
     for out_name in OUTPUTS:
         if out_name not in ref:
             continue
         scales = (float(ref.get(f"{out_name}_lowp", 0.0)), float(ref.get(f"{out_name}_acc", 0.0)))
-        cmp = compare_output(out_name, got[out_name], sdpa[out_name], ref[out_name], case.torch_dtype, *scales)
+        cmp = compare_output(out_name, got[out_name], sdpa[out_name], ref[out_name], case.torch_dtype, *scales,
+                             budget=table.budget(row, out_name), precision=row)
         result.comparisons.append(cmp)
         if cmp.worst_index is not None:
             result.locations[out_name] = locate(problem, out_name, cmp.worst_index, *blocks)

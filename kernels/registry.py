@@ -47,6 +47,9 @@ class Capabilities:
     # The callable has ``.run(..., instrument=dict)`` recording tile visits and schedules
     # (see kernels.triton_jfa._autograd); runners then check the scheduler invariants.
     instrumented: bool = False
+    # float32 inputs are multiplied with TF32 operands (10-bit mantissa): judged by the
+    # budget table's "float32-tf32" row instead of "float32".
+    tf32: bool = False
     block_sizes: Callable[[int, torch.dtype, str], tuple[int, int]] = _no_blocks
 
     def unsupported_reason(self, problem) -> Optional[str]:

@@ -45,6 +45,10 @@ def _masks(p: JaggedProblem, device) -> torch.Tensor:
     return mask
 
 
+# Largest padded score block the LSE is computed from at once (elements; 1 GiB in float32).
+LSE_CHUNK_ELEMENTS = 1 << 28
+
+
 def padded_sdpa_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -101,9 +105,17 @@ def padded_sdpa_attention(
     op = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=sdpa_mask[:, None], scale=p.sm_scale)
     op = op * has_key[:, None, :, None].to(dtype)  # [B, H, Lq, Dv]
     with torch.no_grad():
-        scores = (qp @ kp.transpose(-1, -2)) * torch.tensor(p.sm_scale, dtype=dtype)
-        scores = scores.float().masked_fill(~mask[:, None], float("-inf"))
-        lse_p = torch.logsumexp(scores, dim=-1)  # [B, H, Lq]; -inf where no key
+        # In batch chunks of at most ~2^28 scores (1 GiB in float32): a padded score tensor of
+        # a large batch (2^31-element cases) would not fit in memory at once.
+        per_seq = p.num_heads_q * p.max_seqlen_q * p.max_seqlen_k
+        step = max(1, LSE_CHUNK_ELEMENTS // max(1, per_seq))
+        lse_p = torch.empty(p.batch, p.num_heads_q, p.max_seqlen_q, dtype=torch.float32, device=dev)
+        for b0 in range(0, p.batch, step):
+            chunk = slice(b0, b0 + step)
+            scores = (qp[chunk] @ kp[chunk].transpose(-1, -2)) * torch.tensor(p.sm_scale, dtype=dtype)
+            scores = scores.float().masked_fill(~mask[chunk, None], float("-inf"))
+            lse_p[chunk] = torch.logsumexp(scores, dim=-1)  # [b, H, Lq]; -inf where no key
+            del scores
     rows_valid = qvalid
     out_rows = oi[rows_valid]
     o_packed = op.transpose(1, 2)[rows_valid]  # [rows_in_sequences, H, Dv]

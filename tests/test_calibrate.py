@@ -1,51 +1,126 @@
-"""Calibration: the multiplier each case needs, the proposed table, and the command end to end."""
+"""Calibration: records, the multiplier each case needs, fitting, held-out judging, the command end to end."""
 
+import gzip
 import json
 import math
 
+import pytest
 import torch
 
 from jfa_verify.budgets import Budget, BudgetTable, default_table
-from jfa_verify.calibrate import OutputStats, needed_multiplier, propose_table
+from jfa_verify.calibrate import Record, evaluate, fit, needed_multiplier, read_records
 from jfa_verify.cli import main
-from jfa_verify.compare import OutputComparison
 
 
-def _cmp(kernel_error, sdpa_error, floors):
-    return OutputComparison("o", kernel_error, sdpa_error, 0.0, None, None, None, None, floors)
+def _rec(row, out, numbers, problems=None):
+    return Record(row, "k", 0, {"max_seqlen_k": 5, "tokens_k": 9}, {out: numbers}, problems or {})
 
 
 def test_needed_multiplier_is_the_floor_scale_at_which_the_case_passes_exactly():
     b = Budget(sdpa_factor=2.0, floor_ulps=4.0, lowp_ulps=1.0, acc_ulps=0.0)
     # excess over 2 x SDPA = 1.0 - 0.2 = 0.8; current floor = 4 * 0.1 + 1 * 0.4 = 0.8 -> exactly 1
-    assert math.isclose(needed_multiplier(_cmp(1.0, 0.1, (0.1, 0.4, 5.0)), b), 1.0)
-    assert needed_multiplier(_cmp(0.1, 0.1, (0.1, 0.0, 0.0)), b) == 0.0  # covered by SDPA alone
-    assert needed_multiplier(_cmp(1.0, 0.0, (0.0, 0.0, 0.0)), b) == float("inf")
+    assert math.isclose(needed_multiplier((1.0, 0.1, 0.1, 0.4, 5.0), b), 1.0)
+    assert needed_multiplier((0.1, 0.1, 0.1, 0.0, 0.0), b) == 0.0  # covered by SDPA alone
+    assert needed_multiplier((1.0, 0.0, 0.0, 0.0, 0.0), b) == float("inf")
 
 
-def test_propose_scales_floors_with_safety_and_minimum():
+def test_fit_scales_floors_by_safety_times_worst_need_with_minimums():
     current = default_table()
-    stats = {("float32", "o"): OutputStats(needed=[0.2, 0.5], headroom=[0.1, 0.2]),
-             ("float32", "dq"): OutputStats(needed=[0.0], headroom=[0.0])}
-    new = propose_table(current, stats, safety=2.0, min_multiplier=0.1, provenance={"source": "test"})
-    old_o, new_o = current.budget(torch.float32, "o"), new.budget(torch.float32, "o")
+    b = current.budget("float32", "o")
+    floor = b.floor_ulps * 1e-6  # f1 = 1e-6, f2 = f3 = 0
+    records = [_rec("float32", "o", (0.5 * floor, 0.0, 1e-6, 0.0, 0.0)),  # needs 0.5
+               _rec("float32", "o", (0.2 * floor, 0.0, 1e-6, 0.0, 0.0)),  # needs 0.2
+               _rec("float32", "dq", (0.0, 1.0, 1e-6, 0.0, 0.0))]  # SDPA covers it: needs 0
+    new = fit(records, current, safety=2.0, min_multiplier=0.1, min_floor_ulps=0.0)
     assert new.version == current.version + 1
-    assert math.isclose(new_o.floor_ulps, old_o.floor_ulps * 1.0) and new_o.sdpa_factor == old_o.sdpa_factor
-    assert math.isclose(new.budget(torch.float32, "dq").acc_ulps, current.budget(torch.float32, "dq").acc_ulps * 0.1)
+    assert math.isclose(new.budget("float32", "o").floor_ulps, b.floor_ulps * 1.0)
+    assert new.budget("float32", "o").sdpa_factor == b.sdpa_factor
+    dq = current.budget("float32", "dq")
+    assert math.isclose(new.budget("float32", "dq").acc_ulps, dq.acc_ulps * 0.1)  # the minimum multiplier
     assert new.budget(torch.bfloat16, "o") == current.budget(torch.bfloat16, "o")  # not measured: kept
+    # floor_ulps never below min_floor_ulps
+    assert new.budget("float32", "dq").floor_ulps == pytest.approx(dq.floor_ulps * 0.1)
+    floored = fit(records, current, safety=2.0, min_multiplier=0.01, min_floor_ulps=1.0)
+    assert floored.budget("float32", "dq").floor_ulps == 1.0
+    # the fitted table passes its own records with headroom 1 / safety at the worst case
+    stats = evaluate(records, new)
+    assert stats[("float32", "o")].failures == 0
+    assert max(stats[("float32", "o")].headroom) == pytest.approx(0.5, rel=1e-9)
 
 
-def test_calibrate_command_writes_a_loadable_versioned_table(tmp_path, capsys):
-    out, stats = tmp_path / "budgets.json", tmp_path / "stats.json"
-    rc = main(["calibrate", "--device", "cpu", "--cases", "2", "--out", str(out), "--stats", str(stats)])
+def test_fit_refuses_a_non_finite_record_and_evaluate_counts_it_as_a_failure():
+    bad = _rec("bfloat16", "o", (float("inf"), 0.0, 1.0, 0.0, 0.0), problems={"o": "1 NaN value(s)"})
+    stats = evaluate([bad], default_table())
+    assert stats[("bfloat16", "o")].failures == 1
+    with pytest.raises(ValueError, match="infinite allowance"):
+        fit([bad], default_table())
+
+
+def test_evaluate_judges_like_the_runner():
+    """A record's rebuilt allowance is the one compare_output computed for the same numbers."""
+    from jfa_verify.compare import compare_output
+
+    ref = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    got = (ref + torch.tensor([3e-3, 0.0, 0.0], dtype=torch.float64)).to(torch.bfloat16)
+    sdpa = (ref + torch.tensor([0.0, 1e-3, 0.0], dtype=torch.float64)).to(torch.bfloat16)
+    c = compare_output("o", got, sdpa, ref, torch.bfloat16, 0.7, 3.0)
+    rec = _rec("bfloat16", "o", (c.kernel_error, c.sdpa_error, *c.floors))
+    h = evaluate([rec], default_table())[("bfloat16", "o")].headroom[0]
+    assert h == pytest.approx(c.headroom, rel=1e-12)
+
+
+def test_records_survive_a_torn_last_line_and_read_gzip(tmp_path):
+    r = _rec("float16", "dv", (1e-3, 1e-3, 1e-4, 0.0, 0.0))
+    plain = tmp_path / "r.jsonl"
+    plain.write_text(r.to_json() + "\n" + r.to_json()[:20])  # a writer killed mid-line
+    packed = tmp_path / "r.jsonl.gz"
+    with gzip.open(packed, "wt") as fh:
+        fh.write(r.to_json() + "\n")
+    got = read_records([plain, packed])
+    assert got == [r, r]
+
+
+def test_calibrate_command_samples_fits_and_judges_a_holdout(tmp_path, capsys):
+    fit_records, held = tmp_path / "fit.jsonl", tmp_path / "held.jsonl"
+    out = tmp_path / "budgets.json"
+    rc = main(["calibrate", "--device", "cpu", "--cases", "1", "--seed", "3", "--records", str(held), "--no-fit"])
+    assert rc == 0
+    assert len(read_records([held])) == 3  # one case per dtype
+    rc = main(["calibrate", "--device", "cpu", "--cases", "1", "--seed", "4", "--records", str(fit_records),
+               "--holdout", str(held), "--out", str(out)])
     text = capsys.readouterr().out
     assert rc == 0, text
     table = BudgetTable.load(out)
     assert table.version == default_table().version + 1
     prov = table.provenance
-    assert prov["cases_per_dtype"] == 2 and prov["seeds"] == [0] and prov["torch"] == torch.__version__
+    assert prov["cases_per_row"] == {"bfloat16": 1, "float16": 1, "float32": 1}
+    assert prov["seeds"] == [4] and prov["torch"] == torch.__version__ and prov["triton"]
     assert "Triton interpreter" in prov["device"]
-    raw = json.loads(stats.read_text())
-    assert set(raw["outputs"]) == {f"{d}/{o}" for d in ("float32", "bfloat16", "float16")
-                                   for o in ("o", "lse", "dq", "dk", "dv")}
-    assert "headroom p50" in text
+    assert prov["holdout"]["files"] == ["held.jsonl"]
+    assert set(prov["holdout"]["outputs"]) == {f"{d}/{o}" for d in ("float32", "bfloat16", "float16")
+                                               for o in ("o", "lse", "dq", "dk", "dv")}
+    assert "held-out" in text
+    rec = json.loads(fit_records.read_text().splitlines()[0])
+    assert set(rec["outputs"]) == {"o", "lse", "dq", "dk", "dv"} and len(rec["outputs"]["o"]) == 5
+
+
+def test_calibrate_deadline_stops_sampling_and_keeps_the_records(tmp_path):
+    records = tmp_path / "r.jsonl"
+    rc = main(["calibrate", "--device", "cpu", "--cases", "1000", "--deadline", "0", "--records", str(records),
+               "--no-fit"])
+    assert rc == 0
+    assert len(read_records([records])) <= 1  # the first case may start before the clock is read again
+
+
+def test_report_command_draws_both_pngs_and_rejects_missing_records(tmp_path, capsys):
+    records = tmp_path / "r.jsonl"
+    rows = [Record(row, "k", 0, {"max_seqlen_k": n}, {o: (1e-3 * n, 1e-3, 1e-4, 1e-3, 1e-2)
+                                                     for o in ("o", "lse", "dq", "dk", "dv")})
+            for row in ("float32", "bfloat16") for n in (1, 17, 300)]
+    records.write_text("".join(r.to_json() + "\n" for r in rows))
+    assert main(["report", str(records), "--out-dir", str(tmp_path / "png")]) == 0
+    for name in ("error_vs_length.png", "headroom.png"):
+        assert (tmp_path / "png" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "6 records" in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err

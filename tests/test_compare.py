@@ -128,7 +128,8 @@ def test_budget_table_is_versioned_with_provenance_and_used():
             assert isinstance(table.budget(dtype, out), Budget)
     # the runner's verdict follows the table: a stricter budget turns a pass into a fail
     ref = torch.tensor([1.0, 2.0], dtype=torch.float64)
-    got = ref.float() + 1e-6
+    floor = table.budget(torch.float32, "o").floor_ulps * torch.finfo(torch.float32).eps * 2.0
+    got = ref + 0.5 * floor  # half the table's floor: the table passes it
     loose = compare_output("o", got, ref.float(), ref, torch.float32)
     strict = compare_output("o", got, ref.float(), ref, torch.float32, budget=Budget(2.0, 0.0, 0.0, 0.0))
     assert loose.passed and not strict.passed
@@ -145,3 +146,36 @@ def test_bad_budget_file_is_a_clear_error(tmp_path):
         BudgetTable.load(bad)
     with pytest.raises(InvalidInput, match="does not exist"):
         BudgetTable.load(tmp_path / "missing.json")
+
+
+def test_tf32_row_measures_operand_rounding_in_tf32_units():
+    """float32 inputs multiplied in TF32 are judged by the "float32-tf32" row, whose lowp and
+    acc terms use TF32's unit roundoff 2^-10 instead of float32's 2^-23."""
+    from jfa_verify.budgets import PRECISIONS, precision_of
+
+    assert precision_of(torch.float32, tf32=True) == "float32-tf32"
+    assert precision_of(torch.bfloat16, tf32=True) == "bfloat16"  # TF32 only changes float32 inputs
+    assert PRECISIONS["float32-tf32"].operand_eps == 2.0 ** -10
+    ref = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    got = ref + 2e-3  # a TF32-sized error
+    lowp, acc = 4.0, 4.0
+    ieee = compare_output("o", got, ref.float(), ref, torch.float32, lowp, acc)
+    tf32 = compare_output("o", got, ref.float(), ref, torch.float32, lowp, acc, precision="float32-tf32")
+    assert not ieee.passed and tf32.passed
+    assert tf32.floors[1] == pytest.approx(2.0 ** -10 * lowp) and ieee.floors[1] == pytest.approx(
+        torch.finfo(torch.float32).eps * lowp)
+
+
+def test_runner_judges_a_tf32_kernel_by_the_tf32_row():
+    from jfa_verify import Case
+    from jfa_verify.device import select_device
+    from jfa_verify.runner import run_case
+    from kernels import get_kernel
+
+    case = Case(kv_lengths=(9, 4), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32")
+    dev = select_device("cpu")
+    plain, tf32 = run_case(case, get_kernel("triton_jfa"), dev), run_case(case, get_kernel("triton_jfa_tf32"), dev)
+    assert plain.status == tf32.status == "pass"
+    a, b = {c.name: c for c in plain.comparisons}, {c.name: c for c in tf32.comparisons}
+    # same float32 numbers under the interpreter, a wider allowance from the TF32 row
+    assert b["o"].kernel_error == a["o"].kernel_error and b["o"].allowance > a["o"].allowance

@@ -98,3 +98,21 @@ def test_broadcast_q_dq_is_sum_over_sequences():
         qoff = torch.tensor([0, 4], dtype=torch.int32)
         parts.append(reference_attention(t.q, t.k[s:e], t.v[s:e], qoff, koff, do=t.do[4 * b : 4 * b + 4])["dq"])
     assert torch.allclose(full["dq"], parts[0] + parts[1], atol=1e-12)
+
+
+def test_padded_sdpa_lse_in_batch_chunks_equals_one_block(monkeypatch):
+    """Regression: the LSE scores were one padded [B, H, Lq, Lk] block, 128.5 GiB for the
+    2^31-element case on the H200 (out of memory); they are now computed in batch chunks."""
+    import oracles.padded_sdpa as mod
+
+    case = Case(kv_lengths=(5, 0, 17, 9, 1), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32",
+                causal=True, seed=4)
+    t = case.materialize("cpu")
+    whole = padded_sdpa_attention(*t.call_args(), causal=True)
+    monkeypatch.setattr(mod, "LSE_CHUNK_ELEMENTS", 2 * 17 * 17)  # one sequence per chunk
+    chunked = padded_sdpa_attention(*t.call_args(), causal=True)
+    assert torch.equal(whole["lse"], chunked["lse"]) and torch.equal(whole["o"], chunked["o"])
+    ref = reference_attention(*t.call_args(), causal=True)
+    finite = torch.isfinite(ref["lse"])
+    assert torch.equal(finite, torch.isfinite(chunked["lse"]))
+    assert torch.allclose(chunked["lse"][finite].double(), ref["lse"][finite], atol=1e-5)

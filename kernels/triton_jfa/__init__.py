@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+import dataclasses
+
 from kernels.registry import Capabilities, register_kernel
 
 
@@ -33,7 +35,7 @@ CAPABILITIES = Capabilities(
 )
 
 
-def _load(forward: str | None, backward: str | None):
+def _load(forward: str | None, backward: str | None, *, tf32: bool = False):
     from jfa_verify.device import ensure_interpreter_matches_device
 
     ensure_interpreter_matches_device()
@@ -41,10 +43,10 @@ def _load(forward: str | None, backward: str | None):
     from ._autograd import make_jagged_attention
 
     if forward is None:
-        return make_jagged_attention(_kernels)
+        return make_jagged_attention(_kernels, tf32=tf32)
     from .scheduling import HostScheduler
 
-    return make_jagged_attention(_kernels, scheduler=HostScheduler(forward, backward))
+    return make_jagged_attention(_kernels, scheduler=HostScheduler(forward, backward), tf32=tf32)
 
 
 @register_kernel("triton_jfa", capabilities=CAPABILITIES, requires=("triton",))
@@ -63,3 +65,9 @@ def load_triton_jfa_grid():
 def load_triton_jfa_dynamic():
     """Same kernels, persistent, host-simulated dynamic (CLC-style) schedules for every pass."""
     return _load("dynamic", "dynamic")
+
+
+@register_kernel("triton_jfa_tf32", capabilities=dataclasses.replace(CAPABILITIES, tf32=True), requires=("triton",))
+def load_triton_jfa_tf32():
+    """``triton_jfa`` with TF32 matmuls for float32 inputs (judged by the ``float32-tf32`` budget row)."""
+    return _load("zigzag", "round_robin", tf32=True)

@@ -74,7 +74,7 @@ def default_schedule(tiles: list, kind: str, problem: JaggedProblem) -> list[lis
     return [[i] for i, t in enumerate(tiles) if not tile_is_empty(t, kind, problem)]
 
 
-def launch_config(problem: JaggedProblem) -> dict:
+def launch_config(problem: JaggedProblem, *, tf32: bool = False) -> dict:
     """Tile sizes and launch options for ``problem`` (same BLOCK_M/BLOCK_N forward and backward)."""
     from kernels.triton_jfa import block_sizes
 
@@ -95,6 +95,7 @@ def launch_config(problem: JaggedProblem) -> dict:
         num_warps=4 if max(block_d, block_dv) <= 64 else 8,
         fwd_stages=max(1, min(3, (96 * 1024) // fwd_stage)),
         bwd_stages=max(1, min(2, (48 * 1024) // bwd_stage)),
+        IEEE=problem.dtype == torch.float32 and not tf32,
     )
 
 
@@ -123,8 +124,8 @@ def _schedule_arrays(tiles, schedule: Schedule, device) -> dict:
     )
 
 
-def _plan(problem: JaggedProblem, scheduler: Optional[Scheduler], device) -> dict:
-    cfg = launch_config(problem)
+def _plan(problem: JaggedProblem, scheduler: Optional[Scheduler], device, *, tf32: bool = False) -> dict:
+    cfg = launch_config(problem, tf32=tf32)
     sched = scheduler or default_schedule
     tiles = {"fwd": query_tiles(problem, cfg["BLOCK_M"]), "dkdv": key_tiles(problem, cfg["BLOCK_N"])}
     tiles["dq"] = tiles["fwd"]
@@ -152,7 +153,7 @@ def _common_flags(problem: JaggedProblem, cfg: dict) -> dict:
         BOTTOM_RIGHT=problem.causal_alignment == "bottom_right",
         BROADCAST_Q=problem.mode == "broadcast_q",
         INTERPRET=interpreting(),
-        IEEE=problem.dtype == torch.float32,
+        IEEE=cfg["IEEE"],
     )
 
 
@@ -288,6 +289,7 @@ def run_jagged_attention(
     max_seqlen_k: Optional[int] = None,
     scheduler: Optional[Scheduler] = None,
     instrument: Optional[dict] = None,
+    tf32: bool = False,
 ):
     """The contract call on kernel module ``kmod``, with an optional tile scheduler and instrumentation.
 
@@ -302,6 +304,9 @@ def run_jagged_attention(
             tile for each head; heads are H_kv for dK/dV) and
             ``"programs"[kind]`` (the program id that last ran it, -1 if none).
             The backward entries fill in when the backward runs.
+        tf32: float32 inputs run their matmuls with TF32 operands (10-bit
+            mantissa) instead of IEEE float32; no effect on other dtypes or
+            under the interpreter (which computes in float32).
 
     Returns: ``(o, lse)``; ``o`` is differentiable w.r.t. q, k, v.
 
@@ -318,7 +323,7 @@ def run_jagged_attention(
     reason = CAPABILITIES.unsupported_reason(problem)
     if reason is not None:
         raise UnsupportedCase(f"kernel 'triton_jfa' does not support this case: {reason}")
-    plan = _plan(problem, scheduler, q.device)
+    plan = _plan(problem, scheduler, q.device, tf32=tf32)
     instr = None
     if instrument is not None:
         heads = {"fwd": problem.num_heads_q, "dq": problem.num_heads_q, "dkdv": problem.num_heads_kv}
@@ -333,8 +338,9 @@ def run_jagged_attention(
     return _JaggedAttention.apply(q, k, v, q_offsets, k_offsets, kmod, problem, plan, instr)
 
 
-def make_jagged_attention(kmod, *, scheduler: Optional[Scheduler] = None):
-    """The contract callable bound to kernel module ``kmod`` (and an optional default scheduler).
+def make_jagged_attention(kmod, *, scheduler: Optional[Scheduler] = None, tf32: bool = False):
+    """The contract callable bound to kernel module ``kmod`` (an optional default scheduler; TF32 matmuls
+    for float32 inputs when ``tf32``).
 
     The returned function also carries ``.run(q, k, v, q_offsets, k_offsets,
     *, scheduler=..., instrument=..., **contract_kwargs)`` for scheduled or
@@ -346,11 +352,12 @@ def make_jagged_attention(kmod, *, scheduler: Optional[Scheduler] = None):
         return run_jagged_attention(
             kmod, q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
             sm_scale=sm_scale, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, scheduler=scheduler,
+            tf32=tf32,
         )
 
     def run(q, k, v, q_offsets, k_offsets, *, scheduler=scheduler, instrument=None, **kwargs):
         return run_jagged_attention(kmod, q, k, v, q_offsets, k_offsets, scheduler=scheduler,
-                                    instrument=instrument, **kwargs)
+                                    instrument=instrument, tf32=tf32, **kwargs)
 
     jagged_attention.run = run
     jagged_attention.kernels = kmod

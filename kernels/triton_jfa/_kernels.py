@@ -21,6 +21,11 @@ import triton
 import triton.language as tl
 
 
+# Scalars that vary from case to case but not the generated code: not specialized
+# (Triton would otherwise compile a variant per value == 1 / divisible by 16; the
+# head dims only bound masks, BLOCK_D/BLOCK_DV fix the code).
+_RUNTIME_INTS = ["L_Q", "GROUP", "NUM_HEADS", "HEAD_DIM", "HEAD_DIM_V"]
+
 # ----------------------------------------------------------------------------- helpers
 
 
@@ -90,7 +95,7 @@ def _causal_shift(q_len, k_len, BOTTOM_RIGHT: tl.constexpr):
 @triton.jit
 def _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
                k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
-               HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+               HEAD_DIM, HEAD_DIM_V,
                MASK: tl.constexpr, CAUSAL: tl.constexpr,
                INTERPRET: tl.constexpr, IEEE: tl.constexpr):
     """One KV block of the online softmax. ``MASK``: the block crosses the key end or the diagonal."""
@@ -126,7 +131,7 @@ def _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, 
 # ----------------------------------------------------------------------------- kernels
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_RUNTIME_INTS)
 def _fwd_kernel(
     Q, K, V, O, LSE, Q_OFF, K_OFF,
     TILE_SEQ, TILE_BLOCK, TILE_ID, PROG_TILE_START, VISITS, PROGS,
@@ -136,7 +141,7 @@ def _fwd_kernel(
     stride_ot, stride_oh, stride_od,
     stride_lh,
     qk_scale, L_Q, GROUP, NUM_HEADS,
-    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+    HEAD_DIM, HEAD_DIM_V,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     CAUSAL: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr,
@@ -198,14 +203,14 @@ def _fwd_kernel(
         tl.store(LSE + h * stride_lh + o_rows, lse, mask=row_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["L_Q", "HEAD_DIM_V"])
 def _bwd_preprocess_kernel(
     O, DO, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK,
     stride_ot, stride_oh, stride_od,
     stride_dot, stride_doh, stride_dod,
     stride_deltah,
     L_Q,
-    HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr,
+    HEAD_DIM_V, BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr,
     BROADCAST_Q: tl.constexpr,
 ):
     """``DELTA[h, row] = sum_d DO[row, h, d] * O[row, h, d]`` (fp32) for query tile ``pid(0)``, head ``pid(1)``."""
@@ -226,7 +231,7 @@ def _bwd_preprocess_kernel(
     tl.store(DELTA + h * stride_deltah + rows, delta, mask=row_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_RUNTIME_INTS)
 def _bwd_dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV, Q_OFF, K_OFF,
     TILE_SEQ, TILE_BLOCK, TILE_ID, PROG_TILE_START, VISITS, PROGS,
@@ -238,7 +243,7 @@ def _bwd_dkdv_kernel(
     stride_dvt, stride_dvh, stride_dvd,
     stride_lh,
     sm_scale, qk_scale, L_Q, GROUP, NUM_HEADS,
-    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+    HEAD_DIM, HEAD_DIM_V,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     CAUSAL: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr,
@@ -305,7 +310,7 @@ def _bwd_dkdv_kernel(
                  _round_cast(dv, DV.dtype.element_ty, INTERPRET), mask=col_ok[:, None] & dv_ok[None, :])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_RUNTIME_INTS)
 def _bwd_dq_kernel(
     Q, K, V, DO, LSE, DELTA, DQ, Q_OFF, K_OFF,
     TILE_SEQ, TILE_BLOCK, TILE_ID, PROG_TILE_START, VISITS, PROGS,
@@ -316,7 +321,7 @@ def _bwd_dq_kernel(
     stride_dqt, stride_dqh, stride_dqd,
     stride_lh,
     sm_scale, qk_scale, L_Q, GROUP, NUM_HEADS,
-    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+    HEAD_DIM, HEAD_DIM_V,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     CAUSAL: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr,

@@ -29,7 +29,7 @@ def test_real_kernel_passes_the_targeted_cases(jfa_device):
     from kernels import get_kernel
 
     kernel = get_kernel("triton_jfa")
-    for case in targeted_cases():
+    for case in targeted_cases(jfa_device.type):
         result = run_case(case, kernel, jfa_device)
         assert result.status == "pass", result.explain()
 
@@ -58,3 +58,63 @@ def test_cli_mutants_prints_the_kill_table_and_fails_on_a_survivor(monkeypatch, 
     monkeypatch.setattr(mutation, "run_mutants", lambda *a, **k: [survivor])
     assert main(["mutants", "--device", "cpu"]) == 1
     assert "SURVIVED: fake" in capsys.readouterr().out
+
+
+def test_targeted_cases_sit_at_the_device_tiles_with_block_m_unlike_block_n():
+    from kernels.triton_jfa import block_sizes
+
+    for device_type in ("cpu", "cuda"):
+        cases = targeted_cases(device_type)
+        bm, bn = block_sizes(cases[0].head_dim, None, device_type)
+        assert bm != bn  # a query-tile/key-tile mix-up changes the result
+        assert cases[0].kv_lengths == (bn + 1, 0, bm + 1, 5)
+        assert all(c.head_dim == cases[0].head_dim for c in cases)
+
+
+def test_mutants_command_runs_mutants_in_parallel_processes(tmp_path, capsys):
+    import json
+
+    from jfa_verify.cli import main
+
+    out = tmp_path / "m.json"
+    rc = main(["mutants", "--device", "cpu", "--jobs", "2", "--only", "sched_repeats_tile", "preprocess_tile_size",
+               "--json", str(out)])
+    assert rc == 0, capsys.readouterr().out
+    got = json.loads(out.read_text())
+    assert [r["name"] for r in got] == ["sched_repeats_tile", "preprocess_tile_size"]  # input order kept
+    assert all(r["status"] == "killed" and r["seconds_to_failure"] is not None for r in got)
+
+
+# The subtle numerical bugs of the budgets issue, with the output that must catch each.
+NUMERICAL = {
+    "rescale_in_bf16": "o",
+    "lse_log2": "lse",
+    "final_norm_skipped_one_tile": "o",
+    "softmax_scale_off": "o",
+    "acc_not_rescaled": "o",
+    "dv_low_precision": "dv",
+}
+
+
+@pytest.mark.parametrize("name", list(NUMERICAL))
+def test_subtle_numerical_bug_is_caught_by_its_output_in_float32(name, jfa_device):
+    result = run_mutant(name, device=jfa_device, max_examples=0)
+    assert result.killed and result.stage == "targeted", result.explanation
+    assert NUMERICAL[name] in result.outputs, f"{name}: caught by {result.outputs}, expected {NUMERICAL[name]}"
+
+
+@pytest.mark.parametrize("name", list(NUMERICAL))
+def test_subtle_numerical_bug_is_caught_in_float16_under_the_calibrated_budgets(name, jfa_device):
+    """Low precision: the first targeted case in float16, judged by the packaged (calibrated) table."""
+    import dataclasses
+
+    from jfa_verify.runner import run_case
+    from tests.quality.mutants import mutant_kernel
+
+    case = dataclasses.replace(targeted_cases(jfa_device.type)[0], dtype="float16")
+    from kernels import get_kernel
+
+    assert run_case(case, get_kernel("triton_jfa"), jfa_device).status == "pass"
+    result = run_case(case, mutant_kernel(name), jfa_device)
+    failing = [c.name for c in result.failing]
+    assert result.status == "fail" and NUMERICAL[name] in failing, (name, failing, result.explain())

@@ -1,0 +1,54 @@
+"""GPU check of the 2^31-element case: the correct kernel must pass, the int32-overflow mutant must not.
+
+Usage (CUDA machine, from the repository root): ``python ci/gpu_overflow.py [OUT_DIR]``.
+
+The case (:func:`fuzz.mutation.gpu_only_cases`: 257 sequences of 4096 tokens, H_q=16,
+H_kv=1, D=128, bf16) has a Q of 2,155,872,256 elements, so a token x stride product in
+int32 wraps. Forward only (O and LSE): the float64 reference of the backward would need
+about twice the GPU memory. The tensors are materialized once (a minute of host time) and
+shared by both runs. Writes ``overflow.json`` (status, seconds, explanation per kernel) to
+OUT_DIR (default ``$OUT`` or ``gpu-out``); exits 0 when the kernel passes and the mutant fails or errors.
+"""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> int:
+    from fuzz.mutation import gpu_only_cases
+    from jfa_verify.case import Case
+    from jfa_verify.device import select_device
+    from jfa_verify.runner import run_case
+    from kernels import get_kernel
+    from tests.quality.mutants import mutant_kernel
+
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "gpu-out"))
+    out.mkdir(parents=True, exist_ok=True)
+    dev = select_device("cuda")
+    case = gpu_only_cases()[0]
+    t = time.time()
+    tensors = case.materialize(dev)
+    print(f"materialized {tensors.q.numel():,} Q elements ({tensors.q.numel() / 2**31:.3f} x 2^31) "
+          f"in {time.time() - t:.0f} s", flush=True)
+    Case.materialize = lambda self, device: tensors  # both runs judge the very same tensors
+    results = {}
+    kernels = (("triton_jfa", get_kernel("triton_jfa")),
+               ("mutant int32_token_stride_overflow", mutant_kernel("int32_token_stride_overflow")))
+    for label, kernel in kernels:
+        t = time.time()
+        r = run_case(case, kernel, dev, backward=False, instrument=False)
+        results[label] = {"status": r.status, "seconds": time.time() - t, "explain": r.explain()[:3000]}
+        print(f"== {label}: {r.status} in {time.time() - t:.0f} s\n{r.explain()[:1500]}", flush=True)
+        (out / "overflow.json").write_text(json.dumps(results, indent=1))
+    ok = results["triton_jfa"]["status"] == "pass" and results[kernels[1][0]]["status"] in ("fail", "error")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
