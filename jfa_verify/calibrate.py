@@ -106,7 +106,7 @@ class _Deadline(BaseException):
 
 
 def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed: int, records: Path,
-           deadline_s: Optional[float] = None, progress_every: int = 0) -> dict:
+           deadline_s: Optional[float] = None, progress_every: int = 0, fixed_cases: Sequence = ()) -> dict:
     """Append one :class:`Record` per drawn case to ``records`` (JSON lines), per dtype.
 
     Args:
@@ -116,6 +116,8 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
         seed: Hypothesis seed. records: file appended to, flushed after every case.
         deadline_s: stop drawing after this many seconds (wall clock, whole call); None for no limit.
         progress_every: print a line every this many cases (0: quiet).
+        fixed_cases: :class:`jfa_verify.case.Case` objects run first (those of ``dtypes`` only), for
+            example a suite's long sequences, which Hypothesis rarely draws.
 
     Returns: ``{"cases": {dtype: n}, "errors": [message, ...], "seconds": s}``; a case whose
     kernel raised is an error, not a sample (and not a record).
@@ -137,7 +139,28 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
     records = Path(records)
     records.parent.mkdir(parents=True, exist_ok=True)
     dtypes = list(dtypes)
+
+    def measure(case, fh) -> None:
+        result = run_case(case, kernel, device, instrument=False)
+        if result.status == "error":
+            errors.append(result.explain())
+            return
+        if result.status == "unsupported":
+            return
+        outputs = {c.name: (c.kernel_error, c.sdpa_error, *c.floors) for c in result.comparisons}
+        problems = {c.name: c.problem for c in result.comparisons if c.problem}
+        rec = Record(precision_of(case.torch_dtype, tf32=tf32), kernel.name, seed, _case_summary(case),
+                     outputs, problems, device_name, environment)
+        fh.write(rec.to_json() + "\n")
+        fh.flush()
+        counts[case.dtype] += 1
+        if progress_every and sum(counts.values()) % progress_every == 0:
+            print(f"[calibrate seed {seed}] {dict(counts)} cases, {time.monotonic() - start:.0f} s", flush=True)
+
     with records.open("a") as fh:
+        for case in fixed_cases:
+            if case.dtype in dtypes and (deadline_s is None or time.monotonic() - start <= deadline_s):
+                measure(case, fh)
         # One campaign over all dtypes, taken in turn, so a deadline cuts every dtype alike.
         per_dtype = [cases(kernel, device_type=device.type, dtypes=[dt]) for dt in dtypes]
         turn = [0]
@@ -150,21 +173,7 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
             turn[0] += 1
             if deadline_s is not None and time.monotonic() - start > deadline_s:
                 raise _Deadline
-            result = run_case(case, kernel, device, instrument=False)
-            if result.status == "error":
-                errors.append(result.explain())
-                return
-            if result.status == "unsupported":
-                return
-            outputs = {c.name: (c.kernel_error, c.sdpa_error, *c.floors) for c in result.comparisons}
-            problems = {c.name: c.problem for c in result.comparisons if c.problem}
-            rec = Record(precision_of(case.torch_dtype, tf32=tf32), kernel.name, seed, _case_summary(case),
-                         outputs, problems, device_name, environment)
-            fh.write(rec.to_json() + "\n")
-            fh.flush()
-            counts[case.dtype] += 1
-            if progress_every and sum(counts.values()) % progress_every == 0:
-                print(f"[calibrate seed {seed}] {dict(counts)} cases, {time.monotonic() - start:.0f} s", flush=True)
+            measure(case, fh)
 
         try:
             one()

@@ -161,8 +161,14 @@ def cmd_calibrate(args) -> int:
         device = select_device(args.device)
         _load_plugins(args.plugin)
         kernel = get_kernel(args.kernel)
+        fixed = []
+        if args.suite:
+            from .suites import get_suite
+
+            fixed = get_suite(args.suite, device.type, args.seed, block_sizes=kernel.capabilities.block_sizes).cases
         done = cal.sample(kernel, device=device, dtypes=args.dtypes, cases_per_dtype=args.cases, seed=args.seed,
-                          records=Path(args.records), deadline_s=args.deadline, progress_every=args.progress_every)
+                          records=Path(args.records), deadline_s=args.deadline, progress_every=args.progress_every,
+                          fixed_cases=fixed)
         errors = done["errors"]
         print(f"sampled {done['cases']} cases in {done['seconds']:.0f} s into {args.records}")
         records = cal.read_records([args.records])
@@ -358,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--records", default="calibration-records.jsonl",
                      help="JSON-lines file the sampled cases are appended to (kept if the run is killed)")
     cal.add_argument("--progress-every", type=int, default=0, metavar="N", help="print progress every N cases")
+    cal.add_argument("--suite", default=None, help="also run this suite's cases first (e.g. default: long sequences)")
     cal.add_argument("--no-fit", action="store_true", help="only sample (to fit many runs' records later)")
     cal.add_argument("--from-records", nargs="+", default=[], metavar="FILE",
                      help="fit on these records (.jsonl or .jsonl.gz) instead of sampling")

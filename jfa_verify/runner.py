@@ -126,6 +126,7 @@ class CaseResult:
                     "kernel_error": c.kernel_error,
                     "sdpa_error": c.sdpa_error,
                     "allowance": c.allowance,
+                    "floors": list(c.floors),  # the allowance's terms before their constants (calibration)
                     "headroom": c.headroom,
                     "problem": c.problem,
                     "worst_index": list(c.worst_index) if c.worst_index else None,

@@ -78,12 +78,13 @@ def reference_attention(
         dq = torch.zeros(q.shape, dtype=f64, device=dev)
         dk = torch.zeros(k.shape, dtype=f64, device=dev)
         dv = torch.zeros(v.shape, dtype=f64, device=dev)
-    terms = dict.fromkeys(("o_lowp", "dq_lowp", "dk_lowp", "dv_lowp", "o_acc", "lse_acc", "dq_acc", "dk_acc",
-                           "dv_acc"), 0.0)
+    # Running maxima stay on the device (0-dim tensors): one host sync per call, not one per sequence.
+    terms = {name: torch.zeros((), dtype=f64, device=dev) for name in (
+        "o_lowp", "dq_lowp", "dk_lowp", "dv_lowp", "o_acc", "lse_acc", "dq_acc", "dk_acc", "dv_acc")}
 
     def keep(name: str, value: torch.Tensor) -> None:
         if value.numel():
-            terms[name] = max(terms[name], float(value.max()))
+            terms[name] = torch.maximum(terms[name], value.max())
 
     for b in range(p.batch):
         q_rows, o_rows, k_rows = sequence_slices(p, b)
@@ -133,6 +134,5 @@ def reference_attention(
     out = {"o": o, "lse": lse}
     if do is not None:
         out.update(dq=dq, dk=dk, dv=dv)
-    out.update({name: torch.tensor(value, dtype=f64) for name, value in terms.items()
-                if do is not None or name == "o_lowp"})
+    out.update({name: value.cpu() for name, value in terms.items() if do is not None or name == "o_lowp"})
     return out

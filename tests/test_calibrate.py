@@ -124,3 +124,24 @@ def test_report_command_draws_both_pngs_and_rejects_missing_records(tmp_path, ca
     assert "6 records" in capsys.readouterr().out
     assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
     assert "missing.jsonl" in capsys.readouterr().err
+
+
+def test_sample_runs_fixed_cases_of_the_sampled_dtypes_first(tmp_path):
+    from jfa_verify import Case
+    from jfa_verify.calibrate import sample
+    from jfa_verify.device import select_device
+    from kernels import get_kernel
+
+    long_case = Case(kv_lengths=(70, 3), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32", name="long")
+    other = Case(kv_lengths=(5,), dtype="float16", name="not sampled")
+    path = tmp_path / "r.jsonl"
+    done = sample(get_kernel("triton_jfa"), device=select_device("cpu"), dtypes=["float32"], cases_per_dtype=1,
+                  seed=0, records=path, fixed_cases=[long_case, other])
+    got = read_records([path])
+    assert done["cases"] == {"float32": 2} and len(got) == 2
+    assert got[0].case["max_seqlen_k"] == 70 and got[0].case["dtype"] == "float32"
+
+
+def test_calibrate_rejects_an_unknown_suite(capsys):
+    assert main(["calibrate", "--device", "cpu", "--suite", "nope", "--cases", "1", "--no-fit"]) != 0
+    assert "nope" in capsys.readouterr().err

@@ -22,6 +22,14 @@ def test_run_passes_and_writes_report(tmp_path, capsys):
     first = data["cases"][0]
     assert set(first["outputs"]) == {"o", "lse", "dq", "dk", "dv"}
     assert all(0 <= o["headroom"] < 1 for o in first["outputs"].values())
+    # the report keeps the allowance's raw terms, so a later budget table can re-judge it
+    from jfa_verify.budgets import default_table
+
+    dq = first["outputs"]["dq"]
+    b = default_table().budget(first["case"]["dtype"], "dq")
+    f1, f2, f3 = dq["floors"]
+    rebuilt = b.sdpa_factor * dq["sdpa_error"] + b.floor_ulps * f1 + b.lowp_ulps * f2 + b.acc_ulps * f3
+    assert rebuilt == pytest.approx(dq["allowance"], rel=1e-12)
     assert "Triton interpreter on CPU" in out and "scaled" in out
     assert not list((tmp_path / "repro").glob("*.json"))  # passes leave no reproducer
 
