@@ -79,7 +79,7 @@ class Budget:
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            if not (value >= 0 and value < float("inf")):
+            if not isinstance(value, (int, float)) or not (value >= 0 and value < float("inf")):
                 raise InvalidInput(f"budget {name}={value} must be a finite number >= 0")
 
 
@@ -108,8 +108,12 @@ class BudgetTable:
     def from_dict(cls, doc: dict) -> "BudgetTable":
         if doc.get("format") != FORMAT:
             raise InvalidInput(f"not a budget file: format={doc.get('format')!r}, expected {FORMAT!r}")
-        table = {dt: {out: Budget(**vals) for out, vals in outs.items()} for dt, outs in doc["budgets"].items()}
-        return cls(int(doc["version"]), dict(doc.get("provenance", {})), table)
+        try:
+            table = {dt: {out: Budget(**vals) for out, vals in outs.items()} for dt, outs in doc["budgets"].items()}
+            return cls(int(doc["version"]), dict(doc.get("provenance", {})), table)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise InvalidInput(f"malformed budget file ({type(e).__name__}: {e}); it needs \"version\" and "
+                               f"\"budgets\": {{row: {{output: {{sdpa_factor, floor_ulps, lowp_ulps, acc_ulps}}}}}}") from None
 
     def to_dict(self) -> dict:
         from .compare import RULE
@@ -136,10 +140,13 @@ class BudgetTable:
             if not path.is_file():
                 raise InvalidInput(f"budget file {str(path)!r} does not exist")
             text = path.read_text()
+        where = "the packaged budget file" if path is None else f"budget file {str(path)!r}"
         try:
             return cls.from_dict(json.loads(text))
         except json.JSONDecodeError as e:
-            raise InvalidInput(f"budget file is not valid JSON: {e}") from None
+            raise InvalidInput(f"{where} is not valid JSON: {e}") from None
+        except InvalidInput as e:
+            raise InvalidInput(f"{where}: {e}") from None
 
 
 @lru_cache(maxsize=1)

@@ -119,8 +119,9 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
         fixed_cases: :class:`jfa_verify.case.Case` objects run first (those of ``dtypes`` only), for
             example a suite's long sequences, which Hypothesis rarely draws.
 
-    Returns: ``{"cases": {dtype: n}, "errors": [message, ...], "seconds": s}``; a case whose
-    kernel raised is an error, not a sample (and not a record).
+    Returns: ``{"cases": {dtype: n}, "errors": [message, ...], "seconds": s, "records": [Record, ...]}``
+    (this call's records only; the file may hold earlier ones); a case whose kernel raised is an
+    error, not a sample (and not a record).
     """
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import strategies as st
@@ -133,6 +134,7 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
     start = time.monotonic()
     counts: dict = defaultdict(int)
     errors: list[str] = []
+    sampled: list[Record] = []
     tf32 = bool(getattr(kernel.capabilities, "tf32", False))
     device_name = device_description(device)
     environment = _environment()
@@ -153,6 +155,7 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
                      outputs, problems, device_name, environment)
         fh.write(rec.to_json() + "\n")
         fh.flush()
+        sampled.append(rec)
         counts[case.dtype] += 1
         if progress_every and sum(counts.values()) % progress_every == 0:
             print(f"[calibrate seed {seed}] {dict(counts)} cases, {time.monotonic() - start:.0f} s", flush=True)
@@ -179,7 +182,7 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
             one()
         except _Deadline:
             pass
-    return {"cases": dict(counts), "errors": errors, "seconds": time.monotonic() - start}
+    return {"cases": dict(counts), "errors": errors, "seconds": time.monotonic() - start, "records": sampled}
 
 
 def _environment() -> dict:
@@ -202,24 +205,43 @@ def device_description(device) -> str:
 
 
 def read_records(paths: Iterable[str | Path]) -> list[Record]:
-    """Records from JSON-lines files (``.gz`` read compressed); a torn last line (killed writer) is skipped.
+    """Records from JSON-lines files (``.gz`` read compressed).
+
+    A torn *last* line (a writer killed mid-line) is skipped; anything else that is not a
+    record is an error naming the file and line.
 
     Raises:
-        FileNotFoundError: a path does not exist.
+        InvalidInput: a path is missing or a folder, not gzip while named ``.gz``, or holds a line
+            that is not a calibration record.
     """
+    from .errors import InvalidInput
+
     out: list[Record] = []
     for path in paths:
         path = Path(path)
+        if not path.is_file():
+            raise InvalidInput(f"records file {str(path)!r} does not exist or is not a file; "
+                               f"jfa-verify calibrate --records FILE writes one")
         opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt") as fh:
-            for line in fh:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    out.append(Record.from_dict(json.loads(line)))
-                except json.JSONDecodeError:
+        try:
+            with opener(path, "rt") as fh:
+                lines = fh.read().splitlines()
+        except (OSError, UnicodeDecodeError, EOFError) as e:
+            raise InvalidInput(f"cannot read records file {str(path)!r}: {e}") from None
+        last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+                out.append(Record.from_dict(doc))
+            except json.JSONDecodeError:
+                if i == last:
                     continue  # the last line of a writer killed mid-write
+                raise InvalidInput(f"{path}:{i + 1}: not JSON; a records file has one JSON record per line") from None
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise InvalidInput(f"{path}:{i + 1}: not a calibration record ({type(e).__name__}: {e}); "
+                                   f"records come from jfa-verify calibrate --records") from None
     return out
 
 

@@ -37,6 +37,8 @@ def plot_error_vs_length(records: Sequence[Record], path: str | Path) -> Path:
     One dot per case and output (x: max_seqlen_k, tokens; y: max |error| against float64, in the
     output's units, log scale; exact results are drawn at 1e-12).
     """
+    from matplotlib.ticker import NullFormatter
+
     rows = sorted({r.row for r in records})
     fig, axes = _grid(rows)
     for i, row in enumerate(rows):
@@ -55,6 +57,7 @@ def plot_error_vs_length(records: Sequence[Record], path: str | Path) -> Path:
             ax.scatter(xs, ke, s=4, alpha=0.5, label="kernel", color="tab:blue")
             ax.set_xscale("log")
             ax.set_yscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap on short ranges
             ax.set_title(f"{row} {out} ({len(xs)} cases)", fontsize=9)
             if i == len(rows) - 1:
                 ax.set_xlabel("max_seqlen_k (tokens)")

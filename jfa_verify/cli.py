@@ -146,13 +146,46 @@ def cmd_fuzz(args) -> int:
     return EXIT_FAIL if summary.failures else EXIT_OK
 
 
+def _calibrate_arguments_error(args) -> Optional[str]:
+    """What is wrong with ``calibrate``'s arguments (checked before any work), or None."""
+    if args.cases < 1:
+        return f"--cases {args.cases}: give at least 1 drawn case per dtype"
+    if args.deadline is not None and args.deadline <= 0:
+        return f"--deadline {args.deadline}: give a positive number of seconds (or leave it out)"
+    if args.safety <= 0:
+        return f"--safety {args.safety}: give a positive margin (4 adopted the packaged table)"
+    if args.min_multiplier < 0 or args.min_floor_ulps < 0:
+        return "--min-multiplier and --min-floor-ulps must be >= 0"
+    for option, files in (("--from-records", args.from_records), ("--holdout", args.holdout)):
+        for f in files:
+            if not Path(f).is_file():
+                return f"{option} {f}: no such file (jfa-verify calibrate --records FILE writes one)"
+    if args.against and not Path(args.against).is_file():
+        return f"--against {args.against}: no such budget file"
+    out_dir = Path(args.out).resolve().parent
+    if not args.no_fit and not out_dir.is_dir():
+        return f"--out {args.out}: folder {str(out_dir)!r} does not exist"
+    return None
+
+
 def cmd_calibrate(args) -> int:
     from . import calibrate as cal
     from .budgets import BudgetTable, default_table
 
+    problem = _calibrate_arguments_error(args)
+    if problem:
+        print(f"jfa-verify calibrate: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    current = BudgetTable.load(args.against) if args.against else default_table()
+    held = cal.read_records(args.holdout) if args.holdout else []
+    if args.holdout and not held:
+        print(f"jfa-verify calibrate: error: --holdout {' '.join(args.holdout)}: no records to judge the table on",
+              file=sys.stderr)
+        return EXIT_USAGE
     errors: list[str] = []
     if args.from_records:
         records = cal.read_records(args.from_records)
+        files = [Path(f).name for f in args.from_records]
     else:
         from kernels import get_kernel
 
@@ -166,12 +199,17 @@ def cmd_calibrate(args) -> int:
             from .suites import get_suite
 
             fixed = get_suite(args.suite, device.type, args.seed, block_sizes=kernel.capabilities.block_sizes).cases
-        done = cal.sample(kernel, device=device, dtypes=args.dtypes, cases_per_dtype=args.cases, seed=args.seed,
-                          records=Path(args.records), deadline_s=args.deadline, progress_every=args.progress_every,
-                          fixed_cases=fixed)
+        try:
+            done = cal.sample(kernel, device=device, dtypes=args.dtypes, cases_per_dtype=args.cases, seed=args.seed,
+                              records=Path(args.records), deadline_s=args.deadline,
+                              progress_every=args.progress_every, fixed_cases=fixed)
+        except KeyboardInterrupt:
+            print(f"\ninterrupted: the cases measured so far are in {args.records} "
+                  f"(fit them with --from-records {args.records})", file=sys.stderr)
+            return 130
         errors = done["errors"]
-        print(f"sampled {done['cases']} cases in {done['seconds']:.0f} s into {args.records}")
-        records = cal.read_records([args.records])
+        records, files = done["records"], [Path(args.records).name]
+        print(f"sampled {done['cases']} cases in {done['seconds']:.0f} s, appended to {args.records}")
         if args.no_fit:
             for e in errors:
                 print(e, flush=True)
@@ -179,12 +217,11 @@ def cmd_calibrate(args) -> int:
     if not records:
         print("no calibration records: nothing to fit", file=sys.stderr)
         return EXIT_FAIL
-    current = BudgetTable.load(args.against) if args.against else default_table()
-    print(f"measured against budget table version {current.version}:")
+    print(f"{len(records)} records measured against budget table version {current.version}:")
     print(cal.format_stats(cal.evaluate(records, current)))
     holdout_summary = None
     prov = dict(safety=args.safety, min_multiplier=args.min_multiplier, min_floor_ulps=args.min_floor_ulps,
-                measured_against=current.version, files=[Path(f).name for f in args.from_records or [args.records]])
+                measured_against=current.version, files=files)
     try:
         table = cal.fit(records, current, safety=args.safety, min_multiplier=args.min_multiplier,
                         min_floor_ulps=args.min_floor_ulps)
@@ -192,19 +229,25 @@ def cmd_calibrate(args) -> int:
         print(f"cannot fit: {e}", file=sys.stderr)
         return EXIT_FAIL
     rc = EXIT_FAIL if errors else EXIT_OK
-    if args.holdout:
-        held = cal.read_records(args.holdout)
+    verdict = None
+    if held:
         stats = cal.evaluate(held, table)
         print(f"proposed table on {len(held)} held-out cases:")
         print(cal.format_stats(stats))
         holdout_summary = {"files": [Path(f).name for f in args.holdout],
                            "outputs": {f"{row}/{out}": st.summary() for (row, out), st in sorted(stats.items())}}
-        if any(st.failures for st in stats.values()):
+        false_failures = sum(st.failures for st in stats.values())
+        verdict = (f"held-out check: {false_failures} false failure(s) in {len(held)} cases"
+                   + (" -- the table is too tight for these cases; raise --safety or fit on more cases"
+                      if false_failures else ""))
+        if false_failures:
             rc = EXIT_FAIL
     table = BudgetTable(table.version, cal.provenance(records, holdout=holdout_summary, **prov), table.budgets)
     out = Path(args.out)
     out.write_text(json.dumps(table.to_dict(), indent=2) + "\n")
     print(f"proposed budget table version {table.version} written to {out}")
+    if verdict:
+        print(verdict)
     for e in errors:
         print(e, flush=True)
     return rc
@@ -215,13 +258,15 @@ def cmd_report(args) -> int:
     from .calibrate import read_records
     from .calibration_report import write_report
 
-    missing = [f for f in args.records if not Path(f).is_file()]
-    if missing:
-        print(f"no such records file(s): {missing}; jfa-verify calibrate --records FILE writes them", file=sys.stderr)
+    if Path(args.out_dir).exists() and not Path(args.out_dir).is_dir():
+        print(f"--out-dir {args.out_dir}: is a file; give a folder for the PNG files", file=sys.stderr)
         return EXIT_USAGE
     records = read_records(args.records)
     table = BudgetTable.load(args.budgets) if args.budgets else default_table()
     try:
+        for row in sorted({r.row for r in records}):
+            for out in sorted({o for r in records if r.row == row for o in r.outputs}):
+                table.budget(row, out)  # every row and output must be judgeable before anything is drawn
         paths = write_report(records, table, args.out_dir)
     except ValueError as e:
         print(str(e), file=sys.stderr)
@@ -310,6 +355,9 @@ def cmd_mutants(args) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/quality lives in the repository
     from fuzz.mutation import format_table, run_mutants
 
+    if args.jobs < 1:
+        print(f"jfa-verify mutants: error: --jobs {args.jobs}: give at least 1 process", file=sys.stderr)
+        return EXIT_USAGE
     dev = select_device(args.device)
     results = run_mutants(args.only or None, device=dev, max_examples=args.max_examples, seed=args.seed,
                           jobs=args.jobs)
@@ -371,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--holdout", nargs="+", default=[], metavar="FILE",
                      help="judge the fitted table on these other records; a failure exits 1")
     cal.add_argument("--against", default=None, help="budget file the records are judged by (default: packaged)")
-    cal.add_argument("--safety", type=float, default=2.0, help="margin over the largest floor multiplier needed")
+    cal.add_argument("--safety", type=float, default=4.0, help="margin over the largest floor multiplier needed")
     cal.add_argument("--min-multiplier", type=float, default=0.05, help="lowest scale of a row's floor constants")
     cal.add_argument("--min-floor-ulps", type=float, default=1.0, help="lowest floor_ulps of a fitted row")
     cal.add_argument("--out", default="budgets.proposed.json", help="where to write the proposed table")

@@ -105,11 +105,16 @@ def test_calibrate_command_samples_fits_and_judges_a_holdout(tmp_path, capsys):
 
 
 def test_calibrate_deadline_stops_sampling_and_keeps_the_records(tmp_path):
+    import time
+
     records = tmp_path / "r.jsonl"
-    rc = main(["calibrate", "--device", "cpu", "--cases", "1000", "--deadline", "0", "--records", str(records),
+    t0 = time.monotonic()
+    rc = main(["calibrate", "--device", "cpu", "--cases", "1000", "--deadline", "3", "--records", str(records),
                "--no-fit"])
     assert rc == 0
-    assert len(read_records([records])) <= 1  # the first case may start before the clock is read again
+    assert time.monotonic() - t0 < 60  # 3000 drawn cases would take many minutes
+    n = len(read_records([records]))
+    assert 1 <= n < 100
 
 
 def test_report_command_draws_both_pngs_and_rejects_missing_records(tmp_path, capsys):
@@ -145,3 +150,74 @@ def test_sample_runs_fixed_cases_of_the_sampled_dtypes_first(tmp_path):
 def test_calibrate_rejects_an_unknown_suite(capsys):
     assert main(["calibrate", "--device", "cpu", "--suite", "nope", "--cases", "1", "--no-fit"]) != 0
     assert "nope" in capsys.readouterr().err
+
+
+def test_read_records_names_the_file_and_line_of_a_bad_record(tmp_path):
+    from jfa_verify.errors import InvalidInput
+
+    good = _rec("float32", "o", (1e-6, 1e-6, 1e-7, 0.0, 0.0)).to_json()
+    mid = tmp_path / "mid.jsonl"
+    mid.write_text(f"{good}\ngarbage\n{good}\n")
+    with pytest.raises(InvalidInput, match=r"mid.jsonl:2: not JSON"):
+        read_records([mid])
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text('{"row": 1}\n' + good + "\n")
+    with pytest.raises(InvalidInput, match=r"wrong.jsonl:1: not a calibration record"):
+        read_records([wrong])
+    fake = tmp_path / "fake.jsonl.gz"
+    fake.write_text(good)
+    with pytest.raises(InvalidInput, match="cannot read records file"):
+        read_records([fake])
+    with pytest.raises(InvalidInput, match="not a file"):
+        read_records([tmp_path])
+
+
+def test_calibrate_rejects_bad_arguments_before_any_work(tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    records = tmp_path / "r.jsonl"
+    records.write_text(_rec("float32", "o", (1e-6, 1e-6, 1e-7, 0.0, 0.0)).to_json() + "\n")
+    cases = [
+        (["--cases", "0"], "--cases 0"),
+        (["--deadline", "-5"], "--deadline -5"),
+        (["--safety", "0"], "--safety 0"),
+        (["--from-records", str(records), "--holdout", str(tmp_path / "nope.jsonl")], "--holdout"),
+        (["--from-records", str(records), "--holdout", str(empty)], "no records to judge"),
+        (["--from-records", str(records), "--out", str(tmp_path / "no" / "dir" / "b.json")], "does not exist"),
+    ]
+    for extra, message in cases:
+        assert main(["calibrate", "--device", "cpu", *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert message in err, (extra, err)
+
+
+def test_calibrate_fits_only_this_runs_samples(tmp_path, capsys):
+    records, out = tmp_path / "r.jsonl", tmp_path / "b.json"
+    old = _rec("bfloat16", "o", (1e-3, 1e-3, 1e-4, 0.0, 0.0))
+    records.write_text(old.to_json() + "\n")
+    assert main(["calibrate", "--device", "cpu", "--dtypes", "float32", "--cases", "1", "--records", str(records),
+                 "--out", str(out)]) == 0
+    assert BudgetTable.load(out).provenance["cases_per_row"] == {"float32": 1}  # not the earlier bfloat16 record
+    assert len(read_records([records])) == 2  # appended, nothing lost
+
+
+def test_malformed_budget_file_is_a_clear_error_naming_it(tmp_path):
+    from jfa_verify.errors import InvalidInput
+
+    bad = tmp_path / "b.json"
+    bad.write_text('{"format": "jfa-verify-budgets/1"}')
+    with pytest.raises(InvalidInput, match=r"b.json.*malformed budget file"):
+        BudgetTable.load(bad)
+    bad.write_text('{"format": "jfa-verify-budgets/1", "version": 3, "budgets": {"float32": {"o": '
+                   '{"sdpa_factor": "2", "floor_ulps": 1, "lowp_ulps": 1, "acc_ulps": 1}}}}')
+    with pytest.raises(InvalidInput, match="sdpa_factor=2"):
+        BudgetTable.load(bad)
+
+
+def test_report_and_mutants_reject_bad_arguments(tmp_path, capsys):
+    records = tmp_path / "r.jsonl"
+    records.write_text(_rec("float32", "o", (1e-6, 1e-6, 1e-7, 0.0, 0.0)).to_json() + "\n")
+    assert main(["report", str(records), "--out-dir", str(records)]) == 2
+    assert "is a file" in capsys.readouterr().err
+    assert main(["mutants", "--device", "cpu", "--jobs", "0"]) == 2
+    assert "--jobs 0" in capsys.readouterr().err
