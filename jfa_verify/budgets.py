@@ -23,7 +23,8 @@ from .errors import InvalidInput
 __all__ = ["Budget", "BudgetTable", "Precision", "PRECISIONS", "precision_of", "default_table", "FORMAT"]
 
 FORMAT = "jfa-verify-budgets/1"
-_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16",
+                torch.float8_e4m3fn: "float8_e4m3fn"}
 _EPS32 = torch.finfo(torch.float32).eps
 
 
@@ -49,6 +50,8 @@ PRECISIONS = {
     "float32-tf32": Precision(_EPS32, _TF32_EPS, _TF32_EPS),
     "bfloat16": Precision(torch.finfo(torch.bfloat16).eps, torch.finfo(torch.bfloat16).eps, _EPS32),
     "float16": Precision(torch.finfo(torch.float16).eps, torch.finfo(torch.float16).eps, _EPS32),
+    # Forward only: O is stored in bfloat16; P is rounded to e4m3 (3 mantissa bits) before P V.
+    "float8_e4m3fn": Precision(torch.finfo(torch.bfloat16).eps, torch.finfo(torch.float8_e4m3fn).eps, _EPS32),
 }
 
 

@@ -17,12 +17,13 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .contract import CAUSAL_ALIGNMENTS
+from .contract import CAUSAL_ALIGNMENTS, output_dtype
 from .errors import InvalidInput
 
 __all__ = ["Case", "CaseTensors", "DTYPES", "LAYOUTS", "MODES", "VALUE_DISTRIBUTIONS"]
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+          "float8_e4m3fn": torch.float8_e4m3fn}
 MODES = ("self", "cross", "broadcast_q")
 OFFSET_DTYPES = {"int32": torch.int32, "int64": torch.int64}
 VALUE_DISTRIBUTIONS = ("normal", "large_logits", "correlated", "near_ties", "tiny")
@@ -264,11 +265,12 @@ class Case:
         strided = self.layout == "strided"
 
         def tensor(a: np.ndarray, role: str = "") -> torch.Tensor:
-            t = torch.from_numpy(np.ascontiguousarray(a)).to(dt)
+            # dO of a forward-only (float8) case is shaped like O, which is bfloat16
+            t = torch.from_numpy(np.ascontiguousarray(a)).to(output_dtype(dt) if role == "do" else dt)
             if not strided:
                 return t.to(device)
             if role == "do":  # a slice of a wider, NaN-filled buffer
-                wide = torch.full((*t.shape[:2], t.shape[2] + 3), float("nan"), dtype=dt)
+                wide = torch.full((*t.shape[:2], t.shape[2] + 3), float("nan"), dtype=t.dtype)
                 wide[..., : t.shape[2]] = t
                 return wide.to(device)[..., : t.shape[2]]
             # head-major storage; dense, so the runner's clone keeps these strides

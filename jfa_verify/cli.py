@@ -405,7 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     cal = sub.add_parser("calibrate", help="measure error distributions and fit a budget table")
     common(cal)
     cal.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16", "float16"],
-                     choices=("float32", "bfloat16", "float16"), help="case dtypes to sample")
+                     choices=("float32", "bfloat16", "float16", "float8_e4m3fn"),
+                     help="case dtypes to sample (float8_e4m3fn: forward-only kernels such as triton_jfa_fp8)")
     cal.add_argument("--cases", type=int, default=200, help="drawn cases per dtype")
     cal.add_argument("--seed", type=int, default=0)
     cal.add_argument("--deadline", type=float, default=None, help="stop sampling after this many seconds")

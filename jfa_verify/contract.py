@@ -19,7 +19,9 @@ B: sequences; H_q, H_kv: heads; D: query/key head dim; D_v: value head dim):
   ``offsets[0]`` may be above 0 (a view into a larger buffer: rows before it
   belong to no sequence); ``offsets[-1]`` must equal the token count.
 * ``o``: ``[T_q, H_q, D_v]`` in the input dtype (broadcast-Q:
-  ``[B * L_q, H_q, D_v]``, sequence ``b``'s rows at ``b * L_q``).
+  ``[B * L_q, H_q, D_v]``, sequence ``b``'s rows at ``b * L_q``); for float8
+  e4m3 inputs (``torch.float8_e4m3fn``, forward only, values used as they are,
+  no scale factors) ``o`` is bfloat16, as fp8 attention kernels emit.
 * ``lse``: ``[H_q, T_q]`` (broadcast-Q: ``[H_q, B * L_q]``), float32, natural
   log of the sum of ``exp(score)`` over the visible keys.
 
@@ -50,14 +52,23 @@ from .errors import InvalidInput
 __all__ = [
     "CAUSAL_ALIGNMENTS",
     "SUPPORTED_DTYPES",
+    "FORWARD_ONLY_DTYPES",
+    "output_dtype",
     "JaggedProblem",
     "validate_inputs",
     "visible_key_range",
 ]
 
 CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
-SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn)
+# Inputs of these dtypes have a forward only; their O is stored in bfloat16.
+FORWARD_ONLY_DTYPES = (torch.float8_e4m3fn,)
 OFFSET_DTYPES = (torch.int32, torch.int64)
+
+
+def output_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of ``o`` for inputs of ``dtype``: the input dtype, bfloat16 for float8 inputs."""
+    return torch.bfloat16 if dtype in FORWARD_ONLY_DTYPES else dtype
 
 
 @dataclass(frozen=True)
@@ -195,7 +206,8 @@ def validate_inputs(
     _check_tensor("v", v, 3, "[T_k, H_kv, D_v]")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dtype not in SUPPORTED_DTYPES:
-            raise _fix(f"{name}.dtype={t.dtype} is not one of float32, bfloat16, float16; cast with {name}.to(torch.bfloat16)")
+            raise _fix(f"{name}.dtype={t.dtype} is not one of float32, bfloat16, float16, float8_e4m3fn; "
+                       f"cast with {name}.to(torch.bfloat16)")
     if not (q.dtype == k.dtype == v.dtype):
         raise _fix(f"q, k, v dtypes differ (q={q.dtype}, k={k.dtype}, v={v.dtype}); cast them to one dtype")
     if not (q.device == k.device == v.device):

@@ -12,7 +12,8 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from jfa_verify.contract import JaggedProblem, validate_inputs
+from jfa_verify.contract import FORWARD_ONLY_DTYPES, JaggedProblem, validate_inputs
+from jfa_verify.errors import InvalidInput
 
 from ._common import expand_kv_heads, visible_mask
 
@@ -67,7 +68,8 @@ def padded_sdpa_attention(
 
     Returns: ``o`` ``[rows, H_q, D_v]`` in the input dtype; ``lse`` ``[H_q, rows]``
     float32, the logsumexp of scores computed in the input dtype; with ``do``,
-    ``dq``, ``dk``, ``dv`` in the input dtype, from autograd through SDPA. Rows
+    ``dq``, ``dk``, ``dv`` in the input dtype, from autograd through SDPA. Float8
+    inputs (forward only) are computed in bfloat16 on their exact values. Rows
     with no visible key follow the contract (0, ``-inf``, zero gradients).
 
     Rows with no visible key are given one dummy visible key inside SDPA, so it
@@ -80,6 +82,11 @@ def padded_sdpa_attention(
     p = validate_inputs(
         q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment, sm_scale=sm_scale
     )
+    if q.dtype in FORWARD_ONLY_DTYPES:
+        # SDPA has no float8 path: run it in bfloat16 on the exactly upcast values (e4m3 fits in bf16).
+        if do is not None:
+            raise InvalidInput(f"dtype={q.dtype} is forward only: call without do")
+        q, k, v = (t.to(torch.bfloat16) for t in (q, k, v))
     dev, dtype = q.device, q.dtype
     q_ = q.detach().clone().requires_grad_(do is not None)
     k_ = k.detach().clone().requires_grad_(do is not None)

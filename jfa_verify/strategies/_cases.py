@@ -23,7 +23,8 @@ __all__ = [
 ]
 
 DEFAULT_HEAD_DIMS = (16, 17, 24, 32, 33, 40, 64)
-_DTYPE_NAMES = {"torch.float32": "float32", "torch.bfloat16": "bfloat16", "torch.float16": "float16"}
+_DTYPE_NAMES = {"torch.float32": "float32", "torch.bfloat16": "bfloat16", "torch.float16": "float16",
+                "torch.float8_e4m3fn": "float8_e4m3fn"}
 
 
 @st.composite

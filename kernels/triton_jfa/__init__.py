@@ -34,6 +34,11 @@ CAPABILITIES = Capabilities(
     block_sizes=block_sizes,
 )
 
+# What the kernel code handles: also float8 e4m3 inputs, forward only (registered apart as
+# ``triton_jfa_fp8`` so that the other kernels' strategies never draw float8 cases).
+KERNEL_CAPABILITIES = dataclasses.replace(CAPABILITIES, dtypes=CAPABILITIES.dtypes + (torch.float8_e4m3fn,))
+FP8_CAPABILITIES = dataclasses.replace(CAPABILITIES, dtypes=(torch.float8_e4m3fn,), backward=False)
+
 
 def _load(forward: str | None, backward: str | None, *, tf32: bool = False):
     from jfa_verify.device import ensure_interpreter_matches_device
@@ -71,3 +76,12 @@ def load_triton_jfa_dynamic():
 def load_triton_jfa_tf32():
     """``triton_jfa`` with TF32 matmuls for float32 inputs (judged by the ``float32-tf32`` budget row)."""
     return _load("zigzag", "round_robin", tf32=True)
+
+
+@register_kernel("triton_jfa_fp8", capabilities=FP8_CAPABILITIES, requires=("triton",))
+def load_triton_jfa_fp8():
+    """``triton_jfa``'s forward on float8 e4m3 inputs (P rounded to e4m3 before P V, O in bfloat16).
+
+    Stands in for external fp8 kernels when calibrating the ``float8_e4m3fn`` budget row.
+    """
+    return _load("zigzag", "round_robin")

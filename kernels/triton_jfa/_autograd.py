@@ -28,7 +28,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from jfa_verify.contract import JaggedProblem, validate_inputs
+from jfa_verify.contract import FORWARD_ONLY_DTYPES, JaggedProblem, output_dtype, validate_inputs
 from jfa_verify.device import interpreting
 from jfa_verify.errors import UnsupportedCase
 
@@ -171,7 +171,7 @@ def _probe(instr, kind, fallback):
 def _forward(kmod, problem, plan, q, k, v, q_off, k_off, instr):
     cfg = plan["cfg"]
     rows, h_q = problem.total_q_rows, problem.num_heads_q
-    o = torch.empty(rows, h_q, problem.head_dim_v, dtype=q.dtype, device=q.device)
+    o = torch.empty(rows, h_q, problem.head_dim_v, dtype=output_dtype(q.dtype), device=q.device)
     lse = torch.empty(h_q, rows, dtype=torch.float32, device=q.device)
     # Rows before offsets[0] belong to no sequence; every sequence row is written by the kernel.
     if problem.mode == "broadcast_q":
@@ -268,6 +268,8 @@ class _JaggedAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do, dlse):
         q, k, v, o, lse, q_off, k_off = ctx.saved_tensors
+        if ctx.problem.dtype in FORWARD_ONLY_DTYPES:
+            raise UnsupportedCase(f"dtype={ctx.problem.dtype} is forward only in triton_jfa: no backward")
         if do is None:
             do = torch.zeros_like(o)
         dq, dk, dv = _backward(ctx.kmod, ctx.problem, ctx.plan, q, k, v, o, lse, do, q_off, k_off, ctx.instr)
@@ -314,13 +316,13 @@ def run_jagged_attention(
         InvalidInput: inputs break the contract.
         UnsupportedCase: valid inputs outside ``triton_jfa``'s capabilities.
     """
-    from kernels.triton_jfa import CAPABILITIES
+    from kernels.triton_jfa import KERNEL_CAPABILITIES
 
     problem = validate_inputs(
         q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
         sm_scale=sm_scale, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
     )
-    reason = CAPABILITIES.unsupported_reason(problem)
+    reason = KERNEL_CAPABILITIES.unsupported_reason(problem)
     if reason is not None:
         raise UnsupportedCase(f"kernel 'triton_jfa' does not support this case: {reason}")
     plan = _plan(problem, scheduler, q.device, tf32=tf32)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Calibration sampling on a CUDA machine: many `jfa-verify calibrate --no-fit` processes at once
+# (sampling is bound by per-case host work and Triton compiles, not by the GPU), each with its own
+# Hypothesis seed and a wall-clock deadline, one JSON line per case (kept if a process is killed).
+# Then fit and judge on the workstation:
+#   jfa-verify calibrate --from-records <fit files> --holdout <other seeds' files> --out budgets.json
+# Usage: OUT=dir DEADLINE=seconds WORKERS=n bash ci/gpu_calibrate.sh
+# Workers are dealt round-robin to: triton_jfa (float32, bfloat16, float16 in turn),
+# triton_jfa_tf32 (float32), triton_jfa_fp8 (float8_e4m3fn). Output: $OUT/records.tgz and logs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-out}
+deadline=${DEADLINE:-450}
+workers=${WORKERS:-15}
+seed0=${SEED0:-1000}
+mkdir -p "$out/records" "$out/logs"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/logs/install.log" 2>&1 || {
+  echo "install failed"; tail -20 "$out/logs/install.log"; exit 2; }
+kinds=("triton_jfa:float32 bfloat16 float16" "triton_jfa_tf32:float32" "triton_jfa:float32 bfloat16 float16"
+       "triton_jfa_fp8:float8_e4m3fn")
+for i in $(seq 0 $((workers - 1))); do
+  kind=${kinds[$((i % ${#kinds[@]}))]}
+  kernel=${kind%%:*}; dtypes=${kind#*:}; seed=$((seed0 + i))
+  timeout $((deadline + 60)) jfa-verify calibrate --device cuda --kernel "$kernel" --dtypes $dtypes \
+    --cases 1000000 --seed "$seed" --deadline "$deadline" --no-fit --progress-every 200 \
+    --records "$out/records/rec-$kernel-$seed.jsonl" >"$out/logs/cal-$kernel-$seed.log" 2>&1 &
+done
+wait
+grep -h "^sampled" "$out"/logs/cal-*.log
+cat "$out"/records/*.jsonl | wc -l
+tar czf "$out/records.tgz" -C "$out" records logs && rm -rf "$out/records"
