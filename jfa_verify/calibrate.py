@@ -98,6 +98,7 @@ def _case_summary(case) -> dict:
         "tokens_q": int(sum(q)), "tokens_k": int(sum(case.kv_lengths)), "head_dim": case.head_dim,
         "head_dim_v": case.head_dim_v or case.head_dim, "heads_q": case.num_heads_q, "heads_kv": case.num_heads_kv,
         "causal": case.causal, "mode": case.mode, "values": case.values, "dtype": case.dtype,
+        "full": case.to_dict(),  # replay with jfa-verify replay --case '<this JSON>'
     }
 
 
@@ -165,7 +166,12 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
             if case.dtype in dtypes and (deadline_s is None or time.monotonic() - start <= deadline_s):
                 measure(case, fh)
         # One campaign over all dtypes, taken in turn, so a deadline cuts every dtype alike.
-        per_dtype = [cases(kernel, device_type=device.type, dtypes=[dt]) for dt in dtypes]
+        # Contiguous layouts only: a strided layout changes addressing, not arithmetic, and each
+        # layout is another compiled kernel variant (sampling on a GPU is bound by Triton compiles).
+        # Longer sequences on a GPU, where they cost little.
+        size = dict(max_len=384, max_batch=8) if device.type == "cuda" else {}
+        per_dtype = [cases(kernel, device_type=device.type, dtypes=[dt], layouts=["contiguous"], **size)
+                     for dt in dtypes]
         turn = [0]
         @hypothesis_seed(seed)
         @settings(max_examples=cases_per_dtype * len(dtypes), database=None, deadline=None,

@@ -1,5 +1,7 @@
 """float8 e4m3 inputs: forward only, O in bfloat16, judged by the "float8_e4m3fn" budget row."""
 
+import math
+
 import pytest
 import torch
 
@@ -60,3 +62,28 @@ def test_planted_forward_bugs_are_caught_in_fp8(name, output, dev):
     mutant = dataclasses.replace(mutant_kernel(name), capabilities=FP8_CAPABILITIES)  # the same bug, fp8 inputs
     result = run_case(case, mutant, dev)
     assert result.status == "fail" and output in [c.name for c in result.failing], result.explain()
+
+
+def test_fp8_probabilities_are_scaled_before_rounding_to_e4m3():
+    """Regression: the kernel's P = exp(s - running max) lies in (0, 1]; rounded to e4m3 directly,
+    P below 2^-6 is subnormal (grid 2^-9). One key 5.25 nats above 1000 others gives those
+    P = e^-5.25 = 0.00525, which rounds to 0.00586 (+11.6 %), and O (0.84 exactly) came out 0.94,
+    past the first-order bound eps/2 * sum P|V| = 2^-4 * 0.84. Scaled by 2^8 before rounding,
+    P keeps 3 mantissa bits (relative error <= 2^-4) and O stays within that bound."""
+    kernel = get_kernel("triton_jfa_fp8")
+    n, d = 1001, 16
+    q = torch.zeros(1, 1, d)
+    q[0, 0, 0] = 4.0
+    k = torch.zeros(n, 1, d)
+    k[0, 0, 0] = 5.25  # score 4 * 5.25 / sqrt(16) = 5.25 for key 0, 0 for the others
+    v = torch.ones(n, 1, d)
+    v[0] = 0.0
+    q, k, v = (t.to(torch.float8_e4m3fn) for t in (q, k, v))
+    q_offsets = torch.tensor([0, 1], dtype=torch.int32)
+    k_offsets = torch.tensor([0, n], dtype=torch.int32)
+    select_device("cpu")
+    o, _ = kernel.fn(q, k, v, q_offsets, k_offsets)
+    p_rest = math.exp(-5.25)
+    exact = (n - 1) * p_rest / (1.0 + (n - 1) * p_rest)
+    err = (o.double() - exact).abs().max().item()
+    assert err <= 2.0 ** -4 * exact, f"O error {err:.4f} above the first-order bound {2.0 ** -4 * exact:.4f}"

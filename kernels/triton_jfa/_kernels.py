@@ -124,7 +124,13 @@ def _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, 
         v = tl.load(v_ptrs, mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
     else:
         v = tl.load(v_ptrs, mask=dv_ok[None, :], other=0.0)
-    acc = acc * alpha[:, None] + _dot(_round_cast(p, v.dtype, INTERPRET), v, INTERPRET, IEEE)
+    # float8 e4m3: most of P in [0, 1] would be subnormal (below 2^-6) and lose its mantissa;
+    # P * 2^8 keeps 3 mantissa bits down to 2^-14 (fp8 attention kernels scale P the same way).
+    # For other dtypes the scale is 1.0 and the result is bit for bit unscaled.
+    p_scale = 1.0
+    if v.dtype == tl.float8e4nv:
+        p_scale = 256.0
+    acc = acc * alpha[:, None] + _dot(_round_cast(p * p_scale, v.dtype, INTERPRET), v, INTERPRET, IEEE) / p_scale
     return acc, l_i, m_new
 
 
