@@ -31,12 +31,25 @@ _RUNTIME_INTS = ["L_Q", "GROUP", "NUM_HEADS", "HEAD_DIM", "HEAD_DIM_V"]
 
 @triton.jit
 def _round_cast(x, DTYPE: tl.constexpr, INTERPRET: tl.constexpr):
-    """fp32 ``x`` -> ``DTYPE`` with round-to-nearest-even (the interpreter truncates bf16)."""
-    if DTYPE == tl.bfloat16:
-        if INTERPRET:
+    """fp32 ``x`` -> ``DTYPE`` with round-to-nearest-even.
+
+    Under the interpreter the rounding is done by hand first, so that the cast itself is exact:
+    the interpreter truncates bf16, and its e4m3 cast halves a value that rounds up into the
+    next binade (127.0 -> 64.0). For e4m3 (3 mantissa bits; |x| <= 448 here): normals round at
+    mantissa bit 20; below 2^-6 (subnormals, grid 2^-9) adding and subtracting 1.5 * 2^14,
+    whose float32 ulp is 2^-9, rounds to that grid.
+    """
+    if INTERPRET:
+        if DTYPE == tl.bfloat16:
             b = x.to(tl.uint32, bitcast=True)
             b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
             x = b.to(tl.float32, bitcast=True)
+        if DTYPE == tl.float8e4nv:
+            b = x.to(tl.uint32, bitcast=True)
+            b = (b + 0x7FFFF + ((b >> 20) & 1)) & 0xFFF00000
+            normal = b.to(tl.float32, bitcast=True)
+            sub = (x + 24576.0) - 24576.0
+            x = tl.where(tl.abs(x) < 0.015625, sub, normal)
     return x.to(DTYPE)
 
 
