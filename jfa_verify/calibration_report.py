@@ -53,6 +53,10 @@ def plot_error_vs_length(records: Sequence[Record], path: str | Path) -> Path:
                 xs.append(max(1, r.case.get("max_seqlen_k", 1)))
                 ke.append(max(e, 1e-12))
                 se.append(max(s, 1e-12))
+            if not xs:  # e.g. gradients of a forward-only row
+                ax.set_title(f"{row} {out}: no data", fontsize=9)
+                ax.set_axis_off()
+                continue
             ax.scatter(xs, se, s=4, alpha=0.35, label="padded SDPA", color="tab:gray")
             ax.scatter(xs, ke, s=4, alpha=0.5, label="kernel", color="tab:blue")
             ax.set_xscale("log")
@@ -88,6 +92,10 @@ def plot_headroom(records: Sequence[Record], table: BudgetTable, path: str | Pat
         for j, out in enumerate(OUTPUTS):
             ax = axes[i][j]
             v = np.asarray(values[out])
+            if not v.size and not fails[out]:
+                ax.set_title(f"{row} {out}: no data", fontsize=8)
+                ax.set_axis_off()
+                continue
             ax.hist(v, bins=np.linspace(-6, 0.5, 53), color="tab:green")
             ax.axvline(0.0, color="tab:red")
             p99 = float(np.quantile(v, 0.99)) if v.size else float("nan")
