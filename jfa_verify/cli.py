@@ -128,6 +128,11 @@ def cmd_run(args) -> int:
     passed = sum(r.status == "pass" for r in results)
     skipped = sum(r.status == "unsupported" for r in results)
     console.print(f"{passed} passed, {failed} failed, {skipped} unsupported; report: {report}")
+    if results and skipped == len(results):
+        # Nothing was checked: a gate must not read this as a pass.
+        print(f"jfa-verify run: error: no case of suite {suite.name!r} is inside kernel {kernel.name!r}'s "
+              f"capabilities ({results[0].message}); try jfa-verify fuzz --kernel {kernel.name}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_FAIL if failed else EXIT_OK
 
 

@@ -17,8 +17,8 @@ import torch
 
 from oracles import padded_sdpa_attention, reference_attention
 
-from .case import Case
 from .budgets import default_table, precision_of
+from .case import Case
 from .compare import OUTPUTS, OutputComparison, compare_output
 from .contract import JaggedProblem, validate_inputs
 from .errors import UnsupportedCase

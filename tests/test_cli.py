@@ -117,3 +117,12 @@ def test_run_records_a_hung_kernel_and_exits(tmp_path, sleepy_plugin):
     payload = json.loads(path.read_text())
     assert payload["status"] == "timeout" and payload["kernel"] == "sleepy"
     assert payload["case"]["kv_lengths"]  # the whole case survives, ready for replay
+
+
+def test_run_where_every_case_is_unsupported_is_not_a_pass(tmp_path, capsys):
+    """A float8-only kernel on the default suite (no float8 cases) checks nothing: exit 2, not 0."""
+    rc = main(["run", "--device", "cpu", "--kernel", "triton_jfa_fp8", "--max-cases", "2", "--no-progress",
+               "--report", str(tmp_path / "r.json"), "--reproducers", str(tmp_path / "repro")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "no case of suite 'default'" in err and "triton_jfa_fp8" in err

@@ -6,9 +6,9 @@ import time. Under ``TRITON_INTERPRET=1`` the same kernels run on CPU tensors.
 
 from __future__ import annotations
 
-import torch
-
 import dataclasses
+
+import torch
 
 from kernels.registry import Capabilities, register_kernel
 
