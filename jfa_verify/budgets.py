@@ -18,13 +18,13 @@ from typing import Optional
 
 import torch
 
+from .case import DTYPES
 from .errors import InvalidInput
 
 __all__ = ["Budget", "BudgetTable", "Precision", "PRECISIONS", "precision_of", "default_table", "FORMAT"]
 
 FORMAT = "jfa-verify-budgets/1"
-_DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16",
-                torch.float8_e4m3fn: "float8_e4m3fn"}
+_DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 _EPS32 = torch.finfo(torch.float32).eps
 
 

@@ -90,13 +90,20 @@ def allowance(numbers: Sequence[float], budget: Budget) -> float:
     return budget.sdpa_factor * s + budget.floor_ulps * f1 + budget.lowp_ulps * f2 + budget.acc_ulps * f3
 
 
+def headroom(numbers: Sequence[float], budget: Budget) -> float:
+    """``kernel_error / allowance`` for raw numbers, as :attr:`OutputComparison.headroom` (above 1 fails)."""
+    allow = allowance(numbers, budget)
+    if allow > 0:
+        return numbers[0] / allow
+    return 0.0 if numbers[0] == 0 else float("inf")
+
+
 def _case_summary(case) -> dict:
-    q = case.q_lengths if case.q_lengths is not None else (
-        (case.broadcast_q_len,) * len(case.kv_lengths) if case.mode == "broadcast_q" else case.kv_lengths)
+    q = case.query_lengths
     return {
-        "batch": len(case.kv_lengths), "max_seqlen_q": max(q, default=0), "max_seqlen_k": max(case.kv_lengths, default=0),
+        "batch": case.batch, "max_seqlen_q": max(q, default=0), "max_seqlen_k": max(case.kv_lengths, default=0),
         "tokens_q": int(sum(q)), "tokens_k": int(sum(case.kv_lengths)), "head_dim": case.head_dim,
-        "head_dim_v": case.head_dim_v or case.head_dim, "heads_q": case.num_heads_q, "heads_kv": case.num_heads_kv,
+        "head_dim_v": case.dv, "heads_q": case.num_heads_q, "heads_kv": case.num_heads_kv,
         "causal": case.causal, "mode": case.mode, "values": case.values, "dtype": case.dtype,
         "full": case.to_dict(),  # replay with jfa-verify replay --case '<this JSON>'
     }
@@ -138,7 +145,9 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
     sampled: list[Record] = []
     tf32 = bool(getattr(kernel.capabilities, "tf32", False))
     device_name = device_description(device)
-    environment = _environment()
+    from fuzz import environment as process_environment
+
+    environment = {key: process_environment()[key] for key in ("torch", "triton")}
     records = Path(records)
     records.parent.mkdir(parents=True, exist_ok=True)
     dtypes = list(dtypes)
@@ -189,18 +198,6 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
         except _Deadline:
             pass
     return {"cases": dict(counts), "errors": errors, "seconds": time.monotonic() - start, "records": sampled}
-
-
-def _environment() -> dict:
-    import torch
-
-    try:
-        import triton
-
-        triton_version = triton.__version__
-    except ImportError:  # pragma: no cover - triton is a dependency
-        triton_version = None
-    return {"torch": torch.__version__, "triton": triton_version}
 
 
 def device_description(device) -> str:
@@ -286,8 +283,7 @@ def evaluate(records: Iterable[Record], table: BudgetTable) -> dict:
                 st.needed.append(float("inf"))
                 st.failures += 1
                 continue
-            allow = allowance(numbers, b)
-            h = numbers[0] / allow if allow > 0 else (0.0 if numbers[0] == 0 else float("inf"))
+            h = headroom(numbers, b)
             st.headroom.append(h)
             st.needed.append(needed_multiplier(numbers, b))
             st.failures += int(h > 1)

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from .budgets import BudgetTable
-from .calibrate import Record, allowance
+from .calibrate import Record, headroom
 from .compare import OUTPUTS
 
 __all__ = ["plot_error_vs_length", "plot_headroom", "write_report"]
@@ -85,8 +85,7 @@ def plot_headroom(records: Sequence[Record], table: BudgetTable, path: str | Pat
                 if out in r.problems:
                     fails[out] += 1
                     continue
-                allow = allowance(numbers, table.budget(row, out))
-                h = numbers[0] / allow if allow > 0 else (0.0 if numbers[0] == 0 else math.inf)
+                h = headroom(numbers, table.budget(row, out))
                 fails[out] += int(h > 1)
                 values[out].append(math.log10(max(h, 1e-6)) if math.isfinite(h) else 1.0)
         for j, out in enumerate(OUTPUTS):

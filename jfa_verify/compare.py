@@ -34,6 +34,8 @@ from typing import Optional
 
 import torch
 
+from .budgets import PRECISIONS, default_table, precision_of
+
 __all__ = ["OUTPUTS", "RULE", "OutputComparison", "compare_output"]
 
 OUTPUTS = ("o", "lse", "dq", "dk", "dv")
@@ -138,8 +140,6 @@ def compare_output(
     if not math.isfinite(s_err):
         # A broken baseline must not widen the allowance to infinity.
         s_err = 0.0
-    from .budgets import PRECISIONS, default_table, precision_of
-
     row = precision or precision_of(dtype)
     prec = PRECISIONS[row]
     scale = float(reference[finite].abs().max().item()) if bool(finite.any()) else 0.0

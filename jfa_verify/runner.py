@@ -161,13 +161,15 @@ def _sync(device: torch.device) -> None:
 
 
 def run_case(case: Case, kernel, device: torch.device | str = "cpu", *, backward: bool = True,
-             budgets=None, instrument: bool = True) -> CaseResult:
+             budgets=None, instrument: bool = True, tensors=None) -> CaseResult:
     """Run ``case`` through ``kernel`` (a :class:`kernels.registry.Kernel`) and both oracles.
 
     ``budgets``: the :class:`jfa_verify.budgets.BudgetTable` to judge by (default: the
     packaged table); a kernel declaring ``tf32`` is judged by the ``float32-tf32`` row.
     ``instrument``: record tile visits and check the scheduler invariants when the
     kernel supports it (calibration turns it off: it measures numerics only).
+    ``tensors``: ``case.materialize(device)`` already made (several kernels judged on one
+    huge case); None to materialize here.
 
     Returns a :class:`CaseResult`. Kernel exceptions become ``status="error"``
     with the traceback's last line; they are never raised from here, so one bad
@@ -175,7 +177,7 @@ def run_case(case: Case, kernel, device: torch.device | str = "cpu", *, backward
     the case is built, before this is called.
     """
     device = torch.device(device)
-    tensors = case.materialize(device)
+    tensors = case.materialize(device) if tensors is None else tensors
     problem: JaggedProblem = validate_inputs(
         *tensors.call_args(), causal=case.causal, causal_alignment=case.causal_alignment, sm_scale=case.sm_scale
     )

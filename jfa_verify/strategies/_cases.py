@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 
 from hypothesis import strategies as st
 
-from ..case import LAYOUTS, VALUE_DISTRIBUTIONS, Case
+from ..case import DTYPES, LAYOUTS, VALUE_DISTRIBUTIONS, Case
 from ..errors import InvalidInput
 from ._lengths import cross_query_lengths, jagged_lengths, sequence_lengths, tile_boundary_lengths
 
@@ -23,8 +23,7 @@ __all__ = [
 ]
 
 DEFAULT_HEAD_DIMS = (16, 17, 24, 32, 33, 40, 64)
-_DTYPE_NAMES = {"torch.float32": "float32", "torch.bfloat16": "bfloat16", "torch.float16": "float16",
-                "torch.float8_e4m3fn": "float8_e4m3fn"}
+_DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
 
 @st.composite
@@ -136,7 +135,7 @@ def cases(
     first dtype, the smallest head dim, normal values and contiguous layout.
     """
     caps = _capabilities(kernel)
-    dtype_names = [_DTYPE_NAMES[str(d)] for d in caps.dtypes]
+    dtype_names = [_DTYPE_NAMES[d] for d in caps.dtypes]
     if dtypes is not None:
         dtype_names = [d for d in dtypes if d in dtype_names]
     mode_names = [m for m in ("self", "cross", "broadcast_q") if m in caps.modes and (modes is None or m in modes)]
