@@ -5,7 +5,7 @@
 # Then fit and judge on the workstation:
 #   jfa-verify calibrate --from-records <fit files> --holdout <other seeds' files> --out budgets.json
 # Usage: OUT=dir DEADLINE=seconds WORKERS=n bash ci/gpu_calibrate.sh
-# Workers are dealt round-robin to: triton_jfa (float32, bfloat16, float16 in turn),
+# Workers are dealt round-robin (unless KINDS says otherwise) to: triton_jfa (float32, bfloat16, float16 in turn),
 # triton_jfa_tf32 (float32), triton_jfa_fp8 (float8_e4m3fn). Output: $OUT/records.tgz and logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,18 +15,28 @@ workers=${WORKERS:-15}
 seed0=${SEED0:-1000}
 mkdir -p "$out/records" "$out/logs"
 export PYTHONUNBUFFERED=1
+# One Triton cache for all workers, kept in the checkout so a following call on a warm machine reuses it.
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.triton-cache}
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/logs/install.log" 2>&1 || {
   echo "install failed"; tail -20 "$out/logs/install.log"; exit 2; }
 kinds=("triton_jfa:float32 bfloat16 float16" "triton_jfa_tf32:float32" "triton_jfa:float32 bfloat16 float16"
        "triton_jfa_fp8:float8_e4m3fn")
+# KINDS="kernel:dtype dtype;kernel:dtype" replaces that list (to balance the rows' case counts).
+[[ -n ${KINDS:-} ]] && IFS=';' read -r -a kinds <<<"$KINDS"
 for i in $(seq 0 $((workers - 1))); do
   kind=${kinds[$((i % ${#kinds[@]}))]}
   kernel=${kind%%:*}; dtypes=${kind#*:}; seed=$((seed0 + i))
-  timeout $((deadline + 60)) jfa-verify calibrate --device cuda --kernel "$kernel" --dtypes $dtypes \
+  # PROFILE=1: the first worker runs under cProfile (where a case's host time goes).
+  run=(jfa-verify)
+  [[ ${PROFILE:-0} == 1 && $i == 0 ]] && run=(python3 -m cProfile -o "$out/logs/profile.pstats" -m jfa_verify.cli)
+  timeout $((deadline + 60)) "${run[@]}" calibrate --device cuda --kernel "$kernel" --dtypes $dtypes \
     --cases 1000000 --seed "$seed" --deadline "$deadline" --no-fit --progress-every 200 \
     --records "$out/records/rec-$kernel-$seed.jsonl" >"$out/logs/cal-$kernel-$seed.log" 2>&1 &
 done
 wait
-grep -h "^sampled" "$out"/logs/cal-*.log
+grep -h "^sampled\|^wall time" "$out"/logs/cal-*.log
+[[ -f $out/logs/profile.pstats ]] && python3 -c "import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats('cumulative').print_stats(80)" \
+  "$out/logs/profile.pstats" >"$out/logs/profile.txt"
+echo "compiled kernels in the Triton cache: $(find "$TRITON_CACHE_DIR" -name '*.cubin' | wc -l)"
 cat "$out"/records/*.jsonl | wc -l
 tar czf "$out/records.tgz" -C "$out" records logs && rm -rf "$out/records"

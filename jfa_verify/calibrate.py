@@ -57,17 +57,18 @@ class Record:
     problems: dict = field(default_factory=dict)
     device: str = ""
     environment: dict = field(default_factory=dict)  # {"torch": version, "triton": version}
+    seconds: dict = field(default_factory=dict)  # wall time: {"kernel", "oracles", "case"}, for throughput
 
     def to_json(self) -> str:
         return json.dumps({"row": self.row, "kernel": self.kernel, "seed": self.seed, "device": self.device,
                            "environment": self.environment, "case": self.case, "outputs": self.outputs,
-                           "problems": self.problems}, separators=(",", ":"))
+                           "problems": self.problems, "seconds": self.seconds}, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, d: dict) -> "Record":
         return cls(d["row"], d["kernel"], int(d["seed"]), d["case"],
                    {k: tuple(v) for k, v in d["outputs"].items()}, d.get("problems", {}), d.get("device", ""),
-                   d.get("environment", {}))
+                   d.get("environment", {}), d.get("seconds", {}))
 
 
 def needed_multiplier(numbers: Sequence[float], budget: Budget) -> float:
@@ -127,9 +128,10 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
         fixed_cases: :class:`jfa_verify.case.Case` objects run first (those of ``dtypes`` only), for
             example a suite's long sequences, which Hypothesis rarely draws.
 
-    Returns: ``{"cases": {dtype: n}, "errors": [message, ...], "seconds": s, "records": [Record, ...]}``
-    (this call's records only; the file may hold earlier ones); a case whose kernel raised is an
-    error, not a sample (and not a record).
+    Returns: ``{"cases": {dtype: n}, "errors": [message, ...], "seconds": s, "records": [Record, ...],
+    "spent": {part: s}}`` (this call's records only; the file may hold earlier ones; ``spent`` splits
+    the wall time into kernel (compiles included), oracles, whole cases and drawing); a case whose
+    kernel raised is an error, not a sample (and not a record).
     """
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import strategies as st
@@ -152,8 +154,13 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
     records.parent.mkdir(parents=True, exist_ok=True)
     dtypes = list(dtypes)
 
+    spent = defaultdict(float)  # where the wall time goes (a GPU run is bound by host work and compiles)
+
     def measure(case, fh) -> None:
+        t0 = time.monotonic()
         result = run_case(case, kernel, device, instrument=False)
+        for part, s in result.seconds.items():
+            spent[part] += s
         if result.status == "error":
             errors.append(result.explain())
             return
@@ -161,8 +168,10 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
             return
         outputs = {c.name: (c.kernel_error, c.sdpa_error, *c.floors) for c in result.comparisons}
         problems = {c.name: c.problem for c in result.comparisons if c.problem}
+        seconds = {**{k: round(v, 4) for k, v in result.seconds.items()}, "case": round(time.monotonic() - t0, 4)}
+        spent["case"] += seconds["case"]
         rec = Record(precision_of(case.torch_dtype, tf32=tf32), kernel.name, seed, _case_summary(case),
-                     outputs, problems, device_name, environment)
+                     outputs, problems, device_name, environment, seconds)
         fh.write(rec.to_json() + "\n")
         fh.flush()
         sampled.append(rec)
@@ -197,7 +206,9 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
             one()
         except _Deadline:
             pass
-    return {"cases": dict(counts), "errors": errors, "seconds": time.monotonic() - start, "records": sampled}
+    total = time.monotonic() - start
+    spent["drawing and other"] = total - spent["case"]
+    return {"cases": dict(counts), "errors": errors, "seconds": total, "records": sampled, "spent": dict(spent)}
 
 
 def device_description(device) -> str:

@@ -215,6 +215,7 @@ def cmd_calibrate(args) -> int:
         errors = done["errors"]
         records, files = done["records"], [Path(args.records).name]
         print(f"sampled {done['cases']} cases in {done['seconds']:.0f} s, appended to {args.records}")
+        print("wall time: " + ", ".join(f"{part} {s:.1f} s" for part, s in sorted(done["spent"].items())))
         if args.no_fit:
             for e in errors:
                 print(e, flush=True)
