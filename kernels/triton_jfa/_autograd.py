@@ -150,7 +150,8 @@ def _common_flags(problem: JaggedProblem, cfg: dict) -> dict:
         BLOCK_D=cfg["BLOCK_D"],
         BLOCK_DV=cfg["BLOCK_DV"],
         CAUSAL=problem.causal,
-        BOTTOM_RIGHT=problem.causal_alignment == "bottom_right",
+        # Alignment matters only under CAUSAL; one non-causal variant instead of two to compile.
+        BOTTOM_RIGHT=problem.causal and problem.causal_alignment == "bottom_right",
         BROADCAST_Q=problem.mode == "broadcast_q",
         INTERPRET=interpreting(),
         IEEE=cfg["IEEE"],

@@ -21,10 +21,22 @@ import triton
 import triton.language as tl
 
 
-# Scalars that vary from case to case but not the generated code: not specialized
-# (Triton would otherwise compile a variant per value == 1 / divisible by 16; the
-# head dims only bound masks, BLOCK_D/BLOCK_DV fix the code).
-_RUNTIME_INTS = ["L_Q", "GROUP", "NUM_HEADS", "HEAD_DIM", "HEAD_DIM_V"]
+# Scalars that vary from case to case but not the arithmetic: not specialized. Triton
+# would otherwise compile a variant per combination of values == 1 / divisible by 16,
+# and with random head counts and head dims nearly every drawn case needed its own
+# compile (2,867 variants in one 7-minute H200 calibration run, ~1 compile per case):
+# verification throughput is bound by compiles, not by the kernel's speed. The head dims
+# only bound masks (BLOCK_D/BLOCK_DV fix the code); the strides only address memory.
+_SCALARS = ("L_Q", "GROUP", "NUM_HEADS", "HEAD_DIM", "HEAD_DIM_V")
+
+
+def _jit_unspecialized(fn):
+    """``triton.jit`` with every stride and every name in ``_SCALARS`` left unspecialized."""
+    import inspect
+
+    names = [p for p in inspect.signature(fn).parameters if p.startswith("stride_") or p in _SCALARS]
+    return triton.jit(do_not_specialize=names)(fn)
+
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -150,7 +162,7 @@ def _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, 
 # ----------------------------------------------------------------------------- kernels
 
 
-@triton.jit(do_not_specialize=_RUNTIME_INTS)
+@_jit_unspecialized
 def _fwd_kernel(
     Q, K, V, O, LSE, Q_OFF, K_OFF,
     TILE_SEQ, TILE_BLOCK, TILE_ID, PROG_TILE_START, VISITS, PROGS,
@@ -222,7 +234,7 @@ def _fwd_kernel(
         tl.store(LSE + h * stride_lh + o_rows, lse, mask=row_ok)
 
 
-@triton.jit(do_not_specialize=["L_Q", "HEAD_DIM_V"])
+@_jit_unspecialized
 def _bwd_preprocess_kernel(
     O, DO, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK,
     stride_ot, stride_oh, stride_od,
@@ -250,7 +262,7 @@ def _bwd_preprocess_kernel(
     tl.store(DELTA + h * stride_deltah + rows, delta, mask=row_ok)
 
 
-@triton.jit(do_not_specialize=_RUNTIME_INTS)
+@_jit_unspecialized
 def _bwd_dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV, Q_OFF, K_OFF,
     TILE_SEQ, TILE_BLOCK, TILE_ID, PROG_TILE_START, VISITS, PROGS,
@@ -329,7 +341,7 @@ def _bwd_dkdv_kernel(
                  _round_cast(dv, DV.dtype.element_ty, INTERPRET), mask=col_ok[:, None] & dv_ok[None, :])
 
 
-@triton.jit(do_not_specialize=_RUNTIME_INTS)
+@_jit_unspecialized
 def _bwd_dq_kernel(
     Q, K, V, DO, LSE, DELTA, DQ, Q_OFF, K_OFF,
     TILE_SEQ, TILE_BLOCK, TILE_ID, PROG_TILE_START, VISITS, PROGS,
