@@ -35,14 +35,29 @@ def batches(seed: int = 0) -> dict[str, list[int]]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def bench_arguments(doc: str, script: str) -> argparse.Namespace:
+    """``--heads``, ``--head-dim``, ``--json`` of a benchmark script; exits unless CUDA is present."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if not torch.cuda.is_available():
-        raise SystemExit("bench_schedules.py needs a CUDA device")
+        raise SystemExit(f"{script} needs a CUDA device")
+    return args
+
+
+def bench_inputs(lengths: list[int], heads: int, head_dim: int, device) -> tuple[torch.Tensor, ...]:
+    """``(offsets int32 [B+1], q, k, v)``: random normal bf16 ``[T, heads, head_dim]`` (never zeros), seed 0."""
+    offsets = torch.tensor([0] + list(np.cumsum(lengths)), dtype=torch.int32, device=device)
+    gen = torch.Generator(device=device).manual_seed(0)
+    q, k, v = (torch.randn(int(offsets[-1]), heads, head_dim, device=device, dtype=torch.bfloat16, generator=gen)
+               for _ in range(3))
+    return offsets, q, k, v
+
+
+def main() -> None:
+    args = bench_arguments(__doc__, "bench_schedules.py")
     from triton.testing import do_bench
 
     from jfa_verify.device import select_device
@@ -66,11 +81,8 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name(0)}, bf16, H={args.heads}, D={args.head_dim}, forward only; median ms")
     for causal in (False, True):
         for name, lengths in batches().items():
-            offsets = torch.tensor([0] + list(np.cumsum(lengths)), dtype=torch.int32, device=device)
+            offsets, q, k, v = bench_inputs(lengths, args.heads, args.head_dim, device)
             total = int(offsets[-1])
-            gen = torch.Generator(device=device).manual_seed(0)
-            q, k, v = (torch.randn(total, args.heads, args.head_dim, device=device, dtype=torch.bfloat16, generator=gen)
-                       for _ in range(3))
             times = {}
             print(f"\n{name} (T={total}, B={len(lengths)}, max={max(lengths)}), causal={causal}")
             with torch.no_grad():

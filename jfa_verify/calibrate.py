@@ -38,7 +38,7 @@ import numpy as np
 from .budgets import Budget, BudgetTable
 from .compare import OUTPUTS
 
-__all__ = ["Record", "needed_multiplier", "sample", "read_records", "fit", "evaluate", "RowStats"]
+__all__ = ["Record", "needed_multiplier", "sample", "read_records", "refloor", "fit", "evaluate", "RowStats"]
 
 
 @dataclass(frozen=True)
@@ -211,6 +211,46 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
     return {"cases": dict(counts), "errors": errors, "seconds": total, "records": sampled, "spent": dict(spent)}
 
 
+def refloor(records: Iterable[Record], device="cpu") -> list[Record]:
+    """The records with their floor terms ``(f1, f2, f3)`` derived again from their cases.
+
+    The floors are functions of the case alone (the float64 reference and the row's unit
+    roundoffs), while the kernel and SDPA errors ``(e, s)`` were measured on the record's
+    device: after a change to the error model (a new term, another unit roundoff) measured
+    records stay usable without running a kernel again. ``device``: where the float64
+    reference runs (same inputs on any device: :meth:`jfa_verify.case.Case.materialize`).
+
+    Raises:
+        InvalidInput: a record without its full case (``case["full"]``) or with an unknown row.
+    """
+    import torch
+
+    from .budgets import PRECISIONS
+    from .case import Case
+    from .compare import floor_terms
+    from .errors import InvalidInput
+    from oracles import reference_attention
+
+    out = []
+    for rec in records:
+        if "full" not in rec.case:
+            raise InvalidInput(f"record of seed {rec.seed} ({rec.kernel}) keeps no full case: its floors cannot "
+                               f"be derived again; re-measure it with jfa-verify calibrate")
+        if rec.row not in PRECISIONS:
+            raise InvalidInput(f"record row {rec.row!r} is not one of {sorted(PRECISIONS)}")
+        case = Case.from_dict(rec.case["full"])
+        t = case.materialize(device)
+        backward = any(name in rec.outputs for name in ("dq", "dk", "dv"))
+        ref = reference_attention(*t.call_args(), causal=case.causal, causal_alignment=case.causal_alignment,
+                                  sm_scale=case.sm_scale, do=t.do if backward else None)
+        outputs = {}
+        for name, numbers in rec.outputs.items():
+            lowp, acc = (float(ref.get(f"{name}_{kind}", torch.zeros(()))) for kind in ("lowp", "acc"))
+            outputs[name] = (numbers[0], numbers[1], *floor_terms(name, ref[name], rec.row, lowp, acc))
+        out.append(replace(rec, outputs=outputs))
+    return out
+
+
 def device_description(device) -> str:
     """``"NVIDIA H200"`` for a CUDA device, ``"cpu (Triton interpreter)"`` otherwise."""
     import torch
@@ -329,6 +369,12 @@ def fit(records: Sequence[Record], current: BudgetTable, *, safety: float = 2.0,
     return BudgetTable(current.version + 1, dict(provenance or {}), budgets)
 
 
+def _versions(records: Sequence[Record], package: str) -> str:
+    known = sorted({r.environment[package] for r in records if r.environment.get(package)})
+    unknown = sum(not r.environment.get(package) for r in records)
+    return ", ".join(known + ([f"not recorded for {unknown} case(s)"] if unknown else []))
+
+
 def provenance(records: Sequence[Record], *, safety: float, min_multiplier: float, min_floor_ulps: float,
                measured_against: int, holdout: Optional[dict] = None, files: Sequence[str] = ()) -> dict:
     """The provenance block of a fitted table: where, when, with what and on how many cases."""
@@ -339,8 +385,9 @@ def provenance(records: Sequence[Record], *, safety: float, min_multiplier: floa
         "source": "jfa-verify calibrate: floors scaled by safety x the largest multiplier a fitting case needed",
         "date": datetime.date.today().isoformat(),
         "device": ", ".join(sorted({r.device for r in records})) or None,
-        "torch": ", ".join(sorted({str(r.environment.get("torch")) for r in records})),
-        "triton": ", ".join(sorted({str(r.environment.get("triton")) for r in records})),
+        # records written before environments were recorded carry none: counted, not printed as "None"
+        "torch": _versions(records, "torch"),
+        "triton": _versions(records, "triton"),
         "kernels": sorted({r.kernel for r in records}),
         "cases_per_row": dict(sorted(rows.items())),
         "seeds": sorted({r.seed for r in records}),

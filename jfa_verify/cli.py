@@ -281,6 +281,27 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
+def cmd_refloor(args) -> int:
+    import gzip
+
+    from .calibrate import read_records, refloor
+
+    out = Path(args.out)
+    if out.resolve() in {Path(p).resolve() for p in args.records}:
+        print(f"--out {args.out}: is one of the input files; write the refloored records elsewhere", file=sys.stderr)
+        return EXIT_USAGE
+    records = read_records(args.records)
+    fresh = refloor(records, device=args.device)
+    opener = gzip.open if out.suffix == ".gz" else open
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with opener(out, "wt") as fh:
+        for rec in fresh:
+            fh.write(rec.to_json() + "\n")
+    changed = sum(a.outputs != b.outputs for a, b in zip(records, fresh))
+    print(f"{len(fresh)} records, floors derived again from their cases ({changed} changed); wrote {out}")
+    return EXIT_OK
+
+
 def cmd_replay(args) -> int:
     from fuzz import Corpus, read_case_file
     from kernels import get_kernel
@@ -437,6 +458,13 @@ def build_parser() -> argparse.ArgumentParser:
     rpt.add_argument("--budgets", default=None, help="budget file the headroom is computed under (default: packaged)")
     rpt.add_argument("--out-dir", default="jfa-calibration-report", help="folder for the PNG files")
     rpt.set_defaults(func=cmd_report)
+
+    rfl = sub.add_parser("refloor", help="derive calibration records' floor terms again from their cases "
+                         "(after an error-model change; the measured kernel and SDPA errors are kept)")
+    rfl.add_argument("records", nargs="+", help="records files (.jsonl or .jsonl.gz)")
+    rfl.add_argument("--out", required=True, help="records file to write (.jsonl or .jsonl.gz)")
+    rfl.add_argument("--device", default="cpu", help="where the float64 reference runs (default cpu)")
+    rfl.set_defaults(func=cmd_refloor)
 
     rep = sub.add_parser("replay", help="re-run a case file (or an inline case) and print its verdict")
     rep.add_argument("file", nargs="?", help="case file written by run or a fuzz campaign")

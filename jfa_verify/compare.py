@@ -36,7 +36,7 @@ import torch
 
 from .budgets import PRECISIONS, default_table, precision_of
 
-__all__ = ["OUTPUTS", "RULE", "OutputComparison", "compare_output"]
+__all__ = ["OUTPUTS", "RULE", "OutputComparison", "compare_output", "floor_terms"]
 
 OUTPUTS = ("o", "lse", "dq", "dk", "dv")
 RULE = ("allowance = sdpa_factor * sdpa_error + floor_ulps * store_eps * max|ref| "
@@ -90,6 +90,25 @@ def _max_abs_error(x: torch.Tensor, ref: torch.Tensor, finite: torch.Tensor) -> 
     return float(diff.reshape(-1)[flat].item()), flat
 
 
+def floor_terms(name: str, reference: torch.Tensor, row: str, lowp_scale: float, acc_scale: float
+                ) -> tuple[float, float, float]:
+    """The allowance's floor terms before their constants: ``(store_eps * max|ref|,
+    operand_eps * lowp_scale, compute_eps * acc_scale)``, with the unit roundoffs of budget row
+    ``row`` (:data:`jfa_verify.budgets.PRECISIONS`); LSE is stored in float32 in every row.
+
+    ``reference``: the float64 reference of output ``name`` (any shape; non-finite entries ignored).
+    Raises KeyError for an unknown row.
+    """
+    prec = PRECISIONS[row]
+    reference = reference.to(torch.float64)
+    finite = torch.isfinite(reference)
+    scale = float(reference[finite].abs().max().item()) if bool(finite.any()) else 0.0
+    store_eps = torch.finfo(torch.float32).eps if name == "lse" else prec.store_eps
+    # LSE has no operand rounding of its own: its lowp term (0 today) uses float32's unit.
+    operand_eps = torch.finfo(torch.float32).eps if name == "lse" else prec.operand_eps
+    return (store_eps * scale, operand_eps * lowp_scale, prec.compute_eps * acc_scale)
+
+
 def compare_output(
     name: str, kernel: torch.Tensor, sdpa: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype,
     lowp_scale: float = 0.0,
@@ -141,14 +160,9 @@ def compare_output(
         # A broken baseline must not widen the allowance to infinity.
         s_err = 0.0
     row = precision or precision_of(dtype)
-    prec = PRECISIONS[row]
-    scale = float(reference[finite].abs().max().item()) if bool(finite.any()) else 0.0
     if budget is None:
         budget = default_table().budget(row, name)
-    store_eps = torch.finfo(torch.float32).eps if name == "lse" else prec.store_eps
-    # LSE has no operand rounding of its own: its lowp term (0 today) uses float32's unit.
-    operand_eps = torch.finfo(torch.float32).eps if name == "lse" else prec.operand_eps
-    floors = (store_eps * scale, operand_eps * lowp_scale, prec.compute_eps * acc_scale)
+    floors = floor_terms(name, reference, row, lowp_scale, acc_scale)
     allowance = (budget.sdpa_factor * s_err + budget.floor_ulps * floors[0] + budget.lowp_ulps * floors[1]
                  + budget.acc_ulps * floors[2])
     index = kv = rv = None

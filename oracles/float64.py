@@ -56,7 +56,8 @@ def reference_attention(
       and ``P = exp(S - lse)`` is recomputed from large numbers, so float32
       moves ``P`` by about ``eps (|S| + |lse|)`` relative (large logits), and
       with one visible key dQ and dK are exactly 0 yet computed from terms of
-      size ``|dO| |V|``. LSE's is ``1 + max sum_j P |S|``. Rows outside every sequence and rows with no
+      size ``|dO| |V|``. LSE's is ``1 + max sum_j P |S|``. Without ``do`` the forward
+      terms (``o_lowp``, ``o_acc``, ``lse_acc``) are still returned. Rows outside every sequence and rows with no
     visible key: ``o = 0``, ``lse = -inf``, zero gradients.
 
     Raises:
@@ -134,5 +135,6 @@ def reference_attention(
     out = {"o": o, "lse": lse}
     if do is not None:
         out.update(dq=dq, dk=dk, dv=dv)
-    out.update({name: value.cpu() for name, value in terms.items() if do is not None or name == "o_lowp"})
+    forward_terms = ("o_lowp", "o_acc", "lse_acc")
+    out.update({name: value.cpu() for name, value in terms.items() if do is not None or name in forward_terms})
     return out

@@ -221,3 +221,40 @@ def test_report_and_mutants_reject_bad_arguments(tmp_path, capsys):
     assert "is a file" in capsys.readouterr().err
     assert main(["mutants", "--device", "cpu", "--jobs", "0"]) == 2
     assert "--jobs 0" in capsys.readouterr().err
+
+
+def test_refloor_derives_the_runners_floors_again_and_keeps_the_measured_errors(tmp_path, capsys):
+    """A record's floors are a function of its case: refloor gives back what the runner recorded,
+    for a backward (bfloat16) and a forward-only (float8) case, and keeps (e, s) as measured."""
+    from jfa_verify.calibrate import refloor
+    from jfa_verify.case import Case
+    from jfa_verify.compare import floor_terms
+    from oracles import reference_attention
+
+    cases = [Case(kv_lengths=(9, 0, 4), dtype="bfloat16", num_heads_q=2, num_heads_kv=1, head_dim=16, seed=3),
+             Case(kv_lengths=(12, 5), mode="cross", q_lengths=(1, 3), dtype="float8_e4m3fn", head_dim=16, seed=4)]
+    truth, stale = [], []
+    for case, row, outs in ((cases[0], "bfloat16", ("o", "lse", "dq", "dk", "dv")), (cases[1], "float8_e4m3fn", ("o", "lse"))):
+        t = case.materialize("cpu")
+        do = t.do if "dq" in outs else None
+        ref = reference_attention(*t.call_args(), causal=case.causal, do=do)
+        floors = {o: floor_terms(o, ref[o], row, float(ref.get(f"{o}_lowp", 0.0)), float(ref.get(f"{o}_acc", 0.0)))
+                  for o in outs}
+        assert floors["lse"][2] > 0  # the forward-only LSE accumulation term is there (it was once dropped)
+        truth.append({o: (1e-3, 2e-4, *floors[o]) for o in outs})
+        stale.append(Record(row, "k", 7, {"full": case.to_dict()}, {o: (1e-3, 2e-4, 0.0, 0.0, 0.0) for o in outs}))
+    fresh = refloor(stale)
+    for rec, want in zip(fresh, truth):
+        for o, numbers in want.items():
+            assert rec.outputs[o] == pytest.approx(numbers, rel=1e-12), o
+    # the command writes them (gzip by suffix), refuses to overwrite its input, needs the full case
+    src = tmp_path / "stale.jsonl"
+    src.write_text("".join(r.to_json() + "\n" for r in stale))
+    assert main(["refloor", str(src), "--out", str(tmp_path / "fresh.jsonl.gz")]) == 0
+    assert [r.outputs for r in read_records([tmp_path / "fresh.jsonl.gz"])] == [r.outputs for r in fresh]
+    assert main(["refloor", str(src), "--out", str(src)]) == 2
+    assert "one of the input files" in capsys.readouterr().err
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text(_rec("bfloat16", "o", (1.0, 0.0, 0.0, 0.0, 0.0)).to_json() + "\n")
+    assert main(["refloor", str(bare), "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "keeps no full case" in capsys.readouterr().err

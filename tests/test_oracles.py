@@ -116,3 +116,23 @@ def test_padded_sdpa_lse_in_batch_chunks_equals_one_block(monkeypatch):
     finite = torch.isfinite(ref["lse"])
     assert torch.equal(finite, torch.isfinite(chunked["lse"]))
     assert torch.allclose(chunked["lse"][finite].double(), ref["lse"][finite], atol=1e-5)
+
+
+def test_forward_only_reference_keeps_the_forward_floor_terms():
+    """Regression: without ``do`` the reference dropped ``o_acc`` and ``lse_acc``, so forward-only
+    runs (the float8 row) judged LSE and O without their accumulation floors; an H200 float8 case
+    (one query, 192 keys) then failed LSE at 17x its allowance."""
+    case = Case(kv_lengths=(7, 3), mode="cross", q_lengths=(1, 2), dtype="float32", head_dim=16, seed=5,
+                values="correlated")
+    t = case.materialize("cpu")
+    with_do = reference_attention(*t.call_args(), do=t.do)
+    forward = reference_attention(*t.call_args())
+    for name in ("o_lowp", "o_acc", "lse_acc"):
+        assert name in forward, name
+        assert float(forward[name]) == float(with_do[name]) > 0
+    # lse_acc = 1 + max_rows sum_j P_ij |S_ij|, computed here by hand for the first sequence's row.
+    q, k = t.q[:1].double(), t.k[:7].double()
+    s = (q[:, 0] @ k[:, 0].T) / math.sqrt(case.head_dim)
+    p = torch.softmax(s, -1)
+    assert float(forward["lse_acc"]) >= 1 + float((p * s.abs()).sum())
+    assert not any(name in forward for name in ("dq_acc", "dk_acc", "dv_acc", "dq_lowp"))

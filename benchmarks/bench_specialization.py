@@ -1,0 +1,92 @@
+"""Forward time of ``triton_jfa`` under Triton argument-specialization choices (CUDA only).
+
+Triton compiles one variant per combination of integer arguments equal to 1 or
+divisible by 16 unless told otherwise (``do_not_specialize``). Specializing
+makes faster code (a known unit stride lets loads along the head dim be
+vectorized) but multiplies the variants that random verification cases
+compile. This script builds the forward kernel from the same source under
+several choices, checks that every variant returns bit-identical O and LSE,
+and prints median forward times (``triton.testing.do_bench``; random normal
+bf16 inputs, never zeros) with ratios against the kernel as shipped and against
+torch's FlashAttention-2 varlen where available.
+Usage: ``python benchmarks/bench_specialization.py [--json OUT]``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import types
+
+import torch
+
+
+def _variants():
+    import triton
+
+    from kernels.triton_jfa import _kernels
+
+    shipped = _kernels._fwd_kernel
+    names = list(shipped.do_not_specialize)
+    raw = shipped.fn
+    return {
+        "shipped": shipped,
+        "unit head-dim strides specialized": triton.jit(
+            do_not_specialize=[n for n in names if not (n.startswith("stride_") and n.endswith("d"))])(raw),
+        "all strides specialized": triton.jit(do_not_specialize=[n for n in names if not n.startswith("stride_")])(raw),
+        "everything specialized": triton.jit(raw),
+    }
+
+
+def main() -> None:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_schedules import batches, bench_arguments, bench_inputs
+
+    args = bench_arguments(__doc__, "bench_specialization.py")
+    from triton.testing import do_bench
+    from jfa_verify.contract import validate_inputs
+    from kernels.triton_jfa._autograd import _forward, _plan
+
+    device = torch.device("cuda")
+    variants = _variants()
+    flash = getattr(torch.ops.aten, "_flash_attention_forward", None)
+    rows = []
+    print(f"{torch.cuda.get_device_name(0)}, bf16, H={args.heads}, D={args.head_dim}, forward only, grid schedule")
+    for causal in (False, True):
+        for name, lengths in batches().items():
+            offsets, q, k, v = bench_inputs(lengths, args.heads, args.head_dim, device)
+            print(f"\n{name} (B={len(lengths)}, max={max(lengths)}), causal={causal}")
+            times, first = {}, None
+            with torch.no_grad():
+                problem = validate_inputs(q, k, v, offsets, offsets, causal=causal)
+                plan = _plan(problem, None, device)
+                for vname, kernel in variants.items():
+                    kmod = types.SimpleNamespace(_fwd_kernel=kernel)
+                    out = _forward(kmod, problem, plan, q, k, v, offsets, offsets, None)
+                    if first is None:
+                        first = out
+                    same = torch.equal(out[0], first[0]) and torch.equal(out[1], first[1])
+                    times[vname] = do_bench(lambda: _forward(kmod, problem, plan, q, k, v, offsets, offsets, None),
+                                            warmup=25, rep=150, return_mode="median")
+                    print(f"  {vname:36s} {times[vname]:8.3f} ms  identical to shipped: {same}")
+                    rows.append(dict(batch=name, causal=causal, variant=vname, ms=times[vname], identical=same))
+                if flash is not None:
+                    try:
+                        ms = do_bench(lambda: flash(q, k, v, offsets, offsets, max(lengths), max(lengths), 0.0, causal,
+                                                    False, scale=1 / math.sqrt(args.head_dim)),
+                                      warmup=25, rep=150, return_mode="median")
+                        times["flash-attn-2-varlen (torch)"] = ms
+                        print(f"  {'flash-attn-2-varlen (torch)':36s} {ms:8.3f} ms")
+                    except Exception as e:  # the op's signature differs between torch versions
+                        print(f"  (flash varlen peer skipped: {type(e).__name__}: {str(e)[:120]})")
+            for vname, ms in times.items():
+                print(f"  speedup of {vname:36s} vs shipped {times['shipped'] / ms:5.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
