@@ -83,3 +83,18 @@ def test_every_h200_case_passes_under_the_packaged_table(table):
     tokens = Counter(r.row for r in h200 if r.case["tokens_q"] > 0 and r.case["tokens_k"] > 0)
     assert min(tokens[row] for row in ("float32", "bfloat16", "float16")) >= 11_000
     assert min(tokens["float32-tf32"], tokens["float8_e4m3fn"]) >= 8_500
+
+
+def test_packaged_data_files_ship_in_the_wheel():
+    """Regression: budgets.json was not in the package data (only *.txt, *.md), so any
+    install but an editable one had no budget table."""
+    import fnmatch
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    root = Path(__file__).resolve().parents[1]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["jfa_verify"]
+    data = sorted(p.relative_to(root / "jfa_verify").as_posix() for p in (root / "jfa_verify" / "data").iterdir())
+    assert "data/budgets.json" in data
+    for name in data:
+        assert any(fnmatch.fnmatch(name, pat) for pat in patterns), f"{name} is not in the package data {patterns}"

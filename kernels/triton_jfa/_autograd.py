@@ -141,6 +141,18 @@ def _plan(problem: JaggedProblem, scheduler: Optional[Scheduler], device, *, tf3
     return plan
 
 
+def _aligned(problem: JaggedProblem, *tensors: torch.Tensor) -> bool:
+    """The kernels' ``ALIGNED`` flag: head dims and every token/head stride of ``tensors``
+    (``[rows, heads, dim]``) multiples of 16 elements, every head-dim stride 1.
+
+    The strides and head dims are not specialized (one compiled variant for all values),
+    so this one flag tells the compiler what it needs for 16-byte pipelined loads.
+    """
+    if problem.head_dim % 16 or problem.head_dim_v % 16:
+        return False
+    return all(t.stride(2) == 1 and t.stride(0) % 16 == 0 and t.stride(1) % 16 == 0 for t in tensors)
+
+
 def _common_flags(problem: JaggedProblem, cfg: dict) -> dict:
     return dict(
         HEAD_DIM=problem.head_dim,
@@ -189,7 +201,7 @@ def _forward(kmod, problem, plan, q, k, v, q_off, k_off, instr):
             fw["tile_seq"], fw["tile_block"], fw["tile_id"], fw["prog_start"], visits, progs,
             *q.stride(), *k.stride(), *v.stride(), *o.stride(), lse.stride(0),
             problem.sm_scale * math.log2(math.e), _l_q(problem, q), problem.group_size, h_q,
-            INSTRUMENT=instrument,
+            INSTRUMENT=instrument, ALIGNED=_aligned(problem, q, k, v, o),
             num_warps=cfg["num_warps"], num_stages=cfg["fwd_stages"],
             **_common_flags(problem, cfg),
         )
@@ -212,7 +224,7 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr):
             o, do, delta, q_off, k_off, pre["tile_seq"], pre["tile_block"],
             *o.stride(), *do.stride(), delta.stride(0), l_q,
             HEAD_DIM_V=problem.head_dim_v, BLOCK_M=cfg["BLOCK_M"], BLOCK_DV=cfg["BLOCK_DV"],
-            BROADCAST_Q=broadcast,
+            BROADCAST_Q=broadcast, ALIGNED=_aligned(problem, o, do),
         )
 
     dk = torch.empty(k.shape, dtype=k.dtype, device=dev)
@@ -228,6 +240,7 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr):
             kv["tile_seq"], kv["tile_block"], kv["tile_id"], kv["prog_start"], visits, progs,
             *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk.stride(), *dv.stride(), lse.stride(0),
             problem.sm_scale, qk_scale, l_q, problem.group_size, h_kv, INSTRUMENT=instrument,
+            ALIGNED=_aligned(problem, q, k, v, do, dk, dv),
             num_warps=cfg["num_warps"], num_stages=cfg["bwd_stages"],
             **flags,
         )
@@ -248,6 +261,7 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr):
             dqs["tile_seq"], dqs["tile_block"], dqs["tile_id"], dqs["prog_start"], visits, progs,
             *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq_out.stride(), lse.stride(0),
             problem.sm_scale, qk_scale, l_q, problem.group_size, h_q, INSTRUMENT=instrument,
+            ALIGNED=_aligned(problem, q, k, v, do, dq_out),
             num_warps=cfg["num_warps"], num_stages=cfg["bwd_stages"],
             **flags,
         )

@@ -1,0 +1,145 @@
+"""Compile ``triton_jfa``'s four kernels for a CUDA target on any machine (no GPU) and summarize the PTX.
+
+Speed regressions that come from code generation show in the PTX before any GPU
+time is spent: whether tile loads are 16-byte vectors (``ld.global.v4``) and
+pipelined into shared memory (``cp.async``), whether the matmuls use Hopper's
+``wgmma``. This script stands in a CUDA driver that only answers "target
+sm_<arch>", runs the kernel's host code up to each launch on CPU tensors, and
+compiles the launch with ``JITFunction.warmup`` (Triton's own LLVM and ptxas
+from the wheel). Tiles are the GPU's (``kernels.triton_jfa.block_sizes`` for
+"cuda"). Usage::
+
+    python benchmarks/inspect_codegen.py [--head-dim 128] [--heads 8] [--dtype bfloat16] [--arch 90] [--json OUT]
+
+Prints one line per kernel: the ``ALIGNED`` flag the host chose, counts of
+global loads by width, ``cp.async`` copies, ``wgmma`` instructions and shared
+memory bytes. Must run without ``TRITON_INTERPRET`` (the interpreter compiles
+nothing); exits 2 if it is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import sys
+
+import torch
+
+
+class _TargetOnlyDriver:
+    """What ``JITFunction.warmup`` asks of a driver, for a machine without the GPU."""
+
+    def __init__(self, arch: int):
+        from triton.backends.compiler import GPUTarget
+
+        self.target = GPUTarget("cuda", arch, 32)
+
+    def get_current_target(self):
+        return self.target
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_active_torch_device(self):
+        return torch.device("cpu")
+
+
+def summarize_ptx(ptx: str, shared_bytes: int) -> dict:
+    """Counts in one kernel's PTX: global loads by width suffix, ``cp.async`` copies, ``wgmma`` ops."""
+    return {
+        "loads": dict(collections.Counter(re.findall(r"ld\.global((?:\.\w+)*)", ptx))),
+        "cp_async": len(re.findall(r"cp\.async\.c[ag]", ptx)),
+        "wgmma": len(re.findall(r"wgmma\.mma_async", ptx)),
+        "shared_bytes": shared_bytes,
+    }
+
+
+def inspect(head_dim: int = 128, heads: int = 8, dtype: str = "bfloat16", arch: int = 90,
+            causal: bool = True) -> dict:
+    """``{kernel name: {"aligned": bool, **summarize_ptx(...)}}`` for forward and backward.
+
+    Inputs: three sequences (300, 64, 17 tokens), ``heads`` query and KV heads, ``head_dim``
+    for Q/K/V, contiguous ``[tokens, heads, head_dim]`` tensors of ``dtype``.
+    Raises RuntimeError under ``TRITON_INTERPRET=1``.
+    """
+    from triton.runtime.driver import driver
+
+    import kernels.triton_jfa as tj
+    from jfa_verify.case import DTYPES
+    from jfa_verify.contract import validate_inputs
+    from jfa_verify.device import interpreting
+    from kernels.triton_jfa import _kernels
+    from kernels.triton_jfa._autograd import _backward, _forward, _plan
+
+    if interpreting():
+        raise RuntimeError("TRITON_INTERPRET is set: the interpreter compiles nothing; unset it")
+    torch_dtype = DTYPES[dtype]
+    lengths = (300, 64, 17)
+    offsets = torch.tensor([0, 300, 364, 381], dtype=torch.int32)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v, o, do = (torch.randn(sum(lengths), heads, head_dim, generator=gen).to(torch_dtype) for _ in range(5))
+    lse = torch.zeros(heads, sum(lengths))
+    problem = validate_inputs(q, k, v, offsets, offsets, causal=causal)
+    found: dict = {}
+
+    class _Compile:
+        """Stands in for the kernels module: ``name[grid](*args, **kw)`` compiles instead of launching."""
+
+        def __getattr__(self, name):
+            kernel = getattr(_kernels, name)
+
+            class _Launch:
+                def __getitem__(self, grid):
+                    def compile_only(*args, **kwargs):
+                        compiled = kernel.warmup(*args, grid=grid, **kwargs)
+                        found[name] = {"aligned": bool(kwargs.get("ALIGNED")),
+                                       **summarize_ptx(compiled.asm["ptx"], compiled.metadata.shared)}
+                    return compile_only
+            return _Launch()
+
+    gpu_blocks = tj.block_sizes
+    tj.block_sizes = lambda head, dt, device_type: gpu_blocks(head, dt, "cuda")
+    previous = driver._active  # None until something asked for the machine's own driver
+    driver.set_active(_TargetOnlyDriver(arch))
+    try:
+        plan = _plan(problem, None, torch.device("cpu"))
+        _forward(_Compile(), problem, plan, q, k, v, offsets, offsets, None)
+        if torch_dtype in (torch.float32, torch.bfloat16, torch.float16):
+            _backward(_Compile(), problem, plan, q, k, v, o, lse, do, offsets, offsets, None)
+    finally:
+        driver.set_active(previous)  # reset_active() would create a CUDA driver, absent here
+        tj.block_sizes = gpu_blocks
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16", "float16", "float8_e4m3fn"))
+    parser.add_argument("--arch", type=int, default=90, help="compute capability x 10 (90: Hopper, 100: Blackwell)")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        print("unset TRITON_INTERPRET: the interpreter compiles nothing", file=sys.stderr)
+        return 2
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    found = inspect(args.head_dim, args.heads, args.dtype, args.arch)
+    print(f"sm_{args.arch}, {args.dtype}, H={args.heads}, D={args.head_dim}, causal")
+    for name, s in found.items():
+        print(f"  {name:24s} ALIGNED={s['aligned']!s:5s} loads {s['loads']}  cp.async {s['cp_async']}  "
+              f"wgmma {s['wgmma']}  shared {s['shared_bytes']} B")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(found, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
