@@ -62,11 +62,18 @@ def summarize_ptx(ptx: str, shared_bytes: int) -> dict:
 
 def inspect(head_dim: int = 128, heads: int = 8, dtype: str = "bfloat16", arch: int = 90,
             causal: bool = True) -> dict:
-    """``{kernel name: {"aligned": bool, **summarize_ptx(...)}}`` for forward and backward.
+    """``{kernel name: {"aligned": bool, **summarize_ptx(...)}}`` for forward and backward
+    (forward only for float8); ``shared_bytes`` in bytes.
 
     Inputs: three sequences (300, 64, 17 tokens), ``heads`` query and KV heads, ``head_dim``
-    for Q/K/V, contiguous ``[tokens, heads, head_dim]`` tensors of ``dtype``.
-    Raises RuntimeError under ``TRITON_INTERPRET=1``.
+    for Q/K/V, contiguous ``[tokens, heads, head_dim]`` tensors of ``dtype`` (a name of
+    :data:`jfa_verify.case.DTYPES`). ``arch``: compute capability x 10 (90 for sm_90).
+    While it runs, Triton's active driver and ``kernels.triton_jfa.block_sizes`` are
+    replaced (restored on return), so do not launch kernels from other threads meanwhile.
+
+    Raises:
+        RuntimeError: under ``TRITON_INTERPRET=1``. KeyError: an unknown dtype name.
+        InvalidInput: sizes the contract refuses (for example ``heads=0``).
     """
     from triton.runtime.driver import driver
 
@@ -119,17 +126,27 @@ def inspect(head_dim: int = 128, heads: int = 8, dtype: str = "bfloat16", arch: 
 
 
 def main() -> int:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--head-dim", type=int, default=128, help="16..256, the kernel's declared range")
+    parser.add_argument("--heads", type=int, default=8, help="query and KV heads, 1..128")
     parser.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16", "float16", "float8_e4m3fn"))
-    parser.add_argument("--arch", type=int, default=90, help="compute capability x 10 (90: Hopper, 100: Blackwell)")
+    parser.add_argument("--arch", type=int, default=90, choices=(80, 86, 89, 90, 100),
+                        help="compute capability x 10 (80: Ampere, 89: Ada, 90: Hopper, 100: Blackwell)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    from kernels.triton_jfa import CAPABILITIES
+
+    if not CAPABILITIES.min_head_dim <= args.head_dim <= CAPABILITIES.max_head_dim:
+        parser.error(f"--head-dim {args.head_dim}: triton_jfa supports {CAPABILITIES.min_head_dim}.."
+                     f"{CAPABILITIES.max_head_dim}")
+    if not 1 <= args.heads <= 128:
+        parser.error(f"--heads {args.heads}: give 1..128")
+    from jfa_verify.device import interpreting
+
+    if interpreting():
         print("unset TRITON_INTERPRET: the interpreter compiles nothing", file=sys.stderr)
         return 2
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     found = inspect(args.head_dim, args.heads, args.dtype, args.arch)
     print(f"sm_{args.arch}, {args.dtype}, H={args.heads}, D={args.head_dim}, causal")
     for name, s in found.items():

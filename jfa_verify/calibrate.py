@@ -66,9 +66,15 @@ class Record:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Record":
-        return cls(d["row"], d["kernel"], int(d["seed"]), d["case"],
-                   {k: tuple(v) for k, v in d["outputs"].items()}, d.get("problems", {}), d.get("device", ""),
-                   d.get("environment", {}), d.get("seconds", {}))
+        """Raises KeyError, TypeError or ValueError for a dict that is not a record."""
+        outputs = {k: tuple(float(x) for x in v) for k, v in d["outputs"].items()}
+        for name, numbers in outputs.items():
+            if name not in OUTPUTS:
+                raise ValueError(f"output {name!r} is not one of {OUTPUTS}")
+            if len(numbers) != 5:
+                raise ValueError(f"output {name!r} has {len(numbers)} numbers, not (e, s, f1, f2, f3)")
+        return cls(d["row"], d["kernel"], int(d["seed"]), d["case"], outputs, d.get("problems", {}),
+                   d.get("device", ""), d.get("environment", {}), d.get("seconds", {}))
 
 
 def needed_multiplier(numbers: Sequence[float], budget: Budget) -> float:
@@ -217,11 +223,14 @@ def refloor(records: Iterable[Record], device="cpu") -> list[Record]:
     The floors are functions of the case alone (the float64 reference and the row's unit
     roundoffs), while the kernel and SDPA errors ``(e, s)`` were measured on the record's
     device: after a change to the error model (a new term, another unit roundoff) measured
-    records stay usable without running a kernel again. ``device``: where the float64
-    reference runs (same inputs on any device: :meth:`jfa_verify.case.Case.materialize`).
+    records stay usable without running a kernel again. ``device``: a ``torch.device`` or
+    its name, where the float64 reference runs (same inputs on any device:
+    :meth:`jfa_verify.case.Case.materialize`). Returns new records in the same order, one per
+    input; floors are absolute errors in each output's units.
 
     Raises:
-        InvalidInput: a record without its full case (``case["full"]``) or with an unknown row.
+        InvalidInput: record ``i`` (1-based in the message) without its full case
+            (``case["full"]``) or with an unknown row.
     """
     import torch
 
@@ -232,12 +241,12 @@ def refloor(records: Iterable[Record], device="cpu") -> list[Record]:
     from oracles import reference_attention
 
     out = []
-    for rec in records:
+    for i, rec in enumerate(records):
         if "full" not in rec.case:
-            raise InvalidInput(f"record of seed {rec.seed} ({rec.kernel}) keeps no full case: its floors cannot "
-                               f"be derived again; re-measure it with jfa-verify calibrate")
+            raise InvalidInput(f"record {i + 1} (seed {rec.seed}, {rec.kernel}) keeps no full case: its floors "
+                               f"cannot be derived again; re-measure it with jfa-verify calibrate")
         if rec.row not in PRECISIONS:
-            raise InvalidInput(f"record row {rec.row!r} is not one of {sorted(PRECISIONS)}")
+            raise InvalidInput(f"record {i + 1}: row {rec.row!r} is not one of {sorted(PRECISIONS)}")
         case = Case.from_dict(rec.case["full"])
         t = case.materialize(device)
         backward = any(name in rec.outputs for name in ("dq", "dk", "dv"))
@@ -276,7 +285,7 @@ def read_records(paths: Iterable[str | Path]) -> list[Record]:
         if not path.is_file():
             raise InvalidInput(f"records file {str(path)!r} does not exist or is not a file; "
                                f"jfa-verify calibrate --records FILE writes one")
-        opener = gzip.open if path.suffix == ".gz" else open
+        opener = gzip.open if path.suffix.lower() == ".gz" else open
         try:
             with opener(path, "rt") as fh:
                 lines = fh.read().splitlines()

@@ -285,19 +285,34 @@ def cmd_refloor(args) -> int:
     import gzip
 
     from .calibrate import read_records, refloor
+    from .device import select_device
 
     out = Path(args.out)
     if out.resolve() in {Path(p).resolve() for p in args.records}:
         print(f"--out {args.out}: is one of the input files; write the refloored records elsewhere", file=sys.stderr)
         return EXIT_USAGE
-    records = read_records(args.records)
-    fresh = refloor(records, device=args.device)
-    opener = gzip.open if out.suffix == ".gz" else open
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with opener(out, "wt") as fh:
-        for rec in fresh:
-            fh.write(rec.to_json() + "\n")
-    changed = sum(a.outputs != b.outputs for a, b in zip(records, fresh))
+    if out.is_dir():
+        print(f"--out {args.out}: is a folder; give a file name (.jsonl or .jsonl.gz)", file=sys.stderr)
+        return EXIT_USAGE
+    device = select_device(args.device)
+    fresh, changed = [], 0
+    for path in args.records:
+        records = read_records([path])
+        try:
+            new = refloor(records, device=device)
+        except JFAError as e:
+            raise type(e)(f"{path}: {e}") from None
+        changed += sum(a.outputs != b.outputs for a, b in zip(records, new))
+        fresh += new
+    opener = gzip.open if out.suffix.lower() == ".gz" else open
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with opener(out, "wt") as fh:
+            for rec in fresh:
+                fh.write(rec.to_json() + "\n")
+    except OSError as e:
+        print(f"--out {args.out}: cannot write there ({e.strerror or e}); give a writable file path", file=sys.stderr)
+        return EXIT_USAGE
     print(f"{len(fresh)} records, floors derived again from their cases ({changed} changed); wrote {out}")
     return EXIT_OK
 

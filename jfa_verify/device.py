@@ -49,8 +49,11 @@ def current_device() -> torch.device:
 
 
 def interpreting() -> bool:
-    """True when Triton kernels run in the CPU interpreter."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    """True when Triton kernels run in the CPU interpreter: ``TRITON_INTERPRET`` read the way Triton
+    reads it (``1``, ``true``, ``on``, ``yes`` in any case; ``false`` means compiled kernels)."""
+    from triton import knobs
+
+    return bool(knobs.runtime.interpret)
 
 
 def ensure_interpreter_matches_device() -> None:

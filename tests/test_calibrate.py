@@ -254,6 +254,14 @@ def test_refloor_derives_the_runners_floors_again_and_keeps_the_measured_errors(
     assert [r.outputs for r in read_records([tmp_path / "fresh.jsonl.gz"])] == [r.outputs for r in fresh]
     assert main(["refloor", str(src), "--out", str(src)]) == 2
     assert "one of the input files" in capsys.readouterr().err
+    assert main(["refloor", str(src), "--out", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert main(["refloor", str(src), "--out", str(tmp_path / "x.jsonl"), "--device", "tpu"]) == 2
+    assert "'tpu'" in capsys.readouterr().err
+    renamed = tmp_path / "renamed.jsonl"
+    renamed.write_text(src.read_text().replace('"lse"', '"lsx"'))
+    assert main(["refloor", str(renamed), "--out", str(tmp_path / "y.jsonl")]) == 2
+    assert "renamed.jsonl:1: not a calibration record" in capsys.readouterr().err
     bare = tmp_path / "bare.jsonl"
     bare.write_text(_rec("bfloat16", "o", (1.0, 0.0, 0.0, 0.0, 0.0)).to_json() + "\n")
     assert main(["refloor", str(bare), "--out", str(tmp_path / "x.jsonl")]) == 2

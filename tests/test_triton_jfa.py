@@ -315,3 +315,14 @@ def test_backward_hidden_keys_with_large_logits_do_not_overflow_exp2():
         warnings.simplefilter("error", RuntimeWarning)
         result = run_case(case, get_kernel("triton_jfa"), DEVICE)
     assert result.status == "pass", result.explain()
+
+
+@pytest.mark.parametrize("value, expected", [("1", True), ("true", True), ("ON", True), ("0", False),
+                                             ("false", False), ("", False)])
+def test_interpreting_reads_triton_interpret_as_triton_does(monkeypatch, value, expected):
+    """Regression: ``TRITON_INTERPRET=false`` (compiled kernels for Triton) counted as interpreting,
+    which would send the interpreter-only code paths (``INTERPRET=True``) to the GPU compiler."""
+    from jfa_verify.device import interpreting
+
+    monkeypatch.setenv("TRITON_INTERPRET", value)
+    assert interpreting() is expected
