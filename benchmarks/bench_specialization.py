@@ -10,7 +10,8 @@ that every variant returns bit-identical O and LSE,
 and prints median forward times (``triton.testing.do_bench``; random normal
 bf16 inputs, never zeros) with ratios against the kernel as shipped and against
 torch's FlashAttention-2 varlen where available.
-Usage: ``python benchmarks/bench_specialization.py [--json OUT]``.
+Exits 1 if a variant's outputs differ from the shipped kernel's (the hints must
+change code generation only). Usage: ``python benchmarks/bench_specialization.py [--json OUT]``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def _variants():
     }
 
 
-def main() -> None:
+def main() -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_schedules import batches, bench_arguments, bench_inputs
 
@@ -97,7 +98,11 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
+    differ = sorted({(r["batch"], r["causal"], r["variant"]) for r in rows if not r["identical"]})
+    for batch, causal, variant in differ:
+        print(f"NOT bit-identical to the shipped kernel: {variant} on {batch}, causal={causal}")
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

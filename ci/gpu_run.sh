@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU gate, for a CUDA machine (the lent H200 here; B200 runners in production).
 # Installs the package without dependencies (the machine has torch and triton), then runs
-# the main job, a planted-bug run that must fail, and the kernel, property, scheduler and
-# mutation tests on CUDA.
+# the main job, a planted-bug run that must fail, the kernel, property, scheduler and
+# mutation tests on CUDA, the 2^31-element case, and the ALIGNED hints' bit-identity.
 # Logs and JSON reports go under ${OUT:-gpu-out}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,5 +26,11 @@ rc_test=${PIPESTATUS[0]}
 python3 ci/gpu_overflow.py "$out" > "$out/overflow.log" 2>&1
 rc_ovf=$?
 grep "^==" "$out/overflow.log"
-echo "gpu gate: run=$rc_run (want 0) planted-bug run=$rc_mut (want 1) tests=$rc_test (want 0) 2^31 case=$rc_ovf (want 0)"
-[ "$rc_run" = 0 ] && [ "$rc_mut" = 1 ] && [ "$rc_test" = 0 ] && [ "$rc_ovf" = 0 ]
+# The ALIGNED hints change code generation only: the forward must be bit-identical with and
+# without them and under full specialization (speed ratios printed alongside).
+python3 benchmarks/bench_specialization.py --json "$out/specialization.json" > "$out/specialization.log" 2>&1
+rc_spec=$?
+grep -E "speedup|NOT bit" "$out/specialization.log" | head -30
+echo "gpu gate: run=$rc_run (want 0) planted-bug run=$rc_mut (want 1) tests=$rc_test (want 0) 2^31 case=$rc_ovf (want 0)" \
+  "hints bit-identical=$rc_spec (want 0)"
+[ "$rc_run" = 0 ] && [ "$rc_mut" = 1 ] && [ "$rc_test" = 0 ] && [ "$rc_ovf" = 0 ] && [ "$rc_spec" = 0 ]
