@@ -118,3 +118,26 @@ def test_subtle_numerical_bug_is_caught_in_float16_under_the_calibrated_budgets(
     result = run_case(case, mutant_kernel(name), jfa_device)
     failing = [c.name for c in result.failing]
     assert result.status == "fail" and NUMERICAL[name] in failing, (name, failing, result.explain())
+
+
+@pytest.mark.slow
+def test_rescale_in_bf16_is_caught_by_lse_in_bfloat16_over_32_kv_tiles(jfa_device):
+    """bfloat16 inputs, calibrated table: the rescale computed in bf16 fails LSE once a row's
+    maximum moves over enough KV tiles (32 tiles: 512 tokens on the CPU interpreter; on the
+    55-63-token targeted cases it passes; not yet run on a GPU). dV
+    accumulated in bf16 is not caught in bfloat16 even at 1,024 tokens (headroom 0.35 against
+    0.15 for the correct kernel): it is caught in float32 and float16 above."""
+    from jfa_verify.case import Case
+    from jfa_verify.runner import run_case
+    from kernels import get_kernel
+    from tests.quality.mutants import mutant_kernel
+
+    import torch
+
+    kernel = get_kernel("triton_jfa")
+    block_n = kernel.capabilities.block_sizes(16, torch.bfloat16, jfa_device.type)[1]
+    tokens = 32 * block_n  # 32 KV tiles: 512 tokens on the interpreter's tiles (checked there)
+    case = Case(kv_lengths=(tokens,), dtype="bfloat16", num_heads_q=1, num_heads_kv=1, head_dim=16, seed=7)
+    assert run_case(case, kernel, jfa_device).status == "pass"
+    result = run_case(case, mutant_kernel("rescale_in_bf16"), jfa_device)
+    assert result.status == "fail" and [c.name for c in result.failing] == ["lse"], result.explain()
