@@ -56,6 +56,31 @@ def bench_inputs(lengths: list[int], heads: int, head_dim: int, device) -> tuple
     return offsets, q, k, v
 
 
+def workloads(heads: int, head_dim: int, device):
+    """``(name, causal, lengths, offsets, q, k, v)`` per batch of :func:`batches`, non-causal then causal."""
+    for causal in (False, True):
+        for name, lengths in batches().items():
+            yield (name, causal, lengths, *bench_inputs(lengths, heads, head_dim, device))
+
+
+def time_flash_varlen(q, k, v, offsets, lengths, causal: bool, **bench) -> "float | None":
+    """Median ms (``triton.testing.do_bench(**bench)``) of torch's FlashAttention-2 varlen forward
+    on the same batch, the peer; None, with the reason printed, where torch lacks the op."""
+    from triton.testing import do_bench
+
+    flash = getattr(torch.ops.aten, "_flash_attention_forward", None)
+    if flash is None:
+        print("  (flash varlen peer skipped: torch has no aten._flash_attention_forward)")
+        return None
+    max_len = max(lengths)
+    try:
+        return do_bench(lambda: flash(q, k, v, offsets, offsets, max_len, max_len, 0.0, causal, False,
+                                      scale=1 / math.sqrt(q.shape[-1])), return_mode="median", **bench)
+    except Exception as e:  # the op's signature differs between torch versions
+        print(f"  (flash varlen peer skipped: {type(e).__name__}: {str(e)[:120]})")
+        return None
+
+
 def main() -> None:
     args = bench_arguments(__doc__, "bench_schedules.py")
     from triton.testing import do_bench
@@ -76,40 +101,31 @@ def main() -> None:
         "persistent-zigzag": HostScheduler("zigzag", "round_robin"),
         "persistent-dynamic": HostScheduler("dynamic", "dynamic"),
     }
-    flash = getattr(torch.ops.aten, "_flash_attention_forward", None)
     rows = []
     print(f"{torch.cuda.get_device_name(0)}, bf16, H={args.heads}, D={args.head_dim}, forward only; median ms")
-    for causal in (False, True):
-        for name, lengths in batches().items():
-            offsets, q, k, v = bench_inputs(lengths, args.heads, args.head_dim, device)
-            total = int(offsets[-1])
-            times = {}
-            print(f"\n{name} (T={total}, B={len(lengths)}, max={max(lengths)}), causal={causal}")
-            with torch.no_grad():
-                problem = validate_inputs(q, k, v, offsets, offsets, causal=causal)
-                for vname, scheduler in variants.items():
-                    t0 = time.perf_counter()
-                    plan = _plan(problem, scheduler, device)
-                    plan_ms = (time.perf_counter() - t0) * 1e3
-                    times[vname] = do_bench(lambda: _forward(_kernels, problem, plan, q, k, v, offsets, offsets, None),
-                                            warmup=50, rep=300, return_mode="median")
-                    print(f"  host plan {vname}: {plan_ms:.1f} ms")
-                if flash is not None:
-                    max_len = max(lengths)
-                    try:
-                        times["flash-attn-2-varlen (torch)"] = do_bench(
-                            lambda: flash(q, k, v, offsets, offsets, max_len, max_len, 0.0, causal, False,
-                                          scale=1 / math.sqrt(args.head_dim)),
-                            warmup=50, rep=300, return_mode="median")
-                    except Exception as e:  # the op's signature differs between torch versions
-                        print(f"  (flash varlen peer skipped: {type(e).__name__}: {str(e)[:120]})")
-            flops = 4 * args.heads * args.head_dim * sum(n * n for n in lengths) * (0.5 if causal else 1.0)
-            for vname, ms in times.items():
-                row = dict(batch=name, causal=causal, variant=vname, ms=ms, tflops=flops / ms / 1e9,
-                           vs_grid=times["grid"] / ms, vs_persistent_launch_order=times["persistent-launch-order"] / ms)
-                rows.append(row)
-                print(f"  {vname:32s} {ms:8.3f} ms {row['tflops']:7.1f} TFLOP/s  speedup vs grid {row['vs_grid']:5.2f}x"
-                      f"  vs persistent launch-order {row['vs_persistent_launch_order']:5.2f}x")
+    for name, causal, lengths, offsets, q, k, v in workloads(args.heads, args.head_dim, device):
+        total = int(offsets[-1])
+        times = {}
+        print(f"\n{name} (T={total}, B={len(lengths)}, max={max(lengths)}), causal={causal}")
+        with torch.no_grad():
+            problem = validate_inputs(q, k, v, offsets, offsets, causal=causal)
+            for vname, scheduler in variants.items():
+                t0 = time.perf_counter()
+                plan = _plan(problem, scheduler, device)
+                plan_ms = (time.perf_counter() - t0) * 1e3
+                times[vname] = do_bench(lambda: _forward(_kernels, problem, plan, q, k, v, offsets, offsets, None),
+                                        warmup=50, rep=300, return_mode="median")
+                print(f"  host plan {vname}: {plan_ms:.1f} ms")
+            peer = time_flash_varlen(q, k, v, offsets, lengths, causal, warmup=50, rep=300)
+            if peer is not None:
+                times["flash-attn-2-varlen (torch)"] = peer
+        flops = 4 * args.heads * args.head_dim * sum(n * n for n in lengths) * (0.5 if causal else 1.0)
+        for vname, ms in times.items():
+            row = dict(batch=name, causal=causal, variant=vname, ms=ms, tflops=flops / ms / 1e9,
+                       vs_grid=times["grid"] / ms, vs_persistent_launch_order=times["persistent-launch-order"] / ms)
+            rows.append(row)
+            print(f"  {vname:32s} {ms:8.3f} ms {row['tflops']:7.1f} TFLOP/s  speedup vs grid {row['vs_grid']:5.2f}x"
+                  f"  vs persistent launch-order {row['vs_persistent_launch_order']:5.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

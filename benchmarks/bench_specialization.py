@@ -17,7 +17,6 @@ change code generation only). Usage: ``python benchmarks/bench_specialization.py
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import types
@@ -54,7 +53,7 @@ def _variants():
 
 def main() -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_schedules import batches, bench_arguments, bench_inputs
+    from bench_schedules import bench_arguments, time_flash_varlen, workloads
 
     args = bench_arguments(__doc__, "bench_specialization.py")
     from triton.testing import do_bench
@@ -63,38 +62,30 @@ def main() -> int:
 
     device = torch.device("cuda")
     variants = _variants()
-    flash = getattr(torch.ops.aten, "_flash_attention_forward", None)
     rows = []
     print(f"{torch.cuda.get_device_name(0)}, bf16, H={args.heads}, D={args.head_dim}, forward only, grid schedule")
-    for causal in (False, True):
-        for name, lengths in batches().items():
-            offsets, q, k, v = bench_inputs(lengths, args.heads, args.head_dim, device)
-            print(f"\n{name} (B={len(lengths)}, max={max(lengths)}), causal={causal}")
-            times, first = {}, None
-            with torch.no_grad():
-                problem = validate_inputs(q, k, v, offsets, offsets, causal=causal)
-                plan = _plan(problem, None, device)
-                for vname, kernel in variants.items():
-                    kmod = types.SimpleNamespace(_fwd_kernel=kernel)
-                    out = _forward(kmod, problem, plan, q, k, v, offsets, offsets, None)
-                    if first is None:
-                        first = out
-                    same = torch.equal(out[0], first[0]) and torch.equal(out[1], first[1])
-                    times[vname] = do_bench(lambda: _forward(kmod, problem, plan, q, k, v, offsets, offsets, None),
-                                            warmup=25, rep=150, return_mode="median")
-                    print(f"  {vname:36s} {times[vname]:8.3f} ms  identical to shipped: {same}")
-                    rows.append(dict(batch=name, causal=causal, variant=vname, ms=times[vname], identical=same))
-                if flash is not None:
-                    try:
-                        ms = do_bench(lambda: flash(q, k, v, offsets, offsets, max(lengths), max(lengths), 0.0, causal,
-                                                    False, scale=1 / math.sqrt(args.head_dim)),
-                                      warmup=25, rep=150, return_mode="median")
-                        times["flash-attn-2-varlen (torch)"] = ms
-                        print(f"  {'flash-attn-2-varlen (torch)':36s} {ms:8.3f} ms")
-                    except Exception as e:  # the op's signature differs between torch versions
-                        print(f"  (flash varlen peer skipped: {type(e).__name__}: {str(e)[:120]})")
-            for vname, ms in times.items():
-                print(f"  speedup of {vname:36s} vs shipped {times['shipped (ALIGNED hints)'] / ms:5.2f}x")
+    for name, causal, lengths, offsets, q, k, v in workloads(args.heads, args.head_dim, device):
+        print(f"\n{name} (B={len(lengths)}, max={max(lengths)}), causal={causal}")
+        times, first = {}, None
+        with torch.no_grad():
+            problem = validate_inputs(q, k, v, offsets, offsets, causal=causal)
+            plan = _plan(problem, None, device)
+            for vname, kernel in variants.items():
+                kmod = types.SimpleNamespace(_fwd_kernel=kernel)
+                out = _forward(kmod, problem, plan, q, k, v, offsets, offsets, None)
+                if first is None:
+                    first = out
+                same = torch.equal(out[0], first[0]) and torch.equal(out[1], first[1])
+                times[vname] = do_bench(lambda: _forward(kmod, problem, plan, q, k, v, offsets, offsets, None),
+                                        warmup=25, rep=150, return_mode="median")
+                print(f"  {vname:36s} {times[vname]:8.3f} ms  identical to shipped: {same}")
+                rows.append(dict(batch=name, causal=causal, variant=vname, ms=times[vname], identical=same))
+            peer = time_flash_varlen(q, k, v, offsets, lengths, causal, warmup=25, rep=150)
+            if peer is not None:
+                times["flash-attn-2-varlen (torch)"] = peer
+                print(f"  {'flash-attn-2-varlen (torch)':36s} {peer:8.3f} ms")
+        for vname, ms in times.items():
+            print(f"  speedup of {vname:36s} vs shipped {times['shipped (ALIGNED hints)'] / ms:5.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

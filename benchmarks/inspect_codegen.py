@@ -25,6 +25,7 @@ import json
 import os
 import re
 import sys
+import types
 
 import torch
 
@@ -48,6 +49,21 @@ class _TargetOnlyDriver:
 
     def get_active_torch_device(self):
         return torch.device("cpu")
+
+
+class _CompileOnly:
+    """Stands in for a kernel: ``[grid](*args, **kwargs)`` compiles instead of launching and
+    records ``{"aligned": ..., **summarize_ptx(...)}`` under ``name`` in ``found``."""
+
+    def __init__(self, kernel, name: str, found: dict):
+        self.kernel, self.name, self.found = kernel, name, found
+
+    def __getitem__(self, grid):
+        def compile_only(*args, **kwargs):
+            compiled = self.kernel.warmup(*args, grid=grid, **kwargs)
+            self.found[self.name] = {"aligned": bool(kwargs.get("ALIGNED")),
+                                     **summarize_ptx(compiled.asm["ptx"], compiled.metadata.shared)}
+        return compile_only
 
 
 def summarize_ptx(ptx: str, shared_bytes: int) -> dict:
@@ -94,21 +110,8 @@ def inspect(head_dim: int = 128, heads: int = 8, dtype: str = "bfloat16", arch: 
     lse = torch.zeros(heads, sum(lengths))
     problem = validate_inputs(q, k, v, offsets, offsets, causal=causal)
     found: dict = {}
-
-    class _Compile:
-        """Stands in for the kernels module: ``name[grid](*args, **kw)`` compiles instead of launching."""
-
-        def __getattr__(self, name):
-            kernel = getattr(_kernels, name)
-
-            class _Launch:
-                def __getitem__(self, grid):
-                    def compile_only(*args, **kwargs):
-                        compiled = kernel.warmup(*args, grid=grid, **kwargs)
-                        found[name] = {"aligned": bool(kwargs.get("ALIGNED")),
-                                       **summarize_ptx(compiled.asm["ptx"], compiled.metadata.shared)}
-                    return compile_only
-            return _Launch()
+    names = ("_fwd_kernel", "_bwd_preprocess_kernel", "_bwd_dkdv_kernel", "_bwd_dq_kernel")
+    compile_only = types.SimpleNamespace(**{n: _CompileOnly(getattr(_kernels, n), n, found) for n in names})
 
     gpu_blocks = tj.block_sizes
     tj.block_sizes = lambda head, dt, device_type: gpu_blocks(head, dt, "cuda")
@@ -116,9 +119,9 @@ def inspect(head_dim: int = 128, heads: int = 8, dtype: str = "bfloat16", arch: 
     driver.set_active(_TargetOnlyDriver(arch))
     try:
         plan = _plan(problem, None, torch.device("cpu"))
-        _forward(_Compile(), problem, plan, q, k, v, offsets, offsets, None)
+        _forward(compile_only, problem, plan, q, k, v, offsets, offsets, None)
         if torch_dtype in (torch.float32, torch.bfloat16, torch.float16):
-            _backward(_Compile(), problem, plan, q, k, v, o, lse, do, offsets, offsets, None)
+            _backward(compile_only, problem, plan, q, k, v, o, lse, do, offsets, offsets, None)
     finally:
         driver.set_active(previous)  # reset_active() would create a CUDA driver, absent here
         tj.block_sizes = gpu_blocks

@@ -38,7 +38,7 @@ import numpy as np
 from .budgets import Budget, BudgetTable
 from .compare import OUTPUTS
 
-__all__ = ["Record", "needed_multiplier", "sample", "read_records", "refloor", "fit", "evaluate", "RowStats"]
+__all__ = ["Record", "needed_multiplier", "sample", "read_records", "write_records", "refloor", "fit", "evaluate", "RowStats"]
 
 
 @dataclass(frozen=True)
@@ -232,11 +232,9 @@ def refloor(records: Iterable[Record], device="cpu") -> list[Record]:
         InvalidInput: record ``i`` (1-based in the message) without its full case
             (``case["full"]``) or with an unknown row.
     """
-    import torch
-
     from .budgets import PRECISIONS
     from .case import Case
-    from .compare import floor_terms
+    from .compare import floor_terms, reference_scales
     from .errors import InvalidInput
     from oracles import reference_attention
 
@@ -254,8 +252,8 @@ def refloor(records: Iterable[Record], device="cpu") -> list[Record]:
                                   sm_scale=case.sm_scale, do=t.do if backward else None)
         outputs = {}
         for name, numbers in rec.outputs.items():
-            lowp, acc = (float(ref.get(f"{name}_{kind}", torch.zeros(()))) for kind in ("lowp", "acc"))
-            outputs[name] = (numbers[0], numbers[1], *floor_terms(name, ref[name], rec.row, lowp, acc))
+            outputs[name] = (numbers[0], numbers[1], *floor_terms(name, ref[name], rec.row,
+                                                                  *reference_scales(ref, name)))
         out.append(replace(rec, outputs=outputs))
     return out
 
@@ -265,6 +263,27 @@ def device_description(device) -> str:
     import torch
 
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
+
+
+def _open_records(path: Path, mode: str):
+    """A records file, gzip-compressed when named ``.gz`` (any case)."""
+    return (gzip.open if path.suffix.lower() == ".gz" else open)(path, mode)
+
+
+def write_records(path: str | Path, records: Iterable[Record]) -> int:
+    """Write ``records`` to ``path`` (replaced; ``.gz``: compressed), one JSON line each; returns how many.
+
+    Raises:
+        OSError: the file cannot be written there.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with _open_records(path, "wt") as fh:
+        for rec in records:
+            fh.write(rec.to_json() + "\n")
+            n += 1
+    return n
 
 
 def read_records(paths: Iterable[str | Path]) -> list[Record]:
@@ -285,9 +304,8 @@ def read_records(paths: Iterable[str | Path]) -> list[Record]:
         if not path.is_file():
             raise InvalidInput(f"records file {str(path)!r} does not exist or is not a file; "
                                f"jfa-verify calibrate --records FILE writes one")
-        opener = gzip.open if path.suffix.lower() == ".gz" else open
         try:
-            with opener(path, "rt") as fh:
+            with _open_records(path, "rt") as fh:
                 lines = fh.read().splitlines()
         except (OSError, UnicodeDecodeError, EOFError) as e:
             raise InvalidInput(f"cannot read records file {str(path)!r}: {e}") from None

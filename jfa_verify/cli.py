@@ -282,9 +282,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_refloor(args) -> int:
-    import gzip
-
-    from .calibrate import read_records, refloor
+    from .calibrate import read_records, refloor, write_records
     from .device import select_device
 
     out = Path(args.out)
@@ -304,12 +302,8 @@ def cmd_refloor(args) -> int:
             raise type(e)(f"{path}: {e}") from None
         changed += sum(a.outputs != b.outputs for a, b in zip(records, new))
         fresh += new
-    opener = gzip.open if out.suffix.lower() == ".gz" else open
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with opener(out, "wt") as fh:
-            for rec in fresh:
-                fh.write(rec.to_json() + "\n")
+        write_records(out, fresh)
     except OSError as e:
         print(f"--out {args.out}: cannot write there ({e.strerror or e}); give a writable file path", file=sys.stderr)
         return EXIT_USAGE

@@ -36,7 +36,7 @@ import torch
 
 from .budgets import PRECISIONS, default_table, precision_of
 
-__all__ = ["OUTPUTS", "RULE", "OutputComparison", "compare_output", "floor_terms"]
+__all__ = ["OUTPUTS", "RULE", "OutputComparison", "compare_output", "floor_terms", "reference_scales"]
 
 OUTPUTS = ("o", "lse", "dq", "dk", "dv")
 RULE = ("allowance = sdpa_factor * sdpa_error + floor_ulps * store_eps * max|ref| "
@@ -88,6 +88,12 @@ def _max_abs_error(x: torch.Tensor, ref: torch.Tensor, finite: torch.Tensor) -> 
     diff = torch.nan_to_num(diff, nan=float("inf"))
     flat = int(torch.argmax(diff.reshape(-1)).item())
     return float(diff.reshape(-1)[flat].item()), flat
+
+
+def reference_scales(reference: dict, name: str) -> tuple[float, float]:
+    """``(lowp_scale, acc_scale)`` of output ``name`` from :func:`oracles.float64.reference_attention`'s
+    result (its ``"<name>_lowp"`` and ``"<name>_acc"`` scalars; 0.0 where it returns none)."""
+    return float(reference.get(f"{name}_lowp", 0.0)), float(reference.get(f"{name}_acc", 0.0))
 
 
 def floor_terms(name: str, reference: torch.Tensor, row: str, lowp_scale: float, acc_scale: float

@@ -19,7 +19,7 @@ from oracles import padded_sdpa_attention, reference_attention
 
 from .budgets import default_table, precision_of
 from .case import Case
-from .compare import OUTPUTS, OutputComparison, compare_output
+from .compare import OUTPUTS, OutputComparison, compare_output, reference_scales
 from .contract import JaggedProblem, validate_inputs
 from .errors import UnsupportedCase
 from .localize import Location, locate
@@ -220,8 +220,8 @@ def run_case(case: Case, kernel, device: torch.device | str = "cpu", *, backward
     for out_name in OUTPUTS:
         if out_name not in ref:
             continue
-        scales = (float(ref.get(f"{out_name}_lowp", 0.0)), float(ref.get(f"{out_name}_acc", 0.0)))
-        cmp = compare_output(out_name, got[out_name], sdpa[out_name], ref[out_name], case.torch_dtype, *scales,
+        cmp = compare_output(out_name, got[out_name], sdpa[out_name], ref[out_name], case.torch_dtype,
+                             *reference_scales(ref, out_name),
                              budget=table.budget(row, out_name), precision=row)
         result.comparisons.append(cmp)
         if cmp.worst_index is not None:

@@ -54,7 +54,6 @@ def _x16(x):
     return (x // 16) * 16
 
 
-
 @triton.jit
 def _round_cast(x, DTYPE: tl.constexpr, INTERPRET: tl.constexpr):
     """fp32 ``x`` -> ``DTYPE`` with round-to-nearest-even.
