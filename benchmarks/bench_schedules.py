@@ -91,15 +91,15 @@ def main() -> None:
     import time
 
     from jfa_verify.contract import validate_inputs
-    from kernels.triton_jfa import _kernels
-    from kernels.triton_jfa._autograd import _forward, _plan
-    from kernels.triton_jfa.scheduling import HostScheduler
+    from jfa_verify.kernels.triton_jfa import _kernels
+    from jfa_verify.kernels.triton_jfa._host import _forward, plan_launch
+    from jfa_verify.planning import GridScheduler, PersistentScheduler
 
     variants = {
-        "grid": None,
-        "persistent-launch-order": HostScheduler("launch_order", "round_robin"),
-        "persistent-zigzag": HostScheduler("zigzag", "round_robin"),
-        "persistent-dynamic": HostScheduler("dynamic", "dynamic"),
+        "grid": GridScheduler(),
+        "persistent-launch-order": PersistentScheduler("launch_order", "round_robin"),
+        "persistent-zigzag": PersistentScheduler("zigzag", "round_robin"),
+        "persistent-dynamic": PersistentScheduler("dynamic", "dynamic"),
     }
     rows = []
     print(f"{torch.cuda.get_device_name(0)}, bf16, H={args.heads}, D={args.head_dim}, forward only; median ms")
@@ -111,7 +111,7 @@ def main() -> None:
             problem = validate_inputs(q, k, v, offsets, offsets, causal=causal)
             for vname, scheduler in variants.items():
                 t0 = time.perf_counter()
-                plan = _plan(problem, scheduler, device)
+                plan, _ = plan_launch(problem, scheduler)
                 plan_ms = (time.perf_counter() - t0) * 1e3
                 times[vname] = do_bench(lambda: _forward(_kernels, problem, plan, q, k, v, offsets, offsets, None),
                                         warmup=50, rep=300, return_mode="median")

@@ -37,7 +37,7 @@ class _Unhinted:
 def _variants():
     import triton
 
-    from kernels.triton_jfa import _kernels
+    from jfa_verify.kernels.triton_jfa import _kernels
 
     shipped = _kernels._fwd_kernel
     names = list(shipped.do_not_specialize)
@@ -58,7 +58,8 @@ def main() -> int:
     args = bench_arguments(__doc__, "bench_specialization.py")
     from triton.testing import do_bench
     from jfa_verify.contract import validate_inputs
-    from kernels.triton_jfa._autograd import _forward, _plan
+    from jfa_verify.kernels.triton_jfa._host import _forward, plan_launch
+    from jfa_verify.planning import GridScheduler
 
     device = torch.device("cuda")
     variants = _variants()
@@ -69,7 +70,7 @@ def main() -> int:
         times, first = {}, None
         with torch.no_grad():
             problem = validate_inputs(q, k, v, offsets, offsets, causal=causal)
-            plan = _plan(problem, None, device)
+            plan, _ = plan_launch(problem, GridScheduler())
             for vname, kernel in variants.items():
                 kmod = types.SimpleNamespace(_fwd_kernel=kernel)
                 out = _forward(kmod, problem, plan, q, k, v, offsets, offsets, None)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import re
 import sys
 import types
@@ -83,8 +82,8 @@ def inspect(head_dim: int = 128, heads: int = 8, dtype: str = "bfloat16", arch: 
 
     Inputs: three sequences (300, 64, 17 tokens), ``heads`` query and KV heads, ``head_dim``
     for Q/K/V, contiguous ``[tokens, heads, head_dim]`` tensors of ``dtype`` (a name of
-    :data:`jfa_verify.case.DTYPES`). ``arch``: compute capability x 10 (90 for sm_90).
-    While it runs, Triton's active driver and ``kernels.triton_jfa.block_sizes`` are
+    :data:`jfa_verify.dtypes.DTYPES`). ``arch``: compute capability x 10 (90 for sm_90).
+    While it runs, Triton's active driver and ``triton_jfa``'s tile-size function are
     replaced (restored on return), so do not launch kernels from other threads meanwhile.
 
     Raises:
@@ -93,12 +92,15 @@ def inspect(head_dim: int = 128, heads: int = 8, dtype: str = "bfloat16", arch: 
     """
     from triton.runtime.driver import driver
 
-    import kernels.triton_jfa as tj
-    from jfa_verify.case import DTYPES
+    import dataclasses
+
+    import jfa_verify.kernels.triton_jfa._config as tj
     from jfa_verify.contract import validate_inputs
     from jfa_verify.device import interpreting
-    from kernels.triton_jfa import _kernels
-    from kernels.triton_jfa._autograd import _backward, _forward, _plan
+    from jfa_verify.dtypes import DTYPES
+    from jfa_verify.kernels.triton_jfa import _kernels
+    from jfa_verify.kernels.triton_jfa._host import _backward, _forward, plan_launch
+    from jfa_verify.planning import GridScheduler
 
     if interpreting():
         raise RuntimeError("TRITON_INTERPRET is set: the interpreter compiles nothing; unset it")
@@ -113,23 +115,22 @@ def inspect(head_dim: int = 128, heads: int = 8, dtype: str = "bfloat16", arch: 
     names = ("_fwd_kernel", "_bwd_preprocess_kernel", "_bwd_dkdv_kernel", "_bwd_dq_kernel")
     compile_only = types.SimpleNamespace(**{n: _CompileOnly(getattr(_kernels, n), n, found) for n in names})
 
-    gpu_blocks = tj.block_sizes
-    tj.block_sizes = lambda head, dt, device_type: gpu_blocks(head, dt, "cuda")
+    cpu_tiles = tj.tile_sizes
+    tj.tile_sizes = lambda p: cpu_tiles(dataclasses.replace(p, device=torch.device("cuda")))  # the GPU's tiles
     previous = driver._active  # None until something asked for the machine's own driver
     driver.set_active(_TargetOnlyDriver(arch))
     try:
-        plan = _plan(problem, None, torch.device("cpu"))
+        plan, _ = plan_launch(problem, GridScheduler())
         _forward(compile_only, problem, plan, q, k, v, offsets, offsets, None)
         if torch_dtype in (torch.float32, torch.bfloat16, torch.float16):
             _backward(compile_only, problem, plan, q, k, v, o, lse, do, offsets, offsets, None)
     finally:
         driver.set_active(previous)  # reset_active() would create a CUDA driver, absent here
-        tj.block_sizes = gpu_blocks
+        tj.tile_sizes = cpu_tiles
     return found
 
 
 def main() -> int:
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dim", type=int, default=128, help="16..256, the kernel's declared range")
     parser.add_argument("--heads", type=int, default=8, help="query and KV heads, 1..128")
@@ -138,7 +139,7 @@ def main() -> int:
                         help="compute capability x 10 (80: Ampere, 89: Ada, 90: Hopper, 100: Blackwell)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    from kernels.triton_jfa import CAPABILITIES
+    from jfa_verify.kernels.triton_jfa._config import CAPABILITIES
 
     if not CAPABILITIES.min_head_dim <= args.head_dim <= CAPABILITIES.max_head_dim:
         parser.error(f"--head-dim {args.head_dim}: triton_jfa supports {CAPABILITIES.min_head_dim}.."

@@ -2,7 +2,7 @@
 
 Usage (CUDA machine, from the repository root): ``python ci/gpu_overflow.py [OUT_DIR]``.
 
-The case (:func:`fuzz.mutation.gpu_only_cases`: 257 sequences of 4096 tokens, H_q=16,
+The case (:func:`jfa_verify.fuzz.mutation.gpu_only_cases`: 257 sequences of 4096 tokens, H_q=16,
 H_kv=1, D=128, bf16) has a Q of 2,155,872,256 elements, so a token x stride product in
 int32 wraps. Forward only (O and LSE): the float64 reference of the backward would need
 about twice the GPU memory. The tensors are materialized once (a minute of host time) and
@@ -16,16 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def main() -> int:
-    from fuzz.mutation import gpu_only_cases
     from jfa_verify.device import select_device
+    from jfa_verify.fuzz.mutation import gpu_only_cases, load_catalogue
+    from jfa_verify.registry import get_kernel
     from jfa_verify.runner import run_case
-    from kernels import get_kernel
-    from tests.quality.mutants import mutant_kernel
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "gpu-out"))
     out.mkdir(parents=True, exist_ok=True)
@@ -37,7 +34,7 @@ def main() -> int:
           f"in {time.time() - t:.0f} s", flush=True)
     results = {}
     kernels = (("triton_jfa", get_kernel("triton_jfa")),
-               ("mutant int32_token_stride_overflow", mutant_kernel("int32_token_stride_overflow")))
+               ("mutant int32_token_stride_overflow", load_catalogue().kernel_of("int32_token_stride_overflow")))
     for label, kernel in kernels:
         t = time.time()
         r = run_case(case, kernel, dev, backward=False, instrument=False, tensors=tensors)  # the same tensors

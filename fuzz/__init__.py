@@ -1,6 +1,5 @@
-"""Fuzz campaigns, the corpus of reproducers, and replay."""
+"""Fuzz campaigns and mutation testing (installed as ``jfa_verify.fuzz``)."""
 
 from .campaign import CampaignFailure, CampaignSummary, run_campaign
-from .corpus import Corpus, environment, read_case_file
 
-__all__ = ["CampaignFailure", "CampaignSummary", "Corpus", "environment", "read_case_file", "run_campaign"]
+__all__ = ["CampaignFailure", "CampaignSummary", "run_campaign"]

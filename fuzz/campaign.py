@@ -1,8 +1,8 @@
 """Fuzz campaigns: Hypothesis drives cases through a kernel, failures shrink and land in the corpus.
 
 :func:`run_campaign` first replays the corpus folder's saved failures for the
-kernel (as explicit examples), then draws new cases. Every case runs inside
-:meth:`fuzz.corpus.Corpus.guard`, so its case file exists before the kernel
+kernel (as explicit examples), then draws new cases. Every case runs through
+:class:`jfa_verify.loop.Verifier` (the one run loop), so its case file exists before the kernel
 runs: a crash, a kill or a hang (with ``timeout_s``) leaves it behind. The
 first failure is shrunk by Hypothesis to a minimal case; that minimal case's
 file is kept (intermediate shrink steps' files are removed). Hypothesis's own
@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import seed as hypothesis_seed
@@ -25,10 +25,9 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from jfa_verify.case import Case
+from jfa_verify.corpus import TIMEOUT_EXIT_CODE, Corpus, read_case_file
 from jfa_verify.coverage import Coverage
 from jfa_verify.errors import InvalidInput
-
-from .corpus import TIMEOUT_EXIT_CODE, Corpus, read_case_file
 
 __all__ = ["CampaignFailure", "CampaignSummary", "run_campaign", "TIMEOUT_EXIT_CODE"]
 
@@ -118,6 +117,7 @@ def run_campaign(
     timeout_s: Optional[float] = None,
     backward: bool = True,
     shrink: bool = True,
+    plugins: Sequence[str] = (),
 ) -> CampaignSummary:
     """Fuzz ``kernel`` with Hypothesis; failures are written to ``corpus_dir`` and shrunk.
 
@@ -134,14 +134,15 @@ def run_campaign(
             process exits with :data:`TIMEOUT_EXIT_CODE` (a hung kernel cannot be interrupted).
         backward: run the backward pass too (when the kernel has one).
         shrink: shrink the first failure to a minimal case (otherwise stop at it).
+        plugins: plugin files the kernel came from (named in replay commands).
 
     Returns:
         A :class:`CampaignSummary`. Never raises for kernel failures.
     """
     from jfa_verify.device import current_device, select_device
-    from jfa_verify.runner import run_case
+    from jfa_verify.loop import Verifier
+    from jfa_verify.registry import get_kernel
     from jfa_verify.strategies import cases
-    from kernels import get_kernel
 
     import torch
 
@@ -151,6 +152,7 @@ def run_campaign(
     name = kernel.name
     corpus = Corpus(corpus_dir)
     corpus.root.mkdir(parents=True, exist_ok=True)
+    verifier = Verifier(kernel, dev, corpus, backward=backward, timeout_s=timeout_s, plugins=plugins)
     if strategy is None:
         strategy = cases(kernel, device_type=dev.type)
     summary = CampaignSummary(kernel=name, device=str(dev), seed=seed, coverage=Coverage.for_kernel(kernel, dev.type))
@@ -162,9 +164,8 @@ def run_campaign(
         key = case.case_id()
         if key in seen:  # different draws can build the same case; a verdict is deterministic
             return seen[key]
-        with corpus.guard(case, name, str(dev), timeout_s) as path:
-            result = run_case(case, kernel, dev, backward=backward)
-            kept = corpus.record(path, result)
+        result = verifier.verify(case)
+        kept = Path(result.reproducer) if result.reproducer else None
         seen[key] = (result, kept)
         summary.coverage.add(case)
         summary.cases_run += 1

@@ -1,39 +1,254 @@
-"""Mutation testing: run the CI profile against each planted-bug kernel and collect a kill table.
+"""Mutation testing: planted-bug copies of a kernel from a catalogue, the CI profile run against each, a kill table.
 
-Per mutant (see ``tests/quality/mutants.py``): first a fixed, cheap, targeted
-set of cases (tile boundaries +-1, empty sequences, both causal alignments with
-L_q != L_k, GQA, broadcast-Q, int64 offsets with offsets_start > 0, strided
-layout), stopping at the first failure; then, if the
-mutant survived them, a short Hypothesis campaign (:func:`fuzz.campaign.run_campaign`,
-corpus in a temporary folder) with shrinking. A mutant is *killed* when a case
-fails (an output outside its allowance, a non-finite output, a scheduler
-invariant violation) or errors.
+A **catalogue** (JSON, format ``jfa-verify-mutants/1``; the public one ships as
+package data, ``catalogues/triton_jfa.json``; ``--catalogue FILE`` takes any
+other) names the kernel it mutates, a *builder* (``"module:function"``, called
+as ``builder(kernels_module=..., host_module=..., scheduler=...)`` to build the
+implementation on other modules or another scheduler hook), the modules a
+mutant may edit (``targets``), and the mutants:
+
+* a source mutant: ``old`` must occur exactly ``count`` times (default 1) in the
+  ``target`` module's source; each is replaced by ``new``, the edited source is
+  imported from a private temporary folder (Triton's JIT reads kernel source
+  from a file) and the builder wraps it;
+* a scheduler mutant: ``scheduler`` names a corruption of
+  :data:`CORRUPTIONS` applied to the schedules a persistent kernel is handed;
+* ``gpu_only`` marks a mutant that shows only on inputs too large for the CPU
+  interpreter (``gpu_reason`` says why); CPU runs skip it.
+
+Per mutant, :func:`run_mutant` runs a fixed, cheap, targeted set of cases
+(:func:`targeted_cases`: tile boundaries +-1 of the kernel's own tiles, empty
+sequences, both causal alignments with L_q != L_k, GQA, broadcast-Q, int64
+offsets with offsets_start > 0, strided layout) up to the first failure, then,
+if the mutant survived them, a short shrinking campaign. A mutant is *killed*
+when a case fails or errors.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import importlib.util
+import json
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Optional, Sequence
 
 from jfa_verify.case import Case
 from jfa_verify.coverage import classify
+from jfa_verify.errors import InvalidInput
+from jfa_verify.protocol import Kernel, tiles_for_shape
 
-__all__ = ["MutantResult", "targeted_cases", "run_mutants", "format_table"]
+__all__ = ["CORRUPTIONS", "Catalogue", "Mutant", "MutantResult", "format_table", "gpu_only_cases", "load_catalogue",
+           "register_catalogue", "run_mutant", "run_mutants", "targeted_cases"]
 
-def targeted_cases(device_type: str = "cpu") -> list[Case]:
+FORMAT = "jfa-verify-mutants/1"
+
+
+# ----------------------------------------------------------------------------- scheduler corruptions
+
+
+def _drop_last(sms, workloads) -> None:
+    busiest = max(range(len(sms)), key=lambda i: len(sms[i]))
+    if sms[busiest]:
+        sms[busiest].pop()
+
+
+def _repeat_first(sms, workloads) -> None:
+    first = next((t for tiles in sms for t in tiles if not t.sentinel), None)
+    if first is not None:
+        sms[-1].append(first)
+
+
+def _run_empty(sms, workloads) -> None:
+    empty = next((t for t in workloads if t.rows == 0), None)
+    if empty is not None:
+        sms[0].append(empty)
+
+
+CORRUPTIONS: dict[str, Callable] = {
+    "drop_last_tile_of_busiest": _drop_last,
+    "repeat_first_tile": _repeat_first,
+    "run_empty_tile": _run_empty,
+}
+"""Name -> ``corrupt(sm_tiles, workloads)``, editing per-SM tile lists in place."""
+
+
+def corrupted_scheduler(name: str, num_sms: int = 3):
+    """Zigzag forward/dQ, round-robin dK/dV on ``num_sms`` programs, with corruption ``name`` applied."""
+    from jfa_verify.planning import PersistentScheduler
+    from jfa_verify.protocol import PassPlan
+
+    corrupt = CORRUPTIONS[name]
+
+    class CorruptedScheduler(PersistentScheduler):
+        def __call__(self, workloads, kind, problem):
+            planned = super().__call__(workloads, kind, problem)
+            sms = [list(t) for t in planned.schedule.sm_tiles]
+            corrupt(sms, planned.workloads)
+            broken = dataclasses.replace(planned.schedule, sm_tiles=tuple(map(tuple, sms)))
+            programs = tuple(tuple(t.index for t in tiles if not t.sentinel) for tiles in broken.sm_tiles)
+            return PassPlan(kind, planned.workloads, programs, broken, planned.cluster_size)
+
+    return CorruptedScheduler(num_sms=num_sms)
+
+
+# ----------------------------------------------------------------------------- catalogues
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One planted bug (see the module docstring)."""
+
+    name: str
+    description: str
+    target: str = "kernels"
+    old: str = ""
+    new: str = ""
+    count: int = 1
+    scheduler: str = ""
+    gpu_only: bool = False
+    gpu_reason: str = ""
+
+
+@dataclass
+class Catalogue:
+    """Mutants of one kernel. ``kernel``: the registered kernel whose capabilities and tile sizes the
+    mutants keep; ``builder``: ``"module:function"``; ``targets``: ``{target: module name}``."""
+
+    name: str
+    kernel: str
+    builder: str
+    targets: dict
+    mutants: dict
+    description: str = ""
+    source: str = ""
+    _modules: dict = field(default_factory=dict, repr=False)
+    _tmpdir: Optional[tempfile.TemporaryDirectory] = field(default=None, repr=False)
+
+    def __getitem__(self, name: str) -> Mutant:
+        try:
+            return self.mutants[name]
+        except KeyError:
+            raise InvalidInput(f"mutant={name!r} is not in catalogue {self.name!r}; choose from "
+                               f"{sorted(self.mutants)}") from None
+
+    def mutated_source(self, name: str) -> str:
+        """The edited source of mutant ``name``'s target module.
+
+        Raises:
+            InvalidInput: ``old`` does not occur exactly ``count`` times (the catalogue is stale).
+        """
+        mutant = self[name]
+        origin = importlib.util.find_spec(self.targets[mutant.target]).origin
+        text = Path(origin).read_text()
+        found = text.count(mutant.old)
+        if found != mutant.count:
+            raise InvalidInput(f"mutant {name!r} of catalogue {self.name!r}: expected {mutant.count} occurrence(s) "
+                               f"of {mutant.old!r} in {origin}, found {found}; update the catalogue to the source")
+        return text.replace(mutant.old, mutant.new)
+
+    def _module(self, name: str):
+        if name not in self._modules:
+            if self._tmpdir is None:
+                self._tmpdir = tempfile.TemporaryDirectory(prefix="jfa-mutants-")
+            module_name = f"_jfa_mutant_{self.name}_{name}"
+            path = Path(self._tmpdir.name) / f"{module_name}.py"
+            path.write_text(self.mutated_source(name))
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+            self._modules[name] = module
+        return self._modules[name]
+
+    def build(self, name: str):
+        """The implementation of mutant ``name`` (its kernel module or host module replaced, or its scheduler)."""
+        mutant = self[name]
+        module_name, _, function = self.builder.partition(":")
+        builder = getattr(importlib.import_module(module_name), function)
+        if mutant.scheduler:
+            return builder(scheduler=corrupted_scheduler(mutant.scheduler))
+        return builder(**{f"{mutant.target}_module": self._module(name)})
+
+    def kernel_of(self, name: str, prefix: str = "mutant-") -> Kernel:
+        """A :class:`Kernel` for mutant ``name`` (not registered), with the mutated kernel's capabilities."""
+        from jfa_verify.registry import get_kernel
+
+        base = get_kernel(self.kernel)
+        return Kernel(f"{prefix}{name}", self[name].description, lambda: self.build(name), base.capabilities,
+                      base.tile_sizes_fn, base.requires)
+
+
+def load_catalogue(name_or_path: str = "triton_jfa") -> Catalogue:
+    """A packaged catalogue by name (``"triton_jfa"``) or a catalogue file by path.
+
+    Raises:
+        InvalidInput: no such catalogue, not JSON, not this format, or a malformed mutant.
+    """
+    path = Path(name_or_path)
+    if path.suffix == ".json" or path.exists():
+        if not path.is_file():
+            raise InvalidInput(f"catalogue file {str(path)!r} does not exist")
+        text, source = path.read_text(), str(path)
+    else:
+        packaged = resources.files("jfa_verify.fuzz").joinpath(f"catalogues/{name_or_path}.json")
+        if not packaged.is_file():
+            names = sorted(p.name[:-5] for p in resources.files("jfa_verify.fuzz").joinpath("catalogues").iterdir()
+                           if p.name.endswith(".json"))
+            raise InvalidInput(f"catalogue={name_or_path!r} is neither a file nor a packaged catalogue ({names})")
+        text, source = packaged.read_text(), f"packaged {name_or_path}"
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidInput(f"catalogue {source}: not JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise InvalidInput(f"catalogue {source}: format={doc.get('format') if isinstance(doc, dict) else None!r}, "
+                           f"expected {FORMAT!r}")
+    known = {f.name for f in dataclasses.fields(Mutant)}
+    mutants = {}
+    for i, m in enumerate(doc.get("mutants", [])):
+        if not isinstance(m, dict) or set(m) - known or "name" not in m or "description" not in m:
+            raise InvalidInput(f"catalogue {source}: mutants[{i}] must be an object with name, description and only "
+                               f"the fields {sorted(known)}")
+        mutant = Mutant(**m)
+        if mutant.scheduler and mutant.scheduler not in CORRUPTIONS:
+            raise InvalidInput(f"catalogue {source}: mutant {mutant.name!r} scheduler={mutant.scheduler!r} is not "
+                               f"one of {sorted(CORRUPTIONS)}")
+        if not mutant.scheduler and (mutant.target not in doc.get("targets", {}) or not mutant.old):
+            raise InvalidInput(f"catalogue {source}: mutant {mutant.name!r} needs old/new text and a target in "
+                               f"{sorted(doc.get('targets', {}))}")
+        mutants[mutant.name] = mutant
+    try:
+        return Catalogue(doc["name"], doc["kernel"], doc["builder"], dict(doc.get("targets", {})), mutants,
+                         doc.get("description", ""), source)
+    except KeyError as e:
+        raise InvalidInput(f"catalogue {source}: missing field {e}") from None
+
+
+def register_catalogue(catalogue: Catalogue, prefix: str = "mutant-") -> list[str]:
+    """Register every mutant of ``catalogue`` as a kernel ``<prefix><name>``; returns the names."""
+    from jfa_verify.registry import add_kernel
+
+    return [add_kernel(catalogue.kernel_of(name, prefix)).name for name in catalogue.mutants]
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+def targeted_cases(kernel: Optional[Kernel] = None, device_type: str = "cpu") -> list[Case]:
     """The fixed cases run against every mutant, cheapest and most discriminating first.
 
-    Lengths are placed at ``triton_jfa``'s tile boundaries +-1 on ``device_type``: on the CPU
-    interpreter BLOCK_M=32, BLOCK_N=16 (head dim 16: lengths 15/17/31/33); on CUDA head dim 160,
-    whose tiles are BLOCK_M=64, BLOCK_N=32, so that BLOCK_M != BLOCK_N there too and a
-    query-tile/key-tile mix-up changes the result.
+    Lengths sit at ``kernel``'s own tile boundaries +-1 on ``device_type``: on the CPU interpreter
+    head dim 16 (``triton_jfa``: BLOCK_M=32, BLOCK_N=16); on CUDA head dim 160 (``triton_jfa``:
+    BLOCK_M=64, BLOCK_N=32), so that BLOCK_M != BLOCK_N and a query-tile/key-tile mix-up shows.
     """
-    from kernels.triton_jfa import block_sizes
-
     d = 16 if device_type != "cuda" else 160
-    bm, bn = block_sizes(d, None, device_type)
+    bm, bn = tiles_for_shape(kernel, d, d, None, device_type).as_tuple()
     h = dict(num_heads_q=4, num_heads_kv=2, head_dim=d)
     return [
         Case(kv_lengths=(bn + 1, 0, bm + 1, 5), dtype="float32", name="self/gqa/tile-edges/empty", **h),
@@ -61,19 +276,22 @@ def gpu_only_cases() -> list[Case]:
                  name="self/q-over-2^31-elements")]
 
 
+# ----------------------------------------------------------------------------- running
+
+
 @dataclass
 class MutantResult:
     """The verdict on one mutant."""
 
     name: str
     description: str
-    status: str  # "killed", "survived" or "skipped" (gpu-only on CPU)
+    status: str  # "killed", "survived", "skipped" (gpu-only on CPU) or "error" (the mutant could not be judged)
     gpu_only: bool = False
     reason: str = ""
     stage: str = ""  # "targeted" or "campaign"
     killing_case: Optional[Case] = None
     killing_status: str = ""  # the failing CaseResult's status: "fail" or "error"
-    outputs: list[str] = field(default_factory=list)  # failing outputs ("o", "lse", "dq", "dk", "dv", "schedule", "error")
+    outputs: list[str] = field(default_factory=list)  # failing outputs ("o", ..., "schedule", "contract", "error")
     input_classes: list[str] = field(default_factory=list)
     seconds_to_failure: Optional[float] = None
     seconds: float = 0.0
@@ -98,46 +316,43 @@ def _failing_outputs(result) -> list[str]:
     out = [c.name for c in result.failing]
     if result.schedule_violations:
         out.append("schedule")
+    if result.contract_violations:
+        out.append("contract")
     return out
-
-
-def _tokens(case: Case) -> int:
-    q = case.broadcast_q_len if case.mode == "broadcast_q" else sum(case.query_lengths)
-    return q + sum(case.kv_lengths)
 
 
 def _record_kill(res: MutantResult, case: Case, result, kernel, device_type: str, stage: str, t0: float) -> None:
     res.status, res.stage, res.killing_case = "killed", stage, case
     res.killing_status = result.status
     res.outputs = _failing_outputs(result)
-    blocks = kernel.capabilities.block_sizes(case.head_dim, case.torch_dtype, device_type)
-    res.input_classes = sorted(classify(case, blocks))
+    res.input_classes = sorted(classify(case, tiles_for_shape(kernel, case.head_dim, case.dv, case.torch_dtype,
+                                                              device_type).as_tuple()))
     res.seconds_to_failure = time.perf_counter() - t0
-    res.reproducer_batch, res.reproducer_tokens = case.batch, _tokens(case)
+    res.reproducer_batch, res.reproducer_tokens = case.batch, case.tokens()
     res.explanation = result.explain()
 
 
-def run_mutant(name: str, *, device="cpu", max_examples: int = 10, seed: int = 0,
-               cases: Optional[Sequence[Case]] = None) -> MutantResult:
+def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device="cpu", max_examples: int = 10,
+               seed: int = 0, cases: Optional[Sequence[Case]] = None) -> MutantResult:
     """Targeted cases, then (if it survived) a short shrinking campaign, against mutant ``name``."""
     import torch
 
     from jfa_verify.device import select_device
     from jfa_verify.runner import run_case
-    from tests.quality.mutants import MUTANTS, mutant_kernel
 
     from .campaign import run_campaign
 
-    mutant = MUTANTS[name]
+    cat = load_catalogue(catalogue) if isinstance(catalogue, str) else catalogue
+    mutant = cat[name]
     dev = select_device(torch.device(device).type)
     res = MutantResult(name, mutant.description, "survived", gpu_only=mutant.gpu_only)
     if mutant.gpu_only and dev.type != "cuda":
         res.status, res.reason = "skipped", f"gpu-only: {mutant.gpu_reason}"
         return res
-    kernel = mutant_kernel(name)
+    kernel = cat.kernel_of(name)
     t0 = time.perf_counter()
     if cases is None:
-        cases = targeted_cases(dev.type)
+        cases = targeted_cases(kernel, dev.type)
         if mutant.gpu_only:
             cases = gpu_only_cases() + cases
     huge = {c.name for c in gpu_only_cases()}
@@ -160,34 +375,35 @@ def run_mutant(name: str, *, device="cpu", max_examples: int = 10, seed: int = 0
     return res
 
 
-def run_mutants(names: Optional[Sequence[str]] = None, *, device="cpu", max_examples: int = 10,
-                seed: int = 0, jobs: int = 1) -> list["MutantResult"]:
+def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "triton_jfa", device="cpu",
+                max_examples: int = 10, seed: int = 0, jobs: int = 1) -> list[MutantResult]:
     """Run every mutant in ``names`` (default: the whole catalogue) and return one result each, in order.
 
-    ``jobs > 1`` runs that many mutants at once in separate processes (spawned: each has its own
-    Triton state; on CUDA they share the GPU). A worker process that dies counts as its mutant's error.
+    ``catalogue``: a packaged catalogue name or a file path. ``jobs > 1`` runs that many mutants at
+    once in separate processes (spawned: each has its own Triton state; on CUDA they share the GPU).
+    A worker process that dies counts as its mutant's error.
+
+    Raises:
+        InvalidInput: an unknown catalogue or mutant name.
     """
-    from tests.quality.mutants import MUTANTS
-
-    names = list(MUTANTS) if not names else list(names)
-    unknown = [n for n in names if n not in MUTANTS]
-    if unknown:
-        from jfa_verify.errors import InvalidInput
-
-        raise InvalidInput(f"unknown mutant(s) {unknown}; choose from {sorted(MUTANTS)}")
+    cat = load_catalogue(catalogue)
+    names = list(cat.mutants) if not names else list(names)
+    for n in names:
+        cat[n]  # every name must exist before anything runs
     if jobs <= 1:
-        return [run_mutant(n, device=device, max_examples=max_examples, seed=seed) for n in names]
+        return [run_mutant(n, catalogue=cat, device=device, max_examples=max_examples, seed=seed) for n in names]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(run_mutant, n, device=device, max_examples=max_examples, seed=seed) for n in names]
+        futures = [pool.submit(run_mutant, n, catalogue=catalogue, device=device, max_examples=max_examples,
+                               seed=seed) for n in names]
         results = []
         for n, f in zip(names, futures):
             try:
                 results.append(f.result())
             except Exception as e:  # a crashed worker: the mutant was not judged
-                results.append(MutantResult(n, MUTANTS[n].description, "error", gpu_only=MUTANTS[n].gpu_only,
+                results.append(MutantResult(n, cat[n].description, "error", gpu_only=cat[n].gpu_only,
                                             reason=f"worker failed: {type(e).__name__}: {e}"))
         return results
 

@@ -18,13 +18,15 @@ from typing import Optional
 
 import torch
 
-from .case import DTYPES
+from .dtypes import DTYPES, dtype_name
 from .errors import InvalidInput
 
-__all__ = ["Budget", "BudgetTable", "Precision", "PRECISIONS", "precision_of", "default_table", "FORMAT"]
+__all__ = ["Budget", "BudgetTable", "Precision", "PRECISIONS", "RULE", "precision_of", "default_table", "FORMAT",
+           "headroom"]
 
 FORMAT = "jfa-verify-budgets/1"
-_DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+RULE = ("allowance = sdpa_factor * sdpa_error + floor_ulps * store_eps * max|ref| "
+        "+ lowp_ulps * operand_eps * ref[<out>_lowp] + acc_ulps * compute_eps * ref[<out>_acc]")
 _EPS32 = torch.finfo(torch.float32).eps
 
 
@@ -67,8 +69,8 @@ def precision_of(dtype: torch.dtype, *, tf32: bool = False) -> str:
     Raises:
         InvalidInput: a dtype with no row.
     """
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
+    name = dtype_name(dtype)
+    if name not in DTYPES:
         raise InvalidInput(f"no budget row for dtype={dtype}; rows: {sorted(PRECISIONS)}")
     return "float32-tf32" if tf32 and name == "float32" else name
 
@@ -91,6 +93,31 @@ class Budget:
             if not isinstance(value, (int, float)) or not (value >= 0 and value < float("inf")):
                 raise InvalidInput(f"budget {name}={value} must be a finite number >= 0")
 
+    def floor(self, floors) -> float:
+        """The rounding floor: the constants times the terms ``floors = (f1, f2, f3)`` (see :data:`RULE`)."""
+        f1, f2, f3 = floors
+        return self.floor_ulps * f1 + self.lowp_ulps * f2 + self.acc_ulps * f3
+
+    def allowance(self, sdpa_error: float, floors) -> float:
+        """The allowance of :data:`RULE`: the one formula the runner and the calibration use."""
+        return self.sdpa_factor * sdpa_error + self.floor(floors)
+
+    def needed_multiplier(self, kernel_error: float, sdpa_error: float, floors) -> float:
+        """Multiplier of the floor constants at which ``kernel_error`` passes exactly: 0 when the SDPA
+        term alone covers it, ``inf`` when there is an excess and no floor."""
+        excess = kernel_error - self.sdpa_factor * sdpa_error
+        if excess <= 0:
+            return 0.0
+        floor = self.floor(floors)
+        return float("inf") if floor == 0 else excess / floor
+
+
+def headroom(error: float, allowance: float) -> float:
+    """``error / allowance``: below 1 passes; 0 for an exact zero against a zero allowance, else inf."""
+    if allowance > 0:
+        return error / allowance
+    return 0.0 if error == 0 else float("inf")
+
 
 @dataclass(frozen=True)
 class BudgetTable:
@@ -106,7 +133,7 @@ class BudgetTable:
         Raises:
             InvalidInput: no entry for that dtype or output.
         """
-        name = dtype if isinstance(dtype, str) else _DTYPE_NAMES.get(dtype, str(dtype))
+        name = dtype if isinstance(dtype, str) else dtype_name(dtype)
         try:
             return self.budgets[name][output]
         except KeyError:
@@ -125,8 +152,6 @@ class BudgetTable:
                                f"\"budgets\": {{row: {{output: {{sdpa_factor, floor_ulps, lowp_ulps, acc_ulps}}}}}}") from None
 
     def to_dict(self) -> dict:
-        from .compare import RULE
-
         return {
             "format": FORMAT,
             "version": self.version,

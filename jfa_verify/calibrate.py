@@ -35,10 +35,10 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from .budgets import Budget, BudgetTable
+from .budgets import Budget, BudgetTable, headroom
 from .compare import OUTPUTS
 
-__all__ = ["Record", "needed_multiplier", "sample", "read_records", "write_records", "refloor", "fit", "evaluate", "RowStats"]
+__all__ = ["Record", "needed_multiplier", "record_headroom", "sample", "read_records", "write_records", "refloor", "fit", "evaluate", "RowStats"]
 
 
 @dataclass(frozen=True)
@@ -78,31 +78,13 @@ class Record:
 
 
 def needed_multiplier(numbers: Sequence[float], budget: Budget) -> float:
-    """Multiplier of ``budget``'s floor constants at which an output with these raw numbers passes exactly.
-
-    Args: ``numbers = (kernel_error, sdpa_error, f1, f2, f3)``. Returns 0 when the SDPA term
-    alone covers the error, ``inf`` when there is an excess and no floor.
-    """
-    e, s, f1, f2, f3 = numbers
-    excess = e - budget.sdpa_factor * s
-    if excess <= 0:
-        return 0.0
-    floor = budget.floor_ulps * f1 + budget.lowp_ulps * f2 + budget.acc_ulps * f3
-    return float("inf") if floor == 0 else excess / floor
+    """:meth:`Budget.needed_multiplier` of raw numbers ``(kernel_error, sdpa_error, f1, f2, f3)``."""
+    return budget.needed_multiplier(numbers[0], numbers[1], numbers[2:])
 
 
-def allowance(numbers: Sequence[float], budget: Budget) -> float:
-    """The allowance of :func:`jfa_verify.compare.compare_output` rebuilt from raw numbers."""
-    _, s, f1, f2, f3 = numbers
-    return budget.sdpa_factor * s + budget.floor_ulps * f1 + budget.lowp_ulps * f2 + budget.acc_ulps * f3
-
-
-def headroom(numbers: Sequence[float], budget: Budget) -> float:
+def record_headroom(numbers: Sequence[float], budget: Budget) -> float:
     """``kernel_error / allowance`` for raw numbers, as :attr:`OutputComparison.headroom` (above 1 fails)."""
-    allow = allowance(numbers, budget)
-    if allow > 0:
-        return numbers[0] / allow
-    return 0.0 if numbers[0] == 0 else float("inf")
+    return headroom(numbers[0], budget.allowance(numbers[1], numbers[2:]))
 
 
 def _case_summary(case) -> dict:
@@ -153,7 +135,7 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
     sampled: list[Record] = []
     tf32 = bool(getattr(kernel.capabilities, "tf32", False))
     device_name = device_description(device)
-    from fuzz import environment as process_environment
+    from .corpus import environment as process_environment
 
     environment = {key: process_environment()[key] for key in ("torch", "triton")}
     records = Path(records)
@@ -194,7 +176,8 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
         # layout is another compiled kernel variant (sampling on a GPU is bound by Triton compiles).
         # Longer sequences on a GPU, where they cost little.
         size = dict(max_len=384, max_batch=8) if device.type == "cuda" else {}
-        per_dtype = [cases(kernel, device_type=device.type, dtypes=[dt], layouts=["contiguous"], **size)
+        per_dtype = [cases(kernel, device_type=device.type, dtypes=[dt], layouts=["contiguous"],
+                           offsets_layouts=["contiguous"], **size)
                      for dt in dtypes]
         turn = [0]
         @hypothesis_seed(seed)
@@ -236,7 +219,7 @@ def refloor(records: Iterable[Record], device="cpu") -> list[Record]:
     from .case import Case
     from .compare import floor_terms, reference_scales
     from .errors import InvalidInput
-    from oracles import reference_attention
+    from .oracles import reference_attention
 
     out = []
     for i, rec in enumerate(records):
@@ -248,8 +231,7 @@ def refloor(records: Iterable[Record], device="cpu") -> list[Record]:
         case = Case.from_dict(rec.case["full"])
         t = case.materialize(device)
         backward = any(name in rec.outputs for name in ("dq", "dk", "dv"))
-        ref = reference_attention(*t.call_args(), causal=case.causal, causal_alignment=case.causal_alignment,
-                                  sm_scale=case.sm_scale, do=t.do if backward else None)
+        ref = reference_attention(case.problem(t), t.q, t.k, t.v, do=t.do if backward else None)
         outputs = {}
         for name, numbers in rec.outputs.items():
             outputs[name] = (numbers[0], numbers[1], *floor_terms(name, ref[name], rec.row,
@@ -361,7 +343,7 @@ def evaluate(records: Iterable[Record], table: BudgetTable) -> dict:
                 st.needed.append(float("inf"))
                 st.failures += 1
                 continue
-            h = headroom(numbers, b)
+            h = record_headroom(numbers, b)
             st.headroom.append(h)
             st.needed.append(needed_multiplier(numbers, b))
             st.failures += int(h > 1)
@@ -394,6 +376,15 @@ def fit(records: Sequence[Record], current: BudgetTable, *, safety: float = 2.0,
         budgets.setdefault(row, {})[out] = replace(b, floor_ulps=max(b.floor_ulps * k, min_floor_ulps),
                                                    lowp_ulps=b.lowp_ulps * k, acc_ulps=b.acc_ulps * k)
     return BudgetTable(current.version + 1, dict(provenance or {}), budgets)
+
+
+def thin_rows(records: Sequence[Record], min_cases: int) -> dict[str, int]:
+    """``{row: cases}`` for every budget row with fewer than ``min_cases`` fitting records (a fit on so few
+    would move the row's constants on noise: ``calibrate --cases 5`` shrank them 20x)."""
+    rows: dict = defaultdict(int)
+    for r in records:
+        rows[r.row] += 1
+    return {row: n for row, n in sorted(rows.items()) if n < min_cases}
 
 
 def _versions(records: Sequence[Record], package: str) -> str:

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from .budgets import BudgetTable
-from .calibrate import Record, headroom
+from .calibrate import Record, record_headroom
 from .compare import OUTPUTS
 
 __all__ = ["plot_error_vs_length", "plot_headroom", "write_report"]
@@ -85,7 +85,7 @@ def plot_headroom(records: Sequence[Record], table: BudgetTable, path: str | Pat
                 if out in r.problems:
                     fails[out] += 1
                     continue
-                h = headroom(numbers, table.budget(row, out))
+                h = record_headroom(numbers, table.budget(row, out))
                 fails[out] += int(h > 1)
                 values[out].append(math.log10(max(h, 1e-6)) if math.isfinite(h) else 1.0)
         for j, out in enumerate(OUTPUTS):

@@ -11,26 +11,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import numbers
 from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
 import numpy as np
 import torch
 
-from .contract import CAUSAL_ALIGNMENTS, output_dtype
+from .contract import CAUSAL_ALIGNMENTS, MODES, JaggedProblem, validate_inputs
+from .dtypes import DTYPES, OFFSET_DTYPES, output_dtype
 from .errors import InvalidInput
 
-__all__ = ["Case", "CaseTensors", "DTYPES", "LAYOUTS", "MODES", "VALUE_DISTRIBUTIONS"]
+__all__ = ["Case", "CaseTensors", "LAYOUTS", "OFFSETS_LAYOUTS", "VALUE_DISTRIBUTIONS"]
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-          "float8_e4m3fn": torch.float8_e4m3fn}
-MODES = ("self", "cross", "broadcast_q")
-OFFSET_DTYPES = {"int32": torch.int32, "int64": torch.int64}
 VALUE_DISTRIBUTIONS = ("normal", "large_logits", "correlated", "near_ties", "tiny")
 LAYOUTS = ("contiguous", "strided")
+# "strided": q_offsets and k_offsets are the two columns of one [B + 1, 2] tensor (views with
+# stride 2), the natural way to hold both; outside the contract, so a kernel must reject them or
+# compute the right result, never read them as if dense.
+OFFSETS_LAYOUTS = ("contiguous", "strided")
 # Fields added after the first case-file format: left out of ``to_dict`` (and so of
 # ``case_id``) while they hold their default, so old case files and ids stay valid.
-_LATE_FIELDS = {"layout": "contiguous"}
+_LATE_FIELDS = {"layout": "contiguous", "offsets_layout": "contiguous"}
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,22 @@ class CaseTensors:
     do: torch.Tensor
 
     def call_args(self) -> tuple:
+        """``(q, k, v, q_offsets, k_offsets)`` as the kernel receives them."""
         return (self.q, self.k, self.v, self.q_offsets, self.k_offsets)
+
+    def contract_args(self) -> tuple:
+        """As :meth:`call_args` with contiguous offsets (the contract's form, for validation and oracles)."""
+        dense = lambda t: None if t is None else t.contiguous()  # noqa: E731
+        return (self.q, self.k, self.v, dense(self.q_offsets), dense(self.k_offsets))
+
+
+def _int_tuple(name: str, values) -> tuple[int, ...]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
+        raise InvalidInput(f"{name}={values!r} is not a list of token counts (ints >= 0)")
+    for i, n in enumerate(values):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise InvalidInput(f"{name}[{i}]={n!r} is not an integer token count")
+    return tuple(int(n) for n in values)
 
 
 def _offsets(lengths: tuple[int, ...], start: int) -> list[int]:
@@ -76,6 +94,9 @@ class Case:
         causal, causal_alignment: masking (``"top_left"`` or ``"bottom_right"``).
         offsets_dtype: ``"int32"`` or ``"int64"``.
         offsets_start: ``offsets[0]``; rows before it belong to no sequence.
+        offsets_layout: ``"contiguous"`` or ``"strided"`` (both offsets as columns of one
+            ``[B + 1, 2]`` tensor: outside the contract, which the kernel must reject or
+            handle correctly).
         values: value distribution: ``"normal"`` (unit Gaussian), ``"large_logits"``
             (scaled so softmax saturates), ``"correlated"`` (low-rank plus a
             shared offset, like real activations), ``"near_ties"`` (keys of a
@@ -112,6 +133,7 @@ class Case:
     causal_alignment: str = "top_left"
     offsets_dtype: str = "int32"
     offsets_start: int = 0
+    offsets_layout: str = "contiguous"
     values: str = "normal"
     layout: str = "contiguous"
     sm_scale: Optional[float] = None
@@ -119,9 +141,23 @@ class Case:
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kv_lengths", tuple(int(n) for n in self.kv_lengths))
+        object.__setattr__(self, "kv_lengths", _int_tuple("kv_lengths", self.kv_lengths))
         if self.q_lengths is not None:
-            object.__setattr__(self, "q_lengths", tuple(int(n) for n in self.q_lengths))
+            object.__setattr__(self, "q_lengths", _int_tuple("q_lengths", self.q_lengths))
+        for name in ("broadcast_q_len", "num_heads_q", "num_heads_kv", "head_dim", "head_dim_v", "offsets_start", "seed"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+                raise InvalidInput(f"{name}={value!r} is not an integer")
+        for name in ("causal",):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidInput(f"{name}={getattr(self, name)!r} is not a bool; use true or false")
+        for name in ("mode", "dtype", "causal_alignment", "offsets_dtype", "offsets_layout", "values", "layout",
+                     "name"):
+            if not isinstance(getattr(self, name), str):
+                raise InvalidInput(f"{name}={getattr(self, name)!r} is not a string")
+        if self.sm_scale is not None and (isinstance(self.sm_scale, bool) or not isinstance(self.sm_scale, numbers.Real)
+                                          or not math.isfinite(self.sm_scale)):
+            raise InvalidInput(f"sm_scale={self.sm_scale!r} is not a finite number (or null for 1/sqrt(head_dim))")
         if any(n < 0 for n in self.kv_lengths):
             raise InvalidInput(f"kv_lengths={self.kv_lengths} has a negative length; lengths are token counts >= 0")
         if self.mode not in MODES:
@@ -162,6 +198,8 @@ class Case:
             raise InvalidInput(f"values={self.values!r} is not one of {VALUE_DISTRIBUTIONS}")
         if self.layout not in LAYOUTS:
             raise InvalidInput(f"layout={self.layout!r} is not one of {LAYOUTS}")
+        if self.offsets_layout not in OFFSETS_LAYOUTS:
+            raise InvalidInput(f"offsets_layout={self.offsets_layout!r} is not one of {OFFSETS_LAYOUTS}")
         if self.seed < 0 or self.seed >= 2**63:
             raise InvalidInput(f"seed={self.seed} must be in [0, 2**63)")
 
@@ -182,6 +220,14 @@ class Case:
     @property
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
+
+    def problem(self, tensors: CaseTensors) -> JaggedProblem:
+        """Validate this case's tensors once (contiguous offsets: :meth:`CaseTensors.contract_args`)."""
+        return validate_inputs(*tensors.contract_args(), **self.contract_kwargs())
+
+    def contract_kwargs(self) -> dict:
+        """The call's keyword arguments: ``causal``, ``causal_alignment``, ``sm_scale``."""
+        return dict(causal=self.causal, causal_alignment=self.causal_alignment, sm_scale=self.sm_scale)
 
     @property
     def dv(self) -> int:
@@ -212,15 +258,28 @@ class Case:
         Raises:
             InvalidInput: unknown keys or invalid values.
         """
+        if not isinstance(d, dict):
+            raise InvalidInput(f"a case is a JSON object of fields, got a {type(d).__name__}: {str(d)[:80]}")
         known = {f.name for f in fields(cls)}
         unknown = set(d) - known
         if unknown:
             raise InvalidInput(f"unknown case fields {sorted(unknown)}; known: {sorted(known)}")
+        if "kv_lengths" not in d:
+            raise InvalidInput(f"a case needs kv_lengths (a list of key lengths); got only {sorted(d) or 'no fields'}")
         return cls(**d)
 
     @classmethod
     def from_json(cls, text: str) -> "Case":
-        return cls.from_dict(json.loads(text))
+        """Build a case from JSON text.
+
+        Raises:
+            InvalidInput: not JSON, not an object, or invalid fields.
+        """
+        try:
+            doc = json.loads(text)
+        except (json.JSONDecodeError, TypeError) as e:
+            raise InvalidInput(f"case JSON {str(text)[:80]!r} does not parse: {e}") from None
+        return cls.from_dict(doc)
 
     def case_id(self) -> str:
         """A short stable hash of the inputs (the name is not part of it)."""
@@ -279,11 +338,15 @@ class Case:
         def offsets(o: list[int]) -> torch.Tensor:
             return torch.tensor(o, dtype=odt).to(device)
 
-        k_offsets = offsets(k_off)
-        if self.mode == "self":
-            q_offsets_t = k_offsets
+        if self.offsets_layout == "strided":
+            bounds = torch.tensor([q_offsets or k_off, k_off], dtype=odt).T.contiguous().to(device)
+            k_offsets, q_offsets_t = bounds[:, 1], (None if q_offsets is None else bounds[:, 0])
         else:
-            q_offsets_t = None if q_offsets is None else offsets(q_offsets)
+            k_offsets = offsets(k_off)
+            if self.mode == "self":
+                q_offsets_t = k_offsets
+            else:
+                q_offsets_t = None if q_offsets is None else offsets(q_offsets)
         return CaseTensors(tensor(q), tensor(k), tensor(v), q_offsets_t, k_offsets, tensor(do, "do"))
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...], role: str) -> np.ndarray:

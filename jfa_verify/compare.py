@@ -9,12 +9,13 @@ the kernel's maximum absolute error against float64 must be at most
                 + lowp_ulps * operand_eps * lowp_scale
                 + acc_ulps * compute_eps * acc_scale
 
+The formula is :meth:`jfa_verify.budgets.Budget.allowance` (one home: calibration uses it too).
 The four constants per budget row (dtype, or ``float32-tf32``) and output come
 from the versioned budget file (:mod:`jfa_verify.budgets`,
 ``jfa_verify/data/budgets.json``); the three unit roundoffs are the row's
 :class:`jfa_verify.budgets.Precision` (``store_eps`` is float32's for LSE in
 every row; ``torch.finfo(dtype).eps`` otherwise, ``2^-10`` for TF32 operands). The scales come from the float64 reference
-(:func:`oracles.float64.reference_attention`, keys ``<out>_lowp`` and
+(:func:`jfa_verify.oracles.float64.reference_attention`, keys ``<out>_lowp`` and
 ``<out>_acc``): ``lowp_scale`` bounds, to first order, what rounding ``P`` and
 ``dS`` to the input dtype before their matmuls (FlashAttention's practice,
 Dao 2023, arXiv:2307.08691) can move an element, in units of ``eps``; it
@@ -34,13 +35,11 @@ from typing import Optional
 
 import torch
 
-from .budgets import PRECISIONS, default_table, precision_of
+from .budgets import PRECISIONS, default_table, headroom, precision_of
 
-__all__ = ["OUTPUTS", "RULE", "OutputComparison", "compare_output", "floor_terms", "reference_scales"]
+__all__ = ["OUTPUTS", "OutputComparison", "compare_output", "floor_terms", "reference_scales"]
 
 OUTPUTS = ("o", "lse", "dq", "dk", "dv")
-RULE = ("allowance = sdpa_factor * sdpa_error + floor_ulps * store_eps * max|ref| "
-        "+ lowp_ulps * operand_eps * ref[<out>_lowp] + acc_ulps * compute_eps * ref[<out>_acc]")
 
 
 @dataclass(frozen=True)
@@ -74,9 +73,7 @@ class OutputComparison:
         """``kernel_error / allowance``: below 1 passes; inf for non-finite trouble."""
         if self.problem is not None:
             return float("inf")
-        if self.allowance == 0:
-            return 0.0 if self.kernel_error == 0 else float("inf")
-        return self.kernel_error / self.allowance
+        return headroom(self.kernel_error, self.allowance)
 
 
 def _max_abs_error(x: torch.Tensor, ref: torch.Tensor, finite: torch.Tensor) -> tuple[float, Optional[int]]:
@@ -169,8 +166,7 @@ def compare_output(
     if budget is None:
         budget = default_table().budget(row, name)
     floors = floor_terms(name, reference, row, lowp_scale, acc_scale)
-    allowance = (budget.sdpa_factor * s_err + budget.floor_ulps * floors[0] + budget.lowp_ulps * floors[1]
-                 + budget.acc_ulps * floors[2])
+    allowance = budget.allowance(s_err, floors)
     index = kv = rv = None
     if flat is not None:
         index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), reference.shape))

@@ -14,8 +14,11 @@ B: sequences; H_q, H_kv: heads; D: query/key head dim; D_v: value head dim):
 * ``k``: ``[T_k, H_kv, D]``, ``v``: ``[T_k, H_kv, D_v]``; ``H_q % H_kv == 0``
   and query head ``h`` reads KV head ``h // (H_q // H_kv)`` (GQA; MQA when
   ``H_kv == 1``).
-* ``q_offsets``, ``k_offsets``: ``[B + 1]`` int32 or int64, non-decreasing
-  (``cu_seqlens``). Sequence ``b`` is rows ``offsets[b]:offsets[b + 1]``.
+* ``q_offsets``, ``k_offsets``: ``[B + 1]`` int32 or int64, non-decreasing,
+  contiguous, on the device of ``q`` (``cu_seqlens``; production kernels such as
+  FlashAttention's varlen and Meta's TLX JFA read them as a dense array, so a
+  strided view such as ``bounds[:, 0]`` is rejected with the fix
+  ``offsets.contiguous()``). Sequence ``b`` is rows ``offsets[b]:offsets[b + 1]``.
   ``offsets[0]`` may be above 0 (a view into a larger buffer: rows before it
   belong to no sequence); ``offsets[-1]`` must equal the token count.
 * ``o``: ``[T_q, H_q, D_v]`` in the input dtype (broadcast-Q:
@@ -29,7 +32,8 @@ Semantics, per sequence ``b`` with ``L_q`` queries and ``L_k`` keys:
 ``score[i, j] = sm_scale * <q_i, k_j>`` (``sm_scale`` defaults to
 ``1 / sqrt(D)``); with ``causal=True`` key ``j`` is visible to query ``i``
 iff ``j <= i`` (``"top_left"``) or ``j <= i + L_k - L_q`` (``"bottom_right"``).
-``o_i = sum_j softmax_j(score[i, :]) v_j`` over visible keys. A query row with
+``o_i = sum_j softmax_j(score[i, :]) v_j`` over visible keys (:func:`key_range`
+is the one home of that rule in the framework). A query row with
 no visible key (``L_k == 0``, or causal bottom-right with ``L_k < L_q``) has
 ``o_i = 0`` and ``lse_i = -inf``, never NaN; its gradients are zero. Rows of
 ``o`` that belong to no sequence are 0 with ``lse = -inf``. Broadcast-Q's
@@ -42,33 +46,33 @@ applied per ``offsets`` span; the empty-row convention is this project's.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
 import torch
 
+from .dtypes import DTYPES, OFFSET_DTYPES, output_dtype
 from .errors import InvalidInput
 
 __all__ = [
     "CAUSAL_ALIGNMENTS",
-    "SUPPORTED_DTYPES",
-    "FORWARD_ONLY_DTYPES",
-    "output_dtype",
+    "MODES",
     "JaggedProblem",
+    "causal_shift",
+    "check_offsets_dense",
+    "key_range",
+    "keys_seen",
+    "rows_seeing",
+    "output_violations",
     "validate_inputs",
-    "visible_key_range",
+    "visible_mask",
 ]
 
 CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
-SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn)
-# Inputs of these dtypes have a forward only; their O is stored in bfloat16.
-FORWARD_ONLY_DTYPES = (torch.float8_e4m3fn,)
-OFFSET_DTYPES = (torch.int32, torch.int64)
-
-
-def output_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype of ``o`` for inputs of ``dtype``: the input dtype, bfloat16 for float8 inputs."""
-    return torch.bfloat16 if dtype in FORWARD_ONLY_DTYPES else dtype
+MODES = ("self", "cross", "broadcast_q")
+SUPPORTED_DTYPES = tuple(DTYPES.values())
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,18 @@ class JaggedProblem:
     dtype: torch.dtype
     device: torch.device
 
+    @classmethod
+    def of_shape(cls, head_dim: int, head_dim_v: Optional[int], dtype: Optional[torch.dtype],
+                 device: "torch.device | str", *, mode: str = "self", num_heads_q: int = 1,
+                 num_heads_kv: int = 1, causal: bool = False, causal_alignment: str = "top_left") -> "JaggedProblem":
+        """A problem with no sequences: what a kernel's ``tile_sizes`` needs before lengths are drawn.
+
+        ``dtype`` None means bfloat16 (tile sizes rarely depend on it); ``head_dim_v`` None means ``head_dim``.
+        """
+        return cls(mode, (), (), (), (), (), 0, num_heads_q, num_heads_kv, head_dim,
+                   head_dim if head_dim_v is None else head_dim_v, causal, causal_alignment,
+                   1.0 / math.sqrt(head_dim), torch.bfloat16 if dtype is None else dtype, torch.device(device))
+
     @property
     def batch(self) -> int:
         return len(self.k_lengths)
@@ -119,57 +135,150 @@ class JaggedProblem:
         ends = [s + n for s, n in zip(self.out_starts, self.q_lengths)]
         return [self.out_starts[0] if self.out_starts else 0] + ends
 
+    def key_range(self, i: int, b: int) -> tuple[int, int]:
+        """Keys ``[lo, hi)`` of sequence ``b`` that its query row ``i`` sees (see :func:`key_range`)."""
+        return key_range(i, self.q_lengths[b], self.k_lengths[b], self.causal, self.causal_alignment)
 
-def visible_key_range(i: int, q_len: int, k_len: int, causal: bool, alignment: str) -> int:
-    """Number of keys (a prefix ``0..n-1``) that query row ``i`` may see.
 
-    Returns an int in ``[0, k_len]``. The causal diagonal is per sequence,
-    never from the padded maximum lengths.
+# ----------------------------------------------------------------------------- visibility: the one rule
+
+
+def causal_shift(q_len: int, k_len: int, alignment: str) -> int:
+    """Diagonal offset of a causal sequence: query ``i`` sees key ``j`` iff ``j <= i + shift``.
+
+    ``0`` for ``"top_left"``; ``k_len - q_len`` for ``"bottom_right"`` (per sequence, never
+    from the padded maximum lengths).
+    """
+    return 0 if alignment == "top_left" else k_len - q_len
+
+
+def key_range(i: int, q_len: int, k_len: int, causal: bool, alignment: str) -> tuple[int, int]:
+    """The keys ``[lo, hi)`` (ints, ``0 <= lo <= hi <= k_len``) query row ``i`` of a sequence may see.
+
+    The visible keys of a row are always one contiguous range, and both ends are
+    non-decreasing in ``i``: a tile of rows ``[i0, i1]`` sees the union
+    ``[key_range(i0)[0], key_range(i1)[1])``.
     """
     if not causal:
-        return k_len
-    shift = 0 if alignment == "top_left" else k_len - q_len
-    return max(0, min(k_len, i + shift + 1))
+        return 0, k_len
+    return 0, max(0, min(k_len, i + causal_shift(q_len, k_len, alignment) + 1))
 
 
-def _fix(msg: str) -> InvalidInput:
-    return InvalidInput(msg)
+def keys_seen(first_row: int, last_row: int, q_len: int, k_len: int, causal: bool, alignment: str) -> int:
+    """Keys a tile of query rows ``[first_row, last_row]`` loops over: ``hi(last) - lo(first)``, at least 0.
+
+    The union of the rows' :func:`key_range` (both ends are non-decreasing in the row): a
+    forward tile's cost.
+    """
+    return max(0, key_range(last_row, q_len, k_len, causal, alignment)[1]
+               - key_range(first_row, q_len, k_len, causal, alignment)[0])
+
+
+def rows_seeing(first_key: int, end_key: int, q_len: int, k_len: int, causal: bool, alignment: str) -> int:
+    """Query rows whose :func:`key_range` meets keys ``[first_key, end_key)``: a dK/dV tile's cost.
+
+    Those rows are one contiguous range (the ends of :func:`key_range` are non-decreasing), found
+    by two binary searches: O(log q_len), so long sequences cost no Python loop per row.
+    """
+    def first_row(pred) -> int:  # smallest i in [0, q_len] with pred(i) (pred is monotone), q_len if none
+        lo, hi = 0, q_len
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if pred(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    rng = lambda i: key_range(i, q_len, k_len, causal, alignment)  # noqa: E731
+    start = first_row(lambda i: rng(i)[1] > first_key and rng(i)[1] > rng(i)[0])
+    stop = first_row(lambda i: rng(i)[0] >= end_key)
+    return max(0, stop - start)
+
+
+def visible_mask(q_len: int, k_len: int, causal: bool, alignment: str, device) -> torch.Tensor:
+    """Bool ``[q_len, k_len]``: True where query ``i`` may see key ``j`` (:func:`key_range` as a mask)."""
+    i = torch.arange(q_len, device=device)[:, None]
+    j = torch.arange(k_len, device=device)[None, :]
+    if not causal:
+        return torch.ones(q_len, k_len, dtype=torch.bool, device=device)
+    return j <= i + causal_shift(q_len, k_len, alignment)
+
+
+# ----------------------------------------------------------------------------- inputs
 
 
 def _check_tensor(name: str, t, rank: int, shape_doc: str) -> None:
     if not isinstance(t, torch.Tensor):
-        raise _fix(f"{name} must be a torch.Tensor of shape {shape_doc}, got {type(t).__name__}")
+        raise InvalidInput(f"{name} must be a torch.Tensor of shape {shape_doc}, got {type(t).__name__}")
     if t.dim() != rank:
-        raise _fix(
+        raise InvalidInput(
             f"{name} must have rank {rank} ({shape_doc}), got shape {tuple(t.shape)}; "
             f"pack sequences along dim 0 instead of padding"
         )
 
 
+def check_offsets_dense(name: str, offsets: Optional[torch.Tensor]) -> None:
+    """Raise :class:`InvalidInput` unless ``offsets`` (or None) is dense; no device synchronization.
+
+    A kernel adapter handed a problem validated elsewhere calls this on the very tensors it will
+    read: a strided view read as a dense array gives silent garbage.
+    """
+    if offsets is not None and offsets.dim() == 1 and offsets.numel() > 1 and offsets.stride(0) != 1:
+        raise InvalidInput(f"{name} is not contiguous (stride={offsets.stride(0)}, a view such as bounds[:, 0]); "
+                           f"kernels read offsets as a dense array: pass {name}.contiguous()")
+
+
 def _check_offsets(name: str, offsets, tokens: int, device: torch.device) -> list[int]:
     if not isinstance(offsets, torch.Tensor):
-        raise _fix(f"{name} must be a 1-D int32/int64 torch.Tensor, got {type(offsets).__name__}")
+        raise InvalidInput(f"{name} must be a 1-D int32/int64 torch.Tensor, got {type(offsets).__name__}")
     if offsets.dim() != 1 or offsets.numel() < 1:
-        raise _fix(f"{name} must be 1-D with B + 1 >= 1 entries, got shape {tuple(offsets.shape)}")
-    if offsets.dtype not in OFFSET_DTYPES:
-        raise _fix(f"{name}.dtype={offsets.dtype} is not int32 or int64; convert with {name}.to(torch.int32)")
+        raise InvalidInput(f"{name} must be 1-D with B + 1 >= 1 entries, got shape {tuple(offsets.shape)}")
+    if offsets.dtype not in OFFSET_DTYPES.values():
+        raise InvalidInput(f"{name}.dtype={offsets.dtype} is not int32 or int64; convert with {name}.to(torch.int32)")
     if offsets.device != device:
-        raise _fix(f"{name}.device={offsets.device} differs from q.device={device}; move it with {name}.to(q.device)")
+        raise InvalidInput(f"{name}.device={offsets.device} differs from q.device={device}; "
+                           f"move it with {name}.to(q.device)")
+    check_offsets_dense(name, offsets)
     values = offsets.tolist()
     if values[0] < 0:
-        raise _fix(f"{name}[0]={values[0]} is negative; offsets are row indices starting at 0 or above")
+        raise InvalidInput(f"{name}[0]={values[0]} is negative; offsets are row indices starting at 0 or above")
     for b in range(len(values) - 1):
         if values[b + 1] < values[b]:
-            raise _fix(
+            raise InvalidInput(
                 f"{name} is not non-decreasing: {name}[{b}]={values[b]} > {name}[{b + 1}]={values[b + 1]}; "
                 f"offsets are cumulative lengths (cu_seqlens), build them with a cumsum of the lengths"
             )
     if values[-1] != tokens:
-        raise _fix(
+        raise InvalidInput(
             f"{name}[-1]={values[-1]} does not equal the token count {tokens} of the packed tensor; "
             f"the last offset must be the number of rows"
         )
     return values
+
+
+def _check_scalar_options(causal, causal_alignment, sm_scale, head_dim: int) -> float:
+    if not isinstance(causal, (bool, np.bool_)):
+        raise InvalidInput(f"causal={causal!r} is not a bool; pass True or False")
+    if causal_alignment not in CAUSAL_ALIGNMENTS:
+        raise InvalidInput(f"causal_alignment={causal_alignment!r} is not one of {CAUSAL_ALIGNMENTS}")
+    if sm_scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, numbers.Real):
+        raise InvalidInput(f"sm_scale={sm_scale!r} is not a number; pass a float or None for 1/sqrt(D)")
+    sm_scale = float(sm_scale)
+    if not math.isfinite(sm_scale):
+        raise InvalidInput(f"sm_scale={sm_scale} is not finite; pass None for 1/sqrt(D)")
+    return sm_scale
+
+
+def _check_hint(name: str, hint, actual: int) -> None:
+    if hint is None:
+        return
+    if isinstance(hint, bool) or not isinstance(hint, numbers.Integral):
+        raise InvalidInput(f"{name}={hint!r} is not an int; pass the longest sequence's length or None")
+    if hint < actual:
+        raise InvalidInput(f"{name}={hint} is below the longest sequence ({actual}); pass the true maximum or None")
 
 
 def validate_inputs(
@@ -190,15 +299,17 @@ def validate_inputs(
     Args: as in the module docstring. ``max_seqlen_q``/``max_seqlen_k`` are
     optional hints; when given they must be at least the true maxima.
 
-    Returns: a :class:`JaggedProblem` (this reads the offsets to the host: one
-    device synchronization).
+    Returns: a :class:`JaggedProblem` (this reads each offsets tensor to the host
+    once: one device synchronization per tensor). Validate a call once and hand
+    the problem on: the runner passes it to the kernel adapter and the oracles.
 
     Raises:
-        InvalidInput: wrong type, rank, dtype or device; non-monotonic offsets;
-            ``offsets[-1]`` not the token count; ``H_q`` not a multiple of
-            ``H_kv``; query/key head-dim mismatch; K/V length or head mismatch;
-            unknown ``causal_alignment``; non-finite ``sm_scale``; a
-            ``max_seqlen`` hint below the real maximum.
+        InvalidInput: wrong type, rank, dtype or device; non-contiguous or
+            non-monotonic offsets; ``offsets[-1]`` not the token count; ``H_q``
+            not a multiple of ``H_kv``; query/key head-dim mismatch; K/V length
+            or head mismatch; ``causal`` not a bool; unknown ``causal_alignment``;
+            ``sm_scale`` not a finite number; a ``max_seqlen`` hint below the
+            real maximum.
     """
     broadcast = q_offsets is None
     _check_tensor("q", q, 3, "[L_q, H_q, D] (broadcast-Q)" if broadcast else "[T_q, H_q, D]")
@@ -206,30 +317,26 @@ def validate_inputs(
     _check_tensor("v", v, 3, "[T_k, H_kv, D_v]")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dtype not in SUPPORTED_DTYPES:
-            raise _fix(f"{name}.dtype={t.dtype} is not one of float32, bfloat16, float16, float8_e4m3fn; "
-                       f"cast with {name}.to(torch.bfloat16)")
+            raise InvalidInput(f"{name}.dtype={t.dtype} is not one of {', '.join(DTYPES)}; "
+                               f"cast with {name}.to(torch.bfloat16)")
     if not (q.dtype == k.dtype == v.dtype):
-        raise _fix(f"q, k, v dtypes differ (q={q.dtype}, k={k.dtype}, v={v.dtype}); cast them to one dtype")
+        raise InvalidInput(f"q, k, v dtypes differ (q={q.dtype}, k={k.dtype}, v={v.dtype}); cast them to one dtype")
     if not (q.device == k.device == v.device):
-        raise _fix(f"q, k, v devices differ (q={q.device}, k={k.device}, v={v.device}); move them to one device")
+        raise InvalidInput(f"q, k, v devices differ (q={q.device}, k={k.device}, v={v.device}); "
+                           f"move them to one device")
     if k.shape[0] != v.shape[0]:
-        raise _fix(f"k has {k.shape[0]} tokens but v has {v.shape[0]}; K and V share k_offsets")
+        raise InvalidInput(f"k has {k.shape[0]} tokens but v has {v.shape[0]}; K and V share k_offsets")
     if k.shape[1] != v.shape[1]:
-        raise _fix(f"k has H_kv={k.shape[1]} heads but v has {v.shape[1]}; K and V must have the same heads")
+        raise InvalidInput(f"k has H_kv={k.shape[1]} heads but v has {v.shape[1]}; K and V must have the same heads")
     if q.shape[2] != k.shape[2]:
-        raise _fix(f"head-dim mismatch: q has D={q.shape[2]} but k has D={k.shape[2]}; Q and K must share the head dim")
+        raise InvalidInput(f"head-dim mismatch: q has D={q.shape[2]} but k has D={k.shape[2]}; "
+                           f"Q and K must share the head dim")
     h_q, h_kv = q.shape[1], k.shape[1]
     if h_kv == 0 or h_q % h_kv != 0:
-        raise _fix(f"H_q={h_q} is not a multiple of H_kv={h_kv}; GQA needs H_q = group_size * H_kv")
+        raise InvalidInput(f"H_q={h_q} is not a multiple of H_kv={h_kv}; GQA needs H_q = group_size * H_kv")
     if min(q.shape[2], v.shape[2]) < 1:
-        raise _fix(f"head dims must be >= 1, got D={q.shape[2]}, D_v={v.shape[2]}")
-    if causal_alignment not in CAUSAL_ALIGNMENTS:
-        raise _fix(f"causal_alignment={causal_alignment!r} is not one of {CAUSAL_ALIGNMENTS}")
-    if sm_scale is None:
-        sm_scale = 1.0 / math.sqrt(q.shape[2])
-    sm_scale = float(sm_scale)
-    if not math.isfinite(sm_scale):
-        raise _fix(f"sm_scale={sm_scale} is not finite; pass None for 1/sqrt(D)")
+        raise InvalidInput(f"head dims must be >= 1, got D={q.shape[2]}, D_v={v.shape[2]}")
+    sm_scale = _check_scalar_options(causal, causal_alignment, sm_scale, q.shape[2])
 
     k_off = _check_offsets("k_offsets", k_offsets, k.shape[0], k.device)
     batch = len(k_off) - 1
@@ -242,9 +349,9 @@ def validate_inputs(
         out_starts = tuple(b * l_q for b in range(batch))
         total_q_rows = batch * l_q
     else:
-        q_off = _check_offsets("q_offsets", q_offsets, q.shape[0], q.device)
+        q_off = k_off if q_offsets is k_offsets else _check_offsets("q_offsets", q_offsets, q.shape[0], q.device)
         if len(q_off) != len(k_off):
-            raise _fix(
+            raise InvalidInput(
                 f"q_offsets has {len(q_off)} entries but k_offsets has {len(k_off)}; "
                 f"both must be [B + 1] for the same batch"
             )
@@ -252,8 +359,7 @@ def validate_inputs(
         q_starts = tuple(q_off[:-1])
         out_starts = q_starts
         total_q_rows = q.shape[0]
-        same = q_offsets is k_offsets or (q_off == k_off and q.shape[0] == k.shape[0])
-        mode = "self" if same else "cross"
+        mode = "self" if q_off == k_off and q.shape[0] == k.shape[0] else "cross"
 
     problem = JaggedProblem(
         mode=mode,
@@ -273,10 +379,33 @@ def validate_inputs(
         dtype=q.dtype,
         device=q.device,
     )
-    for name, hint, actual in (
-        ("max_seqlen_q", max_seqlen_q, problem.max_seqlen_q),
-        ("max_seqlen_k", max_seqlen_k, problem.max_seqlen_k),
-    ):
-        if hint is not None and hint < actual:
-            raise _fix(f"{name}={hint} is below the longest sequence ({actual}); pass the true maximum or None")
+    _check_hint("max_seqlen_q", max_seqlen_q, problem.max_seqlen_q)
+    _check_hint("max_seqlen_k", max_seqlen_k, problem.max_seqlen_k)
     return problem
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+def output_violations(problem: JaggedProblem, o, lse) -> list[str]:
+    """Every way ``o`` and ``lse`` break the output contract of ``problem``: type, shape, dtype, device.
+
+    ``lse`` None is allowed (a kernel that declares it returns no LSE). Returns messages naming
+    the output, the bad value and the expected one; empty when the outputs conform.
+    """
+    rows, heads = problem.total_q_rows, problem.num_heads_q
+    wants = [("o", o, (rows, heads, problem.head_dim_v), output_dtype(problem.dtype))]
+    if lse is not None:
+        wants.append(("lse", lse, (heads, rows), torch.float32))
+    out = []
+    for name, t, shape, dtype in wants:
+        if not isinstance(t, torch.Tensor):
+            out.append(f"{name} is a {type(t).__name__}, expected a torch.Tensor")
+            continue
+        if tuple(t.shape) != shape:
+            out.append(f"{name}.shape={tuple(t.shape)}, expected {shape}")
+        if t.dtype != dtype:
+            out.append(f"{name}.dtype={t.dtype}, expected {dtype}")
+        if t.device != problem.device:
+            out.append(f"{name}.device={t.device}, expected {problem.device} (the inputs' device)")
+    return out

@@ -42,6 +42,7 @@ CLASSES: dict[str, str] = {
     "non_pow2_head_dim": "a head dim that is not a power of two",
     "distinct_value_head_dim": "value head dim != query/key head dim",
     "offsets_nonzero_start": "offsets[0] > 0 (a view into a larger buffer)",
+    "strided_offsets": "offsets as strided views (columns of one [B + 1, 2] tensor; outside the contract)",
     "int64_offsets": "int64 offsets",
     "strided": "non-contiguous q/k/v/dO",
     "offset_overflow": "a tensor with more than 2**31 elements (int32 index overflow)",
@@ -87,7 +88,7 @@ def classify(case: Case, block_sizes: tuple[int, int] = (32, 16)) -> set[str]:
     Args:
         case: the case.
         block_sizes: the kernel's ``(BLOCK_M, BLOCK_N)`` for this case, e.g.
-            ``kernel.capabilities.block_sizes(case.head_dim, case.torch_dtype, device_type)``.
+            ``tiles_for_shape(kernel, case.head_dim, case.dv, case.torch_dtype, device_type).as_tuple()``.
     """
     block_m, block_n = block_sizes
     q, k = case.query_lengths, case.kv_lengths
@@ -137,6 +138,8 @@ def classify(case: Case, block_sizes: tuple[int, int] = (32, 16)) -> set[str]:
         out.add("distinct_value_head_dim")
     if case.offsets_start > 0:
         out.add("offsets_nonzero_start")
+    if case.offsets_layout != "contiguous":
+        out.add("strided_offsets")
     if case.offsets_dtype == "int64":
         out.add("int64_offsets")
     if element_extent(case) > 2**31:
@@ -165,9 +168,12 @@ class Coverage:
 
     @classmethod
     def for_kernel(cls, kernel, device_type: str = "cpu") -> "Coverage":
-        """Coverage using ``kernel``'s own tile sizes (a registered kernel or a ``Capabilities``)."""
-        caps = getattr(kernel, "capabilities", kernel)
-        return cls(lambda case: caps.block_sizes(case.head_dim, case.torch_dtype, device_type))
+        """Coverage using ``kernel``'s own tile sizes for each case's shape (generic tiles for a kernel
+        that declares none)."""
+        from .protocol import tiles_for_shape
+
+        return cls(lambda case: tiles_for_shape(kernel, case.head_dim, case.dv, case.torch_dtype,
+                                                device_type).as_tuple())
 
     def add(self, case: Case) -> set[str]:
         """Count ``case``; returns its classes."""

@@ -43,6 +43,11 @@ def select_device(name: Optional[str] = None) -> torch.device:
     return device
 
 
+def selected_device() -> Optional[torch.device]:
+    """The device chosen by :func:`select_device`, or None if none was chosen in this process."""
+    return _chosen
+
+
 def current_device() -> torch.device:
     """The device chosen by :func:`select_device` (selecting the default on first call)."""
     return _chosen if _chosen is not None else select_device(None)

@@ -30,3 +30,12 @@ class UnknownKernel(JFAError, KeyError):
 
 class KernelUnavailable(JFAError, RuntimeError):
     """A registered kernel whose optional dependency or device is missing."""
+
+
+class KernelProtocolError(JFAError, TypeError):
+    """A kernel returned something other than the protocol's result (for example ``o`` alone
+    where ``(o, lse)`` is due); the message says what came back and what the contract wants."""
+
+
+class PluginError(JFAError, ImportError):
+    """A plugin file or a kernel entry point could not be imported; the message names the file and line."""

@@ -36,8 +36,9 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from jfa_verify.errors import InvalidInput, JFAError
-from kernels.schedulers import Schedule, Tile
+from .errors import InvalidInput, JFAError
+from .protocol import LaunchPlan, Visits
+from .schedules import Schedule, Tile
 
 __all__ = [
     "Violation",
@@ -397,19 +398,19 @@ def assert_schedule_ok(
         raise ScheduleInvariantError(format_violations(violations, header=header), violations)
 
 
-def check_instrumented_run(instrument: dict, problem, *, passes: Sequence[str] = ("fwd", "dq", "dkdv")) -> list[Violation]:
-    """Check an instrumented ``triton_jfa`` run (``instrument`` as filled by ``.run(instrument=...)``).
+def check_instrumented_run(plan: LaunchPlan, visits: Visits, *, passes: Sequence[str] = ("fwd", "dq", "dkdv")
+                           ) -> list[Violation]:
+    """Check an instrumented kernel run (:class:`~jfa_verify.protocol.KernelRun`'s ``plan`` and ``visits``).
 
     Independent of what the scheduler claimed: for every pass and head, each
     tile with rows must have run exactly once and each empty tile never, and
-    each tile must have run on the program its schedule gave it. When the
-    scheduler returned a planned pass (``.schedule`` and ``.workloads``), the
-    host invariants of :func:`check_schedule` are checked too.
+    each tile must have run on the program its plan gave it. When a framework
+    scheduler built the pass (``PassPlan.schedule``), the host invariants of
+    :func:`check_schedule` are checked too.
 
     Args:
-        instrument: dict with ``tiles``, ``plans``, ``visits`` and ``programs``
-            per pass (see ``kernels.triton_jfa._autograd.run_jagged_attention``).
-        problem: the :class:`~jfa_verify.contract.JaggedProblem` of the call.
+        plan: the :class:`~jfa_verify.protocol.LaunchPlan` the kernel ran.
+        visits: the :class:`~jfa_verify.protocol.Visits` it recorded.
         passes: which passes ran (omit the backward ones after a forward-only run).
 
     Returns:
@@ -417,27 +418,29 @@ def check_instrumented_run(instrument: dict, problem, *, passes: Sequence[str] =
     """
     out: list[Violation] = []
     for kind in passes:
-        tiles = instrument["tiles"][kind]
-        plan = instrument["plans"][kind]
-        programs = getattr(plan, "programs", plan)
-        visits = np.asarray(instrument["visits"][kind].cpu())
-        ran_on = np.asarray(instrument["programs"][kind].cpu())
-        lengths = problem.k_lengths if kind == "dkdv" else problem.q_lengths
-        expected = np.array([0 if lengths[b] == 0 else 1 for b, _ in tiles], dtype=np.int64)
+        planned = plan.passes[kind]
+        tiles = planned.workloads
+        counts = np.asarray(visits.counts[kind].cpu())
+        ran_on = np.asarray(visits.programs[kind].cpu())
+        if counts.shape[0] != len(tiles) or ran_on.shape != counts.shape:
+            out.append(Violation("visits_shape", f"{kind}: visits {counts.shape} and programs {ran_on.shape} for "
+                                 f"{len(tiles)} tiles; record one row per tile"))
+            continue
+        expected = np.array([0 if t.empty else 1 for t in tiles], dtype=np.int64)
         scheduled_on = np.full(len(tiles), -1, dtype=np.int64)
-        for p, prog in enumerate(programs):
+        for p, prog in enumerate(planned.programs):
             for idx in prog:
                 scheduled_on[idx] = p
-        for h in range(visits.shape[1]):
-            for idx in np.flatnonzero(visits[:, h] != expected).tolist():
-                b, blk = tiles[idx]
+        for h in range(counts.shape[1]):
+            for idx in np.flatnonzero(counts[:, h] != expected).tolist():
+                t = tiles[idx]
                 what = "an empty tile ran" if expected[idx] == 0 else "a valid tile did not run exactly once"
-                out.append(Violation("visit_count", f"{kind} head {h}: tile {idx} (sequence {b}, block {blk}) "
-                                     f"ran {visits[idx, h]} times: {what}", tile=idx))
-            for idx in np.flatnonzero((visits[:, h] > 0) & (ran_on[:, h] != scheduled_on)).tolist():
+                out.append(Violation("visit_count", f"{kind} head {h}: tile {idx} (sequence {t.sequence}, block "
+                                     f"{t.block}) ran {counts[idx, h]} times: {what}", tile=idx))
+            for idx in np.flatnonzero((counts[:, h] > 0) & (ran_on[:, h] != scheduled_on)).tolist():
                 out.append(Violation("program_id", f"{kind} head {h}: tile {idx} ran on program {ran_on[idx, h]} "
                                      f"but was scheduled on {scheduled_on[idx]}", tile=idx, sm=int(scheduled_on[idx])))
-        if hasattr(plan, "schedule") and hasattr(plan, "workloads"):
-            for v in check_schedule(plan.schedule, plan.workloads, cluster_size=getattr(plan, "cluster_size", 1)):
+        if planned.schedule is not None:
+            for v in check_schedule(planned.schedule, planned.workloads, cluster_size=planned.cluster_size):
                 out.append(Violation(v.kind, f"{kind}: {v.message}", tile=v.tile, sm=v.sm))
     return out

@@ -1,28 +1,26 @@
-"""pytest plugin (entry point ``jfa_verify``): kernel and device selection, Hypothesis profiles, a corpus.
+"""pytest plugin (entry point ``jfa_verify``): kernel and device selection and a corpus, for suites that use them.
 
-Options: ``--jfa-kernel NAME`` (default ``triton_jfa``), ``--jfa-device cuda|cpu``
-(default: cuda when available), ``--jfa-plugin FILE.py``, ``--jfa-corpus DIR``
-(where the ``jfa_corpus`` fixture writes case files; default a per-session
-temporary folder). Hypothesis profiles ``dev``, ``ci`` and ``nightly`` are
-registered; ``HYPOTHESIS_PROFILE`` picks one (default ``dev``). Nothing probes
-the GPU at import time: the device is chosen in ``pytest_configure``, per
-process, so each pytest-xdist worker does its own; case files are written
-atomically and named by case id, so workers can share a corpus folder.
-Tests marked ``gpu`` are skipped when the selected device is the CPU.
+It has no effect on a project that does not use it: importing it loads no
+Hypothesis profile and changes no environment variable, and it imports no
+kernel. What it adds:
+
+* options ``--jfa-kernel NAME`` (default ``triton_jfa``), ``--jfa-device cuda|cpu``
+  (default: cuda when available), ``--jfa-plugin FILE.py``, ``--jfa-corpus DIR``;
+* fixtures ``jfa_device``, ``jfa_kernel``, ``jfa_corpus``;
+* the markers ``gpu`` (skipped when the selected device is the CPU) and
+  ``gpu_exclusive`` (needs most of a GPU's memory: run alone, not under pytest-xdist workers).
+
+The device is selected (and, on the CPU, Triton's interpreter switched on) only
+when ``--jfa-device`` is given or a ``jfa_*`` fixture asks for it; a suite that
+wants it for every test calls :func:`jfa_verify.device.select_device` in its own
+``conftest.py``, where its Hypothesis profiles live too. Nothing probes the GPU
+at import time; each pytest-xdist worker selects its own device. Case files are
+written atomically and named by case id, so workers can share a corpus folder.
 """
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from hypothesis import HealthCheck, settings
-
-_COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("dev", max_examples=10, **_COMMON)
-settings.register_profile("ci", max_examples=25, derandomize=True, print_blob=True, **_COMMON)
-settings.register_profile("nightly", max_examples=2000, print_blob=True, **_COMMON)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 def pytest_addoption(parser):
@@ -34,50 +32,54 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped when the selected device is the CPU)")
-    from jfa_verify.device import select_device
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped when the jfa-verify device is the CPU)")
+    config.addinivalue_line("markers", "gpu_exclusive: needs most of a GPU's memory; run alone, not under xdist")
+    if config.getoption("--jfa-device") is not None:
+        from jfa_verify.device import select_device
 
-    select_device(config.getoption("--jfa-device"))
-    from kernels import load_plugin
+        select_device(config.getoption("--jfa-device"))
+    if config.getoption("--jfa-plugin"):
+        from jfa_verify.registry import load_plugin
 
-    for path in config.getoption("--jfa-plugin"):
-        load_plugin(path)
+        for path in config.getoption("--jfa-plugin"):
+            load_plugin(path)
 
 
 def pytest_collection_modifyitems(config, items):
-    from jfa_verify.device import current_device
+    from jfa_verify.device import selected_device
 
-    if current_device().type == "cuda":
-        return
+    device = selected_device()
+    if device is None or device.type == "cuda":
+        return  # no jfa-verify device chosen in this session: leave the project's markers alone
     skip = pytest.mark.skip(reason="gpu test; the selected device is the CPU")
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords or "gpu_exclusive" in item.keywords:
             item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
 def jfa_device():
-    """The torch.device the suite runs on."""
+    """The torch.device the suite runs on (selected on first use when ``--jfa-device`` was not given)."""
     from jfa_verify.device import current_device
 
     return current_device()
 
 
 @pytest.fixture(scope="session")
-def jfa_kernel(pytestconfig):
+def jfa_kernel(pytestconfig, jfa_device):
     """The registered kernel named by ``--jfa-kernel``."""
-    from kernels import get_kernel
+    from jfa_verify.registry import get_kernel
 
     return get_kernel(pytestconfig.getoption("--jfa-kernel"))
 
 
 @pytest.fixture(scope="session")
 def jfa_corpus(pytestconfig, tmp_path_factory):
-    """A :class:`fuzz.Corpus` (``--jfa-corpus DIR`` or a session temp dir): wrap a case in
-    ``with jfa_corpus.guard(case, kernel.name, str(device)) as p: jfa_corpus.record(p, run_case(...))``
-    so a failing (or crashing) case leaves a replayable file.
+    """A :class:`jfa_verify.corpus.Corpus` (``--jfa-corpus DIR`` or a session temp dir): verify cases with
+    ``jfa_verify.Verifier(kernel, device, jfa_corpus).verify(case)`` so a failing (or crashing) case leaves a
+    replayable file.
     """
-    from fuzz import Corpus
+    from jfa_verify.corpus import Corpus
 
     root = pytestconfig.getoption("--jfa-corpus")
     return Corpus(root if root else tmp_path_factory.mktemp("jfa-corpus"))

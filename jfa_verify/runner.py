@@ -1,8 +1,10 @@
 """The differential runner: one case through a kernel and both oracles, judged per output.
 
-Data flows one way: :class:`~jfa_verify.case.Case` -> tensors -> kernel and
-oracle outputs -> :class:`~jfa_verify.compare.OutputComparison` per output ->
-:class:`CaseResult` (the verdict).
+Data flows one way: :class:`~jfa_verify.case.Case` -> tensors -> validated
+:class:`~jfa_verify.contract.JaggedProblem` (once) -> kernel run
+(:class:`~jfa_verify.protocol.KernelRun`) and references -> output contract and
+:class:`~jfa_verify.compare.OutputComparison` per output -> :class:`CaseResult`
+(the verdict).
 """
 
 from __future__ import annotations
@@ -15,14 +17,13 @@ from typing import Optional
 
 import torch
 
-from oracles import padded_sdpa_attention, reference_attention
-
 from .budgets import default_table, precision_of
 from .case import Case
 from .compare import OUTPUTS, OutputComparison, compare_output, reference_scales
-from .contract import JaggedProblem, validate_inputs
-from .errors import UnsupportedCase
+from .contract import JaggedProblem, output_violations
 from .localize import Location, locate
+from .oracles import padded_sdpa_attention, reference_attention
+from .protocol import PASSES, Kernel, KernelRun
 
 __all__ = ["CaseResult", "run_case", "poisoned_allocations"]
 
@@ -53,9 +54,12 @@ def poisoned_allocations():
 class CaseResult:
     """Everything known about one case after a run.
 
-    ``status``: ``"pass"``, ``"fail"`` (an output outside its allowance, or
-    non-finite), ``"error"`` (the kernel raised) or ``"unsupported"`` (outside
-    the kernel's declared capabilities; not a failure).
+    ``status``: ``"pass"``, ``"fail"`` (an output outside its allowance,
+    non-finite, or breaking the output contract; a scheduler invariant broken),
+    ``"error"`` (the kernel raised) or ``"unsupported"`` (outside the kernel's
+    declared capabilities; not a failure). ``block_sizes``: the tiles the kernel
+    ran, ``(BLOCK_M, BLOCK_N)``, None when it declares none. ``notes``: what was
+    not checked and why (a backward the kernel lacks), and declared conventions.
     """
 
     case: Case
@@ -65,10 +69,13 @@ class CaseResult:
     locations: dict[str, Location] = field(default_factory=dict)
     message: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
-    block_sizes: tuple[int, int] = (1, 1)
+    block_sizes: Optional[tuple[int, int]] = None
     reproducer: Optional[str] = None
     schedule_violations: list[str] = field(default_factory=list)
     schedule_stats: dict[str, dict] = field(default_factory=dict)
+    contract_violations: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    plugins: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -84,8 +91,11 @@ class CaseResult:
         return max(self.comparisons, key=lambda c: c.headroom, default=None)
 
     def replay_command(self) -> str:
+        """The command that replays this case as printed: the reproducer (or the case inline), the kernel,
+        and every ``--plugin`` the kernel needs."""
         target = self.reproducer or f"--case '{self.case.to_json()}'"
-        return f"jfa-verify replay {target} --kernel {self.kernel}"
+        plugins = "".join(f" --plugin {p}" for p in self.plugins)
+        return f"jfa-verify replay {target} --kernel {self.kernel}{plugins}"
 
     def explain(self) -> str:
         """A multi-line verdict: every failing output with its location, then the replay command."""
@@ -93,6 +103,8 @@ class CaseResult:
         lines = [head]
         if self.status == "error":
             lines.append(f"  kernel raised: {self.message}")
+        if self.contract_violations:
+            lines.append("  output contract: " + "; ".join(self.contract_violations))
         if self.schedule_violations:
             lines.append(f"  scheduler invariants: {len(self.schedule_violations)} violation(s)")
             lines.extend(f"      {v}" for v in self.schedule_violations[:10])
@@ -116,10 +128,13 @@ class CaseResult:
             "status": self.status,
             "message": self.message,
             "seconds": self.seconds,
-            "block_sizes": list(self.block_sizes),
+            "block_sizes": list(self.block_sizes) if self.block_sizes else None,
             "reproducer": self.reproducer,
+            "replay": self.replay_command(),
             "schedule_violations": self.schedule_violations,
             "schedule": self.schedule_stats,
+            "contract_violations": self.contract_violations,
+            "notes": self.notes,
             "outputs": {
                 c.name: {
                     "passed": c.passed,
@@ -139,109 +154,119 @@ class CaseResult:
         }
 
 
-def _kernel_outputs(kernel, tensors, case: Case, backward: bool, instrument: Optional[dict]) -> dict[str, torch.Tensor]:
-    q, k, v = (t.detach().clone().requires_grad_(backward) for t in (tensors.q, tensors.k, tensors.v))
-    call = kernel if instrument is None else kernel.fn.run
-    extra = {} if instrument is None else {"instrument": instrument}
-    with poisoned_allocations():
-        o, lse = call(
-            q, k, v, tensors.q_offsets, tensors.k_offsets,
-            causal=case.causal, causal_alignment=case.causal_alignment, sm_scale=case.sm_scale, **extra,
-        )
-        out = {"o": o.detach(), "lse": lse.detach()}
-        if backward:
-            o.backward(tensors.do)
-            out.update(dq=q.grad, dk=k.grad, dv=v.grad)
-    return out
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def run_case(case: Case, kernel, device: torch.device | str = "cpu", *, backward: bool = True,
-             budgets=None, instrument: bool = True, tensors=None) -> CaseResult:
-    """Run ``case`` through ``kernel`` (a :class:`kernels.registry.Kernel`) and both oracles.
+def _run_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, backward: bool, instrument: bool
+                ) -> tuple[KernelRun, dict[str, torch.Tensor]]:
+    """The kernel's forward (and backward) on fresh leaf copies of the inputs, outputs poisoned."""
+    q, k, v = (t.detach().clone().requires_grad_(backward) for t in (tensors.q, tensors.k, tensors.v))
+    with poisoned_allocations():
+        run = kernel.run(problem, q, k, v, tensors.q_offsets, tensors.k_offsets, sm_scale=case.sm_scale,
+                         instrument=instrument)
+        got = {"o": run.o.detach() if isinstance(run.o, torch.Tensor) else run.o}
+        if run.lse is not None:
+            got["lse"] = run.lse.detach() if isinstance(run.lse, torch.Tensor) else run.lse
+        if backward and isinstance(run.o, torch.Tensor) and run.o.requires_grad:
+            run.o.backward(tensors.do)
+            got.update(dq=q.grad, dk=k.grad, dv=v.grad)
+    return run, got
 
-    ``budgets``: the :class:`jfa_verify.budgets.BudgetTable` to judge by (default: the
-    packaged table); a kernel declaring ``tf32`` is judged by the ``float32-tf32`` row.
-    ``instrument``: record tile visits and check the scheduler invariants when the
-    kernel supports it (calibration turns it off: it measures numerics only).
-    ``tensors``: ``case.materialize(device)`` already made (several kernels judged on one
-    huge case); None to materialize here.
+
+def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *, backward: bool = True,
+             budgets=None, instrument: bool = True, tensors=None, plugins: tuple[str, ...] = ()) -> CaseResult:
+    """Run ``case`` through ``kernel`` (a registered :class:`~jfa_verify.protocol.Kernel`) and both oracles.
+
+    Args:
+        case: the case. kernel: the kernel under test. device: where the tensors live.
+        backward: judge dQ, dK, dV too (when the kernel has a backward for this case).
+        budgets: the :class:`jfa_verify.budgets.BudgetTable` to judge by (default: the packaged
+            table); a kernel declaring ``tf32`` is judged by the ``float32-tf32`` row.
+        instrument: ask an instrumented kernel for its launch plan and tile visits and check the
+            scheduler invariants (calibration turns it off: it measures numerics only).
+        tensors: ``case.materialize(device)`` already made (several kernels judged on one huge
+            case); None to materialize here.
+        plugins: plugin files the kernel came from, named in the replay command.
 
     Returns a :class:`CaseResult`. Kernel exceptions become ``status="error"``
-    with the traceback's last line; they are never raised from here, so one bad
+    with the traceback's last lines; they are never raised from here, so one bad
     case cannot stop a suite. Invalid cases raise :class:`InvalidInput` when
-    the case is built, before this is called.
+    the case is built, before this is called. A case whose offsets are outside
+    the contract (``offsets_layout="strided"``) passes when the kernel rejects it
+    (raises) or computes the right result.
     """
     device = torch.device(device)
     tensors = case.materialize(device) if tensors is None else tensors
-    problem: JaggedProblem = validate_inputs(
-        *tensors.call_args(), causal=case.causal, causal_alignment=case.causal_alignment, sm_scale=case.sm_scale
-    )
-    name = getattr(kernel, "name", str(kernel))
-    caps = getattr(kernel, "capabilities", None)
-    blocks = caps.block_sizes(case.head_dim, case.torch_dtype, device.type) if caps else (1, 1)
-    result = CaseResult(case, name, "pass", block_sizes=blocks)
-    backward = backward and (caps is None or caps.backward)
-    try:
-        if hasattr(kernel, "check_supported"):
-            kernel.check_supported(problem)
-    except UnsupportedCase as e:
-        result.status, result.message = "unsupported", str(e)
+    problem = case.problem(tensors)  # the one validation; kernel adapter and oracles share it
+    tiles = kernel.tile_sizes(problem)
+    result = CaseResult(case, kernel.name, "pass", block_sizes=tiles.as_tuple() if tiles else None,
+                        plugins=tuple(plugins))
+    reason = kernel.unsupported_reason(problem)
+    if reason is not None:
+        result.status, result.message = "unsupported", f"kernel {kernel.name!r} does not support this case: {reason}"
         return result
-
-    instrument = {} if instrument and caps is not None and caps.instrumented and hasattr(kernel.fn, "run") else None
+    no_backward = kernel.capabilities.backward_reason(problem) if backward else None
+    if no_backward:
+        result.notes.append(f"forward only: {no_backward}")
+    backward = backward and no_backward is None
+    if kernel.capabilities.lse_base == "2":
+        result.notes.append("LSE returned in base 2 (declared); converted to natural log before judging")
+    instrument = instrument and kernel.capabilities.instrumented
     t0 = time.perf_counter()
     try:
-        got = _kernel_outputs(kernel, tensors, case, backward, instrument)
+        run, got = _run_kernel(kernel, problem, tensors, case, backward, instrument)
         _sync(device)
     except Exception as e:  # the kernel under test may fail in any way
-        result.status = "error"
-        result.message = f"{type(e).__name__}: {e}".strip()
         result.seconds["kernel"] = time.perf_counter() - t0
-        result.message += "\n" + "".join(traceback.format_exception(e)[-3:]).rstrip()
+        detail = f"{type(e).__name__}: {e}".strip()
+        if case.offsets_layout != "contiguous":
+            result.message = f"kernel rejected offsets outside the contract ({case.offsets_layout}): {detail}"
+            return result
+        result.status = "error"
+        result.message = detail + "\n" + "".join(traceback.format_exception(e)[-3:]).rstrip()
         return result
     t1 = time.perf_counter()
+    result.contract_violations = output_violations(problem, got["o"], got.get("lse"))
+    if result.contract_violations:
+        result.status = "fail"
+        result.seconds["kernel"] = t1 - t0
+        return result
+    if run.plan is not None:
+        tiles = run.plan.tiles  # the tiles the kernel says it ran
+        result.block_sizes = tiles.as_tuple()
     do = tensors.do if backward else None
-    ref = reference_attention(
-        *tensors.call_args(), causal=case.causal, causal_alignment=case.causal_alignment, sm_scale=case.sm_scale, do=do
-    )
-    sdpa = padded_sdpa_attention(
-        *tensors.call_args(), causal=case.causal, causal_alignment=case.causal_alignment, sm_scale=case.sm_scale, do=do
-    )
+    ref = reference_attention(problem, tensors.q, tensors.k, tensors.v, do=do)
+    sdpa = padded_sdpa_attention(problem, tensors.q, tensors.k, tensors.v, do=do)
     _sync(device)
     t2 = time.perf_counter()
     result.seconds.update(kernel=t1 - t0, oracles=t2 - t1)
-    row = precision_of(case.torch_dtype, tf32=bool(getattr(caps, "tf32", False)))
+    row = precision_of(case.torch_dtype, tf32=kernel.capabilities.tf32)
     table = budgets or default_table()
     for out_name in OUTPUTS:
-        if out_name not in ref:
+        if out_name not in ref or out_name not in got:
             continue
         cmp = compare_output(out_name, got[out_name], sdpa[out_name], ref[out_name], case.torch_dtype,
-                             *reference_scales(ref, out_name),
-                             budget=table.budget(row, out_name), precision=row)
+                             *reference_scales(ref, out_name), budget=table.budget(row, out_name), precision=row)
         result.comparisons.append(cmp)
         if cmp.worst_index is not None:
-            result.locations[out_name] = locate(problem, out_name, cmp.worst_index, *blocks)
-    if instrument is not None:
-        _check_schedules(result, instrument, problem, backward)
+            result.locations[out_name] = locate(problem, out_name, cmp.worst_index, tiles)
+    if run.plan is not None and run.visits is not None:
+        _check_schedules(result, run, backward)
     if result.failing or result.schedule_violations:
         result.status = "fail"
     return result
 
 
-def _check_schedules(result: CaseResult, instrument: dict, problem: JaggedProblem, backward: bool) -> None:
+def _check_schedules(result: CaseResult, run: KernelRun, backward: bool) -> None:
     """Scheduler invariants of an instrumented run, and per-pass load statistics for the report."""
     from .invariants import check_instrumented_run
 
-    passes = ("fwd", "dq", "dkdv") if backward else ("fwd",)
-    result.schedule_violations = [str(v) for v in check_instrumented_run(instrument, problem, passes=passes)]
+    passes = PASSES if backward else ("fwd",)
+    result.schedule_violations = [str(v) for v in check_instrumented_run(run.plan, run.visits, passes=passes)]
     for kind in passes:
-        plan = instrument["plans"][kind]
-        schedule = getattr(plan, "schedule", None)
+        schedule = run.plan.passes[kind].schedule
         if schedule is not None:
             result.schedule_stats[kind] = {
                 "scheduler": schedule.name, "programs": schedule.num_sms, "tiles": schedule.num_tiles,

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence, Union
 
-from jfa_verify.errors import InvalidInput
-from kernels.schedulers import SCHEDULERS, Schedule, workloads_backward, workloads_forward
+from .errors import InvalidInput
+from .schedules import SCHEDULERS, Schedule, workloads_backward, workloads_forward
 
 __all__ = ["compare_schedulers", "plot_per_sm_load"]
 
@@ -46,7 +46,7 @@ def compare_schedulers(
         q_lengths, k_lengths: per-sequence query and key counts (ints >= 0).
         num_sms: persistent programs (SMs), >= 1.
         block_m: tile rows: BLOCK_M for the forward, BLOCK_N when ``backward``.
-        causal, causal_alignment: as :func:`kernels.schedulers.workloads_forward`.
+        causal, causal_alignment: as :func:`jfa_verify.schedules.workloads_forward`.
         backward: schedule the dK/dV tiles instead of the forward tiles.
         cluster_size: cluster size for round-robin padding.
 
@@ -75,7 +75,7 @@ def plot_per_sm_load(results_or_schedules: Sequence[Union[dict, Schedule]], path
 
     Args:
         results_or_schedules: the dicts of :func:`compare_schedulers`, or
-            :class:`~kernels.schedulers.Schedule` objects (any mix).
+            :class:`~jfa_verify.schedules.Schedule` objects (any mix).
         path: where to write the PNG; parent folders are created.
 
     Returns:

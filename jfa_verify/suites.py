@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .case import Case
+from .dtypes import DIFFERENTIABLE
 from .lengths import sample_movielens_batch
+from .protocol import tiles_for_shape
 
 __all__ = ["Suite", "default_suite", "SUITES", "get_suite"]
 
-DTYPES = ("bfloat16", "float16", "float32")
+DTYPES = DIFFERENTIABLE
 
 
 @dataclass(frozen=True)
@@ -36,14 +38,14 @@ def _cross_q_lengths(kv: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(max(1, (n * 3) // 4) if i % 2 else n + 5 for i, n in enumerate(kv))
 
 
-def default_suite(device_type: str, seed: int = 0, block_sizes=None) -> Suite:
+def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
     """The main job's suite for ``device_type`` (``"cuda"`` or ``"cpu"``).
 
     On CUDA: full-size lengths, H_q=8, H_kv=2, D=128. On CPU (Triton
     interpreter): lengths scaled by 1/16 (MovieLens by 1/8, batch of 6), H_q=4,
-    H_kv=2, D=32, so the suite runs in minutes. ``block_sizes(head_dim, dtype,
-    device_type) -> (BLOCK_M, BLOCK_N)`` (a kernel's capability) adds a layout
-    of lengths at its tile boundaries +-1.
+    H_kv=2, D=32, so the suite runs in minutes. ``kernel`` (a registered kernel)
+    places one layout's lengths at its own tile boundaries +-1 (generic tiles
+    for a kernel that declares none).
     """
     gpu = device_type == "cuda"
     scale = 1.0 if gpu else 1 / 16
@@ -56,10 +58,9 @@ def default_suite(device_type: str, seed: int = 0, block_sizes=None) -> Suite:
         "layout-128-4096-512-2048": _scaled((128, 4096, 512, 2048), scale),
         "layout-7-3-19-5-11": (7, 3, 19, 5, 11),
     }
-    if block_sizes is not None:
-        bm, bn = block_sizes(heads["head_dim"], None, device_type)
-        # An empty sequence first, then lengths at the tile boundaries +-1.
-        layouts["tile-edges"] = (0,) + tuple(sorted({1, bn - 1, bn + 1, bm - 1, bm + 1, 2 * bn + 1} - {0}))
+    bm, bn = tiles_for_shape(kernel, heads["head_dim"], None, None, device_type).as_tuple()
+    # An empty sequence first, then lengths at the tile boundaries +-1.
+    layouts["tile-edges"] = (0,) + tuple(sorted({1, bn - 1, bn + 1, bm - 1, bm + 1, 2 * bn + 1} - {0}))
     variants = [
         dict(mode="self", causal=False),
         dict(mode="self", causal=True),
@@ -94,7 +95,7 @@ def default_suite(device_type: str, seed: int = 0, block_sizes=None) -> Suite:
 SUITES = {"default": default_suite}
 
 
-def get_suite(name: str, device_type: str, seed: int = 0, block_sizes=None) -> Suite:
+def get_suite(name: str, device_type: str, seed: int = 0, kernel=None) -> Suite:
     """Build the named suite.
 
     Raises:
@@ -104,4 +105,4 @@ def get_suite(name: str, device_type: str, seed: int = 0, block_sizes=None) -> S
 
     if name not in SUITES:
         raise InvalidInput(f"suite={name!r} is unknown; choose one of {sorted(SUITES)}")
-    return SUITES[name](device_type, seed, block_sizes)
+    return SUITES[name](device_type, seed, kernel)

@@ -1,5 +1,5 @@
-"""Kernels under test, their registry and adapters."""
+"""Kernels under test that ship with jfa-verify, one folder each (installed as ``jfa_verify.kernels``).
 
-from .registry import Capabilities, Kernel, get_kernel, kernel_names, load_plugin, register_kernel
-
-__all__ = ["Capabilities", "Kernel", "get_kernel", "kernel_names", "load_plugin", "register_kernel"]
+Each folder's ``__init__`` only registers (through the ``jfa_verify.kernels``
+entry-point group); the framework never imports a kernel by name.
+"""

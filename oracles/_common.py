@@ -1,24 +1,12 @@
-"""Pieces shared by the references: slicing one sequence and its visibility mask."""
+"""Pieces shared by the references: slicing one sequence, GQA head expansion and reduction."""
 
 from __future__ import annotations
 
 import torch
 
-from jfa_verify.contract import JaggedProblem
+from jfa_verify.contract import JaggedProblem, visible_mask
 
-
-def visible_mask(q_len: int, k_len: int, causal: bool, alignment: str, device) -> torch.Tensor:
-    """Bool ``[q_len, k_len]``: True where query ``i`` may see key ``j``.
-
-    Causal top-left: ``j <= i``; bottom-right: ``j <= i + k_len - q_len``
-    (per sequence, see :mod:`jfa_verify.contract`).
-    """
-    i = torch.arange(q_len, device=device)[:, None]
-    j = torch.arange(k_len, device=device)[None, :]
-    if not causal:
-        return torch.ones(q_len, k_len, dtype=torch.bool, device=device)
-    shift = 0 if alignment == "top_left" else k_len - q_len
-    return j <= i + shift
+__all__ = ["expand_kv_heads", "reduce_kv_heads", "sequence_slices", "visible_mask"]
 
 
 def sequence_slices(problem: JaggedProblem, b: int) -> tuple[slice, slice, slice]:

@@ -19,7 +19,7 @@ from typing import Optional
 
 import torch
 
-from jfa_verify.contract import validate_inputs
+from jfa_verify.contract import JaggedProblem
 
 from ._common import expand_kv_heads, reduce_kv_heads, sequence_slices, visible_mask
 
@@ -27,16 +27,12 @@ __all__ = ["blockwise_attention"]
 
 
 def blockwise_attention(
+    problem: JaggedProblem,
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    q_offsets: Optional[torch.Tensor],
-    k_offsets: torch.Tensor,
-    *,
-    causal: bool = False,
-    causal_alignment: str = "top_left",
-    sm_scale: Optional[float] = None,
     do: Optional[torch.Tensor] = None,
+    *,
     block_m: int = 32,
     block_n: int = 16,
     compute_dtype: torch.dtype = torch.float64,
@@ -44,7 +40,7 @@ def blockwise_attention(
 ) -> dict[str, torch.Tensor]:
     """Tiled online-softmax JFA (forward, and backward with ``do``).
 
-    Args: as :func:`oracles.float64.reference_attention`, plus ``block_m`` and
+    Args: as :func:`jfa_verify.oracles.float64.reference_attention`, plus ``block_m`` and
     ``block_n`` (tile rows for queries and keys), ``compute_dtype`` (the
     accumulation dtype) and ``round_p`` (round ``P`` and ``dS`` to the input
     dtype before their products, as kernels do).
@@ -53,11 +49,9 @@ def blockwise_attention(
     ``compute_dtype`` (``lse`` in ``compute_dtype`` too).
 
     Raises:
-        InvalidInput: the inputs break the contract, or a block size < 1.
+        InvalidInput: a block size < 1.
     """
-    p = validate_inputs(
-        q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment, sm_scale=sm_scale
-    )
+    p = problem
     if block_m < 1 or block_n < 1:
         from jfa_verify.errors import InvalidInput
 

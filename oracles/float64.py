@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from jfa_verify.contract import validate_inputs
+from jfa_verify.contract import JaggedProblem
 
 from ._common import expand_kv_heads, reduce_kv_heads, sequence_slices, visible_mask
 
@@ -23,21 +23,20 @@ __all__ = ["reference_attention"]
 
 
 def reference_attention(
+    problem: JaggedProblem,
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    q_offsets: Optional[torch.Tensor],
-    k_offsets: torch.Tensor,
-    *,
-    causal: bool = False,
-    causal_alignment: str = "top_left",
-    sm_scale: Optional[float] = None,
     do: Optional[torch.Tensor] = None,
 ) -> dict[str, torch.Tensor]:
     """Exact JFA outputs (and gradients when ``do`` is given) in float64.
 
-    Args: as :func:`jfa_verify.contract.validate_inputs`; ``do`` is the output
-    gradient, shaped like ``o`` (``[rows, H_q, D_v]``), any float dtype.
+    Args:
+        problem: the call's :class:`~jfa_verify.contract.JaggedProblem`, from
+            :func:`jfa_verify.contract.validate_inputs` on these tensors (validated once, by the caller).
+        q, k, v: the inputs, as in the contract.
+        do: the output gradient, shaped like ``o`` (``[rows, H_q, D_v]``), any float dtype; None for
+            the forward only.
 
     Returns: ``{"o": [rows, H_q, D_v], "lse": [H_q, rows]}`` and, with ``do``,
     ``"dq"`` (shape of ``q``), ``"dk"``, ``"dv"`` (shapes of ``k``, ``v``); all
@@ -61,11 +60,9 @@ def reference_attention(
     visible key: ``o = 0``, ``lse = -inf``, zero gradients.
 
     Raises:
-        InvalidInput: the inputs break the contract.
+        InvalidInput: ``do`` is not shaped like ``o``.
     """
-    p = validate_inputs(
-        q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment, sm_scale=sm_scale
-    )
+    p = problem
     f64 = torch.float64
     dev = q.device
     g = p.group_size

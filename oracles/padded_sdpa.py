@@ -12,7 +12,8 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from jfa_verify.contract import FORWARD_ONLY_DTYPES, JaggedProblem, validate_inputs
+from jfa_verify.contract import JaggedProblem
+from jfa_verify.dtypes import FORWARD_ONLY
 from jfa_verify.errors import InvalidInput
 
 from ._common import expand_kv_heads, visible_mask
@@ -51,20 +52,15 @@ LSE_CHUNK_ELEMENTS = 1 << 28
 
 
 def padded_sdpa_attention(
+    problem: JaggedProblem,
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    q_offsets: Optional[torch.Tensor],
-    k_offsets: torch.Tensor,
-    *,
-    causal: bool = False,
-    causal_alignment: str = "top_left",
-    sm_scale: Optional[float] = None,
     do: Optional[torch.Tensor] = None,
 ) -> dict[str, torch.Tensor]:
     """JFA outputs from padded ``torch.nn.functional.scaled_dot_product_attention`` in the input dtype.
 
-    Args: as :func:`oracles.float64.reference_attention`.
+    Args: as :func:`jfa_verify.oracles.float64.reference_attention`.
 
     Returns: ``o`` ``[rows, H_q, D_v]`` in the input dtype; ``lse`` ``[H_q, rows]``
     float32, the logsumexp of scores computed in the input dtype; with ``do``,
@@ -77,12 +73,10 @@ def padded_sdpa_attention(
     gradient contributions.
 
     Raises:
-        InvalidInput: the inputs break the contract.
+        InvalidInput: ``do`` given for float8 (forward-only) inputs.
     """
-    p = validate_inputs(
-        q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment, sm_scale=sm_scale
-    )
-    if q.dtype in FORWARD_ONLY_DTYPES:
+    p = problem
+    if q.dtype in FORWARD_ONLY:
         # SDPA has no float8 path: run it in bfloat16 on the exactly upcast values (e4m3 fits in bf16).
         if do is not None:
             raise InvalidInput(f"dtype={q.dtype} is forward only: call without do")

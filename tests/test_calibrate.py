@@ -87,7 +87,7 @@ def test_calibrate_command_samples_fits_and_judges_a_holdout(tmp_path, capsys):
     assert rc == 0
     assert len(read_records([held])) == 3  # one case per dtype
     rc = main(["calibrate", "--device", "cpu", "--cases", "1", "--seed", "4", "--records", str(fit_records),
-               "--holdout", str(held), "--out", str(out)])
+               "--holdout", str(held), "--out", str(out), "--allow-few-cases"])
     text = capsys.readouterr().out
     assert rc == 0, text
     table = BudgetTable.load(out)
@@ -135,7 +135,7 @@ def test_sample_runs_fixed_cases_of_the_sampled_dtypes_first(tmp_path):
     from jfa_verify import Case
     from jfa_verify.calibrate import sample
     from jfa_verify.device import select_device
-    from kernels import get_kernel
+    from jfa_verify.registry import get_kernel
 
     long_case = Case(kv_lengths=(70, 3), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32", name="long")
     other = Case(kv_lengths=(5,), dtype="float16", name="not sampled")
@@ -178,12 +178,13 @@ def test_calibrate_rejects_bad_arguments_before_any_work(tmp_path, capsys):
     records = tmp_path / "r.jsonl"
     records.write_text(_rec("float32", "o", (1e-6, 1e-6, 1e-7, 0.0, 0.0)).to_json() + "\n")
     cases = [
-        (["--cases", "0"], "--cases 0"),
-        (["--deadline", "-5"], "--deadline -5"),
-        (["--safety", "0"], "--safety 0"),
-        (["--from-records", str(records), "--holdout", str(tmp_path / "nope.jsonl")], "--holdout"),
+        (["--cases", "0"], "argument --cases: 0 must be > 0"),
+        (["--deadline", "-5"], "argument --deadline: -5 must be > 0"),
+        (["--safety", "0"], "argument --safety: 0 must be > 0"),
+        (["--from-records", str(records), "--holdout", str(tmp_path / "nope.jsonl")], "argument --holdout"),
         (["--from-records", str(records), "--holdout", str(empty)], "no records to judge"),
         (["--from-records", str(records), "--out", str(tmp_path / "no" / "dir" / "b.json")], "does not exist"),
+        (["--from-records", str(records), "--out", str(tmp_path / "b.json")], "refusing to write a table fitted on too few"),
     ]
     for extra, message in cases:
         assert main(["calibrate", "--device", "cpu", *extra]) == 2, extra
@@ -196,7 +197,7 @@ def test_calibrate_fits_only_this_runs_samples(tmp_path, capsys):
     old = _rec("bfloat16", "o", (1e-3, 1e-3, 1e-4, 0.0, 0.0))
     records.write_text(old.to_json() + "\n")
     assert main(["calibrate", "--device", "cpu", "--dtypes", "float32", "--cases", "1", "--records", str(records),
-                 "--out", str(out)]) == 0
+                 "--out", str(out), "--allow-few-cases"]) == 0
     assert BudgetTable.load(out).provenance["cases_per_row"] == {"float32": 1}  # not the earlier bfloat16 record
     assert len(read_records([records])) == 2  # appended, nothing lost
 
@@ -220,7 +221,7 @@ def test_report_and_mutants_reject_bad_arguments(tmp_path, capsys):
     assert main(["report", str(records), "--out-dir", str(records)]) == 2
     assert "is a file" in capsys.readouterr().err
     assert main(["mutants", "--device", "cpu", "--jobs", "0"]) == 2
-    assert "--jobs 0" in capsys.readouterr().err
+    assert "argument --jobs: 0 must be > 0" in capsys.readouterr().err
 
 
 def test_refloor_derives_the_runners_floors_again_and_keeps_the_measured_errors(tmp_path, capsys):
@@ -229,7 +230,7 @@ def test_refloor_derives_the_runners_floors_again_and_keeps_the_measured_errors(
     from jfa_verify.calibrate import refloor
     from jfa_verify.case import Case
     from jfa_verify.compare import floor_terms
-    from oracles import reference_attention
+    from jfa_verify.oracles import reference_attention
 
     cases = [Case(kv_lengths=(9, 0, 4), dtype="bfloat16", num_heads_q=2, num_heads_kv=1, head_dim=16, seed=3),
              Case(kv_lengths=(12, 5), mode="cross", q_lengths=(1, 3), dtype="float8_e4m3fn", head_dim=16, seed=4)]
@@ -237,7 +238,7 @@ def test_refloor_derives_the_runners_floors_again_and_keeps_the_measured_errors(
     for case, row, outs in ((cases[0], "bfloat16", ("o", "lse", "dq", "dk", "dv")), (cases[1], "float8_e4m3fn", ("o", "lse"))):
         t = case.materialize("cpu")
         do = t.do if "dq" in outs else None
-        ref = reference_attention(*t.call_args(), causal=case.causal, do=do)
+        ref = reference_attention(case.problem(t), t.q, t.k, t.v, do=do)
         floors = {o: floor_terms(o, ref[o], row, float(ref.get(f"{o}_lowp", 0.0)), float(ref.get(f"{o}_acc", 0.0)))
                   for o in outs}
         assert floors["lse"][2] > 0  # the forward-only LSE accumulation term is there (it was once dropped)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import read_case_file, run_campaign
-from fuzz.campaign import TIMEOUT_EXIT_CODE
+from jfa_verify.corpus import TIMEOUT_EXIT_CODE, read_case_file
+from jfa_verify.fuzz import run_campaign
 from jfa_verify import run_case
 from jfa_verify.strategies import cases
-from kernels import get_kernel, load_plugin
+from jfa_verify.registry import get_kernel, load_plugin
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANT_PLUGIN = ROOT / "tests" / "quality" / "mutant_plugin.py"
@@ -58,7 +58,7 @@ def test_campaign_on_real_kernel_finds_nothing(jfa_kernel, jfa_device, tmp_path)
 
 
 def test_saved_failure_that_now_passes_is_reported_fixed(jfa_kernel, jfa_device, tmp_path):
-    from fuzz import Corpus
+    from jfa_verify.corpus import Corpus
     from jfa_verify import Case
 
     case = Case(kv_lengths=(3,), dtype="float32", head_dim=16)
@@ -72,8 +72,8 @@ def test_saved_failure_that_now_passes_is_reported_fixed(jfa_kernel, jfa_device,
 def test_watchdog_marks_a_hung_case_and_exits(tmp_path, sleepy_plugin):
     plugin = sleepy_plugin
     script = textwrap.dedent(f"""
-        from kernels import load_plugin
-        from fuzz import run_campaign
+        from jfa_verify.registry import load_plugin
+        from jfa_verify.fuzz import run_campaign
         from jfa_verify.strategies import cases
         load_plugin({str(plugin)!r})
         run_campaign("sleepy", strategy=cases(max_batch=1, max_len=2), max_examples=1,

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from jfa_verify.contract import validate_inputs
-from kernels.triton_jfa._autograd import _aligned
+from jfa_verify.kernels.triton_jfa._host import _aligned
 
 ROOT = Path(__file__).resolve().parents[1]
 

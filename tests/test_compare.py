@@ -7,6 +7,17 @@ import torch
 
 from jfa_verify import Case, compare_output, locate, validate_inputs
 from jfa_verify.budgets import default_table
+from jfa_verify.protocol import TileSizes
+
+
+def test_budget_allowance_is_the_rule_with_its_constants():
+    from jfa_verify.budgets import Budget
+
+    b = Budget(sdpa_factor=2.0, floor_ulps=3.0, lowp_ulps=5.0, acc_ulps=7.0)
+    assert b.allowance(0.5, (1.0, 10.0, 100.0)) == 1.0 + 3.0 + 50.0 + 700.0
+    assert b.needed_multiplier(1.0 + 753.0 * 2, 0.5, (1.0, 10.0, 100.0)) == 2.0
+    assert b.needed_multiplier(0.9, 0.5, (1.0, 10.0, 100.0)) == 0.0  # the SDPA term covers it
+    assert b.needed_multiplier(1.5, 0.5, (0.0, 0.0, 0.0)) == float("inf")  # an excess with no floor
 
 
 def test_allowance_is_twice_sdpa_error_plus_floor():
@@ -15,7 +26,7 @@ def test_allowance_is_twice_sdpa_error_plus_floor():
     eps = torch.finfo(torch.bfloat16).eps
     sdpa_err = abs(float(sdpa[1]) + 2.0)
     b = default_table().budget(torch.bfloat16, "o")
-    allowance = b.sdpa_factor * sdpa_err + b.floor_ulps * eps * 2.0
+    allowance = b.allowance(sdpa_err, (eps * 2.0, 0.0, 0.0))
     good = torch.tensor([1.0, -2.0, 0.5 + 0.5 * allowance], dtype=torch.float64)
     bad = torch.tensor([1.0, -2.0, 0.5 + 1.5 * allowance], dtype=torch.float64)
     c_good = compare_output("o", good, sdpa, ref, torch.bfloat16)
@@ -54,22 +65,22 @@ def test_locate_maps_rows_to_sequence_token_tile():
     t = case.materialize()
     p = validate_inputs(*t.call_args())
     # q rows: seq0 4..5, seq1 6..75, seq2 76; k rows: seq0 4..8, seq1 9..48, seq3 49..51
-    loc = locate(p, "o", (6 + 65, 1, 3), 32, 16)
+    loc = locate(p, "o", (6 + 65, 1, 3), TileSizes(32, 16))
     assert (loc.sequence, loc.head, loc.token, loc.tile) == (1, 1, 65, 2)
-    loc = locate(p, "lse", (0, 76), 32, 16)
+    loc = locate(p, "lse", (0, 76), TileSizes(32, 16))
     assert (loc.sequence, loc.token, loc.tile) == (2, 0, 0)
-    loc = locate(p, "dk", (9 + 33, 0, 0), 32, 16)
+    loc = locate(p, "dk", (9 + 33, 0, 0), TileSizes(32, 16))
     assert (loc.sequence, loc.token, loc.tile, loc.tile_kind) == (1, 33, 2, "BLOCK_N")
-    loc = locate(p, "dv", (2, 0, 0), 32, 16)
+    loc = locate(p, "dv", (2, 0, 0), TileSizes(32, 16))
     assert loc.sequence is None and "outside every sequence" in loc.describe()
 
 
 def test_locate_broadcast_dq_is_dense():
     t = Case(kv_lengths=(3, 4), mode="broadcast_q", broadcast_q_len=40).materialize()
     p = validate_inputs(*t.call_args())
-    loc = locate(p, "dq", (35, 0, 0), 32, 16)
+    loc = locate(p, "dq", (35, 0, 0), TileSizes(32, 16))
     assert loc.sequence is None and loc.tile == 1 and "dense Q" in loc.describe()
-    loc = locate(p, "o", (45, 0, 0), 32, 16)
+    loc = locate(p, "o", (45, 0, 0), TileSizes(32, 16))
     assert (loc.sequence, loc.token) == (1, 5)
 
 
@@ -78,11 +89,12 @@ def test_gradient_floor_uses_term_scale_when_reference_is_exactly_zero():
     # the kernel computes it as P * (dP - Delta) and landed at 1.15e-06 while SDPA landed at 3.0e-07.
     # A floor relative to max|dQ| = 0 failed it; the float32 accumulation floor follows the terms.
     ACC_ULPS = default_table().budget(torch.float32, "dq").acc_ulps
-    from oracles import reference_attention
+    from jfa_verify.oracles import reference_attention
+    from tests.helpers import oracle
 
     t = Case(kv_lengths=(1, 0), mode="cross", q_lengths=(3, 0), dtype="float32", num_heads_q=4,
              num_heads_kv=2, head_dim=16, seed=3).materialize()
-    ref = reference_attention(*t.call_args(), do=t.do)
+    ref = oracle(reference_attention, *t.call_args(), do=t.do)
     assert ref["dq"].abs().max() < 1e-12 and ref["dk"].abs().max() < 1e-12  # zero up to float64 rounding
     terms = float(ref["dq_acc"])
     # at least sm_scale * max|K| * (|dP| + |Delta|) with P = 1 and dP = Delta = dO . v
@@ -103,9 +115,10 @@ def test_lowp_floor_covers_rounding_ds_where_keys_share_an_offset():
     # sum_j dS_ij = 0 cancels the offset exactly, but dS rounded to bf16 does not, so a FlashAttention
     # kernel lands far above torch's CPU SDPA, which keeps P and dS in float32.
     LOWP_ULPS = default_table().budget(torch.bfloat16, "dq").lowp_ulps
-    from oracles import reference_attention
+    from jfa_verify.oracles import reference_attention
+    from tests.helpers import oracle
 
-    ref = reference_attention(*(t := Case(kv_lengths=(9, 12), dtype="bfloat16", head_dim=16, values="correlated",
+    ref = oracle(reference_attention, *(t := Case(kv_lengths=(9, 12), dtype="bfloat16", head_dim=16, values="correlated",
                                           seed=5).materialize()).call_args(), do=t.do)
     ds_bound = float(ref["dq_lowp"])
     assert ds_bound > 0
@@ -170,7 +183,7 @@ def test_runner_judges_a_tf32_kernel_by_the_tf32_row():
     from jfa_verify import Case
     from jfa_verify.device import select_device
     from jfa_verify.runner import run_case
-    from kernels import get_kernel
+    from jfa_verify.registry import get_kernel
 
     case = Case(kv_lengths=(9, 4), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32")
     dev = select_device("cpu")

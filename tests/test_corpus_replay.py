@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import read_case_file
+from jfa_verify.corpus import read_case_file
 from jfa_verify import run_case
 
 CORPUS = Path(__file__).with_name("corpus")

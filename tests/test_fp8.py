@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from jfa_verify import Case
-from jfa_verify.contract import output_dtype, validate_inputs
+from jfa_verify.contract import validate_inputs
+from jfa_verify.dtypes import output_dtype
 from jfa_verify.device import select_device
 from jfa_verify.errors import InvalidInput, UnsupportedCase
 from jfa_verify.runner import run_case
-from kernels import get_kernel
+from jfa_verify.registry import get_kernel
 
 FP8 = dict(num_heads_q=4, num_heads_kv=2, head_dim=16, dtype="float8_e4m3fn")
 
@@ -34,19 +35,19 @@ def test_fp8_kernel_forward_passes_with_bf16_output_and_refuses_backward(dev):
     assert result.status == "pass", result.explain()
     assert [c.name for c in result.comparisons] == ["o", "lse"]  # forward only
     t = case.materialize(dev)
-    o, lse = kernel.fn(*t.call_args(), causal=True)
+    o, lse = kernel(*t.call_args(), causal=True)
     assert o.dtype == torch.bfloat16 and lse.dtype == torch.float32
     q = t.q.detach().clone().requires_grad_(True)
     with pytest.raises((UnsupportedCase, RuntimeError)):
-        kernel.fn(q, t.k, t.v, t.q_offsets, t.k_offsets)[0].float().sum().backward()
+        kernel(q, t.k, t.v, t.q_offsets, t.k_offsets)[0].float().sum().backward()
 
 
 def test_padded_sdpa_oracle_refuses_a_backward_for_fp8():
-    from oracles import padded_sdpa_attention
+    from jfa_verify.oracles import padded_sdpa_attention
 
     t = Case(kv_lengths=(3,), **FP8).materialize("cpu")
     with pytest.raises(InvalidInput, match="forward only"):
-        padded_sdpa_attention(*t.call_args(), do=t.do)
+        padded_sdpa_attention(validate_inputs(*t.call_args()), t.q, t.k, t.v, do=t.do)
 
 
 @pytest.mark.parametrize("name, output", [("softmax_scale_off", "lse"), ("final_norm_skipped_one_tile", "o"),
@@ -54,12 +55,12 @@ def test_padded_sdpa_oracle_refuses_a_backward_for_fp8():
 def test_planted_forward_bugs_are_caught_in_fp8(name, output, dev):
     import dataclasses
 
-    from kernels.triton_jfa import FP8_CAPABILITIES
-    from tests.quality.mutants import mutant_kernel
+    from jfa_verify.fuzz.mutation import load_catalogue
+    from jfa_verify.kernels.triton_jfa._config import FP8_CAPABILITIES
 
     case = Case(kv_lengths=(17, 0, 33, 5), **FP8)
     assert run_case(case, get_kernel("triton_jfa_fp8"), dev).status == "pass"
-    mutant = dataclasses.replace(mutant_kernel(name), capabilities=FP8_CAPABILITIES)  # the same bug, fp8 inputs
+    mutant = dataclasses.replace(load_catalogue().kernel_of(name), capabilities=FP8_CAPABILITIES)  # the same bug, fp8 inputs
     result = run_case(case, mutant, dev)
     assert result.status == "fail" and output in [c.name for c in result.failing], result.explain()
 
@@ -82,7 +83,7 @@ def test_fp8_probabilities_are_scaled_before_rounding_to_e4m3():
     q_offsets = torch.tensor([0, 1], dtype=torch.int32)
     k_offsets = torch.tensor([0, n], dtype=torch.int32)
     select_device("cpu")
-    o, _ = kernel.fn(q, k, v, q_offsets, k_offsets)
+    o, _ = kernel(q, k, v, q_offsets, k_offsets)
     p_rest = math.exp(-5.25)
     exact = (n - 1) * p_rest / (1.0 + (n - 1) * p_rest)
     err = (o.double() - exact).abs().max().item()
@@ -93,13 +94,13 @@ def test_interpreter_e4m3_rounding_into_the_next_binade(dev):
     """Regression: the Triton interpreter's float32 -> e4m3 cast halves a value that rounds up
     into the next binade (127.0 -> 64.0, not 128.0), so a correct fp8 forward gave O = 3.58
     instead of 4.87 on this case; the kernel now rounds by hand under the interpreter."""
-    from oracles import reference_attention
+    from jfa_verify.oracles import reference_attention
 
     case = Case(kv_lengths=(0, 0, 0, 3), mode="cross", q_lengths=(1, 1, 1, 2), num_heads_q=4, num_heads_kv=1,
                 head_dim=64, dtype="float8_e4m3fn", offsets_dtype="int64", values="correlated", seed=4599878)
     t = case.materialize(dev)
-    o, _ = get_kernel("triton_jfa_fp8").fn(*t.call_args())
-    ref = reference_attention(*t.call_args())
+    o, _ = get_kernel("triton_jfa_fp8")(*t.call_args())
+    ref = reference_attention(case.problem(t), t.q, t.k, t.v)
     bound = 2.0 ** -4 * float(ref["o_lowp"])  # first-order: P rounded to e4m3, relative error <= 2^-4
     err = (o.double() - ref["o"]).abs().max().item()
     assert err <= bound, f"O error {err:.3f} > first-order bound {bound:.3f} (the interpreter cast gave 1.29)"

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from jfa_verify import Case
-from oracles import blockwise_attention, padded_sdpa_attention, reference_attention
+from jfa_verify.oracles import blockwise_attention, padded_sdpa_attention, reference_attention
+from tests.helpers import oracle
 
 
 def _finite_close(a, b, atol):
@@ -30,9 +31,9 @@ CASES = [
 def test_references_agree(case):
     t = case.materialize()
     kw = dict(causal=case.causal, causal_alignment=case.causal_alignment, do=t.do)
-    ref = reference_attention(*t.call_args(), **kw)
-    sdpa = padded_sdpa_attention(*t.call_args(), **kw)
-    blk = blockwise_attention(*t.call_args(), block_m=4, block_n=3, **kw)
+    ref = oracle(reference_attention, *t.call_args(), **kw)
+    sdpa = oracle(padded_sdpa_attention, *t.call_args(), **kw)
+    blk = oracle(blockwise_attention, *t.call_args(), block_m=4, block_n=3, **kw)
     for name in ("o", "lse", "dq", "dk", "dv"):
         _finite_close(blk[name], ref[name], 1e-12)  # the algorithm, in float64: exact to rounding
         _finite_close(sdpa[name], ref[name], 2e-5)  # float32 SDPA
@@ -41,8 +42,9 @@ def test_references_agree(case):
 def test_blockwise_float32_with_rounded_p_is_close():
     case = Case(kv_lengths=(20, 33), dtype="bfloat16", head_dim=16, causal=True)
     t = case.materialize()
-    ref = reference_attention(*t.call_args(), causal=True, do=t.do)
-    blk = blockwise_attention(*t.call_args(), causal=True, do=t.do, compute_dtype=torch.float32, round_p=True)
+    ref = oracle(reference_attention, *t.call_args(), causal=True, do=t.do)
+    blk = oracle(blockwise_attention, *t.call_args(), causal=True, do=t.do, compute_dtype=torch.float32,
+                 round_p=True)
     for name in ("o", "dq", "dk", "dv"):
         err = (blk[name].double() - ref[name]).abs().max().item()
         assert 1e-6 < err < 0.05 * ref[name].abs().max().item(), name  # rounding shows, but small
@@ -53,8 +55,8 @@ def test_single_key_returns_its_value_row():
     k = torch.randn(1, 1, 16)
     v = torch.randn(1, 1, 16)
     q_off = torch.tensor([0, 3]); k_off = torch.tensor([0, 1])
-    for oracle in (reference_attention, padded_sdpa_attention, blockwise_attention):
-        out = oracle(q, k, v, q_off, k_off)
+    for fn in (reference_attention, padded_sdpa_attention, blockwise_attention):
+        out = oracle(fn, q, k, v, q_off, k_off)
         assert torch.allclose(out["o"].double(), v.double().expand(3, 1, 16), atol=1e-6)
         scores = (q.double() @ k.double()[0, 0]) / 4.0  # [3, 1]
         assert torch.allclose(out["lse"].double(), scores.T, atol=1e-5)
@@ -65,8 +67,8 @@ def test_identical_keys_return_mean_of_values():
     k = torch.randn(1, 2, 16).expand(6, 2, 16).contiguous()
     v = torch.randn(6, 2, 16)
     off = torch.tensor([0, 4]); koff = torch.tensor([0, 6])
-    for oracle in (reference_attention, padded_sdpa_attention, blockwise_attention):
-        out = oracle(q, k, v, off, koff)
+    for fn in (reference_attention, padded_sdpa_attention, blockwise_attention):
+        out = oracle(fn, q, k, v, off, koff)
         assert torch.allclose(out["o"].double(), v.double().mean(0, keepdim=True).expand(4, 2, 16), atol=1e-5)
         # lse = score + log(6) for every key identical
         s = torch.einsum("ihd,hd->hi", q.double(), k[0].double()) / 4.0
@@ -78,8 +80,8 @@ def test_query_with_no_visible_key_is_zero_and_minus_inf():
     q = torch.randn(7, 1, 16); k = torch.randn(2, 1, 16); v = torch.randn(2, 1, 16)
     q_off = torch.tensor([0, 5, 7]); k_off = torch.tensor([0, 2, 2])
     do = torch.randn(7, 1, 16)
-    for oracle in (reference_attention, padded_sdpa_attention, blockwise_attention):
-        out = oracle(q, k, v, q_off, k_off, causal=True, causal_alignment="bottom_right", do=do)
+    for fn in (reference_attention, padded_sdpa_attention, blockwise_attention):
+        out = oracle(fn, q, k, v, q_off, k_off, causal=True, causal_alignment="bottom_right", do=do)
         empty = [0, 1, 2, 5, 6]
         assert torch.all(out["o"][empty] == 0)
         assert torch.all(torch.isneginf(out["lse"][:, empty]))
@@ -91,28 +93,28 @@ def test_query_with_no_visible_key_is_zero_and_minus_inf():
 def test_broadcast_q_dq_is_sum_over_sequences():
     case = Case(kv_lengths=(3, 5), mode="broadcast_q", broadcast_q_len=4, dtype="float32", head_dim=16)
     t = case.materialize()
-    full = reference_attention(*t.call_args(), do=t.do)
+    full = oracle(reference_attention, *t.call_args(), do=t.do)
     parts = []
     for b, (s, e) in enumerate([(0, 3), (3, 8)]):
         koff = torch.tensor([0, e - s], dtype=torch.int32)
         qoff = torch.tensor([0, 4], dtype=torch.int32)
-        parts.append(reference_attention(t.q, t.k[s:e], t.v[s:e], qoff, koff, do=t.do[4 * b : 4 * b + 4])["dq"])
+        parts.append(oracle(reference_attention, t.q, t.k[s:e], t.v[s:e], qoff, koff, do=t.do[4 * b : 4 * b + 4])["dq"])
     assert torch.allclose(full["dq"], parts[0] + parts[1], atol=1e-12)
 
 
 def test_padded_sdpa_lse_in_batch_chunks_equals_one_block(monkeypatch):
     """Regression: the LSE scores were one padded [B, H, Lq, Lk] block, 128.5 GiB for the
     2^31-element case on the H200 (out of memory); they are now computed in batch chunks."""
-    import oracles.padded_sdpa as mod
+    import jfa_verify.oracles.padded_sdpa as mod
 
     case = Case(kv_lengths=(5, 0, 17, 9, 1), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32",
                 causal=True, seed=4)
     t = case.materialize("cpu")
-    whole = padded_sdpa_attention(*t.call_args(), causal=True)
+    whole = oracle(padded_sdpa_attention, *t.call_args(), causal=True)
     monkeypatch.setattr(mod, "LSE_CHUNK_ELEMENTS", 2 * 17 * 17)  # one sequence per chunk
-    chunked = padded_sdpa_attention(*t.call_args(), causal=True)
+    chunked = oracle(padded_sdpa_attention, *t.call_args(), causal=True)
     assert torch.equal(whole["lse"], chunked["lse"]) and torch.equal(whole["o"], chunked["o"])
-    ref = reference_attention(*t.call_args(), causal=True)
+    ref = oracle(reference_attention, *t.call_args(), causal=True)
     finite = torch.isfinite(ref["lse"])
     assert torch.equal(finite, torch.isfinite(chunked["lse"]))
     assert torch.allclose(chunked["lse"][finite].double(), ref["lse"][finite], atol=1e-5)
@@ -125,8 +127,8 @@ def test_forward_only_reference_keeps_the_forward_floor_terms():
     case = Case(kv_lengths=(7, 3), mode="cross", q_lengths=(1, 2), dtype="float32", head_dim=16, seed=5,
                 values="correlated")
     t = case.materialize("cpu")
-    with_do = reference_attention(*t.call_args(), do=t.do)
-    forward = reference_attention(*t.call_args())
+    with_do = oracle(reference_attention, *t.call_args(), do=t.do)
+    forward = oracle(reference_attention, *t.call_args())
     for name in ("o_lowp", "o_acc", "lse_acc"):
         assert name in forward, name
         assert float(forward[name]) == float(with_do[name]) > 0

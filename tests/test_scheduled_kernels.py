@@ -3,26 +3,26 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jfa_verify import run_case
+import dataclasses
+
+from jfa_verify import get_kernel, run_case
+from jfa_verify.kernels.triton_jfa import build
+from jfa_verify.planning import PersistentScheduler
+from jfa_verify.protocol import Kernel
+from jfa_verify.schedules import SCHEDULERS
 from jfa_verify.strategies import cases
-from kernels.registry import Kernel
-from kernels.schedulers import SCHEDULERS
-from kernels.triton_jfa import CAPABILITIES
-from kernels.triton_jfa.scheduling import HostScheduler
 
 
 def _kernel(forward: str, backward: str, num_sms: int) -> Kernel:
-    from kernels.triton_jfa import _kernels
-    from kernels.triton_jfa._autograd import make_jagged_attention
-
-    scheduler = HostScheduler(forward, backward, num_sms=num_sms)
-    return Kernel(f"triton_jfa[{forward}/{backward}/{num_sms}]", "", lambda: make_jagged_attention(_kernels, scheduler=scheduler),
-                  CAPABILITIES)
+    scheduler = PersistentScheduler(forward, backward, num_sms=num_sms)
+    return dataclasses.replace(get_kernel("triton_jfa"), name=f"triton_jfa[{forward}/{backward}/{num_sms}]",
+                               loader=lambda: build(scheduler=scheduler), _impl=None)
 
 
 @settings(max_examples=12)
 @given(
-    case=cases(max_batch=5, max_len=40, head_dims=(16, 24), dtypes=("float32", "bfloat16")),
+    case=cases(max_batch=5, max_len=40, head_dims=(16, 24), dtypes=("float32", "bfloat16"),
+               offsets_layouts=["contiguous"]),
     forward=st.sampled_from(sorted(SCHEDULERS)),
     backward=st.sampled_from(sorted(SCHEDULERS)),
     num_sms=st.sampled_from([1, 2, 3, 7, 64]),  # 64: more programs than tiles

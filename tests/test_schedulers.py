@@ -25,7 +25,7 @@ from jfa_verify.invariants import (
     imbalance,
 )
 from jfa_verify.schedule_report import compare_schedulers, plot_per_sm_load
-from kernels.schedulers import (
+from jfa_verify.schedules import (
     SCHEDULERS,
     SENTINEL,
     Schedule,

@@ -27,8 +27,10 @@ from jfa_verify.strategies import (
     tile_boundary_lengths,
     value_policies,
 )
-from kernels import Capabilities
-from kernels.triton_jfa import CAPABILITIES
+from jfa_verify.protocol import Capabilities, Kernel, TileSizes, tiles_for_shape
+from jfa_verify.registry import get_kernel
+
+KERNEL = get_kernel("triton_jfa")
 
 FIND = settings(database=None, max_examples=2000, suppress_health_check=list(HealthCheck))
 DRAW = settings(database=None, max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
@@ -36,16 +38,20 @@ SMALL = dict(max_batch=4, max_len=40)
 
 
 def blocks(case: Case) -> tuple[int, int]:
-    return CAPABILITIES.block_sizes(case.head_dim, case.torch_dtype, "cpu")
+    return tiles_for_shape(KERNEL, case.head_dim, case.dv, case.torch_dtype, "cpu").as_tuple()
+
+
+def kernel_tiles(d: int, device_type: str) -> tuple[int, int]:
+    return tiles_for_shape(KERNEL, d, d, torch.bfloat16, device_type).as_tuple()
 
 
 # -- every input class is reachable through cases(), from the kernel's own tile sizes ---------------------------
 
 
 def test_cases_draws_every_class():
-    cov = Coverage.for_kernel(CAPABILITIES)
+    cov = Coverage.for_kernel(KERNEL)
 
-    @given(case=cases(**SMALL))
+    @given(case=cases(KERNEL, **SMALL))
     @settings(DRAW, max_examples=400, derandomize=True)
     def draw(case):
         cov.add(case)
@@ -80,18 +86,18 @@ def test_one_token_batches_hold_a_one(lengths):
     assert 1 in lengths
 
 
-@given(n=tile_boundary_lengths(CAPABILITIES.block_sizes(32, torch.bfloat16, "cpu"), max_len=200))
+@given(n=tile_boundary_lengths(kernel_tiles(32, "cpu"), max_len=200))
 @DRAW
 def test_tile_boundaries_come_from_the_kernel(n):
-    bm, bn = CAPABILITIES.block_sizes(32, torch.bfloat16, "cpu")
+    bm, bn = kernel_tiles(32, "cpu")
     assert any((n + 1) % b in (0, 1, 2) and n >= b - 1 for b in (bm, bn))
 
 
 def test_tile_boundaries_reach_both_sides_of_each_multiple():
-    bm, bn = CAPABILITIES.block_sizes(32, torch.bfloat16, "cpu")
+    bm, bn = kernel_tiles(32, "cpu")
     for n in (bn - 1, bn + 1, bm, 3 * bm + 1):
         assert find(tile_boundary_lengths((bm, bn), max_len=200), lambda x, n=n: x == n, settings=FIND) == n
-    gpu = CAPABILITIES.block_sizes(64, torch.bfloat16, "cuda")
+    gpu = kernel_tiles(64, "cuda")
     assert find(tile_boundary_lengths(gpu, max_len=200), lambda n: True, settings=FIND) == gpu[1] - 1
 
 
@@ -175,8 +181,21 @@ def test_value_adversaries_have_their_shape():
 
 def test_layouts_and_offsets():
     assert find(layouts(), lambda x: x == "strided", settings=FIND) == "strided"
-    assert find(offsets_configs(), lambda o: True, settings=FIND) == ("int32", 0)
-    assert find(offsets_configs(), lambda o: o[0] == "int64" and o[1] > 0, settings=FIND) == ("int64", 1)
+    assert find(offsets_configs(), lambda o: True, settings=FIND) == ("int32", 0, "contiguous")
+    assert find(offsets_configs(), lambda o: o[0] == "int64" and o[1] > 0, settings=FIND) == ("int64", 1, "contiguous")
+    assert find(offsets_configs(), lambda o: o[2] == "strided", settings=FIND) == ("int32", 0, "strided")
+
+
+@pytest.mark.parametrize("mode", ["self", "cross", "broadcast_q"])
+def test_strided_offsets_are_views_of_one_bounds_tensor_with_the_same_values(mode):
+    extra = {"cross": dict(q_lengths=(4, 0, 9)), "broadcast_q": dict(broadcast_q_len=5)}.get(mode, {})
+    kw = dict(kv_lengths=(3, 0, 17), mode=mode, offsets_start=2, offsets_dtype="int64", **extra)
+    dense, strided = Case(**kw).materialize(), Case(offsets_layout="strided", **kw).materialize()
+    assert torch.equal(dense.k_offsets, strided.k_offsets) and strided.k_offsets.stride(0) == 2
+    if mode != "broadcast_q":
+        assert torch.equal(dense.q_offsets, strided.q_offsets) and strided.q_offsets.stride(0) == 2
+        assert strided.q_offsets.data_ptr() != strided.k_offsets.data_ptr()  # two columns of one tensor
+    assert all(t is None or t.is_contiguous() for t in strided.contract_args()[3:])
 
 
 def test_strided_layout_same_values_other_strides():
@@ -211,9 +230,10 @@ def test_new_classes_pass_on_kernel(case, jfa_kernel, jfa_device):
 # -- capabilities -----------------------------------------------------------------------------------------------
 
 
-NARROW = Capabilities(dtypes=(torch.float32,), min_head_dim=16, max_head_dim=32, non_power_of_two_head_dims=False,
-                      distinct_value_head_dim=False, modes=("self",), causal=False, gqa=False,
-                      block_sizes=lambda d, dt, dev: (8, 4))
+NARROW = Kernel("narrow", "", lambda: None,
+                Capabilities(dtypes=(torch.float32,), min_head_dim=16, max_head_dim=32, non_power_of_two_head_dims=False,
+                             distinct_value_head_dim=False, modes=("self",), causal_alignments=(), gqa=False),
+                lambda problem: TileSizes(8, 4))
 
 
 @given(case=cases(NARROW, max_len=20))
@@ -285,7 +305,7 @@ def test_classify_uses_the_given_block_sizes():
 
 
 def test_coverage_counts_and_reports_missing():
-    cov = Coverage.for_kernel(CAPABILITIES)
+    cov = Coverage.for_kernel(KERNEL)
     cov.update([Case(kv_lengths=(0, 0)), Case(kv_lengths=(17,), num_heads_q=2, num_heads_kv=1)])
     assert cov.total == 2 and cov.counts["all_empty"] == 1 and cov.counts["self"] == 2 and cov.counts["mqa"] == 1
     assert "gqa" in cov.missing() and "all_empty" not in cov.missing() and "offset_overflow" not in cov.missing()

@@ -2,7 +2,7 @@
 
 On a CPU-only machine the kernels run in Triton's interpreter (the device is
 selected before the kernel module is imported); tile-boundary lengths come
-from the kernel's own ``block_sizes``.
+from the kernel's own ``tile_sizes``.
 """
 
 from __future__ import annotations
@@ -14,10 +14,16 @@ from jfa_verify.device import current_device
 
 DEVICE = current_device()  # before any Triton kernel import: sets TRITON_INTERPRET=1 on CPU
 
+from jfa_verify.contract import JaggedProblem, validate_inputs  # noqa: E402
 from jfa_verify.errors import UnsupportedCase  # noqa: E402
-from kernels.registry import get_kernel  # noqa: E402
-from kernels.triton_jfa import block_sizes  # noqa: E402
-from oracles.float64 import reference_attention  # noqa: E402
+from jfa_verify.oracles import reference_attention  # noqa: E402
+from jfa_verify.protocol import PassPlan  # noqa: E402
+from jfa_verify.registry import get_kernel  # noqa: E402
+from tests.helpers import oracle  # noqa: E402
+
+
+def block_sizes(d, dtype, device_type):
+    return get_kernel("triton_jfa").tile_sizes(JaggedProblem.of_shape(d, d, dtype, device_type)).as_tuple()
 
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 # Max abs error allowed, relative to max(1, max |reference|) of the same output.
@@ -27,7 +33,7 @@ LSE_TOL = {F32: 1e-4, BF16: 1e-3, F16: 1e-3}
 
 @pytest.fixture(scope="module")
 def jfa():
-    return get_kernel("triton_jfa").fn
+    return get_kernel("triton_jfa").impl
 
 
 def _offsets(lengths, start, dtype):
@@ -63,8 +69,8 @@ def run_and_check(fn, q, k, v, q_off, k_off, *, causal=False, alignment="top_lef
         gen = torch.Generator().manual_seed(seed)
         do = torch.randn(o.shape, generator=gen).to(o.dtype).to(DEVICE)
     o.backward(do)
-    ref = reference_attention(q.detach(), k.detach(), v.detach(), q_off, k_off, causal=causal,
-                              causal_alignment=alignment, do=do)
+    ref = oracle(reference_attention, q.detach(), k.detach(), v.detach(), q_off, k_off, causal=causal,
+                 causal_alignment=alignment, do=do)
     got = {"o": o, "dq": q.grad, "dk": k.grad, "dv": v.grad}
     assert o.dtype == q.dtype and lse.dtype == F32
     assert tuple(lse.shape) == tuple(ref["lse"].shape)
@@ -237,39 +243,45 @@ def test_unsupported_head_dim_raises(jfa, d, d_v):
 # ----------------------------------------------------------------------------- schedules and instrumentation
 
 
-def _zigzag_two_programs(tiles, kind, problem):
-    from kernels.triton_jfa._autograd import tile_is_empty
+def _zigzag_two_programs(workloads, kind, problem):
+    order = [t.index for t in workloads if not t.empty][::-1]
+    return PassPlan(kind, tuple(workloads), (tuple(order[0::2]), tuple(order[1::2]), ()))  # an empty program is allowed
 
-    order = [i for i, t in enumerate(tiles) if not tile_is_empty(t, kind, problem)][::-1]
-    return [order[0::2], order[1::2], []]  # an empty program is allowed
+
+def _with_scheduler(jfa, scheduler):
+    return type(jfa)(jfa.kernels, scheduler=scheduler)
+
+
+def _launch(jfa, q, k, v, q_off, k_off, *, instrument=True, **kw):
+    problem = validate_inputs(q, k, v, q_off, k_off, **kw)
+    return jfa.launch(problem, q, k, v, q_off, k_off, instrument=instrument)
 
 
 def test_custom_schedule_is_bitwise_equal_and_visits_each_tile_once(jfa):
     q, k, v, q_off, k_off = make_case([40, 5, 0, 33], [20, 31, 4, 9], h_q=2, h_kv=1, d=16)
     args = (q.detach(), k.detach(), v.detach(), q_off, k_off)
     o_ref, lse_ref = jfa(*args, causal=True, causal_alignment="bottom_right")
-    info: dict = {}
-    o, lse = jfa.run(*args, causal=True, causal_alignment="bottom_right", scheduler=_zigzag_two_programs,
-                     instrument=info)
-    assert torch.equal(o, o_ref) and torch.equal(lse, lse_ref)
+    run = _launch(_with_scheduler(jfa, _zigzag_two_programs), *args, causal=True, causal_alignment="bottom_right")
+    assert torch.equal(run.o, o_ref) and torch.equal(run.lse, lse_ref)
     bm, _ = block_sizes(16, F32, DEVICE.type)
+    assert run.plan.tiles.block_m == bm
     # one tile per query block, plus the empty placeholder (2, 0) of the 0-length sequence
     expected = [(b, m) for b, n in enumerate([40, 5, 0, 33]) for m in range(max(1, -(-n // bm)))]
-    assert info["tiles"]["fwd"] == expected
+    assert [(t.sequence, t.block) for t in run.plan.passes["fwd"].workloads] == expected
     empty = expected.index((2, 0))
-    visits = info["visits"]["fwd"]
+    visits = run.visits.counts["fwd"]
     assert visits.shape == (len(expected), 2)
     assert visits[empty].tolist() == [0, 0]
     assert (torch.cat([visits[:empty], visits[empty + 1:]]) == 1).all()
-    programs = info["programs"]["fwd"]
+    programs = run.visits.programs["fwd"]
     # non-empty tiles reversed and dealt in turn to programs 0 and 1
     non_empty = [i for i in range(len(expected)) if i != empty][::-1]
     assert [programs[i, 0].item() for i in non_empty] == [j % 2 for j in range(len(non_empty))]
     # A broken schedule (tile 0 twice, last tile never) is visible in the visit counts.
-    bad: dict = {}
     n = len(expected)
-    jfa.run(*args, scheduler=lambda tiles, kind, p: [[0, 0]] + [[i] for i in range(1, n - 1)], instrument=bad)
-    assert bad["visits"]["fwd"][0].tolist() == [2, 2] and bad["visits"]["fwd"][-1].tolist() == [0, 0]
+    broken = _with_scheduler(jfa, lambda w, kind, p: PassPlan(kind, tuple(w), ((0, 0),) + tuple((i,) for i in range(1, n - 1))))
+    bad = _launch(broken, *args)
+    assert bad.visits.counts["fwd"][0].tolist() == [2, 2] and bad.visits.counts["fwd"][-1].tolist() == [0, 0]
 
 
 def test_backward_deterministic_under_custom_schedule(jfa):
@@ -277,7 +289,7 @@ def test_backward_deterministic_under_custom_schedule(jfa):
     grads = []
     for sched in (None, _zigzag_two_programs):
         qq, kk, vv = (t.detach().clone().requires_grad_() for t in (q, k, v))
-        o, _ = jfa.run(qq, kk, vv, q_off, k_off, causal=True, scheduler=sched)
+        o, _ = _with_scheduler(jfa, sched)(qq, kk, vv, q_off, k_off, causal=True)
         o.backward(torch.ones_like(o))
         grads.append((qq.grad, kk.grad, vv.grad))
     for a, b in zip(*grads):
@@ -286,8 +298,36 @@ def test_backward_deterministic_under_custom_schedule(jfa):
 
 def test_schedule_index_out_of_range_rejected(jfa):
     q, k, v, q_off, k_off = make_case([5], [5], d=16)
+    past_end = _with_scheduler(jfa, lambda w, kind, p: PassPlan(kind, tuple(w), ((len(w),),)))
     with pytest.raises(ValueError, match="tile index"):
-        jfa.run(q, k, v, q_off, k_off, scheduler=lambda tiles, kind, p: [[len(tiles)]])
+        past_end(q, k, v, q_off, k_off)
+
+
+def test_localization_uses_the_tiles_the_kernel_runs_for_distinct_value_head_dim():
+    """Regression: callers asked for tiles by D alone while the kernel sizes them by max(D, D_v): on CUDA,
+    D=64 with D_v=160 runs BLOCK_N=32, but localization and tile-edge coverage used BLOCK_N=64."""
+    from jfa_verify.protocol import tiles_for_shape
+
+    kernel = get_kernel("triton_jfa")
+    problem = JaggedProblem.of_shape(64, 160, torch.bfloat16, "cuda")
+    assert kernel.tile_sizes(problem).as_tuple() == (64, 32)
+    assert tiles_for_shape(kernel, 64, 160, torch.bfloat16, "cuda").as_tuple() == (64, 32)
+    from jfa_verify.localize import locate
+
+    p = JaggedProblem("self", (100,), (100,), (0,), (0,), (0,), 100, 1, 1, 64, 160, False, "top_left", 0.125,
+                      torch.bfloat16, torch.device("cuda"))
+    where = locate(p, "dk", (40, 0, 3), kernel.tile_sizes(p))
+    assert (where.sequence, where.token, where.tile, where.tile_kind) == (0, 40, 1, "BLOCK_N")  # 40 // 32
+
+
+def test_runner_localizes_with_the_launch_plan_tiles():
+    """The verdict's tiles are the ones the instrumented kernel reports it ran."""
+    from jfa_verify import Case, run_case
+
+    case = Case(kv_lengths=(20, 3), head_dim=16, head_dim_v=40, dtype="float32")
+    result = run_case(case, get_kernel("triton_jfa"), DEVICE)
+    assert result.status == "pass", result.explain()
+    assert result.block_sizes == block_sizes(40, F32, DEVICE.type)
 
 
 def test_value_head_dim_padded_narrower_than_qk_head_dim_gives_right_o():

@@ -7,8 +7,11 @@ from typing import Optional, Sequence
 
 from hypothesis import strategies as st
 
-from ..case import DTYPES, LAYOUTS, VALUE_DISTRIBUTIONS, Case
+from ..case import LAYOUTS, OFFSETS_LAYOUTS, VALUE_DISTRIBUTIONS, Case
+from ..contract import MODES
+from ..dtypes import DTYPES, dtype_name
 from ..errors import InvalidInput
+from ..protocol import Capabilities, Kernel, tiles_for_shape
 from ._lengths import cross_query_lengths, jagged_lengths, sequence_lengths, tile_boundary_lengths
 
 __all__ = [
@@ -23,7 +26,6 @@ __all__ = [
 ]
 
 DEFAULT_HEAD_DIMS = (16, 17, 24, 32, 33, 40, 64)
-_DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
 
 @st.composite
@@ -37,22 +39,23 @@ def head_configs(draw, *, gqa: bool = True, max_heads: int = 4) -> tuple[int, in
     return h_kv * group, h_kv
 
 
-def _capabilities(kernel):
+def _capabilities(kernel) -> Capabilities:
+    """A registered kernel's capabilities, a :class:`Capabilities` itself, or the contract's (None)."""
     if kernel is None:
-        from kernels.triton_jfa import CAPABILITIES
+        return Capabilities()
+    if isinstance(kernel, Kernel):
+        return kernel.capabilities
+    if isinstance(kernel, Capabilities):
+        return kernel
+    raise InvalidInput(f"kernel={kernel!r} is neither a registered kernel nor a Capabilities")
 
-        return CAPABILITIES
-    return getattr(kernel, "capabilities", kernel)
 
-
-def _supported_dims(caps, candidates: Sequence[int]) -> list[int]:
-    dims = [
-        d for d in candidates
-        if caps.min_head_dim <= d <= caps.max_head_dim and (caps.non_power_of_two_head_dims or d & (d - 1) == 0)
-    ]
+def _supported_dims(caps: Capabilities, candidates: Sequence[int]) -> list[int]:
+    dims = [d for d in candidates if caps.supports_head_dim(d)]
     if not dims:
-        raise InvalidInput(f"head_dims={tuple(candidates)}: none inside the kernel's [{caps.min_head_dim}, "
-                           f"{caps.max_head_dim}] (powers of two only: {not caps.non_power_of_two_head_dims})")
+        allowed = caps.head_dims or f"[{caps.min_head_dim}, {caps.max_head_dim}]"
+        raise InvalidInput(f"head_dims={tuple(candidates)}: none of them is a head dim the kernel supports "
+                           f"({allowed}; powers of two only: {not caps.non_power_of_two_head_dims})")
     return dims
 
 
@@ -90,11 +93,18 @@ def layouts(names: Optional[Sequence[str]] = None) -> st.SearchStrategy[str]:
 _layouts = layouts  # ``cases`` takes a ``layouts`` argument that shadows the function
 
 
-def offsets_configs(starts: Sequence[int] = (0, 1, 3, 17)) -> st.SearchStrategy[tuple[str, int]]:
-    """``(offsets_dtype, offsets_start)``: int32 or int64 offsets, starting at 0 or inside a larger
-    buffer (rows before the start belong to no sequence). Shrinks toward ``("int32", 0)``.
+def offsets_configs(starts: Sequence[int] = (0, 1, 3, 17), layouts: Optional[Sequence[str]] = None
+                    ) -> st.SearchStrategy[tuple[str, int, str]]:
+    """``(offsets_dtype, offsets_start, offsets_layout)``: int32 or int64 offsets, starting at 0 or
+    inside a larger buffer (rows before the start belong to no sequence), dense or as the two
+    columns of one ``[B + 1, 2]`` tensor (strided views: outside the contract, which a kernel must
+    reject or handle; see :class:`~jfa_verify.case.Case`). Shrinks toward ``("int32", 0, "contiguous")``.
     """
-    return st.tuples(st.sampled_from(["int32", "int64"]), st.sampled_from(sorted(starts)))
+    chosen = list(OFFSETS_LAYOUTS if layouts is None else layouts)
+    bad = [n for n in chosen if n not in OFFSETS_LAYOUTS]
+    if bad or not chosen:
+        raise InvalidInput(f"offsets layouts={chosen}: choose a non-empty subset of {OFFSETS_LAYOUTS}")
+    return st.tuples(st.sampled_from(["int32", "int64"]), st.sampled_from(sorted(starts)), st.sampled_from(chosen))
 
 
 @st.composite
@@ -112,12 +122,15 @@ def cases(
     length_kinds: Optional[Sequence[str]] = None,
     values: Optional[Sequence[str]] = None,
     layouts: Optional[Sequence[str]] = None,
+    offsets_layouts: Optional[Sequence[str]] = None,
     gqa: Optional[bool] = None,
 ) -> Case:
     """A whole :class:`Case` inside ``kernel``'s capabilities (default: ``triton_jfa``'s).
 
     Args:
-        kernel: a registered kernel or a ``Capabilities``; None for ``triton_jfa``.
+        kernel: a registered kernel (its capabilities and tile sizes), a ``Capabilities``
+            (tile boundaries then from :data:`jfa_verify.protocol.GENERIC_TILES`), or None for
+            the whole contract.
         device_type: selects the kernel's tile sizes for boundary lengths.
         dtypes, modes: restrict to these names (default: all the kernel supports).
         max_batch, max_len: size limits.
@@ -125,6 +138,7 @@ def cases(
         causal: force masking on or off (default: drawn; both alignments).
         length_kinds: restrict the batch kinds (see :func:`jagged_lengths`).
         values, layouts: restrict value distributions and memory layouts (default: all).
+        offsets_layouts: restrict the offsets layouts (default: all, strided views included).
         gqa: allow GQA/MQA head ratios (default: when the kernel supports them).
 
     Draws self, cross (query lengths different from key lengths) and
@@ -135,10 +149,10 @@ def cases(
     first dtype, the smallest head dim, normal values and contiguous layout.
     """
     caps = _capabilities(kernel)
-    dtype_names = [_DTYPE_NAMES[d] for d in caps.dtypes]
+    dtype_names = [dtype_name(d) for d in caps.dtypes]
     if dtypes is not None:
         dtype_names = [d for d in dtypes if d in dtype_names]
-    mode_names = [m for m in ("self", "cross", "broadcast_q") if m in caps.modes and (modes is None or m in modes)]
+    mode_names = [m for m in MODES if m in caps.modes and (modes is None or m in modes)]
     if not dtype_names or not mode_names:
         raise InvalidInput(f"dtypes={dtypes}, modes={modes}: nothing left inside the kernel's capabilities")
     dims = _supported_dims(caps, head_dims)
@@ -148,7 +162,7 @@ def cases(
     head_dim_v = head_dim
     if caps.distinct_value_head_dim and draw(st.booleans()):
         head_dim_v = draw(st.sampled_from(dims))
-    blocks = caps.block_sizes(head_dim, None, device_type)
+    blocks = tiles_for_shape(kernel, head_dim, head_dim_v, DTYPES[dtype], device_type).as_tuple()
     kv = draw(jagged_lengths(max_batch=max_batch, max_len=max_len, block_sizes=blocks, kinds=length_kinds))
     extra = {}
     if mode == "cross":
@@ -161,8 +175,8 @@ def cases(
         extra["broadcast_q_len"] = draw(st.one_of(*lq))
     h_q, h_kv = draw(head_configs(gqa=caps.gqa if gqa is None else (gqa and caps.gqa)))
     is_causal = caps.causal and (draw(st.booleans()) if causal is None else causal)
-    alignment = draw(st.sampled_from(["top_left", "bottom_right"])) if is_causal else "top_left"
-    offsets_dtype, offsets_start = draw(offsets_configs())
+    alignment = draw(st.sampled_from(list(caps.causal_alignments))) if is_causal else "top_left"
+    offsets_dtype, offsets_start, offsets_layout = draw(offsets_configs(layouts=offsets_layouts))
     return Case(
         kv_lengths=kv,
         mode=mode,
@@ -175,6 +189,7 @@ def cases(
         causal_alignment=alignment,
         offsets_dtype=offsets_dtype,
         offsets_start=offsets_start,
+        offsets_layout=offsets_layout,
         values=draw(value_policies(values)),
         layout=draw(_layouts(layouts)),
         seed=draw(st.integers(0, 2**32 - 1)),
@@ -200,7 +215,7 @@ def overflow_cases(draw, kernel=None, *, device_type: str = "cuda", min_elements
     dims = _supported_dims(caps, (64, 128))
     head_dim = draw(st.sampled_from(dims))
     heads = draw(st.sampled_from([1, 2]))
-    blocks = caps.block_sizes(head_dim, None, device_type)
+    blocks = tiles_for_shape(kernel, head_dim, head_dim, None, device_type).as_tuple()
     kv = draw(st.lists(st.sampled_from([1, max(blocks) + 1, 2 * max(blocks) - 1]), min_size=1, max_size=3))
     first_row_past = math.ceil(min_elements / (heads * head_dim))
     # delta < total rows, so the last row of the batch lies past the boundary

@@ -43,7 +43,7 @@ def tile_boundary_lengths(
     """A length at ``m * block - 1``, ``m * block`` or ``m * block + 1`` for each block size and multiple ``m``.
 
     Args:
-        block_sizes: the kernel's own tile rows, e.g. ``capabilities.block_sizes(D, dtype, device)``
+        block_sizes: the kernel's own tile rows, e.g. ``kernel.tile_sizes(problem).as_tuple()``
             (never hard-coded).
         max_len: boundaries above it are dropped.
         multiples: the ``m`` values.

@@ -1,7 +1,7 @@
-"""The mutation-testing CI gate: every planted bug in ``tests/quality/mutants.py`` is killed.
+"""The mutation-testing CI gate: every planted bug of the packaged ``triton_jfa`` catalogue is killed.
 
 One test per mutant (so ``pytest -n 2`` spreads them over workers): the
-targeted cases of :func:`fuzz.mutation.targeted_cases`, then a short campaign,
+targeted cases of :func:`jfa_verify.fuzz.mutation.targeted_cases`, then a short campaign,
 must make the mutant fail, and the test names the output that killed it. The
 real kernel must pass the same targeted cases, so a kill is never a false alarm.
 GPU-only mutants (inputs too large for the CPU interpreter) run only on CUDA.
@@ -9,8 +9,11 @@ GPU-only mutants (inputs too large for the CPU interpreter) run only on CUDA.
 
 import pytest
 
-from fuzz.mutation import run_mutant, targeted_cases
-from tests.quality.mutants import MUTANTS
+from jfa_verify.fuzz.mutation import load_catalogue, run_mutant, targeted_cases
+from jfa_verify.registry import get_kernel
+
+CATALOGUE = load_catalogue("triton_jfa")
+MUTANTS = CATALOGUE.mutants
 
 CAMPAIGN_EXAMPLES = 10
 
@@ -20,16 +23,16 @@ def test_catalogue_has_at_least_25_described_mutants():
     for name, m in MUTANTS.items():
         assert m.description.strip(), name
         assert not m.gpu_only or m.gpu_reason, f"{name}: gpu-only without a reason"
-        m.source()  # the edit still applies to the current source
+        if not m.scheduler:
+            CATALOGUE.mutated_source(name)  # the edit still applies to the current source
     assert sum(not m.gpu_only for m in MUTANTS.values()) >= 25
 
 
 def test_real_kernel_passes_the_targeted_cases(jfa_device):
     from jfa_verify.runner import run_case
-    from kernels import get_kernel
 
     kernel = get_kernel("triton_jfa")
-    for case in targeted_cases(jfa_device.type):
+    for case in targeted_cases(kernel, jfa_device.type):
         result = run_case(case, kernel, jfa_device)
         assert result.status == "pass", result.explain()
 
@@ -46,7 +49,7 @@ def test_mutant_is_killed(name, jfa_device):
 
 
 def test_cli_mutants_prints_the_kill_table_and_fails_on_a_survivor(monkeypatch, capsys):
-    import fuzz.mutation as mutation
+    import jfa_verify.fuzz.mutation as mutation
     from jfa_verify.cli import main
 
     assert main(["mutants", "--device", "cpu", "--only", "offsets_at_b", "int32_token_stride_overflow",
@@ -61,11 +64,12 @@ def test_cli_mutants_prints_the_kill_table_and_fails_on_a_survivor(monkeypatch, 
 
 
 def test_targeted_cases_sit_at_the_device_tiles_with_block_m_unlike_block_n():
-    from kernels.triton_jfa import block_sizes
+    from jfa_verify.protocol import tiles_for_shape
 
+    kernel = get_kernel("triton_jfa")
     for device_type in ("cpu", "cuda"):
-        cases = targeted_cases(device_type)
-        bm, bn = block_sizes(cases[0].head_dim, None, device_type)
+        cases = targeted_cases(kernel, device_type)
+        bm, bn = tiles_for_shape(kernel, cases[0].head_dim, cases[0].dv, None, device_type).as_tuple()
         assert bm != bn  # a query-tile/key-tile mix-up changes the result
         assert cases[0].kv_lengths == (bn + 1, 0, bm + 1, 5)
         assert all(c.head_dim == cases[0].head_dim for c in cases)
@@ -109,13 +113,11 @@ def test_subtle_numerical_bug_is_caught_in_float16_under_the_calibrated_budgets(
     import dataclasses
 
     from jfa_verify.runner import run_case
-    from tests.quality.mutants import mutant_kernel
 
-    case = dataclasses.replace(targeted_cases(jfa_device.type)[0], dtype="float16")
-    from kernels import get_kernel
-
-    assert run_case(case, get_kernel("triton_jfa"), jfa_device).status == "pass"
-    result = run_case(case, mutant_kernel(name), jfa_device)
+    kernel = get_kernel("triton_jfa")
+    case = dataclasses.replace(targeted_cases(kernel, jfa_device.type)[0], dtype="float16")
+    assert run_case(case, kernel, jfa_device).status == "pass"
+    result = run_case(case, CATALOGUE.kernel_of(name), jfa_device)
     failing = [c.name for c in result.failing]
     assert result.status == "fail" and NUMERICAL[name] in failing, (name, failing, result.explain())
 
@@ -127,17 +129,16 @@ def test_rescale_in_bf16_is_caught_by_lse_in_bfloat16_over_32_kv_tiles(jfa_devic
     55-63-token targeted cases it passes; not yet run on a GPU). dV
     accumulated in bf16 is not caught in bfloat16 even at 1,024 tokens (headroom 0.35 against
     0.15 for the correct kernel): it is caught in float32 and float16 above."""
-    from jfa_verify.case import Case
-    from jfa_verify.runner import run_case
-    from kernels import get_kernel
-    from tests.quality.mutants import mutant_kernel
-
     import torch
 
+    from jfa_verify.case import Case
+    from jfa_verify.protocol import tiles_for_shape
+    from jfa_verify.runner import run_case
+
     kernel = get_kernel("triton_jfa")
-    block_n = kernel.capabilities.block_sizes(16, torch.bfloat16, jfa_device.type)[1]
+    block_n = tiles_for_shape(kernel, 16, 16, torch.bfloat16, jfa_device.type).block_n
     tokens = 32 * block_n  # 32 KV tiles: 512 tokens on the interpreter's tiles (checked there)
     case = Case(kv_lengths=(tokens,), dtype="bfloat16", num_heads_q=1, num_heads_kv=1, head_dim=16, seed=7)
     assert run_case(case, kernel, jfa_device).status == "pass"
-    result = run_case(case, mutant_kernel("rescale_in_bf16"), jfa_device)
+    result = run_case(case, CATALOGUE.kernel_of("rescale_in_bf16"), jfa_device)
     assert result.status == "fail" and [c.name for c in result.failing] == ["lse"], result.explain()

@@ -4,16 +4,15 @@ import dataclasses
 
 import pytest
 
-from jfa_verify import Case, run_case
+from jfa_verify import Case, get_kernel, run_case
+from jfa_verify.fuzz.mutation import CORRUPTIONS, load_catalogue
 from jfa_verify.invariants import check_schedule
-from kernels.registry import Kernel
-from kernels.schedulers import zigzag
-from kernels.triton_jfa import CAPABILITIES
-from kernels.triton_jfa.scheduling import HostScheduler
-from tests.quality.mutants import _drop_last, mutant_kernel
+from jfa_verify.kernels.triton_jfa import build
+from jfa_verify.planning import PersistentScheduler
+from jfa_verify.schedules import workloads_forward, zigzag
 
-# The planted scheduler bugs of the mutant catalogue (tests/quality/mutants.py), with the host
-# check's violation kind and the instrumented run's message each must produce.
+# The planted scheduler bugs of the packaged mutant catalogue, with the host check's violation
+# kind and the instrumented run's message each must produce.
 BUGS = {"sched_drops_last_tile": ("missing", "did not run exactly once"),
         "sched_repeats_tile": ("duplicate", "ran 2 times"),
         "sched_runs_empty_tile": ("empty", "an empty tile ran")}
@@ -25,7 +24,7 @@ CASE = Case(kv_lengths=(40, 0, 17, 3), dtype="float32", head_dim=16, num_heads_q
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_planted_scheduler_bug_is_caught_by_host_check_and_instrumented_run(bug, jfa_device):
     host_kind, run_message = BUGS[bug]
-    result = run_case(CASE, mutant_kernel(bug), jfa_device)
+    result = run_case(CASE, load_catalogue("triton_jfa").kernel_of(bug), jfa_device)
     assert result.status == "fail", result.explain()
     # the host check names the bug class ...
     assert any(f"[{host_kind}]" in v for v in result.schedule_violations), result.schedule_violations
@@ -34,11 +33,8 @@ def test_planted_scheduler_bug_is_caught_by_host_check_and_instrumented_run(bug,
 
 
 def test_correct_schedule_has_no_violation_and_host_check_is_not_vacuous(jfa_device):
-    from kernels.schedulers import workloads_forward
-    from kernels.triton_jfa import _kernels
-    from kernels.triton_jfa._autograd import make_jagged_attention
-
-    kernel = Kernel("zigzag", "", lambda: make_jagged_attention(_kernels, scheduler=HostScheduler(num_sms=3)), CAPABILITIES)
+    kernel = dataclasses.replace(get_kernel("triton_jfa"), name="zigzag-3",
+                                 loader=lambda: build(scheduler=PersistentScheduler(num_sms=3)), _impl=None)
     result = run_case(CASE, kernel, jfa_device)
     assert result.status == "pass" and result.schedule_violations == [], result.explain()
     assert set(result.schedule_stats) == {"fwd", "dq", "dkdv"}
@@ -46,6 +42,6 @@ def test_correct_schedule_has_no_violation_and_host_check_is_not_vacuous(jfa_dev
     good = zigzag(work, 3)
     assert check_schedule(good, work) == []
     sms = [list(t) for t in good.sm_tiles]
-    _drop_last(sms, work)
+    CORRUPTIONS["drop_last_tile_of_busiest"](sms, work)
     bad = dataclasses.replace(good, sm_tiles=tuple(map(tuple, sms)))
     assert [v.kind for v in check_schedule(bad, work)] == ["missing"]

@@ -16,13 +16,14 @@ import threading
 from pathlib import Path
 from typing import Iterator, Optional
 
-from jfa_verify.case import Case
-from jfa_verify.errors import InvalidInput
+from .case import Case
+from .errors import InvalidInput
+from .exits import ExitCode
 
 __all__ = ["Corpus", "read_case_file", "environment", "TIMEOUT_EXIT_CODE"]
 
 FORMAT = "jfa-verify-case/1"
-TIMEOUT_EXIT_CODE = 3  # the process exit status after a watchdog timeout
+TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchdog timeout
 
 
 def environment() -> dict:
@@ -78,7 +79,8 @@ class Corpus:
         return self.root / f"{case.case_id()}-{kernel}.json"
 
     @contextlib.contextmanager
-    def guard(self, case: Case, kernel: str, device: str, timeout_s: Optional[float] = None) -> Iterator[Path]:
+    def guard(self, case: Case, kernel: str, device: str, timeout_s: Optional[float] = None,
+              plugins: tuple[str, ...] = ()) -> Iterator[Path]:
         """Write the case file first; the caller calls :meth:`record` or the file stays as ``running``.
 
         With ``timeout_s``, a watchdog marks the file ``"timeout"`` and ends the process with
@@ -88,7 +90,7 @@ class Corpus:
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.path_for(case, kernel)
         _write_atomic(path, {"format": FORMAT, "case": case.to_dict(), "kernel": kernel, "device": device,
-                             "status": "running", "environment": environment()})
+                             "plugins": list(plugins), "status": "running", "environment": environment()})
         timer = _watchdog(path, timeout_s) if timeout_s else None
         try:
             yield path
@@ -123,6 +125,12 @@ def read_case_file(path: str | Path) -> tuple[Case, dict]:
         payload = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise InvalidInput(f"case file {str(path)!r} is not valid JSON: {e}") from None
-    if payload.get("format") != FORMAT or "case" not in payload:
-        raise InvalidInput(f"{str(path)!r} is not a jfa-verify case file (expected format {FORMAT!r})")
-    return Case.from_dict(payload["case"]), payload
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidInput(f"case file {str(path)!r} cannot be read: {e}") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT or "case" not in payload:
+        raise InvalidInput(f"{str(path)!r} is not a jfa-verify case file (expected a JSON object with "
+                           f"format {FORMAT!r} and a case)")
+    try:
+        return Case.from_dict(payload["case"]), payload
+    except InvalidInput as e:
+        raise InvalidInput(f"case file {str(path)!r}: {e}") from None

@@ -41,13 +41,13 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from jfa_verify.errors import InvalidInput
+from .contract import CAUSAL_ALIGNMENTS, keys_seen, rows_seeing
+from .errors import InvalidInput
 
 __all__ = [
     "Tile",
     "SENTINEL",
     "Schedule",
-    "CAUSAL_ALIGNMENTS",
     "SCHEDULERS",
     "workloads_forward",
     "workloads_backward",
@@ -57,9 +57,6 @@ __all__ = [
     "zigzag",
     "dynamic",
 ]
-
-CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
-
 
 @dataclass(frozen=True)
 class Tile:
@@ -292,14 +289,6 @@ def _check_workloads(workloads) -> list[Tile]:
 # --------------------------------------------------------------------------- workloads
 
 
-def _visible_prefix(last_query: int, lq: int, lk: int, causal: bool, alignment: str) -> int:
-    """Number of keys (a prefix of 0..lk-1) visible to query ``last_query``."""
-    if not causal:
-        return lk
-    shift = 0 if alignment == "top_left" else lk - lq
-    return min(max(last_query + shift + 1, 0), lk)
-
-
 def workloads_forward(
     q_lengths: Sequence[int],
     k_lengths: Sequence[int],
@@ -342,7 +331,7 @@ def workloads_forward(
         for blk in range(-(-lq // m)):
             first = blk * m
             rows = min(m, lq - first)
-            cost = _visible_prefix(first + rows - 1, lq, lk, causal, causal_alignment)
+            cost = keys_seen(first, first + rows - 1, lq, lk, causal, causal_alignment)
             tiles.append(Tile(len(tiles), b, blk, cost, rows, m, lq))
     return tiles
 
@@ -378,12 +367,10 @@ def workloads_backward(
         if lk == 0:
             tiles.append(Tile(len(tiles), b, 0, 0, 0, n, 0))
             continue
-        shift = 0 if causal_alignment == "top_left" else lk - lq
         for blk in range(-(-lk // n)):
             first = blk * n
             rows = min(n, lk - first)
-            # query i sees key `first` (the block's earliest) iff first <= i + shift
-            cost = lq if not causal else min(max(lq - max(first - shift, 0), 0), lq)
+            cost = rows_seeing(first, first + rows, lq, lk, causal, causal_alignment)
             tiles.append(Tile(len(tiles), b, blk, cost, rows, n, lk))
     return tiles
 

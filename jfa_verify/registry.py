@@ -1,0 +1,164 @@
+"""The registry of kernels under test: registration, entry-point discovery, plugin files.
+
+A kernel module registers with :func:`register_kernel` on a zero-argument
+*loader* that returns the implementation (see :mod:`jfa_verify.protocol`).
+Loaders run on first use only, so registering never imports Triton, probes a
+GPU or fails because an optional dependency is missing.
+
+Kernel modules are found in two ways, one mechanism (a module whose import
+registers kernels):
+
+* **entry points** of the group ``jfa_verify.kernels`` (:data:`ENTRY_POINT_GROUP`):
+  a kernel package registers itself by being installed; the project's own
+  ``triton_jfa`` is found this way too. This module imports no kernel by name.
+* **plugin files**: :func:`load_plugin` (``--plugin FILE.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import traceback
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Callable, Optional
+
+from .contract import JaggedProblem
+from .errors import InvalidInput, PluginError, UnknownKernel
+from .protocol import Capabilities, Kernel, TileSizes
+
+__all__ = ["ENTRY_POINT_GROUP", "add_kernel", "broken_entry_points", "get_kernel", "kernel_names", "load_plugin",
+           "register_kernel"]
+
+ENTRY_POINT_GROUP = "jfa_verify.kernels"
+
+_REGISTRY: dict[str, Kernel] = {}
+_BROKEN: dict[str, str] = {}  # entry point name -> why it could not be imported
+_discovered = False
+
+
+def add_kernel(kernel: Kernel) -> Kernel:
+    """Register a prebuilt :class:`Kernel` (re-registering a name replaces it: plugins may shadow built-ins)."""
+    if not isinstance(kernel, Kernel):
+        raise InvalidInput(f"add_kernel needs a jfa_verify.Kernel, got {type(kernel).__name__}")
+    _REGISTRY[kernel.name] = kernel
+    return kernel
+
+
+def register_kernel(
+    name: str,
+    *,
+    capabilities: Capabilities,
+    tile_sizes: Optional[Callable[[JaggedProblem], Optional[TileSizes]]] = None,
+    description: str = "",
+    requires: tuple[str, ...] = (),
+) -> Callable[[Callable[[], Callable]], Callable[[], Callable]]:
+    """Decorator: register a zero-argument loader that returns the kernel's implementation.
+
+    Args:
+        name: registry name (non-empty, no spaces).
+        capabilities: a :class:`Capabilities`.
+        tile_sizes: ``tile_sizes(problem) -> TileSizes`` (pure Python: it never loads the kernel),
+            the tiles the kernel runs for a problem; None when it has no fixed tiles.
+        description: one line for ``jfa-verify kernels`` (default: the loader's docstring's first line).
+        requires: importable module names the loader needs (reported, not imported, when missing).
+
+    Raises:
+        InvalidInput: a bad name or a ``capabilities`` that is not a :class:`Capabilities`.
+    """
+    if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+        raise InvalidInput(f"kernel name={name!r} must be a non-empty string without spaces")
+    if not isinstance(capabilities, Capabilities):
+        raise InvalidInput(f"capabilities={capabilities!r} for kernel {name!r} is not a jfa_verify.Capabilities")
+
+    def decorate(loader: Callable[[], Callable]) -> Callable[[], Callable]:
+        doc = description or ((loader.__doc__ or "").strip().splitlines() or [""])[0]
+        add_kernel(Kernel(name, doc, loader, capabilities, tile_sizes, tuple(requires)))
+        return loader
+
+    return decorate
+
+
+def _where(e: BaseException, path: Optional[Path] = None) -> str:
+    """``file:line`` of the failure inside ``path`` (or the innermost frame), for error messages."""
+    if isinstance(e, SyntaxError) and e.filename:
+        return f"{e.filename}:{e.lineno}"
+    frames = traceback.extract_tb(e.__traceback__)
+    inside = [f for f in frames if path is None or Path(f.filename).resolve() == path]
+    frame = (inside or frames or [None])[-1]
+    return f"{frame.filename}:{frame.lineno}" if frame is not None else str(path)
+
+
+def discover() -> None:
+    """Import every kernel module installed under the entry-point group (once per process).
+
+    One that fails to import is recorded (:func:`broken_entry_points`) instead of stopping the tool.
+    """
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            ep.load()
+        except Exception as e:  # a third-party kernel package may be broken in any way
+            _BROKEN[ep.name] = f"entry point {ep.name} = {ep.value}: {type(e).__name__}: {e} ({_where(e)})"
+
+
+def broken_entry_points() -> dict[str, str]:
+    """``{entry point name: why it could not be imported}`` after :func:`discover`."""
+    discover()
+    return dict(_BROKEN)
+
+
+def get_kernel(name: str) -> Kernel:
+    """Return the registered kernel ``name``.
+
+    Raises:
+        UnknownKernel: no such name; the message lists the registered ones (and broken entry points).
+    """
+    discover()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        broken = "".join(f"; broken: {msg}" for msg in _BROKEN.values())
+        raise UnknownKernel(
+            f"no kernel named {name!r}; registered: {', '.join(sorted(_REGISTRY))} "
+            f"(load more with --plugin FILE.py or install a package with a {ENTRY_POINT_GROUP!r} entry point){broken}"
+        ) from None
+
+
+def kernel_names() -> list[str]:
+    """Names of every registered kernel, sorted."""
+    discover()
+    return sorted(_REGISTRY)
+
+
+def load_plugin(path: "str | Path") -> None:
+    """Import a Python file that registers kernels (out-of-tree or planted-bug kernels). Idempotent per path.
+
+    Raises:
+        PluginError: the file does not exist, is not a file, or raises while importing (syntax or
+            import error, anything): the message names the file and line.
+    """
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise PluginError(f"plugin file {str(path)!r} does not exist or is not a file; give a .py file "
+                          f"that registers kernels with jfa_verify.register_kernel")
+    mod_name = f"_jfa_plugin_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
+    if mod_name in sys.modules:
+        return
+    discover()  # built-ins first, so a plugin may shadow them
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise PluginError(f"plugin file {str(path)!r} cannot be imported as Python; give a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as e:
+        del sys.modules[mod_name]
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise PluginError(f"plugin {_where(e, path)}: {type(e).__name__}: {e}") from None

@@ -1,0 +1,71 @@
+"""``triton_jfa``'s capabilities, tile sizes and launch options: pure Python (no Triton import).
+
+The tile sizes are a function of the problem the kernel will run, so the
+framework's localization, tile-boundary strategies and coverage use the very
+tiles of the launch (``max(D, D_v)`` decides them, not ``D`` alone).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from jfa_verify.contract import JaggedProblem
+from jfa_verify.protocol import Capabilities, TileSizes
+
+__all__ = ["CAPABILITIES", "FP8_CAPABILITIES", "KERNEL_CAPABILITIES", "launch_config", "tile_sizes"]
+
+CAPABILITIES = Capabilities(
+    min_head_dim=16,
+    max_head_dim=256,
+    non_power_of_two_head_dims=True,
+    distinct_value_head_dim=True,
+    deterministic=True,
+    instrumented=True,
+)
+# What the kernel code handles: also float8 e4m3 inputs, forward only (registered apart as
+# ``triton_jfa_fp8`` so that the other kernels' strategies never draw float8 cases).
+KERNEL_CAPABILITIES = dataclasses.replace(CAPABILITIES, dtypes=CAPABILITIES.dtypes + (torch.float8_e4m3fn,))
+FP8_CAPABILITIES = dataclasses.replace(CAPABILITIES, dtypes=(torch.float8_e4m3fn,), backward=False)
+
+
+def tile_sizes(problem: JaggedProblem) -> TileSizes:
+    """``(BLOCK_M, BLOCK_N)`` of ``triton_jfa`` for ``problem``.
+
+    On the CPU interpreter the tiles are small so that tile boundaries are
+    reached with short, cheap sequences; BLOCK_M != BLOCK_N there on purpose,
+    so that a query-tile/key-tile mix-up changes the result. On CUDA the widest
+    head dim (``max(D, D_v)``) decides: past 128 the KV tile halves to fit
+    shared memory.
+    """
+    if problem.device.type != "cuda":
+        return TileSizes(32, 16)
+    return TileSizes(64, 64) if max(problem.head_dim, problem.head_dim_v) <= 128 else TileSizes(64, 32)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def launch_config(problem: JaggedProblem, *, tf32: bool = False) -> dict:
+    """Tile sizes and launch options for ``problem`` (same BLOCK_M/BLOCK_N forward and backward)."""
+    tiles = tile_sizes(problem)
+    # One padded width for both head dims: on the H200 (Triton 3.6) the forward
+    # returned wrong O, with LSE correct, for D=40 / D_v=24 (BLOCK_D=64, BLOCK_DV=32);
+    # found by the property tests, not root-caused. Equal widths compute correctly.
+    block_d = block_dv = max(16, _next_pow2(max(problem.head_dim, problem.head_dim_v)))
+    item = torch.tensor([], dtype=problem.dtype).element_size()
+    fwd_stage = tiles.block_n * (block_d + block_dv) * item
+    bwd_stage = tiles.block_m * (block_d + block_dv) * item
+    return dict(
+        tiles=tiles,
+        BLOCK_M=tiles.block_m,
+        BLOCK_N=tiles.block_n,
+        BLOCK_D=block_d,
+        BLOCK_DV=block_dv,
+        num_warps=4 if max(block_d, block_dv) <= 64 else 8,
+        fwd_stages=max(1, min(3, (96 * 1024) // fwd_stage)),
+        bwd_stages=max(1, min(2, (48 * 1024) // bwd_stage)),
+        IEEE=problem.dtype == torch.float32 and not tf32,
+    )

@@ -1,0 +1,276 @@
+"""Host side of ``triton_jfa``: launch plans, launches and the autograd Function.
+
+Every Triton object is reached through the kernel module ``kmod`` given to
+:class:`TritonJFA`, so a mutated copy of ``_kernels.py`` (a planted bug) runs
+behind the very same host code. Imports are absolute (``jfa_verify....``): a
+mutated copy of this file is imported from a temporary folder.
+
+Plans: the forward and dQ passes run the framework's
+:func:`jfa_verify.schedules.workloads_forward` tiles (one per query block of
+BLOCK_M rows, b-major; a sequence with no query row has one *empty* tile, never
+run), the dK/dV pass its :func:`~jfa_verify.schedules.workloads_backward` tiles;
+a scheduler hook (:mod:`jfa_verify.planning`) deals them to programs. A tile
+whose rows see no key still runs and writes ``o = 0``, ``lse = -inf``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+
+from jfa_verify.contract import JaggedProblem, check_offsets_dense, validate_inputs
+from jfa_verify.device import interpreting
+from jfa_verify.dtypes import FORWARD_ONLY, output_dtype
+from jfa_verify.errors import UnsupportedCase
+from jfa_verify.kernels.triton_jfa._config import KERNEL_CAPABILITIES, launch_config
+from jfa_verify.planning import GridScheduler
+from jfa_verify.protocol import KernelRun, LaunchPlan, Visits
+from jfa_verify.schedules import workloads_backward, workloads_forward
+
+__all__ = ["TritonJFA", "plan_launch"]
+
+
+def _schedule_arrays(workloads, programs, device) -> dict:
+    """Flatten program lists into the kernel's ``TILE_SEQ``/``TILE_BLOCK``/``TILE_ID``/``PROG_TILE_START``."""
+    order: list[int] = []
+    starts = [0]
+    for prog in programs:
+        for idx in prog:
+            idx = int(idx)
+            if not 0 <= idx < len(workloads):
+                raise ValueError(f"schedule tile index {idx} outside [0, {len(workloads)}); "
+                                 f"a schedule lists tile indices")
+            order.append(idx)
+        starts.append(len(order))
+    as_i32 = lambda xs: torch.tensor(xs, dtype=torch.int32, device=device)  # noqa: E731
+    return dict(
+        tile_seq=as_i32([workloads[i].sequence for i in order]),
+        tile_block=as_i32([workloads[i].block for i in order]),
+        tile_id=as_i32(order),
+        prog_start=as_i32(starts),
+        programs=len(starts) - 1,
+    )
+
+
+def plan_launch(problem: JaggedProblem, scheduler, *, tf32: bool = False) -> tuple[dict, LaunchPlan]:
+    """``(launch arrays, LaunchPlan)`` of ``problem``: the framework's workloads dealt by ``scheduler``."""
+    cfg = launch_config(problem, tf32=tf32)
+    mask = dict(causal=problem.causal, causal_alignment=problem.causal_alignment)
+    fwd = workloads_forward(problem.q_lengths, problem.k_lengths, cfg["BLOCK_M"], **mask)
+    bwd = workloads_backward(problem.q_lengths, problem.k_lengths, cfg["BLOCK_N"], **mask)
+    passes = {kind: scheduler(tiles, kind, problem) for kind, tiles in (("fwd", fwd), ("dq", fwd), ("dkdv", bwd))}
+    arrays = {kind: _schedule_arrays(p.workloads, p.programs, problem.device) for kind, p in passes.items()}
+    # delta preprocess: one program per non-empty query tile, the same tiles as the dQ kernel
+    pre = GridScheduler()(fwd, "dq", problem)
+    arrays["pre"] = _schedule_arrays(pre.workloads, pre.programs, problem.device)
+    arrays["cfg"] = cfg
+    return arrays, LaunchPlan(cfg["tiles"], passes)
+
+
+def _aligned(problem: JaggedProblem, *tensors: torch.Tensor) -> bool:
+    """The kernels' ``ALIGNED`` flag: head dims and every token/head stride of ``tensors``
+    (``[rows, heads, dim]``) multiples of 16 elements, every head-dim stride 1.
+
+    The strides and head dims are not specialized (one compiled variant for all values),
+    so this one flag tells the compiler what it needs for 16-byte pipelined loads.
+    """
+    if problem.head_dim % 16 or problem.head_dim_v % 16:
+        return False
+    return all(t.stride(2) == 1 and t.stride(0) % 16 == 0 and t.stride(1) % 16 == 0 for t in tensors)
+
+
+def _common_flags(problem: JaggedProblem, cfg: dict) -> dict:
+    return dict(
+        HEAD_DIM=problem.head_dim,
+        HEAD_DIM_V=problem.head_dim_v,
+        BLOCK_M=cfg["BLOCK_M"],
+        BLOCK_N=cfg["BLOCK_N"],
+        BLOCK_D=cfg["BLOCK_D"],
+        BLOCK_DV=cfg["BLOCK_DV"],
+        CAUSAL=problem.causal,
+        # Alignment matters only under CAUSAL; one non-causal variant instead of two to compile.
+        BOTTOM_RIGHT=problem.causal and problem.causal_alignment == "bottom_right",
+        BROADCAST_Q=problem.mode == "broadcast_q",
+        INTERPRET=interpreting(),
+        IEEE=cfg["IEEE"],
+    )
+
+
+def _l_q(problem: JaggedProblem, q: torch.Tensor) -> int:
+    return q.shape[0] if problem.mode == "broadcast_q" else 0
+
+
+def _probe(instr: Optional[Visits], kind, fallback):
+    """``(VISITS, PROGS, INSTRUMENT)`` launch arguments for pass ``kind``."""
+    if instr is None:
+        return fallback, fallback, False
+    return instr.counts[kind], instr.programs[kind], True
+
+
+def _forward(kmod, problem, plan, q, k, v, q_off, k_off, instr):
+    cfg = plan["cfg"]
+    rows, h_q = problem.total_q_rows, problem.num_heads_q
+    o = torch.empty(rows, h_q, problem.head_dim_v, dtype=output_dtype(q.dtype), device=q.device)
+    lse = torch.empty(h_q, rows, dtype=torch.float32, device=q.device)
+    # Rows before offsets[0] belong to no sequence; every sequence row is written by the kernel.
+    if problem.mode == "broadcast_q":
+        first = 0  # sequence b's rows are b * L_q .. (b + 1) * L_q - 1: all rows
+    else:
+        first = problem.q_starts[0] if problem.batch else rows
+    o[:first].zero_()
+    lse[:, :first] = float("-inf")
+    fw = plan["fwd"]
+    if fw["programs"] > 0 and fw["tile_seq"].numel() > 0:
+        visits, progs, instrument = _probe(instr, "fwd", fw["tile_id"])
+        kmod._fwd_kernel[(fw["programs"], h_q)](
+            q, k, v, o, lse, q_off, k_off,
+            fw["tile_seq"], fw["tile_block"], fw["tile_id"], fw["prog_start"], visits, progs,
+            *q.stride(), *k.stride(), *v.stride(), *o.stride(), lse.stride(0),
+            problem.sm_scale * math.log2(math.e), _l_q(problem, q), problem.group_size, h_q,
+            INSTRUMENT=instrument, ALIGNED=_aligned(problem, q, k, v, o),
+            num_warps=cfg["num_warps"], num_stages=cfg["fwd_stages"],
+            **_common_flags(problem, cfg),
+        )
+    return o, lse
+
+
+def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr):
+    cfg = plan["cfg"]
+    flags = _common_flags(problem, cfg)
+    h_q, h_kv = problem.num_heads_q, problem.num_heads_kv
+    dev = q.device
+    l_q = _l_q(problem, q)
+    broadcast = problem.mode == "broadcast_q"
+    qk_scale = problem.sm_scale * math.log2(math.e)
+
+    delta = torch.empty_like(lse)
+    pre = plan["pre"]
+    if pre["programs"] > 0:
+        kmod._bwd_preprocess_kernel[(pre["programs"], h_q)](
+            o, do, delta, q_off, k_off, pre["tile_seq"], pre["tile_block"],
+            *o.stride(), *do.stride(), delta.stride(0), l_q,
+            HEAD_DIM_V=problem.head_dim_v, BLOCK_M=cfg["BLOCK_M"], BLOCK_DV=cfg["BLOCK_DV"],
+            BROADCAST_Q=broadcast, ALIGNED=_aligned(problem, o, do),
+        )
+
+    dk = torch.empty(k.shape, dtype=k.dtype, device=dev)
+    dv = torch.empty(v.shape, dtype=v.dtype, device=dev)
+    k_first = problem.k_starts[0] if problem.batch else k.shape[0]
+    dk[:k_first].zero_()
+    dv[:k_first].zero_()
+    kv = plan["dkdv"]
+    if kv["programs"] > 0 and kv["tile_seq"].numel() > 0:
+        visits, progs, instrument = _probe(instr, "dkdv", kv["tile_id"])
+        kmod._bwd_dkdv_kernel[(kv["programs"], h_kv)](
+            q, k, v, do, lse, delta, dk, dv, q_off, k_off,
+            kv["tile_seq"], kv["tile_block"], kv["tile_id"], kv["prog_start"], visits, progs,
+            *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dk.stride(), *dv.stride(), lse.stride(0),
+            problem.sm_scale, qk_scale, l_q, problem.group_size, h_kv, INSTRUMENT=instrument,
+            ALIGNED=_aligned(problem, q, k, v, do, dk, dv),
+            num_warps=cfg["num_warps"], num_stages=cfg["bwd_stages"],
+            **flags,
+        )
+
+    if broadcast:
+        partial = torch.empty(problem.total_q_rows, h_q, problem.head_dim, dtype=torch.float32, device=dev)
+        dq_out = partial
+    else:
+        dq = torch.empty(q.shape, dtype=q.dtype, device=dev)
+        q_first = problem.q_starts[0] if problem.batch else q.shape[0]
+        dq[:q_first].zero_()
+        dq_out = dq
+    dqs = plan["dq"]
+    if dqs["programs"] > 0 and dqs["tile_seq"].numel() > 0:
+        visits, progs, instrument = _probe(instr, "dq", dqs["tile_id"])
+        kmod._bwd_dq_kernel[(dqs["programs"], h_q)](
+            q, k, v, do, lse, delta, dq_out, q_off, k_off,
+            dqs["tile_seq"], dqs["tile_block"], dqs["tile_id"], dqs["prog_start"], visits, progs,
+            *q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq_out.stride(), lse.stride(0),
+            problem.sm_scale, qk_scale, l_q, problem.group_size, h_q, INSTRUMENT=instrument,
+            ALIGNED=_aligned(problem, q, k, v, do, dq_out),
+            num_warps=cfg["num_warps"], num_stages=cfg["bwd_stages"],
+            **flags,
+        )
+    if broadcast:
+        dq = partial.view(problem.batch, l_q, h_q, problem.head_dim).sum(0).to(q.dtype)
+    return dq, dk, dv
+
+
+class _JaggedAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, plan, instr):
+        q_off = k_offsets if q_offsets is None else q_offsets  # never read under BROADCAST_Q
+        o, lse = _forward(kmod, problem, plan, q, k, v, q_off, k_offsets, instr)
+        ctx.save_for_backward(q, k, v, o, lse, q_off, k_offsets)
+        ctx.kmod, ctx.problem, ctx.plan, ctx.instr = kmod, problem, plan, instr
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, dlse):
+        q, k, v, o, lse, q_off, k_off = ctx.saved_tensors
+        if ctx.problem.dtype in FORWARD_ONLY:
+            raise UnsupportedCase(f"dtype={ctx.problem.dtype} is forward only in triton_jfa: no backward")
+        if do is None:
+            do = torch.zeros_like(o)
+        dq, dk, dv = _backward(ctx.kmod, ctx.problem, ctx.plan, q, k, v, o, lse, do, q_off, k_off, ctx.instr)
+        return dq, dk, dv, None, None, None, None, None, None
+
+
+class TritonJFA:
+    """``triton_jfa`` bound to a kernel module and a scheduler hook: the contract callable, and
+    :meth:`launch` for the framework (a validated problem, optional instrumentation).
+
+    Args:
+        kmod: the module holding the Triton kernels (``_kernels`` or a planted-bug copy).
+        scheduler: a scheduler hook ``hook(workloads, kind, problem) -> PassPlan``
+            (:mod:`jfa_verify.planning`); None for one tile per program.
+        tf32: float32 inputs run their matmuls with TF32 operands (10-bit mantissa); no effect on
+            other dtypes or under the interpreter (which computes in float32).
+    """
+
+    def __init__(self, kmod, *, scheduler=None, tf32: bool = False):
+        self.kernels, self.scheduler, self.tf32 = kmod, scheduler or GridScheduler(), tf32
+
+    def __repr__(self) -> str:
+        return f"TritonJFA(kernels={self.kernels.__name__}, scheduler={self.scheduler!r}, tf32={self.tf32})"
+
+    def __call__(self, q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None,
+                 max_seqlen_q=None, max_seqlen_k=None):
+        """The contract call (see :mod:`jfa_verify.contract`): returns ``(o, lse)``; ``o`` is differentiable.
+
+        Raises:
+            InvalidInput: inputs break the contract.
+            UnsupportedCase: valid inputs outside ``triton_jfa``'s capabilities.
+        """
+        problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                                  sm_scale=sm_scale, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+        return self.launch(problem, q, k, v, q_offsets, k_offsets).outputs()
+
+    def launch(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, instrument: bool = False) -> KernelRun:
+        """One forward on an already validated ``problem``; with ``instrument``, the :class:`LaunchPlan`
+        and the :class:`Visits` counters (the backward's fill in when it runs).
+
+        Raises:
+            UnsupportedCase: ``problem`` is outside ``triton_jfa``'s capabilities.
+            InvalidInput: offsets that are not dense (the problem was validated on other tensors).
+        """
+        reason = KERNEL_CAPABILITIES.unsupported_reason(problem)
+        if reason is not None:
+            raise UnsupportedCase(f"kernel 'triton_jfa' does not support this case: {reason}")
+        check_offsets_dense("q_offsets", q_offsets)  # the kernels read the offsets as dense arrays
+        check_offsets_dense("k_offsets", k_offsets)
+        arrays, plan = plan_launch(problem, self.scheduler, tf32=self.tf32)
+        visits = None
+        if instrument:
+            heads = {"fwd": problem.num_heads_q, "dq": problem.num_heads_q, "dkdv": problem.num_heads_kv}
+
+            def counters(fill):
+                return {kind: torch.full((len(plan.passes[kind].workloads), h), fill, dtype=torch.int32,
+                                         device=problem.device) for kind, h in heads.items()}
+
+            visits = Visits(counters(0), counters(-1))
+        o, lse = _JaggedAttention.apply(q, k, v, q_offsets, k_offsets, self.kernels, problem, arrays, visits)
+        return KernelRun(o, lse, plan if instrument else None, visits)
