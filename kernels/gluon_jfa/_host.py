@@ -34,6 +34,7 @@ __all__ = [
     "round_robin_programs",
     "gluon_jagged_attention",
     "make_gluon_attention",
+    "prepare_forward",
 ]
 
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -58,9 +59,9 @@ def tile_sizes(head_dim: int, dtype: torch.dtype) -> tuple[int, int]:
 
 
 def _stages(head_dim: int) -> int:
-    """K/V ring depth: shared memory is Q (BLOCK_M x D) + STAGES x (K + V) (BLOCK_N x D each), 2 bytes.
-
-    D=128: 32 KiB + 2 x 64 KiB = 160 KiB; D=64: 16 KiB + 3 x 32 KiB = 112 KiB (H200: 227 KiB a block).
+    """K/V ring depth: shared memory is Q and O staging (BLOCK_M x D each) + STAGES x (K + V) (BLOCK_N x D
+    each), 2 bytes an element. D=128: 64 KiB + 2 x 64 KiB = 192 KiB; D=64: 32 KiB + 3 x 32 KiB = 128 KiB
+    (an H200 block may use 227 KiB).
     """
     return 3 if head_dim <= 64 else 2
 
@@ -230,37 +231,62 @@ def _alloc_outputs(problem: _Problem, device, poison: bool):
     return o, lse
 
 
-def _forward(kmod, problem: _Problem, q, k, v, q_offsets, k_offsets, tiles, programs, num_sms: int,
-             poison: bool = False):
-    """Run (or, with a compile-only ``kmod``, compile) the forward; returns ``(o, lse)``."""
+def _plan_forward(kmod, problem: _Problem, q, k, v, q_offsets, k_offsets, tiles, programs, num_sms: int,
+                  poison: bool = False):
+    """Allocate ``(o, lse)`` and return ``(o, lse, launch)``; ``launch()`` runs the kernel (None: nothing to run).
+
+    ``launch`` may be called again (benchmarks): it rewrites the same outputs.
+    """
     device = q.device
     o, lse = _alloc_outputs(problem, device, poison)
-    if problem.rows == 0:
-        return o, lse
+    if problem.rows == 0 or q.shape[0] == 0:
+        return o, lse, None
     if k.shape[0] == 0:  # every sequence has no key: a TMA descriptor cannot have an empty dim
         o.zero_()
         lse.fill_(float("-inf"))
-        return o, lse
+        return o, lse, None
     plan = _schedule(problem, tiles, programs, num_sms, device)
     if plan is None:
-        return o, lse
+        return o, lse, None
     block_m, block_n = tile_sizes(problem.d, problem.dtype)
     d = problem.d
     q2 = q.view(q.shape[0], problem.h_q * d)
     k2 = k.view(k.shape[0], problem.h_kv * d)
     v2 = v.view(v.shape[0], problem.h_kv * d)
-    if q2.shape[0] == 0:
-        return o, lse
     q_off = k_offsets if q_offsets is None else q_offsets  # never read under BROADCAST_Q
-    kmod._fwd_kernel[plan["grid"]](
+    args = (
         _descriptor(q2, [block_m, d]), _descriptor(k2, [block_n, d]), _descriptor(v2, [block_n, d]),
-        o, lse, q_off, k_offsets, plan["tile_seq"], plan["tile_block"], plan["prog_start"],
+        _descriptor(o.view(problem.rows, problem.h_q * d), [block_m, d]), o, lse,
+        q_off, k_offsets, plan["tile_seq"], plan["tile_block"], plan["prog_start"],
         q.shape[0] if problem.broadcast else 0, problem.h_q // problem.h_kv, plan["heads_per_cta"],
         problem.h_q * d, lse.stride(0), problem.sm_scale * math.log2(math.e),
-        STAGES=_stages(d), CAUSAL=problem.causal, BOTTOM_RIGHT=problem.bottom_right,
-        BROADCAST_Q=problem.broadcast, num_warps=NUM_WARPS,
     )
+    flags = dict(STAGES=_stages(d), CAUSAL=problem.causal, BOTTOM_RIGHT=problem.bottom_right,
+                 BROADCAST_Q=problem.broadcast, num_warps=NUM_WARPS)
+
+    def launch():
+        kmod._fwd_kernel[plan["grid"]](*args, **flags)
+
+    return o, lse, launch
+
+
+def _forward(kmod, problem: _Problem, q, k, v, q_offsets, k_offsets, tiles, programs, num_sms: int,
+             poison: bool = False):
+    """Run (or, with a compile-only ``kmod``, compile) the forward; returns ``(o, lse)``."""
+    o, lse, launch = _plan_forward(kmod, problem, q, k, v, q_offsets, k_offsets, tiles, programs, num_sms, poison)
+    if launch is not None:
+        launch()
     return o, lse
+
+
+def prepare_forward(kmod, q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left",
+                    sm_scale=None, tiles=None, programs=None):
+    """For benchmarks: validate and plan once; returns ``(o, lse, launch)`` where ``launch()`` only
+    launches the kernel (no host checks, no schedule building), rewriting ``o`` and ``lse``."""
+    problem = _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale)
+    o, lse, launch = _plan_forward(kmod, problem, q, k, v, q_offsets, k_offsets, tiles, programs,
+                                   _num_sms(q.device))
+    return o, lse, (launch or (lambda: None))
 
 
 class _GluonJaggedAttention(torch.autograd.Function):

@@ -44,6 +44,7 @@ Synchronization (ring of ``STAGES`` K buffers and ``STAGES`` V buffers, one Q bu
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
     mbarrier,
     tma,
     warpgroup_mma,
@@ -152,7 +153,7 @@ def _softmax_block(qk, m_i, l_i, lim, col0, masked, qk_scale,
 
 
 @gluon.jit
-def _consumer(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
+def _consumer(q_smem, k_smem, v_smem, o_smem, o_desc, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
               O, LSE, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, t_begin, t_end, h_begin, h_end, L_Q,
               STRIDE_O, STRIDE_LSE, qk_scale,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
@@ -235,13 +236,22 @@ def _consumer(q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_read
             lse = gl.where(empty, float("-inf"), (m_o + gl.log2(l_safe)) * LN2)
             row_ok = offs_m_o < rows
             out_rows = (o_row + offs_m_o).to(gl.int64)
-            o_ptrs = O + out_rows[:, None] * STRIDE_O + (h * HEAD_DIM + offs_d)[None, :]
-            gl.store(o_ptrs, o.to(dtype), mask=row_ok[:, None] & (offs_d < HEAD_DIM)[None, :])
+            if rows >= BLOCK_M:
+                # full tile: stage O in shared memory and store it with one TMA copy
+                tma.store_wait(0)  # the previous unit's TMA store has finished reading o_smem
+                o_smem.store(o.to(dtype))
+                fence_async_shared()  # order the generic-proxy writes before the async-proxy read
+                tma.async_copy_shared_to_global(o_desc, [o_row, h * HEAD_DIM], o_smem)
+            else:
+                # partial tile: a TMA box would overwrite the next sequence's rows; masked stores
+                o_ptrs = O + out_rows[:, None] * STRIDE_O + (h * HEAD_DIM + offs_d)[None, :]
+                gl.store(o_ptrs, o.to(dtype), mask=row_ok[:, None] & (offs_d < HEAD_DIM)[None, :])
             gl.store(LSE + h.to(gl.int64) * STRIDE_LSE + out_rows, lse, mask=row_ok)
+    tma.store_wait(0)
 
 
 @gluon.jit
-def _fwd_kernel(q_desc, k_desc, v_desc, O, LSE, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, PROG_TILE_START,
+def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, O, LSE, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, PROG_TILE_START,
                 L_Q, GROUP, HEADS_PER_CTA, STRIDE_O, STRIDE_LSE, qk_scale,
                 STAGES: gl.constexpr, CAUSAL: gl.constexpr, BOTTOM_RIGHT: gl.constexpr,
                 BROADCAST_Q: gl.constexpr, num_warps: gl.constexpr):
@@ -254,6 +264,7 @@ def _fwd_kernel(q_desc, k_desc, v_desc, O, LSE, Q_OFF, K_OFF, TILE_SEQ, TILE_BLO
     q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    o_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], o_desc.layout)
     q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -275,7 +286,7 @@ def _fwd_kernel(q_desc, k_desc, v_desc, O, LSE, Q_OFF, K_OFF, TILE_SEQ, TILE_BLO
     t_end = gl.load(PROG_TILE_START + pid + 1)
 
     gl.warp_specialize([
-        (_consumer, (q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
+        (_consumer, (q_smem, k_smem, v_smem, o_smem, o_desc, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
                      O, LSE, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, t_begin, t_end, h_begin, h_end, L_Q,
                      STRIDE_O, STRIDE_LSE, qk_scale,
                      BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, BOTTOM_RIGHT, BROADCAST_Q, num_warps)),
