@@ -71,10 +71,13 @@ def _movielens(n: int, seed: int) -> list[int]:
     return [int(x) for x in np.random.default_rng(seed).choice(vals, n)]
 
 
-def _cfg(name, dtype, d, mode, causal, hq, hkv, q_lengths, k_lengths=None, q_pad0=0):
+def _cfg(name, dtype, d, mode, causal, hq, hkv, q_lengths, k_lengths=None, q_pad0=0, schedule=None):
+    """``schedule``: None (the kernel's default: round-robin over the SMs, heads split over CTAs when
+    few tiles), or ``(kind, programs)`` with kind "deal" (round-robin) or "zigzag" (by cost, boustrophedon),
+    every head of a tile in one CTA: many (tile, head) units per CTA, so the ring wraps across units."""
     return dict(name=name, dtype=dtype, d=d, mode=mode, causal=causal, hq=hq, hkv=hkv,
                 q_lengths=list(q_lengths), k_lengths=list(k_lengths if k_lengths is not None else q_lengths),
-                q_pad0=q_pad0)
+                q_pad0=q_pad0, schedule=schedule)
 
 
 def configurations() -> list[dict]:
@@ -115,12 +118,26 @@ def configurations() -> list[dict]:
     c.append(_cfg("fp16-d64-bq200-bottom_right-gqa4/2", f, 64, "broadcast", "bottom_right", 4, 2,
                   [200] * len(_BQ_K), _BQ_K))
     c.append(_cfg("fp16-d64-self-none-empties", f, 64, "self", "none", 4, 4, _EMPTIES))
+    # persistent schedules: many tiles and heads per CTA (phases across units, ring wrap-around)
+    c.append(_cfg("bf16-d128-self-top_left-mixed-1prog", b, 128, "self", "top_left", 4, 2, _MIXED,
+                  schedule=("deal", 1)))
+    c.append(_cfg("bf16-d128-self-none-boundary-3prog", b, 128, "self", "none", 4, 4, _BOUNDARY,
+                  schedule=("zigzag", 3)))
+    c.append(_cfg("bf16-d64-cross-bottom_right-2prog", b, 64, "cross", "bottom_right", 8, 2, _CROSS_Q, _CROSS_K,
+                  schedule=("deal", 2)))
+    c.append(_cfg("fp16-d128-bq200-none-2prog", f, 128, "broadcast", "none", 4, 1, [200] * len(_BQ_K), _BQ_K,
+                  schedule=("zigzag", 2)))
+    c.append(_cfg("bf16-d128-self-top_left-movielens-zigzag", b, 128, "self", "top_left", 4, 4, _movielens(200, 1),
+                  schedule=("zigzag", 132)))
+    c.append(_cfg("bf16-d64-self-none-long4097-5prog", b, 64, "self", "none", 2, 1, [4097, 300, 1],
+                  schedule=("deal", 5)))
     return c
 
 
 # Configurations a mutant run uses (many KV blocks per unit, many units per CTA, full tiles, both ring depths).
-MUTANT_CONFIGS = ("bf16-d128-self-none-mixed", "bf16-d128-self-top_left-long4097", "bf16-d64-self-none-long4097",
-                  "bf16-d128-bq200-top_left", "bf16-d128-self-top_left-movielens")
+MUTANT_CONFIGS = ("bf16-d128-self-top_left-mixed-1prog", "bf16-d128-self-none-mixed", "bf16-d128-self-top_left-long4097",
+                  "bf16-d64-self-none-long4097-5prog", "bf16-d128-self-top_left-movielens-zigzag",
+                  "fp16-d128-bq200-none-2prog")
 
 # ----------------------------------------------------------------------------- imports of the kernel
 
@@ -162,7 +179,7 @@ def _fake_attention(kind: str):
         def backward(ctx, do, dlse):
             raise GluonUnsupported("fake kernel: no backward")
 
-    def attention(q, k, v, q_off, k_off, *, causal=False, causal_alignment="top_left", sm_scale=None):
+    def attention(q, k, v, q_off, k_off, *, causal=False, causal_alignment="top_left", sm_scale=None, **_):
         return Fake.apply(q, k, v, q_off, k_off, causal, causal_alignment, sm_scale)
     return attention
 
@@ -398,6 +415,22 @@ def sdpa_baseline(case: dict, grads: bool, ref: dict) -> dict:
     return errs
 
 
+def _schedule_kwargs(cfg: dict) -> dict:
+    """``tiles``/``programs`` for ``cfg["schedule"]`` (b-major tiles of BLOCK_M query rows)."""
+    import torch
+
+    kind, n_prog = cfg["schedule"]
+    block_m, _ = _host_module().tile_sizes(cfg["d"], getattr(torch, cfg["dtype"]))
+    ql = cfg["q_lengths"]
+    tiles = [(b, m) for b, n in enumerate(ql) for m in range(-(-n // block_m))]
+    if kind == "deal":
+        programs = [list(range(p, len(tiles), n_prog)) for p in range(n_prog)]
+    else:
+        costs = [cfg["k_lengths"][b] for b, _ in tiles]
+        programs = _zigzag(tiles, costs, n_prog)
+    return dict(tiles=tiles, programs=programs)
+
+
 def _sync() -> None:
     import torch
 
@@ -417,9 +450,16 @@ def check_config(cfg: dict, attention, want_grads: bool = True) -> dict:
     case = build_case(cfg)
     rec = dict(name=cfg["name"])
     q, k, v = (case[n].clone().requires_grad_(True) for n in ("q", "k", "v"))
-    o, lse = attention(q, k, v, case["q_off"], case["k_off"], causal=case["causal"],
-                       causal_alignment=case["alignment"], sm_scale=case["scale"])
-    _sync()
+    kwargs = {}
+    if cfg.get("schedule"):
+        kwargs = _schedule_kwargs(cfg)
+        os.environ["JFA_GLUON_HEAD_GROUPS"] = "1"
+    try:
+        o, lse = attention(q, k, v, case["q_off"], case["k_off"], causal=case["causal"],
+                           causal_alignment=case["alignment"], sm_scale=case["scale"], **kwargs)
+        _sync()
+    finally:
+        os.environ.pop("JFA_GLUON_HEAD_GROUPS", None)
     bwd_status = "n/a"
     grads = None
     if want_grads:

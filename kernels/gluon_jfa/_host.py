@@ -42,6 +42,7 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 NUM_WARPS = 8  # consumer partition: two warp groups, 64 query rows each
 POISON_ENV = "JFA_GLUON_POISON"  # "1": outputs start as NaN so that unwritten rows show
+HEAD_GROUPS_ENV = "JFA_GLUON_HEAD_GROUPS"  # tests only: force the number of head groups (grid axis 1)
 
 
 class GluonUnsupported(ValueError):
@@ -201,6 +202,9 @@ def _schedule(problem: _Problem, tiles, programs, num_sms: int, device) -> Optio
     if n_prog == 0:
         return None
     groups = max(g for g in range(1, problem.h_q + 1) if problem.h_q % g == 0 and (n_prog * g <= num_sms or g == 1))
+    forced = os.environ.get(HEAD_GROUPS_ENV, "")
+    if forced:  # tests: e.g. "1" puts every head of a tile in one CTA (many units per CTA)
+        groups = int(forced) if problem.h_q % int(forced) == 0 else 1
     i32 = lambda xs: torch.tensor(xs, dtype=torch.int32, device=device)  # noqa: E731
     return dict(tile_seq=i32([tiles[i][0] for i in order]), tile_block=i32([tiles[i][1] for i in order]),
                 prog_start=i32(starts), grid=(n_prog, groups), heads_per_cta=problem.h_q // groups)
