@@ -453,25 +453,25 @@ def check_config(cfg: dict, attention, want_grads: bool = True) -> dict:
     kwargs = {}
     if cfg.get("schedule"):
         kwargs = _schedule_kwargs(cfg)
-        os.environ["JFA_GLUON_HEAD_GROUPS"] = "1"
+        os.environ["JFA_GLUON_HEAD_GROUPS"] = "1"  # every head of a tile in one CTA (forward and backward)
+    bwd_status = "n/a"
+    grads = None
     try:
         o, lse = attention(q, k, v, case["q_off"], case["k_off"], causal=case["causal"],
                            causal_alignment=case["alignment"], sm_scale=case["scale"], **kwargs)
         _sync()
+        if want_grads:
+            try:
+                dq, dk, dv = torch.autograd.grad(o, (q, k, v), case["do"])
+                _sync()
+                grads = dict(dq=dq, dk=dk, dv=dv)
+                bwd_status = "ran"
+            except Exception as exc:  # noqa: BLE001 - GluonUnsupported (no backward) is reported, not failed
+                if type(exc).__name__ != "GluonUnsupported":
+                    raise
+                bwd_status = f"n/a ({exc})"
     finally:
         os.environ.pop("JFA_GLUON_HEAD_GROUPS", None)
-    bwd_status = "n/a"
-    grads = None
-    if want_grads:
-        try:
-            dq, dk, dv = torch.autograd.grad(o, (q, k, v), case["do"])
-            _sync()
-            grads = dict(dq=dq, dk=dk, dv=dv)
-            bwd_status = "ran"
-        except Exception as exc:  # noqa: BLE001 - GluonUnsupported (backward not implemented) is expected
-            if type(exc).__name__ != "GluonUnsupported":
-                raise
-            bwd_status = f"n/a ({exc})"
     ref = reference(case, grads=grads is not None)
     base = sdpa_baseline(case, grads is not None, ref)
     ok_rows = valid_rows(case)  # [H, rows]
@@ -712,6 +712,7 @@ def bench(args) -> list[dict]:
                     row[f"ours_{sched}_tflops"] = flops / ms / 1e9
                 except Exception as exc:  # noqa: BLE001
                     row[f"ours_{sched}_error"] = f"{type(exc).__name__}: {exc}"[:300]
+            fa2_out = None
             try:
                 fa2 = torch.ops.aten._flash_attention_forward
 
@@ -721,22 +722,63 @@ def bench(args) -> list[dict]:
                 ms = triton.testing.do_bench(run_fa2, return_mode="median")
                 row["fa2_ms"] = ms
                 row["fa2_tflops"] = flops / ms / 1e9
+                fa2_out = run_fa2()
             except Exception as exc:  # noqa: BLE001 - signature differs: degrade gracefully
                 row["fa2_error"] = f"{type(exc).__name__}: {exc}"[:300]
             if "fa2_ms" in row and "ours_zigzag_ms" in row:
                 row["ratio_fa2_over_ours"] = row["fa2_ms"] / row["ours_zigzag_ms"]
+            if not args.no_backward:
+                _bench_backward(row, host, kmod, q, k, v, off, lengths, causal, scale, tiles,
+                                _zigzag(tiles, costs, num_sms), num_sms, flops * 2.5, fa2_out)
             rows.append(row)
             print(_bench_line(row), flush=True)
         del q, k, v
     return rows
 
 
+def _bench_backward(row, host, kmod, q, k, v, off, lengths, causal, scale, tiles, programs, num_sms, flops,
+                    fa2_out) -> None:
+    """Backward timings (FLOPs: 2.5 x the forward's): ours (host delta + schedule + both kernels) and FA2's."""
+    import torch
+    import triton.testing
+
+    do = torch.randn_like(q)
+    try:
+        problem = host._validate(q, k, v, off, off, causal, "top_left", scale)
+        o, lse = host._forward(kmod, problem, q, k, v, off, off, tiles, programs, num_sms)
+
+        def run_ours():
+            return host._backward(kmod, problem, q, k, v, o, lse, do, off, off, tiles, programs, num_sms)
+
+        ms = triton.testing.do_bench(run_ours, return_mode="median")
+        row["ours_bwd_ms"], row["ours_bwd_tflops"] = ms, flops / ms / 1e9
+    except Exception as exc:  # noqa: BLE001
+        row["ours_bwd_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    if fa2_out is not None:
+        try:
+            bwd = torch.ops.aten._flash_attention_backward
+            out, lse2, rng, unused = fa2_out[0], fa2_out[1], fa2_out[2], fa2_out[3]
+
+            def run_fa2():
+                return bwd(do, q, k, v, out, lse2, off, off, max(lengths), max(lengths), 0.0, causal, rng, unused,
+                           scale=scale)
+
+            ms = triton.testing.do_bench(run_fa2, return_mode="median")
+            row["fa2_bwd_ms"], row["fa2_bwd_tflops"] = ms, flops / ms / 1e9
+            if "ours_bwd_ms" in row:
+                row["ratio_bwd_fa2_over_ours"] = ms / row["ours_bwd_ms"]
+        except Exception as exc:  # noqa: BLE001
+            row["fa2_bwd_error"] = f"{type(exc).__name__}: {exc}"[:300]
+
+
 def _bench_line(r) -> str:
     def f(key):
         return f"{r[key]:7.1f}" if key in r else "    err"
     ratio = f"{r['ratio_fa2_over_ours']:.2f}" if "ratio_fa2_over_ours" in r else "-"
-    return (f"{r['workload']:16s} causal={r['causal']!s:5s} T={r['tokens']:7d}  TFLOP/s ours rr {f('ours_rr_tflops')}"
-            f"  ours zigzag {f('ours_zigzag_tflops')}  FA2 {f('fa2_tflops')}  ours/FA2 speed {ratio}")
+    bratio = f"{r['ratio_bwd_fa2_over_ours']:.2f}" if "ratio_bwd_fa2_over_ours" in r else "-"
+    return (f"{r['workload']:14s} causal={r['causal']!s:5s} T={r['tokens']:6d} | fwd TFLOP/s ours rr {f('ours_rr_tflops')}"
+            f" zigzag {f('ours_zigzag_tflops')} FA2 {f('fa2_tflops')} ours/FA2 {ratio} | bwd ours {f('ours_bwd_tflops')}"
+            f" FA2 {f('fa2_bwd_tflops')} ours/FA2 {bratio}")
 
 
 # ----------------------------------------------------------------------------- main

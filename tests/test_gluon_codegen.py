@@ -28,11 +28,12 @@ from kernels.gluon_jfa.mutants import MUTANT_NAMES, load_mutant_module
 out = {{}}
 for d in (64, 128):
     for causal in (False, True):
-        out[f"d{{d}}-{{'causal' if causal else 'full'}}"] = compile_for_sm90(d, torch.bfloat16, causal)["_fwd_kernel"]
+        for kernel, f in compile_for_sm90(d, torch.bfloat16, causal).items():
+            out[f"{{kernel}}-d{{d}}-{{'causal' if causal else 'full'}}"] = f
 if {mutants}:
     for name in MUTANT_NAMES:
         out["mutant-" + name] = compile_for_sm90(128, torch.bfloat16, True,
-                                                 kernels_module=load_mutant_module(name))["_fwd_kernel"]
+                                                 kernels_module=load_mutant_module(name))
 print("FACTS" + json.dumps(out))
 """
 
@@ -51,31 +52,49 @@ def facts():
     return _compile(mutants=True)
 
 
-@pytest.mark.parametrize("variant", ["d64-full", "d64-causal", "d128-full", "d128-causal"])
-def test_forward_uses_the_hopper_pipeline(facts, variant):
-    f = facts[variant]
+VARIANTS = ["d64-full", "d64-causal", "d128-full", "d128-causal"]
+
+
+def _check_pipeline(f):
     assert f["target"] == "sm_90a"
     assert f["wgmma"] > 0, f
-    assert f["bulk_tensor_copies"] > 0, f  # TMA loads (and the full-tile TMA store)
+    assert f["bulk_tensor_copies"] > 0, f  # TMA loads (and the forward's full-tile TMA store)
     assert f["mbarrier"] > 0, f
     assert f["setmaxnreg"] > 0 and "24" in f["setmaxnreg_values"], f  # the load warp gives registers back
-    assert f["fence_proxy_async"] > 0, f  # before the TMA store of O staged in shared memory
     assert f["num_warps"] == 12, f  # 8 consumer warps + a producer warp group
-    # no synchronous tile loads: only scalar loads (offsets, schedule) reach ld.global
+    # no synchronous tile loads (16-byte vectors or 16-bit elements), no cp.async fallback
     assert f["tile_loads"] == 0 and f["cp_async_ca_cg"] == 0, f["global_loads"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_forward_uses_the_hopper_pipeline(facts, variant):
+    f = facts["_fwd_kernel-" + variant]
+    _check_pipeline(f)
+    assert f["fence_proxy_async"] > 0, f  # before the TMA store of O staged in shared memory
+    # only 32-bit scalar loads (offsets, schedule) reach ld.global
     assert set(f["global_loads"]) <= {".b32", ".b64"}, f["global_loads"]
     assert sum(f["global_loads"].values()) < 32, f["global_loads"]
+
+
+@pytest.mark.parametrize("kernel", ["_bwd_dkdv_kernel", "_bwd_dq_kernel"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_backward_uses_the_hopper_pipeline(facts, kernel, variant):
+    f = facts[f"{kernel}-{variant}"]
+    _check_pipeline(f)
+    # besides scalars, only float32 LSE/delta rows (.b32 / .v2.b32) are read with ld.global
+    assert set(f["global_loads"]) <= {".b32", ".b64", ".v2.b32"}, f["global_loads"]
 
 
 def test_every_mutant_matches_the_source_and_compiles(facts):
     from kernels.gluon_jfa.mutants import MUTANT_NAMES, mutant_source
 
-    base = facts["d128-causal"]
+    base = facts["_fwd_kernel-d128-causal"]
     for name in MUTANT_NAMES:
         assert mutant_source(name) != (ROOT / "kernels" / "gluon_jfa" / "_kernels.py").read_text()
-        f = facts["mutant-" + name]
-        assert f["wgmma"] > 0 and f["bulk_tensor_copies"] > 0, (name, f)
-    assert facts["mutant-missing_fence_before_tma_store"]["fence_proxy_async"] < base["fence_proxy_async"]
+        for kernel, f in facts["mutant-" + name].items():
+            assert f["wgmma"] > 0 and f["bulk_tensor_copies"] > 0, (name, kernel, f)
+    fence = facts["mutant-missing_fence_before_tma_store"]["_fwd_kernel"]["fence_proxy_async"]
+    assert fence < base["fence_proxy_async"]
 
 
 def test_host_module_imports_without_gpu_and_reports_tile_sizes():

@@ -59,6 +59,15 @@ def tile_sizes(head_dim: int, dtype: torch.dtype) -> tuple[int, int]:
     return 128, 128
 
 
+BWD_DKDV_TILES = (64, 128)  # (query rows per step, keys per tile) of the dK/dV kernel
+BWD_DQ_TILES = (128, 64)  # (query rows per tile, keys per step) of the dQ kernel: forward query tiles
+
+
+def key_tiles(k_lengths: Sequence[int], block_n: int) -> list[tuple[int, int]]:
+    """``[(b, n), ...]`` b-major, one per BLOCK_N keys (dK/dV work); sequences with ``L_k == 0`` give none."""
+    return query_tiles(k_lengths, block_n)
+
+
 def _stages(head_dim: int) -> int:
     """K/V ring depth: shared memory is Q and O staging (BLOCK_M x D each) + STAGES x (K + V) (BLOCK_N x D
     each), 2 bytes an element. D=128: 64 KiB + 2 x 64 KiB = 192 KiB; D=64: 32 KiB + 3 x 32 KiB = 128 KiB
@@ -177,8 +186,12 @@ def _num_sms(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _schedule(problem: _Problem, tiles, programs, num_sms: int, device) -> Optional[dict]:
-    """CSR arrays of the launch, or None when no program has a tile."""
+def _schedule(problem: _Problem, tiles, programs, num_sms: int, device, heads: Optional[int] = None) -> Optional[dict]:
+    """CSR arrays of a launch over query tiles (or the given ``tiles``), or None when no program has a tile.
+
+    ``heads``: heads folded into each tile (default ``H_q``; ``H_kv`` for dK/dV).
+    """
+    heads = problem.h_q if heads is None else heads
     block_m, _ = tile_sizes(problem.d, problem.dtype)
     if tiles is None:
         tiles = query_tiles(problem.q_lengths, block_m)
@@ -201,13 +214,13 @@ def _schedule(problem: _Problem, tiles, programs, num_sms: int, device) -> Optio
     n_prog = len(starts) - 1
     if n_prog == 0:
         return None
-    groups = max(g for g in range(1, problem.h_q + 1) if problem.h_q % g == 0 and (n_prog * g <= num_sms or g == 1))
+    groups = max(g for g in range(1, heads + 1) if heads % g == 0 and (n_prog * g <= num_sms or g == 1))
     forced = os.environ.get(HEAD_GROUPS_ENV, "")
     if forced:  # tests: e.g. "1" puts every head of a tile in one CTA (many units per CTA)
-        groups = int(forced) if problem.h_q % int(forced) == 0 else 1
+        groups = int(forced) if heads % int(forced) == 0 else 1
     i32 = lambda xs: torch.tensor(xs, dtype=torch.int32, device=device)  # noqa: E731
     return dict(tile_seq=i32([tiles[i][0] for i in order]), tile_block=i32([tiles[i][1] for i in order]),
-                prog_start=i32(starts), grid=(n_prog, groups), heads_per_cta=problem.h_q // groups)
+                prog_start=i32(starts), grid=(n_prog, groups), heads_per_cta=heads // groups)
 
 
 def _gl_dtype(dtype: torch.dtype):
@@ -293,17 +306,93 @@ def prepare_forward(kmod, q, k, v, q_offsets, k_offsets, *, causal=False, causal
     return o, lse, (launch or (lambda: None))
 
 
+def _backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_offsets, tiles, programs, num_sms: int,
+              poison: bool = False):
+    """dQ, dK, dV of ``sum(o * do)`` (LSE is not differentiated). Deterministic: no atomics.
+
+    ``delta = rowsum(dO * O)`` is computed here in float32; dK/dV run over KV tiles of 128 keys
+    (b-major, round-robin over the SMs, KV heads folded); dQ runs over the forward's query
+    tiles and ``programs``. Broadcast-Q: dQ is a float32 partial per sequence, summed here.
+    """
+    device = q.device
+    d = problem.d
+    fill = float("nan") if poison else 0.0
+    dk = torch.full_like(k, fill)
+    dv = torch.full_like(v, fill)
+    dq_rows = problem.rows if problem.broadcast else q.shape[0]
+    dq_dtype = torch.float32 if problem.broadcast else q.dtype
+    dq_out = torch.full((dq_rows, problem.h_q, d), fill, dtype=dq_dtype, device=device)
+    if not problem.broadcast:
+        dq_out[: problem.q_first].zero_()
+    if k.shape[0] == 0 or problem.rows == 0 or q.shape[0] == 0:
+        dq_out.zero_()
+        dk.zero_()
+        dv.zero_()
+    else:
+        k_off_list = k_offsets.tolist()
+        dk[: k_off_list[0]].zero_()  # rows before offsets[0] belong to no sequence
+        dv[: k_off_list[0]].zero_()
+        do = do.contiguous()
+        delta = (do.float() * o.float()).sum(-1).t().contiguous()  # [H_q, rows]
+        qk_scale = problem.sm_scale * math.log2(math.e)
+        stages = _stages(d)
+        q2 = q.view(q.shape[0], problem.h_q * d)
+        do2 = do.view(problem.rows, problem.h_q * d)
+        k2 = k.view(k.shape[0], problem.h_kv * d)
+        v2 = v.view(v.shape[0], problem.h_kv * d)
+        q_off = k_offsets if q_offsets is None else q_offsets
+        l_q = q.shape[0] if problem.broadcast else 0
+        group = problem.h_q // problem.h_kv
+        flags = dict(STAGES=stages, CAUSAL=problem.causal, BOTTOM_RIGHT=problem.bottom_right,
+                     BROADCAST_Q=problem.broadcast, num_warps=NUM_WARPS)
+        # dK, dV
+        bm, bn = BWD_DKDV_TILES
+        kv_plan = _schedule(problem, key_tiles(problem.k_lengths, bn), None, num_sms, device, heads=problem.h_kv)
+        if kv_plan is not None:
+            kmod._bwd_dkdv_kernel[kv_plan["grid"]](
+                _descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
+                _descriptor(v2, [bn, d]), dk, dv, lse, delta, q_off, k_offsets,
+                kv_plan["tile_seq"], kv_plan["tile_block"], kv_plan["prog_start"],
+                l_q, group, kv_plan["heads_per_cta"], problem.h_kv * d, lse.stride(0),
+                problem.sm_scale, qk_scale, **flags)
+        # dQ
+        bm, bn = BWD_DQ_TILES
+        q_plan = _schedule(problem, tiles, programs, num_sms, device)
+        if q_plan is not None:
+            kmod._bwd_dq_kernel[q_plan["grid"]](
+                _descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
+                _descriptor(v2, [bn, d]), dq_out, lse, delta, q_off, k_offsets,
+                q_plan["tile_seq"], q_plan["tile_block"], q_plan["prog_start"],
+                l_q, group, q_plan["heads_per_cta"], problem.h_q * d, lse.stride(0),
+                problem.sm_scale, qk_scale, **flags)
+    if problem.broadcast:
+        l_q = q.shape[0]
+        dq = dq_out.view(problem.batch, l_q, problem.h_q, d).sum(0).to(q.dtype) if problem.batch else \
+            torch.zeros_like(q)
+    else:
+        dq = dq_out
+    return dq, dk, dv
+
+
 class _GluonJaggedAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, tiles, programs, poison):
         o, lse = _forward(kmod, problem, q, k, v, q_offsets, k_offsets, tiles, programs, _num_sms(q.device),
                           poison)
         ctx.mark_non_differentiable(lse)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.kmod, ctx.problem, ctx.tiles, ctx.programs, ctx.poison = kmod, problem, tiles, programs, poison
+        ctx.q_offsets, ctx.k_offsets = q_offsets, k_offsets
         return o, lse
 
     @staticmethod
     def backward(ctx, do, dlse):
-        raise GluonUnsupported("backward not implemented in gluon_jfa")
+        q, k, v, o, lse = ctx.saved_tensors
+        if do is None:
+            do = torch.zeros_like(o)
+        dq, dk, dv = _backward(ctx.kmod, ctx.problem, q, k, v, o, lse, do, ctx.q_offsets, ctx.k_offsets,
+                               ctx.tiles, ctx.programs, _num_sms(q.device), ctx.poison)
+        return dq, dk, dv, None, None, None, None, None, None, None
 
 
 def make_gluon_attention(kmod):

@@ -62,8 +62,9 @@ def ptx_facts(ptx: str) -> dict:
     """Instruction counts in one kernel's PTX.
 
     ``global_loads`` maps each ``ld.global`` suffix (``.b32``, ``.v4.b32``, ...) to its count;
-    ``tile_loads`` counts the vector ones (``.v2``/``.v4``), which a synchronous tile load would
-    use: TMA kernels should have none (their only global loads are scalar offsets and schedule).
+    ``tile_loads`` counts 16-byte vector or 16-bit loads, which a synchronous load of a bf16/fp16
+    tile would use: TMA kernels have none (their global loads are 32-bit offsets, schedule
+    entries, and in the backward float32 LSE/delta rows).
     """
     loads: dict = {}
     for suffix in re.findall(r"ld\.global((?:\.\w+)*)", ptx):
@@ -76,7 +77,9 @@ def ptx_facts(ptx: str) -> dict:
         "setmaxnreg_values": sorted(set(re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))),
         "fence_proxy_async": len(re.findall(r"fence\.proxy\.async", ptx)),
         "global_loads": loads,
-        "tile_loads": sum(n for s, n in loads.items() if ".v2" in s or ".v4" in s or ".v8" in s),
+        # synchronous tile loads would be 16-byte vectors or 16-bit elements; the kernels' own global
+        # loads are 32-bit scalars (offsets, schedule) and, in the backward, float32 LSE/delta vectors
+        "tile_loads": sum(n for s, n in loads.items() if ".v4" in s or ".v8" in s or "16" in s),
         "cp_async_ca_cg": len(re.findall(r"cp\.async\.c[ag]", ptx)),
     }
 
@@ -103,8 +106,9 @@ def _ptxas_usage(ptx: str, arch: str = "sm_90a") -> dict:
 
 def compile_for_sm90(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16, causal: bool = True,
                      kernels_module=None, broadcast_q: bool = False, bottom_right: bool = False,
-                     ptxas_usage: bool = False) -> dict:
-    """Compile the forward for sm_90a on CPU tensors and return ``{kernel name: facts}``.
+                     ptxas_usage: bool = False, backward: bool = True) -> dict:
+    """Compile the forward (and, with ``backward``, the dK/dV and dQ kernels) for sm_90a on CPU tensors
+    and return ``{kernel name: facts}``.
 
     Inputs: three sequences (300, 64, 17 tokens), H_q = 8, H_kv = 2 (GQA), ``head_dim``,
     ``dtype`` (bfloat16 or float16). ``kernels_module``: a kernel module (default
@@ -134,11 +138,15 @@ def compile_for_sm90(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16, c
     problem = _host._validate(q, k, v, q_off, offsets, causal, "bottom_right" if bottom_right else "top_left",
                               None, require_cuda=False)
     found: dict = {}
-    stand_in = types.SimpleNamespace(_fwd_kernel=_CompileOnly(kernels_module._fwd_kernel, "_fwd_kernel", found))
+    names = ["_fwd_kernel"] + (["_bwd_dkdv_kernel", "_bwd_dq_kernel"] if backward else [])
+    stand_in = types.SimpleNamespace(**{n: _CompileOnly(getattr(kernels_module, n), n, found) for n in names})
     previous = driver._active
     driver.set_active(_TargetOnlyDriver(90))
     try:
-        _host._forward(stand_in, problem, q, k, v, q_off, offsets, None, None, num_sms=132)
+        o, lse = _host._forward(stand_in, problem, q, k, v, q_off, offsets, None, None, num_sms=132)
+        if backward:
+            do = torch.randn(o.shape, generator=gen).to(dtype)
+            _host._backward(stand_in, problem, q, k, v, o, lse, do, q_off, offsets, None, None, num_sms=132)
     finally:
         driver.set_active(previous)  # reset_active() would create a CUDA driver, absent here
     facts = {}
@@ -161,7 +169,7 @@ def main(argv=None) -> int:
     parser.add_argument("--broadcast-q", action="store_true")
     parser.add_argument("--mutant", default=None, help="compile a mutant's kernels (see mutants.py)")
     parser.add_argument("--ptxas", action="store_true", help="add registers / spills from ptxas -v")
-    parser.add_argument("--dump-ptx", default=None, help="write the forward's PTX to this file")
+    parser.add_argument("--no-backward", action="store_true")
     args = parser.parse_args(argv)
     kmod = None
     if args.mutant:
@@ -169,7 +177,8 @@ def main(argv=None) -> int:
 
         kmod = load_mutant_module(args.mutant)
     facts = compile_for_sm90(args.head_dim, DTYPES[args.dtype], not args.no_causal, kernels_module=kmod,
-                             broadcast_q=args.broadcast_q, bottom_right=args.bottom_right, ptxas_usage=args.ptxas)
+                             broadcast_q=args.broadcast_q, bottom_right=args.bottom_right, ptxas_usage=args.ptxas,
+                             backward=not args.no_backward)
     print(json.dumps(facts, indent=1, sort_keys=True))
     return 0
 

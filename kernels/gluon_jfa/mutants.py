@@ -80,6 +80,28 @@ MUTANTS: list[Mutant] = [
         "sp = c % STAGES",
     ),
     Mutant(
+        "bq_dq_partials_collide",
+        "broadcast-Q backward: every sequence writes its dQ partial to the same rows (the shared Q's rows "
+        "instead of its own output rows): a non-atomic many-to-one reduction, last writer wins",
+        "dq_row = o_row  # a float32 partial per sequence, summed over the batch by the host",
+        "dq_row = q_row  # a float32 partial per sequence, summed over the batch by the host",
+    ),
+    Mutant(
+        "gqa_bwd_head_map",
+        "GQA head mapping wrong in the dK/dV pass only: KV head hk sums query heads g * GROUP + hk",
+        "h = hk * GROUP + g",
+        "h = g * GROUP + hk",
+        count=2,
+    ),
+    Mutant(
+        "dq_kv_released_before_mma",
+        "dQ pass releases the K/V slot before the dS K wgmma that reads K has completed",
+        "dq, ds_op = warpgroup_mma_wait(0, deps=(dq, ds_op))\n" + " " * 16
+        + "mbarrier.arrive(kv_empty.index(s), count=1)",
+        "mbarrier.arrive(kv_empty.index(s), count=1)\n" + " " * 16
+        + "dq, ds_op = warpgroup_mma_wait(0, deps=(dq, ds_op))",
+    ),
+    Mutant(
         "producer_one_ahead",
         "producer credit off by one: the (STAGES + 1)-th V load of a CTA does not wait for slot 0 to "
         "be released, so STAGES + 1 V blocks are in flight in a ring of STAGES buffers",
