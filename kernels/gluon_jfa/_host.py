@@ -5,7 +5,8 @@ without a GPU (or without Triton) never fails. Every kernel is reached through a
 module ``kmod`` (``_kernels.py`` or a mutated copy of it, see ``mutants.py``), bound by
 :func:`make_gluon_attention`.
 
-Work decomposition (forward):
+Work decomposition (forward; the dQ pass of the backward uses the same tiles and programs, the
+dK/dV pass tiles of 128 keys dealt round-robin):
 
 * tiles: ``[(sequence, query block), ...]`` b-major, one per BLOCK_M query rows; a
   sequence with ``L_q == 0`` has no tile (:func:`query_tiles`).
@@ -427,10 +428,14 @@ def gluon_jagged_attention(q, k, v, q_offsets, k_offsets, *, causal=False, causa
         ``o [rows, H_q, D]`` in the input dtype (broadcast-Q: ``rows = B * L_q``) and
         ``lse [H_q, rows]`` float32, natural log; rows with no visible key: 0 and ``-inf``.
 
+    Differentiable w.r.t. ``q``, ``k``, ``v`` (``lse`` is not): the backward runs the dK/dV and dQ
+    kernels (deterministic, no atomics); dQ uses ``tiles``/``programs``, dK/dV a round-robin
+    schedule of 128-key tiles.
+
     Raises:
         ValueError: inputs that break the contract.
         GluonUnsupported: dtype other than bf16/fp16, head dim not 64/128 or D != D_v,
-            non-contiguous or misaligned tensors, non-CUDA tensors; the backward.
+            non-contiguous or misaligned tensors, non-CUDA tensors.
     """
     from . import _kernels
 

@@ -1,4 +1,5 @@
-"""Gluon kernels of ``gluon_jfa`` (NVIDIA Hopper, sm_90a): the JFA forward. No host logic.
+"""Gluon kernels of ``gluon_jfa`` (NVIDIA Hopper, sm_90a): the JFA forward, then the backward
+(dK/dV and dQ kernels, described above their code). No host logic.
 
 Algorithm: FlashAttention-2's online softmax (Dao 2023, arXiv:2307.08691) laid out the way
 FlashAttention-3 does it on Hopper (Shah et al. 2024, arXiv:2407.08608): a producer warp
