@@ -1,0 +1,444 @@
+"""Host side of ``gluon_jfa``: input checks, tiles and schedules, TMA descriptors, launches, autograd.
+
+Gluon and Triton are imported inside functions only, so importing this module on a machine
+without a GPU (or without Triton) never fails. Every kernel is reached through a kernel
+module ``kmod`` (``_kernels.py`` or a mutated copy of it, see ``mutants.py``), bound by
+:func:`make_gluon_attention`.
+
+Work decomposition (forward; the dQ pass of the backward uses the same tiles and programs, the
+dK/dV pass tiles of 128 keys dealt round-robin):
+
+* tiles: ``[(sequence, query block), ...]`` b-major, one per BLOCK_M query rows; a
+  sequence with ``L_q == 0`` has no tile (:func:`query_tiles`).
+* programs: lists of tile indices; program ``p`` runs its tiles in order. Default: tiles
+  dealt round-robin over the device's SM count (the framework passes its own, e.g. zigzag
+  by cost). Empty programs are dropped before launch.
+* heads are folded into each tile: the CTA of program ``p`` runs every query head of
+  its head group for each tile (head innermost). Grid ``(programs, head_groups)``, where
+  ``head_groups`` is the largest divisor of ``H_q`` with ``programs * head_groups <= SMs``
+  (1 when the framework fills every SM), so the launch stays one persistent wave.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+
+__all__ = [
+    "GluonUnsupported",
+    "tile_sizes",
+    "query_tiles",
+    "round_robin_programs",
+    "gluon_jagged_attention",
+    "make_gluon_attention",
+    "prepare_forward",
+]
+
+SUPPORTED_HEAD_DIMS = (64, 128)
+SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
+CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
+NUM_WARPS = 8  # consumer partition: two warp groups, 64 query rows each
+POISON_ENV = "JFA_GLUON_POISON"  # "1": outputs start as NaN so that unwritten rows show
+HEAD_GROUPS_ENV = "JFA_GLUON_HEAD_GROUPS"  # tests only: force the number of head groups (grid axis 1)
+
+
+class GluonUnsupported(ValueError):
+    """Valid inputs outside what ``gluon_jfa`` implements (dtype, head dim, layout, backward)."""
+
+
+def tile_sizes(head_dim: int, dtype: torch.dtype) -> tuple[int, int]:
+    """``(BLOCK_M, BLOCK_N)`` of the forward for ``head_dim`` and ``dtype`` (pure Python, no compile).
+
+    Raises:
+        GluonUnsupported: head dim not 64/128 or dtype not bfloat16/float16.
+    """
+    _check_supported(head_dim, head_dim, dtype)
+    return 128, 128
+
+
+BWD_DKDV_TILES = (64, 128)  # (query rows per step, keys per tile) of the dK/dV kernel
+BWD_DQ_TILES = (128, 64)  # (query rows per tile, keys per step) of the dQ kernel: forward query tiles
+
+
+def key_tiles(k_lengths: Sequence[int], block_n: int) -> list[tuple[int, int]]:
+    """``[(b, n), ...]`` b-major, one per BLOCK_N keys (dK/dV work); sequences with ``L_k == 0`` give none."""
+    return query_tiles(k_lengths, block_n)
+
+
+def _stages(head_dim: int) -> int:
+    """K/V ring depth: shared memory is Q and O staging (BLOCK_M x D each) + STAGES x (K + V) (BLOCK_N x D
+    each), 2 bytes an element. D=128: 64 KiB + 2 x 64 KiB = 192 KiB; D=64: 32 KiB + 3 x 32 KiB = 128 KiB
+    (an H200 block may use 227 KiB).
+    """
+    return 3 if head_dim <= 64 else 2
+
+
+def _check_supported(d: int, d_v: int, dtype: torch.dtype) -> None:
+    if dtype not in SUPPORTED_DTYPES:
+        raise GluonUnsupported(f"gluon_jfa supports bfloat16 and float16 only, got dtype={dtype}")
+    if d != d_v:
+        raise GluonUnsupported(f"gluon_jfa needs D == D_v, got D={d}, D_v={d_v}")
+    if d not in SUPPORTED_HEAD_DIMS:
+        raise GluonUnsupported(f"gluon_jfa supports head dims {SUPPORTED_HEAD_DIMS}, got D={d}")
+
+
+@dataclass(frozen=True)
+class _Problem:
+    broadcast: bool
+    q_lengths: tuple
+    k_lengths: tuple
+    q_first: int  # first query/output row of sequence 0 (rows before belong to no sequence)
+    rows: int  # rows of o / columns of lse
+    h_q: int
+    h_kv: int
+    d: int
+    causal: bool
+    bottom_right: bool
+    sm_scale: float
+    dtype: torch.dtype
+
+    @property
+    def batch(self) -> int:
+        return len(self.k_lengths)
+
+
+def _offsets(name: str, off, tokens: int, device) -> list[int]:
+    if not isinstance(off, torch.Tensor) or off.dim() != 1 or off.numel() < 1:
+        raise ValueError(f"{name} must be a 1-D tensor of B + 1 >= 1 offsets")
+    if off.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"{name}.dtype={off.dtype}: offsets must be int32 or int64")
+    if off.device != device:
+        raise ValueError(f"{name} is on {off.device}, q on {device}")
+    vals = off.tolist()
+    if vals[0] < 0 or any(b < a for a, b in zip(vals, vals[1:])) or vals[-1] != tokens:
+        raise ValueError(f"{name} must be non-decreasing from >= 0 and end at the token count {tokens}")
+    return vals
+
+
+def _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale, require_cuda=True) -> _Problem:
+    """Check the contract and ``gluon_jfa``'s limits; ValueError for invalid input, GluonUnsupported else."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 3:
+            raise ValueError(f"{name} must be a 3-D tensor [tokens, heads, dim]")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
+    if k.shape[0] != v.shape[0] or k.shape[1] != v.shape[1]:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must share tokens and heads")
+    if q.shape[2] != k.shape[2]:
+        raise ValueError(f"q head dim {q.shape[2]} != k head dim {k.shape[2]}")
+    h_q, h_kv = q.shape[1], k.shape[1]
+    if h_kv == 0 or h_q % h_kv:
+        raise ValueError(f"H_q={h_q} must be a multiple of H_kv={h_kv}")
+    if causal_alignment not in CAUSAL_ALIGNMENTS:
+        raise ValueError(f"causal_alignment={causal_alignment!r} not in {CAUSAL_ALIGNMENTS}")
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(q.shape[2])
+    sm_scale = float(sm_scale)
+    if not math.isfinite(sm_scale):
+        raise ValueError(f"sm_scale={sm_scale} is not finite")
+    _check_supported(q.shape[2], v.shape[2], q.dtype)
+    if require_cuda and not q.is_cuda:
+        raise GluonUnsupported("gluon_jfa runs on CUDA (Hopper) tensors only")
+    if not (q.device == k.device == v.device):
+        raise ValueError("q, k, v must be on one device")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.is_contiguous():
+            raise GluonUnsupported(f"gluon_jfa needs contiguous inputs (TMA descriptors); {name} is not: "
+                                   f"call {name}.contiguous()")
+        if t.data_ptr() % 16:
+            raise GluonUnsupported(f"gluon_jfa needs 16-byte aligned base addresses (TMA); {name} is not")
+    k_off = _offsets("k_offsets", k_offsets, k.shape[0], k.device)
+    batch = len(k_off) - 1
+    k_lengths = tuple(k_off[b + 1] - k_off[b] for b in range(batch))
+    if q_offsets is None:
+        l_q = q.shape[0]
+        q_lengths, q_first, rows = (l_q,) * batch, 0, batch * l_q
+    else:
+        q_off = _offsets("q_offsets", q_offsets, q.shape[0], q.device)
+        if len(q_off) != len(k_off):
+            raise ValueError(f"q_offsets has {len(q_off)} entries, k_offsets {len(k_off)}")
+        q_lengths = tuple(q_off[b + 1] - q_off[b] for b in range(batch))
+        q_first, rows = q_off[0], q.shape[0]
+    return _Problem(
+        broadcast=q_offsets is None, q_lengths=q_lengths, k_lengths=k_lengths, q_first=q_first, rows=rows,
+        h_q=h_q, h_kv=h_kv, d=q.shape[2], causal=bool(causal),
+        bottom_right=bool(causal) and causal_alignment == "bottom_right", sm_scale=sm_scale, dtype=q.dtype,
+    )
+
+
+def query_tiles(q_lengths: Sequence[int], block_m: int) -> list[tuple[int, int]]:
+    """``[(b, m), ...]`` b-major, one per BLOCK_M query rows; sequences with ``L_q == 0`` give none."""
+    return [(b, m) for b, n in enumerate(q_lengths) for m in range(-(-n // block_m))]
+
+
+def round_robin_programs(num_tiles: int, num_programs: int) -> list[list[int]]:
+    """Tile ``i`` to program ``i % num_programs`` (the default schedule)."""
+    progs: list[list[int]] = [[] for _ in range(max(1, num_programs))]
+    for i in range(num_tiles):
+        progs[i % len(progs)].append(i)
+    return progs
+
+
+def _num_sms(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _schedule(problem: _Problem, tiles, programs, num_sms: int, device, heads: Optional[int] = None) -> Optional[dict]:
+    """CSR arrays of a launch over query tiles (or the given ``tiles``), or None when no program has a tile.
+
+    ``heads``: heads folded into each tile (default ``H_q``; ``H_kv`` for dK/dV).
+    """
+    heads = problem.h_q if heads is None else heads
+    block_m, _ = tile_sizes(problem.d, problem.dtype)
+    if tiles is None:
+        tiles = query_tiles(problem.q_lengths, block_m)
+    tiles = [(int(b), int(m)) for b, m in tiles]
+    for b, m in tiles:
+        if not (0 <= b < problem.batch and m >= 0):
+            raise ValueError(f"tile ({b}, {m}) outside the batch of {problem.batch} sequences")
+    if programs is None:
+        programs = round_robin_programs(len(tiles), num_sms)
+    order, starts = [], [0]
+    for prog in programs:
+        if len(prog) == 0:
+            continue  # an idle program needs no CTA
+        for i in prog:
+            i = int(i)
+            if not 0 <= i < len(tiles):
+                raise ValueError(f"program tile index {i} outside [0, {len(tiles)})")
+            order.append(i)
+        starts.append(len(order))
+    n_prog = len(starts) - 1
+    if n_prog == 0:
+        return None
+    groups = max(g for g in range(1, heads + 1) if heads % g == 0 and (n_prog * g <= num_sms or g == 1))
+    forced = os.environ.get(HEAD_GROUPS_ENV, "")
+    if forced:  # tests: e.g. "1" puts every head of a tile in one CTA (many units per CTA)
+        groups = int(forced) if heads % int(forced) == 0 else 1
+    i32 = lambda xs: torch.tensor(xs, dtype=torch.int32, device=device)  # noqa: E731
+    return dict(tile_seq=i32([tiles[i][0] for i in order]), tile_block=i32([tiles[i][1] for i in order]),
+                prog_start=i32(starts), grid=(n_prog, groups), heads_per_cta=heads // groups)
+
+
+def _gl_dtype(dtype: torch.dtype):
+    from triton.experimental.gluon import language as gl
+
+    return {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}[dtype]
+
+
+def _descriptor(t2d: torch.Tensor, block: list[int]):
+    """Host TMA descriptor of the 2-D view ``t2d [rows, heads * D]`` with box ``block = [rows, D]``."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    layout = gl.NVMMASharedLayout.get_default_for(block, _gl_dtype(t2d.dtype))
+    return TensorDescriptor(t2d, list(t2d.shape), list(t2d.stride()), block, layout)
+
+
+def _alloc_outputs(problem: _Problem, device, poison: bool):
+    fill = float("nan") if poison else 0.0
+    o = torch.full((problem.rows, problem.h_q, problem.d), fill, dtype=problem.dtype, device=device)
+    lse = torch.full((problem.h_q, problem.rows), fill, dtype=torch.float32, device=device)
+    # rows that belong to no sequence (before offsets[0]) are the contract's 0 / -inf
+    o[: problem.q_first].zero_()
+    lse[:, : problem.q_first] = float("-inf")
+    return o, lse
+
+
+def _plan_forward(kmod, problem: _Problem, q, k, v, q_offsets, k_offsets, tiles, programs, num_sms: int,
+                  poison: bool = False):
+    """Allocate ``(o, lse)`` and return ``(o, lse, launch)``; ``launch()`` runs the kernel (None: nothing to run).
+
+    ``launch`` may be called again (benchmarks): it rewrites the same outputs.
+    """
+    device = q.device
+    o, lse = _alloc_outputs(problem, device, poison)
+    if problem.rows == 0 or q.shape[0] == 0:
+        return o, lse, None
+    if k.shape[0] == 0:  # every sequence has no key: a TMA descriptor cannot have an empty dim
+        o.zero_()
+        lse.fill_(float("-inf"))
+        return o, lse, None
+    plan = _schedule(problem, tiles, programs, num_sms, device)
+    if plan is None:
+        return o, lse, None
+    block_m, block_n = tile_sizes(problem.d, problem.dtype)
+    d = problem.d
+    q2 = q.view(q.shape[0], problem.h_q * d)
+    k2 = k.view(k.shape[0], problem.h_kv * d)
+    v2 = v.view(v.shape[0], problem.h_kv * d)
+    q_off = k_offsets if q_offsets is None else q_offsets  # never read under BROADCAST_Q
+    args = (
+        _descriptor(q2, [block_m, d]), _descriptor(k2, [block_n, d]), _descriptor(v2, [block_n, d]),
+        _descriptor(o.view(problem.rows, problem.h_q * d), [block_m, d]), o, lse,
+        q_off, k_offsets, plan["tile_seq"], plan["tile_block"], plan["prog_start"],
+        q.shape[0] if problem.broadcast else 0, problem.h_q // problem.h_kv, plan["heads_per_cta"],
+        problem.h_q * d, lse.stride(0), problem.sm_scale * math.log2(math.e),
+    )
+    flags = dict(STAGES=_stages(d), CAUSAL=problem.causal, BOTTOM_RIGHT=problem.bottom_right,
+                 BROADCAST_Q=problem.broadcast, num_warps=NUM_WARPS)
+
+    def launch():
+        kmod._fwd_kernel[plan["grid"]](*args, **flags)
+
+    return o, lse, launch
+
+
+def _forward(kmod, problem: _Problem, q, k, v, q_offsets, k_offsets, tiles, programs, num_sms: int,
+             poison: bool = False):
+    """Run (or, with a compile-only ``kmod``, compile) the forward; returns ``(o, lse)``."""
+    o, lse, launch = _plan_forward(kmod, problem, q, k, v, q_offsets, k_offsets, tiles, programs, num_sms, poison)
+    if launch is not None:
+        launch()
+    return o, lse
+
+
+def prepare_forward(kmod, q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left",
+                    sm_scale=None, tiles=None, programs=None):
+    """For benchmarks: validate and plan once; returns ``(o, lse, launch)`` where ``launch()`` only
+    launches the kernel (no host checks, no schedule building), rewriting ``o`` and ``lse``."""
+    problem = _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale)
+    o, lse, launch = _plan_forward(kmod, problem, q, k, v, q_offsets, k_offsets, tiles, programs,
+                                   _num_sms(q.device))
+    return o, lse, (launch or (lambda: None))
+
+
+def _backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_offsets, tiles, programs, num_sms: int,
+              poison: bool = False):
+    """dQ, dK, dV of ``sum(o * do)`` (LSE is not differentiated). Deterministic: no atomics.
+
+    ``delta = rowsum(dO * O)`` is computed here in float32; dK/dV run over KV tiles of 128 keys
+    (b-major, round-robin over the SMs, KV heads folded); dQ runs over the forward's query
+    tiles and ``programs``. Broadcast-Q: dQ is a float32 partial per sequence, summed here.
+    """
+    device = q.device
+    d = problem.d
+    fill = float("nan") if poison else 0.0
+    dk = torch.full_like(k, fill)
+    dv = torch.full_like(v, fill)
+    dq_rows = problem.rows if problem.broadcast else q.shape[0]
+    dq_dtype = torch.float32 if problem.broadcast else q.dtype
+    dq_out = torch.full((dq_rows, problem.h_q, d), fill, dtype=dq_dtype, device=device)
+    if not problem.broadcast:
+        dq_out[: problem.q_first].zero_()
+    if k.shape[0] == 0 or problem.rows == 0 or q.shape[0] == 0:
+        dq_out.zero_()
+        dk.zero_()
+        dv.zero_()
+    else:
+        k_off_list = k_offsets.tolist()
+        dk[: k_off_list[0]].zero_()  # rows before offsets[0] belong to no sequence
+        dv[: k_off_list[0]].zero_()
+        do = do.contiguous()
+        delta = (do.float() * o.float()).sum(-1).t().contiguous()  # [H_q, rows]
+        qk_scale = problem.sm_scale * math.log2(math.e)
+        stages = _stages(d)
+        q2 = q.view(q.shape[0], problem.h_q * d)
+        do2 = do.view(problem.rows, problem.h_q * d)
+        k2 = k.view(k.shape[0], problem.h_kv * d)
+        v2 = v.view(v.shape[0], problem.h_kv * d)
+        q_off = k_offsets if q_offsets is None else q_offsets
+        l_q = q.shape[0] if problem.broadcast else 0
+        group = problem.h_q // problem.h_kv
+        flags = dict(STAGES=stages, CAUSAL=problem.causal, BOTTOM_RIGHT=problem.bottom_right,
+                     BROADCAST_Q=problem.broadcast, num_warps=NUM_WARPS)
+        # dK, dV
+        bm, bn = BWD_DKDV_TILES
+        kv_plan = _schedule(problem, key_tiles(problem.k_lengths, bn), None, num_sms, device, heads=problem.h_kv)
+        if kv_plan is not None:
+            kmod._bwd_dkdv_kernel[kv_plan["grid"]](
+                _descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
+                _descriptor(v2, [bn, d]), dk, dv, lse, delta, q_off, k_offsets,
+                kv_plan["tile_seq"], kv_plan["tile_block"], kv_plan["prog_start"],
+                l_q, group, kv_plan["heads_per_cta"], problem.h_kv * d, lse.stride(0),
+                problem.sm_scale, qk_scale, **flags)
+        # dQ
+        bm, bn = BWD_DQ_TILES
+        q_plan = _schedule(problem, tiles, programs, num_sms, device)
+        if q_plan is not None:
+            kmod._bwd_dq_kernel[q_plan["grid"]](
+                _descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
+                _descriptor(v2, [bn, d]), dq_out, lse, delta, q_off, k_offsets,
+                q_plan["tile_seq"], q_plan["tile_block"], q_plan["prog_start"],
+                l_q, group, q_plan["heads_per_cta"], problem.h_q * d, lse.stride(0),
+                problem.sm_scale, qk_scale, **flags)
+    if problem.broadcast:
+        l_q = q.shape[0]
+        dq = dq_out.view(problem.batch, l_q, problem.h_q, d).sum(0).to(q.dtype) if problem.batch else \
+            torch.zeros_like(q)
+    else:
+        dq = dq_out
+    return dq, dk, dv
+
+
+class _GluonJaggedAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, tiles, programs, poison):
+        o, lse = _forward(kmod, problem, q, k, v, q_offsets, k_offsets, tiles, programs, _num_sms(q.device),
+                          poison)
+        ctx.mark_non_differentiable(lse)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.kmod, ctx.problem, ctx.tiles, ctx.programs, ctx.poison = kmod, problem, tiles, programs, poison
+        ctx.q_offsets, ctx.k_offsets = q_offsets, k_offsets
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        if do is None:
+            do = torch.zeros_like(o)
+        dq, dk, dv = _backward(ctx.kmod, ctx.problem, q, k, v, o, lse, do, ctx.q_offsets, ctx.k_offsets,
+                               ctx.tiles, ctx.programs, _num_sms(q.device), ctx.poison)
+        return dq, dk, dv, None, None, None, None, None, None, None
+
+
+def make_gluon_attention(kmod):
+    """The contract callable (see :func:`gluon_jagged_attention`) bound to kernel module ``kmod``."""
+
+    def attention(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None,
+                  tiles=None, programs=None):
+        problem = _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale)
+        poison = os.environ.get(POISON_ENV, "") == "1"
+        return _GluonJaggedAttention.apply(q, k, v, q_offsets, k_offsets, kmod, problem, tiles, programs, poison)
+
+    attention.kernels = kmod
+    return attention
+
+
+def gluon_jagged_attention(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left",
+                           sm_scale=None, tiles=None, programs=None):
+    """Jagged flash attention forward on Hopper (Gluon): ``(o, lse)``.
+
+    Args:
+        q: ``[T_q, H_q, D]`` packed queries, or ``[L_q, H_q, D]`` (broadcast-Q, ``q_offsets=None``).
+        k, v: ``[T_k, H_kv, D]``; query head ``h`` reads KV head ``h // (H_q // H_kv)``.
+        q_offsets, k_offsets: ``[B + 1]`` int32/int64 cumulative lengths.
+        causal, causal_alignment: key ``j`` visible to query ``i`` iff ``j <= i + shift``, shift 0
+            (``"top_left"``) or ``L_k - L_q`` (``"bottom_right"``), per sequence.
+        sm_scale: score scale, default ``1 / sqrt(D)``.
+        tiles: ``[(sequence, query block)]`` work list (default: b-major, BLOCK_M rows per tile).
+        programs: lists of indices into ``tiles``, one list per persistent program (default:
+            round-robin over the SMs).
+
+    Returns:
+        ``o [rows, H_q, D]`` in the input dtype (broadcast-Q: ``rows = B * L_q``) and
+        ``lse [H_q, rows]`` float32, natural log; rows with no visible key: 0 and ``-inf``.
+
+    Differentiable w.r.t. ``q``, ``k``, ``v`` (``lse`` is not): the backward runs the dK/dV and dQ
+    kernels (deterministic, no atomics); dQ uses ``tiles``/``programs``, dK/dV a round-robin
+    schedule of 128-key tiles.
+
+    Raises:
+        ValueError: inputs that break the contract.
+        GluonUnsupported: dtype other than bf16/fp16, head dim not 64/128 or D != D_v,
+            non-contiguous or misaligned tensors, non-CUDA tensors.
+    """
+    from . import _kernels
+
+    return make_gluon_attention(_kernels)(q, k, v, q_offsets, k_offsets, causal=causal,
+                                          causal_alignment=causal_alignment, sm_scale=sm_scale, tiles=tiles,
+                                          programs=programs)

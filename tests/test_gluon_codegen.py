@@ -1,0 +1,132 @@
+"""Code generation of ``gluon_jfa`` for Hopper (sm_90a), checked on a machine without a GPU.
+
+Gluon kernels do not run under ``TRITON_INTERPRET``, and this machine has no GPU: what can be
+checked here is what the compiler emits. ``kernels/gluon_jfa/codegen.py`` compiles the forward
+for sm_90a with a target-only stand-in driver; the PTX must show the Hopper pipeline the kernel
+is written for (TMA bulk tensor copies with mbarrier completion, wgmma, warp specialization with
+register reallocation) and no fallback to synchronous vector loads of the Q/K/V tiles.
+
+The project's pytest plugin may set ``TRITON_INTERPRET=1`` in this process, so each compile runs
+in a subprocess with that variable removed.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_SCRIPT = """
+import json, sys, torch
+sys.path.insert(0, {root!r})
+from kernels.gluon_jfa.codegen import compile_for_sm90
+from kernels.gluon_jfa.mutants import MUTANT_NAMES, load_mutant_module
+out = {{}}
+for d in (64, 128):
+    for causal in (False, True):
+        for kernel, f in compile_for_sm90(d, torch.bfloat16, causal).items():
+            out[f"{{kernel}}-d{{d}}-{{'causal' if causal else 'full'}}"] = f
+if {mutants}:
+    for name in MUTANT_NAMES:
+        out["mutant-" + name] = compile_for_sm90(128, torch.bfloat16, True,
+                                                 kernels_module=load_mutant_module(name))
+print("FACTS" + json.dumps(out))
+"""
+
+
+def _compile(mutants: bool) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", _SCRIPT.format(root=str(ROOT), mutants=mutants)], env=env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    line = next(x for x in run.stdout.splitlines() if x.startswith("FACTS"))
+    return json.loads(line[len("FACTS"):])
+
+
+@pytest.fixture(scope="module")
+def facts():
+    return _compile(mutants=True)
+
+
+VARIANTS = ["d64-full", "d64-causal", "d128-full", "d128-causal"]
+
+
+def _check_pipeline(f):
+    assert f["target"] == "sm_90a"
+    assert f["wgmma"] > 0, f
+    assert f["bulk_tensor_copies"] > 0, f  # TMA loads (and the forward's full-tile TMA store)
+    assert f["mbarrier"] > 0, f
+    assert f["setmaxnreg"] > 0 and "24" in f["setmaxnreg_values"], f  # the load warp gives registers back
+    assert f["num_warps"] == 12, f  # 8 consumer warps + a producer warp group
+    # no synchronous tile loads (16-byte vectors or 16-bit elements), no cp.async fallback
+    assert f["tile_loads"] == 0 and f["cp_async_ca_cg"] == 0, f["global_loads"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_forward_uses_the_hopper_pipeline(facts, variant):
+    f = facts["_fwd_kernel-" + variant]
+    _check_pipeline(f)
+    assert f["fence_proxy_async"] > 0, f  # before the TMA store of O staged in shared memory
+    # only 32-bit scalar loads (offsets, schedule) reach ld.global
+    assert set(f["global_loads"]) <= {".b32", ".b64"}, f["global_loads"]
+    assert sum(f["global_loads"].values()) < 32, f["global_loads"]
+
+
+@pytest.mark.parametrize("kernel", ["_bwd_dkdv_kernel", "_bwd_dq_kernel"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_backward_uses_the_hopper_pipeline(facts, kernel, variant):
+    f = facts[f"{kernel}-{variant}"]
+    _check_pipeline(f)
+    # besides scalars, only float32 LSE/delta rows (.b32 / .v2.b32) are read with ld.global
+    assert set(f["global_loads"]) <= {".b32", ".b64", ".v2.b32"}, f["global_loads"]
+
+
+def test_every_mutant_matches_the_source_and_compiles(facts):
+    from kernels.gluon_jfa.mutants import MUTANT_NAMES, mutant_source
+
+    base = facts["_fwd_kernel-d128-causal"]
+    for name in MUTANT_NAMES:
+        assert mutant_source(name) != (ROOT / "kernels" / "gluon_jfa" / "_kernels.py").read_text()
+        for kernel, f in facts["mutant-" + name].items():
+            assert f["wgmma"] > 0 and f["bulk_tensor_copies"] > 0, (name, kernel, f)
+    fence = facts["mutant-missing_fence_before_tma_store"]["_fwd_kernel"]["fence_proxy_async"]
+    assert fence < base["fence_proxy_async"]
+
+
+def test_host_module_imports_without_gpu_and_reports_tile_sizes():
+    import torch
+
+    from kernels.gluon_jfa import _host
+
+    assert _host.tile_sizes(64, torch.bfloat16) == (128, 128)
+    assert _host.tile_sizes(128, torch.float16) == (128, 128)
+    for bad in ((96, torch.bfloat16), (128, torch.float32)):
+        with pytest.raises(_host.GluonUnsupported):
+            _host.tile_sizes(*bad)
+    assert issubclass(_host.GluonUnsupported, ValueError)
+    assert _host.query_tiles([3, 0, 129], 128) == [(0, 0), (2, 0), (2, 1)]
+    assert _host.round_robin_programs(5, 2) == [[0, 2, 4], [1, 3]]
+
+
+def test_host_refuses_unsupported_inputs_clearly():
+    import torch
+
+    from kernels.gluon_jfa import _host
+
+    off = torch.tensor([0, 5, 9], dtype=torch.int32)
+    q = torch.randn(9, 2, 64, dtype=torch.bfloat16)
+    with pytest.raises(_host.GluonUnsupported, match="CUDA"):
+        _host.gluon_jagged_attention(q, q, q, off, off)
+    wide = torch.randn(9, 2, 128, dtype=torch.bfloat16)[..., :64]
+    with pytest.raises(_host.GluonUnsupported, match="k is not"):
+        _host._validate(q, wide, q, off, off, False, "top_left", None, require_cuda=False)
+    with pytest.raises(_host.GluonUnsupported, match="head dims"):
+        odd = torch.randn(9, 2, 96, dtype=torch.bfloat16)
+        _host._validate(odd, odd, odd, off, off, False, "top_left", None, require_cuda=False)
+    with pytest.raises(ValueError, match="multiple"):
+        _host._validate(torch.randn(9, 3, 64, dtype=torch.bfloat16), q, q, off, off, False, "top_left", None,
+                        require_cuda=False)
