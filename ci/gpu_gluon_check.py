@@ -8,7 +8,7 @@ Usage::
 
     python ci/gpu_gluon_check.py                    # correctness grid + timings; exit 0 iff all pass
     python ci/gpu_gluon_check.py --no-bench         # correctness only
-    python ci/gpu_gluon_check.py --mutant NAME      # the grid against one planted bug (mutants.py)
+    python ci/gpu_gluon_check.py --mutant NAME      # the grid against one planted bug (catalogue gluon_jfa)
     python ci/gpu_gluon_check.py --mutants all      # every mutant in its own worker: kill table
 
 Correctness: every configuration runs in a worker process; the parent restarts a new worker
@@ -46,7 +46,6 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 MOVIELENS = ROOT / "jfa_verify" / "data" / "movielens_small_user_history_lengths.txt"
 
@@ -143,10 +142,8 @@ MUTANT_CONFIGS = ("bf16-d128-self-top_left-mixed-1prog", "bf16-d128-self-none-mi
 
 
 def _host_module():
-    try:
-        from kernels.gluon_jfa import _host
-    except ImportError:
-        from jfa_verify.kernels.gluon_jfa import _host  # the package layout after the refactor
+    from jfa_verify.kernels.gluon_jfa import _host
+
     return _host
 
 
@@ -189,20 +186,16 @@ def _attention(mutant: str | None):
     if fake:
         return _fake_attention(fake)
     if mutant:
-        try:
-            from kernels.gluon_jfa.mutants import make_mutant_attention
-        except ImportError:
-            from jfa_verify.kernels.gluon_jfa.mutants import make_mutant_attention
-        return make_mutant_attention(mutant)
+        from jfa_verify.fuzz.mutation import load_catalogue
+
+        return _host_module().make_gluon_attention(load_catalogue("gluon_jfa").module(mutant))
     return _host_module().gluon_jagged_attention
 
 
 def _mutant_names() -> list[str]:
-    try:
-        from kernels.gluon_jfa.mutants import MUTANT_NAMES
-    except ImportError:
-        from jfa_verify.kernels.gluon_jfa.mutants import MUTANT_NAMES
-    return list(MUTANT_NAMES)
+    from jfa_verify.fuzz.mutation import load_catalogue
+
+    return list(load_catalogue("gluon_jfa").mutants)
 
 
 # ----------------------------------------------------------------------------- cases and reference
@@ -678,10 +671,7 @@ def bench(args) -> list[dict]:
     import triton.testing
 
     host = _host_module()
-    try:
-        from kernels.gluon_jfa import _kernels as kmod
-    except ImportError:
-        from jfa_verify.kernels.gluon_jfa import _kernels as kmod
+    from jfa_verify.kernels.gluon_jfa import _kernels as kmod
     h, d = 8, 128
     dev = torch.device("cuda")
     num_sms = torch.cuda.get_device_properties(dev).multi_processor_count

@@ -152,7 +152,9 @@ class Catalogue:
                                f"of {mutant.old!r} in {origin}, found {found}; update the catalogue to the source")
         return text.replace(mutant.old, mutant.new)
 
-    def _module(self, name: str):
+    def module(self, name: str):
+        """The mutated target module of source mutant ``name``, imported from a private temporary folder
+        (cached per process)."""
         if name not in self._modules:
             if self._tmpdir is None:
                 self._tmpdir = tempfile.TemporaryDirectory(prefix="jfa-mutants-")
@@ -173,7 +175,7 @@ class Catalogue:
         builder = getattr(importlib.import_module(module_name), function)
         if mutant.scheduler:
             return builder(scheduler=corrupted_scheduler(mutant.scheduler))
-        return builder(**{f"{mutant.target}_module": self._module(name)})
+        return builder(**{f"{mutant.target}_module": self.module(name)})
 
     def kernel_of(self, name: str, prefix: str = "mutant-") -> Kernel:
         """A :class:`Kernel` for mutant ``name`` (not registered), with the mutated kernel's capabilities."""

@@ -100,6 +100,7 @@ class JaggedProblem:
     sm_scale: float
     dtype: torch.dtype
     device: torch.device
+    inputs_contiguous: bool = True  # q, k and v are all contiguous (TMA-fed kernels need it)
 
     @classmethod
     def of_shape(cls, head_dim: int, head_dim_v: Optional[int], dtype: Optional[torch.dtype],
@@ -378,6 +379,7 @@ def validate_inputs(
         sm_scale=sm_scale,
         dtype=q.dtype,
         device=q.device,
+        inputs_contiguous=q.is_contiguous() and k.is_contiguous() and v.is_contiguous(),
     )
     _check_hint("max_seqlen_q", max_seqlen_q, problem.max_seqlen_q)
     _check_hint("max_seqlen_k", max_seqlen_k, problem.max_seqlen_k)

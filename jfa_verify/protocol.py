@@ -71,6 +71,8 @@ class Capabilities:
         head_dims: an explicit list of head dims instead of the range (e.g. ``(64, 128)``); None for the range.
         non_power_of_two_head_dims: head dims such as 40 or 33 are handled.
         distinct_value_head_dim: ``D_v != D`` is handled.
+        strided_inputs: non-contiguous q, k, v (any strides) are handled; False: contiguous only
+            (TMA-fed kernels), and strided layouts are reported unsupported.
         modes: ``"self"``, ``"cross"``, ``"broadcast_q"``.
         causal_alignments: causal masks handled (``()``: no causal mode).
         gqa, gqa_backward: ``H_q != H_kv`` in the forward and in the backward.
@@ -92,6 +94,7 @@ class Capabilities:
     head_dims: Optional[tuple[int, ...]] = None
     non_power_of_two_head_dims: bool = True
     distinct_value_head_dim: bool = True
+    strided_inputs: bool = True
     modes: tuple[str, ...] = MODES
     causal_alignments: tuple[str, ...] = CAUSAL_ALIGNMENTS
     gqa: bool = True
@@ -147,6 +150,8 @@ class Capabilities:
             return f"head_dim_v={problem.head_dim_v} differs from head_dim={problem.head_dim}"
         if problem.mode not in self.modes:
             return f"mode={problem.mode!r} not in {self.modes}"
+        if not problem.inputs_contiguous and not self.strided_inputs:
+            return "non-contiguous q/k/v not supported (contiguous inputs only)"
         if problem.causal and problem.causal_alignment not in self.causal_alignments:
             return (f"causal with causal_alignment={problem.causal_alignment!r} not supported "
                     f"(supported: {self.causal_alignments or 'no causal mode'})")

@@ -21,26 +21,25 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 _SCRIPT = """
-import json, sys, torch
-sys.path.insert(0, {root!r})
-from kernels.gluon_jfa.codegen import compile_for_sm90
-from kernels.gluon_jfa.mutants import MUTANT_NAMES, load_mutant_module
+import json, torch
+from jfa_verify.fuzz.mutation import load_catalogue
+from jfa_verify.kernels.gluon_jfa.codegen import compile_for_sm90
+catalogue = load_catalogue("gluon_jfa")
 out = {{}}
 for d in (64, 128):
     for causal in (False, True):
         for kernel, f in compile_for_sm90(d, torch.bfloat16, causal).items():
             out[f"{{kernel}}-d{{d}}-{{'causal' if causal else 'full'}}"] = f
 if {mutants}:
-    for name in MUTANT_NAMES:
-        out["mutant-" + name] = compile_for_sm90(128, torch.bfloat16, True,
-                                                 kernels_module=load_mutant_module(name))
+    for name in catalogue.mutants:
+        out["mutant-" + name] = compile_for_sm90(128, torch.bfloat16, True, kernels_module=catalogue.module(name))
 print("FACTS" + json.dumps(out))
 """
 
 
 def _compile(mutants: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", _SCRIPT.format(root=str(ROOT), mutants=mutants)], env=env,
+    run = subprocess.run([sys.executable, "-c", _SCRIPT.format(mutants=mutants)], env=env,
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-4000:]
     line = next(x for x in run.stdout.splitlines() if x.startswith("FACTS"))
@@ -86,11 +85,13 @@ def test_backward_uses_the_hopper_pipeline(facts, kernel, variant):
 
 
 def test_every_mutant_matches_the_source_and_compiles(facts):
-    from kernels.gluon_jfa.mutants import MUTANT_NAMES, mutant_source
+    from jfa_verify.fuzz.mutation import load_catalogue
 
+    catalogue = load_catalogue("gluon_jfa")
     base = facts["_fwd_kernel-d128-causal"]
-    for name in MUTANT_NAMES:
-        assert mutant_source(name) != (ROOT / "kernels" / "gluon_jfa" / "_kernels.py").read_text()
+    assert len(catalogue.mutants) >= 6
+    for name in catalogue.mutants:
+        assert catalogue.mutated_source(name) != (ROOT / "kernels" / "gluon_jfa" / "_kernels.py").read_text()
         for kernel, f in facts["mutant-" + name].items():
             assert f["wgmma"] > 0 and f["bulk_tensor_copies"] > 0, (name, kernel, f)
     fence = facts["mutant-missing_fence_before_tma_store"]["_fwd_kernel"]["fence_proxy_async"]
@@ -100,7 +101,7 @@ def test_every_mutant_matches_the_source_and_compiles(facts):
 def test_host_module_imports_without_gpu_and_reports_tile_sizes():
     import torch
 
-    from kernels.gluon_jfa import _host
+    from jfa_verify.kernels.gluon_jfa import _host
 
     assert _host.tile_sizes(64, torch.bfloat16) == (128, 128)
     assert _host.tile_sizes(128, torch.float16) == (128, 128)
@@ -115,7 +116,7 @@ def test_host_module_imports_without_gpu_and_reports_tile_sizes():
 def test_host_refuses_unsupported_inputs_clearly():
     import torch
 
-    from kernels.gluon_jfa import _host
+    from jfa_verify.kernels.gluon_jfa import _host
 
     off = torch.tensor([0, 5, 9], dtype=torch.int32)
     q = torch.randn(9, 2, 64, dtype=torch.bfloat16)
@@ -127,6 +128,24 @@ def test_host_refuses_unsupported_inputs_clearly():
     with pytest.raises(_host.GluonUnsupported, match="head dims"):
         odd = torch.randn(9, 2, 96, dtype=torch.bfloat16)
         _host._validate(odd, odd, odd, off, off, False, "top_left", None, require_cuda=False)
-    with pytest.raises(ValueError, match="multiple"):
+    with pytest.raises(ValueError, match="multiple of H_kv"):
         _host._validate(torch.randn(9, 3, 64, dtype=torch.bfloat16), q, q, off, off, False, "top_left", None,
                         require_cuda=False)
+
+
+def test_registered_with_honest_capabilities_and_unsupported_off_hopper():
+    """On this CPU machine every case is unsupported (CUDA sm_90 only), with the reason; never a pass."""
+    import torch
+
+    from jfa_verify import Case, get_kernel, run_case
+
+    kernel = get_kernel("gluon_jfa")
+    caps = kernel.capabilities
+    assert caps.device_types == ("cuda",) and caps.min_compute_capability == caps.max_compute_capability == (9, 0)
+    assert caps.head_dims == (64, 128) and not caps.strided_inputs and set(caps.dtypes) == {torch.bfloat16,
+                                                                                            torch.float16}
+    result = run_case(Case(kv_lengths=(5, 9), head_dim=64), kernel, "cpu")
+    assert result.status == "unsupported" and "device=cpu" in result.message
+    strided = Case(kv_lengths=(5, 9), head_dim=64, layout="strided").materialize("cpu")
+    assert "non-contiguous" in caps.unsupported_reason(Case(kv_lengths=(5, 9), head_dim=64, layout="strided")
+                                                        .problem(strided))

@@ -40,7 +40,6 @@ __all__ = [
 
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
-CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 NUM_WARPS = 8  # consumer partition: two warp groups, 64 query rows each
 POISON_ENV = "JFA_GLUON_POISON"  # "1": outputs start as NaN so that unwritten rows show
 HEAD_GROUPS_ENV = "JFA_GLUON_HEAD_GROUPS"  # tests only: force the number of head groups (grid axis 1)
@@ -106,67 +105,44 @@ class _Problem:
         return len(self.k_lengths)
 
 
-def _offsets(name: str, off, tokens: int, device) -> list[int]:
-    if not isinstance(off, torch.Tensor) or off.dim() != 1 or off.numel() < 1:
-        raise ValueError(f"{name} must be a 1-D tensor of B + 1 >= 1 offsets")
-    if off.dtype not in (torch.int32, torch.int64):
-        raise ValueError(f"{name}.dtype={off.dtype}: offsets must be int32 or int64")
-    if off.device != device:
-        raise ValueError(f"{name} is on {off.device}, q on {device}")
-    vals = off.tolist()
-    if vals[0] < 0 or any(b < a for a, b in zip(vals, vals[1:])) or vals[-1] != tokens:
-        raise ValueError(f"{name} must be non-decreasing from >= 0 and end at the token count {tokens}")
-    return vals
-
-
 def _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale, require_cuda=True) -> _Problem:
-    """Check the contract and ``gluon_jfa``'s limits; ValueError for invalid input, GluonUnsupported else."""
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 3:
-            raise ValueError(f"{name} must be a 3-D tensor [tokens, heads, dim]")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise ValueError(f"q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
-    if k.shape[0] != v.shape[0] or k.shape[1] != v.shape[1]:
-        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must share tokens and heads")
-    if q.shape[2] != k.shape[2]:
-        raise ValueError(f"q head dim {q.shape[2]} != k head dim {k.shape[2]}")
-    h_q, h_kv = q.shape[1], k.shape[1]
-    if h_kv == 0 or h_q % h_kv:
-        raise ValueError(f"H_q={h_q} must be a multiple of H_kv={h_kv}")
-    if causal_alignment not in CAUSAL_ALIGNMENTS:
-        raise ValueError(f"causal_alignment={causal_alignment!r} not in {CAUSAL_ALIGNMENTS}")
-    if sm_scale is None:
-        sm_scale = 1.0 / math.sqrt(q.shape[2])
-    sm_scale = float(sm_scale)
-    if not math.isfinite(sm_scale):
-        raise ValueError(f"sm_scale={sm_scale} is not finite")
-    _check_supported(q.shape[2], v.shape[2], q.dtype)
+    """The framework's contract check (:func:`jfa_verify.contract.validate_inputs`), then ``gluon_jfa``'s limits.
+
+    Raises:
+        InvalidInput (a ValueError): inputs that break the contract.
+        GluonUnsupported: valid inputs outside what this kernel implements.
+    """
+    from jfa_verify.contract import validate_inputs
+
+    problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                              sm_scale=sm_scale)
+    return from_problem(problem, q, k, v, require_cuda=require_cuda)
+
+
+def from_problem(problem, q, k, v, require_cuda: bool = True) -> _Problem:
+    """This kernel's launch description of a validated :class:`jfa_verify.contract.JaggedProblem`.
+
+    Raises:
+        GluonUnsupported: dtype, head dims, device, layout or alignment this kernel does not handle.
+    """
+    _check_supported(problem.head_dim, problem.head_dim_v, problem.dtype)
     if require_cuda and not q.is_cuda:
         raise GluonUnsupported("gluon_jfa runs on CUDA (Hopper) tensors only")
-    if not (q.device == k.device == v.device):
-        raise ValueError("q, k, v must be on one device")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not t.is_contiguous():
             raise GluonUnsupported(f"gluon_jfa needs contiguous inputs (TMA descriptors); {name} is not: "
                                    f"call {name}.contiguous()")
         if t.data_ptr() % 16:
             raise GluonUnsupported(f"gluon_jfa needs 16-byte aligned base addresses (TMA); {name} is not")
-    k_off = _offsets("k_offsets", k_offsets, k.shape[0], k.device)
-    batch = len(k_off) - 1
-    k_lengths = tuple(k_off[b + 1] - k_off[b] for b in range(batch))
-    if q_offsets is None:
-        l_q = q.shape[0]
-        q_lengths, q_first, rows = (l_q,) * batch, 0, batch * l_q
-    else:
-        q_off = _offsets("q_offsets", q_offsets, q.shape[0], q.device)
-        if len(q_off) != len(k_off):
-            raise ValueError(f"q_offsets has {len(q_off)} entries, k_offsets {len(k_off)}")
-        q_lengths = tuple(q_off[b + 1] - q_off[b] for b in range(batch))
-        q_first, rows = q_off[0], q.shape[0]
+    broadcast = problem.mode == "broadcast_q"
     return _Problem(
-        broadcast=q_offsets is None, q_lengths=q_lengths, k_lengths=k_lengths, q_first=q_first, rows=rows,
-        h_q=h_q, h_kv=h_kv, d=q.shape[2], causal=bool(causal),
-        bottom_right=bool(causal) and causal_alignment == "bottom_right", sm_scale=sm_scale, dtype=q.dtype,
+        broadcast=broadcast, q_lengths=problem.q_lengths, k_lengths=problem.k_lengths,
+        # rows before offsets[0] belong to no sequence (all rows of an empty batch)
+        q_first=0 if broadcast else (problem.q_starts[0] if problem.batch else problem.total_q_rows),
+        rows=problem.total_q_rows,
+        h_q=problem.num_heads_q, h_kv=problem.num_heads_kv, d=problem.head_dim, causal=problem.causal,
+        bottom_right=problem.causal and problem.causal_alignment == "bottom_right", sm_scale=problem.sm_scale,
+        dtype=problem.dtype,
     )
 
 

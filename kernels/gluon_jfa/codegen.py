@@ -112,7 +112,7 @@ def compile_for_sm90(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16, c
 
     Inputs: three sequences (300, 64, 17 tokens), H_q = 8, H_kv = 2 (GQA), ``head_dim``,
     ``dtype`` (bfloat16 or float16). ``kernels_module``: a kernel module (default
-    ``_kernels``; a mutant's module from :func:`.mutants.load_mutant_module`). Facts: see
+    ``_kernels``; a mutant's module: ``load_catalogue("gluon_jfa").module(name)``). Facts: see
     :func:`ptx_facts`, plus ``shared_bytes`` and ``num_warps`` (and ``registers``/``spill_bytes``
     with ``ptxas_usage``).
 
@@ -167,15 +167,15 @@ def main(argv=None) -> int:
     parser.add_argument("--no-causal", action="store_true")
     parser.add_argument("--bottom-right", action="store_true")
     parser.add_argument("--broadcast-q", action="store_true")
-    parser.add_argument("--mutant", default=None, help="compile a mutant's kernels (see mutants.py)")
+    parser.add_argument("--mutant", default=None, help="compile a mutant's kernels (catalogue gluon_jfa)")
     parser.add_argument("--ptxas", action="store_true", help="add registers / spills from ptxas -v")
     parser.add_argument("--no-backward", action="store_true")
     args = parser.parse_args(argv)
     kmod = None
     if args.mutant:
-        from .mutants import load_mutant_module
+        from jfa_verify.fuzz.mutation import load_catalogue
 
-        kmod = load_mutant_module(args.mutant)
+        kmod = load_catalogue("gluon_jfa").module(args.mutant)
     facts = compile_for_sm90(args.head_dim, DTYPES[args.dtype], not args.no_causal, kernels_module=kmod,
                              broadcast_q=args.broadcast_q, bottom_right=args.bottom_right, ptxas_usage=args.ptxas,
                              backward=not args.no_backward)
