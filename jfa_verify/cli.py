@@ -403,6 +403,31 @@ def cmd_schedule(args) -> int:
     return EXIT_OK
 
 
+def cmd_gate(args) -> int:
+    """The CI gate: every check on every kernel named; JSON, JUnit and Markdown outputs; exit by the worst finding."""
+    from .device import select_device
+    from .gate import GateOptions, run_gate, write_outputs
+    from .registry import get_kernel, load_plugin
+
+    checks = tuple(dict.fromkeys([c for c in args.checks] + (["sanitizer"] if args.sanitizer else [])
+                                 + (["perf"] if args.perf_baseline or args.perf_record else [])))
+    options = GateOptions(checks=checks, campaign_examples=args.campaign_examples, seed=args.seed, reruns=args.reruns,
+                          small_cases=args.small_cases, sanitizer_tools=tuple(args.sanitizer or ("memcheck",)),
+                          perf_baseline=args.perf_baseline, perf_record=args.perf_record,
+                          perf_threshold=args.perf_threshold, replay_dirs=tuple(args.replay),
+                          reproducers=args.reproducers, timeout_s=args.timeout)
+    device = select_device(args.device)
+    for p in args.plugin:
+        load_plugin(p)
+    kernels = [get_kernel(name) for name in args.kernel or ["triton_jfa"]]
+    report = run_gate(kernels, device, options, plugins=args.plugin)
+    written = write_outputs(report, json_path=args.json, junit_path=args.junit, markdown_path=args.markdown)
+    print(report.to_markdown(), flush=True)
+    if written:
+        print("wrote " + ", ".join(str(p) for p in written))
+    return report.exit_code()
+
+
 def cmd_mutants(args) -> int:
     """Run the CI profile against each planted-bug mutant; exit 1 if any (non-gpu-only) mutant survives."""
     import json
@@ -532,6 +557,35 @@ def build_parser() -> argparse.ArgumentParser:
     sch.add_argument("--seed", type=seed_int, default=0)
     sch.add_argument("--png", type=new_file, help="write a per-SM load plot here")
     sch.set_defaults(func=cmd_schedule)
+
+    gate = sub.add_parser("gate", help="the CI gate: suite, campaign, replays, determinism, canaries, recycled memory "
+                          "(+ sanitizer, perf); JUnit/JSON/Markdown")
+    gate.add_argument("--kernel", action="append", default=[], help="kernel to gate (repeatable; default triton_jfa)")
+    gate.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    gate.add_argument("--plugin", action="append", default=[], metavar="FILE.py", type=existing_file)
+    gate.add_argument("--checks", nargs="+", default=["suite", "campaign", "replay", "determinism", "canaries",
+                                                      "recycled_memory"],
+                      choices=("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory"),
+                      help="checks to run (sanitizer and perf run when their options are given)")
+    gate.add_argument("--campaign-examples", type=positive_int, default=25)
+    gate.add_argument("--seed", type=seed_int, default=0, help="the campaign's seed (printed; same seed, same draws)")
+    gate.add_argument("--reruns", type=_number(int, minimum=2), default=3, help="runs per determinism case (>= 2)")
+    gate.add_argument("--small-cases", type=positive_int, default=4,
+                      help="cases per determinism, canary and recycled-memory check")
+    gate.add_argument("--sanitizer", nargs="*", choices=("memcheck", "racecheck", "initcheck", "synccheck"),
+                      help="run the first suite cases under compute-sanitizer with these tools (CUDA; default memcheck)")
+    gate.add_argument("--perf-baseline", type=existing_file, help="committed timings to compare with (jfa-verify-perf/1)")
+    gate.add_argument("--perf-record", type=new_file, help="write this run's timings as a baseline")
+    gate.add_argument("--perf-threshold", type=positive_float, default=0.05, help="slowdown tolerated beyond noise")
+    gate.add_argument("--replay", action="append", default=[], type=folder,
+                      help="replay the case files in this folder (e.g. a nightly campaign's artifacts)")
+    gate.add_argument("--reproducers", default="jfa-reproducers", type=folder, help="folder for failing-case files")
+    gate.add_argument("--timeout", type=positive_float, default=None, help="seconds per case before it is a hang")
+    gate.add_argument("--json", type=new_file, default="jfa-gate.json", help="the gate report (JSON)")
+    gate.add_argument("--junit", type=new_file, default="jfa-gate.junit.xml", help="JUnit XML")
+    gate.add_argument("--markdown", type=new_file, default="jfa-gate.md",
+                      help="Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)")
+    gate.set_defaults(func=cmd_gate)
 
     mut = sub.add_parser("mutants", help="mutation testing: the CI profile against each planted-bug kernel")
     mut.add_argument("--catalogue", default="triton_jfa", help="packaged catalogue name or a catalogue JSON file")

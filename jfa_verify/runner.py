@@ -25,7 +25,7 @@ from .localize import Location, locate
 from .oracles import padded_sdpa_attention, reference_attention
 from .protocol import PASSES, Kernel, KernelRun
 
-__all__ = ["CaseResult", "run_case", "poisoned_allocations"]
+__all__ = ["CaseResult", "run_case", "run_kernel", "poisoned_allocations"]
 
 
 @contextlib.contextmanager
@@ -44,7 +44,7 @@ def poisoned_allocations():
     torch.use_deterministic_algorithms(True, warn_only=True)
     det.fill_uninitialized_memory = True
     try:
-        yield
+        yield None
     finally:
         det.fill_uninitialized_memory = was_fill
         torch.use_deterministic_algorithms(was_on, warn_only=was_warn)
@@ -74,6 +74,7 @@ class CaseResult:
     schedule_violations: list[str] = field(default_factory=list)
     schedule_stats: dict[str, dict] = field(default_factory=dict)
     contract_violations: list[str] = field(default_factory=list)
+    memory_violations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     plugins: tuple[str, ...] = ()
 
@@ -105,6 +106,9 @@ class CaseResult:
             lines.append(f"  kernel raised: {self.message}")
         if self.contract_violations:
             lines.append("  output contract: " + "; ".join(self.contract_violations))
+        if self.memory_violations:
+            lines.append(f"  memory: {len(self.memory_violations)} guard band(s) written")
+            lines.extend(f"      {v}" for v in self.memory_violations[:10])
         if self.schedule_violations:
             lines.append(f"  scheduler invariants: {len(self.schedule_violations)} violation(s)")
             lines.extend(f"      {v}" for v in self.schedule_violations[:10])
@@ -134,6 +138,7 @@ class CaseResult:
             "schedule_violations": self.schedule_violations,
             "schedule": self.schedule_stats,
             "contract_violations": self.contract_violations,
+            "memory_violations": self.memory_violations,
             "notes": self.notes,
             "outputs": {
                 c.name: {
@@ -159,11 +164,19 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _run_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, backward: bool, instrument: bool
-                ) -> tuple[KernelRun, dict[str, torch.Tensor]]:
-    """The kernel's forward (and backward) on fresh leaf copies of the inputs, outputs poisoned."""
+def run_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, backward: bool, instrument: bool = False,
+               memory: Optional[str] = None) -> tuple[KernelRun, dict[str, torch.Tensor], list[str]]:
+    """The kernel's forward (and backward) on fresh leaf copies of the inputs: ``(run, outputs, memory violations)``.
+
+    ``memory`` None: allocations read NaN (:func:`poisoned_allocations`); ``"nan"`` or ``"large"``:
+    every allocation gets guard bands and that fill (:func:`jfa_verify.memory.tracked_allocations`),
+    and the third element names every guard band the kernel wrote.
+    """
+    from .memory import tracked_allocations
+
     q, k, v = (t.detach().clone().requires_grad_(backward) for t in (tensors.q, tensors.k, tensors.v))
-    with poisoned_allocations():
+    block = poisoned_allocations() if memory is None else tracked_allocations(fill=memory)
+    with block as log:
         run = kernel.run(problem, q, k, v, tensors.q_offsets, tensors.k_offsets, sm_scale=case.sm_scale,
                          instrument=instrument)
         got = {"o": run.o.detach() if isinstance(run.o, torch.Tensor) else run.o}
@@ -172,11 +185,13 @@ def _run_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, bac
         if backward and isinstance(run.o, torch.Tensor) and run.o.requires_grad:
             run.o.backward(tensors.do)
             got.update(dq=q.grad, dk=k.grad, dv=v.grad)
-    return run, got
+    violations = [] if log is None else log.violations(got)
+    return run, got, violations
 
 
 def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *, backward: bool = True,
-             budgets=None, instrument: bool = True, tensors=None, plugins: tuple[str, ...] = ()) -> CaseResult:
+             budgets=None, instrument: bool = True, tensors=None, plugins: tuple[str, ...] = (),
+             memory: Optional[str] = None) -> CaseResult:
     """Run ``case`` through ``kernel`` (a registered :class:`~jfa_verify.protocol.Kernel`) and both oracles.
 
     Args:
@@ -189,6 +204,9 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         tensors: ``case.materialize(device)`` already made (several kernels judged on one huge
             case); None to materialize here.
         plugins: plugin files the kernel came from, named in the replay command.
+        memory: None (allocations read NaN), or ``"nan"``/``"large"``: guard bands around every
+            allocation (a write outside is a failure naming the buffer and offset) and that fill of
+            uninitialized memory (``"large"``: recycled memory holding large finite values).
 
     Returns a :class:`CaseResult`. Kernel exceptions become ``status="error"``
     with the traceback's last lines; they are never raised from here, so one bad
@@ -216,7 +234,8 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     instrument = instrument and kernel.capabilities.instrumented
     t0 = time.perf_counter()
     try:
-        run, got = _run_kernel(kernel, problem, tensors, case, backward, instrument)
+        run, got, result.memory_violations = run_kernel(kernel, problem, tensors, case, backward=backward,
+                                                        instrument=instrument, memory=memory)
         _sync(device)
     except Exception as e:  # the kernel under test may fail in any way
         result.seconds["kernel"] = time.perf_counter() - t0
@@ -254,7 +273,7 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
             result.locations[out_name] = locate(problem, out_name, cmp.worst_index, tiles)
     if run.plan is not None and run.visits is not None:
         _check_schedules(result, run, backward)
-    if result.failing or result.schedule_violations:
+    if result.failing or result.schedule_violations or result.memory_violations:
         result.status = "fail"
     return result
 

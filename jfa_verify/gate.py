@@ -1,0 +1,471 @@
+"""``jfa-verify gate``: the one command a CI job runs for a kernel change.
+
+For every kernel named, on the device of the job, it runs these checks and says what it
+skipped and why (a kernel the device cannot run, a check the device or the kernel rules out):
+
+* ``suite``: the default suite (the main job);
+* ``campaign``: a fixed-seed Hypothesis campaign of a given size;
+* ``replay``: the case files of earlier campaigns (for example a nightly's artifacts) replayed;
+* ``determinism``: the same case several times, outputs compared bit for bit
+  (:mod:`jfa_verify.determinism`; a kernel that declares itself non-deterministic is held to its
+  budget on every rerun instead);
+* ``canaries``: guard bands around every buffer the kernel allocates, outputs and gradients
+  included: a write outside is a failure naming the buffer and offset (:mod:`jfa_verify.memory`);
+* ``recycled_memory``: uninitialized allocations filled with large finite values instead of
+  NaN, as recycled memory holds (the NaN fill is part of every run);
+* ``sanitizer`` (CUDA only, on request): the suite's first cases under NVIDIA compute-sanitizer
+  (``memcheck``: out-of-bounds and misaligned accesses; ``racecheck``: shared-memory races);
+* ``perf`` (on request): timings against a committed baseline, noise-aware (:mod:`jfa_verify.perf`).
+
+Outputs: a JSON report, JUnit XML (one test suite per kernel and check), and a Markdown summary
+for ``$GITHUB_STEP_SUMMARY`` (verdict table, findings with replay commands, skipped checks, the
+seed and Hypothesis settings). Exit codes (:class:`jfa_verify.exits.ExitCode`): 4 if a kernel
+crashed its process, else 3 if one hung, else 1 for any other finding, 0 when everything checked
+passed, 2 when nothing could be checked or the configuration is wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import torch
+
+from .case import Case
+from .contract import JaggedProblem
+from .corpus import Corpus, environment, read_case_file
+from .errors import InvalidInput
+from .exits import ExitCode
+from .protocol import Kernel
+
+__all__ = ["CHECKS", "CheckResult", "Finding", "GateOptions", "GateReport", "run_gate"]
+
+CHECKS = ("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory", "sanitizer", "perf")
+SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+_WORST = {"crash": 4, "hang": 3, "fail": 2, "error": 2, "pass": 0, "skip": 0}
+
+
+@dataclass
+class Finding:
+    """One failing case (or sanitizer report) of a check, with what replays it."""
+
+    check: str
+    case: str
+    status: str
+    summary: str
+    explanation: str = ""
+    replay: str = ""
+    reproducer: Optional[str] = None
+
+
+@dataclass
+class CheckResult:
+    """The verdict of one check on one kernel: ``status`` is pass, fail, error, hang, crash or skip."""
+
+    kernel: str
+    check: str
+    status: str
+    seconds: float = 0.0
+    cases: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    reason: str = ""  # why it was skipped, or what errored
+    details: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GateOptions:
+    """What the gate runs. ``checks``: the subset of :data:`CHECKS` (default: all but sanitizer and perf,
+    which run when asked for). ``small_cases``: cases per determinism/canary/recycled-memory check."""
+
+    checks: tuple[str, ...] = ("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory")
+    campaign_examples: int = 25
+    seed: int = 0
+    reruns: int = 3
+    small_cases: int = 4
+    sanitizer_tools: tuple[str, ...] = ("memcheck", "racecheck")
+    sanitizer_cases: int = 2
+    perf_baseline: Optional[str] = None
+    perf_record: Optional[str] = None
+    perf_threshold: float = 0.05
+    replay_dirs: tuple[str, ...] = ()
+    reproducers: str = "jfa-reproducers"
+    timeout_s: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.checks) - set(CHECKS))
+        if unknown:
+            raise InvalidInput(f"checks={unknown} unknown; choose from {CHECKS}")
+        bad_tools = sorted(set(self.sanitizer_tools) - set(SANITIZER_TOOLS))
+        if bad_tools:
+            raise InvalidInput(f"sanitizer tools {bad_tools} unknown; choose from {SANITIZER_TOOLS}")
+        for name in ("campaign_examples", "small_cases", "sanitizer_cases"):
+            if getattr(self, name) < 1:
+                raise InvalidInput(f"{name}={getattr(self, name)} must be >= 1")
+        if self.reruns < 2:
+            raise InvalidInput(f"reruns={self.reruns} must be >= 2")
+        if not 0 < self.perf_threshold < 10:
+            raise InvalidInput(f"perf_threshold={self.perf_threshold} must be a fraction such as 0.05")
+
+
+@dataclass
+class GateReport:
+    device: str
+    options: GateOptions
+    results: list[CheckResult] = field(default_factory=list)
+    environment: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def exit_code(self) -> int:
+        checked = [r for r in self.results if r.status != "skip"]
+        if not checked:
+            return int(ExitCode.USAGE)
+        worst = max((_WORST[r.status] for r in checked), default=0)
+        return {4: int(ExitCode.CRASH), 3: int(ExitCode.HANG), 2: int(ExitCode.FINDING)}.get(worst, int(ExitCode.OK))
+
+    @property
+    def verdict(self) -> str:
+        code = self.exit_code()
+        return {0: "PASS", 1: "FAIL", 2: "NOTHING CHECKED", 3: "HANG", 4: "CRASH"}[code]
+
+    def to_dict(self) -> dict:
+        o = self.options
+        return {
+            "verdict": self.verdict, "exit_code": self.exit_code(), "device": self.device, "seconds": self.seconds,
+            "environment": self.environment,
+            "settings": {"seed": o.seed, "campaign_examples": o.campaign_examples, "reruns": o.reruns,
+                         "checks": list(o.checks), "hypothesis": "derandomized by --seed; database: the reproducers folder"},
+            "results": [{**{k: v for k, v in r.__dict__.items() if k != "findings"},
+                         "findings": [f.__dict__ for f in r.findings]} for r in self.results],
+        }
+
+    def to_junit(self) -> str:
+        """JUnit XML: one ``testsuite`` per kernel and check, one ``testcase`` per case or finding."""
+        root = ET.Element("testsuites", name="jfa-verify gate", time=f"{self.seconds:.1f}")
+        for r in self.results:
+            failures = len(r.findings) if r.status in ("fail", "hang", "crash") else 0
+            suite = ET.SubElement(root, "testsuite", name=f"{r.kernel}.{r.check}", time=f"{r.seconds:.1f}",
+                                  tests=str(max(1, r.cases)), failures=str(failures),
+                                  errors=str(1 if r.status == "error" else 0),
+                                  skipped=str(1 if r.status == "skip" else 0))
+            if r.status == "skip":
+                case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=r.check)
+                ET.SubElement(case, "skipped", message=r.reason)
+                continue
+            if r.status == "error":
+                case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=r.check)
+                ET.SubElement(case, "error", message=r.reason[:500]).text = r.reason
+            for f in r.findings:
+                case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f.case)
+                node = ET.SubElement(case, "failure", message=f"[{f.status}] {f.summary}"[:500], type=f.status)
+                node.text = f"{f.explanation}\nreplay: {f.replay}" if f.replay else f.explanation
+            for i in range(max(0, r.cases - len(r.findings)) if r.status != "error" else 0):
+                ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"passed-{i}")
+        ET.indent(root)
+        return ET.tostring(root, encoding="unicode")
+
+    def to_markdown(self) -> str:
+        """A summary for ``$GITHUB_STEP_SUMMARY``: verdict table, findings, skipped checks, settings."""
+        o = self.options
+        lines = [f"## jfa-verify gate: {self.verdict}", "",
+                 f"Device: {self.device}; torch {self.environment.get('torch')}, Triton "
+                 f"{self.environment.get('triton')}; seed {o.seed}, campaign {o.campaign_examples} examples, "
+                 f"{o.reruns} reruns; {self.seconds:.0f} s.", "",
+                 "| kernel | check | verdict | cases | findings | seconds |", "|---|---|---|---|---|---|"]
+        for r in self.results:
+            lines.append(f"| {r.kernel} | {r.check} | {r.status} | {r.cases} | {len(r.findings)} | {r.seconds:.1f} |")
+        found = [(r, f) for r in self.results for f in r.findings]
+        if found:
+            lines += ["", "### Findings", ""]
+            for r, f in found:
+                lines.append(f"- **{r.kernel} / {r.check}** `{f.case}` [{f.status}]: {f.summary}")
+                if f.replay:
+                    lines.append(f"  - replay: `{f.replay}`")
+        skipped = [r for r in self.results if r.status == "skip"]
+        if skipped:
+            lines += ["", "### Skipped", ""]
+            lines += [f"- {r.kernel} / {r.check}: {r.reason}" for r in skipped]
+        errors = [r for r in self.results if r.status == "error"]
+        if errors:
+            lines += ["", "### Errors", ""]
+            lines += [f"- {r.kernel} / {r.check}: {r.reason.splitlines()[0] if r.reason else ''}" for r in errors]
+        return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _finding(check: str, result) -> Finding:
+    text = result.explain()
+    summary = (result.memory_violations or result.contract_violations
+               or [next((line.strip() for line in text.splitlines()[1:] if line.strip()), result.status)])[0]
+    return Finding(check, result.case.name or result.case.case_id(), result.status, summary, text,
+                   result.replay_command(), result.reproducer)
+
+
+def _status_of(results) -> str:
+    statuses = {r.status for r in results}
+    for s in ("crash", "hang", "timeout"):
+        if s in statuses:
+            return "hang" if s == "timeout" else s
+    if statuses & {"fail", "error"}:
+        return "fail"
+    return "pass"
+
+
+def device_reason(kernel: Kernel, device: torch.device) -> Optional[str]:
+    """Why ``kernel`` cannot run on ``device`` at all (device type, compute capability), or None."""
+    caps = kernel.capabilities
+    if device.type not in caps.device_types:
+        return f"the kernel runs on {'/'.join(caps.device_types)} only; this job's device is {device}"
+    if device.type == "cuda" and (caps.min_compute_capability or caps.max_compute_capability):
+        cc = torch.cuda.get_device_capability(device)
+        if caps.min_compute_capability and cc < tuple(caps.min_compute_capability):
+            return f"needs compute capability >= {caps.min_compute_capability}, the GPU has {cc}"
+        if caps.max_compute_capability and cc > tuple(caps.max_compute_capability):
+            return f"needs compute capability <= {caps.max_compute_capability}, the GPU has {cc}"
+    missing = kernel.missing_requirements()
+    if missing:
+        return f"needs {', '.join(missing)} (not installed)"
+    return None
+
+
+def small_cases(kernel: Kernel, device: torch.device, n: int, seed: int = 0) -> list[Case]:
+    """Up to ``n`` cases of the default suite the kernel supports, one per (mode, causal) first."""
+    from .suites import get_suite
+
+    def runs(case: Case) -> bool:  # from the case's shape alone: no tensors made
+        shape = JaggedProblem.of_shape(case.head_dim, case.dv, case.torch_dtype, device, mode=case.mode,
+                                       num_heads_q=case.num_heads_q, num_heads_kv=case.num_heads_kv,
+                                       causal=case.causal, causal_alignment=case.causal_alignment)
+        return kernel.unsupported_reason(dataclasses.replace(shape, inputs_contiguous=case.layout == "contiguous")) is None
+
+    supported = [c for c in get_suite("default", device.type, seed, kernel=kernel).cases if runs(c)]
+    picked, seen = [], set()
+    for case in supported:
+        key = (case.mode, case.causal)
+        if key not in seen:
+            seen.add(key)
+            picked.append(case)
+    picked += [c for c in supported if c not in picked]
+    return picked[:n]
+
+
+def _check_suite(kernel, device, options, plugins) -> CheckResult:
+    from .loop import Verifier
+    from .suites import get_suite
+
+    cases = get_suite("default", device.type, options.seed, kernel=kernel).cases
+    results = Verifier(kernel, device, options.reproducers, timeout_s=options.timeout_s, plugins=plugins).verify_all(cases)
+    checked = [r for r in results if r.status != "unsupported"]
+    out = CheckResult(kernel.name, "suite", _status_of(results), cases=len(checked),
+                      findings=[_finding("suite", r) for r in results if r.failed])
+    if not checked:
+        out.status, out.reason = "skip", f"no suite case is inside the kernel's capabilities ({results[0].message})"
+    return out
+
+
+def _check_campaign(kernel, device, options, plugins) -> CheckResult:
+    from .fuzz import run_campaign
+
+    summary = run_campaign(kernel, max_examples=options.campaign_examples, corpus_dir=options.reproducers,
+                           device=device, seed=options.seed, timeout_s=options.timeout_s, plugins=plugins)
+    findings = [Finding("campaign", f.case.name or f.case.case_id(), f.status,
+                        next((x.strip() for x in f.explanation.splitlines()[1:] if x.strip()), f.status),
+                        f.explanation, f"jfa-verify replay {f.path} --kernel {kernel.name}"
+                        + "".join(f" --plugin {p}" for p in plugins) if f.path else "", str(f.path) if f.path else None)
+                for f in summary.failures]
+    status = "pass" if not findings else ("hang" if any(f.status in ("timeout", "hang") for f in findings)
+                                          else "crash" if any(f.status == "crash" for f in findings) else "fail")
+    return CheckResult(kernel.name, "campaign", status, cases=summary.cases_run, findings=findings,
+                       details=[f"seed {options.seed}, {options.campaign_examples} examples, statuses "
+                                f"{dict(summary.statuses)}"])
+
+
+def _check_replay(kernel, device, options, plugins) -> CheckResult:
+    from .runner import run_case
+
+    files = [p for d in options.replay_dirs for p in Corpus(d).files()]
+    if not options.replay_dirs:
+        return CheckResult(kernel.name, "replay", "skip", reason="no --replay folder given")
+    results = []
+    for path in files:
+        try:
+            case, payload = read_case_file(path)
+        except InvalidInput:
+            continue
+        if payload.get("kernel") not in (None, kernel.name):
+            continue
+        result = run_case(case, kernel, device, plugins=plugins)
+        result.reproducer = str(path)
+        results.append(result)
+    if not results:
+        return CheckResult(kernel.name, "replay", "skip", reason=f"no case file for {kernel.name} in "
+                                                                 f"{', '.join(options.replay_dirs)}")
+    return CheckResult(kernel.name, "replay", _status_of(results), cases=len(results),
+                       findings=[_finding("replay", r) for r in results if r.failed])
+
+
+def _check_determinism(kernel, device, options, plugins) -> CheckResult:
+    from .determinism import check_reruns
+
+    verdicts = [check_reruns(c, kernel, device, reruns=options.reruns)
+                for c in small_cases(kernel, device, options.small_cases, options.seed)]
+    checked = [v for v in verdicts if v.status != "unsupported"]
+    out = CheckResult(kernel.name, "determinism", "pass", cases=len(checked))
+    for v in checked:
+        if v.status != "pass":
+            out.findings.append(Finding("determinism", v.case.name, v.status,
+                                        (v.differences or [v.message])[0][:300], "\n".join(v.differences) or v.message,
+                                        f"jfa-verify replay --case '{v.case.to_json()}' --kernel {kernel.name}"
+                                        + "".join(f" --plugin {p}" for p in plugins)))
+    out.status = "fail" if out.findings else ("skip" if not checked else "pass")
+    if not checked:
+        out.reason = "no supported case"
+    if not kernel.capabilities.deterministic:
+        out.details.append("the kernel declares itself non-deterministic: each rerun held to its budget")
+    return out
+
+
+def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> CheckResult:
+    from .runner import run_case
+
+    results = [run_case(c, kernel, device, memory=fill, plugins=plugins)
+               for c in small_cases(kernel, device, options.small_cases, options.seed)]
+    checked = [r for r in results if r.status != "unsupported"]
+    out = CheckResult(kernel.name, check, _status_of(checked), cases=len(checked),
+                      findings=[_finding(check, r) for r in checked if r.failed])
+    if not checked:
+        out.status, out.reason = "skip", "no supported case"
+    return out
+
+
+def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
+    if device.type != "cuda":
+        return CheckResult(kernel.name, "sanitizer", "skip", reason="compute-sanitizer needs a CUDA device")
+    tool_path = shutil.which("compute-sanitizer")
+    if tool_path is None:
+        return CheckResult(kernel.name, "sanitizer", "skip", reason="compute-sanitizer is not on PATH")
+    out = CheckResult(kernel.name, "sanitizer", "pass", cases=options.sanitizer_cases)
+    for tool in options.sanitizer_tools:
+        with tempfile.TemporaryDirectory(prefix="jfa-sanitizer-") as tmp:
+            cmd = [tool_path, "--tool", tool, "--error-exitcode", "99", "--print-limit", "20",
+                   sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cuda", "--kernel", kernel.name,
+                   "--max-cases", str(options.sanitizer_cases), "--no-progress", "--report", f"{tmp}/r.json",
+                   "--reproducers", f"{tmp}/repro"] + [x for p in plugins for x in ("--plugin", p)]
+            t0 = time.perf_counter()
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=options.timeout_s or 600)
+            except subprocess.TimeoutExpired:
+                out.status = "hang"
+                out.findings.append(Finding("sanitizer", tool, "hang", f"{tool}: no result within the timeout"))
+                continue
+            errors = re.findall(r"ERROR SUMMARY: (\d+) error", proc.stdout + proc.stderr)
+            n = int(errors[-1]) if errors else None
+            out.details.append(f"{tool}: {n if n is not None else 'no'} error summary, exit {proc.returncode}, "
+                               f"{time.perf_counter() - t0:.0f} s")
+            if n:
+                out.status = "fail"
+                report = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines() if "=========" in line)
+                out.findings.append(Finding("sanitizer", tool, "fail", f"{tool}: {n} error(s)", report[-4000:]))
+            elif n is None and out.status == "pass":
+                out.status = "error"
+                out.reason = f"{tool}: no ERROR SUMMARY (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-800:]}"
+    return out
+
+
+def _check_perf(kernel, device, options, plugins) -> CheckResult:
+    from . import perf
+
+    if not options.perf_baseline and not options.perf_record:
+        return CheckResult(kernel.name, "perf", "skip", reason="no --perf-baseline given")
+    times = perf.measure(kernel, device)
+    out = CheckResult(kernel.name, "perf", "pass", cases=len(times))
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
+    if options.perf_record:
+        perf.write_baseline(options.perf_record, kernel.name, name, times)
+        out.details.append(f"baseline recorded in {options.perf_record}")
+    if options.perf_baseline:
+        base = perf.read_baseline(options.perf_baseline)
+        if base.get("device") != name:
+            out.details.append(f"warning: baseline measured on {base.get('device')}, this device is {name}")
+        for v in perf.compare(times, base["times_ms"], options.perf_threshold):
+            out.details.append(v.describe())
+            if v.regressed:
+                out.status = "fail"
+                out.findings.append(Finding("perf", v.workload, "fail", v.describe()))
+    return out
+
+
+_RUNNERS = {"suite": _check_suite, "campaign": _check_campaign, "replay": _check_replay,
+            "determinism": _check_determinism,
+            "canaries": lambda k, d, o, p: _check_memory(k, d, o, p, "nan", "canaries"),
+            "recycled_memory": lambda k, d, o, p: _check_memory(k, d, o, p, "large", "recycled_memory"),
+            "sanitizer": _check_sanitizer, "perf": _check_perf}
+
+
+def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins: Sequence[str] = (),
+             log: Callable[[str], None] = print) -> GateReport:
+    """Run ``options.checks`` on every kernel; returns the :class:`GateReport` (never raises for findings).
+
+    A check that raises is recorded as ``error`` with the exception; the other checks still run.
+    """
+    device = torch.device(device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
+    report = GateReport(name, options, environment=environment())
+    t_start = time.perf_counter()
+    log(f"jfa-verify gate on {name}: kernels {', '.join(k.name for k in kernels)}; checks {', '.join(options.checks)}; "
+        f"seed {options.seed}, campaign {options.campaign_examples} examples (Hypothesis, derandomized by the "
+        f"seed), {options.reruns} reruns")
+    for kernel in kernels:
+        why = device_reason(kernel, device)
+        for check in options.checks:
+            if why is not None:
+                report.results.append(CheckResult(kernel.name, check, "skip", reason=why))
+                continue
+            t0 = time.perf_counter()
+            try:
+                result = _RUNNERS[check](kernel, device, options, tuple(plugins))
+            except KeyboardInterrupt:
+                raise
+            except Exception as e:
+                result = CheckResult(kernel.name, check, "error", reason=f"{type(e).__name__}: {e}")
+            result.seconds = time.perf_counter() - t0
+            report.results.append(result)
+            note = f" ({result.reason})" if result.reason else ""
+            log(f"  {kernel.name} / {check}: {result.status}, {result.cases} case(s), {len(result.findings)} "
+                f"finding(s), {result.seconds:.1f} s{note}")
+            for line in result.details:
+                log(f"      {line}")
+    report.seconds = time.perf_counter() - t_start
+    return report
+
+
+def write_outputs(report: GateReport, *, json_path=None, junit_path=None, markdown_path=None) -> list[Path]:
+    """Write the report's JSON, JUnit XML and Markdown (and append the Markdown to ``$GITHUB_STEP_SUMMARY``)."""
+    from .report import write_json
+
+    written = []
+    if json_path:
+        written.append(write_json(json_path, report.to_dict()))
+    if junit_path:
+        Path(junit_path).write_text(report.to_junit())
+        written.append(Path(junit_path))
+    markdown = report.to_markdown()
+    if markdown_path:
+        Path(markdown_path).write_text(markdown)
+        written.append(Path(markdown_path))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a") as fh:
+            fh.write(markdown)
+    return written

@@ -1,0 +1,119 @@
+"""``jfa-verify gate``: planted bugs caught by its extra checks, its outputs, and every exit code."""
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from jfa_verify.cli import main
+
+PLUGIN = str(Path(__file__).parent / "quality" / "memory_plugin.py")
+CHEAP = ["--checks", "determinism", "canaries", "recycled_memory", "--small-cases", "2"]
+
+
+def _gate(tmp_path, *args):
+    out = [f"--json={tmp_path / 'g.json'}", f"--junit={tmp_path / 'g.xml'}", f"--markdown={tmp_path / 'g.md'}",
+           f"--reproducers={tmp_path / 'repro'}"]
+    return main(["gate", "--device", "cpu", "--plugin", PLUGIN, *out, *args])
+
+
+def _results(tmp_path) -> dict:
+    return {(r["kernel"], r["check"]): r for r in json.loads((tmp_path / "g.json").read_text())["results"]}
+
+
+@pytest.mark.parametrize("kernel, caught_by, message", [
+    ("writes-past-the-end", "canaries", "output o [{rows}, 4, 32] bfloat16 allocated at"),
+    ("nondeterministic", "determinism", "differs bit-wise from run 0"),
+    ("reads-uninitialized", "recycled_memory", "lse: max abs error"),
+])
+def test_planted_bug_is_caught_by_its_check(tmp_path, capsys, kernel, caught_by, message):
+    rc = _gate(tmp_path, "--kernel", kernel, *CHEAP)
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    results = _results(tmp_path)
+    finding = results[(kernel, caught_by)]["findings"][0]
+    text = finding["summary"] + finding["explanation"]
+    assert message.split("{")[0] in text, text
+    if caught_by == "canaries":
+        assert "1 element(s) past its end" in text
+    if kernel != "writes-past-the-end":  # the others make only the one mistake their check exists for
+        others = {c for (k, c), r in results.items() if k == kernel and r["status"] == "fail"}
+        assert others == {caught_by}, others
+    assert "replay:" in (tmp_path / "g.md").read_text() or caught_by == "canaries"
+
+
+def test_correct_kernel_passes_and_the_outputs_agree(tmp_path, capsys, monkeypatch):
+    summary = tmp_path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    rc = _gate(tmp_path, "--kernel", "exact-ref", *CHEAP, "--seed", "7")
+    assert rc == 0, capsys.readouterr().out
+    report = json.loads((tmp_path / "g.json").read_text())
+    assert report["verdict"] == "PASS" and report["settings"]["seed"] == 7
+    suites = ET.parse(tmp_path / "g.xml").getroot().findall("testsuite")
+    assert {s.get("name") for s in suites} == {"exact-ref.determinism", "exact-ref.canaries",
+                                               "exact-ref.recycled_memory"}
+    assert all(s.get("failures") == "0" for s in suites)
+    md = (tmp_path / "g.md").read_text()
+    assert "## jfa-verify gate: PASS" in md and "seed 7" in md and summary.read_text() == md
+
+
+def test_junit_counts_failures_and_names_the_case(tmp_path):
+    assert _gate(tmp_path, "--kernel", "writes-past-the-end", "--checks", "canaries", "--small-cases", "1") == 1
+    (suite,) = ET.parse(tmp_path / "g.xml").getroot().findall("testsuite")
+    assert suite.get("name") == "writes-past-the-end.canaries" and suite.get("failures") == "1"
+    failure = suite.find("testcase/failure")
+    assert "past its end" in failure.get("message")
+
+
+def test_kernel_the_device_cannot_run_is_skipped_with_the_reason_and_nothing_checked_exits_2(tmp_path, capsys):
+    rc = main(["gate", "--device", "cpu", "--kernel", "gluon_jfa", "--checks", "suite",
+               f"--json={tmp_path / 'g.json'}", f"--junit={tmp_path / 'g.xml'}", f"--markdown={tmp_path / 'g.md'}"])
+    assert rc == 2
+    (result,) = json.loads((tmp_path / "g.json").read_text())["results"]
+    assert result["status"] == "skip" and "cuda only" in result["reason"]
+    assert "### Skipped" in (tmp_path / "g.md").read_text()
+
+
+def test_sanitizer_and_perf_say_why_they_are_skipped_or_run_on_cpu(tmp_path):
+    baseline = tmp_path / "base.json"
+    assert _gate(tmp_path, "--kernel", "exact-ref", "--checks", "canaries", "--small-cases", "1", "--sanitizer",
+                 "memcheck", "--perf-record", str(baseline)) == 0
+    results = _results(tmp_path)
+    assert results[("exact-ref", "sanitizer")]["status"] == "skip"
+    assert "CUDA" in results[("exact-ref", "sanitizer")]["reason"]
+    assert results[("exact-ref", "perf")]["status"] == "pass" and baseline.is_file()
+    # the same kernel against its own fresh baseline: no regression beyond noise
+    assert _gate(tmp_path, "--kernel", "exact-ref", "--checks", "canaries", "--small-cases", "1",
+                 "--perf-baseline", str(baseline), "--perf-threshold", "3") == 0
+
+
+def test_perf_comparison_is_noise_aware():
+    from jfa_verify.perf import compare
+
+    base = {"w": [10.0, 10.2, 9.8, 10.1, 9.9]}
+    assert not compare({"w": [10.3, 10.4, 10.2, 10.5, 10.3]}, base, 0.05)[0].regressed  # 3 % slower: within
+    assert compare({"w": [13.0, 13.1, 12.9, 13.2, 13.0]}, base, 0.05)[0].regressed  # 30 % slower
+    noisy = {"w": [7.0, 13.0, 10.0, 16.0, 4.0]}  # a spread that explains a 20 % slowdown
+    assert not compare({"w": [12.0, 12.1, 11.9, 12.2, 12.0]}, noisy, 0.05)[0].regressed
+
+
+def test_bad_gate_arguments_exit_2_with_one_line(tmp_path, capsys):
+    for args, name in ((["--reruns", "1"], "--reruns"), (["--checks", "nope"], "--checks"),
+                       (["--campaign-examples", "0"], "--campaign-examples"), (["--kernel", "nope"], "nope")):
+        assert main(["gate", "--device", "cpu", *args]) == 2, args
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and name in err[0], err
+
+
+def test_a_hang_exits_3_and_keeps_the_case(tmp_path, sleepy_plugin):
+    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "gate", "--device", "cpu", "--plugin",
+                           str(sleepy_plugin), "--kernel", "sleepy", "--checks", "suite", "--timeout", "1",
+                           "--reproducers", str(tmp_path / "repro"), f"--json={tmp_path / 'g.json'}",
+                           f"--junit={tmp_path / 'g.xml'}", f"--markdown={tmp_path / 'g.md'}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (path,) = (tmp_path / "repro").glob("*.json")
+    assert json.loads(path.read_text())["status"] in ("timeout", "hang")

