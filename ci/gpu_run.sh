@@ -1,28 +1,39 @@
 #!/usr/bin/env bash
 # The GPU gate, for a CUDA machine (the lent H200 here; B200 runners in production).
-# Installs the package without dependencies (the machine has torch and triton), then runs
-# the main job, a planted-bug run that must fail, the kernel, property, scheduler and
-# mutation tests on CUDA, the 2^31-element case, and the ALIGNED hints' bit-identity.
-# Logs and JSON reports go under ${OUT:-gpu-out}.
+# Installs the package without dependencies (the machine has torch and Triton), then runs
+# `jfa-verify gate` on triton_jfa and gluon_jfa (suite, campaign, determinism, canaries, recycled
+# memory, compute-sanitizer memcheck + racecheck), a planted-bug run that must fail, the GPU tests
+# (pytest-xdist workers for the ordinary ones, the ones needing most of the card alone), the
+# 2^31-element case, and the ALIGNED hints' bit-identity. Logs and reports go under ${OUT:-gpu-out}.
+# GATE_EXAMPLES (default 200) sizes the gate's campaign; WORKERS (default 8) the pytest workers.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/install.log" 2>&1 || {
   echo "install failed"; tail -20 "$out/install.log"; exit 2; }
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
 
-jfa-verify run --device cuda --report "$out/report.json" --reproducers "$out/repro" --no-progress 2>&1 | tee "$out/run.log"
-rc_run=${PIPESTATUS[0]}
+jfa-verify gate --device cuda --kernel triton_jfa --kernel gluon_jfa --seed 0 \
+  --campaign-examples "${GATE_EXAMPLES:-200}" --sanitizer memcheck racecheck --timeout 300 \
+  --reproducers "$out/repro" --json "$out/gate.json" --junit "$out/gate.junit.xml" --markdown "$out/gate.md" \
+  >"$out/gate.log" 2>&1
+rc_gate=$?
+sed -n '/## jfa-verify gate/,$p' "$out/gate.log" | head -40
 jfa-verify run --device cuda --plugin tests/quality/mutant_plugin.py --kernel mutant-kv_bound_minus_one \
   --filter tile-edges --no-progress --report "$out/mutant.json" --reproducers "$out/mutant-repro" >"$out/mutant.log" 2>&1
 rc_mut=$?
-grep -E "^\[FAIL\]|worst at|passed," "$out/mutant.log" | head -12
-HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci} python3 -m pytest -q -p no:cacheprovider -n 8 --jfa-device cuda \
-  tests/test_triton_jfa.py tests/test_properties.py tests/test_scheduled_kernels.py \
-  tests/quality/test_scheduler_bugs.py tests/quality/test_mutants.py "$@" 2>&1 | tee "$out/pytest.log" | tail -15
+grep -E "^\[FAIL\]|worst at|passed," "$out/mutant.log" | head -8
+tests=(tests/test_triton_jfa.py tests/test_properties.py tests/test_scheduled_kernels.py
+       tests/quality/test_scheduler_bugs.py tests/quality/test_mutants.py tests/test_gate.py)
+python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --jfa-device cuda -m "not gpu_exclusive" \
+  --junitxml "$out/pytest.junit.xml" "${tests[@]}" "$@" 2>&1 | tee "$out/pytest.log" | tail -8
 rc_test=${PIPESTATUS[0]}
+python3 -m pytest -q -p no:cacheprovider -p no:xdist --jfa-device cuda -m gpu_exclusive \
+  --junitxml "$out/pytest-exclusive.junit.xml" "${tests[@]}" tests/test_strategies.py 2>&1 \
+  | tee "$out/pytest-exclusive.log" | tail -4
+rc_excl=${PIPESTATUS[0]}
 python3 ci/gpu_overflow.py "$out" > "$out/overflow.log" 2>&1
 rc_ovf=$?
 grep "^==" "$out/overflow.log"
@@ -31,6 +42,7 @@ grep "^==" "$out/overflow.log"
 python3 benchmarks/bench_specialization.py --json "$out/specialization.json" > "$out/specialization.log" 2>&1
 rc_spec=$?
 grep -E "speedup|NOT bit" "$out/specialization.log" | head -30
-echo "gpu gate: run=$rc_run (want 0) planted-bug run=$rc_mut (want 1) tests=$rc_test (want 0) 2^31 case=$rc_ovf (want 0)" \
-  "hints bit-identical=$rc_spec (want 0)"
-[ "$rc_run" = 0 ] && [ "$rc_mut" = 1 ] && [ "$rc_test" = 0 ] && [ "$rc_ovf" = 0 ] && [ "$rc_spec" = 0 ]
+echo "gpu gate: gate=$rc_gate (want 0) planted-bug run=$rc_mut (want 1) tests=$rc_test (want 0)" \
+  "exclusive tests=$rc_excl (want 0) 2^31 case=$rc_ovf (want 0) hints bit-identical=$rc_spec (want 0)"
+[ "$rc_gate" = 0 ] && [ "$rc_mut" = 1 ] && [ "$rc_test" = 0 ] && [ "$rc_excl" = 0 ] && [ "$rc_ovf" = 0 ] \
+  && [ "$rc_spec" = 0 ]

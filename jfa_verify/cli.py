@@ -149,9 +149,8 @@ def cmd_run(args) -> int:
     suite = get_suite(args.suite, device.type, args.seed, kernel=kernel)
     cases = [c for c in suite.cases if not args.filter or args.filter in c.name]
     if not cases:
-        console.print(f"no case of suite {args.suite!r} matches --filter {args.filter!r}; names look like "
-                      f"{suite.cases[0].name!r}")
-        return EXIT_USAGE
+        raise UsageError(f"--filter {args.filter!r}: no case of suite {args.suite!r} matches; names look like "
+                         f"{suite.cases[0].name!r}")
     if args.max_cases:
         cases = cases[: args.max_cases]
     where = "Triton interpreter on CPU" if interpreting() else str(device)
@@ -407,7 +406,11 @@ def cmd_gate(args) -> int:
     """The CI gate: every check on every kernel named; JSON, JUnit and Markdown outputs; exit by the worst finding."""
     from .device import select_device
     from .gate import GateOptions, run_gate, write_outputs
+    from .perf import read_baseline
     from .registry import get_kernel, load_plugin
+
+    if args.perf_baseline:
+        read_baseline(args.perf_baseline)  # a bad baseline is a usage error before any work
 
     checks = tuple(dict.fromkeys([c for c in args.checks] + (["sanitizer"] if args.sanitizer else [])
                                  + (["perf"] if args.perf_baseline or args.perf_record else [])))

@@ -259,7 +259,7 @@ def test_overflow_cases_pass_int32_offsets(case):
     assert rows_before_last * case.num_heads_q * case.head_dim >= 2**31  # the last row lies past the boundary
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_exclusive
 @pytest.mark.slow
 def test_overflow_case_on_gpu(jfa_kernel, jfa_device):
     """Element offsets past 2**31 (about 40 GiB of GPU memory). Skipped on CPU; never materialized there."""

@@ -1,0 +1,243 @@
+"""Bad input never passes silently: every public function and every CLI argument gets a clear error.
+
+The API set (more than 40 inputs) asserts a jfa-verify error naming the bad value (``name=value``
+or the argument's name); the CLI set (more than 60 argument lists) asserts exit status 2, one line on
+stderr naming the argument, and no traceback. A property test drives the CLI with random bad values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import textwrap
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jfa_verify import Capabilities, Case, JFAError, TileSizes, get_kernel, load_plugin, register_kernel
+from jfa_verify.cli import main
+from jfa_verify.contract import validate_inputs
+
+OFF = torch.tensor([0, 3, 5], dtype=torch.int32)
+
+
+def _qkv(tokens=5, h=2, d=16, dtype=torch.float32):
+    return tuple(torch.randn(tokens, h, d, dtype=dtype) for _ in range(3))
+
+
+Q, K, V = _qkv()
+
+# (label, callable, text the error must contain)
+API = [
+    ("q not a tensor", lambda: validate_inputs([1], K, V, OFF, OFF), "q must be a torch.Tensor"),
+    ("q rank 2", lambda: validate_inputs(Q[:, 0], K, V, OFF, OFF), "q must have rank 3"),
+    ("k rank 4", lambda: validate_inputs(Q, K[None], V, OFF, OFF), "k must have rank 3"),
+    ("int dtype", lambda: validate_inputs(Q.int(), K.int(), V.int(), OFF, OFF), "q.dtype=torch.int32"),
+    ("float64", lambda: validate_inputs(Q.double(), K.double(), V.double(), OFF, OFF), "q.dtype=torch.float64"),
+    ("mixed dtypes", lambda: validate_inputs(Q, K.half(), V, OFF, OFF), "dtypes differ"),
+    ("k/v tokens", lambda: validate_inputs(Q, K, V[:4], OFF, OFF), "k has 5 tokens but v has 4"),
+    ("k/v heads", lambda: validate_inputs(Q, K, V[:, :1], OFF, OFF), "v has 1"),
+    ("head dims", lambda: validate_inputs(Q, K[..., :8], V, OFF, OFF), "head-dim mismatch"),
+    ("H_q not multiple", lambda: validate_inputs(torch.randn(5, 3, 16), K, V, OFF, OFF), "H_q=3 is not a multiple"),
+    ("causal string", lambda: validate_inputs(Q, K, V, OFF, OFF, causal="no"), "causal='no'"),
+    ("causal int", lambda: validate_inputs(Q, K, V, OFF, OFF, causal=1), "causal=1"),
+    ("alignment", lambda: validate_inputs(Q, K, V, OFF, OFF, causal_alignment="diag"), "causal_alignment='diag'"),
+    ("sm_scale text", lambda: validate_inputs(Q, K, V, OFF, OFF, sm_scale="abc"), "sm_scale='abc'"),
+    ("sm_scale nan", lambda: validate_inputs(Q, K, V, OFF, OFF, sm_scale=float("nan")), "sm_scale=nan"),
+    ("sm_scale bool", lambda: validate_inputs(Q, K, V, OFF, OFF, sm_scale=True), "sm_scale=True"),
+    ("offsets list", lambda: validate_inputs(Q, K, V, [0, 3, 5], OFF), "q_offsets must be a 1-D"),
+    ("offsets float", lambda: validate_inputs(Q, K, V, OFF.float(), OFF), "q_offsets.dtype=torch.float32"),
+    ("offsets 2-D", lambda: validate_inputs(Q, K, V, OFF[None], OFF), "q_offsets must be 1-D"),
+    ("offsets empty", lambda: validate_inputs(Q, K, V, OFF[:0], OFF), "q_offsets must be 1-D with B + 1 >= 1"),
+    ("offsets negative", lambda: validate_inputs(Q, K, V, torch.tensor([-1, 5]), torch.tensor([-1, 5])),
+     "k_offsets[0]=-1"),
+    ("offsets decreasing", lambda: validate_inputs(Q, K, V, torch.tensor([0, 4, 3, 5]), torch.tensor([0, 4, 3, 5])),
+     "not non-decreasing"),
+    ("offsets last", lambda: validate_inputs(Q, K, V, torch.tensor([0, 4]), torch.tensor([0, 4])),
+     "k_offsets[-1]=4 does not equal the token count 5"),
+    ("offsets lengths differ", lambda: validate_inputs(Q, K, V, torch.tensor([0, 5]), OFF), "q_offsets has 2 entries"),
+    ("offsets strided", lambda: validate_inputs(Q, K, V, torch.tensor([[0, 0], [3, 3], [5, 5]])[:, 0], OFF),
+     "q_offsets is not contiguous"),
+    ("hint below", lambda: validate_inputs(Q, K, V, OFF, OFF, max_seqlen_q=2), "max_seqlen_q=2 is below"),
+    ("hint text", lambda: validate_inputs(Q, K, V, OFF, OFF, max_seqlen_k="x"), "max_seqlen_k='x'"),
+    ("kernel call", lambda: get_kernel("triton_jfa")(Q, K, V, OFF, OFF, causal="yes"), "causal='yes'"),
+    ("case negative length", lambda: Case(kv_lengths=(3, -1)), "kv_lengths=(3, -1)"),
+    ("case lengths text", lambda: Case(kv_lengths="abc"), "kv_lengths='abc'"),
+    ("case length float", lambda: Case(kv_lengths=(1.5,)), "kv_lengths[0]=1.5"),
+    ("case q_lengths for self", lambda: Case(kv_lengths=(3,), q_lengths=(3,)), "q_lengths=(3,) is only for"),
+    ("case cross without q", lambda: Case(kv_lengths=(3,), mode="cross"), "mode='cross' needs q_lengths"),
+    ("case broadcast without L_q", lambda: Case(kv_lengths=(3,), mode="broadcast_q"), "broadcast_q_len"),
+    ("case mode", lambda: Case(kv_lengths=(3,), mode="dense"), "mode='dense'"),
+    ("case heads 0", lambda: Case(kv_lengths=(3,), num_heads_q=0), "num_heads_q=0"),
+    ("case heads text", lambda: Case(kv_lengths=(3,), num_heads_q="4"), "num_heads_q='4'"),
+    ("case heads ratio", lambda: Case(kv_lengths=(3,), num_heads_q=3, num_heads_kv=2), "num_heads_q=3"),
+    ("case head_dim 0", lambda: Case(kv_lengths=(3,), head_dim=0), "head_dim=0"),
+    ("case dtype", lambda: Case(kv_lengths=(3,), dtype="float64"), "dtype='float64'"),
+    ("case alignment", lambda: Case(kv_lengths=(3,), causal_alignment="x"), "causal_alignment='x'"),
+    ("case causal text", lambda: Case(kv_lengths=(3,), causal="yes"), "causal='yes'"),
+    ("case offsets dtype", lambda: Case(kv_lengths=(3,), offsets_dtype="int16"), "offsets_dtype='int16'"),
+    ("case offsets start", lambda: Case(kv_lengths=(3,), offsets_start=-2), "offsets_start=-2"),
+    ("case offsets layout", lambda: Case(kv_lengths=(3,), offsets_layout="sparse"), "offsets_layout='sparse'"),
+    ("case values", lambda: Case(kv_lengths=(3,), values="zeros"), "values='zeros'"),
+    ("case layout", lambda: Case(kv_lengths=(3,), layout="tiled"), "layout='tiled'"),
+    ("case seed", lambda: Case(kv_lengths=(3,), seed=-1), "seed=-1"),
+    ("case sm_scale", lambda: Case(kv_lengths=(3,), sm_scale="big"), "sm_scale='big'"),
+    ("case from list", lambda: Case.from_dict([1, 2]), "got a list"),
+    ("case from empty", lambda: Case.from_dict({}), "a case needs kv_lengths"),
+    ("case unknown field", lambda: Case.from_dict({"kv_lengths": [1], "heads": 2}), "unknown case fields ['heads']"),
+    ("case bad json", lambda: Case.from_json("{kv"), "does not parse"),
+    ("capabilities dtypes", lambda: Capabilities(dtypes=(torch.int8,)), "Capabilities dtypes"),
+    ("capabilities head dims", lambda: Capabilities(min_head_dim=64, max_head_dim=32), "min_head_dim=64"),
+    ("capabilities modes", lambda: Capabilities(modes=("dense",)), "Capabilities modes"),
+    ("capabilities lse base", lambda: Capabilities(lse_base="10"), "lse_base='10'"),
+    ("capabilities devices", lambda: Capabilities(device_types=("tpu",)), "device_types"),
+    ("tile sizes", lambda: TileSizes(0, 16), "block_m=0"),
+    ("kernel name", lambda: register_kernel("my kernel", capabilities=Capabilities()), "name='my kernel'"),
+    ("kernel capabilities", lambda: register_kernel("k", capabilities={"dtypes": []}), "is not a jfa_verify.Capabilities"),
+    ("unknown kernel", lambda: get_kernel("flash_typo"), "no kernel named 'flash_typo'"),
+    ("plugin missing", lambda: load_plugin("/nonexistent/plugin.py"), "does not exist"),
+]
+
+
+@pytest.mark.parametrize("label, call, text", API, ids=[a[0] for a in API])
+def test_api_bad_input_is_a_clear_error(label, call, text):
+    with pytest.raises(JFAError) as info:
+        call()
+    assert text in str(info.value), str(info.value)
+
+
+def test_api_set_is_large_enough():
+    assert len(API) >= 40
+
+
+@pytest.fixture
+def broken_plugins(tmp_path):
+    syntax = tmp_path / "syntax.py"
+    syntax.write_text("x = 1\ndef broken(:\n")
+    missing = tmp_path / "imports.py"
+    missing.write_text("import os\n\nimport not_a_module_anywhere  # line 3\n")
+    raises = tmp_path / "raises.py"
+    raises.write_text(textwrap.dedent("""
+        from jfa_verify import Capabilities, register_kernel
+        register_kernel("x", capabilities=Capabilities(head_dims=(1,), lse_base="ten"))
+    """))
+    return syntax, missing, raises
+
+
+def test_plugin_errors_name_the_file_and_line(broken_plugins):
+    syntax, missing, raises = broken_plugins
+    for path, where, what in ((syntax, f"{syntax}:2", "SyntaxError"), (missing, f"{missing}:3", "ModuleNotFoundError"),
+                              (raises, f"{raises}:3", "lse_base='ten'")):
+        with pytest.raises(JFAError) as info:
+            load_plugin(path)
+        assert where in str(info.value) and what in str(info.value), str(info.value)
+
+
+def _cli(argv) -> tuple[int, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = main(argv)
+    return rc, err.getvalue()
+
+
+def _cli_cases(tmp_path, broken_plugins):
+    folder = tmp_path / "a-folder"
+    folder.mkdir(exist_ok=True)
+    afile = tmp_path / "a-file.txt"
+    afile.write_text("x")
+    case_list = tmp_path / "list.json"
+    case_list.write_text("[1, 2]")
+    bad_case = tmp_path / "bad-case.json"
+    bad_case.write_text('{"format": "jfa-verify-case/1", "case": {"kv_lengths": "abc"}}')
+    nofield = tmp_path / "nofield.json"
+    nofield.write_text('{"format": "jfa-verify-case/1", "case": {"mode": "self"}}')
+    syntax, missing, raises = broken_plugins
+    nodir = str(tmp_path / "no" / "such" / "dir" / "x.json")
+    return [
+        (["run", "--timeout", "-1"], "--timeout"), (["run", "--timeout", "0"], "--timeout"),
+        (["run", "--timeout", "abc"], "--timeout"), (["run", "--timeout", "nan"], "--timeout"),
+        (["run", "--max-cases", "-1"], "--max-cases"), (["run", "--max-cases", "0"], "--max-cases"),
+        (["run", "--max-cases", "2.5"], "--max-cases"), (["run", "--seed", "-3"], "--seed"),
+        (["run", "--seed", "x"], "--seed"), (["run", "--report", str(folder)], "--report"),
+        (["run", "--report", nodir], "--report"), (["run", "--reproducers", str(afile)], "--reproducers"),
+        (["run", "--plugin", str(tmp_path / "missing.py")], "--plugin"), (["run", "--plugin", str(syntax)], "syntax.py:2"),
+        (["run", "--plugin", str(missing)], "imports.py:3"), (["run", "--plugin", str(raises)], "raises.py"),
+        (["run", "--device", "tpu"], "--device"), (["run", "--kernel", "nope"], "nope"),
+        (["run", "--suite", "nope"], "suite='nope'"), (["run", "--filter", "no-such-case-name", "--report",
+                                                         str(tmp_path / "r.json")], "--filter"),
+        (["run", "--bogus"], "--bogus"),
+        (["fuzz", "--max-examples", "0"], "--max-examples"), (["fuzz", "--max-examples", "-5"], "--max-examples"),
+        (["fuzz", "--max-examples", "ten"], "--max-examples"), (["fuzz", "--timeout", "-2"], "--timeout"),
+        (["fuzz", "--seed", "-1"], "--seed"), (["fuzz", "--reproducers", str(afile)], "--reproducers"),
+        (["fuzz", "--kernel", "nope"], "nope"),
+        (["replay"], "exactly one"), (["replay", str(tmp_path / "missing.json")], "file"),
+        (["replay", str(case_list)], "not a jfa-verify case file"), (["replay", str(bad_case)], "kv_lengths='abc'"),
+        (["replay", str(nofield)], "kv_lengths"), (["replay", "--case", "{}"], "kv_lengths"),
+        (["replay", "--case", "[1]"], "list"), (["replay", "--case", "{oops"], "does not parse"),
+        (["replay", "--case", '{"kv_lengths": [3], "dtype": "float64"}'], "dtype='float64'"),
+        (["replay", "--case", '{"kv_lengths": [3]}', "--kernel", "nope"], "nope"),
+        (["replay", str(bad_case), "--case", "{}"], "exactly one"),
+        (["calibrate", "--cases", "0"], "--cases"), (["calibrate", "--cases", "-5"], "--cases"),
+        (["calibrate", "--deadline", "0"], "--deadline"), (["calibrate", "--safety", "-1"], "--safety"),
+        (["calibrate", "--records", nodir], "--records"), (["calibrate", "--records", str(folder)], "--records"),
+        (["calibrate", "--out", nodir], "--out"), (["calibrate", "--from-records", str(tmp_path / "x.jsonl")],
+                                                    "--from-records"),
+        (["calibrate", "--dtypes", "float64"], "--dtypes"), (["calibrate", "--min-cases", "0"], "--min-cases"),
+        (["calibrate", "--against", str(tmp_path / "b.json")], "--against"),
+        (["report", str(tmp_path / "missing.jsonl")], "records"), (["report"], "records"),
+        (["refloor", str(afile)], "--out"), (["refloor", str(afile), "--out", str(folder)], "--out"),
+        (["schedule", "--lengths", "a,b"], "--lengths"), (["schedule", "--lengths", "3,-1"], "--lengths"),
+        (["schedule", "--batch", "0"], "--batch"), (["schedule", "--num-sms", "0"], "--num-sms"),
+        (["schedule", "--block-m", "-64"], "--block-m"), (["schedule", "--png", nodir], "--png"),
+        (["schedule", "--distribution", "zipf"], "--distribution"),
+        (["mutants", "--jobs", "0"], "--jobs"), (["mutants", "--only", "no_such_mutant"], "no_such_mutant"),
+        (["mutants", "--catalogue", str(tmp_path / "nope.json")], "catalogue"),
+        (["mutants", "--max-examples", "-1"], "--max-examples"), (["mutants", "--json", nodir], "--json"),
+        (["kernels", "--plugin", str(syntax)], "syntax.py:2"),
+        (["gate", "--reruns", "1"], "--reruns"), (["gate", "--checks", "bogus"], "--checks"),
+        (["gate", "--campaign-examples", "0"], "--campaign-examples"), (["gate", "--kernel", "nope"], "nope"),
+        (["gate", "--perf-baseline", str(afile)], "performance baseline"),
+        (["gate", "--sanitizer", "asan"], "--sanitizer"), (["gate", "--replay", str(afile)], "--replay"),
+        (["frobnicate"], "frobnicate"),
+    ]
+
+
+def test_cli_bad_arguments_exit_2_with_one_line_naming_them(tmp_path, broken_plugins):
+    cases = _cli_cases(tmp_path, broken_plugins)
+    assert len(cases) >= 60
+    for argv, name in cases:
+        if argv[0] in ("run", "fuzz", "replay", "calibrate", "mutants", "gate") and "--device" not in argv:
+            argv = argv + ["--device", "cpu"]
+        rc, err = _cli(argv)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert rc == 2, (argv, rc, err)
+        assert "Traceback" not in err, (argv, err)
+        assert len(lines) == 1 and name in lines[0], (argv, err)
+
+
+OPTIONS = {  # option -> a parser of values it must refuse
+    ("run", "--timeout"): st.sampled_from(["-1", "0", "abc", "inf", "-0.5", ""]),
+    ("run", "--max-cases"): st.sampled_from(["0", "-1", "1.5", "x"]),
+    ("run", "--seed"): st.sampled_from(["-1", "seed", "0.5"]),
+    ("fuzz", "--max-examples"): st.sampled_from(["0", "-3", "many"]),
+    ("fuzz", "--timeout"): st.sampled_from(["0", "-9", "never"]),
+    ("calibrate", "--cases"): st.sampled_from(["0", "-1", "some"]),
+    ("calibrate", "--safety"): st.sampled_from(["0", "-2", "safe"]),
+    ("schedule", "--batch"): st.sampled_from(["0", "-4", "b"]),
+    ("schedule", "--lengths"): st.text(alphabet="ab,-.", min_size=1, max_size=6).filter(lambda s: s.strip()),
+    ("gate", "--reruns"): st.sampled_from(["0", "1", "-1", "twice"]),
+    ("mutants", "--jobs"): st.sampled_from(["0", "-1", "all"]),
+}
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(data=st.data())
+def test_cli_refuses_random_bad_values_cleanly(data):
+    command, option = data.draw(st.sampled_from(sorted(OPTIONS)))
+    value = data.draw(OPTIONS[(command, option)])
+    rc, err = _cli([command, f"{option}={value}"])
+    assert rc == 2 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and option in lines[0], err
