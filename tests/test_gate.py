@@ -85,9 +85,13 @@ def test_sanitizer_and_perf_say_why_they_are_skipped_or_run_on_cpu(tmp_path):
     assert results[("exact-ref", "sanitizer")]["status"] == "skip"
     assert "CUDA" in results[("exact-ref", "sanitizer")]["reason"]
     assert results[("exact-ref", "perf")]["status"] == "pass" and baseline.is_file()
-    # the same kernel against its own fresh baseline: no regression beyond noise
-    assert _gate(tmp_path, "--kernel", "exact-ref", "--checks", "canaries", "--small-cases", "1",
-                 "--perf-baseline", str(baseline), "--perf-threshold", "3") == 0
+    # against that baseline every workload gets a verdict line (the pass/fail rule is tested below, on
+    # numbers: CPU timings on a shared machine are too noisy to assert a verdict here)
+    _gate(tmp_path, "--kernel", "exact-ref", "--checks", "canaries", "--small-cases", "1",
+          "--perf-baseline", str(baseline))
+    perf = _results(tmp_path)[("exact-ref", "perf")]
+    assert perf["status"] in ("pass", "fail") and perf["cases"] == 3
+    assert sum("vs baseline" in line for line in perf["details"]) == 3, perf["details"]
 
 
 def test_perf_comparison_is_noise_aware():
