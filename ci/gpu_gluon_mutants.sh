@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# gluon_jfa's pipeline mutants judged by the framework on a Hopper GPU: each mutant through
+# `jfa-verify run` (the normal checks: outputs against float64 and SDPA, the output contract, NaN
+# poisoning), a hang past --timeout counting as killed by the hang watchdog; survivors then through
+# `jfa-verify gate` (determinism reruns, guard-band canaries, recycled memory, compute-sanitizer
+# racecheck and memcheck). Prints a kill table: mutant, verdict, the check that killed it.
+# Usage: OUT=dir bash ci/gpu_gluon_mutants.sh [PARALLEL=4]   (about 3 minutes on an H200)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-out}/gluon-mutants
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+names=$(python3 -c "from jfa_verify.fuzz.mutation import load_catalogue; print(' '.join(load_catalogue('gluon_jfa').mutants))")
+one() {
+  name=$1; out=$2
+  timeout -k 5 120 jfa-verify run --device cuda --plugin tests/quality/mutant_plugin.py --kernel "mutant-gluon-$name" \
+    --max-cases 6 --timeout 45 --no-progress --report "$out/$name.json" --reproducers "$out/repro-$name" \
+    >"$out/$name.run.log" 2>&1
+  rc=$?
+  case $rc in
+    0) verdict=survived; by="-";;
+    1) verdict=killed; by=$(python3 -c "import json,sys; r=json.load(open('$out/$name.json'));
+fails=[c for c in r['cases'] if c['status'] in ('fail','error')]; c=fails[0] if fails else {};
+outs=[n for n,o in c.get('outputs',{}).items() if not o['passed']]
+print(c.get('status','?')+': '+(','.join(outs) or (c.get('message','')[:60].replace(chr(10),' '))))" 2>/dev/null || echo run);;
+    2) verdict=error; by="usage or configuration: $(tail -1 "$out/$name.run.log" | cut -c1-120)";;
+    3|124|137) verdict=killed; by="hang (watchdog)";;
+    *) verdict=killed; by="crash (exit $rc)";;
+  esac
+  if [ "$verdict" = survived ]; then
+    timeout -k 5 200 jfa-verify gate --device cuda --plugin tests/quality/mutant_plugin.py --kernel "mutant-gluon-$name" \
+      --checks determinism canaries recycled_memory --small-cases 2 --reruns 5 --sanitizer racecheck memcheck \
+      --timeout 60 --json "$out/$name.gate.json" --junit "$out/$name.gate.xml" --markdown "$out/$name.gate.md" \
+      --reproducers "$out/repro-$name" >"$out/$name.gate.log" 2>&1
+    grc=$?
+    if [ "$grc" != 0 ]; then verdict=killed; by="gate (exit $grc): $(grep -E '\| (fail|hang|crash) \|' "$out/$name.gate.md" | tr -s ' ' | head -3 | tr '\n' ';')"; fi
+  fi
+  echo "| $name | $verdict | $by |"
+}
+export -f one
+echo "| mutant | verdict | killed by |"
+echo "|---|---|---|"
+printf '%s\n' $names | xargs -P "${PARALLEL:-4}" -I{} bash -c 'one "$@"' _ {} "$out" | tee "$out/kill-table.md"
