@@ -114,7 +114,7 @@ def test_run_records_a_hung_kernel_and_exits(tmp_path, sleepy_plugin):
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
     (path,) = repro.glob("*.json")
     payload = json.loads(path.read_text())
-    assert payload["status"] == "timeout" and payload["kernel"] == "sleepy"
+    assert payload["status"] == "hang" and payload["kernel"] == "sleepy"
     assert payload["case"]["kv_lengths"]  # the whole case survives, ready for replay
 
 
