@@ -191,6 +191,7 @@ class _Round:
     best: Optional[tuple] = None  # (case, result, path) of the smallest failure of that key so far
     steps: list = field(default_factory=list)  # case files written while shrinking
     started_shrinking: float = 0.0
+    cut_short: bool = False  # shrinking stopped by its time budget
     keep_last: bool = False  # the last case was a known finding's example: keep its database entry
 
 
@@ -319,7 +320,8 @@ def run_campaign(
         return result, Path(result.reproducer) if result.reproducer else None
 
     def new_finding(case, result, path, source: str, sig: dict) -> None:
-        known = index.refresh().findings.get(sig["id"])
+        index.refresh()
+        known = index.findings.get(sig["id"]) or index.match(key_of(result.to_dict()), set(sig["classes"]))
         if source == "search" and known is not None and known.path.exists():
             as_example(known, case, path)  # found before (here or by another worker): one finding, one more example
             return
@@ -332,8 +334,8 @@ def run_campaign(
 
     def as_example(finding: Finding, case: Case, path: Optional[Path]) -> None:
         record_example(corpus.root, finding.id, case, worker)
-        if path is not None and path != finding.path:
-            path.unlink(missing_ok=True)
+        if path is not None and path not in {f.path for f in index.findings.values()}:
+            path.unlink(missing_ok=True)  # (a finding's own file, met again, is never an example's to remove)
         summary.known_examples[finding.id] += 1
         for f in summary.failures:
             if f.signature.get("id") == finding.id:
@@ -413,6 +415,7 @@ def run_campaign(
         state.best = (case, result, path)
         state.steps.append(path)
         if time.perf_counter() - state.started_shrinking > shrink_seconds:
+            state.cut_short = True
             summary.notes.append(f"shrinking of a {result.status} stopped after {shrink_seconds:g} s "
                                  f"(--shrink-seconds); the smallest case so far is kept")
             raise _StopRound()
@@ -423,7 +426,10 @@ def run_campaign(
             return
         case, result, path = state.best
         if path is not None and path.exists():
-            new_finding(case, result, path, "search", signature(result.to_dict(), classes_of(case)))
+            sig = signature(result.to_dict(), classes_of(case))
+            if state.cut_short or not shrink:
+                sig["shrunk"] = False  # its classes are not the bug's features: match on the key alone
+            new_finding(case, result, path, "search", sig)
         findings_paths = {f.path for f in index.findings.values()}
         for p in state.steps:  # the shrink steps
             if p is not None and p != path and p not in findings_paths:

@@ -178,9 +178,13 @@ class FindingIndex:
         return self
 
     def match(self, key: tuple, classes: set[str]) -> Optional[Finding]:
-        """A known finding with this key whose shrunk case's classes are all among ``classes``."""
+        """A known finding with this key whose shrunk case's classes are all among ``classes``.
+
+        A finding whose shrinking was cut short (``"shrunk": false``: a hang, each step a whole timeout)
+        matches on the key alone: its many classes are not the bug's features, and shrinking every new
+        example of it again would spend the campaign on timeouts."""
         for f in self.findings.values():
-            if f.key == key and set(f.signature["classes"]) <= classes:
+            if f.key == key and (not f.signature.get("shrunk", True) or set(f.signature["classes"]) <= classes):
                 return f
         return None
 

@@ -428,16 +428,25 @@ def cmd_replay(args) -> int:
         args.kernel = args.kernel or "triton_jfa"
     device = select_device(args.device)
     kernel = _kernel(args)
-    result = run_case(case, kernel, device, plugins=args.plugin)
+    if payload.get("status") in ("crash", "hang") or args.timeout:
+        # A recorded crash or hang replays in a case worker, so it cannot take this command down with it.
+        from .isolation import CaseWorker, WorkerSpec
+
+        with CaseWorker(WorkerSpec(kernel.name, device.type, tuple(args.plugin))) as worker:
+            result = worker.run(case, args.timeout)
+    else:
+        result = run_case(case, kernel, device, plugins=args.plugin)
     result.reproducer = args.file
     print(result.explain(), flush=True)
-    if payload.get("status") in ("fail", "error", "timeout", "crash"):
+    if payload.get("status") in ("fail", "error", "crash", "hang"):
         same = payload["status"] == result.status
         console.print(f"recorded verdict: {payload['status']}; replayed: {result.status} "
                       f"({'same' if same else 'DIFFERENT'})")
     if result.status == "unsupported":
         return EXIT_USAGE
-    return EXIT_FAIL if result.failed else EXIT_OK
+    from .exits import exit_code_for
+
+    return int(exit_code_for([result.status]))
 
 
 def cmd_kernels(args) -> int:
@@ -631,6 +640,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="re-run a case file (or an inline case) and print its verdict")
     rep.add_argument("file", nargs="?", type=existing_file, help="case file written by run or a fuzz campaign")
     rep.add_argument("--case", help="inline case JSON instead of a file")
+    rep.add_argument("--timeout", type=positive_float, default=None,
+                     help="run in a case worker with this limit (a recorded crash or hang always runs in one)")
     kernel_options(rep, kernel_default=None, reproducers=False)
     rep.set_defaults(func=cmd_replay)
 
