@@ -41,6 +41,8 @@ def _worker(args: dict, worker: int, results) -> None:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
+    import torch._inductor  # noqa: F401  (imported on the first poisoned allocation; 3 s that no case should carry)
+
     from jfa_verify.device import select_device
     from jfa_verify.loop import Verifier
     from jfa_verify.registry import get_kernel
@@ -68,8 +70,6 @@ def _worker(args: dict, worker: int, results) -> None:
                 spent["draw"] += draw
                 for part in PARTS[1:]:
                     spent[part] += result.seconds.get(part, 0.0)
-                if "worker" in result.seconds:  # isolated: the worker's own overhead is ipc, already split
-                    pass
                 spent["total"] += state["last"] - now + draw
 
         test = settings(database=None, deadline=None, max_examples=10**9, phases=[Phase.generate],

@@ -29,6 +29,14 @@ def _cli(*args, timeout=300, **kw):
                           text=True, timeout=timeout, **kw)
 
 
+def _start_run(plugin, kernel, repro, report):
+    """``jfa-verify run`` on the six FILTER cases, in the background, without a timeout."""
+    return subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(plugin),
+                             "--kernel", kernel, "--filter", FILTER, "--reproducers", str(repro), "--report",
+                             str(report), "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
 def test_exit_code_precedence_crash_over_hang_over_failure():
     assert exit_code_for(["pass", "fail", "hang", "crash"]) == ExitCode.CRASH
     assert exit_code_for(["fail", "hang", "pass"]) == ExitCode.HANG
@@ -64,10 +72,7 @@ def test_run_with_a_kernel_that_hangs_on_one_case_and_aborts_on_another(tmp_path
 def test_ctrl_c_ends_run_with_table_and_report_and_no_running_file(tmp_path, misbehaving_plugin):
     plugin = misbehaving_plugin("hangs_long", hang=HANG)  # no --timeout: the third case never ends
     repro, report = tmp_path / "repro", tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(plugin),
-                             "--kernel", "hangs_long", "--filter", FILTER, "--reproducers", str(repro), "--report",
-                             str(report), "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = _start_run(plugin, "hangs_long", repro, report)
     try:
         deadline = time.monotonic() + 120
         while not any(read_case_file(p)[1]["status"] == "running" and read_case_file(p)[0].dtype == "float16"
@@ -89,10 +94,7 @@ def test_ctrl_c_ends_run_with_table_and_report_and_no_running_file(tmp_path, mis
 def test_sigterm_ends_run_like_ctrl_c(tmp_path, misbehaving_plugin):
     plugin = misbehaving_plugin("hangs_term", hang="True")
     repro, report = tmp_path / "repro", tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(plugin),
-                             "--kernel", "hangs_term", "--filter", FILTER, "--reproducers", str(repro), "--report",
-                             str(report), "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = _start_run(plugin, "hangs_term", repro, report)
     try:
         deadline = time.monotonic() + 120
         while not (repro.is_dir() and list(repro.glob("*.json"))):
