@@ -206,6 +206,9 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
     interrupted = interrupted or any(s.get("interrupted") for s in summaries.values())
     found = [f for s in summaries.values() for f in s["failures"]]
     statuses = [f["status"] for f in found] + [left["status"] for left in prep["leftovers"]]
+    # --no-isolate: a kernel that crashes takes its campaign worker with it (its "running" file is
+    # replayed by the next campaign); a worker killed by a signal is a crash here too.
+    statuses += ["crash" for d in deaths.values() if d["why"].startswith("exit status -")]
     drawn, expected = progress.coverage()
     code = ExitCode.INTERRUPTED if interrupted else exit_code_for(statuses)
     if deaths and code == ExitCode.OK:
