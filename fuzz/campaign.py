@@ -1,62 +1,90 @@
-"""Fuzz campaigns: Hypothesis drives cases through a kernel, failures shrink and land in the corpus.
+"""Fuzz campaigns: Hypothesis drives cases through a kernel; failures shrink into deduplicated findings.
 
-:func:`run_campaign` first replays the corpus folder's saved failures for the
-kernel (as explicit examples), then draws new cases. Every case runs through
-:class:`jfa_verify.loop.Verifier` (the one run loop), so its case file exists before the kernel
-runs: a crash, a kill or a hang (with ``timeout_s``) leaves it behind. The
-first failure is shrunk by Hypothesis to a minimal case; that minimal case's
-file is kept (intermediate shrink steps' files are removed). Hypothesis's own
-example database lives under ``<corpus_dir>/.hypothesis``, so the next
-campaign starts from the last failure
-(one database per kernel, ``<corpus_dir>/.hypothesis/<kernel>``).
+:func:`run_campaign` is one campaign worker (``jfa-verify fuzz --workers N`` runs N of them, see
+:mod:`jfa_verify.fuzz.workers`). It replays its share of the saved findings, then searches in
+**rounds**: each round is one Hypothesis run (reuse of the shared example database, generation,
+shrinking) of at most ``round_examples`` new cases, with its own seed. Between rounds the worker
+re-reads the database, so a failure saved by another worker is replayed here.
+
+Findings (:mod:`jfa_verify.fuzz.findings`): a failing case whose key and input classes match a
+known finding is counted as that finding's example and the search goes on (a known bug never ends
+a campaign). A failing case that matches none is shrunk; the round ends with its smallest case,
+which becomes a new finding (or, when its signature is known after all, an example). Shrinking
+follows only failures of the same key, so it cannot slide into a known bug; it stops after
+``shrink_seconds`` (each step of a hang costs a whole timeout). Shrink steps' case files are
+removed at the end of the round, or by :func:`prepare_corpus` after a kill.
+
+Every case runs through :class:`jfa_verify.loop.Verifier` (the one run loop), so its case file
+exists before the kernel runs; with ``isolate=True`` a crash or hang is the case's verdict and
+the campaign goes on. Hypothesis's database defaults to ``<corpus_dir>/.hypothesis``; its keys are
+prefixed by kernel and device type (:class:`~jfa_verify.fuzz.database.CampaignDatabase`).
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.database import ExampleDatabase
 
 from jfa_verify.case import Case
 from jfa_verify.corpus import TIMEOUT_EXIT_CODE, Corpus, read_case_file
-from jfa_verify.coverage import Coverage
+from jfa_verify.coverage import Coverage, classify
 from jfa_verify.errors import InvalidInput
 
-__all__ = ["CampaignFailure", "CampaignSummary", "run_campaign", "TIMEOUT_EXIT_CODE"]
+from .database import CampaignDatabase, open_database
+from .findings import (Finding, FindingIndex, key_of, mark_finding, record_example, recover, running_files,
+                       signature)
 
+__all__ = ["CampaignFailure", "CampaignSummary", "prepare_corpus", "run_campaign", "TIMEOUT_EXIT_CODE"]
 
 
 @dataclass
 class CampaignFailure:
-    """One failing case kept in the corpus: its file, status and verdict text."""
+    """One finding of a campaign: its case file, status, verdict text, signature and examples seen here.
+
+    ``source``: ``"search"`` (found and shrunk now), ``"corpus"`` (a saved finding that still fails),
+    ``"leftover"`` (a case file a killed process left ``"running"``, replayed: it failed).
+    """
 
     case: Case
     status: str
     path: Optional[Path]
     explanation: str
-    source: str  # "corpus" (a saved failure replayed) or "search" (found and shrunk now)
+    source: str
+    signature: dict = field(default_factory=dict)
+    examples: int = 0  # further failing cases of this finding met by this campaign
 
 
 @dataclass
 class CampaignSummary:
-    """What a campaign did. ``statuses`` counts verdicts (pass/fail/error/unsupported) over every run case."""
+    """What a campaign did. ``statuses`` counts verdicts over every run case (shrink steps included);
+    ``generated`` counts new cases drawn (the ``max_examples`` budget)."""
 
     kernel: str
     device: str
     seed: int
     cases_run: int = 0
+    generated: int = 0
+    rounds: int = 0
     statuses: Counter = field(default_factory=Counter)
     failures: list[CampaignFailure] = field(default_factory=list)
     fixed: list[Path] = field(default_factory=list)
+    known_examples: Counter = field(default_factory=Counter)  # signature id -> examples of known findings
     coverage: Coverage = field(default_factory=Coverage)
     seconds: float = 0.0
+    interrupted: bool = False
+    side_failures: int = 0  # failures of another kind met while shrinking (not drawn cases; files removed)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -65,26 +93,39 @@ class CampaignSummary:
     def to_dict(self) -> dict:
         return {
             "kernel": self.kernel, "device": self.device, "seed": self.seed, "cases_run": self.cases_run,
-            "statuses": dict(self.statuses), "seconds": self.seconds,
+            "generated": self.generated, "rounds": self.rounds, "statuses": dict(self.statuses),
+            "seconds": self.seconds, "interrupted": self.interrupted, "notes": self.notes,
+            "side_failures": self.side_failures,
             "failures": [{"case": f.case.to_dict(), "status": f.status, "path": str(f.path) if f.path else None,
-                          "source": f.source} for f in self.failures],
+                          "source": f.source, "signature": f.signature, "examples": f.examples,
+                          "explanation": f.explanation} for f in self.failures],
+            "known_examples": dict(self.known_examples),
             "fixed": [str(p) for p in self.fixed], "coverage": self.coverage.to_dict(),
         }
 
     def format(self, *, coverage: bool = True) -> str:
-        """A human report: counts, each kept failure with its verdict and replay command, then coverage."""
+        """A human report: counts, each finding with its verdict and replay command, then coverage."""
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) or "none"
-        lines = [f"campaign on {self.kernel} ({self.device}, seed {self.seed}): {self.cases_run} case(s) in "
-                 f"{self.seconds:.1f} s: {counts}"]
+        lines = [f"campaign on {self.kernel} ({self.device}, seed {self.seed}): {self.cases_run} case(s) "
+                 f"({self.generated} drawn) in {self.seconds:.1f} s: {counts}"
+                 + (" -- interrupted" if self.interrupted else "")]
         for p in self.fixed:
             lines.append(f"  fixed (now passes, file removed): {p}")
         for f in self.failures:
-            lines.append(f"  {f.source} failure [{f.status}] {f.case.describe()} lengths={f.case.kv_lengths}")
+            sig = f" finding {f.signature['id']}" if f.signature else ""
+            more = f", {f.examples} more example(s)" if f.examples else ""
+            lines.append(f"  {f.source}{sig} [{f.status}] {f.case.describe()} lengths={f.case.kv_lengths}{more}")
             lines.extend("    " + line for line in f.explanation.splitlines()[1:])
             if f.path is not None:
                 lines.append(f"    case file: {f.path}")
+        ours = {f.signature.get("id") for f in self.failures}
+        before = {k: v for k, v in self.known_examples.items() if k not in ours}
+        if before:
+            lines.append("  examples of findings not replayed by this worker: "
+                         + ", ".join(f"{k} x{v}" for k, v in sorted(before.items())))
         if not self.failures:
             lines.append("  no failures")
+        lines.extend(f"  note: {n}" for n in self.notes)
         if coverage:
             lines.append(self.coverage.format())
         return "\n".join(lines)
@@ -94,50 +135,130 @@ class _CaseFailed(AssertionError):
     """Raised inside the Hypothesis test so it shrinks the failing case."""
 
 
-def _saved_failures(corpus: Corpus, kernel_name: str) -> list[tuple[Path, Case]]:
-    out = []
-    for path in corpus.files():
-        try:
-            case, payload = read_case_file(path)
-        except InvalidInput:
-            continue
-        if payload.get("kernel") == kernel_name and payload.get("status") != "pass":
-            out.append((path, case))
-    return out
+def _fail(result) -> None:
+    """Raise the failure Hypothesis shrinks. One raise site: Hypothesis tells bugs apart by exception type
+    and the line that raised, and every failure of a round must count as the same one."""
+    raise _CaseFailed(result.explain())
+
+
+class _StopRound(BaseException):
+    """Ends a Hypothesis run from inside the test (shrink budget spent). A BaseException: Hypothesis lets
+    it through instead of treating it as a failure of the test."""
+
+
+class _StopCampaign(_StopRound):
+    """Ends the campaign (deadline, or the coordinator asked)."""
+
+
+def classifier(kernel, device_type: str) -> Callable[[Case], set[str]]:
+    """``classes_of(case)``: the input classes of a case under ``kernel``'s tiles on ``device_type``."""
+    from jfa_verify.protocol import tiles_for_shape
+
+    return lambda case: classify(case, tiles_for_shape(kernel, case.head_dim, case.dv, case.torch_dtype,
+                                                       device_type).as_tuple())
+
+
+def prepare_corpus(corpus_dir: "str | Path", kernel, verifier, classes_of) -> dict:
+    """Before a campaign (one process): replay case files left ``"running"`` by a killed process, then
+    :func:`~jfa_verify.fuzz.findings.recover` (shrink steps, duplicates, findings).
+
+    A leftover ``"running"`` file is replayed through ``verifier`` (isolated: it may be the crash that
+    killed the process): a failure of any kind is kept as a finding (source ``"leftover"``); a pass means
+    the process was killed mid-case and the file is removed -- it is never reported as "fixed".
+
+    Returns ``{"leftovers": [{"path", "status"}...], "shrink_steps_removed", "duplicates_removed",
+    "new_findings"}``.
+    """
+    leftovers = []
+    for path, case, _ in running_files(corpus_dir, kernel.name):
+        result = verifier.verify(case)
+        leftovers.append({"path": str(path), "status": result.status, "case": case})
+    done = recover(corpus_dir, kernel.name, classes_of)
+    return {"leftovers": leftovers, **done}
+
+
+def saved_findings(corpus_dir: "str | Path", kernel_name: str) -> list[Path]:
+    """The case files of ``kernel_name``'s findings, in name order (after :func:`prepare_corpus`)."""
+    return sorted(f.path for f in FindingIndex(corpus_dir, kernel_name).findings.values())
+
+
+@dataclass
+class _Round:
+    """The state of one Hypothesis run."""
+
+    id: str
+    target: Optional[tuple] = None  # the key of the failure being shrunk
+    best: Optional[tuple] = None  # (case, result, path) of the smallest failure of that key so far
+    steps: list = field(default_factory=list)  # case files written while shrinking
+    started_shrinking: float = 0.0
+    cut_short: bool = False  # shrinking stopped by its time budget
+    keep_last: bool = False  # the last case was a known finding's example: keep its database entry
 
 
 def run_campaign(
     kernel,
     *,
     strategy: Optional[st.SearchStrategy[Case]] = None,
-    max_examples: int = 50,
-    corpus_dir: str | Path,
+    max_examples: Optional[int] = 50,
+    corpus_dir: "str | Path",
     device=None,
     seed: int = 0,
     timeout_s: Optional[float] = None,
     backward: bool = True,
     shrink: bool = True,
     plugins: Sequence[str] = (),
+    database: "str | ExampleDatabase | None" = None,
+    read_from: Sequence[str] = (),
+    duration_s: Optional[float] = None,
+    deadline: Optional[float] = None,
+    isolate: bool = False,
+    worker: int = 0,
+    replay: Optional[Sequence["str | Path"]] = None,
+    on_event: Optional[Callable[[dict], None]] = None,
+    should_stop: Optional[Callable[[], bool]] = None,
+    shrink_seconds: float = 120.0,
+    round_examples: int = 100,
+    worker_env: Optional[dict] = None,
 ) -> CampaignSummary:
-    """Fuzz ``kernel`` with Hypothesis; failures are written to ``corpus_dir`` and shrunk.
+    """Fuzz ``kernel`` with Hypothesis; findings are written to ``corpus_dir``, shrunk and deduplicated.
 
     Args:
         kernel: a registered kernel or its name.
         strategy: a strategy of :class:`Case` (default: :func:`jfa_verify.strategies.cases` for the
             kernel and device).
-        max_examples: new cases to draw (saved failures are replayed in addition).
-        corpus_dir: the folder of case files; Hypothesis's database goes to ``corpus_dir/.hypothesis/<kernel>``.
+        max_examples: new cases to draw (None: no limit; then ``duration_s`` or ``deadline`` must end it).
+            Saved findings' replays and shrink steps come in addition.
+        corpus_dir: the folder of case files.
         device: ``"cpu"``, ``"cuda"``, a ``torch.device`` or None (the process's device, see
             :func:`jfa_verify.device.current_device`).
-        seed: the Hypothesis seed (same seed, same draws).
-        timeout_s: wall-clock limit per case: past it the case file is marked ``"timeout"`` and the
-            process exits with :data:`TIMEOUT_EXIT_CODE` (a hung kernel cannot be interrupted).
+        seed: the Hypothesis seed of the first round (round r uses ``seed + 1000003 * r``): same seed,
+            same draws, for one worker on an empty database.
+        timeout_s: wall-clock limit per case. Isolated: past it the case is a ``"hang"`` finding and the
+            campaign goes on. In-process: the case file is marked ``"hang"`` and the process exits with
+            :data:`TIMEOUT_EXIT_CODE` (a hung kernel cannot be interrupted).
         backward: run the backward pass too (when the kernel has one).
-        shrink: shrink the first failure to a minimal case (otherwise stop at it).
-        plugins: plugin files the kernel came from (named in replay commands).
+        shrink: shrink a new failure to a minimal case (otherwise keep it as found).
+        plugins: plugin files the kernel came from (named in replay commands; loaded by isolated workers).
+        database: a folder or ``redis://HOST:PORT`` (see :func:`~jfa_verify.fuzz.database.open_database`),
+            an :class:`ExampleDatabase`, or None for ``<corpus_dir>/.hypothesis``.
+        read_from: databases read through but never written (``MultiplexedDatabase``).
+        duration_s, deadline: stop after this many seconds, or at this ``time.time()``.
+        isolate: run cases in a worker process (crashes and hangs become findings).
+        worker: this worker's number (in case-file annotations and example logs).
+        replay: saved case files to replay first (None: prepare the corpus and replay every saved finding
+            of the kernel; a coordinator does that once and hands each worker its share).
+        on_event: called with a dict per case (``{"event": "case", ...}``) and per finding (``"finding"``).
+        should_stop: polled before each case; True ends the campaign (its round is finished first).
+        shrink_seconds: longest time spent shrinking one failure.
+        round_examples: new cases per Hypothesis run (between database re-reads).
+        worker_env: environment of the isolated case worker (``CUDA_VISIBLE_DEVICES``).
 
     Returns:
-        A :class:`CampaignSummary`. Never raises for kernel failures.
+        A :class:`CampaignSummary`. Never raises for kernel failures; Ctrl-C (``KeyboardInterrupt``) ends the
+        campaign with ``summary.interrupted`` set and no ``"running"`` file left behind.
+
+    Raises:
+        InvalidInput: neither ``max_examples`` nor a duration; a bad database spec.
     """
     from jfa_verify.device import current_device, select_device
     from jfa_verify.loop import Verifier
@@ -146,69 +267,204 @@ def run_campaign(
 
     import torch
 
+    if max_examples is None and duration_s is None and deadline is None:
+        raise InvalidInput("a campaign needs max_examples or a duration (--max-examples N or --duration S)")
     dev = current_device() if device is None else select_device(torch.device(device).type)
     if isinstance(kernel, str):
         kernel = get_kernel(kernel)
     name = kernel.name
     corpus = Corpus(corpus_dir)
     corpus.root.mkdir(parents=True, exist_ok=True)
-    verifier = Verifier(kernel, dev, corpus, backward=backward, timeout_s=timeout_s, plugins=plugins)
+    if duration_s is not None:
+        deadline = min(deadline or float("inf"), time.time() + duration_s)
     if strategy is None:
         strategy = cases(kernel, device_type=dev.type)
+    classes_of = classifier(kernel, dev.type)
     summary = CampaignSummary(kernel=name, device=str(dev), seed=seed, coverage=Coverage.for_kernel(kernel, dev.type))
-    search_failures: list[tuple[Case, object, Path]] = []
-    seen: dict[str, object] = {}
+    verdicts: dict[str, object] = {}  # case id -> verdict (different draws build one case; verdicts are
+    # deterministic, and a hang must not cost its timeout twice)
     t0 = time.perf_counter()
+    emit = on_event or (lambda event: None)
+    state = _Round(id="")
+    step = itertools.count()
 
-    def run_one(case: Case):
+    verifier = Verifier(kernel, dev, corpus, backward=backward, timeout_s=timeout_s, plugins=plugins,
+                        isolate=isolate, worker_env=worker_env)
+    if isinstance(database, ExampleDatabase):
+        shared = database
+    else:
+        shared = open_database(str(database) if database else str(corpus.root / ".hypothesis"), read_from)
+    db = CampaignDatabase(shared, f"{name}/{dev.type}/".encode(), keep=lambda: state.keep_last)
+
+    def stop_now() -> bool:
+        return (should_stop is not None and should_stop()) or (deadline is not None and time.time() >= deadline)
+
+    def run_one(case: Case, phase: str, annotations: Optional[dict] = None):
         key = case.case_id()
-        if key in seen:  # different draws can build the same case; a verdict is deterministic
-            return seen[key]
-        result = verifier.verify(case)
-        kept = Path(result.reproducer) if result.reproducer else None
-        seen[key] = (result, kept)
-        summary.coverage.add(case)
+        if key in verdicts:
+            result = verdicts[key]
+            if not result.failed:
+                return result, None
+            path = corpus.path_for(case, name)
+            return result, path if path.exists() else corpus.write(case, name, str(dev), result, verifier.plugins)
+        t = time.perf_counter()
+        result = verifier.verify(case, annotations)
+        classes = summary.coverage.add(case)
         summary.cases_run += 1
         summary.statuses[result.status] += 1
-        return result, kept
+        emit({"event": "case", "status": result.status, "phase": phase, "classes": sorted(classes),
+              "seconds": time.perf_counter() - t, "breakdown": result.seconds})
+        verdicts[key] = result
+        if not result.failed:
+            return result, None
+        return result, Path(result.reproducer) if result.reproducer else None
 
-    saved = _saved_failures(corpus, name)
+    def new_finding(case, result, path, source: str, sig: dict) -> None:
+        index.refresh()
+        known = index.findings.get(sig["id"]) or index.match(key_of(result.to_dict()), set(sig["classes"]))
+        if source == "search" and known is not None and known.path.exists():
+            as_example(known, case, path)  # found before (here or by another worker): one finding, one more example
+            return
+        mark_finding(corpus, path, sig, found_by=f"{source} (worker {worker})")
+        index.add(Finding(sig, path, case))
+        failure = CampaignFailure(case, result.status, path, result.explain(), source, sig)
+        summary.failures.append(failure)
+        emit({"event": "finding", "id": sig["id"], "status": result.status, "source": source, "path": str(path),
+              "case": case.describe(), "error_kind": sig["error_kind"], "outputs": sig["outputs"]})
 
-    def probe(case: Case, from_corpus: bool) -> None:
-        result, kept = run_one(case)
-        if from_corpus:
-            path = corpus.path_for(case, name)
+    def as_example(finding: Finding, case: Case, path: Optional[Path]) -> None:
+        record_example(corpus.root, finding.id, case, worker)
+        if path is not None and path not in {f.path for f in index.findings.values()}:
+            path.unlink(missing_ok=True)  # (a finding's own file, met again, is never an example's to remove)
+        summary.known_examples[finding.id] += 1
+        for f in summary.failures:
+            if f.signature.get("id") == finding.id:
+                f.examples += 1
+
+    # -- saved findings first -------------------------------------------------------------------------
+    try:
+        index = None
+        if replay is None:
+            prep = prepare_corpus(corpus.root, kernel, verifier, classes_of)
+            index = FindingIndex(corpus.root, name)
+            by_path = {f.path: f for f in index.findings.values()}
+            for left in prep["leftovers"]:
+                found = by_path.get(Path(left["path"]))
+                if found is None:
+                    summary.notes.append(f"{left['path']}: left 'running' by a killed process; "
+                                         f"{left['status']} on replay (removed; not a finding)")
+                else:  # replayed once already: not again
+                    text = read_case_file(found.path)[1].get("explanation", "")
+                    summary.failures.append(CampaignFailure(found.case, found.signature["status"], found.path,
+                                                            text, "leftover", found.signature))
+            replay = [p for p in saved_findings(corpus.root, name) if p not in {f.path for f in summary.failures}]
+        index = index or FindingIndex(corpus.root, name)
+        for path in map(Path, replay):
+            if stop_now():
+                break
+            try:
+                case, payload = read_case_file(path)
+            except InvalidInput:
+                continue  # removed or rewritten by another worker meanwhile
+            old_sig = payload.get("finding")
+            result, kept = run_one(case, "replay")
             if kept is None:
                 summary.fixed.append(path)
-            elif not any(f.path == kept for f in summary.failures):
-                summary.failures.append(CampaignFailure(case, result.status, kept, result.explain(), "corpus"))
+                continue
+            sig = signature(result.to_dict(), classes_of(case))
+            new_finding(case, result, kept, "corpus", sig if old_sig is None or old_sig["id"] != sig["id"] else old_sig)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+        verifier.close()
+        summary.seconds = time.perf_counter() - t0
+        return summary
+
+    # -- the search, in rounds ------------------------------------------------------------------------
+    def probe(case: Case) -> None:
+        state.keep_last = False
+        if stop_now():
+            raise _StopCampaign()
+        shrinking = state.target is not None
+        if not shrinking:
+            summary.generated += 1
+        annotations = {"shrink_round": state.id, "shrink_step": next(step)}
+        result, path = run_one(case, "shrink" if shrinking else "generate", annotations)
+        if not result.failed:
             return
-        if result.failed:
-            search_failures.append((case, result, kept))
-            raise _CaseFailed(result.explain())
+        verdict = result.to_dict()
+        key, classes = key_of(verdict), classes_of(case)
+        if not shrinking:
+            known = index.match(key, classes) or index.refresh().match(key, classes)
+            if known is not None:
+                as_example(known, case, path)
+                state.keep_last = True
+                return
+            state.target, state.best, state.started_shrinking = key, (case, result, path), time.perf_counter()
+            state.steps.append(path)
+            if not shrink:
+                raise _StopRound()
+            _fail(result)
+        if key != state.target:  # another failure met while shrinking: not this round's bug
+            known = index.match(key, classes)
+            if known is not None:
+                as_example(known, case, path)
+            elif path is not None:  # a shrink candidate, not a drawn case: the search will draw it again
+                path.unlink(missing_ok=True)
+                summary.side_failures += 1
+            return
+        state.best = (case, result, path)
+        state.steps.append(path)
+        if time.perf_counter() - state.started_shrinking > shrink_seconds:
+            state.cut_short = True
+            summary.notes.append(f"shrinking of a {result.status} stopped after {shrink_seconds:g} s "
+                                 f"(--shrink-seconds); the smallest case so far is kept")
+            raise _StopRound()
+        _fail(result)
+
+    def finish_round() -> None:
+        if state.best is None:
+            return
+        case, result, path = state.best
+        if path is not None and path.exists():
+            sig = signature(result.to_dict(), classes_of(case))
+            if state.cut_short or not shrink:
+                sig["shrunk"] = False  # its classes are not the bug's features: match on the key alone
+            new_finding(case, result, path, "search", sig)
+        findings_paths = {f.path for f in index.findings.values()}
+        for p in state.steps:  # the shrink steps
+            if p is not None and p != path and p not in findings_paths:
+                p.unlink(missing_ok=True)
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
-    test = given(case=strategy, from_corpus=st.just(False))(probe)
-    for _, case in saved:
-        test = example(case=case, from_corpus=True)(test)
-    test = hypothesis_seed(seed)(test)  # before settings: @seed alone would switch the database off
-    test = settings(
-        database=DirectoryBasedExampleDatabase(str(corpus.root / ".hypothesis" / name)),
-        max_examples=max_examples, deadline=None, phases=phases, derandomize=False, print_blob=False,
-        report_multiple_bugs=False,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-    )(test)
+    base = settings(database=db, deadline=None, phases=phases, derandomize=False, print_blob=False,
+                    report_multiple_bugs=False,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much])
     try:
-        test()
-    except _CaseFailed:
-        pass
-    if search_failures:
-        # Hypothesis replays the minimal example last: keep its file, drop the shrink steps' files.
-        case, result, kept = search_failures[-1]
-        for _, _, other in search_failures[:-1]:
-            if other is not None and other != kept and other not in {f.path for f in summary.failures}:
-                other.unlink(missing_ok=True)
-        if kept not in {f.path for f in summary.failures}:  # else: a saved failure found again
-            summary.failures.append(CampaignFailure(case, result.status, kept, result.explain(), "search"))
-    summary.seconds = time.perf_counter() - t0
+        for r in itertools.count():
+            if stop_now() or (max_examples is not None and summary.generated >= max_examples):
+                break
+            budget = round_examples if max_examples is None else min(round_examples, max_examples - summary.generated)
+            state = _Round(id=f"{uuid.uuid4().hex[:12]}-w{worker}")
+            summary.rounds += 1
+            before = summary.generated
+            run = settings(base, max_examples=budget)(hypothesis_seed(seed + 1000003 * r)(given(case=strategy)(probe)))
+            try:
+                run()
+            except _StopCampaign:
+                finish_round()
+                break
+            except (_CaseFailed, _StopRound):
+                pass
+            except Exception as e:  # Hypothesis's own verdicts (flaky, unsatisfiable): note, next round
+                summary.notes.append(f"round {r}: Hypothesis ended with {type(e).__name__}: {str(e)[:300]}")
+            finish_round()
+            if state.best is None and summary.generated - before < budget:
+                break  # Hypothesis exhausted the strategy's search space
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was found, leave no running file
+        summary.interrupted = True
+        finish_round()
+    finally:
+        verifier.close()
+        summary.seconds = time.perf_counter() - t0
     return summary

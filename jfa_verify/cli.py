@@ -1,7 +1,8 @@
 """``jfa-verify``: the command line (argument parsing and printing; the work is done by the library).
 
 Subcommands: ``run`` (the main job: verify a kernel on the built-in suite),
-``fuzz`` (a Hypothesis campaign with shrinking and a persistent corpus),
+``fuzz`` (a Hypothesis campaign with shrinking and a persistent corpus; worker processes on a shared
+database), ``findings`` (the deduplicated findings of a reproducer folder),
 ``calibrate`` (error distributions and a proposed budget table), ``report``
 and ``refloor`` (calibration records), ``mutants`` (a planted-bug catalogue's
 kill table), ``replay`` (re-run one case file or inline case), ``kernels``
@@ -120,13 +121,13 @@ def _results_table(results, title: str):
         table.add_column(col)
     for r in results:
         w = r.worst
-        if r.status == "error" or w is None:
+        if r.status in ("error", "crash", "hang") or w is None:
             err, worst = ("contract", "-") if r.contract_violations else ("-", "-")
         else:
             err = "non-finite" if w.problem else f"{w.kernel_error:.2e} / {w.allowance:.2e}"
             worst = w.name
-        verdict = {"pass": "[green]pass", "fail": "[red]FAIL", "error": "[red]ERROR",
-                   "unsupported": "[yellow]skip"}[r.status]
+        verdict = {"pass": "[green]pass", "fail": "[red]FAIL", "error": "[red]ERROR", "crash": "[red]CRASH",
+                   "hang": "[red]HANG", "unsupported": "[yellow]skip"}[r.status]
         table.add_row(r.case.name or r.case.case_id(), r.status, r.case.dtype, worst, err, verdict)
     return table
 
@@ -139,6 +140,8 @@ def cmd_run(args) -> int:
 
     from .coverage import Coverage
     from .device import interpreting, select_device
+    from .exits import exit_code_for
+    from .interrupts import terminate_as_interrupt
     from .loop import Verifier
     from .report import run_report, write_json
     from .suites import get_suite
@@ -154,43 +157,126 @@ def cmd_run(args) -> int:
     if args.max_cases:
         cases = cases[: args.max_cases]
     where = "Triton interpreter on CPU" if interpreting() else str(device)
-    console.print(f"jfa-verify run: kernel [bold]{kernel.name}[/], suite {suite.name} ({len(cases)} cases), {where}")
+    console.print(f"jfa-verify run: kernel [bold]{kernel.name}[/], suite {suite.name} ({len(cases)} cases), {where}"
+                  + ("" if args.isolate else ", in-process (--no-isolate)"))
     console.print(f"  {suite.note}")
-    verifier = Verifier(kernel, device, args.reproducers, timeout_s=args.timeout, plugins=args.plugin)
-    with Progress(console=console, transient=True, disable=args.no_progress) as bar:
-        task = bar.add_task(f"verifying {kernel.name}", total=len(cases))
-        results = verifier.verify_all(cases, on_result=lambda r: bar.advance(task))
+    results, interrupted = [], False
+    with Verifier(kernel, device, args.reproducers, timeout_s=args.timeout, plugins=args.plugin,
+                  isolate=args.isolate) as verifier, terminate_as_interrupt():
+        try:
+            with Progress(console=console, transient=True, disable=args.no_progress) as bar:
+                task = bar.add_task(f"verifying {kernel.name}", total=len(cases))
+                for case in cases:
+                    results.append(verifier.verify(case))
+                    bar.advance(task)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report what was verified, then stop
+            interrupted = True
+    if not results and interrupted:
+        print(f"\njfa-verify run: interrupted before the first case finished; no report written", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
     console.print(_results_table(results, f"{kernel.name} on {where}"))
     coverage = Coverage.for_kernel(kernel, device.type).update(r.case for r in results)
     print(coverage.format(), flush=True)
     for r in results:
         if r.failed:
             print(r.explain(), flush=True)
+    extra = {"interrupted": interrupted, "cases_planned": len(cases)}
     report = write_json(args.report, run_report(results, kernel=kernel.name, device=device, suite_note=suite.note,
-                                                coverage=coverage.to_dict()))
-    failed = sum(r.failed for r in results)
-    passed = sum(r.status == "pass" for r in results)
-    skipped = sum(r.status == "unsupported" for r in results)
-    console.print(f"{passed} passed, {failed} failed, {skipped} unsupported; report: {report}")
-    if skipped == len(results):
+                                                coverage=coverage.to_dict(), extra=extra))
+    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "error", "crash", "hang",
+                                                                 "unsupported")}
+    console.print(f"{counts['pass']} passed, {counts['fail'] + counts['error']} failed, {counts['crash']} crashed, "
+                  f"{counts['hang']} hung, {counts['unsupported']} unsupported; report: {report}")
+    if interrupted:
+        print(f"jfa-verify run: interrupted after {len(results)} of {len(cases)} cases (report written)",
+              file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+    if counts["unsupported"] == len(results):
         # Nothing was checked: a gate must not read this as a pass.
         print(f"jfa-verify run: error: no case of suite {suite.name!r} is inside kernel {kernel.name!r}'s "
               f"capabilities ({results[0].message}); try jfa-verify fuzz --kernel {kernel.name}", file=sys.stderr)
         return EXIT_USAGE
-    return EXIT_FAIL if failed else EXIT_OK
+    return int(exit_code_for(r.status for r in results))
 
 
 def cmd_fuzz(args) -> int:
-    from .device import select_device
-    from .fuzz import run_campaign
+    import secrets
 
+    from .device import select_device
+    from .fuzz.workers import FuzzConfig, run_fuzz
+
+    console = _console()
     device = select_device(args.device)
     kernel = _kernel(args)
-    summary = run_campaign(kernel, max_examples=args.max_examples, corpus_dir=args.reproducers, device=device,
-                           seed=args.seed, timeout_s=args.timeout, backward=not args.forward_only,
-                           plugins=args.plugin)
-    print(summary.format(), flush=True)
-    return EXIT_FAIL if summary.failures else EXIT_OK
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    max_examples = args.max_examples if args.max_examples or args.duration else 100
+    gpus = args.gpus
+    if gpus is None and device.type == "cuda":
+        import torch
+
+        gpus = [str(i) for i in range(torch.cuda.device_count())]
+    config = FuzzConfig(kernel=kernel.name, device_type=device.type, corpus_dir=args.reproducers,
+                        plugins=tuple(args.plugin), database=args.database, read_from=tuple(args.read_from),
+                        seed=seed, max_examples=max_examples, duration_s=args.duration, timeout_s=args.timeout,
+                        backward=not args.forward_only, isolate=args.isolate, shrink_seconds=args.shrink_seconds)
+    limit = " and ".join(x for x in (f"{max_examples} cases" if max_examples else "",
+                                     f"{args.duration:g} s" if args.duration else "") if x)
+    console.print(f"jfa-verify fuzz: kernel [bold]{kernel.name}[/] on {device}, {args.workers} worker(s)"
+                  + (f" on GPU(s) {','.join(gpus)}" if gpus else "") + f", up to {limit}, seed {seed} "
+                  f"(repeat the draws with --seed {seed}), database {args.database or args.reproducers + '/.hypothesis'}")
+    report = run_fuzz(config, workers=args.workers, gpus=gpus or (), console=None if args.no_progress else console,
+                      interval=args.progress_interval, report=args.report, png=args.png)
+    _print_campaign(report, console)
+    return report["exit_code"]
+
+
+def _print_campaign(report: dict, console) -> None:
+    new = set(report["new_findings"])
+    console.print(f"campaign on {report['kernel']} ({report['device']}, {report['workers']} worker(s), seed "
+                  f"{report['seed']}): {report['cases']} cases in {report['seconds']:.1f} s "
+                  f"({report['cases_per_minute']:.0f}/min), "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(report["statuses"].items()))
+                  + (" -- interrupted" if report["interrupted"] else ""), highlight=False, markup=False)
+    for f in report["findings"]:
+        tag = "NEW " if f["id"] in new else ""
+        console.print(f"  {tag}finding {f['id'] or '(unmerged)'} [{f['status']}] {f['error_kind']} "
+                      f"{'/'.join(f['outputs']) or '-'}: {f['case']}, {f['examples']} example(s)\n"
+                      f"    replay: jfa-verify replay {f['path']} --kernel {f['kernel']}"
+                      + "".join(f" --plugin {p}" for p in report["config"]["plugins"]), highlight=False, markup=False)
+    if not report["findings"]:
+        console.print("  no findings", highlight=False, markup=False)
+    for p in report["fixed"]:
+        console.print(f"  fixed (now passes, file removed): {p}", highlight=False, markup=False)
+    for w, d in report["worker_errors"].items():
+        console.print(f"  worker {w} died: {d['why']}", highlight=False, markup=False)
+    for n in report["notes"]:
+        console.print(f"  note: {n}", highlight=False, markup=False)
+    cov = report["coverage"]
+    console.print(f"coverage: {cov['drawn']}/{cov['expected']} input classes drawn; never drawn: "
+                  f"{', '.join(cov['never_drawn']) or 'none'}", highlight=False, markup=False)
+
+
+def cmd_findings(args) -> int:
+    import json
+
+    from .fuzz.findings import list_findings
+
+    rows = list_findings(args.reproducers, args.kernel)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    from rich.table import Table
+
+    table = Table(title=f"findings in {args.reproducers}")
+    for col in ("id", "kernel", "status", "kind", "outputs", "examples", "case", "file"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["id"] or "-", r["kernel"] or "-", r["status"], r["error_kind"], "/".join(r["outputs"]) or "-",
+                      str(r["examples"]), r["case"], r["path"])
+    _console().print(table)
+    if not rows:
+        print(f"no findings in {args.reproducers}")
+    return EXIT_OK
 
 
 def cmd_calibrate(args) -> int:
@@ -341,16 +427,25 @@ def cmd_replay(args) -> int:
         args.kernel = args.kernel or "triton_jfa"
     device = select_device(args.device)
     kernel = _kernel(args)
-    result = run_case(case, kernel, device, plugins=args.plugin)
+    if payload.get("status") in ("crash", "hang") or args.timeout:
+        # A recorded crash or hang replays in a case worker, so it cannot take this command down with it.
+        from .isolation import CaseWorker, WorkerSpec
+
+        with CaseWorker(WorkerSpec(kernel.name, device.type, tuple(args.plugin))) as worker:
+            result = worker.run(case, args.timeout)
+    else:
+        result = run_case(case, kernel, device, plugins=args.plugin)
     result.reproducer = args.file
     print(result.explain(), flush=True)
-    if payload.get("status") in ("fail", "error", "timeout", "crash"):
+    if payload.get("status") in ("fail", "error", "crash", "hang"):
         same = payload["status"] == result.status
         console.print(f"recorded verdict: {payload['status']}; replayed: {result.status} "
                       f"({'same' if same else 'DIFFERENT'})")
     if result.status == "unsupported":
         return EXIT_USAGE
-    return EXIT_FAIL if result.failed else EXIT_OK
+    from .exits import exit_code_for
+
+    return int(exit_code_for([result.status]))
 
 
 def cmd_kernels(args) -> int:
@@ -482,17 +577,47 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--report", default="jfa-report.json", type=new_file, help="JSON report to write")
     run.add_argument("--no-progress", action="store_true")
     run.add_argument("--timeout", type=positive_float, default=None,
-                     help="seconds per case; a case still running then is recorded as a hang and the run exits 3")
+                     help="seconds per case (compilation included); a case still running then is recorded as a "
+                          "hang, its worker killed, and the run goes on")
+    run.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
+                     help="run cases in a worker process, so a crash or hang is that case's finding (default); "
+                          "--no-isolate runs them in this process (a crash ends the run)")
     run.set_defaults(func=cmd_run)
 
-    fz = sub.add_parser("fuzz", help="Hypothesis campaign: adversarial cases, shrinking, persistent corpus")
+    fz = sub.add_parser("fuzz", help="Hypothesis campaign: adversarial cases, shrinking, deduplicated findings, "
+                        "worker processes on one shared database")
     kernel_options(fz)
-    fz.add_argument("--max-examples", type=positive_int, default=100)
-    fz.add_argument("--seed", type=seed_int, default=0)
-    fz.add_argument("--timeout", type=positive_float, default=None,
-                    help="seconds per case before it is recorded as a hang")
+    fz.add_argument("--max-examples", type=positive_int, default=None,
+                    help="new cases to draw, over all workers (default 100, or no limit with --duration)")
+    fz.add_argument("--duration", type=positive_float, default=None, metavar="SECONDS", help="stop after this long")
+    fz.add_argument("--seed", type=seed_int, default=None,
+                    help="seed of worker 0 (worker w: seed + w); default: a fresh random seed, printed")
+    fz.add_argument("--timeout", type=positive_float, default=120.0,
+                    help="seconds per case (compilation included) before it is a hang finding (default 120)")
     fz.add_argument("--forward-only", action="store_true")
+    fz.add_argument("--workers", type=positive_int, default=1, help="campaign worker processes (default 1)")
+    fz.add_argument("--gpus", type=lambda t: [g.strip() for g in t.split(",") if g.strip()], default=None,
+                    metavar="0,1,...", help="GPUs the workers are pinned to, round-robin (default: every visible one)")
+    fz.add_argument("--database", default=None, metavar="DIR|redis://HOST:PORT",
+                    help="Hypothesis example database shared by the workers (default: REPRODUCERS/.hypothesis)")
+    fz.add_argument("--read-from", action="append", default=[], metavar="DIR|redis://HOST:PORT",
+                    help="also read (never write) this database (repeatable)")
+    fz.add_argument("--report", default=None, type=new_file, help="write the campaign's JSON report here")
+    fz.add_argument("--png", default=None, type=new_file, help="write a PNG of cases and findings over time here")
+    fz.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
+                    help="run cases in a case-worker process, so crashes and hangs are findings (default)")
+    fz.add_argument("--shrink-seconds", type=positive_float, default=120.0,
+                    help="longest time spent shrinking one failure (default 120)")
+    fz.add_argument("--no-progress", action="store_true", help="no live progress")
+    fz.add_argument("--progress-interval", type=positive_float, default=10.0,
+                    help="seconds between progress lines when the output is not a terminal (default 10)")
     fz.set_defaults(func=cmd_fuzz)
+
+    fnd = sub.add_parser("findings", help="list the findings in a reproducer folder (one per signature)")
+    fnd.add_argument("--reproducers", default="jfa-reproducers", help="the folder (default jfa-reproducers)")
+    fnd.add_argument("--kernel", default=None, help="only this kernel's findings")
+    fnd.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    fnd.set_defaults(func=cmd_findings)
 
     cal = sub.add_parser("calibrate", help="measure error distributions and fit a budget table")
     kernel_options(cal, reproducers=False)
@@ -543,6 +668,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="re-run a case file (or an inline case) and print its verdict")
     rep.add_argument("file", nargs="?", type=existing_file, help="case file written by run or a fuzz campaign")
     rep.add_argument("--case", help="inline case JSON instead of a file")
+    rep.add_argument("--timeout", type=positive_float, default=None,
+                     help="run in a case worker with this limit (a recorded crash or hang always runs in one)")
     kernel_options(rep, kernel_default=None, reproducers=False)
     rep.set_defaults(func=cmd_replay)
 

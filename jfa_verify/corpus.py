@@ -9,6 +9,7 @@ for bit (see :meth:`jfa_verify.case.Case.materialize`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import platform
@@ -20,14 +21,29 @@ from .case import Case
 from .errors import InvalidInput
 from .exits import ExitCode
 
-__all__ = ["Corpus", "read_case_file", "environment", "TIMEOUT_EXIT_CODE"]
+__all__ = ["Corpus", "read_case_file", "environment", "normalize_status", "TIMEOUT_EXIT_CODE"]
 
 FORMAT = "jfa-verify-case/1"
 TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchdog timeout
+RUNNING = "running"  # the status of a case file whose case has not finished (or whose process died)
+# Keys that belong to a case file, not to one run of its case: kept when the case runs again.
+FILE_KEYS = ("finding", "found_by")
+
+
+def normalize_status(status: str) -> str:
+    """A case file's status in today's words: ``"timeout"`` (before 0.3) is ``"hang"``."""
+    return "hang" if status == "timeout" else status
 
 
 def environment() -> dict:
-    """Versions and device of this process, recorded with every case file and report."""
+    """Versions and device of this process, recorded with every case file and report (a copy of what was
+    computed once per process: it is written with every case file)."""
+    # TRITON_INTERPRET is read now: select_device may set it after the first call.
+    return {**_environment(), "triton_interpret": os.environ.get("TRITON_INTERPRET", "0")}
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> dict:
     import torch
 
     try:
@@ -41,7 +57,6 @@ def environment() -> dict:
         "torch": torch.__version__,
         "triton": triton_version,
         "platform": platform.platform(),
-        "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
     }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
@@ -52,7 +67,7 @@ def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
     def fire() -> None:
         try:
             payload = json.loads(path.read_text())
-            payload.update(status="timeout", explanation=f"no result after {timeout_s} s; process ended")
+            payload.update(status="hang", explanation=f"no result after {timeout_s} s; process ended")
             _write_atomic(path, payload)
         finally:
             os._exit(TIMEOUT_EXIT_CODE)
@@ -80,17 +95,28 @@ class Corpus:
 
     @contextlib.contextmanager
     def guard(self, case: Case, kernel: str, device: str, timeout_s: Optional[float] = None,
-              plugins: tuple[str, ...] = ()) -> Iterator[Path]:
+              plugins: tuple[str, ...] = (), annotations: Optional[dict] = None) -> Iterator[Path]:
         """Write the case file first; the caller calls :meth:`record` or the file stays as ``running``.
 
-        With ``timeout_s``, a watchdog marks the file ``"timeout"`` and ends the process with
+        With ``timeout_s``, a watchdog marks the file ``"hang"`` and ends the process with
         :data:`TIMEOUT_EXIT_CODE` if the block is still running after that many seconds: a hung
-        kernel cannot be interrupted from Python, and the finding must not be lost.
+        kernel cannot be interrupted from Python, and the finding must not be lost. (An isolated
+        :class:`~jfa_verify.loop.Verifier` passes no ``timeout_s``: its parent process keeps the time.)
+        ``annotations``: extra keys stored in the file (a campaign's shrink round, so that a killed
+        campaign's shrink steps can be told apart from findings).
         """
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.path_for(case, kernel)
-        _write_atomic(path, {"format": FORMAT, "case": case.to_dict(), "kernel": kernel, "device": device,
-                             "plugins": list(plugins), "status": "running", "environment": environment()})
+        kept = {}
+        if path.exists():  # the case ran before (a finding replayed): its file keeps what marks it
+            try:
+                old = json.loads(path.read_text())
+                kept = {k: old[k] for k in FILE_KEYS if k in old}
+            except (OSError, ValueError):
+                pass
+        _write_atomic(path, {**kept, **(annotations or {}), "format": FORMAT, "case": case.to_dict(), "kernel": kernel,
+                             "device": device, "plugins": list(plugins), "status": RUNNING,
+                             "environment": environment()})
         timer = _watchdog(path, timeout_s) if timeout_s else None
         try:
             yield path
@@ -108,12 +134,30 @@ class Corpus:
         _write_atomic(path, payload)
         return path
 
+    def write(self, case: Case, kernel: str, device: str, result, plugins: tuple[str, ...] = ()) -> Optional[Path]:
+        """Write the file of a case judged before (its verdict ``result``); as :meth:`record`, a pass writes none."""
+        with self.guard(case, kernel, device, None, plugins) as path:
+            return self.record(path, result)
+
+    def discard(self, path: Path) -> None:
+        """Remove a case file whose case was interrupted (Ctrl-C, SIGTERM): no verdict, so no finding."""
+        path.unlink(missing_ok=True)
+
+    def update(self, path: Path, **fields) -> None:
+        """Add or replace top-level keys of a case file (atomically)."""
+        payload = json.loads(path.read_text())
+        payload.update(fields)
+        _write_atomic(path, payload)
+
     def files(self) -> list[Path]:
         return sorted(self.root.glob("*.json")) if self.root.is_dir() else []
 
 
 def read_case_file(path: str | Path) -> tuple[Case, dict]:
     """Load a case file; returns the case and the whole payload.
+
+    The payload's ``status`` is given in today's words (:func:`normalize_status`: an old
+    ``"timeout"`` reads as ``"hang"``).
 
     Raises:
         InvalidInput: the file is missing, not JSON, or not a jfa-verify case file.
@@ -130,6 +174,8 @@ def read_case_file(path: str | Path) -> tuple[Case, dict]:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT or "case" not in payload:
         raise InvalidInput(f"{str(path)!r} is not a jfa-verify case file (expected a JSON object with "
                            f"format {FORMAT!r} and a case)")
+    if "status" in payload:
+        payload["status"] = normalize_status(payload["status"])
     try:
         return Case.from_dict(payload["case"]), payload
     except InvalidInput as e:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ExitCode"]
+from typing import Iterable
+
+__all__ = ["ExitCode", "exit_code_for"]
 
 
 class ExitCode(enum.IntEnum):
@@ -13,6 +15,23 @@ class ExitCode(enum.IntEnum):
     OK = 0  # everything checked passed
     FINDING = 1  # a kernel failed a check (wrong output, contract, invariant, kernel exception)
     USAGE = 2  # bad arguments or configuration; nothing (or nothing meaningful) was checked
-    HANG = 3  # a case ran past --timeout (recorded as a finding with status "timeout")
+    HANG = 3  # a case ran past --timeout (recorded as a finding with status "hang"; "timeout" before 0.3)
     CRASH = 4  # the kernel crashed its process (abort, segfault, illegal address)
     INTERRUPTED = 130  # Ctrl-C / SIGTERM: what was done so far is written, then the command stops
+
+
+# Which finding decides the exit status when a run has several kinds: a crash first (the kernel can
+# take down the process, or the device, of whatever runs it), then a hang (it can block a whole
+# CI job), then any ordinary failure (wrong output, contract, invariant, exception).
+_PRECEDENCE = (("crash", ExitCode.CRASH), ("hang", ExitCode.HANG), ("fail", ExitCode.FINDING),
+               ("error", ExitCode.FINDING))
+
+
+def exit_code_for(statuses: Iterable[str]) -> ExitCode:
+    """The exit status of a run whose cases ended with ``statuses``: crash (4) > hang (3) > fail or error (1) >
+    OK (0). ``"timeout"`` (the old name of a hang) counts as a hang."""
+    seen = {"hang" if s == "timeout" else s for s in statuses}
+    for status, code in _PRECEDENCE:
+        if status in seen:
+            return code
+    return ExitCode.OK

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
@@ -23,30 +24,70 @@ class Verifier:
     hang or kill leaves it behind), removed when the case passes and rewritten
     with the verdict when it fails (:class:`~jfa_verify.corpus.Corpus`).
 
+    In-process (``isolate=False``) a kernel that aborts or segfaults takes the
+    caller with it, and a hang past ``timeout_s`` ends the process (exit 3)
+    after marking the case file ``"hang"``. Isolated (``isolate=True``), cases
+    run in a :class:`~jfa_verify.isolation.CaseWorker` child process: a crash
+    is the case's verdict (status ``"crash"``), a hang past ``timeout_s`` too
+    (``"hang"``, the child is killed), the child is restarted, and the caller
+    goes on with the next case. An interrupted case (Ctrl-C, SIGTERM as
+    :class:`KeyboardInterrupt`) leaves no file: it has no verdict.
+
     Args:
         kernel: the registered kernel under test.
         device: where the cases run.
         corpus: the reproducer folder (a :class:`Corpus` or a path).
         backward: judge the gradients too.
-        timeout_s: seconds a case may run before it is recorded as a hang (None: no watchdog).
-        plugins: the plugin files the kernel came from (named in replay commands and case files).
+        timeout_s: seconds a case may run before it is recorded as a hang (None: no limit).
+        plugins: the plugin files the kernel came from (named in replay commands and case files; loaded by
+            the isolated worker).
         budgets: the budget table (None: the packaged one).
+        isolate: run cases in a worker process (see above).
+        worker_env: environment variables of the isolated worker (``CUDA_VISIBLE_DEVICES`` to pin it).
+
+    Use it as a context manager (or call :meth:`close`) to end an isolated worker.
     """
 
     def __init__(self, kernel: Kernel, device: torch.device, corpus: "Corpus | str | Path", *, backward: bool = True,
-                 timeout_s: Optional[float] = None, plugins: Iterable[str] = (), budgets=None):
+                 timeout_s: Optional[float] = None, plugins: Iterable[str] = (), budgets=None, isolate: bool = False,
+                 worker_env: Optional[dict] = None):
         self.kernel, self.device = kernel, torch.device(device)
         self.corpus = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
         self.backward, self.timeout_s, self.budgets = backward, timeout_s, budgets
         self.plugins = tuple(str(p) for p in plugins)
+        self.worker = None
+        if isolate:
+            from .isolation import CaseWorker, WorkerSpec
 
-    def verify(self, case: Case) -> CaseResult:
-        """Run one case; its reproducer stays in the corpus only if it failed."""
-        with self.corpus.guard(case, self.kernel.name, str(self.device), self.timeout_s, self.plugins) as path:
-            result = run_case(case, self.kernel, self.device, backward=self.backward, budgets=self.budgets,
-                              plugins=self.plugins)
+            self.worker = CaseWorker(WorkerSpec(kernel.name, self.device.type, self.plugins, backward, budgets,
+                                                dict(worker_env or {})))
+
+    @property
+    def isolated(self) -> bool:
+        return self.worker is not None
+
+    def verify(self, case: Case, annotations: Optional[dict] = None) -> CaseResult:
+        """Run one case; its reproducer stays in the corpus only if it failed (``annotations``: extra keys
+        for its file, see :meth:`Corpus.guard`). ``result.seconds["io"]`` is the time spent on the file."""
+        t0 = time.perf_counter()
+        watchdog = None if self.isolated else self.timeout_s  # isolated: the parent keeps the time
+        with self.corpus.guard(case, self.kernel.name, str(self.device), watchdog, self.plugins, annotations) as path:
+            t1 = time.perf_counter()
+            try:
+                if self.isolated:
+                    result = self.worker.run(case, self.timeout_s)
+                else:
+                    result = run_case(case, self.kernel, self.device, backward=self.backward, budgets=self.budgets,
+                                      plugins=self.plugins)
+            except KeyboardInterrupt:
+                self.corpus.discard(path)
+                if self.isolated:
+                    self.worker.kill()  # it is mid-case; the next case starts a fresh one
+                raise
+            t2 = time.perf_counter()
             saved = self.corpus.record(path, result)
             result.reproducer = str(saved) if saved else None
+        result.seconds["io"] = (t1 - t0) + (time.perf_counter() - t2)
         return result
 
     def verify_all(self, cases: Iterable[Case], on_result: Optional[Callable[[CaseResult], None]] = None
@@ -59,3 +100,14 @@ class Verifier:
             if on_result is not None:
                 on_result(result)
         return results
+
+    def close(self) -> None:
+        """End the isolated worker (nothing to do in-process)."""
+        if self.worker is not None:
+            self.worker.close()
+
+    def __enter__(self) -> "Verifier":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -7,11 +7,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .corpus import environment
-from .runner import CaseResult
+from .runner import STATUSES, CaseResult
 
 __all__ = ["STATUSES", "summary", "run_report", "write_json"]
-
-STATUSES = ("pass", "fail", "error", "unsupported")
 
 
 def summary(results: Sequence[CaseResult]) -> dict[str, int]:

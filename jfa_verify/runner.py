@@ -25,7 +25,12 @@ from .localize import Location, locate
 from .oracles import padded_sdpa_attention, reference_attention
 from .protocol import PASSES, Kernel, KernelRun
 
-__all__ = ["CaseResult", "run_case", "run_kernel", "poisoned_allocations"]
+__all__ = ["CaseResult", "FAILING_STATUSES", "STATUSES", "run_case", "run_kernel", "poisoned_allocations"]
+
+# Every verdict a case can get. "crash" and "hang" come from an isolated run
+# (jfa_verify.isolation): the worker process died, or ran past the timeout and was killed.
+STATUSES = ("pass", "fail", "error", "crash", "hang", "unsupported")
+FAILING_STATUSES = ("fail", "error", "crash", "hang")
 
 
 @contextlib.contextmanager
@@ -56,8 +61,11 @@ class CaseResult:
 
     ``status``: ``"pass"``, ``"fail"`` (an output outside its allowance,
     non-finite, or breaking the output contract; a scheduler invariant broken),
-    ``"error"`` (the kernel raised) or ``"unsupported"`` (outside the kernel's
-    declared capabilities; not a failure). ``block_sizes``: the tiles the kernel
+    ``"error"`` (the kernel raised), ``"crash"`` (the kernel killed its worker process:
+    abort, segfault, a sticky CUDA error such as an illegal address), ``"hang"`` (no verdict
+    within the timeout; the worker was killed) or ``"unsupported"`` (outside the kernel's
+    declared capabilities; not a failure). Case files written before 0.3 call a hang ``"timeout"``
+    (:func:`jfa_verify.corpus.read_case_file` reads it as ``"hang"``). ``block_sizes``: the tiles the kernel
     ran, ``(BLOCK_M, BLOCK_N)``, None when it declares none. ``notes``: what was
     not checked and why (a backward the kernel lacks), and declared conventions.
     """
@@ -80,7 +88,7 @@ class CaseResult:
 
     @property
     def failed(self) -> bool:
-        return self.status in ("fail", "error")
+        return self.status in FAILING_STATUSES
 
     @property
     def failing(self) -> list[OutputComparison]:
@@ -104,6 +112,8 @@ class CaseResult:
         lines = [head]
         if self.status == "error":
             lines.append(f"  kernel raised: {self.message}")
+        elif self.status in ("crash", "hang"):
+            lines.append(f"  {self.status}: {self.message}")
         if self.contract_violations:
             lines.append("  output contract: " + "; ".join(self.contract_violations))
         if self.memory_violations:
@@ -216,11 +226,14 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     (raises) or computes the right result.
     """
     device = torch.device(device)
+    t_start = time.perf_counter()
     tensors = case.materialize(device) if tensors is None else tensors
+    t_made = time.perf_counter()
     problem = case.problem(tensors)  # the one validation; kernel adapter and oracles share it
     tiles = kernel.tile_sizes(problem)
+    t_valid = time.perf_counter()
     result = CaseResult(case, kernel.name, "pass", block_sizes=tiles.as_tuple() if tiles else None,
-                        plugins=tuple(plugins))
+                        plugins=tuple(plugins), seconds={"materialize": t_made - t_start, "validate": t_valid - t_made})
     reason = kernel.unsupported_reason(problem)
     if reason is not None:
         result.status, result.message = "unsupported", f"kernel {kernel.name!r} does not support this case: {reason}"
@@ -271,8 +284,11 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         result.comparisons.append(cmp)
         if cmp.worst_index is not None:
             result.locations[out_name] = locate(problem, out_name, cmp.worst_index, tiles)
+    t3 = time.perf_counter()
+    result.seconds["compare"] = t3 - t2
     if run.plan is not None and run.visits is not None:
         _check_schedules(result, run, backward)
+        result.seconds["invariants"] = time.perf_counter() - t3
     if result.failing or result.schedule_violations or result.memory_violations:
         result.status = "fail"
     return result

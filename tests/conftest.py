@@ -41,3 +41,47 @@ def sleepy_plugin(tmp_path):
             return hang
     """))
     return plugin
+
+
+_MISBEHAVING = '''
+import os
+import time
+
+import torch
+
+from jfa_verify import Capabilities, register_kernel
+from jfa_verify.contract import validate_inputs
+from jfa_verify.oracles import reference_attention
+
+
+@register_kernel({name!r}, capabilities=Capabilities(backward=False))
+def load():
+    """A correct forward in plain torch (the float64 reference, rounded) that misbehaves on some inputs."""
+    def forward(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None):
+        problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                                  sm_scale=sm_scale)
+        B, dtype, broadcast = len(k_offsets) - 1, q.dtype, q_offsets is None
+        lengths = [int(n) for n in (k_offsets[1:] - k_offsets[:-1])]
+        if {crash}:
+            os.abort()
+        if {hang}:
+            time.sleep(600)
+        if {wrong}:
+            raise RuntimeError("planted failure")
+        ref = reference_attention(problem, q, k, v)
+        return ref["o"].to(q.dtype), ref["lse"].float()
+    return forward
+'''
+
+
+@pytest.fixture
+def misbehaving_plugin(tmp_path):
+    """``make(name, crash=..., hang=..., wrong=...)``: a plugin file registering kernel ``name``, a correct
+    plain-torch forward that calls ``os.abort()`` where the ``crash`` expression holds, sleeps 600 s where
+    ``hang`` holds and raises where ``wrong`` holds (expressions over ``B``, ``dtype``, ``causal``,
+    ``broadcast``, ``lengths``, ``torch``)."""
+    def make(name, crash="False", hang="False", wrong="False"):
+        path = tmp_path / f"{name}.py"
+        path.write_text(_MISBEHAVING.format(name=name, crash=crash, hang=hang, wrong=wrong))
+        return path
+    return make

@@ -29,10 +29,13 @@ def test_campaign_on_mutant_writes_a_case_file_that_replays(mutant, jfa_device, 
     summary = run_campaign(mutant, strategy=cases(mutant, device_type=jfa_device.type, **FWD), max_examples=20,
                            corpus_dir=tmp_path, device=jfa_device, seed=1, backward=False)
     assert summary.failed and summary.statuses["fail"] >= 1 and summary.cases_run == summary.coverage.total
-    (failure,) = summary.failures
-    assert failure.source == "search" and failure.path.is_file()
-    assert list(tmp_path.glob("*.json")) == [failure.path]  # shrink steps' files removed, the minimal one kept
-    assert (tmp_path / ".hypothesis" / mutant.name).is_dir()
+    # The search goes on after a finding; each finding is one signature, kept as one (shrunk) file.
+    ids = [f.signature["id"] for f in summary.failures]
+    assert len(ids) == len(set(ids)) and all(f.source == "search" for f in summary.failures)
+    assert sorted(tmp_path.glob("*.json")) == sorted(f.path for f in summary.failures)  # shrink steps removed
+    assert (tmp_path / ".hypothesis").is_dir()
+    failure = min(summary.failures, key=lambda f: f.case.tokens())
+    assert failure.case.batch <= 2 and failure.case.num_heads_q == 1  # shrunk
 
     case, payload = read_case_file(failure.path)
     assert payload["status"] == "fail" and payload["kernel"] == mutant.name and case == failure.case
@@ -41,11 +44,13 @@ def test_campaign_on_mutant_writes_a_case_file_that_replays(mutant, jfa_device, 
     assert sorted(c.name for c in replay.failing) == sorted(n for n, o in payload["verdict"]["outputs"].items()
                                                             if not o["passed"])
     text = summary.format()
-    assert "search failure [fail]" in text and str(failure.path) in text and "coverage over" in text
+    assert f"search finding {failure.signature['id']} [fail]" in text and str(failure.path) in text
+    assert "coverage over" in text
 
     again = run_campaign(mutant, strategy=cases(mutant, device_type=jfa_device.type, **FWD), max_examples=5,
                          corpus_dir=tmp_path, device=jfa_device, seed=2, backward=False)
-    assert [(f.source, f.path) for f in again.failures] == [("corpus", failure.path)]
+    replayed = [(f.source, f.path) for f in again.failures if f.source == "corpus"]
+    assert sorted(replayed) == sorted(("corpus", f.path) for f in summary.failures)
 
 
 def test_campaign_on_real_kernel_finds_nothing(jfa_kernel, jfa_device, tmp_path):
@@ -58,15 +63,31 @@ def test_campaign_on_real_kernel_finds_nothing(jfa_kernel, jfa_device, tmp_path)
 
 
 def test_saved_failure_that_now_passes_is_reported_fixed(jfa_kernel, jfa_device, tmp_path):
-    from jfa_verify.corpus import Corpus
     from jfa_verify import Case
+    from jfa_verify.corpus import Corpus
+    from jfa_verify.runner import CaseResult
 
     case = Case(kv_lengths=(3,), dtype="float32", head_dim=16)
-    with Corpus(tmp_path).guard(case, jfa_kernel.name, str(jfa_device)) as path:
-        pass  # left as "running": what a crash leaves behind
+    path = Corpus(tmp_path).write(case, jfa_kernel.name, str(jfa_device), CaseResult(case, jfa_kernel.name, "fail"))
     summary = run_campaign(jfa_kernel, strategy=cases(jfa_kernel, max_batch=1, max_len=3, dtypes=["float32"]),
                            max_examples=1, corpus_dir=tmp_path, device=jfa_device, backward=False)
     assert summary.fixed == [path] and not path.exists() and not summary.failed
+
+
+def test_leftover_running_file_is_replayed_and_never_reported_fixed(jfa_kernel, jfa_device, tmp_path):
+    """Regression: a "running" file left by a killed campaign was replayed as a saved failure and, passing,
+    reported as "fixed". It is replayed (it may be the crash that killed the process); a pass removes it
+    with a note, never as a fix."""
+    from jfa_verify import Case
+    from jfa_verify.corpus import Corpus
+
+    case = Case(kv_lengths=(3,), dtype="float32", head_dim=16)
+    with Corpus(tmp_path).guard(case, jfa_kernel.name, str(jfa_device)) as path:
+        pass  # left as "running": what a kill -9 leaves behind
+    summary = run_campaign(jfa_kernel, strategy=cases(jfa_kernel, max_batch=1, max_len=3, dtypes=["float32"]),
+                           max_examples=1, corpus_dir=tmp_path, device=jfa_device, backward=False)
+    assert summary.fixed == [] and not path.exists() and not summary.failed
+    assert any(str(path) in n and "not a finding" in n for n in summary.notes), summary.notes
 
 
 def test_watchdog_marks_a_hung_case_and_exits(tmp_path, sleepy_plugin):
@@ -83,5 +104,5 @@ def test_watchdog_marks_a_hung_case_and_exits(tmp_path, sleepy_plugin):
     assert proc.returncode == TIMEOUT_EXIT_CODE, proc.stderr[-2000:]
     (path,) = (tmp_path / "corpus").glob("*.json")
     payload = json.loads(path.read_text())
-    assert payload["status"] == "timeout" and payload["kernel"] == "sleepy"
+    assert payload["status"] == "hang" and payload["kernel"] == "sleepy"
     read_case_file(path)  # still a valid, replayable case file

@@ -1,0 +1,177 @@
+"""Verified cases per minute, for one worker and for N workers, with where a case's time goes.
+
+Each worker is a process that draws cases from the campaign's default strategy
+(:func:`jfa_verify.strategies.cases` for the kernel and device) with Hypothesis and
+verifies each through :class:`jfa_verify.loop.Verifier` (write-ahead case file,
+kernel, float64 and SDPA oracles, comparison) for ``--seconds`` after ``--warmup``
+seconds that are not counted (compilation on a GPU). The breakdown splits a case's
+wall time into draw (Hypothesis), materialize, validate (contract and host planning),
+kernel (forward and backward, synchronized), oracles, compare, invariants (scheduler
+checks), io (case file) and ipc (``--isolate``: the round trip to the case worker).
+
+    python benchmarks/bench_verify.py --device cpu --workers 1,2 --seconds 20
+    python benchmarks/bench_verify.py --device cuda --workers 1,4,8,16 --seconds 25 --warmup 10 --movielens
+
+Writes ``bench_verify.json`` under ``--out`` (default ``$OUT`` or ``gpu-out``). Exit 0, or 1 when a
+worker died or no case was verified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+PARTS = ("draw", "materialize", "validate", "kernel", "oracles", "compare", "invariants", "io", "ipc")
+
+
+class _Done(BaseException):
+    """Ends the Hypothesis loop at the deadline (a BaseException: Hypothesis lets it through)."""
+
+
+def _worker(args: dict, worker: int, results) -> None:
+    if args.get("gpu") is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = args["gpu"]
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    import torch._inductor  # noqa: F401  (imported on the first poisoned allocation; 3 s that no case should carry)
+
+    from jfa_verify.device import select_device
+    from jfa_verify.loop import Verifier
+    from jfa_verify.registry import get_kernel
+    from jfa_verify.strategies import cases
+
+    device = select_device(args["device"])
+    kernel = get_kernel(args["kernel"])
+    spent, statuses = Counter(), Counter()
+    state = {"n": 0, "last": None, "start": time.perf_counter() + args["warmup"], "end": None}
+    state["end"] = state["start"] + args["seconds"]
+    with tempfile.TemporaryDirectory() as folder, \
+            Verifier(kernel, device, folder, backward=not args["forward_only"], isolate=args["isolate"],
+                     timeout_s=args["timeout"]) as verifier:
+        def probe(case):
+            now = time.perf_counter()
+            if now >= state["end"]:
+                raise _Done()
+            counted = now >= state["start"]
+            draw = now - state["last"] if state["last"] is not None else 0.0
+            result = verifier.verify(case)
+            state["last"] = time.perf_counter()
+            if counted:
+                state["n"] += 1
+                statuses[result.status] += 1
+                spent["draw"] += draw
+                for part in PARTS[1:]:
+                    spent[part] += result.seconds.get(part, 0.0)
+                spent["total"] += state["last"] - now + draw
+
+        test = settings(database=None, deadline=None, max_examples=10**9, phases=[Phase.generate],
+                        suppress_health_check=list(HealthCheck))(
+            hypothesis_seed(args["seed"] + worker)(given(case=cases(kernel, device_type=device.type))(probe)))
+        try:
+            test()
+        except _Done:
+            pass
+        movielens = None
+        if args["movielens"] and worker == 0:
+            from jfa_verify.case import Case
+            from jfa_verify.lengths import sample_movielens_batch
+
+            case = Case(kv_lengths=sample_movielens_batch(256, 0), num_heads_q=8, num_heads_kv=8, head_dim=128,
+                        dtype="bfloat16", name="movielens-256")
+            verifier.verify(case)  # compile
+            t = time.perf_counter()
+            r = verifier.verify(case)
+            movielens = {"seconds": time.perf_counter() - t, "status": r.status, "tokens": sum(case.kv_lengths),
+                         "breakdown": {k: round(v, 4) for k, v in r.seconds.items()}}
+    results.put({"worker": worker, "cases": state["n"], "statuses": dict(statuses), "spent": dict(spent),
+                 "movielens": movielens})
+
+
+def run(workers: int, args: argparse.Namespace) -> dict:
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    gpus = [g for g in (args.gpus or "").split(",") if g]
+    common = dict(device=args.device, kernel=args.kernel, seconds=args.seconds, warmup=args.warmup, seed=args.seed,
+                  forward_only=args.forward_only, isolate=args.isolate, timeout=args.timeout,
+                  movielens=args.movielens)
+    procs = [ctx.Process(target=_worker, args=({**common, "gpu": gpus[w % len(gpus)] if gpus else None}, w, results))
+             for w in range(workers)]
+    for p in procs:
+        p.start()
+    got = []
+    deadline = time.time() + args.warmup + args.seconds + 300
+    while len(got) < workers and time.time() < deadline:
+        try:
+            got.append(results.get(timeout=1))
+        except Exception:
+            if not any(p.is_alive() for p in procs) and results.empty():
+                break
+    for p in procs:
+        p.join(30)
+        if p.is_alive():
+            p.kill()
+    cases = sum(g["cases"] for g in got)
+    spent = Counter()
+    for g in got:
+        spent.update(g["spent"])
+    total = spent.pop("total", 0.0) or 1e-9
+    return {
+        "workers": workers, "finished_workers": len(got), "cases": cases,
+        "cases_per_minute": round(60 * cases / args.seconds, 1),
+        "per_worker_cases_per_minute": round(60 * cases / args.seconds / max(1, workers), 1),
+        "statuses": dict(sum((Counter(g["statuses"]) for g in got), Counter())),
+        "breakdown_share": {k: round(spent.get(k, 0.0) / total, 3) for k in PARTS},
+        "mean_case_ms": round(1000 * total / max(1, cases), 1),
+        "movielens": next((g["movielens"] for g in got if g["movielens"]), None),
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--kernel", default="triton_jfa")
+    p.add_argument("--workers", default="1", help="comma-separated worker counts, e.g. 1,4,8,16")
+    p.add_argument("--seconds", type=float, default=20.0, help="counted seconds per worker count")
+    p.add_argument("--warmup", type=float, default=0.0, help="uncounted seconds first (compilation)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gpus", default=None, help="GPUs to pin workers to, round-robin (default: none pinned)")
+    p.add_argument("--forward-only", action="store_true")
+    p.add_argument("--isolate", action="store_true", help="cases in a case-worker process, as fuzz runs them")
+    p.add_argument("--timeout", type=float, default=None)
+    p.add_argument("--movielens", action="store_true", help="also time one 256-sequence MovieLens batch (H=8, D=128, bf16)")
+    p.add_argument("--out", default=os.environ.get("OUT", "gpu-out"))
+    args = p.parse_args(argv)
+    counts = [int(w) for w in args.workers.split(",") if w.strip()]
+    rows = []
+    for n in counts:
+        print(f"bench_verify: {n} worker(s), {args.warmup:g} s warm-up + {args.seconds:g} s on {args.device} ...",
+              flush=True)
+        row = run(n, args)
+        rows.append(row)
+        share = ", ".join(f"{k} {100 * v:.0f}%" for k, v in row["breakdown_share"].items() if v >= 0.005)
+        print(f"  {n:3d} worker(s): {row['cases']} cases, {row['cases_per_minute']:.0f} cases/min "
+              f"({row['per_worker_cases_per_minute']:.0f} per worker), mean case {row['mean_case_ms']:.0f} ms; "
+              f"statuses {row['statuses']}; time: {share}", flush=True)
+        if row["movielens"]:
+            print(f"  MovieLens 256-sequence batch: {row['movielens']['seconds']:.2f} s "
+                  f"({row['movielens']['status']})", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_verify.json").write_text(json.dumps({"device": args.device, "kernel": args.kernel,
+                                                       "seconds": args.seconds, "warmup": args.warmup, "rows": rows},
+                                                      indent=2))
+    print(f"wrote {out / 'bench_verify.json'}", flush=True)
+    bad = any(r["finished_workers"] < r["workers"] or r["cases"] == 0 for r in rows)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

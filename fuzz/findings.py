@@ -1,0 +1,285 @@
+"""Findings: failing cases deduplicated by signature (one finding, many examples).
+
+A finding's **signature** is what a kernel engineer would call "the same bug": the
+verdict's status, its error kind (the signal of a crash, the exception type of an
+error, contract / invariant / non-finite / numeric for a failure), the failing
+outputs, and the input classes (:func:`jfa_verify.coverage.classify`) of the
+*shrunk* case, which name the features the failure needs. Its first four parts
+are the **key** (:func:`key_of`): known before shrinking.
+
+A campaign keeps one case file per finding (the smallest case it found, with a
+``"finding"`` entry holding the signature) and counts the other failing cases of
+the same finding as its **examples**, appended to
+``<reproducers>/.findings/<signature id>.jsonl`` (one line each; appends are
+atomic, so workers share the log). A new failing case is taken as another
+example of a known finding, without shrinking, when its key equals the
+finding's and its input classes include every class of the finding's shrunk
+case (:meth:`FindingIndex.match`).
+
+:func:`recover` puts a reproducer folder in order before a campaign: shrink
+steps of a killed campaign (files of one shrink round) collapse to the last
+one, duplicates of a signature to the smallest case, and every remaining
+failing file becomes a finding. Case files left ``"running"`` by a killed
+process are the caller's to replay first (they may be crashes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+from jfa_verify.case import Case
+from jfa_verify.corpus import RUNNING, Corpus, read_case_file
+from jfa_verify.errors import InvalidInput
+from jfa_verify.runner import FAILING_STATUSES
+
+__all__ = ["Finding", "FindingIndex", "error_kind", "key_of", "list_findings", "mark_finding", "record_example",
+           "recover", "running_files", "signature", "size_key", "verdict_of"]
+
+EXAMPLES_DIR = ".findings"
+
+
+def error_kind(verdict: dict) -> str:
+    """The kind of a failing verdict (:meth:`CaseResult.to_dict` output).
+
+    crash: the signal that killed the worker (``SIGABRT``, ``SIGSEGV``), ``illegal_address`` for a sticky CUDA
+    error, ``exit`` otherwise; hang: ``hang``; error: the exception type; fail: ``contract``, ``invariant``,
+    ``non_finite`` or ``numeric``.
+    """
+    status, message = verdict.get("status"), verdict.get("message") or ""
+    if status == "crash":
+        if message.startswith("illegal address"):
+            return "illegal_address"
+        for word in message.split():
+            if word.startswith("SIG"):
+                return word
+        return "exit"
+    if status == "hang":
+        return "hang"
+    if status == "error":
+        return message.split(":", 1)[0].strip() or "exception"
+    if verdict.get("contract_violations"):
+        return "contract"
+    if verdict.get("schedule_violations"):
+        return "invariant"
+    if any(o.get("problem") for o in verdict.get("outputs", {}).values() if not o.get("passed")):
+        return "non_finite"
+    return "numeric"
+
+
+def verdict_of(payload: dict) -> dict:
+    """A case file's verdict; files whose process ended in a watchdog (status ``"hang"``, no verdict) get one
+    built from their status and explanation."""
+    return payload.get("verdict") or {"status": payload.get("status"), "kernel": payload.get("kernel"),
+                                      "message": payload.get("explanation", "")}
+
+
+def key_of(verdict: dict) -> tuple:
+    """``(kernel, status, error kind, failing outputs)``: the part of a signature known before shrinking."""
+    failing = tuple(sorted(n for n, o in verdict.get("outputs", {}).items() if not o.get("passed")))
+    return (verdict.get("kernel"), verdict.get("status"), error_kind(verdict), failing)
+
+
+# Classes that say how a case was drawn, not what a kernel sees: a prime length is how strategies reach
+# odd remainders, and the remainders that matter to a kernel are tile_boundary and multi_tile. Two
+# shrinks of one bug often end at 17 and 33 (BLOCK_N + 1 and 2 BLOCK_N + 1): one finding, not two.
+INCIDENTAL_CLASSES = frozenset({"prime_length"})
+
+
+def signature(verdict: dict, classes: Iterable[str]) -> dict:
+    """The signature of a failing verdict on a case of input ``classes``, with its ``id`` (12 hex digits).
+
+    :data:`INCIDENTAL_CLASSES` are left out."""
+    kernel, status, kind, outputs = key_of(verdict)
+    sig = {"kernel": kernel, "status": status, "error_kind": kind, "outputs": list(outputs),
+           "classes": sorted(set(classes) - INCIDENTAL_CLASSES)}
+    sig["id"] = hashlib.sha256(json.dumps(sig, sort_keys=True).encode()).hexdigest()[:12]
+    return sig
+
+
+def size_key(case: Case) -> tuple:
+    """An order on cases, smallest first (tokens, then batch, heads, head dims), to pick a finding's case."""
+    return (case.tokens(), case.batch, case.num_heads_q, case.head_dim + case.dv, case.case_id())
+
+
+@dataclass
+class Finding:
+    """One finding: its signature, the case file holding its smallest case, and that case."""
+
+    signature: dict
+    path: Path
+    case: Case
+
+    @property
+    def id(self) -> str:
+        return self.signature["id"]
+
+    @property
+    def key(self) -> tuple:
+        s = self.signature
+        return (s["kernel"], s["status"], s["error_kind"], tuple(s["outputs"]))
+
+
+def _examples_log(root: Path, sig_id: str) -> Path:
+    return root / EXAMPLES_DIR / f"{sig_id}.jsonl"
+
+
+def record_example(root: Path, sig_id: str, case: Case, worker: int = 0) -> None:
+    """Append one more example of finding ``sig_id`` (one JSON line; ``O_APPEND`` keeps workers' lines whole)."""
+    path = _examples_log(root, sig_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"case": case.to_dict(), "worker": worker, "time": time.time()}, sort_keys=True) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def example_count(root: Path, sig_id: str) -> int:
+    """Examples recorded for ``sig_id`` besides its own case file."""
+    path = _examples_log(root, sig_id)
+    return sum(1 for _ in path.open()) if path.is_file() else 0
+
+
+def _case_files(root: Path, kernel: Optional[str]) -> list[tuple[Path, Case, dict]]:
+    out = []
+    for path in Corpus(root).files():
+        try:
+            case, payload = read_case_file(path)
+        except (InvalidInput, OSError, ValueError):
+            continue  # half-written by a killed writer, or not ours: leave it alone
+        if kernel is None or payload.get("kernel") == kernel:
+            out.append((path, case, payload))
+    return out
+
+
+class FindingIndex:
+    """The findings of one kernel in a reproducer folder (reload with :meth:`refresh`: other workers add)."""
+
+    def __init__(self, root: "str | Path", kernel: str):
+        self.root, self.kernel = Path(root), kernel
+        self.findings: dict[str, Finding] = {}
+        self.refresh()
+
+    def refresh(self) -> "FindingIndex":
+        self.findings = {}
+        for path, case, payload in _case_files(self.root, self.kernel):
+            sig = payload.get("finding")
+            if sig and payload.get("status") in FAILING_STATUSES:
+                best = self.findings.get(sig["id"])
+                if best is None or size_key(case) < size_key(best.case):
+                    self.findings[sig["id"]] = Finding(sig, path, case)
+        return self
+
+    def match(self, key: tuple, classes: set[str]) -> Optional[Finding]:
+        """A known finding with this key whose shrunk case's classes are all among ``classes``.
+
+        A finding whose shrinking was cut short (``"shrunk": false``: a hang, each step a whole timeout)
+        matches on the key alone: its many classes are not the bug's features, and shrinking every new
+        example of it again would spend the campaign on timeouts."""
+        for f in self.findings.values():
+            if f.key == key and (not f.signature.get("shrunk", True) or set(f.signature["classes"]) <= classes):
+                return f
+        return None
+
+    def add(self, finding: Finding) -> None:
+        self.findings[finding.id] = finding
+
+
+def mark_finding(corpus: Corpus, path: Path, sig: dict, **extra) -> None:
+    """Make the case file at ``path`` the file of finding ``sig`` (its shrink-round marks removed)."""
+    payload = json.loads(path.read_text())
+    payload.pop("shrink_round", None)
+    payload.pop("shrink_step", None)
+    payload.update(finding=sig, **extra)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def recover(root: "str | Path", kernel: str, classes_of: Callable[[Case], set[str]]) -> dict:
+    """Put the folder's failing case files of ``kernel`` in order (one process at a time: before a campaign).
+
+    1. Files of one unfinished shrink round (a killed campaign): the last step is kept, the others removed
+       (shrink steps are not examples: they were made from one).
+    2. Every failing file without a finding gets its signature; one whose signature a finding already has
+       becomes that finding's example (file removed).
+    3. Two files of one signature (two workers finding the same bug at once): the smaller case is kept.
+
+    ``"running"`` files are left alone (replay them first). Returns counts of what was done.
+    """
+    root = Path(root)
+    corpus = Corpus(root)
+    done = {"shrink_steps_removed": 0, "duplicates_removed": 0, "new_findings": 0}
+    files = [(p, c, d) for p, c, d in _case_files(root, kernel) if d.get("status") in FAILING_STATUSES]
+    rounds: dict[str, list] = {}
+    for p, c, d in files:
+        if "finding" not in d and d.get("shrink_round"):
+            rounds.setdefault(d["shrink_round"], []).append((p, c, d))
+    dropped = set()
+    for steps in rounds.values():
+        steps.sort(key=lambda s: s[2].get("shrink_step", 0))
+        for p, c, _ in steps[:-1]:
+            p.unlink(missing_ok=True)
+            dropped.add(p)
+            done["shrink_steps_removed"] += 1
+    kept: dict[str, tuple] = {}
+    for p, c, d in files:
+        if p in dropped:
+            continue
+        sig = d.get("finding") or signature(verdict_of(d), classes_of(c))
+        best = kept.get(sig["id"])
+        if best is None:
+            kept[sig["id"]] = (p, c, d, sig)
+            continue
+        loser, winner = ((p, c, d, sig), best) if size_key(best[1]) <= size_key(c) else (best, (p, c, d, sig))
+        record_example(root, sig["id"], loser[1])
+        loser[0].unlink(missing_ok=True)
+        kept[sig["id"]] = winner
+        done["duplicates_removed"] += 1
+    for p, c, d, sig in kept.values():
+        if "finding" not in d:
+            mark_finding(corpus, p, sig, found_by="recovered")
+            done["new_findings"] += 1
+    return done
+
+
+def running_files(root: "str | Path", kernel: Optional[str] = None) -> list[tuple[Path, Case, dict]]:
+    """Case files still marked ``"running"``: their process was killed mid-case (or crashed, in-process)."""
+    return [(p, c, d) for p, c, d in _case_files(Path(root), kernel) if d.get("status") == RUNNING]
+
+
+def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict]:
+    """Every finding in a reproducer folder (all kernels unless ``kernel``), most examples first.
+
+    Failing case files that are no finding yet (a ``jfa-verify run`` failure, a killed campaign's shrink
+    step) are listed too, with ``"id": None``; ``"running"`` files with status ``running``.
+    """
+    root = Path(root)
+    rows = []
+    for p, c, d in _case_files(root, kernel):
+        status = d.get("status")
+        if status not in FAILING_STATUSES and status != RUNNING:
+            continue
+        sig = d.get("finding")
+        verdict = verdict_of(d)
+        rows.append({
+            "id": sig["id"] if sig else None,
+            "kernel": d.get("kernel"),
+            "status": status,
+            "error_kind": sig["error_kind"] if sig else (error_kind(verdict) if status != RUNNING else "-"),
+            "outputs": sig["outputs"] if sig else list(key_of(verdict)[3]),
+            "classes": sig["classes"] if sig else [],
+            "examples": 1 + (example_count(root, sig["id"]) if sig else 0),
+            "case": c.describe(),
+            "path": str(p),
+            "found_by": d.get("found_by", "-"),
+        })
+    rows.sort(key=lambda r: (-r["examples"], r["kernel"] or "", r["path"]))
+    return rows

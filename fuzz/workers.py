@@ -1,0 +1,250 @@
+"""``jfa-verify fuzz --workers N``: N campaign workers on one shared Hypothesis database, one coordinator.
+
+The coordinator (this process) puts the reproducer folder in order first
+(:func:`~jfa_verify.fuzz.campaign.prepare_corpus`: case files left ``"running"`` by a killed
+campaign are replayed in an isolated worker, shrink steps of a killed campaign removed,
+duplicates merged), then starts N worker processes (spawned; on CUDA each is pinned to one GPU
+with ``CUDA_VISIBLE_DEVICES``, round-robin over ``gpus``). Each runs
+:func:`~jfa_verify.fuzz.campaign.run_campaign` on its share of the saved findings and of
+``max_examples``, with seed ``seed + worker``, and sends an event per case and per finding,
+which the coordinator shows live (:mod:`~jfa_verify.fuzz.progress`). Ctrl-C or SIGTERM asks
+every worker to stop after its current case (a second Ctrl-C kills them); the report is written
+either way. At the end the folder is put in order once more (two workers may have found one bug
+at once) and the JSON report (``report``) and the PNG (``png``) are written.
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing
+import os
+import queue as queue_module
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+__all__ = ["FuzzConfig", "run_fuzz"]
+
+_GRACE_S = 3.0  # seconds a dead worker's last events may still be in flight
+
+
+@dataclass(frozen=True)
+class FuzzConfig:
+    """A campaign's settings (picklable: each worker process gets a copy). See :func:`run_campaign`'s arguments;
+    ``max_examples`` is the total over all workers; ``strategy`` holds keyword arguments of
+    :func:`jfa_verify.strategies.cases`."""
+
+    kernel: str
+    device_type: str
+    corpus_dir: str
+    plugins: tuple[str, ...] = ()
+    database: Optional[str] = None
+    read_from: tuple[str, ...] = ()
+    seed: int = 0
+    max_examples: Optional[int] = 100
+    duration_s: Optional[float] = None
+    timeout_s: Optional[float] = 120.0
+    backward: bool = True
+    shrink: bool = True
+    isolate: bool = True
+    shrink_seconds: float = 120.0
+    round_examples: int = 100
+    strategy: dict = field(default_factory=dict)
+
+
+def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], replay: list, deadline: Optional[float],
+                 gpu: Optional[str], events, stop) -> None:
+    """One campaign worker process: pin the GPU, load the kernel as the coordinator did, search, report."""
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before anything touches CUDA in this process or its children
+    from jfa_verify.interrupts import terminate_as_interrupt
+
+    def send(event: dict) -> None:
+        events.put((worker, event))
+
+    try:
+        with terminate_as_interrupt():
+            from jfa_verify.device import select_device
+            from jfa_verify.registry import get_kernel, load_plugin
+            from jfa_verify.strategies import cases
+
+            from .campaign import run_campaign
+
+            device = select_device(config.device_type)
+            for p in config.plugins:
+                load_plugin(p)
+            kernel = get_kernel(config.kernel)
+            seed = config.seed + worker
+            send({"event": "start", "device": f"{device}{'' if gpu is None else ':' + gpu}", "seed": seed,
+                  "pid": os.getpid()})
+            summary = run_campaign(
+                kernel, strategy=cases(kernel, device_type=device.type, **config.strategy), max_examples=max_examples,
+                corpus_dir=config.corpus_dir, device=device, seed=seed, timeout_s=config.timeout_s,
+                backward=config.backward, shrink=config.shrink, plugins=config.plugins, database=config.database,
+                read_from=config.read_from, deadline=deadline, isolate=config.isolate, worker=worker, replay=replay,
+                on_event=send, should_stop=stop.is_set, shrink_seconds=config.shrink_seconds,
+                round_examples=config.round_examples)
+        send({"event": "done", "summary": summary.to_dict()})
+    except BaseException as e:  # the worker itself failed (not a kernel: those are verdicts)
+        send({"event": "died", "why": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]})
+
+
+def _shares(total: Optional[int], n: int) -> list[Optional[int]]:
+    if total is None:
+        return [None] * n
+    return [total // n + (1 if w < total % n else 0) for w in range(n)]
+
+
+def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), console=None,
+             interval: float = 10.0, report: "str | Path | None" = None, png: "str | Path | None" = None) -> dict:
+    """Run a campaign with ``workers`` processes; returns its report (also written to ``report``).
+
+    Args:
+        config: the campaign's settings.
+        workers: worker processes (several per GPU for small cases).
+        gpus: GPU indices the workers are pinned to, round-robin (CUDA only; empty: none pinned).
+        console: a rich console for live progress (None: silent).
+        interval: seconds between progress lines when the console is not a terminal (a log).
+        report, png: where to write the JSON report and the PNG of cases and findings over time.
+
+    Raises:
+        InvalidInput, PluginError: a bad kernel, plugin, device or database (before any worker starts).
+    """
+    from jfa_verify.corpus import environment
+    from jfa_verify.device import select_device
+    from jfa_verify.exits import ExitCode, exit_code_for
+    from jfa_verify.interrupts import terminate_as_interrupt
+    from jfa_verify.loop import Verifier
+    from jfa_verify.registry import get_kernel, load_plugin
+    from jfa_verify.report import write_json
+
+    from .campaign import classifier, prepare_corpus, saved_findings
+    from .database import open_database
+    from .findings import list_findings, recover
+    from .progress import CampaignProgress, plot_timeline
+
+    device = select_device(config.device_type)
+    for p in config.plugins:
+        load_plugin(p)
+    kernel = get_kernel(config.kernel)
+    corpus_dir = Path(config.corpus_dir)
+    corpus_dir.mkdir(parents=True, exist_ok=True)
+    database = config.database or str(corpus_dir / ".hypothesis")
+    open_database(database, config.read_from)  # a bad spec or an absent server fails here, once
+    config = FuzzConfig(**{**asdict(config), "database": database})
+    classes_of = classifier(kernel, device.type)
+    started = time.time()
+    say = (lambda text: console.print(text, highlight=False)) if console is not None else (lambda text: None)
+    gpu_env = {"CUDA_VISIBLE_DEVICES": str(gpus[0])} if gpus else {}
+    with Verifier(kernel, device, corpus_dir, backward=config.backward, timeout_s=config.timeout_s,
+                  plugins=config.plugins, isolate=config.isolate, worker_env=gpu_env) as verifier:
+        prep = prepare_corpus(corpus_dir, kernel, verifier, classes_of)
+    for left in prep["leftovers"]:
+        say(f"  left 'running' by a killed process: {left['path']}: {left['status']} on replay"
+            + ("" if left["status"] in ("pass", "unsupported") else " (kept as a finding)"))
+    saved = saved_findings(corpus_dir, kernel.name)
+    leftover_paths = {left["path"] for left in prep["leftovers"]}
+    replay = [p for p in saved if str(p) not in leftover_paths]
+    deadline = None if config.duration_s is None else started + config.duration_s
+
+    ctx = multiprocessing.get_context("spawn")
+    events, stop = ctx.Queue(), ctx.Event()
+    shares = _shares(config.max_examples, workers)
+    procs = {}
+    progress = CampaignProgress(workers, device_type=device.type, console=console, interval=interval)
+    summaries, deaths, interrupted = {}, {}, False
+    with progress, terminate_as_interrupt():
+        for w in range(workers):
+            gpu = str(gpus[w % len(gpus)]) if gpus else None
+            procs[w] = ctx.Process(target=_worker_main, name=f"jfa-verify-fuzz-worker-{w}",
+                                   args=(config, w, shares[w], [str(p) for p in replay[w::workers]], deadline, gpu,
+                                         events, stop))
+            procs[w].start()
+        pending, dead_at = set(procs), {}
+        while pending:
+            try:
+                try:
+                    w, event = events.get(timeout=0.25)
+                except queue_module.Empty:
+                    w, event = None, None
+                if event is not None:
+                    progress.event(w, event)
+                    if event["event"] == "done":
+                        summaries[w] = event["summary"]
+                        pending.discard(w)
+                    elif event["event"] == "died":
+                        deaths[w] = event
+                        pending.discard(w)
+                now = time.time()
+                for w in list(pending):
+                    if not procs[w].is_alive():
+                        dead_at.setdefault(w, now)
+                        if now - dead_at[w] > _GRACE_S:  # no last word: killed from outside, or crashed in-process
+                            deaths[w] = {"event": "died", "why": f"exit status {procs[w].exitcode}"}
+                            progress.event(w, deaths[w])
+                            pending.discard(w)
+                progress.tick()
+            except KeyboardInterrupt:
+                if interrupted:  # the second Ctrl-C: stop waiting
+                    for p in procs.values():
+                        p.kill()
+                    break
+                interrupted = True
+                stop.set()
+                say("interrupted: workers finish their current case, then the report is written "
+                    "(Ctrl-C again to kill them)")
+        for p in procs.values():
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    # Two workers can find one bug at the same time: merge once more, now that they are done.
+    final = recover(corpus_dir, kernel.name, classes_of)
+    seconds = time.time() - started
+    interrupted = interrupted or any(s.get("interrupted") for s in summaries.values())
+    found = [f for s in summaries.values() for f in s["failures"]]
+    statuses = [f["status"] for f in found] + [left["status"] for left in prep["leftovers"]]
+    # --no-isolate: a kernel that crashes takes its campaign worker with it (its "running" file is
+    # replayed by the next campaign); a worker killed by a signal is a crash here too.
+    statuses += ["crash" for d in deaths.values() if d["why"].startswith("exit status -")]
+    drawn, expected = progress.coverage()
+    code = ExitCode.INTERRUPTED if interrupted else exit_code_for(statuses)
+    if deaths and code == ExitCode.OK:
+        code = ExitCode.USAGE  # a worker could not run: nothing meaningful was checked by it
+    payload = {
+        "format": "jfa-verify-campaign/1",
+        "kernel": kernel.name, "device": str(device), "workers": workers, "gpus": [str(g) for g in gpus],
+        "seed": config.seed, "seeds": [config.seed + w for w in range(workers)],
+        "config": asdict(config),
+        "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
+        "seconds": round(seconds, 3), "cases": progress.cases,
+        "cases_per_minute": round(60 * progress.cases / max(seconds, 1e-9), 1),
+        "drawn": sum(s.get("generated", 0) for s in summaries.values()),
+        "statuses": dict(progress.statuses), "interrupted": interrupted, "exit_code": int(code),
+        "new_findings": sorted({f["signature"]["id"] for f in found if f["source"] == "search"}),
+        "findings": list_findings(corpus_dir, kernel.name),
+        "fixed": sorted({p for s in summaries.values() for p in s["fixed"]}),
+        "leftovers": [{"path": left["path"], "status": left["status"]} for left in prep["leftovers"]],
+        "recovery": {k: v + final.get(k, 0) for k, v in prep.items() if k != "leftovers"},
+        "coverage": {"counts": dict(progress.classes), "drawn": drawn, "expected": expected,
+                     "never_drawn": [c for c in progress.expected if not progress.classes.get(c)]},
+        "per_worker": [{"worker": s.worker, "device": s.device, "seed": s.seed, "state": s.state, "cases": s.cases,
+                        "cases_per_minute": round(s.rate(time.time()), 1), "failing": s.failing,
+                        "findings": s.findings, "seconds": dict(s.seconds)} for s in progress.workers.values()],
+        "worker_errors": {str(w): d for w, d in deaths.items()},
+        "notes": sorted({n for s in summaries.values() for n in s["notes"]}),
+        "breakdown_seconds": progress.breakdown(),
+        "timeline": [list(p) for p in progress.timeline],
+        "finding_times": [list(f) for f in progress.finding_times],
+        "environment": environment(),
+    }
+    if report:
+        write_json(report, payload)
+    if png:
+        try:
+            plot_timeline(progress, png, title=f"{kernel.name} on {device}, {workers} worker(s), seed {config.seed}")
+        except ImportError:
+            payload["notes"].append("no PNG: matplotlib is missing (pip install 'jfa-verify[plots]')")
+    return payload

@@ -1,0 +1,242 @@
+"""Crash and hang isolation: cases run in a long-lived worker process that the parent can kill.
+
+A kernel that aborts, segfaults, leaves a sticky CUDA error (an illegal address) or
+hangs cannot be contained inside the process that runs it: Python cannot interrupt a
+running GPU kernel, and a sticky CUDA error poisons every later launch of that process.
+:class:`CaseWorker` runs cases in a child process that loads the same plugins, kernel and
+device as the parent; the parent enforces the per-case timeout, kills the child when it
+is exceeded, and turns the child's death into a :class:`~jfa_verify.runner.CaseResult`
+with status ``"hang"`` or ``"crash"``. The next case starts a fresh child. The child is
+kept between cases, so a case costs one round trip over a pipe, not a process start.
+
+Children come from a fork server that has already imported torch and jfa-verify (a
+restart after a crash costs a fork, not a Python start-up); where there is no fork
+server, they are spawned. Nothing in a child touches the parent's CUDA context: the
+parent need not initialise CUDA at all.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .case import Case
+from .errors import PluginError
+from .exits import ExitCode
+from .runner import CaseResult
+
+__all__ = ["CaseWorker", "WorkerSpec", "crash_result", "sticky_device_error"]
+
+# Messages of CUDA errors after which the process's context is unusable (every later call fails):
+# the case is a crash, and the worker that saw it must not run another case.
+_STICKY = re.compile(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|"
+                     r"device-side assert|CUDA_ERROR_ILLEGAL|an illegal instruction", re.IGNORECASE)
+STARTUP_TIMEOUT_S = 300.0  # loading plugins and the kernel module; compiling happens per case, not here
+# Imported once by the fork server, so that a restarted worker starts warm: torch._inductor is what
+# torch.use_deterministic_algorithms (the runner's NaN-poisoned allocations) imports on first use, 3 s.
+_PRELOAD = ["torch", "torch._inductor", "jfa_verify", "jfa_verify.runner", "jfa_verify.oracles"]
+
+
+def sticky_device_error(message: str) -> bool:
+    """True when ``message`` (a kernel exception's text) is a CUDA error that poisons the process."""
+    return bool(_STICKY.search(message or ""))
+
+
+def crash_result(case: Case, kernel: str, status: str, message: str, plugins: tuple[str, ...] = (),
+                 seconds: float = 0.0) -> CaseResult:
+    """The verdict of a case whose worker died (``status="crash"``) or ran past its timeout (``"hang"``)."""
+    return CaseResult(case, kernel, status, message=message, seconds={"kernel": seconds}, plugins=tuple(plugins))
+
+
+def _death(exitcode: Optional[int]) -> str:
+    if exitcode is None:
+        return "worker process ended without an exit status"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"worker process killed by {name} (signal {-exitcode})"
+    return f"worker process exited with status {exitcode} before returning a verdict"
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker loads: the kernel by registry name, the plugin files that register it, the device type,
+    and how it judges (``backward``, ``budgets``: a :class:`~jfa_verify.budgets.BudgetTable` or None)."""
+
+    kernel: str
+    device_type: str
+    plugins: tuple[str, ...] = ()
+    backward: bool = True
+    budgets: object = None
+    env: dict = field(default_factory=dict)  # set in the child before anything runs (CUDA_VISIBLE_DEVICES)
+
+
+def _serve(conn, spec: WorkerSpec) -> None:
+    """The child: load the kernel as the parent did, then answer one case per message until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
+    os.environ.update(spec.env)
+    try:
+        from .device import select_device
+        from .registry import get_kernel, load_plugin
+        from .runner import run_case
+
+        device = select_device(spec.device_type)
+        for p in spec.plugins:
+            load_plugin(p)
+        kernel = get_kernel(spec.kernel)
+    except Exception as e:  # reported to the parent, which raises it with the worker's words
+        conn.send(("setup-error", f"{type(e).__name__}: {e}"))
+        return
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:  # the parent went away
+            return
+        if msg is None:
+            return
+        case, backward = msg
+        t0 = time.perf_counter()
+        result = run_case(case, kernel, device, backward=backward, budgets=spec.budgets, plugins=spec.plugins)
+        result.seconds["worker"] = time.perf_counter() - t0
+        if result.status == "error" and sticky_device_error(result.message):
+            result.status = "crash"
+            result.message = "illegal address (a sticky CUDA error; the worker was restarted): " + result.message
+            conn.send(result)
+            os._exit(int(ExitCode.CRASH))  # this process's CUDA context is unusable
+        conn.send(result)
+
+
+def _context():
+    """A fork server that has imported torch and jfa-verify (fast restarts), else spawn."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(_PRELOAD)
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+class CaseWorker:
+    """Runs cases in a child process, restarted after a crash or hang.
+
+    Args:
+        spec: what the child loads (:class:`WorkerSpec`).
+
+    The child starts on the first :meth:`run`. Call :meth:`close` (or use ``with``) to end it.
+
+    Raises:
+        PluginError: from :meth:`run`, when the child cannot load the plugins or find the kernel
+            (a kernel registered in the parent only, by :func:`~jfa_verify.registry.add_kernel`, cannot
+            be isolated: register it from a plugin file or an entry point).
+    """
+
+    def __init__(self, spec: WorkerSpec):
+        self.spec = spec
+        self._proc = None
+        self._conn = None
+        self._started = 0
+        self.restarts = 0  # children started after the first (one per crash or hang)
+        self.startup_s = 0.0  # seconds spent starting children
+
+    # -- lifecycle -----------------------------------------------------------------
+    def _start(self) -> None:
+        t0 = time.perf_counter()
+        ctx = _context()
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_serve, args=(child, self.spec), daemon=True, name="jfa-verify-case-worker")
+        proc.start()
+        child.close()
+        if not parent.poll(STARTUP_TIMEOUT_S):
+            proc.kill()
+            proc.join()
+            raise PluginError(f"the case worker for kernel {self.spec.kernel!r} did not start within "
+                              f"{STARTUP_TIMEOUT_S:.0f} s")
+        try:
+            kind, detail = parent.recv()
+        except EOFError:
+            proc.join()
+            raise PluginError(f"the case worker for kernel {self.spec.kernel!r} died while loading it: "
+                              f"{_death(proc.exitcode)}") from None
+        if kind != "ready":
+            proc.join()
+            raise PluginError(f"the case worker cannot load kernel {self.spec.kernel!r}: {detail} (an isolated "
+                              f"kernel must come from a --plugin file or an installed entry point)")
+        self.restarts = self._started
+        self._started += 1
+        self._proc, self._conn = proc, parent
+        self.startup_s += time.perf_counter() - t0
+
+    def kill(self) -> None:
+        """End the child now (it may be hung in a kernel); the next :meth:`run` starts a new one."""
+        if self._proc is None:
+            return
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join(10)
+        self._conn.close()
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        """Ask the child to stop, then make sure it has."""
+        if self._proc is None or self._conn is None:
+            return
+        try:
+            self._conn.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        self._proc.join(5)
+        self.kill()
+
+    def __enter__(self) -> "CaseWorker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> Optional[int]:
+        """The current child's process id (None before the first case or after a crash)."""
+        return self._proc.pid if self._proc is not None else None
+
+    # -- cases ---------------------------------------------------------------------
+    def run(self, case: Case, timeout_s: Optional[float] = None, *, backward: Optional[bool] = None) -> CaseResult:
+        """Run ``case`` in the child; a death is a ``"crash"`` verdict, no answer within ``timeout_s`` a ``"hang"``.
+
+        ``timeout_s`` counts from sending the case (kernel compilation included); None waits forever.
+        ``backward``: judge the gradients (default: the spec's).
+        """
+        if self._conn is None:
+            self._start()
+        backward = self.spec.backward if backward is None else backward
+        t0 = time.perf_counter()
+        try:
+            self._conn.send((case, backward))
+        except (BrokenPipeError, OSError):  # died between cases (e.g. killed from outside): start again
+            self.kill()
+            self._start()
+            self._conn.send((case, backward))
+        ready = self._conn.poll(timeout_s)  # also True when the child died (end of file)
+        elapsed = time.perf_counter() - t0
+        if not ready:
+            self.kill()
+            return crash_result(case, self.spec.kernel, "hang",
+                                f"no verdict after {timeout_s:g} s (--timeout); the worker process was killed",
+                                self.spec.plugins, elapsed)
+        try:
+            result = self._conn.recv()
+        except (EOFError, OSError):
+            self._proc.join(10)
+            message = _death(self._proc.exitcode)
+            self.kill()
+            return crash_result(case, self.spec.kernel, "crash", message, self.spec.plugins, elapsed)
+        if result.status == "crash":  # the child saw a sticky device error and is exiting
+            self.kill()
+        result.seconds["ipc"] = max(0.0, elapsed - result.seconds.get("worker", elapsed))
+        return result

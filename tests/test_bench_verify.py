@@ -1,0 +1,21 @@
+"""benchmarks/bench_verify.py runs on the CPU: cases per minute and where a case's time goes."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_verify_short_cpu_run(tmp_path):
+    proc = subprocess.run([sys.executable, "benchmarks/bench_verify.py", "--device", "cpu", "--workers", "1",
+                           "--seconds", "4", "--forward-only", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "bench_verify.json").read_text())["rows"]
+    assert row["workers"] == row["finished_workers"] == 1 and row["cases"] >= 1
+    assert row["cases_per_minute"] == round(60 * row["cases"] / 4, 1)
+    share = row["breakdown_share"]
+    assert share["kernel"] > 0 and share["oracles"] > 0 and 0.5 < sum(share.values()) <= 1.001
+    assert "cases/min" in proc.stdout

@@ -1,0 +1,149 @@
+"""Campaigns at scale: workers on one database, crashes and hangs as findings, kill -9 and Ctrl-C."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from jfa_verify.corpus import read_case_file
+from jfa_verify.exits import ExitCode
+from jfa_verify.fuzz import run_campaign
+from jfa_verify.fuzz.findings import list_findings
+from jfa_verify.registry import get_kernel, load_plugin
+from jfa_verify.strategies import cases
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = dict(max_batch=3, max_len=24, dtypes=["float32"])
+
+
+def _fuzz(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--device", "cpu", "--no-progress",
+                           *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def _files(folder):
+    return [(p, *read_case_file(p)) for p in sorted(Path(folder).glob("*.json"))]
+
+
+def test_two_workers_share_a_database_and_a_failure_found_by_one_is_replayed_by_another(tmp_path,
+                                                                                        misbehaving_plugin):
+    """Campaign 1 (two worker processes) finds a failure; a one-case campaign on the same database replays it,
+    and so does one reading it through (--read-from); on an empty database one case finds nothing."""
+    plugin = misbehaving_plugin("wrong_when_long", wrong="max(lengths, default=0) >= 9")
+    db = tmp_path / "db"
+    first = _fuzz("--plugin", plugin, "--kernel", "wrong_when_long", "--workers", "2", "--max-examples", "24",
+                  "--seed", "3", "--database", db, "--reproducers", tmp_path / "r1", "--report", tmp_path / "1.json")
+    assert first.returncode == ExitCode.FINDING, first.stdout[-3000:] + first.stderr[-3000:]
+    report = json.loads((tmp_path / "1.json").read_text())
+    assert report["workers"] == 2 and [w["state"] for w in report["per_worker"]] == ["done", "done"]
+    assert report["drawn"] == 24 and report["new_findings"]
+
+    load_plugin(plugin)
+    kernel = get_kernel("wrong_when_long")
+    for name, database, read_from in (("shared", db, ()), ("read-through", tmp_path / "fresh", (str(db),))):
+        replayed = run_campaign(kernel, max_examples=1, corpus_dir=tmp_path / name, database=str(database),
+                                read_from=read_from, device="cpu", seed=99, backward=False)
+        assert replayed.failed and replayed.failures[0].status == "error", (name, replayed.format(coverage=False))
+    control = run_campaign(kernel, max_examples=1, corpus_dir=tmp_path / "control", database=str(tmp_path / "empty"),
+                           device="cpu", seed=99, backward=False)
+    assert not control.failed  # the first drawn case is the simplest one, which passes: the replay came from the db
+
+
+def test_crashing_and_hanging_kernels_each_leave_one_finding_and_the_campaign_completes(tmp_path,
+                                                                                       misbehaving_plugin):
+    for name, rule, timeout, status, code in (("aborts", dict(crash="0 in lengths"), "20", "crash", ExitCode.CRASH),
+                                              ("hangs", dict(hang="B >= 2"), "1", "hang", ExitCode.HANG)):
+        plugin = misbehaving_plugin(name, **rule)
+        text = plugin.read_text().replace("Capabilities(backward=False)",
+                                          "Capabilities(backward=False, dtypes=(torch.float32,))")
+        plugin.write_text(text)
+        repro, report = tmp_path / name, tmp_path / f"{name}.json"
+        proc = _fuzz("--plugin", plugin, "--kernel", name, "--max-examples", "20", "--seed", "1", "--timeout", timeout,
+                     "--shrink-seconds", "20", "--reproducers", repro, "--report", report)
+        assert proc.returncode == code, proc.stdout[-3000:] + proc.stderr[-3000:]
+        payload = json.loads(report.read_text())
+        assert payload["drawn"] == 20, payload  # the campaign went on after the finding
+        assert [f["status"] for f in payload["findings"]] == [status], payload["findings"]
+        assert payload["statuses"][status] >= 1 and payload["statuses"]["pass"] >= 1
+        assert [d["status"] for _, _, d in _files(repro)] == [status]  # one file, no shrink steps, none running
+
+
+def _wait_for(predicate, proc, seconds=120):
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert proc.poll() is None, "the campaign ended before the test could stop it"
+        assert time.monotonic() < deadline, "timed out waiting for the campaign"
+        time.sleep(0.1)
+
+
+def test_kill_9_of_a_whole_campaign_loses_no_finding_and_leaves_no_duplicates(tmp_path, misbehaving_plugin):
+    plugin = misbehaving_plugin("aborts_often", crash="0 in lengths", wrong="B >= 3")
+    repro = tmp_path / "repro"
+    proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--device", "cpu", "--no-progress",
+                             "--plugin", str(plugin), "--kernel", "aborts_often", "--workers", "2", "--duration", "120",
+                             "--timeout", "20", "--reproducers", str(repro)], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def findings_marked():
+            return sum("finding" in d for _, _, d in _files(repro)) if repro.is_dir() else 0
+
+        _wait_for(lambda: findings_marked() >= 1, proc)
+        time.sleep(1.0)  # mid-search: shrink steps and a "running" file are likely on disk
+        before = {d["finding"]["id"] for _, _, d in _files(repro) if "finding" in d}
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    again = _fuzz("--plugin", plugin, "--kernel", "aborts_often", "--max-examples", "3", "--timeout", "20",
+                  "--reproducers", repro, "--report", tmp_path / "again.json")
+    assert again.returncode in (ExitCode.CRASH, ExitCode.FINDING), again.stdout[-3000:] + again.stderr[-3000:]
+    files = _files(repro)
+    ids = [d.get("finding", {}).get("id") for _, _, d in files]
+    assert None not in ids and len(ids) == len(set(ids)), [(p.name, d["status"]) for p, _, d in files]
+    assert before <= set(ids)  # every finding made before the kill is still there
+    assert all(d["status"] in ("crash", "error") for _, _, d in files)  # no "running" file, no pass
+
+
+def test_ctrl_c_ends_a_campaign_with_its_summary_and_report(tmp_path, misbehaving_plugin):
+    plugin = misbehaving_plugin("correct")
+    repro, report = tmp_path / "repro", tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--device", "cpu", "--plugin", str(plugin),
+                             "--kernel", "correct", "--workers", "2", "--duration", "300", "--progress-interval", "0.3",
+                             "--reproducers", str(repro), "--report", str(report), "--png", str(tmp_path / "t.png")],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    try:
+        _wait_for(lambda: any("cases" in line and " w0:0 " not in line and "cases 0 " not in line for line in lines),
+                  proc)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    reader.join(10)
+    out, err = "".join(lines), proc.stderr.read()
+    assert proc.returncode == ExitCode.INTERRUPTED, out[-3000:] + err[-3000:]
+    assert "Traceback" not in err and "campaign on correct" in out and "interrupted" in out
+    payload = json.loads(report.read_text())
+    assert payload["interrupted"] is True and payload["cases"] >= 1 and (tmp_path / "t.png").stat().st_size > 1000
+    assert not list(repro.glob("*.json"))  # no "running" file left behind
+
+
+def test_findings_listing(tmp_path, misbehaving_plugin, capsys):
+    from jfa_verify.cli import main
+
+    plugin = misbehaving_plugin("listed", wrong="B >= 2")
+    load_plugin(plugin)
+    summary = run_campaign(get_kernel("listed"), strategy=cases(get_kernel("listed"), **SMALL), max_examples=15,
+                           corpus_dir=tmp_path, device="cpu", seed=2, backward=False)
+    assert summary.failed
+    rows = list_findings(tmp_path)
+    assert sorted(r["id"] for r in rows) == sorted(f.signature["id"] for f in summary.failures)
+    examples = {f.signature["id"]: 1 + f.examples for f in summary.failures}
+    assert all(r["examples"] == examples[r["id"]] and r["error_kind"] == "RuntimeError" for r in rows)
+    assert main(["findings", "--reproducers", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == rows

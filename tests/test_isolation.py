@@ -1,0 +1,149 @@
+"""Crash and hang isolation in the one run loop: a kernel that aborts or hangs loses its worker, not the run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jfa_verify.case import Case
+from jfa_verify.corpus import read_case_file
+from jfa_verify.exits import ExitCode, exit_code_for
+from jfa_verify.isolation import CaseWorker, WorkerSpec, sticky_device_error
+from jfa_verify.registry import load_plugin
+
+ROOT = Path(__file__).resolve().parents[1]
+# Six cases of the CPU default suite: self/bf16, broadcast/bf16, self/fp16, cross-causal/fp16, self-causal/fp32,
+# broadcast/fp32. The plugin hangs on the non-causal float16 one and aborts on the float32 broadcast-Q one.
+FILTER = "layout-7-3-19-5-11"
+CRASH = "dtype == torch.float32 and broadcast"
+HANG = "dtype == torch.float16 and not causal"
+
+
+def _cli(*args, timeout=300, **kw):
+    return subprocess.run([sys.executable, "-m", "jfa_verify.cli", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+def _start_run(plugin, kernel, repro, report):
+    """``jfa-verify run`` on the six FILTER cases, in the background, without a timeout."""
+    return subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(plugin),
+                             "--kernel", kernel, "--filter", FILTER, "--reproducers", str(repro), "--report",
+                             str(report), "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def test_exit_code_precedence_crash_over_hang_over_failure():
+    assert exit_code_for(["pass", "fail", "hang", "crash"]) == ExitCode.CRASH
+    assert exit_code_for(["fail", "hang", "pass"]) == ExitCode.HANG
+    assert exit_code_for(["timeout"]) == ExitCode.HANG  # the old name of a hang
+    assert exit_code_for(["error", "pass"]) == exit_code_for(["fail"]) == ExitCode.FINDING
+    assert exit_code_for(["pass", "unsupported"]) == ExitCode.OK
+
+
+def test_run_with_a_kernel_that_hangs_on_one_case_and_aborts_on_another(tmp_path, misbehaving_plugin):
+    plugin = misbehaving_plugin("hangs_and_aborts", crash=CRASH, hang=HANG)
+    repro, report = tmp_path / "repro", tmp_path / "r.json"
+    t0 = time.monotonic()
+    proc = _cli("run", "--device", "cpu", "--plugin", plugin, "--kernel", "hangs_and_aborts", "--filter", FILTER,
+                "--timeout", "3", "--reproducers", repro, "--report", report, "--no-progress")
+    assert proc.returncode == ExitCode.CRASH, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert time.monotonic() - t0 < 120
+    out = proc.stdout
+    assert "CRASH" in out and "HANG" in out and "4 passed, 0 failed, 1 crashed, 1 hung" in out
+    payload = json.loads(report.read_text())
+    assert payload["summary"] == {"pass": 4, "fail": 0, "error": 0, "crash": 1, "hang": 1, "unsupported": 0}
+    assert payload["interrupted"] is False
+    by_status = {c["status"]: c for c in payload["cases"]}
+    assert "SIGABRT" in by_status["crash"]["message"] and "3 s" in by_status["hang"]["message"]
+    files = {read_case_file(p)[1]["status"]: p for p in repro.glob("*.json")}
+    assert set(files) == {"crash", "hang"}  # one reproducer per finding, none left "running"
+    case, _ = read_case_file(files["crash"])
+    assert case.mode == "broadcast_q" and case.dtype == "float32"
+    # Replaying the crash runs it in a case worker: the replay command survives it and says so.
+    replay = _cli("replay", files["crash"], "--device", "cpu", "--plugin", plugin)
+    assert replay.returncode == ExitCode.CRASH and "recorded verdict: crash; replayed: crash (same)" in replay.stdout
+
+
+def test_ctrl_c_ends_run_with_table_and_report_and_no_running_file(tmp_path, misbehaving_plugin):
+    plugin = misbehaving_plugin("hangs_long", hang=HANG)  # no --timeout: the third case never ends
+    repro, report = tmp_path / "repro", tmp_path / "r.json"
+    proc = _start_run(plugin, "hangs_long", repro, report)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(read_case_file(p)[1]["status"] == "running" and read_case_file(p)[0].dtype == "float16"
+                      for p in repro.glob("*.json")) if repro.is_dir() else True:
+            assert time.monotonic() < deadline and proc.poll() is None, "the hanging case never started"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == ExitCode.INTERRUPTED, out[-2000:] + err[-2000:]
+    assert "Traceback" not in err and "interrupted after 2 of 6 cases" in err
+    payload = json.loads(report.read_text())
+    assert payload["interrupted"] is True and payload["summary"]["pass"] == 2 and payload["cases_planned"] == 6
+    assert "2 passed" in out
+    assert not list(repro.glob("*.json"))  # the interrupted case has no verdict, so no file
+
+
+def test_sigterm_ends_run_like_ctrl_c(tmp_path, misbehaving_plugin):
+    plugin = misbehaving_plugin("hangs_term", hang="True")
+    repro, report = tmp_path / "repro", tmp_path / "r.json"
+    proc = _start_run(plugin, "hangs_term", repro, report)
+    try:
+        deadline = time.monotonic() + 120
+        while not (repro.is_dir() and list(repro.glob("*.json"))):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == ExitCode.INTERRUPTED, out[-2000:] + err[-2000:]
+    assert "interrupted before the first case finished" in err and not list(repro.glob("*.json"))
+
+
+def test_case_worker_restarts_after_a_crash_and_reports_sticky_cuda_errors_as_crashes(misbehaving_plugin):
+    plugin = misbehaving_plugin("sticky", wrong="B == 2", crash="B == 3")
+    text = plugin.read_text().replace('raise RuntimeError("planted failure")',
+                                      'raise RuntimeError("CUDA error: an illegal memory access was encountered")')
+    plugin.write_text(text)
+    load_plugin(plugin)
+    ok, sticky, abort = (Case(kv_lengths=(3,) * n, dtype="float32", head_dim=16) for n in (1, 2, 3))
+    with CaseWorker(WorkerSpec("sticky", "cpu", (str(plugin),), backward=False)) as worker:
+        assert worker.run(ok, 60).status == "pass"
+        first = worker.pid
+        r = worker.run(sticky, 60)
+        assert r.status == "crash" and r.message.startswith("illegal address") and worker.pid is None
+        r = worker.run(abort, 60)
+        assert r.status == "crash" and "SIGABRT" in r.message
+        assert worker.run(ok, 60).status == "pass" and worker.pid not in (None, first) and worker.restarts == 2
+    assert sticky_device_error("RuntimeError: CUDA error: misaligned address")
+    assert not sticky_device_error("RuntimeError: shapes do not match")
+
+
+def test_isolated_kernel_must_be_loadable_by_the_worker():
+    from jfa_verify import Capabilities
+    from jfa_verify.errors import PluginError
+    from jfa_verify.registry import register_kernel
+
+    @register_kernel("only_in_this_process", capabilities=Capabilities())
+    def load():
+        return lambda *a, **k: None
+
+    with CaseWorker(WorkerSpec("only_in_this_process", "cpu")) as worker:
+        with pytest.raises(PluginError, match="only_in_this_process.*--plugin file or an installed entry point"):
+            worker.run(Case(kv_lengths=(1,)), 60)
+
+
+def test_old_timeout_status_reads_as_hang(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"format": "jfa-verify-case/1", "case": {"kv_lengths": [3]}, "kernel": "k",
+                                "status": "timeout"}))
+    assert read_case_file(path)[1]["status"] == "hang"
