@@ -266,7 +266,9 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
     from .suites import get_suite
 
     cases = get_suite("default", device.type, options.seed, kernel=kernel).cases
-    results = Verifier(kernel, device, options.reproducers, timeout_s=options.timeout_s, plugins=plugins).verify_all(cases)
+    with Verifier(kernel, device, options.reproducers, timeout_s=options.timeout_s, plugins=plugins,
+                  isolate=True) as verifier:
+        results = verifier.verify_all(cases)
     checked = [r for r in results if r.status != "unsupported"]
     out = CheckResult(kernel.name, "suite", _status_of(results), cases=len(checked),
                       findings=[_finding("suite", r) for r in results if r.failed])
@@ -338,10 +340,11 @@ def _check_determinism(kernel, device, options, plugins) -> CheckResult:
 
 
 def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> CheckResult:
-    from .runner import run_case
+    from .loop import Verifier
 
-    results = [run_case(c, kernel, device, memory=fill, plugins=plugins)
-               for c in small_cases(kernel, device, options.small_cases, options.seed)]
+    with Verifier(kernel, device, options.reproducers, timeout_s=options.timeout_s, plugins=plugins, isolate=True,
+                  memory=fill) as verifier:
+        results = verifier.verify_all(small_cases(kernel, device, options.small_cases, options.seed))
     checked = [r for r in results if r.status != "unsupported"]
     out = CheckResult(kernel.name, check, _status_of(checked), cases=len(checked),
                       findings=[_finding(check, r) for r in checked if r.failed])
@@ -431,9 +434,14 @@ def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins
         f"seed), {options.reruns} reruns")
     for kernel in kernels:
         why = device_reason(kernel, device)
+        crashed = False
         for check in options.checks:
             if why is not None:
                 report.results.append(CheckResult(kernel.name, check, "skip", reason=why))
+                continue
+            if crashed and check == "determinism":  # runs in this process: a crash would end the gate
+                report.results.append(CheckResult(kernel.name, check, "skip", reason="the kernel crashed its "
+                                                  "process in an isolated check; reruns in-process skipped"))
                 continue
             t0 = time.perf_counter()
             try:
@@ -443,6 +451,7 @@ def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins
             except Exception as e:
                 result = CheckResult(kernel.name, check, "error", reason=f"{type(e).__name__}: {e}")
             result.seconds = time.perf_counter() - t0
+            crashed = crashed or result.status == "crash"
             report.results.append(result)
             note = f" ({result.reason})" if result.reason else ""
             log(f"  {kernel.name} / {check}: {result.status}, {result.cases} case(s), {len(result.findings)} "

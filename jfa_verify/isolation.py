@@ -102,9 +102,10 @@ def _serve(conn, spec: WorkerSpec) -> None:
             return
         if msg is None:
             return
-        case, backward = msg
+        case, backward, memory = msg
         t0 = time.perf_counter()
-        result = run_case(case, kernel, device, backward=backward, budgets=spec.budgets, plugins=spec.plugins)
+        result = run_case(case, kernel, device, backward=backward, budgets=spec.budgets, plugins=spec.plugins,
+                          memory=memory)
         result.seconds["worker"] = time.perf_counter() - t0
         if result.status == "error" and sticky_device_error(result.message):
             result.status = "crash"
@@ -206,22 +207,24 @@ class CaseWorker:
         return self._proc.pid if self._proc is not None else None
 
     # -- cases ---------------------------------------------------------------------
-    def run(self, case: Case, timeout_s: Optional[float] = None, *, backward: Optional[bool] = None) -> CaseResult:
+    def run(self, case: Case, timeout_s: Optional[float] = None, *, backward: Optional[bool] = None,
+            memory: Optional[str] = None) -> CaseResult:
         """Run ``case`` in the child; a death is a ``"crash"`` verdict, no answer within ``timeout_s`` a ``"hang"``.
 
         ``timeout_s`` counts from sending the case (kernel compilation included); None waits forever.
-        ``backward``: judge the gradients (default: the spec's).
+        ``backward``: judge the gradients (default: the spec's). ``memory``: as
+        :func:`jfa_verify.runner.run_case` (guard bands and the fill of uninitialized allocations).
         """
         if self._conn is None:
             self._start()
         backward = self.spec.backward if backward is None else backward
         t0 = time.perf_counter()
         try:
-            self._conn.send((case, backward))
+            self._conn.send((case, backward, memory))
         except (BrokenPipeError, OSError):  # died between cases (e.g. killed from outside): start again
             self.kill()
             self._start()
-            self._conn.send((case, backward))
+            self._conn.send((case, backward, memory))
         ready = self._conn.poll(timeout_s)  # also True when the child died (end of file)
         elapsed = time.perf_counter() - t0
         if not ready:

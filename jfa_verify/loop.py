@@ -44,17 +44,20 @@ class Verifier:
         budgets: the budget table (None: the packaged one).
         isolate: run cases in a worker process (see above).
         worker_env: environment variables of the isolated worker (``CUDA_VISIBLE_DEVICES`` to pin it).
+        memory: as :func:`jfa_verify.runner.run_case`: None, or ``"nan"``/``"large"`` for guard bands around
+            every allocation and that fill of uninitialized memory (the gate's canary and recycled-memory runs).
 
     Use it as a context manager (or call :meth:`close`) to end an isolated worker.
     """
 
     def __init__(self, kernel: Kernel, device: torch.device, corpus: "Corpus | str | Path", *, backward: bool = True,
                  timeout_s: Optional[float] = None, plugins: Iterable[str] = (), budgets=None, isolate: bool = False,
-                 worker_env: Optional[dict] = None):
+                 worker_env: Optional[dict] = None, memory: Optional[str] = None):
         self.kernel, self.device = kernel, torch.device(device)
         self.corpus = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
         self.backward, self.timeout_s, self.budgets = backward, timeout_s, budgets
         self.plugins = tuple(str(p) for p in plugins)
+        self.memory = memory
         self.worker = None
         if isolate:
             from .isolation import CaseWorker, WorkerSpec
@@ -75,10 +78,10 @@ class Verifier:
             t1 = time.perf_counter()
             try:
                 if self.isolated:
-                    result = self.worker.run(case, self.timeout_s)
+                    result = self.worker.run(case, self.timeout_s, memory=self.memory)
                 else:
                     result = run_case(case, self.kernel, self.device, backward=self.backward, budgets=self.budgets,
-                                      plugins=self.plugins)
+                                      plugins=self.plugins, memory=self.memory)
             except KeyboardInterrupt:
                 self.corpus.discard(path)
                 if self.isolated:

@@ -112,12 +112,35 @@ def test_bad_gate_arguments_exit_2_with_one_line(tmp_path, capsys):
         assert len(err) == 1 and name in err[0], err
 
 
-def test_a_hang_exits_3_and_keeps_the_case(tmp_path, sleepy_plugin):
-    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "gate", "--device", "cpu", "--plugin",
-                           str(sleepy_plugin), "--kernel", "sleepy", "--checks", "suite", "--timeout", "1",
-                           "--reproducers", str(tmp_path / "repro"), f"--json={tmp_path / 'g.json'}",
-                           f"--junit={tmp_path / 'g.xml'}", f"--markdown={tmp_path / 'g.md'}"],
+def _gate_subprocess(tmp_path, plugin, kernel, *args):
+    return subprocess.run([sys.executable, "-m", "jfa_verify.cli", "gate", "--device", "cpu", "--plugin", str(plugin),
+                           "--kernel", kernel, "--reproducers", str(tmp_path / "repro"), f"--json={tmp_path / 'g.json'}",
+                           f"--junit={tmp_path / 'g.xml'}", f"--markdown={tmp_path / 'g.md'}", *args],
                           capture_output=True, text=True, timeout=300)
+
+
+def test_a_hang_exits_3_and_keeps_the_case_and_the_report(tmp_path):
+    plugin = tmp_path / "sleepy_bq.py"  # hangs, on the suite's few float32 broadcast-Q cases only
+    plugin.write_text("import time, torch\nfrom jfa_verify import Capabilities, register_kernel\n\n"
+                      "@register_kernel('sleepy', capabilities=Capabilities(dtypes=(torch.float32,), "
+                      "modes=('broadcast_q',), backward=False))\n"
+                      "def load():\n    return lambda *a, **k: time.sleep(60)\n")
+    proc = _gate_subprocess(tmp_path, plugin, "sleepy", "--checks", "suite", "--timeout", "2")
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
-    (path,) = (tmp_path / "repro").glob("*.json")
-    assert json.loads(path.read_text())["status"] in ("timeout", "hang")
+    files = list((tmp_path / "repro").glob("*.json"))
+    assert files and all(json.loads(p.read_text())["status"] == "hang" for p in files)
+    assert _results(tmp_path)[("sleepy", "suite")]["status"] == "hang"  # the report is written all the same
+
+
+def test_a_crash_exits_4_and_the_gate_goes_on(tmp_path):
+    plugin = tmp_path / "aborts.py"
+    plugin.write_text("import os\nfrom jfa_verify import Capabilities, register_kernel\n\n"
+                      "@register_kernel('aborts', capabilities=Capabilities(backward=False))\n"
+                      "def load():\n    return lambda *a, **k: os.abort()\n")
+    proc = _gate_subprocess(tmp_path, plugin, "aborts", "--checks", "suite", "determinism", "canaries",
+                            "--small-cases", "1", "--timeout", "60")
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = _results(tmp_path)
+    assert results[("aborts", "suite")]["status"] == "crash" and results[("aborts", "canaries")]["status"] == "crash"
+    assert results[("aborts", "determinism")]["status"] == "skip" and "crashed" in results[("aborts", "determinism")]["reason"]
+    assert "SIGABRT" in results[("aborts", "suite")]["findings"][0]["explanation"]
