@@ -13,13 +13,14 @@ campaign starts from the last failure
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings, target
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
@@ -41,7 +42,7 @@ class CampaignFailure:
     status: str
     path: Optional[Path]
     explanation: str
-    source: str  # "corpus" (a saved failure replayed) or "search" (found and shrunk now)
+    source: str  # "corpus" (a saved failure replayed), "search" (found and shrunk now) or "crash" (a process died)
 
 
 @dataclass
@@ -56,7 +57,9 @@ class CampaignSummary:
     failures: list[CampaignFailure] = field(default_factory=list)
     fixed: list[Path] = field(default_factory=list)
     coverage: Coverage = field(default_factory=Coverage)
+    pairs: object = None  # a jfa_verify.pairs.PairCoverage
     seconds: float = 0.0
+    first_failure_at: Optional[int] = None  # cases run up to and including the first failing one
 
     @property
     def failed(self) -> bool:
@@ -65,10 +68,12 @@ class CampaignSummary:
     def to_dict(self) -> dict:
         return {
             "kernel": self.kernel, "device": self.device, "seed": self.seed, "cases_run": self.cases_run,
+            "first_failure_at": self.first_failure_at,
             "statuses": dict(self.statuses), "seconds": self.seconds,
             "failures": [{"case": f.case.to_dict(), "status": f.status, "path": str(f.path) if f.path else None,
                           "source": f.source} for f in self.failures],
             "fixed": [str(p) for p in self.fixed], "coverage": self.coverage.to_dict(),
+            "pairs": self.pairs.to_dict() if self.pairs is not None else None,
         }
 
     def format(self, *, coverage: bool = True) -> str:
@@ -87,6 +92,8 @@ class CampaignSummary:
             lines.append("  no failures")
         if coverage:
             lines.append(self.coverage.format())
+            if self.pairs is not None:
+                lines.append(self.pairs.format())
         return "\n".join(lines)
 
 
@@ -94,7 +101,8 @@ class _CaseFailed(AssertionError):
     """Raised inside the Hypothesis test so it shrinks the failing case."""
 
 
-def _saved_failures(corpus: Corpus, kernel_name: str) -> list[tuple[Path, Case]]:
+def _saved_failures(corpus: Corpus, kernel_name: str) -> list[tuple[Path, Case, str]]:
+    """``(path, case, status)`` of the kernel's saved case files that did not pass."""
     out = []
     for path in corpus.files():
         try:
@@ -102,8 +110,25 @@ def _saved_failures(corpus: Corpus, kernel_name: str) -> list[tuple[Path, Case]]
         except InvalidInput:
             continue
         if payload.get("kernel") == kernel_name and payload.get("status") != "pass":
-            out.append((path, case))
+            out.append((path, case, payload.get("status")))
     return out
+
+
+def _mark_crash(path: Path) -> None:
+    """A case file left ``running``: the process running it died (a crash, a kill). Record that before it
+    is replayed, so that a replay that crashes again leaves a ``crash`` finding, not another retry."""
+    payload = json.loads(path.read_text())
+    payload.update(status="crash", explanation="the process running this case died before a verdict (a kernel "
+                                               "crash, or the process was killed); replayed once by the next "
+                                               "campaign")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
+    tmp.replace(path)
+
+
+def _rarity(classes: dict, counts: Counter) -> float:
+    """Sum over a case's contract classes of 1 / (1 + times drawn so far): high for rarely drawn classes."""
+    return sum(1.0 / (1 + counts[(d, c)]) for d, cs in classes.items() for c in cs)
 
 
 def run_campaign(
@@ -118,6 +143,7 @@ def run_campaign(
     backward: bool = True,
     shrink: bool = True,
     plugins: Sequence[str] = (),
+    covering: bool = False,
 ) -> CampaignSummary:
     """Fuzz ``kernel`` with Hypothesis; failures are written to ``corpus_dir`` and shrunk.
 
@@ -135,6 +161,16 @@ def run_campaign(
         backward: run the backward pass too (when the kernel has one).
         shrink: shrink the first failure to a minimal case (otherwise stop at it).
         plugins: plugin files the kernel came from (named in replay commands).
+        covering: run the covering array of the contract's dimensions first
+            (:func:`jfa_verify.pairs.covering_array`, cheap and dense first), as explicit examples,
+            before drawing; every pair of classes the kernel supports is then exercised in the first
+            examples, whatever the draws.
+
+    Drawn cases are steered toward rarely drawn classes of the contract model
+    (:mod:`jfa_verify.dimensions`) with Hypothesis ``target()``; the summary's ``pairs``
+    counts the pairs of classes the campaign exercised. A case file left ``running`` by a process
+    that died is a crash finding: it is marked ``crash`` and replayed once; one already marked
+    ``crash`` is reported as a finding and not run again in this process.
 
     Returns:
         A :class:`CampaignSummary`. Never raises for kernel failures.
@@ -155,7 +191,13 @@ def run_campaign(
     verifier = Verifier(kernel, dev, corpus, backward=backward, timeout_s=timeout_s, plugins=plugins)
     if strategy is None:
         strategy = cases(kernel, device_type=dev.type)
-    summary = CampaignSummary(kernel=name, device=str(dev), seed=seed, coverage=Coverage.for_kernel(kernel, dev.type))
+    from jfa_verify.dimensions import Target
+    from jfa_verify.pairs import PairCoverage, covering_array, exercised
+
+    model = Target(kernel, dev.type)
+    summary = CampaignSummary(kernel=name, device=str(dev), seed=seed, coverage=Coverage.for_kernel(kernel, dev.type),
+                              pairs=PairCoverage(model))
+    drawn: Counter = Counter()
     search_failures: list[tuple[Case, object, Path]] = []
     seen: dict[str, object] = {}
     t0 = time.perf_counter()
@@ -168,13 +210,28 @@ def run_campaign(
         kept = Path(result.reproducer) if result.reproducer else None
         seen[key] = (result, kept)
         summary.coverage.add(case)
+        summary.pairs.add(case)
         summary.cases_run += 1
         summary.statuses[result.status] += 1
+        if result.failed and summary.first_failure_at is None:
+            summary.first_failure_at = summary.cases_run
         return result, kept
 
-    saved = _saved_failures(corpus, name)
+    saved = []
+    for path, case, status in _saved_failures(corpus, name):
+        if status == "crash":  # a replay crashed its process already: a finding, not run again here
+            summary.failures.append(CampaignFailure(case, "crash", path, json.loads(path.read_text()).get(
+                "explanation", "the process died running this case"), "crash"))
+            continue
+        if status == "running":
+            _mark_crash(path)
+        saved.append((path, case))
 
     def probe(case: Case, from_corpus: bool) -> None:
+        if not from_corpus:
+            classes = exercised(case, model)
+            target(_rarity(classes, drawn), label="rarely drawn contract classes")
+            drawn.update((d, c) for d, cs in classes.items() for c in cs)
         result, kept = run_one(case)
         if from_corpus:
             path = corpus.path_for(case, name)
@@ -189,6 +246,10 @@ def run_campaign(
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
     test = given(case=strategy, from_corpus=st.just(False))(probe)
+    # explicit examples run last-applied first: the saved failures, then the covering array in its order
+    if covering:
+        for case in reversed(covering_array(model, seed=seed)):
+            test = example(case=case, from_corpus=False)(test)
     for _, case in saved:
         test = example(case=case, from_corpus=True)(test)
     test = hypothesis_seed(seed)(test)  # before settings: @seed alone would switch the database off

@@ -139,7 +139,10 @@ def cmd_run(args) -> int:
 
     from .coverage import Coverage
     from .device import interpreting, select_device
+    from .dimensions import Target
     from .loop import Verifier
+    from .pairs import PairCoverage
+    from .relations import check_relations
     from .report import run_report, write_json
     from .suites import get_suite
 
@@ -164,15 +167,23 @@ def cmd_run(args) -> int:
     console.print(_results_table(results, f"{kernel.name} on {where}"))
     coverage = Coverage.for_kernel(kernel, device.type).update(r.case for r in results)
     print(coverage.format(), flush=True)
+    pairs = PairCoverage(Target(kernel, device.type)).update(r.case for r in results)
+    print(pairs.format(), flush=True)
     for r in results:
         if r.failed:
             print(r.explain(), flush=True)
+    relations = [] if args.filter or args.max_cases else list(suite.relations)
+    findings = check_relations(relations, kernel, device, args.reproducers, plugins=args.plugin)
+    for line in findings:
+        print(line, flush=True)
     report = write_json(args.report, run_report(results, kernel=kernel.name, device=device, suite_note=suite.note,
-                                                coverage=coverage.to_dict()))
-    failed = sum(r.failed for r in results)
+                                                coverage=coverage.to_dict(),
+                                                extra={"pairs": pairs.to_dict(), "relations": findings}))
+    failed = sum(r.failed for r in results) + len(findings)
     passed = sum(r.status == "pass" for r in results)
     skipped = sum(r.status == "unsupported" for r in results)
-    console.print(f"{passed} passed, {failed} failed, {skipped} unsupported; report: {report}")
+    console.print(f"{passed} passed, {failed} failed, {skipped} unsupported; {len(relations) - len(findings)}/"
+                  f"{len(relations)} relation checks held; report: {report}")
     if skipped == len(results):
         # Nothing was checked: a gate must not read this as a pass.
         print(f"jfa-verify run: error: no case of suite {suite.name!r} is inside kernel {kernel.name!r}'s "
@@ -189,7 +200,7 @@ def cmd_fuzz(args) -> int:
     kernel = _kernel(args)
     summary = run_campaign(kernel, max_examples=args.max_examples, corpus_dir=args.reproducers, device=device,
                            seed=args.seed, timeout_s=args.timeout, backward=not args.forward_only,
-                           plugins=args.plugin)
+                           plugins=args.plugin, covering=not args.no_covering)
     print(summary.format(), flush=True)
     return EXIT_FAIL if summary.failures else EXIT_OK
 
@@ -334,6 +345,10 @@ def cmd_replay(args) -> int:
     console = _console()
     if (args.file is None) == (args.case is None):
         raise UsageError("replay needs exactly one of FILE or --case JSON")
+    from .calls import is_call_file
+
+    if args.file and is_call_file(args.file):
+        return _replay_calls(args, console)
     if args.file:
         case, payload = read_case_file(args.file)
         args.kernel = args.kernel or payload.get("kernel", "triton_jfa")
@@ -352,6 +367,24 @@ def cmd_replay(args) -> int:
     if result.status == "unsupported":
         return EXIT_USAGE
     return EXIT_FAIL if result.failed else EXIT_OK
+
+
+def _replay_calls(args, console) -> int:
+    """Replay a call file (a relation or a sequence of related calls) on one kernel object."""
+    from .calls import read_call_file
+    from .device import select_device
+
+    relation, payload = read_call_file(args.file)
+    args.kernel = args.kernel or payload.get("kernel", "triton_jfa")
+    device = select_device(args.device)
+    kernel = _kernel(args)
+    finding = relation.check(kernel, device)
+    calls = len(relation.cases())
+    print(f"[{'FAIL' if finding else 'PASS'}] relation {relation.name} over {calls} call(s) on {kernel.name}"
+          + (f": {finding}" if finding else ""), flush=True)
+    if payload.get("status") == "fail":
+        console.print(f"recorded verdict: fail; replayed: {'fail (same)' if finding else 'pass (DIFFERENT)'}")
+    return EXIT_FAIL if finding else EXIT_OK
 
 
 def cmd_kernels(args) -> int:
@@ -415,8 +448,8 @@ def cmd_mutants(args) -> int:
         catalogue[name]  # unknown names fail before any work
     dev = select_device(args.device)
     results = run_mutants(args.only or None, catalogue=args.catalogue, device=dev, max_examples=args.max_examples,
-                          seed=args.seed, jobs=args.jobs)
-    print(f"mutation testing of catalogue {catalogue.name} on {dev} "
+                          seed=args.seed, jobs=args.jobs, stage=args.stage)
+    print(f"mutation testing of catalogue {catalogue.name} on {dev}, stage {args.stage} "
           f"(max {args.max_examples} campaign examples per surviving mutant)")
     print(format_table(results))
     if args.json:
@@ -464,6 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("--timeout", type=positive_float, default=None,
                     help="seconds per case before it is recorded as a hang")
     fz.add_argument("--forward-only", action="store_true")
+    fz.add_argument("--no-covering", action="store_true",
+                    help="draw at once (default: first the covering array of the contract's pairs of classes)")
     fz.set_defaults(func=cmd_fuzz)
 
     cal = sub.add_parser("calibrate", help="measure error distributions and fit a budget table")
@@ -542,6 +577,9 @@ def build_parser() -> argparse.ArgumentParser:
     mut.add_argument("--seed", type=seed_int, default=0)
     mut.add_argument("--json", default=None, type=new_file, help="also write the results here")
     mut.add_argument("--jobs", type=positive_int, default=1, help="mutants run at once, each in its own process")
+    mut.add_argument("--stage", choices=("targeted", "suite", "campaign"), default="targeted",
+                     help="targeted: fixed targeted cases, then a short campaign; suite: the default suite and its "
+                          "relation checks (what `jfa-verify run` catches); campaign: --max-examples drawn cases alone")
     mut.set_defaults(func=cmd_mutants)
     return parser
 

@@ -21,11 +21,12 @@ from .budgets import default_table, precision_of
 from .case import Case
 from .compare import OUTPUTS, OutputComparison, compare_output, reference_scales
 from .contract import JaggedProblem, output_violations
+from .immutability import changed_inputs, copy_keeping_strides, snapshot
 from .localize import Location, locate
 from .oracles import padded_sdpa_attention, reference_attention
 from .protocol import PASSES, Kernel, KernelRun
 
-__all__ = ["CaseResult", "run_case", "poisoned_allocations"]
+__all__ = ["CaseResult", "kernel_outputs", "run_case", "poisoned_allocations"]
 
 
 @contextlib.contextmanager
@@ -104,7 +105,7 @@ class CaseResult:
         if self.status == "error":
             lines.append(f"  kernel raised: {self.message}")
         if self.contract_violations:
-            lines.append("  output contract: " + "; ".join(self.contract_violations))
+            lines.append("  contract (outputs, inputs unchanged): " + "; ".join(self.contract_violations))
         if self.schedule_violations:
             lines.append(f"  scheduler invariants: {len(self.schedule_violations)} violation(s)")
             lines.extend(f"      {v}" for v in self.schedule_violations[:10])
@@ -159,10 +160,13 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _run_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, backward: bool, instrument: bool
-                ) -> tuple[KernelRun, dict[str, torch.Tensor]]:
-    """The kernel's forward (and backward) on fresh leaf copies of the inputs, outputs poisoned."""
-    q, k, v = (t.detach().clone().requires_grad_(backward) for t in (tensors.q, tensors.k, tensors.v))
+def kernel_outputs(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, backward: bool, instrument: bool
+                ) -> tuple[KernelRun, dict[str, torch.Tensor], list[str]]:
+    """The kernel's forward (and backward) on fresh leaf copies of the inputs (same strides), outputs
+    poisoned; returns the run, the outputs and how the call changed its inputs (:mod:`.immutability`)."""
+    q, k, v = (copy_keeping_strides(t).requires_grad_(backward) for t in (tensors.q, tensors.k, tensors.v))
+    inputs = dict(q=q, k=k, v=v, q_offsets=tensors.q_offsets, k_offsets=tensors.k_offsets, do=tensors.do)
+    before = snapshot(inputs)
     with poisoned_allocations():
         run = kernel.run(problem, q, k, v, tensors.q_offsets, tensors.k_offsets, sm_scale=case.sm_scale,
                          instrument=instrument)
@@ -172,7 +176,7 @@ def _run_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, bac
         if backward and isinstance(run.o, torch.Tensor) and run.o.requires_grad:
             run.o.backward(tensors.do)
             got.update(dq=q.grad, dk=k.grad, dv=v.grad)
-    return run, got
+    return run, got, changed_inputs(before, inputs)
 
 
 def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *, backward: bool = True,
@@ -185,7 +189,8 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         budgets: the :class:`jfa_verify.budgets.BudgetTable` to judge by (default: the packaged
             table); a kernel declaring ``tf32`` is judged by the ``float32-tf32`` row.
         instrument: ask an instrumented kernel for its launch plan and tile visits and check the
-            scheduler invariants (calibration turns it off: it measures numerics only).
+            scheduler invariants (calibration turns it off: it measures numerics only); a case with
+            ``instrument=False`` runs the production launch whatever this says.
         tensors: ``case.materialize(device)`` already made (several kernels judged on one huge
             case); None to materialize here.
         plugins: plugin files the kernel came from, named in the replay command.
@@ -213,10 +218,10 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     backward = backward and no_backward is None
     if kernel.capabilities.lse_base == "2":
         result.notes.append("LSE returned in base 2 (declared); converted to natural log before judging")
-    instrument = instrument and kernel.capabilities.instrumented
+    instrument = instrument and case.instrument and kernel.capabilities.instrumented
     t0 = time.perf_counter()
     try:
-        run, got = _run_kernel(kernel, problem, tensors, case, backward, instrument)
+        run, got, changed = kernel_outputs(kernel, problem, tensors, case, backward, instrument)
         _sync(device)
     except Exception as e:  # the kernel under test may fail in any way
         result.seconds["kernel"] = time.perf_counter() - t0
@@ -228,7 +233,7 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         result.message = detail + "\n" + "".join(traceback.format_exception(e)[-3:]).rstrip()
         return result
     t1 = time.perf_counter()
-    result.contract_violations = output_violations(problem, got["o"], got.get("lse"))
+    result.contract_violations = output_violations(problem, got["o"], got.get("lse")) + changed
     if result.contract_violations:
         result.status = "fail"
         result.seconds["kernel"] = t1 - t0
