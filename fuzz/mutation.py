@@ -352,7 +352,7 @@ def _stage_cases(stage: str, kernel, dev, mutant, seed: int):
 
 def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device="cpu", max_examples: int = 10,
                seed: int = 0, cases: Optional[Sequence[Case]] = None, stage: str = "targeted",
-               corpus_dir: Optional[str] = None) -> MutantResult:
+               corpus_dir: Optional[str] = None, max_cases: Optional[int] = None) -> MutantResult:
     """Run ``stage`` against mutant ``name``, stopping at its first failure.
 
     Stages: ``"targeted"``: :func:`targeted_cases` (or ``cases``), then, if the mutant survived
@@ -361,7 +361,8 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     ``"campaign"``: a campaign of ``max_examples`` drawn cases alone (not shrunk: the verdict is
     what counts; ``cases_run`` then says how many examples ran before the first failure).
     ``corpus_dir``: where the case about to run is written first (a crash leaves it there); None
-    for none.
+    for none. ``max_cases``: run only the stage's first that many fixed cases (and no relation check
+    unless every case ran).
 
     Raises:
         InvalidInput: an unknown stage or mutant.
@@ -388,6 +389,8 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     if stage != "campaign":
         if cases is None:
             cases, relations = _stage_cases(stage, kernel, dev, mutant, seed)
+        if max_cases is not None and max_cases < len(cases):
+            cases, relations = cases[:max_cases], []
         huge = {c.name for c in gpu_only_cases()}
         verify = _verifier(kernel, dev, corpus_dir)
         for case in cases:
@@ -481,7 +484,7 @@ def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, **kwargs) -
 
 def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "triton_jfa", device="cpu",
                 max_examples: int = 10, seed: int = 0, jobs: int = 1, stage: str = "targeted",
-                isolate: Optional[bool] = None) -> list[MutantResult]:
+                isolate: Optional[bool] = None, max_cases: Optional[int] = None) -> list[MutantResult]:
     """Run every mutant in ``names`` (default: the whole catalogue) through ``stage`` (see
     :func:`run_mutant`) and return one result each, in order.
 
@@ -499,7 +502,7 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     names = list(cat.mutants) if not names else list(names)
     for n in names:
         cat[n]  # every name must exist before anything runs
-    options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage)
+    options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage, max_cases=max_cases)
     if not (jobs > 1 if isolate is None else isolate):
         return [run_mutant(n, catalogue=cat, **options) for n in names]
     from concurrent.futures import ThreadPoolExecutor

@@ -71,7 +71,8 @@ def call_sequence_machine(kernel, device, *, corpus: "str | Path", case_strategy
     """A ``RuleBasedStateMachine`` class calling ``kernel`` on ``device`` (see the module docstring).
 
     Args:
-        kernel: the registered kernel (one object for the whole sequence: its state persists).
+        kernel: the registered kernel; each sequence runs on a fresh implementation object (its state
+            persists within the sequence, never across sequences).
         device: where the cases run.
         corpus: folder for the call file of a failing sequence
             (``sequence-<kernel>.calls.json``, rewritten by each failing run, so the last is the shortest).
@@ -92,10 +93,13 @@ def call_sequence_machine(kernel, device, *, corpus: "str | Path", case_strategy
         def __init__(self):
             super().__init__()
             self.calls: list[Case] = []
+            # a fresh implementation object per sequence: state may persist within it, never across
+            # sequences (so a failing sequence replays alone, on a fresh object)
+            self.kernel = dataclasses.replace(kernel, _impl=None)
 
         def _call(self, case: Case) -> None:
             self.calls.append(case)
-            result = run_case(case, kernel, device)
+            result = run_case(case, self.kernel, device)
             if result.failed:
                 relation = Relation("sequence", self.calls[0], tuple(self.calls[1:]))
                 finding = f"call {len(self.calls)} of {len(self.calls)} failed:\n{result.explain()}"

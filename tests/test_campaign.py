@@ -85,3 +85,21 @@ def test_watchdog_marks_a_hung_case_and_exits(tmp_path, sleepy_plugin):
     payload = json.loads(path.read_text())
     assert payload["status"] == "timeout" and payload["kernel"] == "sleepy"
     read_case_file(path)  # still a valid, replayable case file
+
+
+def test_a_case_left_running_is_a_crash_finding_and_never_ends_the_next_campaign(jfa_kernel, jfa_device, tmp_path):
+    """A process that died running a case left its file ``running``: the next campaign marks it ``crash``
+    before replaying it once; a file already marked ``crash`` is reported as a finding, not run again."""
+    from jfa_verify.corpus import Corpus
+    from jfa_verify import Case
+
+    case = Case(kv_lengths=(3,), dtype="float32", head_dim=16)
+    with Corpus(tmp_path).guard(case, jfa_kernel.name, str(jfa_device)) as path:
+        pass
+    payload = json.loads(path.read_text())
+    payload["status"] = "crash"
+    path.write_text(json.dumps(payload))
+    summary = run_campaign(jfa_kernel, strategy=cases(jfa_kernel, max_batch=1, max_len=3, dtypes=["float32"]),
+                           max_examples=1, corpus_dir=tmp_path, device=jfa_device, backward=False)
+    assert [(f.source, f.status, f.path) for f in summary.failures] == [("crash", "crash", path)]
+    assert summary.cases_run >= 1 and "pairs of classes" in summary.format()
