@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from .case import Case
 from .errors import InvalidInput
 from .relations import RELATIONS, Relation
 
-__all__ = ["FORMAT", "is_call_file", "read_call_file", "replay", "write_call_file"]
+__all__ = ["FORMAT", "check_relations", "is_call_file", "read_call_file", "replay", "write_call_file"]
 
 FORMAT = "jfa-verify-calls/1"
 
@@ -81,3 +81,29 @@ def replay(path: "str | Path", kernel, device) -> Optional[str]:
     or None when it holds now."""
     relation, _ = read_call_file(path)
     return relation.check(kernel, device)
+
+
+def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str | None", *,
+                    plugins: Sequence[str] = ()) -> list[str]:
+    """Check each relation, its call file written first under ``corpus`` (None: no files) and kept
+    only when the relation breaks; returns one finding line (with the replay command) per broken one."""
+    out = []
+    for i, relation in enumerate(relations):
+        path = None
+        if corpus is not None:
+            name = f"{relation.case.case_id()}-{relation.name}-{kernel.name}.calls.json"
+            path = write_call_file(Path(corpus) / name, relation, kernel=kernel.name, device=str(device),
+                                   plugins=tuple(plugins))
+        finding = relation.check(kernel, device)
+        if finding is None:
+            if path is not None:
+                path.unlink(missing_ok=True)
+            continue
+        line = f"[FAIL] relation {relation.name} on {relation.case.name or relation.case.describe()}: {finding}"
+        if path is not None:
+            write_call_file(path, relation, kernel=kernel.name, device=str(device), status="fail", finding=finding,
+                            plugins=tuple(plugins))
+            plug = "".join(f" --plugin {p}" for p in plugins)
+            line += f"\n  replay: jfa-verify replay {path} --kernel {kernel.name}{plug}"
+        out.append(line)
+    return out

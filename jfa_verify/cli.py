@@ -142,7 +142,7 @@ def cmd_run(args) -> int:
     from .dimensions import Target
     from .loop import Verifier
     from .pairs import PairCoverage
-    from .relations import check_relations
+    from .calls import check_relations
     from .report import run_report, write_json
     from .suites import get_suite
 

@@ -31,7 +31,7 @@ import torch
 from .case import Case, CaseTensors
 from .immutability import bits, copy_keeping_strides
 
-__all__ = ["RELATIONS", "Relation", "check_relations", "permuted", "single_sequence"]
+__all__ = ["RELATIONS", "Relation", "permuted", "single_sequence"]
 
 RELATIONS = ("permutation", "batch_invariance", "sequence")
 _OUTPUTS = ("o", "lse", "dq", "dk", "dv")
@@ -246,32 +246,3 @@ def _check_sequence(cases: Sequence[Case], kernel, device) -> Optional[str]:
                     + result.explain())
     return None
 
-
-def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str | None", *,
-                    plugins: Sequence[str] = ()) -> list[str]:
-    """Check each relation, its call file written first under ``corpus`` (None: no files) and kept
-    only when the relation breaks; returns one finding line (with the replay command) per broken one."""
-    from pathlib import Path
-
-    from .calls import write_call_file
-
-    out = []
-    for i, relation in enumerate(relations):
-        path = None
-        if corpus is not None:
-            name = f"{relation.case.case_id()}-{relation.name}-{kernel.name}.calls.json"
-            path = write_call_file(Path(corpus) / name, relation, kernel=kernel.name, device=str(device),
-                                   plugins=tuple(plugins))
-        finding = relation.check(kernel, device)
-        if finding is None:
-            if path is not None:
-                path.unlink(missing_ok=True)
-            continue
-        line = f"[FAIL] relation {relation.name} on {relation.case.name or relation.case.describe()}: {finding}"
-        if path is not None:
-            write_call_file(path, relation, kernel=kernel.name, device=str(device), status="fail", finding=finding,
-                            plugins=tuple(plugins))
-            plug = "".join(f" --plugin {p}" for p in plugins)
-            line += f"\n  replay: jfa-verify replay {path} --kernel {kernel.name}{plug}"
-        out.append(line)
-    return out
