@@ -182,13 +182,13 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
     The rows come from ``allpairspy.AllPairs`` (a greedy pairwise generator) over every dimension
     but the offsets layout, filtered by pair feasibility, by a joint search of the length
     dimensions and by a cost cap (``max_cost`` in :func:`~jfa_verify.construct.case_cost` units;
-    default 250 on the CPU interpreter, about 5 s a case, none on a GPU), so that a pair is never
+    default 250 on the CPU interpreter, about 5 s a case; 20,000 on a GPU), so that a pair is never
     covered by an expensive row when a cheap one covers it too; pairs it leaves uncovered get a row
     each; strided offsets get a small array of their own (mode, offsets dtype and start). The
     result is ordered cheap and dense first. Deterministic for a ``target`` and ``seed``.
     """
     if max_cost is None:
-        max_cost = float("inf") if target.device_type == "cuda" else 250
+        max_cost = 20000 if target.device_type == "cuda" else 250
     from allpairspy import AllPairs
 
     uni = universe(target)
