@@ -28,6 +28,7 @@ from ._cases import (
     layouts,
     offsets_configs,
     overflow_cases,
+    sm_scales,
     value_policies,
 )
 from ._lengths import (
@@ -63,6 +64,7 @@ __all__ = [
     "prime_lengths",
     "sequence_lengths",
     "skewed_lengths",
+    "sm_scales",
     "sparse_batches",
     "tile_boundary_lengths",
     "value_policies",
