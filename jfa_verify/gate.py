@@ -372,9 +372,9 @@ def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
             t0 = time.perf_counter()
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=options.timeout_s or 600)
-            except subprocess.TimeoutExpired:
-                out.status = "hang"
-                out.findings.append(Finding("sanitizer", tool, "hang", f"{tool}: no result within the timeout"))
+            except subprocess.TimeoutExpired:  # the tools slow kernels by orders of magnitude: not a kernel hang
+                out.status = "error" if out.status == "pass" else out.status
+                out.reason = f"compute-sanitizer {tool} did not finish within {options.timeout_s or 600:g} s"
                 continue
             errors = re.findall(r"ERROR SUMMARY: (\d+) error", proc.stdout + proc.stderr)
             n = int(errors[-1]) if errors else None
