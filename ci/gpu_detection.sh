@@ -14,11 +14,11 @@ cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
+if [ -z "${JFA_GPU_SESSION:-}" ] && ls .whl/*.whl >/dev/null 2>&1; then  # gpu_session.sh installs once
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/install.log" 2>&1 || {
+[ -n "${JFA_GPU_SESSION:-}" ] || python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/install.log" 2>&1 || {
   echo "install failed"; tail -20 "$out/install.log"; exit 2; }
 python3 -c "import allpairspy" 2>/dev/null || { echo "allpairspy missing: carry .whl (see the header)"; exit 2; }
 cat=tests/quality/blind_catalogue.json
@@ -34,10 +34,10 @@ cov = PairCoverage(t).update(cases)
 print(cov.summary(), flush=True)
 print("several_waves cases:", cov.class_counts.get(("waves", "several_waves"), 0), "SMs:", t.num_sms)
 PY
-timeout 100 jfa-verify mutants --catalogue "$cat" --stage suite --device cuda --jobs 4 \
+timeout 100 jfa-verify mutants --catalogue "$cat" --stage suite --device cuda --jobs "${JOBS:-4}" \
   --json "$out/suite.json" > "$out/suite.log" 2>&1
 rc_suite=$?
-timeout 70 jfa-verify mutants --catalogue "$cat" --stage campaign --max-examples 60 --device cuda --jobs 4 \
+timeout 70 jfa-verify mutants --catalogue "$cat" --stage campaign --max-examples 60 --device cuda --jobs "${JOBS:-4}" \
   --json "$out/campaign.json" > "$out/campaign.log" 2>&1
 rc_campaign=$?
 python3 ci/kill_table.py "H200 default suite=$out/suite.json" "H200 campaign (60 examples)=$out/campaign.json" \
