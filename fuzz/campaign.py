@@ -219,6 +219,7 @@ def run_campaign(
     shrink_seconds: float = 120.0,
     round_examples: int = 100,
     worker_env: Optional[dict] = None,
+    accept: Sequence[str] = (),
 ) -> CampaignSummary:
     """Fuzz ``kernel`` with Hypothesis; findings are written to ``corpus_dir``, shrunk and deduplicated.
 
@@ -252,6 +253,7 @@ def run_campaign(
         shrink_seconds: longest time spent shrinking one failure.
         round_examples: new cases per Hypothesis run (between database re-reads).
         worker_env: environment of the isolated case worker (``CUDA_VISIBLE_DEVICES``).
+        accept: the kernel's declared conventions the user accepts (:func:`jfa_verify.runner.run_case`).
 
     Returns:
         A :class:`CampaignSummary`. Never raises for kernel failures; Ctrl-C (``KeyboardInterrupt``) ends the
@@ -289,7 +291,7 @@ def run_campaign(
     step = itertools.count()
 
     verifier = Verifier(kernel, dev, corpus, backward=backward, timeout_s=timeout_s, plugins=plugins,
-                        isolate=isolate, worker_env=worker_env)
+                        isolate=isolate, worker_env=worker_env, accept=accept)
     if isinstance(database, ExampleDatabase):
         shared = database
     else:
