@@ -402,7 +402,9 @@ def command(args) -> int:
     if args.png:
         matrix.heatmap(args.png)
     print(text, flush=True)
-    print("wrote " + ", ".join(str(p) for p in (args.json, args.markdown, args.png) if p), flush=True)
+    written = [str(p) for p in (args.json, args.markdown, args.png) if p]
+    if written:
+        print("wrote " + ", ".join(written), flush=True)
     checked = [c for c in matrix.cells.values() if c.status not in ("unsupported", NOT_RUN)]
     if matrix.failed:
         return int(ExitCode.FINDING)

@@ -200,12 +200,17 @@ def cases(
     can_window = caps.window and window_mask in caps.masks
     if window and not can_window:
         raise InvalidInput(f"window=True: the kernel declares no {window_mask!r} mask (masks={caps.masks})")
+    alignment = draw(st.sampled_from(list(caps.causal_alignments))) if is_causal else "top_left"
+    offsets_dtype, offsets_start, offsets_layout = draw(offsets_configs(layouts=offsets_layouts))
+    value_policy = draw(value_policies(values))
+    layout = draw(_layouts(layouts if caps.strided_inputs else ["contiguous"]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    # The window is drawn last, so a seed draws the same other fields as before windows existed.
     drawn_window = None
     if can_window and (draw(st.booleans()) if window is None else window):
         drawn_window = draw(windows(blocks, max_len=max_len, symmetric=caps.symmetric_window))
-    masked = is_causal or drawn_window is not None
-    alignment = draw(st.sampled_from(list(caps.causal_alignments))) if masked else "top_left"
-    offsets_dtype, offsets_start, offsets_layout = draw(offsets_configs(layouts=offsets_layouts))
+        if not is_causal:
+            alignment = draw(st.sampled_from(list(caps.causal_alignments)))
     return Case(
         kv_lengths=kv,
         mode=mode,
@@ -220,9 +225,9 @@ def cases(
         offsets_dtype=offsets_dtype,
         offsets_start=offsets_start,
         offsets_layout=offsets_layout,
-        values=draw(value_policies(values)),
-        layout=draw(_layouts(layouts if caps.strided_inputs else ["contiguous"])),
-        seed=draw(st.integers(0, 2**32 - 1)),
+        values=value_policy,
+        layout=layout,
+        seed=seed,
         **extra,
     )
 
