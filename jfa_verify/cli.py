@@ -735,7 +735,9 @@ def build_parser() -> argparse.ArgumentParser:
     mat.add_argument("--plugin", action="append", default=[], metavar="FILE.py", type=existing_file,
                      help="import a file that registers kernels (repeatable; named in every replay command)")
     mat.add_argument("--reproducers", default="jfa-reproducers", type=folder, help="folder for failing-case files")
-    mat.add_argument("--accept", action="append", default=[], metavar="CONVENTION",
+    from .conventions import CONVENTIONS
+
+    mat.add_argument("--accept", action="append", default=[], metavar="CONVENTION", choices=sorted(CONVENTIONS),
                      help="accept a kernel's declared convention (e.g. lse_plus_inf_empty_rows): its findings pass, "
                           "marked accepted")
     mat.add_argument("--filter", default="", help="only cases whose name contains this text")
