@@ -236,10 +236,16 @@ class Coverage:
         return {"total": self.total, "counts": dict(sorted(self.counts.items()))}
 
     def format(self, expected: Optional[Iterable[str]] = None) -> str:
-        """A plain-text table: class, count, share of cases, description; then the classes never drawn."""
-        width = max(len(c) for c in CLASSES)
+        """A plain-text table: class, count, share of cases, description; then the classes never drawn.
+
+        The window classes are listed only when some case had a window or ``expected`` names one (a run
+        without windows reads as it did before windows existed)."""
+        shown = set(expected or ()) | set(self.counts)
+        rows = {name: desc for name, desc in CLASSES.items() if name not in WINDOW_CLASSES or name in shown
+                or any(c in shown for c in WINDOW_CLASSES)}
+        width = max(len(c) for c in rows)
         lines = [f"coverage over {self.total} case(s)", f"  {'class':{width}s} {'count':>6s} {'share':>6s}"]
-        for name, desc in CLASSES.items():
+        for name, desc in rows.items():
             n = self.counts.get(name, 0)
             share = f"{100 * n / self.total:5.1f}%" if self.total else "    -"
             lines.append(f"  {name:{width}s} {n:6d} {share:>6s}  {desc}")
