@@ -745,7 +745,8 @@ def build_parser() -> argparse.ArgumentParser:
     mat.add_argument("--seed", type=seed_int, default=0)
     mat.add_argument("--timeout", type=positive_float, default=None, help="seconds per case (a hang exits 3)")
     mat.add_argument("--deadline", type=positive_float, default=None,
-                     help="wall-clock seconds: cells not started by then are 'not run', no campaign starts")
+                     help="wall-clock seconds: cells not started by then are 'not run' (with --campaign: by 65%% "
+                          "of it, the campaigns share the rest)")
     mat.add_argument("--forward-only", action="store_true")
     mat.add_argument("--json", default=None, type=new_file, help="write the matrix as JSON")
     mat.add_argument("--markdown", default=None, type=new_file, help="write the table and findings as Markdown")

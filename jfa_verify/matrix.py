@@ -29,6 +29,8 @@ from .case import Case
 __all__ = ["Cell", "Finding", "Matrix", "run_matrix"]
 
 NOT_RUN = "not run"
+# Share of --deadline the cases may use when campaigns follow (the campaigns share the rest).
+CASES_SHARE = 0.65
 
 
 @dataclass(frozen=True)
@@ -328,8 +330,9 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
         campaign_examples: examples of a campaign per kernel after its cases (0: none); the campaign
             keeps searching after a finding, one shrunk case per kind of finding.
         seed: the campaigns' Hypothesis seed.
-        deadline_s: wall-clock seconds for the whole call; cells not started by then are ``not run``;
-            the campaigns share what is left (no case of theirs starts after it).
+        deadline_s: wall-clock seconds for the whole call; with campaigns, cells not started within
+            :data:`CASES_SHARE` of it are ``not run`` and the campaigns share what is left (no case of
+            theirs starts after it); without, cells not started by then are ``not run``.
         on_result: called with each :class:`~jfa_verify.runner.CaseResult` (progress).
     """
     from .loop import Verifier
@@ -337,12 +340,14 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
     start = time.monotonic()
     matrix = Matrix([k.name for k in kernels], list(cases), device=str(device), suite_note=suite_note)
     late = lambda: deadline_s is not None and time.monotonic() - start > deadline_s  # noqa: E731
+    # with campaigns, the cases get CASES_SHARE of the deadline: a slow suite must not starve the search
+    cases_deadline = None if deadline_s is None else deadline_s * (CASES_SHARE if campaign_examples else 1.0)
     for kernel in kernels:
         t0 = time.monotonic()
         verifier = Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
                             accept=accept)
         for case in cases:
-            if late():
+            if cases_deadline is not None and time.monotonic() - start > cases_deadline:
                 break
             result = verifier.verify(case)
             matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
