@@ -11,8 +11,9 @@ What it does, all at once on one GPU (the matrix checks numbers, not speed, so t
 * one ``jfa-verify matrix`` process per kernel (``triton_jfa torch_fa2_varlen torch_varlen_attn
   flex_document_mask nested_sdpa``): the default, windows and mha suites (in that order), then a campaign of ``CAMPAIGN`` examples
   that keeps searching after a finding; each with ``--deadline`` (cells and campaign cases not started by
-  then are skipped) and a hard ``timeout`` kill (a peer that hangs or wrecks its CUDA context takes only
-  its own process down; its case files stay in ``$OUT/reproducers``);
+  then are skipped), ``--isolate`` (a crash or a sticky CUDA error is that case's finding; the next case
+  gets a fresh worker) and a hard ``timeout`` kill (a peer that hangs takes only its own process down;
+  its case files stay in ``$OUT/reproducers``);
 * ``pytest -m gpu tests/test_peers_gpu.py`` (the peers' current behaviour on the known findings);
 * then merges the per-kernel JSON into ``$OUT/matrix.{json,md,png}`` and packs the reproducers.
 
@@ -64,8 +65,10 @@ def main() -> int:
     procs = {}
     for kernel in KERNELS:
         cmd = [sys.executable, "-m", "jfa_verify.cli", "matrix", "--kernel", kernel, "--suite", "default",
-               "--suite", "windows", "--suite", "mha", "--campaign", str(campaign), "--device", DEVICE, "--deadline", f"{deadline:.0f}",
-               "--timeout", "60", "--reproducers", str(out / "reproducers"), "--json", str(out / f"matrix-{kernel}.json"),
+               "--suite", "windows", "--suite", "mha", "--campaign", str(campaign), "--device", DEVICE,
+               "--deadline", f"{deadline:.0f}",
+               "--timeout", "60", "--isolate", "--reproducers", str(out / "reproducers"),
+               "--json", str(out / f"matrix-{kernel}.json"),
                "--markdown", str(out / f"matrix-{kernel}.md")]
         log = open(out / "logs" / f"matrix-{kernel}.log", "w")
         procs[kernel] = (subprocess.Popen(["timeout", "-k", "5", f"{deadline + 20:.0f}", *cmd], stdout=log,

@@ -748,6 +748,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="wall-clock seconds: cells not started by then are 'not run' (with --campaign: by 65%% "
                           "of it, the campaigns share the rest)")
     mat.add_argument("--forward-only", action="store_true")
+    mat.add_argument("--isolate", action="store_true",
+                     help="run each case in a worker process: a crash or sticky CUDA error is that case's finding")
     mat.add_argument("--json", default=None, type=new_file, help="write the matrix as JSON")
     mat.add_argument("--markdown", default=None, type=new_file, help="write the table and findings as Markdown")
     mat.add_argument("--png", default=None, type=new_file, help="write a heat map of headroom (kernel x case)")

@@ -316,7 +316,7 @@ def _cell_text(c: Cell) -> str:
 def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers: "str | Path",
                plugins: Sequence[str] = (), backward: bool = True, accept: Sequence[str] = (),
                timeout_s: Optional[float] = None, campaign_examples: int = 0, seed: int = 0,
-               deadline_s: Optional[float] = None, suite_note: str = "",
+               deadline_s: Optional[float] = None, suite_note: str = "", isolate: bool = False,
                on_result: Optional[Callable] = None) -> Matrix:
     """Run every case through every kernel (and a campaign per kernel); returns the :class:`Matrix`.
 
@@ -333,6 +333,8 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
         deadline_s: wall-clock seconds for the whole call; with campaigns, cells not started within
             :data:`CASES_SHARE` of it are ``not run`` and the campaigns share what is left (no case of
             theirs starts after it); without, cells not started by then are ``not run``.
+        isolate: run every case in a worker process (:mod:`jfa_verify.isolation`): a crash or a sticky CUDA
+            error is that case's finding and the next case gets a fresh worker.
         on_result: called with each :class:`~jfa_verify.runner.CaseResult` (progress).
     """
     from .loop import Verifier
@@ -344,34 +346,34 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
     cases_deadline = None if deadline_s is None else deadline_s * (CASES_SHARE if campaign_examples else 1.0)
     for kernel in kernels:
         t0 = time.monotonic()
-        verifier = Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
-                            accept=accept)
-        for case in cases:
-            if cases_deadline is not None and time.monotonic() - start > cases_deadline:
-                break
-            result = verifier.verify(case)
-            matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
-            if on_result is not None:
-                on_result(result)
+        with Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
+                      accept=accept, isolate=isolate) as verifier:
+            for case in cases:
+                if cases_deadline is not None and time.monotonic() - start > cases_deadline:
+                    break
+                result = verifier.verify(case)
+                matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
+                if on_result is not None:
+                    on_result(result)
         matrix.seconds[kernel.name] = round(time.monotonic() - t0, 2)
     for i, kernel in enumerate(kernels):
         if campaign_examples and not late():
             # the time left is shared by the campaigns still to run
             share = None if deadline_s is None else (deadline_s - (time.monotonic() - start)) / (len(kernels) - i)
             _campaign(matrix, kernel, device, Path(reproducers) / "campaign", plugins, backward, accept, timeout_s,
-                      campaign_examples, seed, share)
+                      campaign_examples, seed, share, isolate)
     return matrix
 
 
 def _campaign(matrix: Matrix, kernel, device, corpus, plugins, backward, accept, timeout_s, examples, seed,
-              deadline_s) -> None:
+              deadline_s, isolate) -> None:
     from .fuzz import run_campaign
 
     t0 = time.monotonic()
     deadline = None if deadline_s is None else time.time() + max(0.0, deadline_s)
     summary = run_campaign(kernel, max_examples=examples, corpus_dir=corpus, device=device, seed=seed,
                            timeout_s=timeout_s, backward=backward, plugins=plugins, accept=accept,
-                           deadline=deadline)
+                           deadline=deadline, isolate=isolate)
     matrix.campaigns[kernel.name] = summary.to_dict()
     matrix.seconds[f"{kernel.name} campaign"] = round(time.monotonic() - t0, 2)
     plugin_args = "".join(f" --plugin {p}" for p in plugins)
@@ -451,4 +453,4 @@ def _run_from_args(args) -> Matrix:
     return run_matrix(kernels, cases, device, reproducers=args.reproducers, plugins=args.plugin,
                       backward=not args.forward_only, accept=args.accept, timeout_s=args.timeout,
                       campaign_examples=args.campaign, seed=args.seed, deadline_s=args.deadline,
-                      suite_note="; ".join(notes), on_result=progress)
+                      suite_note="; ".join(notes), on_result=progress, isolate=args.isolate)
