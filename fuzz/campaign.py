@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, settings, target
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
@@ -81,7 +81,9 @@ class CampaignSummary:
     fixed: list[Path] = field(default_factory=list)
     known_examples: Counter = field(default_factory=Counter)  # signature id -> examples of known findings
     coverage: Coverage = field(default_factory=Coverage)
+    pairs: object = None  # a jfa_verify.pairs.PairCoverage: the pairs of contract classes exercised
     seconds: float = 0.0
+    first_failure_at: Optional[int] = None  # cases run up to and including the first failing one
     interrupted: bool = False
     side_failures: int = 0  # failures of another kind met while shrinking (not drawn cases; files removed)
     notes: list[str] = field(default_factory=list)
@@ -101,6 +103,8 @@ class CampaignSummary:
                           "explanation": f.explanation} for f in self.failures],
             "known_examples": dict(self.known_examples),
             "fixed": [str(p) for p in self.fixed], "coverage": self.coverage.to_dict(),
+            "pairs": self.pairs.to_dict() if self.pairs is not None else None,
+            "first_failure_at": self.first_failure_at,
         }
 
     def format(self, *, coverage: bool = True) -> str:
@@ -128,7 +132,14 @@ class CampaignSummary:
         lines.extend(f"  note: {n}" for n in self.notes)
         if coverage:
             lines.append(self.coverage.format())
+            if self.pairs is not None:
+                lines.append(self.pairs.format())
         return "\n".join(lines)
+
+
+def _rarity(classes: dict, counts: Counter) -> float:
+    """Sum over a case's contract classes of 1 / (1 + times drawn so far): high for rarely drawn classes."""
+    return sum(1.0 / (1 + counts[(d, c)]) for d, cs in classes.items() for c in cs)
 
 
 class _CaseFailed(AssertionError):
@@ -220,6 +231,7 @@ def run_campaign(
     round_examples: int = 100,
     worker_env: Optional[dict] = None,
     accept: Sequence[str] = (),
+    covering: bool = False,
 ) -> CampaignSummary:
     """Fuzz ``kernel`` with Hypothesis; findings are written to ``corpus_dir``, shrunk and deduplicated.
 
@@ -254,6 +266,13 @@ def run_campaign(
         round_examples: new cases per Hypothesis run (between database re-reads).
         worker_env: environment of the isolated case worker (``CUDA_VISIBLE_DEVICES``).
         accept: the kernel's declared conventions the user accepts (:func:`jfa_verify.runner.run_case`).
+        covering: run the covering array of the contract's dimensions first
+            (:func:`jfa_verify.pairs.covering_array`, cheap and dense first), before drawing: every pair
+            of classes the kernel supports is exercised in the first cases, whatever the draws.
+
+    Drawn cases are steered toward rarely drawn classes of the contract model
+    (:mod:`jfa_verify.dimensions`) with Hypothesis ``target()``; the summary's ``pairs`` counts the
+    pairs of classes the campaign exercised.
 
     Returns:
         A :class:`CampaignSummary`. Never raises for kernel failures; Ctrl-C (``KeyboardInterrupt``) ends the
@@ -282,7 +301,13 @@ def run_campaign(
     if strategy is None:
         strategy = cases(kernel, device_type=dev.type)
     classes_of = classifier(kernel, dev.type)
-    summary = CampaignSummary(kernel=name, device=str(dev), seed=seed, coverage=Coverage.for_kernel(kernel, dev.type))
+    from jfa_verify.dimensions import Target
+    from jfa_verify.pairs import PairCoverage, covering_array, exercised
+
+    model = Target(kernel, dev.type)
+    summary = CampaignSummary(kernel=name, device=str(dev), seed=seed, coverage=Coverage.for_kernel(kernel, dev.type),
+                              pairs=PairCoverage(model))
+    drawn: Counter = Counter()  # (dimension, class) -> cases drawn in it, for the rarity target
     verdicts: dict[str, object] = {}  # case id -> verdict (different draws build one case; verdicts are
     # deterministic, and a hang must not cost its timeout twice)
     t0 = time.perf_counter()
@@ -312,8 +337,11 @@ def run_campaign(
         t = time.perf_counter()
         result = verifier.verify(case, annotations)
         classes = summary.coverage.add(case)
+        summary.pairs.add(case)
         summary.cases_run += 1
         summary.statuses[result.status] += 1
+        if result.failed and summary.first_failure_at is None:
+            summary.first_failure_at = summary.cases_run
         emit({"event": "case", "status": result.status, "phase": phase, "classes": sorted(classes),
               "seconds": time.perf_counter() - t, "breakdown": result.seconds})
         verdicts[key] = result
@@ -389,6 +417,9 @@ def run_campaign(
         shrinking = state.target is not None
         if not shrinking:
             summary.generated += 1
+            contract_classes = exercised(case, model)
+            target(_rarity(contract_classes, drawn), label="rarely drawn contract classes")
+            drawn.update((d, c) for d, cs in contract_classes.items() for c in cs)
         annotations = {"shrink_round": state.id, "shrink_step": next(step)}
         result, path = run_one(case, "shrink" if shrinking else "generate", annotations)
         if not result.failed:
@@ -436,6 +467,26 @@ def run_campaign(
         for p in state.steps:  # the shrink steps
             if p is not None and p != path and p not in findings_paths:
                 p.unlink(missing_ok=True)
+
+    # -- the covering array (small, dense cases: already minimal enough to keep as found) -------------
+    if covering:
+        try:
+            for case in covering_array(model, seed=seed):
+                if stop_now():
+                    break
+                result, path = run_one(case, "covering")
+                if result.failed and path is not None:
+                    key, classes = key_of(result.to_dict()), classes_of(case)
+                    known = index.match(key, classes) or index.refresh().match(key, classes)
+                    if known is not None:
+                        as_example(known, case, path)
+                    else:
+                        new_finding(case, result, path, "covering", signature(result.to_dict(), classes))
+        except KeyboardInterrupt:
+            summary.interrupted = True
+            verifier.close()
+            summary.seconds = time.perf_counter() - t0
+            return summary
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
     base = settings(database=db, deadline=None, phases=phases, derandomize=False, print_blob=False,

@@ -16,12 +16,15 @@ mutant may edit (``targets``), and the mutants:
 * ``gpu_only`` marks a mutant that shows only on inputs too large for the CPU
   interpreter (``gpu_reason`` says why); CPU runs skip it.
 
-Per mutant, :func:`run_mutant` runs a fixed, cheap, targeted set of cases
+Per mutant, :func:`run_mutant` runs one *stage* up to the first failure:
+``targeted`` (the default) runs a fixed, cheap, targeted set of cases
 (:func:`targeted_cases`: tile boundaries +-1 of the kernel's own tiles, empty
 sequences, both causal alignments with L_q != L_k, GQA, broadcast-Q, int64
-offsets with offsets_start > 0, strided layout) up to the first failure, then,
-if the mutant survived them, a short shrinking campaign. A mutant is *killed*
-when a case fails or errors.
+offsets with offsets_start > 0, strided layout), then, if the mutant survived
+them, a short shrinking campaign; ``suite`` runs the default suite and its
+relation checks (what ``jfa-verify run`` in a CI gate catches); ``campaign`` a
+campaign alone. A mutant is *killed* when a case fails or errors, or when its
+process dies while running a case (a crash, with ``isolate``).
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ from jfa_verify.coverage import classify
 from jfa_verify.errors import InvalidInput
 from jfa_verify.protocol import Kernel, tiles_for_shape
 
-__all__ = ["CORRUPTIONS", "Catalogue", "Mutant", "MutantResult", "format_table", "gpu_only_cases", "load_catalogue",
-           "register_catalogue", "run_mutant", "run_mutants", "targeted_cases"]
+__all__ = ["CORRUPTIONS", "Catalogue", "Mutant", "MutantResult", "STAGES", "format_table", "gpu_only_cases",
+           "load_catalogue", "register_catalogue", "run_mutant", "run_mutants", "targeted_cases"]
 
 FORMAT = "jfa-verify-mutants/1"
 
@@ -292,7 +295,7 @@ class MutantResult:
     status: str  # "killed", "survived", "skipped" (gpu-only on CPU) or "error" (the mutant could not be judged)
     gpu_only: bool = False
     reason: str = ""
-    stage: str = ""  # "targeted" or "campaign"
+    stage: str = ""  # what killed it: "targeted", "suite", "campaign" or "crash"
     killing_case: Optional[Case] = None
     killing_status: str = ""  # the failing CaseResult's status: "fail" or "error"
     outputs: list[str] = field(default_factory=list)  # failing outputs ("o", ..., "schedule", "contract", "error")
@@ -336,9 +339,38 @@ def _record_kill(res: MutantResult, case: Case, result, kernel, device_type: str
     res.explanation = result.explain()
 
 
+STAGES = ("targeted", "suite", "campaign")
+
+
+def _stage_cases(stage: str, kernel, dev, mutant, seed: int):
+    """The fixed cases of ``stage`` (``"targeted"``: :func:`targeted_cases`; ``"suite"``: the default suite,
+    what ``jfa-verify run`` runs) and the suite's relation checks (:mod:`jfa_verify.relations`)."""
+    if stage == "suite":
+        from jfa_verify.suites import get_suite
+
+        suite = get_suite("default", dev.type, seed, kernel=kernel)
+        return list(suite.cases), list(getattr(suite, "relations", ()))
+    cases = targeted_cases(kernel, dev.type)
+    return (gpu_only_cases() + cases if mutant.gpu_only else cases), []
+
+
 def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device="cpu", max_examples: int = 10,
-               seed: int = 0, cases: Optional[Sequence[Case]] = None) -> MutantResult:
-    """Targeted cases, then (if it survived) a short shrinking campaign, against mutant ``name``."""
+               seed: int = 0, cases: Optional[Sequence[Case]] = None, stage: str = "targeted",
+               corpus_dir: Optional[str] = None, max_cases: Optional[int] = None) -> MutantResult:
+    """Run ``stage`` against mutant ``name``, stopping at its first failure.
+
+    Stages: ``"targeted"``: :func:`targeted_cases` (or ``cases``), then, if the mutant survived
+    them, a short shrinking campaign of ``max_examples``; ``"suite"``: the default suite's cases in
+    order, then its relation checks (what a CI gate running ``jfa-verify run`` catches; no campaign);
+    ``"campaign"``: a campaign of ``max_examples`` drawn cases alone (not shrunk: the verdict is
+    what counts; ``cases_run`` then says how many examples ran before the first failure).
+    ``corpus_dir``: where the case about to run is written first (a crash leaves it there); None
+    for none. ``max_cases``: run only the stage's first that many fixed cases (and no relation check
+    unless every case ran).
+
+    Raises:
+        InvalidInput: an unknown stage or mutant.
+    """
     import torch
 
     from jfa_verify.device import select_device
@@ -346,6 +378,8 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
 
     from .campaign import run_campaign
 
+    if stage not in STAGES:
+        raise InvalidInput(f"stage={stage!r} is not one of {STAGES}")
     cat = load_catalogue(catalogue) if isinstance(catalogue, str) else catalogue
     mutant = cat[name]
     dev = select_device(torch.device(device).type)
@@ -355,61 +389,131 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
         return res
     kernel = cat.kernel_of(name)
     t0 = time.perf_counter()
-    if cases is None:
-        cases = targeted_cases(kernel, dev.type)
-        if mutant.gpu_only:
-            cases = gpu_only_cases() + cases
-    huge = {c.name for c in gpu_only_cases()}
-    for case in cases:
-        # the 2^31-element case runs forward only: its float64 backward reference needs ~twice the memory
-        result = run_case(case, kernel, dev, backward=case.name not in huge)
-        res.cases_run += 1
-        if result.failed:
-            _record_kill(res, case, result, kernel, dev.type, "targeted", t0)
-            break
-    if not res.killed and max_examples > 0:
+    relations = []
+    if stage != "campaign":
+        if cases is None:
+            cases, relations = _stage_cases(stage, kernel, dev, mutant, seed)
+        if max_cases is not None and max_cases < len(cases):
+            cases, relations = cases[:max_cases], []
+        huge = {c.name for c in gpu_only_cases()}
+        verify = _verifier(kernel, dev, corpus_dir)
+        for case in cases:
+            # the 2^31-element case runs forward only: its float64 backward reference needs ~twice the memory
+            result = verify(case, case.name not in huge)
+            res.cases_run += 1
+            if result.failed:
+                _record_kill(res, case, result, kernel, dev.type, stage, t0)
+                break
+        for relation in relations if not res.killed else ():
+            res.cases_run += 1
+            finding = relation.check(kernel, dev)
+            if finding is not None:
+                _record_relation_kill(res, relation, finding, kernel, dev.type, t0)
+                break
+    campaign_examples = max_examples if stage in ("targeted", "campaign") else 0
+    if not res.killed and campaign_examples > 0:
         with tempfile.TemporaryDirectory(prefix="jfa-mutation-") as corpus:
-            summary = run_campaign(kernel, max_examples=max_examples, corpus_dir=corpus, device=dev, seed=seed)
-            res.cases_run += summary.cases_run
+            summary = run_campaign(kernel, max_examples=campaign_examples, corpus_dir=corpus_dir or corpus,
+                                   device=dev, seed=seed, shrink=stage != "campaign", covering=stage == "campaign")
+            if stage == "campaign":
+                res.cases_run = summary.first_failure_at or summary.cases_run
+            else:
+                res.cases_run += summary.cases_run
             if summary.failures:
                 failure = summary.failures[-1]
-                result = run_case(failure.case, kernel, dev)  # the shrunk reproducer's verdict
+                result = run_case(failure.case, kernel, dev)  # the kept reproducer's verdict
                 _record_kill(res, failure.case, result, kernel, dev.type, "campaign", t0)
     res.seconds = time.perf_counter() - t0
     return res
 
 
-def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "triton_jfa", device="cpu",
-                max_examples: int = 10, seed: int = 0, jobs: int = 1) -> list[MutantResult]:
-    """Run every mutant in ``names`` (default: the whole catalogue) and return one result each, in order.
+def _verifier(kernel, dev, corpus_dir: Optional[str]):
+    """``verify(case, backward) -> CaseResult``: through the write-ahead corpus when there is one."""
+    from jfa_verify.runner import run_case
 
-    ``catalogue``: a packaged catalogue name or a file path. ``jobs > 1`` runs that many mutants at
-    once in separate processes (spawned: each has its own Triton state; on CUDA they share the GPU).
-    A worker process that dies counts as its mutant's error.
+    if corpus_dir is None:
+        return lambda case, backward: run_case(case, kernel, dev, backward=backward)
+    from jfa_verify.loop import Verifier
+
+    verifiers = {b: Verifier(kernel, dev, corpus_dir, backward=b) for b in (True, False)}
+    return lambda case, backward: verifiers[backward].verify(case)
+
+
+def _record_relation_kill(res: MutantResult, relation, finding: str, kernel, device_type: str, t0: float) -> None:
+    res.status, res.stage, res.killing_case = "killed", "suite", relation.case
+    res.killing_status = "fail"
+    res.outputs = [f"relation:{relation.name}"]
+    res.input_classes = sorted(classify(relation.case, tiles_for_shape(
+        kernel, relation.case.head_dim, relation.case.dv, relation.case.torch_dtype, device_type).as_tuple()))
+    res.seconds_to_failure = time.perf_counter() - t0
+    res.reproducer_batch, res.reproducer_tokens = relation.case.batch, relation.case.tokens()
+    res.explanation = f"[FAIL] relation {relation.name} on {relation.case.describe()}: {finding}"
+
+
+def _crash_result(name: str, mutant: Mutant, corpus_dir: Path, why: str) -> MutantResult:
+    """A mutant whose worker process died: killed by a crash when a case file was left ``running``."""
+    from jfa_verify.corpus import read_case_file
+
+    for path in sorted(corpus_dir.glob("*.json")):
+        try:
+            case, payload = read_case_file(path)
+        except InvalidInput:
+            continue
+        if payload.get("status") == "running":
+            return MutantResult(name, mutant.description, "killed", gpu_only=mutant.gpu_only, stage="crash",
+                                killing_case=case, killing_status="crash", outputs=["crash"],
+                                reproducer_batch=case.batch, reproducer_tokens=case.tokens(),
+                                explanation=f"the process died running {path.name} ({why}): a crash is a finding")
+    return MutantResult(name, mutant.description, "error", gpu_only=mutant.gpu_only, reason=f"worker failed: {why}")
+
+
+def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, **kwargs) -> MutantResult:
+    """``run_mutant`` in a fresh spawned process (its own Triton state; a segfault ends only it)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    corpus = root / name
+    corpus.mkdir(parents=True, exist_ok=True)
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        future = pool.submit(run_mutant, name, catalogue=catalogue, corpus_dir=str(corpus), **kwargs)
+        try:
+            return future.result()
+        except BrokenProcessPool as e:  # the worker died: a kernel crash (segfault, abort)
+            return _crash_result(name, cat[name], corpus, f"{type(e).__name__}: {e}")
+        except Exception as e:  # the worker raised: the mutant was not judged
+            return MutantResult(name, cat[name].description, "error", gpu_only=cat[name].gpu_only,
+                                reason=f"worker failed: {type(e).__name__}: {e}")
+
+
+def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "triton_jfa", device="cpu",
+                max_examples: int = 10, seed: int = 0, jobs: int = 1, stage: str = "targeted",
+                isolate: Optional[bool] = None, max_cases: Optional[int] = None) -> list[MutantResult]:
+    """Run every mutant in ``names`` (default: the whole catalogue) through ``stage`` (see
+    :func:`run_mutant`) and return one result each, in order.
+
+    ``catalogue``: a packaged catalogue name or a file path. ``isolate`` (default: when ``jobs > 1``)
+    runs each mutant in its own spawned process, ``jobs`` at once (on CUDA they share the GPU): a
+    mutant whose process dies is *killed by a crash* when it left a case file ``running`` (the case
+    it crashed on), an error otherwise.
 
     Raises:
-        InvalidInput: an unknown catalogue or mutant name.
+        InvalidInput: an unknown catalogue, mutant name or stage.
     """
+    if stage not in STAGES:
+        raise InvalidInput(f"stage={stage!r} is not one of {STAGES}")
     cat = load_catalogue(catalogue)
     names = list(cat.mutants) if not names else list(names)
     for n in names:
         cat[n]  # every name must exist before anything runs
-    if jobs <= 1:
-        return [run_mutant(n, catalogue=cat, device=device, max_examples=max_examples, seed=seed) for n in names]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage, max_cases=max_cases)
+    if not (jobs > 1 if isolate is None else isolate):
+        return [run_mutant(n, catalogue=cat, **options) for n in names]
+    from concurrent.futures import ThreadPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(run_mutant, n, catalogue=catalogue, device=device, max_examples=max_examples,
-                               seed=seed) for n in names]
-        results = []
-        for n, f in zip(names, futures):
-            try:
-                results.append(f.result())
-            except Exception as e:  # a crashed worker: the mutant was not judged
-                results.append(MutantResult(n, cat[n].description, "error", gpu_only=cat[n].gpu_only,
-                                            reason=f"worker failed: {type(e).__name__}: {e}"))
-        return results
+    with tempfile.TemporaryDirectory(prefix="jfa-mutants-") as root, ThreadPoolExecutor(max_workers=jobs) as threads:
+        futures = [threads.submit(_isolated, n, cat, catalogue, Path(root), **options) for n in names]
+        return [f.result() for f in futures]
 
 
 def format_table(results: Sequence[MutantResult]) -> str:

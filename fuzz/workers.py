@@ -51,6 +51,7 @@ class FuzzConfig:
     isolate: bool = True
     shrink_seconds: float = 120.0
     round_examples: int = 100
+    covering: bool = False  # worker 0 runs the covering array of the contract's pairs first
     strategy: dict = field(default_factory=dict)
 
 
@@ -85,7 +86,7 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
                 backward=config.backward, shrink=config.shrink, plugins=config.plugins, database=config.database,
                 read_from=config.read_from, deadline=deadline, isolate=config.isolate, worker=worker, replay=replay,
                 on_event=send, should_stop=stop.is_set, shrink_seconds=config.shrink_seconds,
-                round_examples=config.round_examples)
+                round_examples=config.round_examples, covering=config.covering and worker == 0)
         send({"event": "done", "summary": summary.to_dict()})
     except BaseException as e:  # the worker itself failed (not a kernel: those are verdicts)
         send({"event": "died", "why": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]})

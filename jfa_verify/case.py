@@ -26,14 +26,14 @@ from .errors import InvalidInput
 __all__ = ["Case", "CaseTensors", "LAYOUTS", "OFFSETS_LAYOUTS", "VALUE_DISTRIBUTIONS"]
 
 VALUE_DISTRIBUTIONS = ("normal", "large_logits", "correlated", "near_ties", "tiny")
-LAYOUTS = ("contiguous", "strided")
+LAYOUTS = ("contiguous", "strided", "mixed")
 # "strided": q_offsets and k_offsets are the two columns of one [B + 1, 2] tensor (views with
 # stride 2), the natural way to hold both; outside the contract, so a kernel must reject them or
 # compute the right result, never read them as if dense.
-OFFSETS_LAYOUTS = ("contiguous", "strided")
+OFFSETS_LAYOUTS = ("contiguous", "strided", "mixed")
 # Fields added after the first case-file format: left out of ``to_dict`` (and so of
 # ``case_id``) while they hold their default, so old case files and ids stay valid.
-_LATE_FIELDS = {"layout": "contiguous", "offsets_layout": "contiguous", "window": None}
+_LATE_FIELDS = {"layout": "contiguous", "offsets_layout": "contiguous", "instrument": True, "window": None}
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,34 @@ def _int_tuple(name: str, values) -> tuple[int, ...]:
         if isinstance(n, bool) or not isinstance(n, numbers.Integral):
             raise InvalidInput(f"{name}[{i}]={n!r} is not an integer token count")
     return tuple(int(n) for n in values)
+
+
+def _head_major(t: torch.Tensor, device) -> torch.Tensor:
+    # dense, so the runner's stride-keeping copy keeps these strides
+    return t.transpose(0, 1).contiguous().to(device).transpose(0, 1)
+
+
+def _nan_padded(t: torch.Tensor, device, heads: int = 0, cols: int = 0) -> torch.Tensor:
+    # ``t`` as a slice of a NaN-filled buffer with ``heads`` more heads and ``cols`` more head-dim columns
+    # (sliced on the device: moving a slice would make it contiguous)
+    wide = torch.full((t.shape[0], t.shape[1] + heads, t.shape[2] + cols), float("nan"), dtype=t.dtype)
+    wide[:, : t.shape[1], : t.shape[2]] = t
+    return wide.to(device)[:, : t.shape[1], : t.shape[2]]
+
+
+def _lay_out(t: torch.Tensor, role: str, layout: str, device) -> torch.Tensor:
+    """``t`` (``[rows, heads, dim]``, contiguous, on the CPU) stored on ``device`` in ``layout`` for its
+    ``role`` (``"q"``, ``"k"``, ``"v"``, ``"do"``); same values, other strides."""
+    if layout == "contiguous":
+        return t.to(device)
+    if layout == "strided":
+        return _nan_padded(t, device, cols=3) if role == "do" else _head_major(t, device)
+    # "mixed": four different stride patterns, so no tensor can be read with another's strides
+    if role == "q":
+        return _nan_padded(t, device, cols=8)
+    if role == "v":
+        return _nan_padded(t, device, heads=1)
+    return _head_major(t, device)
 
 
 def _offsets(lengths: tuple[int, ...], start: int) -> list[int]:
@@ -112,12 +140,20 @@ class Case:
             outside the contract (their outputs are unspecified) and are never
             drawn; a query row with no visible key is the only source of a
             non-finite output (LSE = -inf).
-        layout: ``"contiguous"`` or ``"strided"``: q, k, v stored head-major
-            (``[H, T, D]`` memory viewed as ``[T, H, D]``, so the token stride is
-            not ``H * D``) and dO a slice of a wider buffer whose extra columns
-            are NaN (a kernel that ignores strides reads them). Same values
-            as ``"contiguous"``; only the memory layout differs.
+        layout: ``"contiguous"``, ``"strided"`` or ``"mixed"``. ``"strided"``: q, k, v
+            stored head-major (``[H, T, D]`` memory viewed as ``[T, H, D]``, so the
+            token stride is not ``H * D``) and dO a slice of a wider buffer whose
+            extra columns are NaN (a kernel that ignores strides reads them).
+            ``"mixed"``: every tensor strided differently, so a kernel that reads
+            one tensor with another's strides reads the wrong rows: q a slice of a
+            buffer 8 head-dim columns wider (NaN-filled), k head-major, v a slice
+            of a buffer with one more (NaN) head, dO head-major. Same values as
+            ``"contiguous"``; only the memory layout differs.
         sm_scale: softmax scale; None for ``1/sqrt(head_dim)``.
+        instrument: ask an instrumented kernel for its launch plan and tile
+            visits (the scheduler invariants are checked); False runs the
+            production (uninstrumented) launch, which is judged by the same
+            oracles. No effect on a kernel without instrumentation.
         seed: seed of the value generator.
         name: a label for reports; not part of the inputs.
 
@@ -144,6 +180,7 @@ class Case:
     layout: str = "contiguous"
     sm_scale: Optional[float] = None
     seed: int = 0
+    instrument: bool = True
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -155,7 +192,7 @@ class Case:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
                 raise InvalidInput(f"{name}={value!r} is not an integer")
-        for name in ("causal",):
+        for name in ("causal", "instrument"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInput(f"{name}={getattr(self, name)!r} is not a bool; use true or false")
         for name in ("mode", "dtype", "causal_alignment", "offsets_dtype", "offsets_layout", "values", "layout",
@@ -334,19 +371,10 @@ class Case:
         do = rng.standard_normal((rows, self.num_heads_q, self.dv), dtype=np.float32)
         k_off = _offsets(self.kv_lengths, pad)
 
-        strided = self.layout == "strided"
-
         def tensor(a: np.ndarray, role: str = "") -> torch.Tensor:
             # dO of a forward-only (float8) case is shaped like O, which is bfloat16
             t = torch.from_numpy(np.ascontiguousarray(a)).to(output_dtype(dt) if role == "do" else dt)
-            if not strided:
-                return t.to(device)
-            if role == "do":  # a slice of a wider, NaN-filled buffer
-                wide = torch.full((*t.shape[:2], t.shape[2] + 3), float("nan"), dtype=t.dtype)
-                wide[..., : t.shape[2]] = t
-                return wide.to(device)[..., : t.shape[2]]
-            # head-major storage; dense, so the runner's clone keeps these strides
-            return t.transpose(0, 1).contiguous().to(device).transpose(0, 1)
+            return _lay_out(t, role, self.layout, device)
 
         def offsets(o: list[int]) -> torch.Tensor:
             return torch.tensor(o, dtype=odt).to(device)
@@ -360,7 +388,7 @@ class Case:
                 q_offsets_t = k_offsets
             else:
                 q_offsets_t = None if q_offsets is None else offsets(q_offsets)
-        return CaseTensors(tensor(q), tensor(k), tensor(v), q_offsets_t, k_offsets, tensor(do, "do"))
+        return CaseTensors(tensor(q, "q"), tensor(k, "k"), tensor(v, "v"), q_offsets_t, k_offsets, tensor(do, "do"))
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...], role: str) -> np.ndarray:
         x = rng.standard_normal(shape, dtype=np.float32)

@@ -140,9 +140,12 @@ def cmd_run(args) -> int:
 
     from .coverage import Coverage
     from .device import interpreting, select_device
+    from .calls import check_relations
+    from .dimensions import Target
     from .exits import exit_code_for
     from .interrupts import terminate_as_interrupt
     from .loop import Verifier
+    from .pairs import PairCoverage
     from .report import run_report, write_json
     from .suites import get_suite
 
@@ -177,26 +180,35 @@ def cmd_run(args) -> int:
     console.print(_results_table(results, f"{kernel.name} on {where}"))
     coverage = Coverage.for_kernel(kernel, device.type).update(r.case for r in results)
     print(coverage.format(), flush=True)
+    pairs = PairCoverage(Target(kernel, device.type)).update(r.case for r in results)
+    print(pairs.format(), flush=True)
     for r in results:
         if r.failed:
             print(r.explain(), flush=True)
-    extra = {"interrupted": interrupted, "cases_planned": len(cases)}
-    report = write_json(args.report, run_report(results, kernel=kernel.name, device=device, suite_note=suite.note,
-                                                coverage=coverage.to_dict(), extra=extra))
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "error", "crash", "hang",
                                                                  "unsupported")}
+    # Checks across calls (permutation, batch invariance) run in this process: not after a crash or hang,
+    # and not on a filtered or interrupted run.
+    relations = ([] if args.filter or args.max_cases or interrupted or counts["crash"] or counts["hang"]
+                 else list(suite.relations))
+    findings = check_relations(relations, kernel, device, args.reproducers, plugins=args.plugin)
+    for line in findings:
+        print(line, flush=True)
+    extra = {"interrupted": interrupted, "cases_planned": len(cases), "pairs": pairs.to_dict(), "relations": findings}
+    report = write_json(args.report, run_report(results, kernel=kernel.name, device=device, suite_note=suite.note,
+                                                coverage=coverage.to_dict(), extra=extra))
     console.print(f"{counts['pass']} passed, {counts['fail'] + counts['error']} failed, {counts['crash']} crashed, "
-                  f"{counts['hang']} hung, {counts['unsupported']} unsupported; report: {report}")
+                  f"{counts['hang']} hung, {counts['unsupported']} unsupported; {len(relations) - len(findings)}/"
+                  f"{len(relations)} relation checks held; report: {report}")
     if interrupted:
         print(f"jfa-verify run: interrupted after {len(results)} of {len(cases)} cases (report written)",
               file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
-    if counts["unsupported"] == len(results):
-        # Nothing was checked: a gate must not read this as a pass.
+    if counts["unsupported"] == len(results):        # Nothing was checked: a gate must not read this as a pass.
         print(f"jfa-verify run: error: no case of suite {suite.name!r} is inside kernel {kernel.name!r}'s "
               f"capabilities ({results[0].message}); try jfa-verify fuzz --kernel {kernel.name}", file=sys.stderr)
         return EXIT_USAGE
-    return int(exit_code_for(r.status for r in results))
+    return int(exit_code_for([r.status for r in results] + ["fail"] * len(findings)))
 
 
 def cmd_fuzz(args) -> int:
@@ -218,7 +230,8 @@ def cmd_fuzz(args) -> int:
     config = FuzzConfig(kernel=kernel.name, device_type=device.type, corpus_dir=args.reproducers,
                         plugins=tuple(args.plugin), database=args.database, read_from=tuple(args.read_from),
                         seed=seed, max_examples=max_examples, duration_s=args.duration, timeout_s=args.timeout,
-                        backward=not args.forward_only, isolate=args.isolate, shrink_seconds=args.shrink_seconds)
+                        backward=not args.forward_only, isolate=args.isolate, shrink_seconds=args.shrink_seconds,
+                        covering=args.covering)
     limit = " and ".join(x for x in (f"{max_examples} cases" if max_examples else "",
                                      f"{args.duration:g} s" if args.duration else "") if x)
     console.print(f"jfa-verify fuzz: kernel [bold]{kernel.name}[/] on {device}, {args.workers} worker(s)"
@@ -420,6 +433,10 @@ def cmd_replay(args) -> int:
     console = _console()
     if (args.file is None) == (args.case is None):
         raise UsageError("replay needs exactly one of FILE or --case JSON")
+    from .calls import is_call_file
+
+    if args.file and is_call_file(args.file):
+        return _replay_calls(args, console)
     if args.file:
         case, payload = read_case_file(args.file)
         args.kernel = args.kernel or payload.get("kernel", "triton_jfa")
@@ -447,6 +464,24 @@ def cmd_replay(args) -> int:
     from .exits import exit_code_for
 
     return int(exit_code_for([result.status]))
+
+
+def _replay_calls(args, console) -> int:
+    """Replay a call file (a relation or a sequence of related calls) on one kernel object."""
+    from .calls import read_call_file
+    from .device import select_device
+
+    relation, payload = read_call_file(args.file)
+    args.kernel = args.kernel or payload.get("kernel", "triton_jfa")
+    device = select_device(args.device)
+    kernel = _kernel(args)
+    finding = relation.check(kernel, device)
+    calls = len(relation.cases())
+    print(f"[{'FAIL' if finding else 'PASS'}] relation {relation.name} over {calls} call(s) on {kernel.name}"
+          + (f": {finding}" if finding else ""), flush=True)
+    if payload.get("status") == "fail":
+        console.print(f"recorded verdict: fail; replayed: {'fail (same)' if finding else 'pass (DIFFERENT)'}")
+    return EXIT_FAIL if finding else EXIT_OK
 
 
 def cmd_kernels(args) -> int:
@@ -539,8 +574,8 @@ def cmd_mutants(args) -> int:
         catalogue[name]  # unknown names fail before any work
     dev = select_device(args.device)
     results = run_mutants(args.only or None, catalogue=args.catalogue, device=dev, max_examples=args.max_examples,
-                          seed=args.seed, jobs=args.jobs)
-    print(f"mutation testing of catalogue {catalogue.name} on {dev} "
+                          seed=args.seed, jobs=args.jobs, stage=args.stage)
+    print(f"mutation testing of catalogue {catalogue.name} on {dev}, stage {args.stage} "
           f"(max {args.max_examples} campaign examples per surviving mutant)")
     print(format_table(results))
     if args.json:
@@ -618,6 +653,9 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("--no-progress", action="store_true", help="no live progress")
     fz.add_argument("--progress-interval", type=positive_float, default=10.0,
                     help="seconds between progress lines when the output is not a terminal (default 10)")
+    fz.add_argument("--covering", action="store_true",
+                    help="first run the covering array of the contract's pairs of classes (failures there are kept "
+                         "as found, unshrunk); drawing is always steered toward rarely drawn classes")
     fz.set_defaults(func=cmd_fuzz)
 
     fnd = sub.add_parser("findings", help="list the findings in a reproducer folder (one per signature)")
@@ -767,6 +805,9 @@ def build_parser() -> argparse.ArgumentParser:
     mut.add_argument("--seed", type=seed_int, default=0)
     mut.add_argument("--json", default=None, type=new_file, help="also write the results here")
     mut.add_argument("--jobs", type=positive_int, default=1, help="mutants run at once, each in its own process")
+    mut.add_argument("--stage", choices=("targeted", "suite", "campaign"), default="targeted",
+                     help="targeted: fixed targeted cases, then a short campaign; suite: the default suite and its "
+                          "relation checks (what `jfa-verify run` catches); campaign: --max-examples drawn cases alone")
     mut.set_defaults(func=cmd_mutants)
     return parser
 

@@ -17,7 +17,7 @@ import torch
 from .case import Case
 from .localize import locate
 from .protocol import Kernel
-from .runner import run_case, run_kernel
+from .runner import call_kernel, run_case
 
 __all__ = ["RerunVerdict", "check_reruns"]
 
@@ -81,7 +81,7 @@ def check_reruns(case: Case, kernel: Kernel, device, *, reruns: int = 3, backwar
     first = None
     for i in range(reruns):
         try:
-            _, got, _ = run_kernel(kernel, problem, tensors, case, backward=backward)
+            got = call_kernel(kernel, problem, tensors, case, backward=backward).outputs
         except Exception as e:  # the kernel under test may fail in any way
             verdict.status, verdict.message = "error", f"rerun {i}: {type(e).__name__}: {e}"
             return verdict

@@ -281,7 +281,8 @@ def _check_campaign(kernel, device, options, plugins) -> CheckResult:
     from .fuzz import run_campaign
 
     summary = run_campaign(kernel, max_examples=options.campaign_examples, corpus_dir=options.reproducers,
-                           device=device, seed=options.seed, timeout_s=options.timeout_s, plugins=plugins)
+                           device=device, seed=options.seed, timeout_s=options.timeout_s, plugins=plugins,
+                           isolate=True)
     findings = [Finding("campaign", f.case.name or f.case.case_id(), f.status,
                         next((x.strip() for x in f.explanation.splitlines()[1:] if x.strip()), f.status),
                         f.explanation, f"jfa-verify replay {f.path} --kernel {kernel.name}"

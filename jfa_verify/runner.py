@@ -23,11 +23,13 @@ from .compare import OUTPUTS, OutputComparison, compare_output, reference_scales
 from .conventions import normalized
 from .contract import JaggedProblem, output_violations
 from .errors import KernelUnavailable, UnsupportedCase
+from .immutability import changed_inputs, copy_keeping_strides, snapshot
 from .localize import Location, locate
 from .oracles import padded_sdpa_attention, reference_attention
 from .protocol import PASSES, Kernel, KernelRun
 
-__all__ = ["CaseResult", "FAILING_STATUSES", "STATUSES", "run_case", "run_kernel", "poisoned_allocations"]
+__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "run_case",
+           "poisoned_allocations"]
 
 # Every verdict a case can get. "crash" and "hang" come from an isolated run
 # (jfa_verify.isolation): the worker process died, or ran past the timeout and was killed.
@@ -122,7 +124,7 @@ class CaseResult:
         elif self.status in ("crash", "hang"):
             lines.append(f"  {self.status}: {self.message}")
         if self.contract_violations:
-            lines.append("  output contract: " + "; ".join(self.contract_violations))
+            lines.append("  contract (outputs, inputs unchanged): " + "; ".join(self.contract_violations))
         if self.memory_violations:
             lines.append(f"  memory: {len(self.memory_violations)} guard band(s) written")
             lines.extend(f"      {v}" for v in self.memory_violations[:10])
@@ -189,17 +191,30 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, backward: bool, instrument: bool = False,
-               memory: Optional[str] = None) -> tuple[KernelRun, dict[str, torch.Tensor], list[str]]:
-    """The kernel's forward (and backward) on fresh leaf copies of the inputs: ``(run, outputs, memory violations)``.
+@dataclass
+class KernelCall:
+    """One call of a kernel on a case, unjudged: its run, its outputs (``o``, ``lse``, and ``dq``/``dk``/``dv``
+    after a backward), the guard bands it wrote (tracked memory only) and how it changed its inputs."""
+
+    run: KernelRun
+    outputs: dict
+    memory_violations: list[str]
+    input_changes: list[str]
+
+
+def call_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, backward: bool,
+                instrument: bool = False, memory: Optional[str] = None) -> KernelCall:
+    """The kernel's forward (and backward) on fresh leaf copies of the inputs (same strides).
 
     ``memory`` None: allocations read NaN (:func:`poisoned_allocations`); ``"nan"`` or ``"large"``:
-    every allocation gets guard bands and that fill (:func:`jfa_verify.memory.tracked_allocations`),
-    and the third element names every guard band the kernel wrote.
+    every allocation gets guard bands and that fill (:func:`jfa_verify.memory.tracked_allocations`).
+    The inputs are compared bit for bit before and after (:mod:`jfa_verify.immutability`).
     """
     from .memory import tracked_allocations
 
-    q, k, v = (t.detach().clone().requires_grad_(backward) for t in (tensors.q, tensors.k, tensors.v))
+    q, k, v = (copy_keeping_strides(t).requires_grad_(backward) for t in (tensors.q, tensors.k, tensors.v))
+    inputs = dict(q=q, k=k, v=v, q_offsets=tensors.q_offsets, k_offsets=tensors.k_offsets, do=tensors.do)
+    before = snapshot(inputs)
     block = poisoned_allocations() if memory is None else tracked_allocations(fill=memory)
     with block as log:
         run = kernel.run(problem, q, k, v, tensors.q_offsets, tensors.k_offsets, sm_scale=case.sm_scale,
@@ -210,8 +225,7 @@ def run_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, b
         if backward and isinstance(run.o, torch.Tensor) and run.o.requires_grad:
             run.o.backward(tensors.do)
             got.update(dq=q.grad, dk=k.grad, dv=v.grad)
-    violations = [] if log is None else log.violations(got)
-    return run, got, violations
+    return KernelCall(run, got, [] if log is None else log.violations(got), changed_inputs(before, inputs))
 
 
 def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *, backward: bool = True,
@@ -225,7 +239,8 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         budgets: the :class:`jfa_verify.budgets.BudgetTable` to judge by (default: the packaged
             table); a kernel declaring ``tf32`` is judged by the ``float32-tf32`` row.
         instrument: ask an instrumented kernel for its launch plan and tile visits and check the
-            scheduler invariants (calibration turns it off: it measures numerics only).
+            scheduler invariants (calibration turns it off: it measures numerics only); a case with
+            ``instrument=False`` runs the production launch whatever this says.
         tensors: ``case.materialize(device)`` already made (several kernels judged on one huge
             case); None to materialize here.
         plugins: plugin files the kernel came from, named in the replay command.
@@ -263,11 +278,11 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     backward = backward and no_backward is None
     if kernel.capabilities.lse_base == "2":
         result.notes.append("LSE returned in base 2 (declared); converted to natural log before judging")
-    instrument = instrument and kernel.capabilities.instrumented
+    instrument = instrument and case.instrument and kernel.capabilities.instrumented
     t0 = time.perf_counter()
     try:
-        run, got, result.memory_violations = run_kernel(kernel, problem, tensors, case, backward=backward,
-                                                        instrument=instrument, memory=memory)
+        call = call_kernel(kernel, problem, tensors, case, backward=backward, instrument=instrument, memory=memory)
+        run, got, changed, result.memory_violations = call.run, call.outputs, call.input_changes, call.memory_violations
         _sync(device)
     except (KernelUnavailable, UnsupportedCase) as e:
         result.status, result.message = "unsupported", f"kernel {kernel.name!r}: {type(e).__name__}: {e}"
@@ -282,7 +297,7 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         result.message = detail + "\n" + "".join(traceback.format_exception(e)[-3:]).rstrip()
         return result
     t1 = time.perf_counter()
-    result.contract_violations = output_violations(problem, got["o"], got.get("lse"))
+    result.contract_violations = output_violations(problem, got["o"], got.get("lse")) + changed
     if result.contract_violations:
         result.status = "fail"
         result.seconds["kernel"] = t1 - t0

@@ -1,9 +1,14 @@
 """Built-in suites of cases for ``jfa-verify run``.
 
-The default suite mixes real jagged lengths (MovieLens user histories) with the
-layouts [128, 4096, 512, 2048] and [7, 3, 19, 5, 11], over self-, cross- and
-broadcast-Q attention, causal (both alignments) and not, and bf16/fp16/fp32.
-On the CPU interpreter lengths are scaled down (the run says by how much).
+The default suite is, first, a covering array of the contract's dimensions
+(:func:`jfa_verify.pairs.covering_array`: every pair of classes the kernel
+supports, at small sizes, ordered so that each case adds the most new pairs per
+unit of work), then real jagged lengths (MovieLens user histories), the
+layouts [128, 4096, 512, 2048] and [7, 3, 19, 5, 11] and lengths at the kernel's
+own tiles, over self-, cross- and broadcast-Q attention, causal (both
+alignments) and not, and bf16/fp16/fp32; then relation checks no single case
+makes (:mod:`jfa_verify.relations`). On the CPU interpreter the real lengths are
+scaled down (the run says by how much).
 """
 
 from __future__ import annotations
@@ -11,11 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .case import Case
+from .dimensions import Target
 from .dtypes import DIFFERENTIABLE
 from .lengths import sample_movielens_batch
 from .protocol import tiles_for_shape
+from .pairs import covering_array
+from .relations import Relation
 
-__all__ = ["Suite", "default_suite", "SUITES", "get_suite"]
+__all__ = ["Suite", "default_suite", "SUITES", "get_suite", "relation_checks"]
 
 DTYPES = DIFFERENTIABLE
 
@@ -27,6 +35,7 @@ class Suite:
     name: str
     cases: tuple[Case, ...]
     note: str
+    relations: tuple[Relation, ...] = ()
 
 
 def _scaled(lengths: tuple[int, ...], scale: float) -> tuple[int, ...]:
@@ -86,10 +95,58 @@ def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
                 n += 1
     # Odd shapes the rotation does not reach: a non-power-of-two head dim and MQA.
     cases.append(replace(cases[0], head_dim=40 if not gpu else 96, num_heads_kv=1, name=cases[0].name + "/mqa-odd-d", seed=seed * 1000 + n))
-    note = "full-size lengths on the GPU" if gpu else (
-        "CPU interpreter: fixed layouts scaled by 1/16, MovieLens lengths by 1/8 (batch of 6), H=4/2, D=32"
-    )
-    return Suite("default", tuple(cases), note)
+    target = Target(kernel, device_type)
+    pairs = covering_array(target, seed=seed)
+    note = ("full-size lengths on the GPU" if gpu else
+            "CPU interpreter: fixed layouts scaled by 1/16, MovieLens lengths by 1/8 (batch of 6), H=4/2, D=32")
+    note += (f"; {len(pairs)} covering-array cases (every pair of contract classes, {target.num_sms} SMs) "
+             f"run first")
+    return Suite("default", tuple(pairs) + tuple(cases), note, relation_checks(target, seed))
+
+
+def relation_checks(target: Target, seed: int = 0) -> tuple[Relation, ...]:
+    """The default suite's relation checks: permutation and batch invariance on a cross-attention batch
+    (causal bottom-right, GQA of 3, mixed strides, int64 offsets not at 0, an empty sequence) and on a
+    broadcast-Q one, and a sequence of related calls (same shapes with other lengths, then the same
+    maxima with other offsets) on one kernel object; a GPU target adds a batch of several times more
+    tiles than SMs to each."""
+    from .construct import build_case
+
+    base = dict(edges="empty_k", layout="mixed", offsets_dtype="int64", offsets_start="nonzero", dtype="float32")
+    specs = [
+        dict(base, mode="cross", mask="bottom_right", relation="mixed", heads="gqa_non_pow2", batch="few"),
+        dict(mode="broadcast_q", mask="top_left", heads="mqa", value_dim="narrower_other_padding", dtype="bfloat16",
+             batch="few", tiles="multi_tile"),
+    ]
+    if target.device_type == "cuda":
+        specs.append(dict(mode="self", batch="over_sms", waves="several_waves", dtype="bfloat16", heads="gqa_pow2"))
+    out = []
+    for i, spec in enumerate(specs):
+        case = build_case(spec, target, seed=seed + i, name=f"relations/{i}/{spec['mode']}")
+        if case is None:  # outside this kernel's capabilities
+            continue
+        out += [Relation("permutation", case), Relation("batch_invariance", case)]
+    first = next((r.case for r in out if r.case.mode != "broadcast_q"), None)
+    if first is not None:
+        out.append(Relation("sequence", first, tuple(related_calls(first))))
+    return tuple(out)
+
+
+def related_calls(case: Case) -> list[Case]:
+    """Two calls after ``case`` a host-side cache keyed on shapes would mistake for it: the same token
+    counts with the lengths moved between sequences, then the same longest sequence with the other
+    sequences' boundaries moved (other offsets, same maxima)."""
+    k, q = list(case.kv_lengths), list(case.query_lengths)
+    moved = k[::-1]  # same total, other offsets; query lengths follow in self-attention
+    extra = {"q_lengths": tuple(q[::-1])} if case.mode == "cross" else {}
+    same_shapes = replace(case, kv_lengths=tuple(moved), seed=case.seed + 1, name=f"{case.name}/same-shapes", **extra)
+    longest = max(range(len(k)), key=lambda b: k[b])
+    k2 = [n if b == longest else max(0, n - 1) for b, n in enumerate(k)]
+    k2[(longest + 1) % len(k)] += sum(k) - sum(k2)  # same total tokens, same maximum, other boundaries
+    k2 = [min(n, k[longest]) for n in k2]
+    extra2 = {"q_lengths": tuple(q)} if case.mode == "cross" else {}
+    same_max = replace(case, kv_lengths=tuple(k2), seed=case.seed + 2, name=f"{case.name}/same-maxima", **extra2)
+    return [same_shapes, same_max]
 
 
 def windows_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:

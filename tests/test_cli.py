@@ -90,7 +90,7 @@ def test_schedule_table_and_png(tmp_path, capsys):
 def test_fuzz_finds_and_shrinks_planted_bug_then_replays_from_corpus(tmp_path, capsys):
     corpus = tmp_path / "corpus"
     rc = main(["fuzz", "--device", "cpu", "--plugin", MUTANT_PLUGIN, "--kernel", "mutant-kv_tail_dropped",
-               "--max-examples", "10", "--seed", "5", "--reproducers", str(corpus), "--forward-only", "--no-progress"])
+               "--max-examples", "40", "--seed", "5", "--reproducers", str(corpus), "--forward-only", "--no-progress"])
     out = capsys.readouterr().out
     assert rc == 1, out
     files = sorted(corpus.glob("*.json"))
@@ -121,9 +121,19 @@ def test_run_records_a_hung_kernel_and_exits(tmp_path, sleepy_plugin):
 
 
 def test_run_where_every_case_is_unsupported_is_not_a_pass(tmp_path, capsys):
-    """A float8-only kernel on the default suite (no float8 cases) checks nothing: exit 2, not 0."""
-    rc = main(["run", "--device", "cpu", "--kernel", "triton_jfa_fp8", "--max-cases", "2", "--no-progress",
+    """A kernel that runs nowhere here (CUDA only, on the CPU) checks nothing: exit 2, not 0. A float8-only
+    kernel is checked: the suite's covering array is built inside each kernel's capabilities."""
+    from jfa_verify.protocol import Capabilities, Kernel
+    from jfa_verify.registry import add_kernel, get_kernel
+
+    base = get_kernel("triton_jfa")
+    add_kernel(Kernel("cuda-only", "runs on CUDA only", lambda: base.impl, Capabilities(device_types=("cuda",)),
+                      base.tile_sizes_fn))
+    rc = main(["run", "--device", "cpu", "--kernel", "cuda-only", "--max-cases", "2", "--no-progress",
                "--report", str(tmp_path / "r.json"), "--reproducers", str(tmp_path / "repro")])
     assert rc == 2
     err = capsys.readouterr().err
-    assert "no case of suite 'default'" in err and "triton_jfa_fp8" in err
+    assert "no case of suite 'default'" in err and "cuda-only" in err
+    rc = main(["run", "--device", "cpu", "--kernel", "triton_jfa_fp8", "--max-cases", "2", "--no-progress",
+               "--report", str(tmp_path / "r8.json"), "--reproducers", str(tmp_path / "repro")])
+    assert rc == 0 and "dtype           float8_e4m3fn 2" in capsys.readouterr().out

@@ -29,6 +29,7 @@ from ._cases import (
     layouts,
     offsets_configs,
     overflow_cases,
+    sm_scales,
     value_policies,
     windows,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "prime_lengths",
     "sequence_lengths",
     "skewed_lengths",
+    "sm_scales",
     "sparse_batches",
     "tile_boundary_lengths",
     "value_policies",

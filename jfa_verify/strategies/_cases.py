@@ -17,6 +17,7 @@ from ._lengths import cross_query_lengths, jagged_lengths, sequence_lengths, til
 __all__ = [
     "DEFAULT_HEAD_DIMS",
     "head_configs",
+    "sm_scales",
     "head_dims",
     "value_policies",
     "layouts",
@@ -31,13 +32,23 @@ DEFAULT_HEAD_DIMS = (16, 17, 24, 32, 33, 40, 64)
 
 @st.composite
 def head_configs(draw, *, gqa: bool = True, max_heads: int = 4) -> tuple[int, int]:
-    """``(num_heads_q, num_heads_kv)``: MHA, GQA (group 2 or more, several KV heads) or MQA (one KV head).
+    """``(num_heads_q, num_heads_kv)``: MHA, GQA (group 2, 3 (not a power of two) or up to
+    ``max_heads // H_kv``, several KV heads) or MQA (one KV head).
 
     ``gqa=False`` draws MHA only. Shrinks toward ``(1, 1)``.
     """
     h_kv = draw(st.integers(1, 2))
-    group = draw(st.sampled_from([1, 2, max(1, max_heads // h_kv)] if gqa else [1]))
+    group = draw(st.sampled_from(sorted({1, 2, 3, max(1, max_heads // h_kv)}) if gqa else [1]))
     return h_kv * group, h_kv
+
+
+def sm_scales(head_dim: int) -> st.SearchStrategy:
+    """A softmax scale for head dim ``head_dim``: None (the default ``1/sqrt(D)``) or a given one below or
+    above it (:data:`jfa_verify.construct.SM_SCALE_FACTORS` times the default). Shrinks toward None."""
+    from ..construct import SM_SCALE_FACTORS
+
+    given = [f / math.sqrt(head_dim) for _, f in sorted(SM_SCALE_FACTORS.items())]
+    return st.one_of(st.none(), st.sampled_from(given))
 
 
 def _capabilities(kernel) -> Capabilities:
@@ -204,6 +215,9 @@ def cases(
     offsets_dtype, offsets_start, offsets_layout = draw(offsets_configs(layouts=offsets_layouts))
     value_policy = draw(value_policies(values))
     layout = draw(_layouts(layouts if caps.strided_inputs else ["contiguous"]))
+    scale = draw(sm_scales(head_dim))
+    # mostly instrumented (the scheduler invariants are checked), the production launch too
+    instrument = draw(st.sampled_from([True, True, True, False]))
     seed = draw(st.integers(0, 2**32 - 1))
     # The window is drawn last, so a seed draws the same other fields as before windows existed.
     drawn_window = None
@@ -227,6 +241,8 @@ def cases(
         offsets_layout=offsets_layout,
         values=value_policy,
         layout=layout,
+        sm_scale=scale,
+        instrument=instrument,
         seed=seed,
         **extra,
     )

@@ -1,0 +1,40 @@
+"""Kill-rate table (counts only) of `jfa-verify mutants --json` files: one row per file.
+
+usage: python ci/kill_table.py LABEL=FILE.json [LABEL=FILE.json ...]
+
+Prints a markdown table: killed, judged (gpu-only skipped mutants left out), kill rate, median
+cases run up to the first failure of the killed mutants, and how many were killed by a crash.
+Names and descriptions of mutants are not printed (a blind catalogue is used by its verdicts only).
+"""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def row(label: str, path: Path) -> str:
+    if not path.is_file():
+        return f"| {label} | - | - | not measured | - | - |"
+    results = [r for r in json.loads(path.read_text()) if r["status"] != "skipped"]
+    killed = [r for r in results if r["status"] == "killed"]
+    median = statistics.median(r["cases_run"] for r in killed) if killed else "-"
+    crashes = sum(r.get("killing_status") == "crash" for r in killed)
+    rate = f"{100 * len(killed) / len(results):.0f}%" if results else "-"
+    return f"| {label} | {len(killed)} | {len(results)} | {rate} | {median} | {crashes} |"
+
+
+def main(argv) -> int:
+    if not argv or any("=" not in a for a in argv):
+        print(__doc__, file=sys.stderr)
+        return 2
+    print("| measurement | killed | judged | kill rate | median cases to first failure | killed by a crash |")
+    print("|---|---|---|---|---|---|")
+    for arg in argv:
+        label, _, file = arg.partition("=")
+        print(row(label, Path(file)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,353 @@
+"""Pairs of classes across the contract's dimensions: which exist, which a set of cases exercised, and a
+covering array (every feasible pair in a few cases) built with ``allpairspy``.
+
+A *pair* is ``((dimension, class), (dimension, class))`` over two different
+dimensions of :data:`jfa_verify.dimensions.DIMENSIONS`. For a :class:`Target`
+(kernel and device) the pairs fall into:
+
+* **supported**: both classes inside the kernel's capabilities and some case
+  has both (:func:`jfa_verify.construct.build_case` finds one);
+* **infeasible**: no valid case has both (self-attention with L_q != L_k; one
+  sequence with a mix of shorter and longer queries; ...);
+* **outside the kernel**: a class the kernel cannot run (its capabilities);
+* **moot**: strided offsets with anything but the mode and the offsets' own
+  dimensions: the contract rejects such offsets, so only how they are read matters.
+
+:func:`covering_array` returns cases exercising every supported pair;
+:class:`PairCoverage` counts the pairs a run exercised and names the missing ones.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Iterable, Optional
+
+from .case import Case
+from .construct import HEADS, build_case, case_cost, head_dims_for, length_cost, lengths_for
+from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension
+
+__all__ = ["PairCoverage", "Universe", "computes_scores", "covering_array", "exercised", "pairs_of", "universe"]
+
+Pair = tuple  # ((dim, cls), (dim, cls)), dims in DIMENSIONS order
+_ORDER = {d.name: i for i, d in enumerate(DIMENSIONS)}
+# Strided offsets are outside the contract: the kernel rejects them or reads them right, and only
+# these dimensions change how offsets are read.
+_OFFSETS_PEERS = ("mode", "offsets_dtype", "offsets_start", "batch")
+
+
+def _pair(a: tuple, b: tuple) -> Pair:
+    return (a, b) if _ORDER[a[0]] < _ORDER[b[0]] else (b, a)
+
+
+def _moot(p: Pair) -> bool:
+    (d1, c1), (d2, c2) = p
+    if ("offsets_layout", "strided") in p:
+        other = d2 if d1 == "offsets_layout" else d1
+        return other not in _OFFSETS_PEERS
+    return False
+
+
+# What a batch with no computed score (no sequence with both queries and keys) still exercises:
+# launching, empty tiles, writing O = 0 and LSE = -inf. Its values, scale, heads and head dims
+# decide nothing, so it counts for no pair of theirs.
+_WITHOUT_SCORES = {"mode", "mask", "relation", "window", "edges", "tiles", "batch", "waves", "dtype",
+                   "offsets_dtype", "offsets_start", "offsets_layout", "layout", "variant"}
+
+
+def computes_scores(case: Case) -> bool:
+    """Some sequence of ``case`` has both query rows and keys (so a score is computed)."""
+    return any(a > 0 and b > 0 for a, b in zip(case.query_lengths, case.kv_lengths))
+
+
+def exercised(case: Case, target: Target) -> dict:
+    """``classify(case, target)`` less the dimensions a case without any computed score does not exercise."""
+    classes = classify(case, target)
+    if computes_scores(case):
+        return classes
+    return {d: cs for d, cs in classes.items() if d in _WITHOUT_SCORES}
+
+
+def pairs_of(classes: dict) -> set:
+    """Every pair of one case's classes (:func:`exercised` output), moot pairs left out."""
+    items = [(d, c) for d in classes for c in sorted(classes[d])]
+    out = set()
+    for a, b in combinations(items, 2):
+        if a[0] != b[0]:
+            p = _pair(a, b)
+            if not _moot(p):
+                out.add(p)
+    return out
+
+
+@dataclass
+class Universe:
+    """The pairs of a :class:`Target`: ``supported`` (feasible inside the capabilities), ``infeasible``
+    (no valid case), ``unsupported`` (``{class: reason}`` for classes outside the kernel)."""
+
+    target: Target
+    classes: dict  # dim -> supported classes, in the dimension's order
+    supported: set
+    infeasible: set
+    unsupported: dict = field(default_factory=dict)
+
+    def describe(self) -> str:
+        outside = ", ".join(f"{d}={c}" for d, c in sorted(self.unsupported)) or "none"
+        return (f"{len(self.supported)} pairs of classes the kernel supports, {len(self.infeasible)} infeasible "
+                f"by the contract; classes outside the kernel: {outside}")
+
+
+def _feasible(pair: Pair, target: Target) -> bool:
+    """Some valid case inside the kernel exercises both classes of ``pair``."""
+    case = build_case(dict(pair), target)
+    return case is not None and pair in pairs_of(exercised(case, target))
+
+
+_UNIVERSES: dict = {}
+
+
+def universe(target: Target) -> Universe:
+    """Classify every pair of classes for ``target`` (a few seconds, once per process and target key)."""
+    if target.key not in _UNIVERSES:
+        _UNIVERSES[target.key] = _universe(target)
+    return _UNIVERSES[target.key]
+
+
+def _universe(target: Target) -> Universe:
+    caps = target.capabilities
+    classes, unsupported = {}, {}
+    for d in DIMENSIONS:
+        ok = []
+        for c in d.classes:
+            reason = d.support(c, caps)
+            if reason is None and d.name in ("head_dim", "value_dim"):
+                if head_dims_for(c if d.name == "head_dim" else None, c if d.name == "value_dim" else None,
+                                 caps) is None:
+                    reason = "no head dim of this class inside the kernel's head dims"
+            if reason is None:
+                ok.append(c)
+            else:
+                unsupported[(d.name, c)] = reason
+        classes[d.name] = ok
+    supported, infeasible = set(), set()
+    for d1, d2 in combinations(DIMENSIONS, 2):
+        for c1 in classes[d1.name]:
+            for c2 in classes[d2.name]:
+                p = ((d1.name, c1), (d2.name, c2))
+                if _moot(p):
+                    continue
+                (supported if _feasible(p, target) else infeasible).add(p)
+    return Universe(target, classes, supported, infeasible, unsupported)
+
+
+# ----------------------------------------------------------------------------- the covering array
+
+
+def _row_filter(names: list, target: Target, uni: Universe, max_cost: float):
+    length_dims = set(LENGTH_DIMENSIONS)
+
+    def ok(values: list) -> bool:
+        assign = dict(zip(names, values))
+        new = (names[len(values) - 1], values[-1])
+        for d, c in assign.items():
+            if d != new[0] and _pair((d, c), new) in uni.infeasible:
+                return False
+        if new[0] in length_dims or new[0] == "heads":
+            want = tuple((n, assign[n]) for n in LENGTH_DIMENSIONS if n in assign)
+            if len(want) > 2:
+                cost = _length_cost(want, target)
+                if cost is None or cost * HEADS[assign.get("heads", "mha")][0] > max_cost:
+                    return False
+        return True
+
+    return ok
+
+
+def _length_cost(want: tuple, target: Target) -> Optional[int]:
+    # tiles do not depend on the lengths; a small head dim's tiles stand in for the search
+    bm, bn = target.tiles(32, 32)
+    found = lengths_for(want, bm, bn, target.num_sms, 0)
+    return None if found is None else length_cost(found[1], found[2], bm, bn)
+
+
+def _row_name(i: int, case: Case) -> str:
+    mask = f"-causal-{case.causal_alignment}" if case.causal else ""
+    return f"pairs/{i:02d}/{case.mode}{mask}/{case.dtype}"
+
+
+def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] = None) -> list[Case]:
+    """Cases that together exercise every supported pair of :func:`universe` ``(target)``.
+
+    The rows come from ``allpairspy.AllPairs`` (a greedy pairwise generator) over every dimension
+    but the offsets layout, filtered by pair feasibility, by a joint search of the length
+    dimensions and by a cost cap (``max_cost`` in :func:`~jfa_verify.construct.case_cost` units;
+    default 250 on the CPU interpreter, about 5 s a case; 20,000 on a GPU), so that a pair is never
+    covered by an expensive row when a cheap one covers it too; pairs it leaves uncovered get a row
+    each; strided offsets get a small array of their own (mode, offsets dtype and start). The
+    result is ordered cheap and dense first. Deterministic for a ``target`` and ``seed``.
+    """
+    if max_cost is None:
+        max_cost = 20000 if target.device_type == "cuda" else 250
+    from allpairspy import AllPairs
+
+    uni = universe(target)
+    # length dimensions first (their joint search prunes early), then the heads (they scale the cost)
+    names = [n for n in LENGTH_DIMENSIONS] + ["heads"]
+    names += [d.name for d in DIMENSIONS if d.name not in names and d.name != "offsets_layout"]
+    params = OrderedDict((n, list(uni.classes[n])) for n in names)
+    cases: list[Case] = []
+    covered: set = set()
+
+    def add(*assigns: dict) -> bool:
+        built = []
+        for assign in assigns:
+            for s in (seed + len(cases), 0):
+                case = build_case(assign, target, seed=s)
+                if case is not None:
+                    built.append(case)
+        gains = [(pairs_of(exercised(c, target)) - covered, c) for c in built]
+        gains = [(g, c) for g, c in gains if g]
+        if not gains:
+            return False
+        # the cheapest that gains; the most gains among those within the cost cap
+        fits = [(g, c) for g, c in gains if case_cost(c, target) <= max_cost]
+        gained, case = max(fits, key=lambda gc: len(gc[0])) if fits else min(gains, key=lambda gc: case_cost(gc[1], target))
+        covered.update(gained)
+        cases.append(_named(case, len(cases)))
+        return True
+
+    for row in AllPairs(params, filter_func=_row_filter(names, target, uni, max_cost)):
+        add(dict(zip(names, row)))
+    # what the greedy generator left: a row per missing pair, its other classes chosen greedily to
+    # cover more of the missing pairs, or the pair alone
+    for p in sorted(uni.supported - covered):
+        if p not in covered:
+            add(_greedy_row(dict(p), names, uni, uni.supported - covered), dict(p))
+    if "strided" in uni.classes["offsets_layout"]:
+        strided = [p for p in uni.supported if ("offsets_layout", "strided") in p]
+        for p in sorted(strided):
+            if p not in covered:
+                add({**dict(p), "offsets_layout": "strided"})
+    return _cheap_first(cases, target)
+
+
+def _cheap_first(cases: list[Case], target: Target) -> list[Case]:
+    """``cases`` reordered greedily by new pairs per unit of work (so a run that stops at its first
+    failure, as a CI gate does, exercises the most pairs soonest), renamed in that order."""
+    left, out, seen = list(cases), [], set()
+    while left:
+        best = max(left, key=lambda c: (len(pairs_of(exercised(c, target)) - seen) / (1 + case_cost(c, target)),
+                                        -left.index(c)))
+        left.remove(best)
+        seen |= pairs_of(exercised(best, target))
+        out.append(_named(best, len(out)))
+    return out
+
+
+def _greedy_row(assign: dict, names: list, uni: Universe, missing: set) -> dict:
+    """``assign`` completed dimension by dimension with the class that meets the most ``missing`` pairs
+    and no infeasible one."""
+    row = dict(assign)
+    for n in names:
+        if n in row:
+            continue
+        best, score = None, -1
+        for c in uni.classes[n]:
+            ps = {_pair((d, x), (n, c)) for d, x in row.items()}
+            if ps & uni.infeasible:
+                continue
+            if len(ps & missing) > score:
+                best, score = c, len(ps & missing)
+        if best is not None:
+            row[n] = best
+    return row
+
+
+def _named(case: Case, i: int) -> Case:
+    import dataclasses
+
+    return dataclasses.replace(case, name=_row_name(i, case))
+
+
+# ----------------------------------------------------------------------------- coverage of a run
+
+
+class PairCoverage:
+    """The classes and pairs of classes that a run's cases exercised, against :func:`universe`.
+
+    Args:
+        target: the kernel and device the cases ran on.
+    """
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.universe = universe(target)
+        self.class_counts: dict = {}
+        self.pairs: set = set()
+        self.total = 0
+
+    def add(self, case: Case) -> dict:
+        """Count ``case``; returns its classes per dimension."""
+        classes = exercised(case, self.target)
+        for d, cs in classes.items():
+            for c in cs:
+                self.class_counts[(d, c)] = self.class_counts.get((d, c), 0) + 1
+        self.pairs |= pairs_of(classes)
+        self.total += 1
+        return classes
+
+    def update(self, cases: Iterable[Case]) -> "PairCoverage":
+        for c in cases:
+            self.add(c)
+        return self
+
+    def novelty(self, case: Case) -> int:
+        """How many supported pairs ``case`` would add (0 when it adds none)."""
+        return len((pairs_of(exercised(case, self.target)) & self.universe.supported) - self.pairs)
+
+    @property
+    def missing_pairs(self) -> list:
+        return sorted(self.universe.supported - self.pairs)
+
+    @property
+    def missing_classes(self) -> list:
+        return [(d, c) for d, cs in self.universe.classes.items() for c in cs if not self.class_counts.get((d, c))]
+
+    def summary(self) -> str:
+        """One line: classes and pairs covered out of those the kernel supports."""
+        n_classes = sum(len(cs) for cs in self.universe.classes.values())
+        got = len(self.universe.supported & self.pairs)
+        return (f"contract coverage over {self.total} case(s): classes {n_classes - len(self.missing_classes)}/"
+                f"{n_classes}, pairs of classes {got}/{len(self.universe.supported)} "
+                f"({100 * got / max(1, len(self.universe.supported)):.1f}%) of those the kernel supports "
+                f"({len(self.universe.infeasible)} infeasible by the contract)")
+
+    def format(self, limit: int = 20) -> str:
+        """The summary, the classes never exercised, and up to ``limit`` missing pairs."""
+        lines = [self.summary()]
+        per_dim = []
+        for d in DIMENSIONS:
+            seen = [f"{c} {self.class_counts.get((d.name, c), 0)}" for c in self.universe.classes[d.name]]
+            per_dim.append(f"  {d.name:15s} " + ", ".join(seen))
+        lines.extend(per_dim)
+        gone = self.missing_classes
+        lines.append("  classes never exercised: " + (", ".join(f"{d}={c}" for d, c in gone) if gone else "none"))
+        miss = self.missing_pairs
+        shown = ", ".join(f"{a[0]}={a[1]} x {b[0]}={b[1]}" for a, b in miss[:limit])
+        more = f" (+{len(miss) - limit} more)" if len(miss) > limit else ""
+        lines.append(f"  pairs never exercised: {shown + more if miss else 'none'}")
+        if self.universe.unsupported:
+            lines.append("  outside the kernel: " + ", ".join(f"{d}={c}" for d, c in sorted(self.universe.unsupported)))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {
+            "cases": self.total,
+            "classes": {f"{d}={c}": n for (d, c), n in sorted(self.class_counts.items())},
+            "pairs_supported": len(self.universe.supported),
+            "pairs_covered": len(self.universe.supported & self.pairs),
+            "pairs_infeasible": len(self.universe.infeasible),
+            "missing_pairs": [f"{a[0]}={a[1]} x {b[0]}={b[1]}" for a, b in self.missing_pairs],
+            "outside_kernel": {f"{d}={c}": r for (d, c), r in sorted(self.universe.unsupported.items())},
+        }

@@ -1,0 +1,135 @@
+"""The contract-coverage model: classes per dimension, cases built for chosen classes, pairs and the covering array."""
+
+import dataclasses
+import math
+
+import pytest
+
+from jfa_verify import Case
+from jfa_verify.construct import build_case, case_cost, head_dims_for
+from jfa_verify.dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, padded_width
+from jfa_verify.pairs import PairCoverage, covering_array, exercised, pairs_of, universe
+from jfa_verify.protocol import Capabilities
+from jfa_verify.registry import get_kernel
+
+
+@pytest.fixture(scope="module")
+def cpu_target():
+    return Target(get_kernel("triton_jfa"), "cpu")
+
+
+def test_every_dimension_classifies_every_case_into_its_own_classes(cpu_target):
+    cases = [Case(kv_lengths=(0,)), Case(kv_lengths=(3, 40), mode="cross", q_lengths=(5, 1), head_dim=33,
+                                          head_dim_v=80, sm_scale=0.01, layout="mixed", instrument=False)]
+    for case in cases:
+        got = classify(case, cpu_target)
+        assert set(got) == {d.name for d in DIMENSIONS}
+        for d in DIMENSIONS:
+            assert got[d.name] and got[d.name] <= set(d.classes), (d.name, got[d.name])
+
+
+@pytest.mark.parametrize("case, dim, want", [
+    (Case(kv_lengths=(4, 4)), "relation", {"equal"}),
+    (Case(kv_lengths=(4, 4), mode="cross", q_lengths=(2, 4)), "relation", {"shorter"}),
+    (Case(kv_lengths=(4, 4), mode="cross", q_lengths=(5, 4)), "relation", {"longer"}),
+    (Case(kv_lengths=(4, 4), mode="cross", q_lengths=(5, 3)), "relation", {"mixed"}),
+    (Case(kv_lengths=(4,), mode="broadcast_q", broadcast_q_len=9), "relation", {"longer"}),
+    (Case(kv_lengths=(4,), num_heads_q=6, num_heads_kv=2), "heads", {"gqa_non_pow2"}),
+    (Case(kv_lengths=(4,), num_heads_q=3, num_heads_kv=1), "heads", {"mqa"}),
+    (Case(kv_lengths=(4,), num_heads_q=4, num_heads_kv=2), "heads", {"gqa_pow2"}),
+    (Case(kv_lengths=(4,), head_dim=40, head_dim_v=24), "value_dim", {"narrower_other_padding"}),
+    (Case(kv_lengths=(4,), head_dim=40, head_dim_v=48), "value_dim", {"other_same_padding"}),
+    (Case(kv_lengths=(4,), head_dim=33, head_dim_v=80), "value_dim", {"wider_other_padding"}),
+    (Case(kv_lengths=(4,), head_dim=33), "head_dim", {"odd"}),
+    (Case(kv_lengths=(4,), head_dim=16, sm_scale=0.1), "sm_scale", {"small"}),
+    (Case(kv_lengths=(4,), head_dim=16, sm_scale=0.25), "sm_scale", {"large"}),
+    (Case(kv_lengths=(0, 1, 5)), "edges", {"empty_q", "empty_k", "one_token"}),
+    (Case(kv_lengths=(31, 3)), "tiles", {"boundary_m", "boundary_n", "multi_tile"}),
+    (Case(kv_lengths=(3,) * 5), "batch", {"over_sms"}),
+    (Case(kv_lengths=(3,) * 5), "waves", {"two_waves"}),
+    (Case(kv_lengths=(3,) * 12), "waves", {"several_waves"}),
+])
+def test_classes_of_cases_on_the_interpreter_tiles_and_sms(cpu_target, case, dim, want):
+    # triton_jfa on the CPU: BLOCK_M=32, BLOCK_N=16, 4 stand-in SMs
+    assert cpu_target.tiles_of(case) == (32, 16) and cpu_target.num_sms == 4
+    assert set(classify(case, cpu_target)[dim]) == want
+
+
+def test_padding_is_the_power_of_two_tile_width():
+    assert [padded_width(d) for d in (1, 16, 17, 24, 33, 64, 65)] == [16, 16, 32, 32, 64, 64, 128]
+
+
+def test_build_case_lands_in_every_supported_class_of_every_dimension(cpu_target):
+    for d in DIMENSIONS:
+        for c in d.classes:
+            case = build_case({d.name: c}, cpu_target)
+            if d.support(c, cpu_target.capabilities) is not None:
+                assert case is None, (d.name, c)
+                continue
+            assert case is not None and c in classify(case, cpu_target)[d.name], (d.name, c, case)
+
+
+def test_build_case_for_several_length_classes_and_gpu_waves():
+    gpu = Target(get_kernel("triton_jfa"), "cuda", num_sms=132)
+    case = build_case({"mode": "self", "batch": "over_sms", "waves": "several_waves", "edges": "empty_q"}, gpu)
+    bm = gpu.tiles_of(case)[0]
+    assert case.batch > 132 and 0 in case.kv_lengths
+    assert sum(math.ceil(n / bm) for n in case.kv_lengths) >= 3 * 132  # several times more tiles than SMs
+
+
+def test_impossible_combinations_are_not_built(cpu_target):
+    assert build_case({"mode": "self", "relation": "shorter"}, cpu_target) is None
+    assert build_case({"batch": "one", "relation": "mixed"}, cpu_target) is None
+    only_pow2 = Target(Capabilities(non_power_of_two_head_dims=False, distinct_value_head_dim=False), "cpu")
+    assert build_case({"head_dim": "odd"}, only_pow2) is None
+    assert head_dims_for("pow2", "same", only_pow2.capabilities) == (32, 32)
+
+
+def test_universe_names_the_infeasible_pairs_and_the_classes_outside_the_kernel(cpu_target):
+    uni = universe(cpu_target)
+    assert uni.infeasible == {
+        (("mode", "self"), ("relation", r)) for r in ("shorter", "longer", "mixed")
+    } | {(("relation", "mixed"), ("batch", "one")), (("tiles", "single_tile"), ("waves", "several_waves"))}
+    assert set(uni.unsupported) == {("dtype", "float8_e4m3fn")}
+    assert len(uni.supported) > 1000
+    no_gqa = universe(Target(Capabilities(gqa=False, causal_alignments=("top_left",)), "cpu"))
+    assert ("heads", "mqa") in no_gqa.unsupported and ("mask", "bottom_right") in no_gqa.unsupported
+
+
+def test_a_batch_without_any_score_exercises_no_value_or_scale_pair(cpu_target):
+    empty = Case(kv_lengths=(0, 0), values="tiny", sm_scale=0.5)
+    assert "values" not in exercised(empty, cpu_target) and "sm_scale" not in exercised(empty, cpu_target)
+    assert (("mode", "self"), ("edges", "empty_q")) in pairs_of(exercised(empty, cpu_target))
+
+
+def test_covering_array_covers_every_supported_pair_cheaply(cpu_target):
+    cases = covering_array(cpu_target)
+    cov = PairCoverage(cpu_target).update(cases)
+    assert not cov.missing_pairs and not cov.missing_classes, cov.format()
+    assert len(cases) <= 70
+    costs = [case_cost(c, cpu_target) for c in cases]
+    assert max(costs) <= 700 and sum(costs) <= 4000, costs  # about 20 ms per unit on the interpreter
+    assert [c.name for c in covering_array(cpu_target)] == [c.name for c in cases]  # deterministic
+    assert cases[0].name.startswith("pairs/00/")
+
+
+def test_covering_array_on_the_gpu_has_batches_of_several_times_more_tiles_than_sms():
+    gpu = Target(get_kernel("triton_jfa"), "cuda", num_sms=132)
+    cases = covering_array(gpu)
+    cov = PairCoverage(gpu).update(cases)
+    assert not cov.missing_pairs, cov.format()
+    assert cov.class_counts[("waves", "several_waves")] >= 3 and cov.class_counts[("batch", "over_sms")] >= 3
+
+
+def test_pair_coverage_report_names_missing_pairs(cpu_target):
+    cov = PairCoverage(cpu_target).update([Case(kv_lengths=(5, 7), dtype="float32")])
+    text = cov.format()
+    assert "pairs of classes" in text and "classes never exercised:" in text and "mode=cross" in text
+    assert cov.to_dict()["pairs_covered"] < cov.to_dict()["pairs_supported"]
+
+
+def test_the_length_dimensions_are_the_ones_lengths_decide():
+    assert LENGTH_DIMENSIONS == ("mode", "relation", "edges", "tiles", "batch", "waves")
+    assert dimension("window").classes == {"none": "no window (the whole visible range)"}
+    with pytest.raises(KeyError, match="dimension 'nope' is unknown"):
+        dimension("nope")

@@ -1,0 +1,136 @@
+"""Checks no single case makes: permutation, batch invariance, inputs unchanged, the production launch,
+call files and their replay."""
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from jfa_verify import Case
+from jfa_verify.calls import check_relations, is_call_file, read_call_file, write_call_file
+from jfa_verify.protocol import Kernel, KernelRun
+from jfa_verify.registry import add_kernel, get_kernel
+from jfa_verify.relations import Relation, permuted
+from jfa_verify.runner import run_case
+
+CASE = Case(kv_lengths=(5, 0, 17, 3), mode="cross", q_lengths=(9, 2, 4, 3), causal=True,
+            causal_alignment="bottom_right", num_heads_q=3, num_heads_kv=1, head_dim=16, dtype="float32",
+            offsets_start=3, offsets_dtype="int64", layout="mixed", name="rel")
+
+
+def _wrapped(name: str, edit, caps=None):
+    """``triton_jfa`` with ``edit(problem, q, k, v, run)`` applied after each launch (a planted bug)."""
+    base = get_kernel("triton_jfa")
+
+    class Wrapped:
+        def launch(self, problem, q, k, v, q_off, k_off, *, instrument=False):
+            run = base.impl.launch(problem, q, k, v, q_off, k_off, instrument=instrument)
+            edit(problem, q, k, v, run)
+            return run
+
+    return add_kernel(Kernel(name, "planted", Wrapped, caps or base.capabilities, base.tile_sizes_fn))
+
+
+def test_permuted_batch_holds_the_same_rows(jfa_device):
+    t = CASE.materialize(jfa_device)
+    perm, rows = permuted(CASE, t, [2, 0, 3, 1])
+    assert perm.k_offsets.tolist() == [3, 20, 25, 28, 28] and perm.q_offsets.tolist() == [3, 7, 16, 19, 21]
+    assert torch.equal(perm.q[3:7], t.q[14:18]) and perm.q.stride() == t.q.stride()
+    assert rows["dk"][3:20] == list(range(8, 25)) and rows["o"][:3] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("name", ["permutation", "batch_invariance"])
+def test_relations_hold_bit_for_bit_on_the_real_kernel(name, jfa_kernel, jfa_device):
+    assert Relation(name, CASE).check(jfa_kernel, jfa_device) is None
+    bq = dataclasses.replace(CASE, mode="broadcast_q", q_lengths=None, broadcast_q_len=7, dtype="bfloat16")
+    assert Relation(name, bq).check(jfa_kernel, jfa_device) is None
+
+
+def _batch_variant(problem, q, k, v, run):
+    # a reduction whose rounding depends on the batch: one float32 ulp-scale change when B > 1,
+    # far inside the oracles' allowance
+    if problem.batch > 1:
+        run.o = run.o * (1 + 2.0**-22)
+
+
+def test_a_batch_dependent_rounding_passes_the_oracles_and_fails_the_relations(jfa_device):
+    kernel = _wrapped("planted-batch-variant", _batch_variant)
+    assert run_case(CASE, kernel, jfa_device).status == "pass"  # no single case sees it
+    finding = Relation("batch_invariance", CASE).check(kernel, jfa_device)
+    assert finding and "sequence 0 run alone differs" in finding and "o:" in finding
+
+
+def _position_dependent(problem, q, k, v, run):
+    # sequence b's rows scaled by (1 + b ulp): right within the allowance, wrong under a permutation
+    scale = torch.ones(run.o.shape[0], 1, 1, dtype=run.o.dtype, device=run.o.device)
+    for b, (s, n) in enumerate(zip(problem.out_starts, problem.q_lengths)):
+        scale[s:s + n] += b * 2.0**-22
+    run.o = run.o * scale
+
+
+def test_a_sequence_index_dependence_fails_the_permutation(jfa_device):
+    kernel = _wrapped("planted-position", _position_dependent)
+    assert run_case(CASE, kernel, jfa_device).status == "pass"
+    finding = Relation("permutation", CASE).check(kernel, jfa_device)
+    assert finding and finding.startswith("permuting the sequences in order [1, 2, 3, 0]") and "o:" in finding
+
+
+def _writes_into_k(problem, q, k, v, run):
+    k.data[problem.k_starts[0]] += 1.0  # e.g. a scratch buffer aliased with the input (no autograd trace)
+
+
+def test_a_kernel_that_writes_into_its_inputs_fails_the_case(jfa_device):
+    result = run_case(CASE, _wrapped("planted-writes-k", _writes_into_k), jfa_device)
+    assert result.status == "fail"
+    assert any("input k was modified by the call" in v for v in result.contract_violations), result.explain()
+    assert "inputs unchanged" in result.explain()
+
+
+def test_the_production_launch_is_judged_when_the_case_asks_for_it(jfa_device):
+    seen = []
+    kernel = _wrapped("spy-instrument", lambda p, q, k, v, run: seen.append(run.plan is not None))
+    small = Case(kv_lengths=(3, 4), dtype="float32", head_dim=16)
+    assert run_case(small, kernel, jfa_device).status == "pass"
+    assert run_case(dataclasses.replace(small, instrument=False), kernel, jfa_device).status == "pass"
+    assert seen == [True, False]
+    # the late field keeps old case files and ids valid
+    assert "instrument" not in small.to_dict()
+    assert Case.from_dict(dataclasses.replace(small, instrument=False).to_dict()).instrument is False
+
+
+def test_mixed_layout_strides_every_tensor_differently(jfa_device):
+    t = CASE.materialize(jfa_device)
+    strides = {x.stride() for x in (t.q, t.k, t.v, t.do)}
+    assert len(strides) == 4 and not t.q.is_contiguous() and not torch.isnan(t.q).any()
+    plain = dataclasses.replace(CASE, layout="contiguous").materialize(jfa_device)
+    assert all(torch.equal(a, b) for a, b in zip((t.q, t.k, t.v, t.do), (plain.q, plain.k, plain.v, plain.do)))
+    assert run_case(CASE, get_kernel("triton_jfa"), jfa_device).status == "pass"
+
+
+def test_a_broken_relation_leaves_a_call_file_that_replays(tmp_path, jfa_device, capsys):
+    from jfa_verify.cli import main
+
+    kernel = _wrapped("planted-batch-variant-2", _batch_variant)
+    relations = [Relation("batch_invariance", CASE), Relation("sequence", CASE, (dataclasses.replace(CASE, seed=9),))]
+    findings = check_relations(relations, kernel, jfa_device, str(tmp_path))
+    assert len(findings) == 1 and "[FAIL] relation batch_invariance on rel" in findings[0]
+    (path,) = tmp_path.glob("*.calls.json")  # the holding relation's file was removed
+    assert is_call_file(path) and json.loads(path.read_text())["status"] == "fail"
+    relation, _ = read_call_file(path)
+    assert relation == relations[0]
+    assert main(["replay", str(path), "--kernel", "planted-batch-variant-2", "--device", jfa_device.type]) == 1
+    assert "fail (same)" in capsys.readouterr().out
+    assert main(["replay", str(path), "--kernel", "triton_jfa", "--device", jfa_device.type]) == 0
+
+
+def test_call_file_errors_name_the_file(tmp_path):
+    from jfa_verify.errors import InvalidInput
+
+    bad = tmp_path / "x.calls.json"
+    write_call_file(bad, Relation("sequence", CASE), kernel="k", device="cpu")
+    doc = json.loads(bad.read_text())
+    doc["relation"] = "nope"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(InvalidInput, match="relation='nope' is not one of"):
+        read_call_file(bad)
