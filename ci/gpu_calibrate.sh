@@ -4,7 +4,7 @@
 # Hypothesis seed and a wall-clock deadline, one JSON line per case (kept if a process is killed).
 # Then fit and judge on the workstation:
 #   jfa-verify calibrate --from-records <fit files> --holdout <other seeds' files> --out budgets.json
-# Usage: OUT=dir DEADLINE=seconds WORKERS=n bash ci/gpu_calibrate.sh
+# Usage: OUT=dir DEADLINE=seconds WORKERS=n [EXTRA="--window-cases"] bash ci/gpu_calibrate.sh
 # Workers are dealt round-robin (unless KINDS says otherwise) to: triton_jfa (float32, bfloat16, float16 in turn),
 # triton_jfa_tf32 (float32), triton_jfa_fp8 (float8_e4m3fn). Output: $OUT/records.tgz and logs.
 set -uo pipefail
@@ -30,7 +30,7 @@ for i in $(seq 0 $((workers - 1))); do
   run=(jfa-verify)
   [[ ${PROFILE:-0} == 1 && $i == 0 ]] && run=(python3 -m cProfile -o "$out/logs/profile.pstats" -m jfa_verify.cli)
   timeout $((deadline + 60)) "${run[@]}" calibrate --device cuda --kernel "$kernel" --dtypes $dtypes \
-    --cases 1000000 --seed "$seed" --deadline "$deadline" --no-fit --progress-every 200 \
+    --cases 1000000 --seed "$seed" --deadline "$deadline" --no-fit --progress-every 200 ${EXTRA:-} \
     --records "$out/records/rec-$kernel-$seed.jsonl" >"$out/logs/cal-$kernel-$seed.log" 2>&1 &
 done
 wait

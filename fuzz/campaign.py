@@ -230,6 +230,7 @@ def run_campaign(
     shrink_seconds: float = 120.0,
     round_examples: int = 100,
     worker_env: Optional[dict] = None,
+    accept: Sequence[str] = (),
     covering: bool = False,
 ) -> CampaignSummary:
     """Fuzz ``kernel`` with Hypothesis; findings are written to ``corpus_dir``, shrunk and deduplicated.
@@ -264,6 +265,7 @@ def run_campaign(
         shrink_seconds: longest time spent shrinking one failure.
         round_examples: new cases per Hypothesis run (between database re-reads).
         worker_env: environment of the isolated case worker (``CUDA_VISIBLE_DEVICES``).
+        accept: the kernel's declared conventions the user accepts (:func:`jfa_verify.runner.run_case`).
         covering: run the covering array of the contract's dimensions first
             (:func:`jfa_verify.pairs.covering_array`, cheap and dense first), before drawing: every pair
             of classes the kernel supports is exercised in the first cases, whatever the draws.
@@ -314,7 +316,7 @@ def run_campaign(
     step = itertools.count()
 
     verifier = Verifier(kernel, dev, corpus, backward=backward, timeout_s=timeout_s, plugins=plugins,
-                        isolate=isolate, worker_env=worker_env)
+                        isolate=isolate, worker_env=worker_env, accept=accept)
     if isinstance(database, ExampleDatabase):
         shared = database
     else:

@@ -267,6 +267,8 @@ def targeted_cases(kernel: Optional[Kernel] = None, device_type: str = "cpu") ->
              layout="strided", dtype="float32", name="self/causal/int64-offsets/start-5/strided", **h),
         Case(kv_lengths=(3, 0, bm - 1), q_lengths=(0, 4, bm + 1), mode="cross", dtype="float32",
              name="cross/zero-length-q-and-k", **h),
+        Case(kv_lengths=(bm + 3, bn + 1, 5), q_lengths=(bm + 1, bn + 4, 2), mode="cross", window=(bn - 1, 3),
+             causal_alignment="bottom_right", dtype="float32", name="cross/window-bottom-right", **h),
     ]
 
 

@@ -103,7 +103,8 @@ class _Deadline(BaseException):
 
 
 def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed: int, records: Path,
-           deadline_s: Optional[float] = None, progress_every: int = 0, fixed_cases: Sequence = ()) -> dict:
+           deadline_s: Optional[float] = None, progress_every: int = 0, fixed_cases: Sequence = (),
+           window: Optional[bool] = None) -> dict:
     """Append one :class:`Record` per drawn case to ``records`` (JSON lines), per dtype.
 
     Args:
@@ -115,6 +116,8 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
         progress_every: print a line every this many cases (0: quiet).
         fixed_cases: :class:`jfa_verify.case.Case` objects run first (those of ``dtypes`` only), for
             example a suite's long sequences, which Hypothesis rarely draws.
+        window: draw only windowed cases (True), none (False), or as the strategy does (None; windows
+            only for a kernel that declares them). The budget rows do not depend on the mask.
 
     Returns: ``{"cases": {dtype: n}, "errors": [message, ...], "seconds": s, "records": [Record, ...],
     "spent": {part: s}}`` (this call's records only; the file may hold earlier ones; ``spent`` splits
@@ -177,7 +180,7 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
         # Longer sequences on a GPU, where they cost little.
         size = dict(max_len=384, max_batch=8) if device.type == "cuda" else {}
         per_dtype = [cases(kernel, device_type=device.type, dtypes=[dt], layouts=["contiguous"],
-                           offsets_layouts=["contiguous"], **size)
+                           offsets_layouts=["contiguous"], window=window, **size)
                      for dt in dtypes]
         turn = [0]
         @hypothesis_seed(seed)

@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .contract import CAUSAL_ALIGNMENTS, MODES, JaggedProblem, validate_inputs
+from .contract import CAUSAL_ALIGNMENTS, MODES, JaggedProblem, check_window, validate_inputs
 from .dtypes import DTYPES, OFFSET_DTYPES, output_dtype
 from .errors import InvalidInput
 
@@ -33,7 +33,7 @@ LAYOUTS = ("contiguous", "strided", "mixed")
 OFFSETS_LAYOUTS = ("contiguous", "strided", "mixed")
 # Fields added after the first case-file format: left out of ``to_dict`` (and so of
 # ``case_id``) while they hold their default, so old case files and ids stay valid.
-_LATE_FIELDS = {"layout": "contiguous", "offsets_layout": "contiguous", "instrument": True}
+_LATE_FIELDS = {"layout": "contiguous", "offsets_layout": "contiguous", "instrument": True, "window": None}
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,12 @@ class Case:
         head_dim, head_dim_v: query/key and value head dims (``head_dim_v``
             None means equal to ``head_dim``).
         dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
-        causal, causal_alignment: masking (``"top_left"`` or ``"bottom_right"``).
+        causal, causal_alignment: masking (``"top_left"`` or ``"bottom_right"``); the alignment
+            places the diagonal of the causal mask and of the window.
+        window: sliding window ``(left, right)`` (ints, ``-1`` unbounded on that side; JSON: a
+            two-item list) or None; key ``j`` visible to query ``i`` iff
+            ``d - left <= j <= d + right`` around the aligned diagonal ``d`` (with ``causal``: the
+            intersection). ``(-1, -1)`` is stored as None. See :mod:`jfa_verify.contract`.
         offsets_dtype: ``"int32"`` or ``"int64"``.
         offsets_start: ``offsets[0]``; rows before it belong to no sequence.
         offsets_layout: ``"contiguous"`` or ``"strided"`` (both offsets as columns of one
@@ -167,6 +172,7 @@ class Case:
     dtype: str = "bfloat16"
     causal: bool = False
     causal_alignment: str = "top_left"
+    window: Optional[tuple[int, int]] = None
     offsets_dtype: str = "int32"
     offsets_start: int = 0
     offsets_layout: str = "contiguous"
@@ -181,6 +187,7 @@ class Case:
         object.__setattr__(self, "kv_lengths", _int_tuple("kv_lengths", self.kv_lengths))
         if self.q_lengths is not None:
             object.__setattr__(self, "q_lengths", _int_tuple("q_lengths", self.q_lengths))
+        object.__setattr__(self, "window", check_window(self.window))
         for name in ("broadcast_q_len", "num_heads_q", "num_heads_kv", "head_dim", "head_dim_v", "offsets_start", "seed"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
@@ -263,8 +270,10 @@ class Case:
         return validate_inputs(*tensors.contract_args(), **self.contract_kwargs())
 
     def contract_kwargs(self) -> dict:
-        """The call's keyword arguments: ``causal``, ``causal_alignment``, ``sm_scale``."""
-        return dict(causal=self.causal, causal_alignment=self.causal_alignment, sm_scale=self.sm_scale)
+        """The call's keyword arguments: ``causal``, ``causal_alignment``, ``sm_scale`` and, for a windowed
+        case only, ``window``."""
+        extra = {} if self.window is None else {"window": self.window}
+        return dict(causal=self.causal, causal_alignment=self.causal_alignment, sm_scale=self.sm_scale, **extra)
 
     @property
     def dv(self) -> int:
@@ -281,6 +290,8 @@ class Case:
         for name, default in _LATE_FIELDS.items():
             if d[name] == default:
                 del d[name]
+        if self.window is not None:
+            d["window"] = list(self.window)
         if self.q_lengths is not None:
             d["q_lengths"] = list(self.q_lengths)
         return d
@@ -327,6 +338,8 @@ class Case:
     def describe(self) -> str:
         """One-line human summary, e.g. ``self causal/top_left bf16 B=4 T=45 H=4/2 D=32``."""
         mask = f"causal/{self.causal_alignment}" if self.causal else "full"
+        if self.window is not None:
+            mask = ("causal+" if self.causal else "") + f"window{list(self.window)}/{self.causal_alignment}"
         q = ""
         if self.mode == "cross":
             q = f" Tq={sum(self.q_lengths)}"

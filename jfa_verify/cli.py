@@ -6,7 +6,7 @@ database), ``findings`` (the deduplicated findings of a reproducer folder),
 ``calibrate`` (error distributions and a proposed budget table), ``report``
 and ``refloor`` (calibration records), ``mutants`` (a planted-bug catalogue's
 kill table), ``replay`` (re-run one case file or inline case), ``kernels``
-(the registry), ``schedule`` (per-SM load of the tile schedulers).
+(the registry), ``schedule`` (per-SM load of the tile schedulers), ``matrix`` (kernels x cases).
 
 Every argument is checked before any work: a bad one exits 2 with one line
 naming it (:class:`~jfa_verify.exits.ExitCode` lists every exit status).
@@ -319,7 +319,8 @@ def cmd_calibrate(args) -> int:
         try:
             done = cal.sample(kernel, device=device, dtypes=args.dtypes, cases_per_dtype=args.cases, seed=args.seed,
                               records=Path(args.records), deadline_s=args.deadline,
-                              progress_every=args.progress_every, fixed_cases=fixed)
+                              progress_every=args.progress_every, fixed_cases=fixed,
+                              window=True if args.window_cases else None)
         except KeyboardInterrupt:
             print(f"\ninterrupted: the cases measured so far are in {args.records} "
                   f"(fit them with --from-records {args.records})", file=sys.stderr)
@@ -586,6 +587,12 @@ def cmd_mutants(args) -> int:
     return EXIT_OK
 
 
+def cmd_matrix(args) -> int:
+    from .matrix import command
+
+    return command(args)
+
+
 # ----------------------------------------------------------------------------- parser
 
 
@@ -674,6 +681,8 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--progress-every", type=nonneg_int, default=0, metavar="N", help="print progress every N cases")
     cal.add_argument("--suite", default=None, help="also run this suite's cases first (e.g. default: long sequences)")
     cal.add_argument("--no-fit", action="store_true", help="only sample (to fit many runs' records later)")
+    cal.add_argument("--window-cases", action="store_true",
+                     help="draw only sliding-window cases (the kernel must declare a window mask)")
     cal.add_argument("--from-records", nargs="+", default=[], metavar="FILE", type=existing_file,
                      help="fit on these records (.jsonl or .jsonl.gz) instead of sampling")
     cal.add_argument("--holdout", nargs="+", default=[], metavar="FILE", type=existing_file,
@@ -754,6 +763,38 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--markdown", type=new_file, default="jfa-gate.md",
                       help="Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)")
     gate.set_defaults(func=cmd_gate)
+    mat = sub.add_parser("matrix", help="kernels x cases in one table: pass/fail/error/unsupported, worst headroom, "
+                         "findings with replay commands; JSON, Markdown and a PNG heat map")
+    mat.add_argument("--kernel", action="append", default=[], help="a registered kernel (repeat for each)")
+    mat.add_argument("--suite", action="append", default=[], help="built-in suite (repeatable; default: default)")
+    mat.add_argument("--campaign", type=nonneg_int, default=0, metavar="N",
+                     help="then a campaign of N examples per kernel that keeps searching after a finding")
+    mat.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    mat.add_argument("--plugin", action="append", default=[], metavar="FILE.py", type=existing_file,
+                     help="import a file that registers kernels (repeatable; named in every replay command)")
+    mat.add_argument("--reproducers", default="jfa-reproducers", type=folder, help="folder for failing-case files")
+    from .conventions import CONVENTIONS
+
+    mat.add_argument("--accept", action="append", default=[], metavar="CONVENTION", choices=sorted(CONVENTIONS),
+                     help="accept a kernel's declared convention (e.g. lse_plus_inf_empty_rows): its findings pass, "
+                          "marked accepted")
+    mat.add_argument("--filter", default="", help="only cases whose name contains this text")
+    mat.add_argument("--max-cases", type=positive_int, default=None)
+    mat.add_argument("--seed", type=seed_int, default=0)
+    mat.add_argument("--timeout", type=positive_float, default=None, help="seconds per case (a hang exits 3)")
+    mat.add_argument("--deadline", type=positive_float, default=None,
+                     help="wall-clock seconds: cells not started by then are 'not run' (with --campaign: by 65%% "
+                          "of it, the campaigns share the rest)")
+    mat.add_argument("--forward-only", action="store_true")
+    mat.add_argument("--isolate", action="store_true",
+                     help="run each case in a worker process: a crash or sticky CUDA error is that case's finding")
+    mat.add_argument("--json", default=None, type=new_file, help="write the matrix as JSON")
+    mat.add_argument("--markdown", default=None, type=new_file, help="write the table and findings as Markdown")
+    mat.add_argument("--png", default=None, type=new_file, help="write a heat map of headroom (kernel x case)")
+    mat.add_argument("--from-json", nargs="+", default=[], metavar="FILE", type=existing_file,
+                     help="merge matrices written by --json (one process per kernel) instead of running")
+    mat.add_argument("--quiet", action="store_true", help="no line per case")
+    mat.set_defaults(func=cmd_matrix)
 
     mut = sub.add_parser("mutants", help="mutation testing: the CI profile against each planted-bug kernel")
     mut.add_argument("--catalogue", default="triton_jfa", help="packaged catalogue name or a catalogue JSON file")

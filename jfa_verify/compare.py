@@ -155,7 +155,9 @@ def compare_output(
             problem = "infinite values of the wrong sign"
     k_err, flat = _max_abs_error(kernel, reference, finite)
     if problem is not None:
-        bad = (torch.isnan(kernel) | (torch.isinf(kernel) != ~finite)).reshape(-1)
+        # NaN, infinite where the reference is not (or the reverse), or infinite of the wrong sign
+        wrong_sign = torch.isinf(kernel) & ~finite & (kernel.to(torch.float64) != reference)
+        bad = (torch.isnan(kernel) | (torch.isinf(kernel) != ~finite) | wrong_sign).reshape(-1)
         if bool(bad.any()):
             flat = int(torch.nonzero(bad)[0].item())
     s_err, _ = _max_abs_error(sdpa.detach(), reference, finite)

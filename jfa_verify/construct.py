@@ -282,6 +282,8 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
         kv_lengths=k, mode=mode, num_heads_q=h_q, num_heads_kv=h_kv, head_dim=d, head_dim_v=dv,
         dtype=chosen["dtype"], causal=chosen["mask"] != "none",
         causal_alignment=chosen["mask"] if chosen["mask"] != "none" else "top_left",
+        # symmetric, just past a KV tile: every windowed kernel takes it (TLX JFA's windows are symmetric)
+        window=(bn + 1, bn + 1) if chosen["window"] == "windowed" else None,
         offsets_dtype=chosen["offsets_dtype"], offsets_start=OFFSETS_START if chosen["offsets_start"] == "nonzero" else 0,
         offsets_layout=chosen["offsets_layout"], values=chosen["values"], layout=chosen["layout"], sm_scale=scale,
         instrument=chosen["variant"] == "instrumented", seed=_stable_seed(tuple(sorted(chosen.items())), seed) % 2**32,

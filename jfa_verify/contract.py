@@ -3,7 +3,10 @@
 A kernel under test is a callable with this signature::
 
     jagged_attention(q, k, v, q_offsets, k_offsets, *, causal=False,
-                     causal_alignment="top_left", sm_scale=None) -> (o, lse)
+                     causal_alignment="top_left", sm_scale=None[, window=None]) -> (o, lse)
+
+(``window`` is passed only for a windowed call, so a kernel without windows
+keeps the shorter signature.)
 
 differentiable with respect to ``q``, ``k`` and ``v`` through torch autograd
 (the backward gives dq, dk, dv). Shapes (T_q, T_k: packed token counts;
@@ -30,11 +33,23 @@ B: sequences; H_q, H_kv: heads; D: query/key head dim; D_v: value head dim):
 
 Semantics, per sequence ``b`` with ``L_q`` queries and ``L_k`` keys:
 ``score[i, j] = sm_scale * <q_i, k_j>`` (``sm_scale`` defaults to
-``1 / sqrt(D)``); with ``causal=True`` key ``j`` is visible to query ``i``
-iff ``j <= i`` (``"top_left"``) or ``j <= i + L_k - L_q`` (``"bottom_right"``).
+``1 / sqrt(D)``). The *aligned diagonal* of query ``i`` is key ``d_i = i + shift``
+with ``shift = 0`` (``causal_alignment="top_left"``) or ``L_k - L_q``
+(``"bottom_right"``), per sequence. Key ``j`` is visible to query ``i`` iff
+
+* ``causal=True``: ``j <= d_i``;
+* ``window=(left, right)`` (sliding window, ints, ``-1`` = unbounded on that side):
+  ``d_i - left <= j <= d_i + right``; FlashAttention's ``window_size=(left, right)``
+  is this window with bottom-right alignment, Meta's TLX JFA's symmetric
+  ``window_size=w`` (``|i - j| <= w``) is ``window=(w, w)`` with top-left alignment;
+* both: the intersection, ``d_i - left <= j <= d_i`` (a causal window; ``right``
+  is then irrelevant, as in FlashAttention, which sets it to 0 under causal);
+* neither: every key of the sequence.
+
 ``o_i = sum_j softmax_j(score[i, :]) v_j`` over visible keys (:func:`key_range`
 is the one home of that rule in the framework). A query row with
-no visible key (``L_k == 0``, or causal bottom-right with ``L_k < L_q``) has
+no visible key (``L_k == 0``, causal bottom-right with ``L_k < L_q``, or a window
+that lies past either end of the keys) has
 ``o_i = 0`` and ``lse_i = -inf``, never NaN; its gradients are zero. Rows of
 ``o`` that belong to no sequence are 0 with ``lse = -inf``. Broadcast-Q's
 ``dq`` is the sum over the batch of each sequence's dQ.
@@ -58,11 +73,14 @@ from .errors import InvalidInput
 
 __all__ = [
     "CAUSAL_ALIGNMENTS",
+    "MASKS",
     "MODES",
     "JaggedProblem",
     "causal_shift",
     "check_offsets_dense",
+    "check_window",
     "key_range",
+    "mask_kind",
     "keys_seen",
     "rows_seeing",
     "output_violations",
@@ -72,6 +90,8 @@ __all__ = [
 
 CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 MODES = ("self", "cross", "broadcast_q")
+# What a kernel may declare it masks (:func:`mask_kind` names a call's).
+MASKS = ("none", "causal", "window", "causal+window")
 SUPPORTED_DTYPES = tuple(DTYPES.values())
 
 
@@ -101,6 +121,7 @@ class JaggedProblem:
     dtype: torch.dtype
     device: torch.device
     inputs_contiguous: bool = True  # q, k and v are all contiguous (TMA-fed kernels need it)
+    window: Optional[tuple[int, int]] = None  # (left, right), -1 unbounded; None: no window
 
     @classmethod
     def of_shape(cls, head_dim: int, head_dim_v: Optional[int], dtype: Optional[torch.dtype],
@@ -117,6 +138,17 @@ class JaggedProblem:
     @property
     def batch(self) -> int:
         return len(self.k_lengths)
+
+    @property
+    def mask(self) -> str:
+        """The call's mask, one of :data:`MASKS`."""
+        return mask_kind(self.causal, self.window)
+
+    @property
+    def aligned(self) -> bool:
+        """The diagonal's alignment changes what is visible: a causal or windowed mask and some
+        sequence with ``L_q != L_k`` (else top-left and bottom-right are the same mask)."""
+        return self.mask != "none" and any(a != b for a, b in zip(self.q_lengths, self.k_lengths))
 
     @property
     def max_seqlen_q(self) -> int:
@@ -138,14 +170,16 @@ class JaggedProblem:
 
     def key_range(self, i: int, b: int) -> tuple[int, int]:
         """Keys ``[lo, hi)`` of sequence ``b`` that its query row ``i`` sees (see :func:`key_range`)."""
-        return key_range(i, self.q_lengths[b], self.k_lengths[b], self.causal, self.causal_alignment)
+        return key_range(i, self.q_lengths[b], self.k_lengths[b], self.causal, self.causal_alignment,
+                         self.window)
 
 
 # ----------------------------------------------------------------------------- visibility: the one rule
 
 
 def causal_shift(q_len: int, k_len: int, alignment: str) -> int:
-    """Diagonal offset of a causal sequence: query ``i`` sees key ``j`` iff ``j <= i + shift``.
+    """Offset of the aligned diagonal: query ``i``'s diagonal key is ``i + shift`` (causal: it sees
+    ``j <= i + shift``; a window is centred there too).
 
     ``0`` for ``"top_left"``; ``k_len - q_len`` for ``"bottom_right"`` (per sequence, never
     from the padded maximum lengths).
@@ -153,33 +187,84 @@ def causal_shift(q_len: int, k_len: int, alignment: str) -> int:
     return 0 if alignment == "top_left" else k_len - q_len
 
 
-def key_range(i: int, q_len: int, k_len: int, causal: bool, alignment: str) -> tuple[int, int]:
+def mask_kind(causal: bool, window: Optional[tuple[int, int]]) -> str:
+    """``"none"``, ``"causal"``, ``"window"`` or ``"causal+window"`` (:data:`MASKS`)."""
+    if window is None:
+        return "causal" if causal else "none"
+    return "causal+window" if causal else "window"
+
+
+def check_window(window, name: str = "window") -> Optional[tuple[int, int]]:
+    """``window`` as ``(left, right)`` ints, or None for no window; ``(-1, -1)`` (unbounded on both
+    sides, FlashAttention's default) is no window and gives None.
+
+    Raises:
+        InvalidInput: not None or a pair of ints >= -1 (the message names the value and the fix).
+    """
+    if window is None:
+        return None
+    if isinstance(window, (numbers.Integral, np.integer)) and not isinstance(window, bool):
+        raise InvalidInput(f"{name}={window!r} is one number; pass (left, right), e.g. ({window}, {window}) for a "
+                           f"symmetric window |i - j| <= {window}, or None for no window")
+    if isinstance(window, (str, bytes)) or not hasattr(window, "__len__") or len(window) != 2:
+        raise InvalidInput(f"{name}={window!r} is not a pair (left, right) of ints (-1 = unbounded) or None")
+    out = []
+    for side, value in zip(("left", "right"), window):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+            raise InvalidInput(f"{name}={tuple(window)!r}: {side}={value!r} is not an int; pass keys visible on that "
+                               f"side of the diagonal (int >= 0) or -1 for unbounded")
+        if value < -1:
+            raise InvalidInput(f"{name}={tuple(window)!r}: {side}={int(value)} is below -1; pass an int >= 0, or -1 "
+                               f"for unbounded")
+        out.append(int(value))
+    return None if out == [-1, -1] else (out[0], out[1])
+
+
+def _diagonal_bounds(i, q_len: int, k_len: int, causal: bool, alignment: str, window):
+    """The visibility rule, unclamped: ``(lo, hi)`` with key ``j`` visible iff ``lo <= j < hi``;
+    None for an unbounded side. ``i``: an int or an int tensor of rows (then tensors come back)."""
+    d = i + causal_shift(q_len, k_len, alignment)
+    lo = d - window[0] if window is not None and window[0] >= 0 else None
+    right = window[1] if window is not None and window[1] >= 0 else None
+    if causal:
+        right = 0  # causal caps the window's right side at the diagonal
+    return lo, (d + right + 1 if right is not None else None)
+
+
+def key_range(i: int, q_len: int, k_len: int, causal: bool, alignment: str,
+              window: Optional[tuple[int, int]] = None) -> tuple[int, int]:
     """The keys ``[lo, hi)`` (ints, ``0 <= lo <= hi <= k_len``) query row ``i`` of a sequence may see.
 
-    The visible keys of a row are always one contiguous range, and both ends are
-    non-decreasing in ``i``: a tile of rows ``[i0, i1]`` sees the union
+    ``window``: ``(left, right)`` as :func:`check_window` returns it (None: no window); see the
+    module docstring for the rule. A row that sees no key gets ``lo == hi`` (0 before the keys,
+    ``k_len`` past them). The visible keys of a row are always one contiguous range, and both
+    ends are non-decreasing in ``i``: a tile of rows ``[i0, i1]`` sees the union
     ``[key_range(i0)[0], key_range(i1)[1])``.
     """
-    if not causal:
-        return 0, k_len
-    return 0, max(0, min(k_len, i + causal_shift(q_len, k_len, alignment) + 1))
+    lo, hi = _diagonal_bounds(i, q_len, k_len, causal, alignment, window)
+    lo = 0 if lo is None else max(0, min(k_len, lo))
+    hi = k_len if hi is None else max(0, min(k_len, hi))
+    return lo, max(lo, hi)
 
 
-def keys_seen(first_row: int, last_row: int, q_len: int, k_len: int, causal: bool, alignment: str) -> int:
+def keys_seen(first_row: int, last_row: int, q_len: int, k_len: int, causal: bool, alignment: str,
+              window: Optional[tuple[int, int]] = None) -> int:
     """Keys a tile of query rows ``[first_row, last_row]`` loops over: ``hi(last) - lo(first)``, at least 0.
 
-    The union of the rows' :func:`key_range` (both ends are non-decreasing in the row): a
-    forward tile's cost.
+    The union of the rows' :func:`key_range` (both ends are non-decreasing in the row, and rows
+    that see nothing sit only before or after the rows that see something): a forward tile's cost.
     """
-    return max(0, key_range(last_row, q_len, k_len, causal, alignment)[1]
-               - key_range(first_row, q_len, k_len, causal, alignment)[0])
+    return max(0, key_range(last_row, q_len, k_len, causal, alignment, window)[1]
+               - key_range(first_row, q_len, k_len, causal, alignment, window)[0])
 
 
-def rows_seeing(first_key: int, end_key: int, q_len: int, k_len: int, causal: bool, alignment: str) -> int:
+def rows_seeing(first_key: int, end_key: int, q_len: int, k_len: int, causal: bool, alignment: str,
+                window: Optional[tuple[int, int]] = None) -> int:
     """Query rows whose :func:`key_range` meets keys ``[first_key, end_key)``: a dK/dV tile's cost.
 
     Those rows are one contiguous range (the ends of :func:`key_range` are non-decreasing), found
-    by two binary searches: O(log q_len), so long sequences cost no Python loop per row.
+    by two binary searches: O(log q_len), so long sequences cost no Python loop per row. Rows
+    that see no key have ``lo == hi`` at 0 or ``k_len`` and so fail one of the two searches.
     """
     def first_row(pred) -> int:  # smallest i in [0, q_len] with pred(i) (pred is monotone), q_len if none
         lo, hi = 0, q_len
@@ -191,19 +276,24 @@ def rows_seeing(first_key: int, end_key: int, q_len: int, k_len: int, causal: bo
                 lo = mid + 1
         return lo
 
-    rng = lambda i: key_range(i, q_len, k_len, causal, alignment)  # noqa: E731
-    start = first_row(lambda i: rng(i)[1] > first_key and rng(i)[1] > rng(i)[0])
+    rng = lambda i: key_range(i, q_len, k_len, causal, alignment, window)  # noqa: E731
+    start = first_row(lambda i: rng(i)[1] > first_key)
     stop = first_row(lambda i: rng(i)[0] >= end_key)
     return max(0, stop - start)
 
 
-def visible_mask(q_len: int, k_len: int, causal: bool, alignment: str, device) -> torch.Tensor:
+def visible_mask(q_len: int, k_len: int, causal: bool, alignment: str, device,
+                 window: Optional[tuple[int, int]] = None) -> torch.Tensor:
     """Bool ``[q_len, k_len]``: True where query ``i`` may see key ``j`` (:func:`key_range` as a mask)."""
     i = torch.arange(q_len, device=device)[:, None]
     j = torch.arange(k_len, device=device)[None, :]
-    if not causal:
-        return torch.ones(q_len, k_len, dtype=torch.bool, device=device)
-    return j <= i + causal_shift(q_len, k_len, alignment)
+    mask = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
+    lo, hi = _diagonal_bounds(i, q_len, k_len, causal, alignment, window)
+    if lo is not None:
+        mask &= j >= lo
+    if hi is not None:
+        mask &= j < hi
+    return mask
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -294,11 +384,14 @@ def validate_inputs(
     sm_scale: Optional[float] = None,
     max_seqlen_q: Optional[int] = None,
     max_seqlen_k: Optional[int] = None,
+    window: Optional[tuple[int, int]] = None,
 ) -> JaggedProblem:
     """Check one call against the JFA contract and describe it on the host.
 
     Args: as in the module docstring. ``max_seqlen_q``/``max_seqlen_k`` are
     optional hints; when given they must be at least the true maxima.
+    ``window``: ``(left, right)`` sliding window, ``-1`` unbounded on that side (see
+    :func:`check_window`; ``(-1, -1)`` is no window); its diagonal follows ``causal_alignment``.
 
     Returns: a :class:`JaggedProblem` (this reads each offsets tensor to the host
     once: one device synchronization per tensor). Validate a call once and hand
@@ -310,7 +403,7 @@ def validate_inputs(
             not a multiple of ``H_kv``; query/key head-dim mismatch; K/V length
             or head mismatch; ``causal`` not a bool; unknown ``causal_alignment``;
             ``sm_scale`` not a finite number; a ``max_seqlen`` hint below the
-            real maximum.
+            real maximum; a ``window`` that is not a pair of ints >= -1.
     """
     broadcast = q_offsets is None
     _check_tensor("q", q, 3, "[L_q, H_q, D] (broadcast-Q)" if broadcast else "[T_q, H_q, D]")
@@ -338,6 +431,7 @@ def validate_inputs(
     if min(q.shape[2], v.shape[2]) < 1:
         raise InvalidInput(f"head dims must be >= 1, got D={q.shape[2]}, D_v={v.shape[2]}")
     sm_scale = _check_scalar_options(causal, causal_alignment, sm_scale, q.shape[2])
+    window = check_window(window)
 
     k_off = _check_offsets("k_offsets", k_offsets, k.shape[0], k.device)
     batch = len(k_off) - 1
@@ -380,6 +474,7 @@ def validate_inputs(
         dtype=q.dtype,
         device=q.device,
         inputs_contiguous=q.is_contiguous() and k.is_contiguous() and v.is_contiguous(),
+        window=window,
     )
     _check_hint("max_seqlen_q", max_seqlen_q, problem.max_seqlen_q)
     _check_hint("max_seqlen_k", max_seqlen_k, problem.max_seqlen_k)

@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Optional, Union
 
 from .case import Case
 
-__all__ = ["CLASSES", "Coverage", "classify", "element_extent"]
+__all__ = ["CLASSES", "CPU_EXPECTED", "WINDOW_CLASSES", "Coverage", "classify", "element_extent"]
 
 CLASSES: dict[str, str] = {
     "self": "self-attention",
@@ -36,6 +36,14 @@ CLASSES: dict[str, str] = {
     "causal_top_left": "causal, top-left alignment",
     "causal_bottom_right": "causal, bottom-right alignment",
     "causal_misaligned": "causal with some query length != key length (alignment matters)",
+    "window": "a sliding window (left, right)",
+    "window_causal": "a sliding window with causal",
+    "window_zero": "a window side of 0 (only the diagonal on that side)",
+    "window_asymmetric": "a window with left != right",
+    "window_unbounded_side": "a window side of -1 (unbounded)",
+    "window_tile_edge": "a window side at BLOCK_M or BLOCK_N +-1",
+    "window_wider_than_sequence": "a window side at least as long as the longest sequence",
+    "window_empty_rows": "a query row the window leaves with no key (its keys are all out of reach)",
     "gqa": "grouped-query attention (1 < H_kv < H_q)",
     "mqa": "multi-query attention (H_kv = 1 < H_q)",
     "odd_head_dim": "an odd query/key or value head dim",
@@ -55,8 +63,10 @@ CLASSES: dict[str, str] = {
     "float16": "float16",
 }
 
-# Classes a CPU campaign is expected to reach; offset_overflow is GPU only.
-CPU_EXPECTED = tuple(c for c in CLASSES if c != "offset_overflow")
+# Window classes: reached only for kernels that declare a window mask.
+WINDOW_CLASSES = tuple(c for c in CLASSES if c.startswith("window"))
+# Classes a CPU campaign is expected to reach; offset_overflow is GPU only; windows need a kernel with them.
+CPU_EXPECTED = tuple(c for c in CLASSES if c != "offset_overflow" and c not in WINDOW_CLASSES)
 
 
 def _near_multiple(n: int, block: int) -> bool:
@@ -65,6 +75,34 @@ def _near_multiple(n: int, block: int) -> bool:
 
 def _is_prime(n: int) -> bool:
     return n >= 5 and all(n % p for p in range(2, int(n**0.5) + 1))
+
+
+def _window_classes(case: Case, block_m: int, block_n: int) -> set[str]:
+    from .contract import key_range
+
+    left, right = case.window
+    out = {"window"}
+    if case.causal:
+        out.add("window_causal")
+    sides = (left, right)
+    if 0 in sides:
+        out.add("window_zero")
+    if left != right:
+        out.add("window_asymmetric")
+    if -1 in sides:
+        out.add("window_unbounded_side")
+    if any(w >= 0 and any(abs(w - b) == 1 for b in (block_m, block_n)) for w in sides):
+        out.add("window_tile_edge")
+    longest = max((*case.query_lengths, *case.kv_lengths), default=0)
+    if any(w >= max(1, longest) for w in sides):
+        out.add("window_wider_than_sequence")
+    for lq, lk in zip(case.query_lengths, case.kv_lengths):
+        # rows that see nothing sit at either end of a sequence (key_range's ends are monotone)
+        if lq and lk and any(lo == hi for lo, hi in (key_range(i, lq, lk, case.causal, case.causal_alignment,
+                                                              case.window) for i in (0, lq - 1))):
+            out.add("window_empty_rows")
+            break
+    return out
 
 
 def element_extent(case: Case) -> int:
@@ -127,6 +165,8 @@ def classify(case: Case, block_sizes: tuple[int, int] = (32, 16)) -> set[str]:
         out.add(f"causal_{case.causal_alignment}")
         if any(a != b for a, b in zip(q, k)):
             out.add("causal_misaligned")
+    if case.window is not None:
+        out |= _window_classes(case, block_m, block_n)
     if case.num_heads_q != case.num_heads_kv:
         out.add("mqa" if case.num_heads_kv == 1 else "gqa")
     dims = {case.head_dim, case.dv}
@@ -196,10 +236,16 @@ class Coverage:
         return {"total": self.total, "counts": dict(sorted(self.counts.items()))}
 
     def format(self, expected: Optional[Iterable[str]] = None) -> str:
-        """A plain-text table: class, count, share of cases, description; then the classes never drawn."""
-        width = max(len(c) for c in CLASSES)
+        """A plain-text table: class, count, share of cases, description; then the classes never drawn.
+
+        The window classes are listed only when some case had a window or ``expected`` names one (a run
+        without windows reads as it did before windows existed)."""
+        shown = set(expected or ()) | set(self.counts)
+        rows = {name: desc for name, desc in CLASSES.items() if name not in WINDOW_CLASSES or name in shown
+                or any(c in shown for c in WINDOW_CLASSES)}
+        width = max(len(c) for c in rows)
         lines = [f"coverage over {self.total} case(s)", f"  {'class':{width}s} {'count':>6s} {'share':>6s}"]
-        for name, desc in CLASSES.items():
+        for name, desc in rows.items():
             n = self.counts.get(name, 0)
             share = f"{100 * n / self.total:5.1f}%" if self.total else "    -"
             lines.append(f"  {name:{width}s} {n:6d} {share:>6s}  {desc}")

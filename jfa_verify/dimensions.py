@@ -4,7 +4,7 @@ Every dimension of the JFA contract (:mod:`jfa_verify.contract`) gets a few
 classes, each a region of inputs where kernels are written differently or have
 broken (the bug classes of ``/shared/DOMAIN.md``): the mode; causal masking and
 its alignment; the relation of each sequence's query length to its key length;
-the sliding window (the contract has none yet: one class); the GQA group
+the sliding window (none, or windowed); the GQA group
 (powers of two or not, MQA); the head dim and the value head dim's padding; the
 dtype; the softmax scale; the offsets' dtype, start and memory layout; the q/k/v/dO
 strides; the value distribution; empty and one-token sequences; lengths at the
@@ -196,6 +196,12 @@ def _mask_support(cls: str, caps: Capabilities) -> Optional[str]:
     return f"causal {cls} not in the kernel's alignments {caps.causal_alignments or '(no causal mode)'}"
 
 
+def _window_support(cls: str, caps: Capabilities) -> Optional[str]:
+    if cls == "none" or caps.window:
+        return None
+    return f"no sliding window in the kernel's masks {caps.masks}"
+
+
 def _heads_support(cls: str, caps: Capabilities) -> Optional[str]:
     return None if cls == "mha" or caps.gqa else "the kernel has no GQA/MQA"
 
@@ -253,11 +259,12 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "longer": "L_q > L_k in some sequence, never L_q < L_k",
         "mixed": "some sequence with L_q < L_k and another with L_q > L_k",
     }, _relation, lengths=True),
-    # The contract has no sliding window yet: one class. A windowed contract adds its classes here
-    # (e.g. left-only, both sides, window wider than the sequence), a classifier reading the case's
-    # window, and a setter in jfa_verify.construct; the pairs and the suite follow from this table.
-    Dimension("window", "sliding-window attention", {"none": "no window (the whole visible range)"},
-              lambda c, t: {"none"}),
+    # Windowed or not; the window's edges (0, 1, tile +-1, wider than the sequence, one side unbounded)
+    # are the strategies' and the windows suite's (jfa_verify.coverage's window classes).
+    Dimension("window", "sliding-window attention", {
+        "none": "no window (the whole visible range)",
+        "windowed": "a sliding window (left, right) around the aligned diagonal",
+    }, lambda c, t: {"none" if c.window is None else "windowed"}, _window_support),
     Dimension("heads", "query heads per KV head", {
         "mha": "H_q == H_kv (> 1)",
         "gqa_pow2": "GQA, group of a power of two (H_kv > 1)",

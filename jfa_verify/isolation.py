@@ -76,6 +76,7 @@ class WorkerSpec:
     backward: bool = True
     budgets: object = None
     env: dict = field(default_factory=dict)  # set in the child before anything runs (CUDA_VISIBLE_DEVICES)
+    accept: tuple[str, ...] = ()  # declared conventions the user accepts (run_case's accept)
 
 
 def _serve(conn, spec: WorkerSpec) -> None:
@@ -105,7 +106,7 @@ def _serve(conn, spec: WorkerSpec) -> None:
         case, backward, memory = msg
         t0 = time.perf_counter()
         result = run_case(case, kernel, device, backward=backward, budgets=spec.budgets, plugins=spec.plugins,
-                          memory=memory)
+                          memory=memory, accept=spec.accept)
         result.seconds["worker"] = time.perf_counter() - t0
         if result.status == "error" and sticky_device_error(result.message):
             result.status = "crash"

@@ -46,24 +46,26 @@ class Verifier:
         worker_env: environment variables of the isolated worker (``CUDA_VISIBLE_DEVICES`` to pin it).
         memory: as :func:`jfa_verify.runner.run_case`: None, or ``"nan"``/``"large"`` for guard bands around
             every allocation and that fill of uninitialized memory (the gate's canary and recycled-memory runs).
+        accept: the kernel's declared conventions the user accepts (see :func:`jfa_verify.runner.run_case`).
 
     Use it as a context manager (or call :meth:`close`) to end an isolated worker.
     """
 
     def __init__(self, kernel: Kernel, device: torch.device, corpus: "Corpus | str | Path", *, backward: bool = True,
                  timeout_s: Optional[float] = None, plugins: Iterable[str] = (), budgets=None, isolate: bool = False,
-                 worker_env: Optional[dict] = None, memory: Optional[str] = None):
+                 worker_env: Optional[dict] = None, memory: Optional[str] = None, accept: Iterable[str] = ()):
         self.kernel, self.device = kernel, torch.device(device)
         self.corpus = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
         self.backward, self.timeout_s, self.budgets = backward, timeout_s, budgets
         self.plugins = tuple(str(p) for p in plugins)
         self.memory = memory
+        self.accept = tuple(accept)
         self.worker = None
         if isolate:
             from .isolation import CaseWorker, WorkerSpec
 
             self.worker = CaseWorker(WorkerSpec(kernel.name, self.device.type, self.plugins, backward, budgets,
-                                                dict(worker_env or {})))
+                                                dict(worker_env or {}), self.accept))
 
     @property
     def isolated(self) -> bool:
@@ -81,7 +83,7 @@ class Verifier:
                     result = self.worker.run(case, self.timeout_s, memory=self.memory)
                 else:
                     result = run_case(case, self.kernel, self.device, backward=self.backward, budgets=self.budgets,
-                                      plugins=self.plugins, memory=self.memory)
+                                      plugins=self.plugins, memory=self.memory, accept=self.accept)
             except KeyboardInterrupt:
                 self.corpus.discard(path)
                 if self.isolated:

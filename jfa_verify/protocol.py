@@ -9,7 +9,9 @@ implementation, which is either
 * a **contract callable** (the simplest kernel: see the README)::
 
       fn(q, k, v, q_offsets, k_offsets, *, causal=False,
-         causal_alignment="top_left", sm_scale=None) -> (o, lse)
+         causal_alignment="top_left", sm_scale=None[, window=(left, right)]) -> (o, lse)
+
+  (``window`` is passed only for windowed cases, which only a kernel declaring a window mask gets)
 
   differentiable in ``q``, ``k``, ``v`` through torch autograd; ``o`` alone when it
   declares ``Capabilities(returns_lse=False)``; or
@@ -34,7 +36,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import torch
 
-from .contract import CAUSAL_ALIGNMENTS, MODES, JaggedProblem
+from .contract import CAUSAL_ALIGNMENTS, MASKS, MODES, JaggedProblem
 from .dtypes import DIFFERENTIABLE, DTYPES, dtype_name
 from .errors import InvalidInput, KernelProtocolError, KernelUnavailable, UnsupportedCase
 
@@ -74,9 +76,19 @@ class Capabilities:
         strided_inputs: non-contiguous q, k, v (any strides) are handled; False: contiguous only
             (TMA-fed kernels), and strided layouts are reported unsupported.
         modes: ``"self"``, ``"cross"``, ``"broadcast_q"``.
-        causal_alignments: causal masks handled (``()``: no causal mode).
+        causal_alignments: diagonals the causal and window masks are aligned to (``()``: no causal mode and
+            no window); ignored for a problem where every sequence has ``L_q == L_k`` (both are the same mask).
+        masks: masks handled, a subset of :data:`jfa_verify.contract.MASKS`: ``"none"``, ``"causal"``,
+            ``"window"`` (sliding window ``(left, right)``), ``"causal+window"``.
+        symmetric_window: windows must have ``left == right >= 0`` (Meta's TLX JFA's ``window_size``).
+        conventions: documented deviations from the contract the kernel declares (names of
+            :data:`jfa_verify.conventions.CONVENTIONS`, e.g. ``"lse_plus_inf_empty_rows"``): a finding they
+            explain is still reported, marked as a declared convention, and passes only when the user
+            accepts it by name (``--accept``).
+        hardware: what the kernel needs, in words (e.g. ``"a B200 (sm_100)"``), named in unsupported reasons.
         gqa, gqa_backward: ``H_q != H_kv`` in the forward and in the backward.
         backward: the kernel has a backward (dQ, dK, dV).
+        backward_device_types: devices the backward runs on (flex_attention has none on the CPU).
         device_types: ``"cuda"`` and/or ``"cpu"``.
         min_compute_capability, max_compute_capability: CUDA ``(major, minor)`` bounds (None: any);
             an sm_90a-only kernel declares both ``(9, 0)``.
@@ -97,9 +109,14 @@ class Capabilities:
     strided_inputs: bool = True
     modes: tuple[str, ...] = MODES
     causal_alignments: tuple[str, ...] = CAUSAL_ALIGNMENTS
+    masks: tuple[str, ...] = ("none", "causal")
+    symmetric_window: bool = False
+    conventions: tuple[str, ...] = ()
+    hardware: str = ""
     gqa: bool = True
     gqa_backward: bool = True
     backward: bool = True
+    backward_device_types: tuple[str, ...] = ("cuda", "cpu")
     device_types: tuple[str, ...] = ("cuda", "cpu")
     min_compute_capability: Optional[tuple[int, int]] = None
     max_compute_capability: Optional[tuple[int, int]] = None
@@ -121,6 +138,13 @@ class Capabilities:
         if set(self.causal_alignments) - set(CAUSAL_ALIGNMENTS):
             raise InvalidInput(f"Capabilities causal_alignments={self.causal_alignments} must be a subset of "
                                f"{CAUSAL_ALIGNMENTS} (empty: no causal mode)")
+        if not self.masks or set(self.masks) - set(MASKS):
+            raise InvalidInput(f"Capabilities masks={self.masks} must be a non-empty subset of {MASKS}")
+        from .conventions import CONVENTIONS
+
+        if set(self.conventions) - set(CONVENTIONS):
+            raise InvalidInput(f"Capabilities conventions={self.conventions}: unknown names "
+                               f"{sorted(set(self.conventions) - set(CONVENTIONS))}; known: {sorted(CONVENTIONS)}")
         if not self.device_types or set(self.device_types) - {"cuda", "cpu"}:
             raise InvalidInput(f"Capabilities device_types={self.device_types} must be a subset of ('cuda', 'cpu')")
         if self.lse_base not in ("e", "2"):
@@ -129,7 +153,12 @@ class Capabilities:
     @property
     def causal(self) -> bool:
         """Some causal mode is supported."""
-        return bool(self.causal_alignments)
+        return bool(self.causal_alignments) and "causal" in self.masks
+
+    @property
+    def window(self) -> bool:
+        """Some sliding-window mask is supported (alone or with causal)."""
+        return bool(self.causal_alignments) and bool({"window", "causal+window"} & set(self.masks))
 
     def supports_head_dim(self, d: int) -> bool:
         if self.head_dims is not None:
@@ -152,25 +181,34 @@ class Capabilities:
             return f"mode={problem.mode!r} not in {self.modes}"
         if not problem.inputs_contiguous and not self.strided_inputs:
             return "non-contiguous q/k/v not supported (contiguous inputs only)"
-        if problem.causal and problem.causal_alignment not in self.causal_alignments:
-            return (f"causal with causal_alignment={problem.causal_alignment!r} not supported "
-                    f"(supported: {self.causal_alignments or 'no causal mode'})")
+        mask = problem.mask
+        if mask != "none" and (mask not in self.masks or not self.causal_alignments):
+            return f"mask={mask!r} not supported (supported: {self.masks if self.causal_alignments else ('none',)})"
+        if problem.aligned and problem.causal_alignment not in self.causal_alignments:
+            return (f"{mask} with causal_alignment={problem.causal_alignment!r} and L_q != L_k not supported "
+                    f"(supported: {self.causal_alignments})")
+        if problem.window is not None and self.symmetric_window and (
+                problem.window[0] != problem.window[1] or problem.window[0] < 0):
+            return f"window={problem.window} is not symmetric (supported: (w, w) with w >= 0)"
         if problem.group_size != 1 and not self.gqa:
             return f"GQA group size {problem.group_size} not supported"
+        needs = f"; the kernel needs {self.hardware}" if self.hardware else ""
         if problem.device.type not in self.device_types:
-            return f"device={problem.device} not in {self.device_types}"
+            return f"device={problem.device} not in {self.device_types}{needs}"
         if problem.device.type == "cuda" and (self.min_compute_capability or self.max_compute_capability):
             cc = torch.cuda.get_device_capability(problem.device)
             if self.min_compute_capability and cc < tuple(self.min_compute_capability):
-                return f"compute capability {cc} below {self.min_compute_capability}"
+                return f"compute capability {cc} below {self.min_compute_capability}{needs}"
             if self.max_compute_capability and cc > tuple(self.max_compute_capability):
-                return f"compute capability {cc} above {self.max_compute_capability}"
+                return f"compute capability {cc} above {self.max_compute_capability}{needs}"
         return None
 
     def backward_reason(self, problem: JaggedProblem) -> Optional[str]:
         """Why the backward of ``problem`` cannot run (the forward is still judged), or None."""
         if not self.backward:
             return "the kernel has no backward"
+        if problem.device.type not in self.backward_device_types:
+            return f"no backward on device {problem.device.type} (backward devices: {self.backward_device_types})"
         if problem.group_size != 1 and not self.gqa_backward:
             return f"GQA group size {problem.group_size} has no backward in this kernel"
         return None
@@ -321,8 +359,9 @@ class Kernel:
                 raise KernelProtocolError(f"kernel {self.name!r}: launch() returned {type(run).__name__}, "
                                           f"not a KernelRun")
         else:
+            extra = {} if problem.window is None else {"window": problem.window}
             result = impl(q, k, v, q_offsets, k_offsets, causal=problem.causal,
-                          causal_alignment=problem.causal_alignment, sm_scale=sm_scale)
+                          causal_alignment=problem.causal_alignment, sm_scale=sm_scale, **extra)
             run = KernelRun.from_result(result, returns_lse=self.capabilities.returns_lse, kernel=self.name)
         if self.capabilities.lse_base == "2" and isinstance(run.lse, torch.Tensor):
             run.lse = run.lse * math.log(2.0)

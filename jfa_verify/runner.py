@@ -20,7 +20,9 @@ import torch
 from .budgets import default_table, precision_of
 from .case import Case
 from .compare import OUTPUTS, OutputComparison, compare_output, reference_scales
+from .conventions import normalized
 from .contract import JaggedProblem, output_violations
+from .errors import KernelUnavailable, UnsupportedCase
 from .immutability import changed_inputs, copy_keeping_strides, snapshot
 from .localize import Location, locate
 from .oracles import padded_sdpa_attention, reference_attention
@@ -70,6 +72,9 @@ class CaseResult:
     (:func:`jfa_verify.corpus.read_case_file` reads it as ``"hang"``). ``block_sizes``: the tiles the kernel
     ran, ``(BLOCK_M, BLOCK_N)``, None when it declares none. ``notes``: what was
     not checked and why (a backward the kernel lacks), and declared conventions.
+    ``conventions``: the kernel's declared conventions (:mod:`jfa_verify.conventions`) that explain
+    every failing output; ``accepted``: the user accepted all of them (``--accept``), so the status
+    is ``"pass"`` but the finding is still shown.
     """
 
     case: Case
@@ -87,6 +92,8 @@ class CaseResult:
     memory_violations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     plugins: tuple[str, ...] = ()
+    conventions: list[str] = field(default_factory=list)
+    accepted: bool = False
 
     @property
     def failed(self) -> bool:
@@ -124,6 +131,12 @@ class CaseResult:
         if self.schedule_violations:
             lines.append(f"  scheduler invariants: {len(self.schedule_violations)} violation(s)")
             lines.extend(f"      {v}" for v in self.schedule_violations[:10])
+        if self.conventions:
+            names = ", ".join(self.conventions)
+            lines.append(f"  accepted convention (--accept {names}): the failures below are the kernel's declared "
+                         f"convention" if self.accepted else
+                         f"  explained by the kernel's declared convention {names}; still a finding "
+                         f"(pass --accept {names} to accept it knowingly)")
         for c in self.failing:
             where = self.locations.get(c.name)
             what = c.problem or f"max abs error {c.kernel_error:.3g} > allowance {c.allowance:.3g}"
@@ -152,6 +165,8 @@ class CaseResult:
             "contract_violations": self.contract_violations,
             "memory_violations": self.memory_violations,
             "notes": self.notes,
+            "conventions": self.conventions,
+            "accepted": self.accepted,
             "outputs": {
                 c.name: {
                     "passed": c.passed,
@@ -215,7 +230,7 @@ def call_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, 
 
 def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *, backward: bool = True,
              budgets=None, instrument: bool = True, tensors=None, plugins: tuple[str, ...] = (),
-             memory: Optional[str] = None) -> CaseResult:
+             memory: Optional[str] = None, accept: tuple[str, ...] = ()) -> CaseResult:
     """Run ``case`` through ``kernel`` (a registered :class:`~jfa_verify.protocol.Kernel`) and both oracles.
 
     Args:
@@ -232,13 +247,17 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         memory: None (allocations read NaN), or ``"nan"``/``"large"``: guard bands around every
             allocation (a write outside is a failure naming the buffer and offset) and that fill of
             uninitialized memory (``"large"``: recycled memory holding large finite values).
+        accept: names of the kernel's declared conventions the user accepts: a case whose every
+            failure one of them explains passes, marked ``accepted`` (see :mod:`jfa_verify.conventions`).
 
     Returns a :class:`CaseResult`. Kernel exceptions become ``status="error"``
     with the traceback's last lines; they are never raised from here, so one bad
     case cannot stop a suite. Invalid cases raise :class:`InvalidInput` when
     the case is built, before this is called. A case whose offsets are outside
     the contract (``offsets_layout="strided"``) passes when the kernel rejects it
-    (raises) or computes the right result.
+    (raises) or computes the right result. A kernel that cannot be loaded here
+    (:class:`KernelUnavailable`) or raises :class:`UnsupportedCase` is ``"unsupported"``
+    with its reason: declared, not a finding.
     """
     device = torch.device(device)
     t_start = time.perf_counter()
@@ -265,6 +284,9 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         call = call_kernel(kernel, problem, tensors, case, backward=backward, instrument=instrument, memory=memory)
         run, got, changed, result.memory_violations = call.run, call.outputs, call.input_changes, call.memory_violations
         _sync(device)
+    except (KernelUnavailable, UnsupportedCase) as e:
+        result.status, result.message = "unsupported", f"kernel {kernel.name!r}: {type(e).__name__}: {e}"
+        return result
     except Exception as e:  # the kernel under test may fail in any way
         result.seconds["kernel"] = time.perf_counter() - t0
         detail = f"{type(e).__name__}: {e}".strip()
@@ -291,11 +313,19 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     result.seconds.update(kernel=t1 - t0, oracles=t2 - t1)
     row = precision_of(case.torch_dtype, tf32=kernel.capabilities.tf32)
     table = budgets or default_table()
+    explained_outputs: list[bool] = []  # per failing output: a declared convention explains it
     for out_name in OUTPUTS:
         if out_name not in ref or out_name not in got:
             continue
-        cmp = compare_output(out_name, got[out_name], sdpa[out_name], ref[out_name], case.torch_dtype,
-                             *reference_scales(ref, out_name), budget=table.budget(row, out_name), precision=row)
+        judge = lambda x: compare_output(out_name, x, sdpa[out_name], ref[out_name], case.torch_dtype,  # noqa: E731
+                                         *reference_scales(ref, out_name), budget=table.budget(row, out_name),
+                                         precision=row)
+        cmp = judge(got[out_name])
+        if not cmp.passed:
+            explained = [n for n, fixed in normalized(kernel.capabilities.conventions, out_name, got[out_name],
+                                                      ref[out_name]) if judge(fixed).passed]
+            result.conventions += [n for n in explained if n not in result.conventions]
+            explained_outputs.append(bool(explained))
         result.comparisons.append(cmp)
         if cmp.worst_index is not None:
             result.locations[out_name] = locate(problem, out_name, cmp.worst_index, tiles)
@@ -306,6 +336,12 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         result.seconds["invariants"] = time.perf_counter() - t3
     if result.failing or result.schedule_violations or result.memory_violations:
         result.status = "fail"
+    if not all(explained_outputs) or result.schedule_violations or result.memory_violations:
+        result.conventions = []  # a failure no declared convention explains: the whole case is a plain finding
+    elif result.conventions and set(result.conventions) <= set(accept):
+        result.status, result.accepted = "pass", True
+        result.notes.append(f"accepted convention(s) {', '.join(result.conventions)} (--accept): "
+                            f"{len(result.failing)} output(s) differ from the contract as the kernel declares")
     return result
 
 

@@ -41,7 +41,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .contract import CAUSAL_ALIGNMENTS, keys_seen, rows_seeing
+from .contract import CAUSAL_ALIGNMENTS, check_window, keys_seen, rows_seeing
 from .errors import InvalidInput
 
 __all__ = [
@@ -296,6 +296,7 @@ def workloads_forward(
     *,
     causal: bool = False,
     causal_alignment: str = "top_left",
+    window=None,
 ) -> list[Tile]:
     """Forward tiles: one per (sequence, query block of ``block_m`` rows).
 
@@ -306,12 +307,14 @@ def workloads_forward(
         causal: apply the causal mask per sequence.
         causal_alignment: ``"top_left"`` (key j visible to query i iff j <= i)
             or ``"bottom_right"`` (iff j <= i + L_k - L_q), per sequence.
+        window: sliding window ``(left, right)`` around the aligned diagonal (-1 unbounded), or None
+            (:func:`jfa_verify.contract.key_range` has the rule).
 
     Returns:
         Tiles in sequence-major, block-innermost order; ``tile.index`` is the
         list position. ``cost`` is the KV extent the tile loops over: the
         number of keys visible to at least one of its queries (``L_k``
-        non-causal; the causal prefix up to its last query otherwise).
+        unmasked; the causal prefix up to its last query, or the window's span, otherwise).
         A sequence with ``L_q == 0`` yields one *empty* tile (``rows == 0``,
         block 0) so that pruning is explicit and checkable. A tile with rows
         but cost 0 (``L_k == 0``, or bottom-right with no visible key) is not
@@ -322,6 +325,7 @@ def workloads_forward(
             ``block_m < 1`` or an unknown ``causal_alignment``.
     """
     q, k = _check_pair(q_lengths, k_lengths, causal, causal_alignment)
+    window = check_window(window)
     m = _check_int("block_m", block_m, minimum=1)
     tiles: list[Tile] = []
     for b, (lq, lk) in enumerate(zip(q, k)):
@@ -331,7 +335,7 @@ def workloads_forward(
         for blk in range(-(-lq // m)):
             first = blk * m
             rows = min(m, lq - first)
-            cost = keys_seen(first, first + rows - 1, lq, lk, causal, causal_alignment)
+            cost = keys_seen(first, first + rows - 1, lq, lk, causal, causal_alignment, window)
             tiles.append(Tile(len(tiles), b, blk, cost, rows, m, lq))
     return tiles
 
@@ -343,6 +347,7 @@ def workloads_backward(
     *,
     causal: bool = False,
     causal_alignment: str = "top_left",
+    window=None,
 ) -> list[Tile]:
     """Backward (dK/dV) tiles: one per (sequence, KV block of ``block_n`` rows).
 
@@ -361,6 +366,7 @@ def workloads_backward(
         InvalidInput: as :func:`workloads_forward`.
     """
     q, k = _check_pair(q_lengths, k_lengths, causal, causal_alignment)
+    window = check_window(window)
     n = _check_int("block_n", block_n, minimum=1)
     tiles: list[Tile] = []
     for b, (lq, lk) in enumerate(zip(q, k)):
@@ -370,7 +376,7 @@ def workloads_backward(
         for blk in range(-(-lk // n)):
             first = blk * n
             rows = min(n, lk - first)
-            cost = rows_seeing(first, first + rows, lq, lk, causal, causal_alignment)
+            cost = rows_seeing(first, first + rows, lq, lk, causal, causal_alignment, window)
             tiles.append(Tile(len(tiles), b, blk, cost, rows, n, lk))
     return tiles
 

@@ -149,7 +149,48 @@ def related_calls(case: Case) -> list[Case]:
     return [same_shapes, same_max]
 
 
-SUITES = {"default": default_suite}
+def windows_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
+    """Sliding windows at their edges: symmetric (Meta's TLX JFA's ``|i - j| <= w``), FlashAttention's
+    bottom-right ``(left, right)`` with and without causal, the diagonal only (0, 0), one side unbounded,
+    tile +-1 and wider than every sequence, on a jagged layout with an empty and a 1-token sequence,
+    in bf16 and fp16 (what the peers take) and fp32. Sizes as :func:`default_suite`."""
+    gpu = device_type == "cuda"
+    heads = dict(num_heads_q=8, num_heads_kv=2, head_dim=128) if gpu else dict(num_heads_q=4, num_heads_kv=2, head_dim=32)
+    bm, bn = tiles_for_shape(kernel, heads["head_dim"], None, None, device_type).as_tuple()
+    kv = _scaled((128, 4096, 0, 1, 512, 2048), 1.0 if gpu else 1 / 16)
+    q = _cross_q_lengths(kv)
+    longest = max(kv + q)
+    variants = [
+        ("self/window-sym-3", dict(window=(3, 3))),
+        ("self/window-diagonal", dict(window=(0, 0))),
+        ("self/window-sym-tile-edge", dict(window=(bn + 1, bn + 1))),
+        ("cross/window-bottom-right", dict(mode="cross", q_lengths=q, window=(bn - 1, bm + 1),
+                                           causal_alignment="bottom_right")),
+        ("cross/causal-window-bottom-right", dict(mode="cross", q_lengths=q, window=(7, -1), causal=True,
+                                                  causal_alignment="bottom_right")),
+        ("self/causal-window", dict(window=(bm - 1, 0), causal=True)),
+        ("self/window-left-unbounded", dict(window=(-1, 2))),
+        ("self/window-wider-than-sequences", dict(window=(longest + 1, longest + 1))),
+    ]
+    cases = []
+    for n, (label, variant) in enumerate(variants):
+        dtype = ("bfloat16", "float16", "float32")[n % 3]
+        cases.append(Case(kv_lengths=kv, dtype=dtype, seed=seed * 1000 + 500 + n, name=f"{label}/{dtype}",
+                          **heads, **variant))
+    note = "sliding windows, full-size lengths" if gpu else "sliding windows; CPU interpreter: lengths scaled by 1/16"
+    return Suite("windows", tuple(cases), note)
+
+
+def mha_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
+    """Every other case of :func:`default_suite` with as many KV heads as query heads (MHA): the default
+    suite is GQA throughout, which kernels without GQA (nested-tensor SDPA) declare unsupported."""
+    base = default_suite(device_type, seed, kernel)
+    cases = tuple(replace(c, num_heads_kv=c.num_heads_q, name=f"{c.name}/mha", seed=c.seed + 100_000)
+                  for c in base.cases[::2])
+    return Suite("mha", cases, base.note + "; MHA (H_kv = H_q)")
+
+
+SUITES = {"default": default_suite, "windows": windows_suite, "mha": mha_suite}
 
 
 def get_suite(name: str, device_type: str, seed: int = 0, kernel=None) -> Suite:

@@ -92,7 +92,7 @@ def reference_attention(
         qb = q[q_rows].to(f64)
         kb = expand_kv_heads(k[k_rows].to(f64), g)
         vb = expand_kv_heads(v[k_rows].to(f64), g)
-        mask = visible_mask(lq, lk, p.causal, p.causal_alignment, dev)  # [lq, lk]
+        mask = visible_mask(lq, lk, p.causal, p.causal_alignment, dev, p.window)  # [lq, lk]
         s = torch.einsum("ihd,jhd->hij", qb, kb) * p.sm_scale
         s = s.masked_fill(~mask, float("-inf"))
         row_lse = torch.logsumexp(s, dim=-1) if lk > 0 else torch.full((p.num_heads_q, lq), float("-inf"), dtype=f64, device=dev)

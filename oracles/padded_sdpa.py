@@ -43,7 +43,7 @@ def _masks(p: JaggedProblem, device) -> torch.Tensor:
     mask = torch.zeros(p.batch, lq_max, lk_max, dtype=torch.bool, device=device)
     for b in range(p.batch):
         lq, lk = p.q_lengths[b], p.k_lengths[b]
-        mask[b, :lq, :lk] = visible_mask(lq, lk, p.causal, p.causal_alignment, device)
+        mask[b, :lq, :lk] = visible_mask(lq, lk, p.causal, p.causal_alignment, device, p.window)
     return mask
 
 

@@ -98,3 +98,24 @@ def test_packaged_data_files_ship_in_the_wheel():
     assert "data/budgets.json" in data
     for name in data:
         assert any(fnmatch.fnmatch(name, pat) for pat in patterns), f"{name} is not in the package data {patterns}"
+
+
+WINDOWS = EVIDENCE.parent / "windows-2026-12-01"
+
+
+def test_window_cases_pass_the_packaged_table(table):
+    """Held-out windowed cases (never fitted on) pass the budget rows as they are: the mask changes which
+    keys a row sums, not how it rounds. CPU records always; H200 records once the GPU run's are copied in."""
+    files = sorted(WINDOWS.glob("*-window-holdout.jsonl.gz"))
+    assert any(f.name.startswith("cpu-") for f in files)
+    records = read_records(files)
+    assert all(r.case["full"].get("window") for r in records)  # every record is a windowed case
+    cpu = [r for r in records if r.device == "cpu (Triton interpreter)"]
+    assert len(cpu) >= 300 and {r.row for r in cpu} == {"float32", "bfloat16", "float16"}
+    # the drawn windows reach the edges: diagonal only, one side unbounded, with causal, asymmetric
+    windows = [tuple(r.case["full"]["window"]) for r in records]
+    assert (0, 0) in windows or any(0 in w for w in windows)
+    assert any(-1 in w for w in windows) and any(w[0] != w[1] for w in windows)
+    assert any(r.case["causal"] for r in records)
+    for (row, out), st in evaluate(records, table).items():
+        assert st.failures == 0 and max(st.headroom) < 1.0, (row, out, max(st.headroom))

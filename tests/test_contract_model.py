@@ -108,7 +108,8 @@ def test_covering_array_covers_every_supported_pair_cheaply(cpu_target):
     assert not cov.missing_pairs and not cov.missing_classes, cov.format()
     assert len(cases) <= 70
     costs = [case_cost(c, cpu_target) for c in cases]
-    assert max(costs) <= 700 and sum(costs) <= 4000, costs  # about 20 ms per unit on the interpreter
+    # about 20 ms per unit on the interpreter; the window dimension's pairs cost about a tenth more
+    assert max(costs) <= 700 and sum(costs) <= 4500, costs
     assert [c.name for c in covering_array(cpu_target)] == [c.name for c in cases]  # deterministic
     assert cases[0].name.startswith("pairs/00/")
 
@@ -130,6 +131,6 @@ def test_pair_coverage_report_names_missing_pairs(cpu_target):
 
 def test_the_length_dimensions_are_the_ones_lengths_decide():
     assert LENGTH_DIMENSIONS == ("mode", "relation", "edges", "tiles", "batch", "waves")
-    assert dimension("window").classes == {"none": "no window (the whole visible range)"}
+    assert set(dimension("window").classes) == {"none", "windowed"}
     with pytest.raises(KeyError, match="dimension 'nope' is unknown"):
         dimension("nope")

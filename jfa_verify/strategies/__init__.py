@@ -14,7 +14,8 @@ Length classes (batches): :func:`jagged_lengths` composes :func:`empty_batches`,
 :func:`prime_lengths`, :func:`skewed_lengths` (one mega-sequence),
 :func:`heavy_tailed_lengths` (Pareto tail index ``alpha``) and
 :func:`movielens_batches` (real history lengths).
-Case classes: :func:`cases` (modes, both causal alignments, GQA/MQA, odd head
+Case classes: :func:`cases` (modes, both causal alignments, sliding windows (:func:`windows`)
+for kernels that declare them, GQA/MQA, odd head
 dims, broadcast-Q, value adversaries, strided layout, offsets not at 0,
 int32/int64 offsets); :func:`overflow_cases` (GPU only, element offsets past
 2**31). :mod:`jfa_verify.coverage` names the classes a case belongs to.
@@ -30,6 +31,7 @@ from ._cases import (
     overflow_cases,
     sm_scales,
     value_policies,
+    windows,
 )
 from ._lengths import (
     LENGTH_KINDS,
@@ -68,4 +70,5 @@ __all__ = [
     "sparse_batches",
     "tile_boundary_lengths",
     "value_policies",
+    "windows",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "offsets_configs",
     "cases",
     "overflow_cases",
+    "windows",
 ]
 
 DEFAULT_HEAD_DIMS = (16, 17, 24, 32, 33, 40, 64)
@@ -118,6 +119,23 @@ def offsets_configs(starts: Sequence[int] = (0, 1, 3, 17), layouts: Optional[Seq
     return st.tuples(st.sampled_from(["int32", "int64"]), st.sampled_from(sorted(starts)), st.sampled_from(chosen))
 
 
+def windows(block_sizes: tuple[int, int] = (32, 16), *, max_len: int = 48, symmetric: bool = False
+            ) -> st.SearchStrategy[tuple[int, int]]:
+    """A sliding window ``(left, right)`` (see :class:`~jfa_verify.case.Case` ``window``).
+
+    Each side is drawn from 0 (the diagonal only), 1, the tile sizes +-1 (``block_sizes``: the
+    kernel's ``(BLOCK_M, BLOCK_N)``), a span longer than any sequence (``max_len + 3``), a small
+    int, or -1 (unbounded; never both sides); the two sides independently (asymmetric windows),
+    or one ``w >= 0`` for both with ``symmetric`` (Meta's TLX JFA). Shrinks toward ``(0, 0)``.
+    """
+    edges = sorted({b + d for b in block_sizes for d in (-1, 1) if b + d >= 0})
+    side = st.one_of(st.sampled_from([0, 1] + edges + [max_len + 3]), st.integers(0, max_len))
+    if symmetric:
+        return side.map(lambda w: (w, w))
+    return st.tuples(st.one_of(side, st.just(-1)), st.one_of(side, st.just(-1))).map(
+        lambda w: (0, -1) if w == (-1, -1) else w)
+
+
 @st.composite
 def cases(
     draw,
@@ -130,6 +148,7 @@ def cases(
     max_len: int = 48,
     head_dims: Sequence[int] = DEFAULT_HEAD_DIMS,
     causal: Optional[bool] = None,
+    window: Optional[bool] = None,
     length_kinds: Optional[Sequence[str]] = None,
     values: Optional[Sequence[str]] = None,
     layouts: Optional[Sequence[str]] = None,
@@ -147,6 +166,8 @@ def cases(
         max_batch, max_len: size limits.
         head_dims: candidate head dims (odd ones included by default), filtered by the capabilities.
         causal: force masking on or off (default: drawn; both alignments).
+        window: force a sliding window on or off (default: drawn when the kernel declares a window
+            mask, :func:`windows`; never for a kernel without one).
         length_kinds: restrict the batch kinds (see :func:`jagged_lengths`).
         values, layouts: restrict value distributions and memory layouts (default: all).
         offsets_layouts: restrict the offsets layouts (default: all, strided views included).
@@ -156,7 +177,7 @@ def cases(
     broadcast-Q (several L_q, including 0, 1 and tile boundaries) cases,
     int32/int64 offsets starting at 0 or later, distinct value head dims.
 
-    Shrinks toward a one-sequence, self-attention, non-causal, MHA case with the
+    Shrinks toward a one-sequence, self-attention, unmasked, MHA case with the
     first dtype, the smallest head dim, normal values and contiguous layout.
     """
     caps = _capabilities(kernel)
@@ -186,8 +207,24 @@ def cases(
         extra["broadcast_q_len"] = draw(st.one_of(*lq))
     h_q, h_kv = draw(head_configs(gqa=caps.gqa if gqa is None else (gqa and caps.gqa)))
     is_causal = caps.causal and (draw(st.booleans()) if causal is None else causal)
+    window_mask = "causal+window" if is_causal else "window"
+    can_window = caps.window and window_mask in caps.masks
+    if window and not can_window:
+        raise InvalidInput(f"window=True: the kernel declares no {window_mask!r} mask (masks={caps.masks})")
     alignment = draw(st.sampled_from(list(caps.causal_alignments))) if is_causal else "top_left"
     offsets_dtype, offsets_start, offsets_layout = draw(offsets_configs(layouts=offsets_layouts))
+    value_policy = draw(value_policies(values))
+    layout = draw(_layouts(layouts if caps.strided_inputs else ["contiguous"]))
+    scale = draw(sm_scales(head_dim))
+    # mostly instrumented (the scheduler invariants are checked), the production launch too
+    instrument = draw(st.sampled_from([True, True, True, False]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    # The window is drawn last, so a seed draws the same other fields as before windows existed.
+    drawn_window = None
+    if can_window and (draw(st.booleans()) if window is None else window):
+        drawn_window = draw(windows(blocks, max_len=max_len, symmetric=caps.symmetric_window))
+        if not is_causal:
+            alignment = draw(st.sampled_from(list(caps.causal_alignments)))
     return Case(
         kv_lengths=kv,
         mode=mode,
@@ -198,15 +235,15 @@ def cases(
         dtype=dtype,
         causal=is_causal,
         causal_alignment=alignment,
+        window=drawn_window,
         offsets_dtype=offsets_dtype,
         offsets_start=offsets_start,
         offsets_layout=offsets_layout,
-        values=draw(value_policies(values)),
-        layout=draw(_layouts(layouts if caps.strided_inputs else ["contiguous"])),
-        sm_scale=draw(sm_scales(head_dim)),
-        # mostly instrumented (the scheduler invariants are checked), the production launch too
-        instrument=draw(st.sampled_from([True, True, True, False])),
-        seed=draw(st.integers(0, 2**32 - 1)),
+        values=value_policy,
+        layout=layout,
+        sm_scale=scale,
+        instrument=instrument,
+        seed=seed,
         **extra,
     )
 

@@ -23,6 +23,7 @@ CAPABILITIES = Capabilities(
     distinct_value_head_dim=True,
     deterministic=True,
     instrumented=True,
+    masks=("none", "causal", "window", "causal+window"),
 )
 # What the kernel code handles: also float8 e4m3 inputs, forward only (registered apart as
 # ``triton_jfa_fp8`` so that the other kernels' strategies never draw float8 cases).

@@ -57,7 +57,7 @@ def _schedule_arrays(workloads, programs, device) -> dict:
 def plan_launch(problem: JaggedProblem, scheduler, *, tf32: bool = False) -> tuple[dict, LaunchPlan]:
     """``(launch arrays, LaunchPlan)`` of ``problem``: the framework's workloads dealt by ``scheduler``."""
     cfg = launch_config(problem, tf32=tf32)
-    mask = dict(causal=problem.causal, causal_alignment=problem.causal_alignment)
+    mask = dict(causal=problem.causal, causal_alignment=problem.causal_alignment, window=problem.window)
     fwd = workloads_forward(problem.q_lengths, problem.k_lengths, cfg["BLOCK_M"], **mask)
     bwd = workloads_backward(problem.q_lengths, problem.k_lengths, cfg["BLOCK_N"], **mask)
     passes = {kind: scheduler(tiles, kind, problem) for kind, tiles in (("fwd", fwd), ("dq", fwd), ("dkdv", bwd))}
@@ -81,7 +81,18 @@ def _aligned(problem: JaggedProblem, *tensors: torch.Tensor) -> bool:
     return all(t.stride(2) == 1 and t.stride(0) % 16 == 0 and t.stride(1) % 16 == 0 for t in tensors)
 
 
+def _window_spans(problem: JaggedProblem) -> tuple[int, int]:
+    """``(WIN_LEFT, WIN_RIGHT)`` kernel arguments: the window's sides, an unbounded side (-1) as a span
+    longer than any sequence, the right side 0 under causal (the contract's intersection)."""
+    if problem.window is None:
+        return 0, 0
+    unbounded = problem.max_seqlen_q + problem.max_seqlen_k + 1
+    left, right = (unbounded if side < 0 else side for side in problem.window)
+    return left, 0 if problem.causal else right
+
+
 def _common_flags(problem: JaggedProblem, cfg: dict) -> dict:
+    win_left, win_right = _window_spans(problem)
     return dict(
         HEAD_DIM=problem.head_dim,
         HEAD_DIM_V=problem.head_dim_v,
@@ -90,8 +101,11 @@ def _common_flags(problem: JaggedProblem, cfg: dict) -> dict:
         BLOCK_D=cfg["BLOCK_D"],
         BLOCK_DV=cfg["BLOCK_DV"],
         CAUSAL=problem.causal,
-        # Alignment matters only under CAUSAL; one non-causal variant instead of two to compile.
-        BOTTOM_RIGHT=problem.causal and problem.causal_alignment == "bottom_right",
+        WINDOW=problem.window is not None,
+        WIN_LEFT=win_left,
+        WIN_RIGHT=win_right,
+        # Alignment matters only under a mask; one unmasked variant instead of two to compile.
+        BOTTOM_RIGHT=problem.mask != "none" and problem.causal_alignment == "bottom_right",
         BROADCAST_Q=problem.mode == "broadcast_q",
         INTERPRET=interpreting(),
         IEEE=cfg["IEEE"],
@@ -238,7 +252,7 @@ class TritonJFA:
         return f"TritonJFA(kernels={self.kernels.__name__}, scheduler={self.scheduler!r}, tf32={self.tf32})"
 
     def __call__(self, q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None,
-                 max_seqlen_q=None, max_seqlen_k=None):
+                 max_seqlen_q=None, max_seqlen_k=None, window=None):
         """The contract call (see :mod:`jfa_verify.contract`): returns ``(o, lse)``; ``o`` is differentiable.
 
         Raises:
@@ -246,7 +260,8 @@ class TritonJFA:
             UnsupportedCase: valid inputs outside ``triton_jfa``'s capabilities.
         """
         problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
-                                  sm_scale=sm_scale, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+                                  sm_scale=sm_scale, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+                                  window=window)
         return self.launch(problem, q, k, v, q_offsets, k_offsets).outputs()
 
     def launch(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, instrument: bool = False) -> KernelRun:

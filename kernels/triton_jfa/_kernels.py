@@ -11,6 +11,12 @@ Layouts (element strides passed explicitly, every index computed in int64):
   axis 0 walks tiles ``PROG_TILE_START[p]:PROG_TILE_START[p + 1]`` (persistent
   style); grid axis 1 is the head (query head, or KV head for dK/dV).
 
+Masks: ``CAUSAL`` (key ``j <= i + shift``) and ``WINDOW`` (``i + shift - WIN_LEFT <= j <=
+i + shift + WIN_RIGHT``; the host passes an unbounded side as a span longer than any sequence,
+and ``WIN_RIGHT = 0`` under ``CAUSAL``), both around the aligned diagonal ``i + shift``
+(``BOTTOM_RIGHT``: ``shift = L_k - L_q``). Without ``WINDOW`` every loop starts at key (or
+query) 0, exactly as before windows existed.
+
 Softmax runs in base 2 (``QK_SCALE = sm_scale * log2(e)``); LSE is stored as a
 natural log. Under ``INTERPRET`` (Triton's CPU interpreter) dot operands are
 upcast to float32 and float32 -> bfloat16 casts round to nearest even by hand,
@@ -27,7 +33,7 @@ import triton.language as tl
 # compile (2,867 variants in one 7-minute H200 calibration run, ~1 compile per case):
 # verification throughput is bound by compiles, not by the kernel's speed. The head dims
 # only bound masks (BLOCK_D/BLOCK_DV fix the code); the strides only address memory.
-_SCALARS = ("L_Q", "GROUP", "NUM_HEADS", "HEAD_DIM", "HEAD_DIM_V")
+_SCALARS = ("L_Q", "GROUP", "NUM_HEADS", "HEAD_DIM", "HEAD_DIM_V", "WIN_LEFT", "WIN_RIGHT")
 
 
 def _jit_unspecialized(fn):
@@ -131,10 +137,16 @@ def _causal_shift(q_len, k_len, BOTTOM_RIGHT: tl.constexpr):
 
 
 @triton.jit
+def _in_window(rows, cols, shift, WIN_LEFT, WIN_RIGHT):
+    """``rows`` (query indices) and ``cols`` (key indices), broadcast: True inside the sliding window."""
+    return (cols >= rows + shift - WIN_LEFT) & (cols <= rows + shift + WIN_RIGHT)
+
+
+@triton.jit
 def _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
                k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
-               HEAD_DIM, HEAD_DIM_V,
-               MASK: tl.constexpr, CAUSAL: tl.constexpr,
+               HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT,
+               MASK: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
                INTERPRET: tl.constexpr, IEEE: tl.constexpr):
     """One KV block of the online softmax. ``MASK``: the block crosses the key end or the diagonal."""
     cols = start_n + offs_n  # [BLOCK_N] key index within the sequence, int64
@@ -152,6 +164,8 @@ def _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, 
         visible = col_ok[None, :]
         if CAUSAL:
             visible = visible & (cols[None, :] <= offs_m[:, None] + shift)
+        if WINDOW:
+            visible = visible & _in_window(offs_m[:, None], cols[None, :], shift, WIN_LEFT, WIN_RIGHT)
         s = tl.where(visible, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1))
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows that saw no key yet
@@ -185,9 +199,9 @@ def _fwd_kernel(
     stride_ot, stride_oh, stride_od,
     stride_lh,
     qk_scale, L_Q, GROUP, NUM_HEADS,
-    HEAD_DIM, HEAD_DIM_V,
+    HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    CAUSAL: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr, ALIGNED: tl.constexpr,
 ):
     """Forward: ``O`` and natural-log ``LSE`` of the tiles of program ``pid(0)``, query head ``pid(1)``."""
@@ -218,7 +232,8 @@ def _fwd_kernel(
                   + offs_d[None, :].to(tl.int64) * stride_qd)
         q = tl.load(q_ptrs, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
 
-        # KV range: [0, full_end) needs no mask; [full_end, hi) is masked; beyond hi is skipped.
+        # KV range: [lo, full_end) needs no mask; [full_end, hi) is masked; the rest is skipped.
+        lo = k_len * 0
         if CAUSAL:
             shift = _causal_shift(q_len, k_len, BOTTOM_RIGHT)
             last_row = tl.minimum((m_blk + 1) * BLOCK_M, q_len) - 1
@@ -229,20 +244,29 @@ def _fwd_kernel(
             hi = k_len
             full_end = k_len
         full_end = (full_end // BLOCK_N) * BLOCK_N
+        if WINDOW:
+            # every block of the window's span is masked (its two edges cross the tile diagonally)
+            shift = _causal_shift(q_len, k_len, BOTTOM_RIGHT)
+            last_row = tl.minimum((m_blk + 1) * BLOCK_M, q_len) - 1
+            lo = tl.maximum(m_blk * BLOCK_M + shift - WIN_LEFT, 0) // BLOCK_N * BLOCK_N
+            hi = tl.maximum(tl.minimum(hi, last_row + shift + WIN_RIGHT + 1), 0)
+            full_end = lo
 
         K_ptr = K + k_start * stride_kt + h_kv * stride_kh
         V_ptr = V + k_start * stride_vt + h_kv * stride_vh
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
-        for start_n in range(0, full_end, BLOCK_N):
+        for start_n in range(lo, full_end, BLOCK_N):
             acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
                                        k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
-                                       HEAD_DIM, HEAD_DIM_V, False, CAUSAL, INTERPRET, IEEE)
+                                       HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT, False, CAUSAL, WINDOW,
+                                       INTERPRET, IEEE)
         for start_n in range(full_end, hi, BLOCK_N):
             acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
                                        k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
-                                       HEAD_DIM, HEAD_DIM_V, True, CAUSAL, INTERPRET, IEEE)
+                                       HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT, True, CAUSAL, WINDOW,
+                                       INTERPRET, IEEE)
 
         empty = l_i == 0.0  # no visible key: o = 0, lse = -inf
         o = acc / tl.where(empty, 1.0, l_i)[:, None]
@@ -297,9 +321,9 @@ def _bwd_dkdv_kernel(
     stride_dvt, stride_dvh, stride_dvd,
     stride_lh,
     sm_scale, qk_scale, L_Q, GROUP, NUM_HEADS,
-    HEAD_DIM, HEAD_DIM_V,
+    HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    CAUSAL: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr, ALIGNED: tl.constexpr,
 ):
     """dK, dV of KV tiles ``(b, n)`` of program ``pid(0)``, KV head ``pid(1)``; sums the group's query heads."""
@@ -335,6 +359,7 @@ def _bwd_dkdv_kernel(
                     mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
         dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
         dv = tl.zeros([BLOCK_N, BLOCK_DV], tl.float32)
+        m_hi = q_len
         if CAUSAL:
             shift = _causal_shift(q_len, k_len, BOTTOM_RIGHT)
             # first query row that sees this block's first key: i >= j - shift
@@ -342,9 +367,14 @@ def _bwd_dkdv_kernel(
         else:
             shift = k_len * 0
             m_lo = k_len * 0
+        if WINDOW:
+            shift = _causal_shift(q_len, k_len, BOTTOM_RIGHT)
+            # rows that see a key j of the block: j - shift - WIN_RIGHT <= i <= j - shift + WIN_LEFT
+            m_lo = tl.maximum(n_blk * BLOCK_N - shift - WIN_RIGHT, 0) // BLOCK_M * BLOCK_M
+            m_hi = tl.maximum(tl.minimum(q_len, (n_blk + 1) * BLOCK_N - shift + WIN_LEFT), 0)
         for g in range(0, GROUP):
             h = h_kv * GROUP + g
-            for start_m in range(m_lo, q_len, BLOCK_M):
+            for start_m in range(m_lo, m_hi, BLOCK_M):
                 offs_m = start_m + tl.arange(0, BLOCK_M).to(tl.int64)
                 row_ok = offs_m < q_len
                 q = tl.load(Q + (q_start + offs_m)[:, None] * stride_qt + h * stride_qh
@@ -359,6 +389,8 @@ def _bwd_dkdv_kernel(
                 visible = col_ok[:, None] & row_ok[None, :]
                 if CAUSAL:
                     visible = visible & (offs_n[:, None] <= offs_m[None, :] + shift)
+                if WINDOW:
+                    visible = visible & _in_window(offs_m[None, :], offs_n[:, None], shift, WIN_LEFT, WIN_RIGHT)
                 # Mask before exp2: a hidden (future) key can score far above the row's lse.
                 p_t = tl.exp2(tl.where(visible, s_t - lse[None, :], float("-inf")))
                 dv += _dot(_round_cast(p_t, do.dtype, INTERPRET), do, INTERPRET, IEEE)
@@ -383,9 +415,9 @@ def _bwd_dq_kernel(
     stride_dqt, stride_dqh, stride_dqd,
     stride_lh,
     sm_scale, qk_scale, L_Q, GROUP, NUM_HEADS,
-    HEAD_DIM, HEAD_DIM_V,
+    HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    CAUSAL: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr, ALIGNED: tl.constexpr,
 ):
     """dQ of query tiles ``(b, m)`` of program ``pid(0)``, query head ``pid(1)``.
@@ -426,6 +458,7 @@ def _bwd_dq_kernel(
         lse = tl.load(LSE + h * stride_lh + o_rows, mask=row_ok, other=float("inf"))
         lse = tl.where(lse == float("-inf"), float("inf"), lse) * 1.4426950408889634
         delta = tl.load(DELTA + h * stride_lh + o_rows, mask=row_ok, other=0.0)
+        lo = k_len * 0
         if CAUSAL:
             shift = _causal_shift(q_len, k_len, BOTTOM_RIGHT)
             last_row = tl.minimum((m_blk + 1) * BLOCK_M, q_len) - 1
@@ -433,8 +466,13 @@ def _bwd_dq_kernel(
         else:
             shift = k_len * 0
             hi = k_len
+        if WINDOW:
+            shift = _causal_shift(q_len, k_len, BOTTOM_RIGHT)
+            last_row = tl.minimum((m_blk + 1) * BLOCK_M, q_len) - 1
+            lo = tl.maximum(m_blk * BLOCK_M + shift - WIN_LEFT, 0) // BLOCK_N * BLOCK_N
+            hi = tl.maximum(tl.minimum(hi, last_row + shift + WIN_RIGHT + 1), 0)
         dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-        for start_n in range(0, hi, BLOCK_N):
+        for start_n in range(lo, hi, BLOCK_N):
             offs_n = start_n + tl.arange(0, BLOCK_N).to(tl.int64)
             col_ok = offs_n < k_len
             k_rows = k_start + offs_n
@@ -446,6 +484,8 @@ def _bwd_dq_kernel(
             visible = row_ok[:, None] & col_ok[None, :]
             if CAUSAL:
                 visible = visible & (offs_n[None, :] <= offs_m[:, None] + shift)
+            if WINDOW:
+                visible = visible & _in_window(offs_m[:, None], offs_n[None, :], shift, WIN_LEFT, WIN_RIGHT)
             p = tl.exp2(tl.where(visible, s - lse[:, None], float("-inf")))
             dp = _dot(do, tl.trans(v), INTERPRET, IEEE)
             ds = p * (dp - delta[:, None])

@@ -1,0 +1,32 @@
+"""``flex_document_mask``: ``torch.nn.attention.flex_attention`` with a document mask, behind the contract (a peer).
+
+The packed sequences are one "batch" of one long row each for Q and K/V; a block mask keeps key ``j``
+for query ``i`` only when both belong to the same sequence (a document mask), and adds the causal
+and sliding-window conditions around each sequence's aligned diagonal (both alignments). Compiled
+(``torch.compile``) on CUDA, eager on the CPU, where torch (2.13) has no flex backward: the CPU kernel
+is forward only (:attr:`~jfa_verify.protocol.Capabilities.backward_device_types`). LSE comes back
+through ``return_aux`` (``return_lse`` on older torch).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from jfa_verify.protocol import Capabilities
+from jfa_verify.registry import register_kernel
+
+CAPABILITIES = Capabilities(
+    min_head_dim=16,
+    max_head_dim=256,
+    masks=("none", "causal", "window", "causal+window"),
+    backward_device_types=("cuda",),
+    deterministic=False,
+)
+
+
+@register_kernel("flex_document_mask", capabilities=CAPABILITIES, requires=("torch.nn.attention.flex_attention",),
+                 description="peer: flex_attention with a document (+causal/window) block mask; compiled on CUDA")
+def _load():
+    from ._adapter import FlexDocumentMask
+
+    return FlexDocumentMask(CAPABILITIES)

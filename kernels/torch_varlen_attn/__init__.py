@@ -1,0 +1,39 @@
+"""``torch_varlen_attn``: ``torch.nn.attention.varlen.varlen_attn`` behind the contract (a peer, CUDA only).
+
+``varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=AuxRequest(lse=True),
+scale=, window_size=(left, right))`` (torch 2.10+): FlashAttention underneath, so causal and windows
+are bottom-right aligned, and causal is the window ``(-1, 0)`` (a causal window ``(left, 0)``); LSE comes
+through ``return_aux``. GQA only where the installed torch has ``enable_gqa`` (2.13 has it). On the CPU
+(torch 2.13) the function exists but its op has no CPU kernel (``aten::_flash_attention_forward``): the
+kernel declares CUDA only. Offsets, maxima, broadcast-Q and the +inf LSE convention as ``torch_fa2_varlen``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import inspect
+
+from jfa_verify.kernels.torch_fa2_varlen import CAPABILITIES as FA2_CAPABILITIES
+from jfa_verify.registry import register_kernel
+
+
+def _has_gqa() -> bool:
+    """``varlen_attn`` takes ``enable_gqa`` (read from its signature; nothing is run)."""
+    if importlib.util.find_spec("torch.nn.attention.varlen") is None:
+        return False
+    from torch.nn.attention.varlen import varlen_attn
+
+    return "enable_gqa" in inspect.signature(varlen_attn).parameters
+
+
+# FlashAttention underneath: torch_fa2_varlen's capabilities, GQA as the installed signature allows.
+CAPABILITIES = dataclasses.replace(FA2_CAPABILITIES, gqa=_has_gqa(), gqa_backward=_has_gqa())
+
+
+@register_kernel("torch_varlen_attn", capabilities=CAPABILITIES, requires=("torch.nn.attention.varlen",),
+                 description="peer: torch.nn.attention.varlen.varlen_attn (LSE via return_aux)")
+def _load():
+    from ._adapter import VarlenAttn
+
+    return VarlenAttn(CAPABILITIES)

@@ -1,0 +1,316 @@
+"""Peer kernels behind the contract on the CPU: adapters, the TLX stand-in, declared conventions, campaigns that
+keep searching, and ``jfa-verify matrix``."""
+
+import json
+import math
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from jfa_verify import Case, run_case
+from jfa_verify.errors import KernelUnavailable
+from jfa_verify.protocol import Kernel
+from jfa_verify.registry import add_kernel, get_kernel, load_plugin
+
+HERE = Path(__file__).resolve().parent
+PLUGIN = HERE / "fa2_like_plugin.py"
+STANDIN = HERE / "tlx_standin.py"
+
+H = dict(num_heads_q=2, num_heads_kv=2, head_dim=16)
+
+
+# -- adapters that run on the CPU ---------------------------------------------------------------------------
+
+
+def test_flex_document_mask_forward_on_cpu_all_masks():
+    kernel = get_kernel("flex_document_mask")
+    cases = [
+        Case(kv_lengths=(9, 1, 17), dtype="bfloat16", num_heads_q=4, num_heads_kv=2, head_dim=16),
+        Case(kv_lengths=(9, 0, 17), q_lengths=(12, 3, 5), mode="cross", causal=True, causal_alignment="bottom_right",
+             dtype="float32", **H),
+        Case(kv_lengths=(9, 4, 17), q_lengths=(2, 3, 20), mode="cross", window=(2, 5), dtype="float16",
+             offsets_start=3, **H),
+        Case(kv_lengths=(9, 4), mode="broadcast_q", broadcast_q_len=6, window=(1, -1), causal=True,
+             causal_alignment="bottom_right", dtype="float32", **H),
+    ]
+    for case in cases:
+        result = run_case(case, kernel, "cpu")
+        assert result.status == "pass", result.explain()
+        assert any("forward only: no backward on device cpu" in n for n in result.notes)
+        assert {c.name for c in result.comparisons} == {"o", "lse"}
+
+
+def test_flex_all_empty_batch_is_reported_as_the_kernels_error():
+    """Found on the CPU (torch 2.13): flex_attention's block mask over zero tokens raises; a finding, not a crash."""
+    result = run_case(Case(kv_lengths=(0, 0), dtype="float32", **H), get_kernel("flex_document_mask"), "cpu")
+    assert result.status == "error" and "IndexError" in result.message
+
+
+def test_nested_sdpa_on_cpu_forward_backward_and_declared_limits():
+    kernel = get_kernel("nested_sdpa")
+    ok = run_case(Case(kv_lengths=(9, 1, 17), q_lengths=(4, 6, 2), mode="cross", dtype="float32", head_dim=16,
+                       head_dim_v=8, num_heads_q=2, num_heads_kv=2), kernel, "cpu")
+    assert ok.status == "pass", ok.explain()
+    assert {c.name for c in ok.comparisons} == {"o", "dq", "dk", "dv"}  # no LSE from SDPA
+    causal = run_case(Case(kv_lengths=(5, 3), causal=True, dtype="float32", **H), kernel, "cpu")
+    assert causal.status == "unsupported" and "refuses is_causal" in causal.message
+    gqa = run_case(Case(kv_lengths=(5,), num_heads_q=4, num_heads_kv=2, head_dim=16), kernel, "cpu")
+    assert gqa.status == "unsupported" and "GQA" in gqa.message
+    # torch 2.13's current behaviour (a fixed torch shows up here): an all-empty batch raises
+    empty = run_case(Case(kv_lengths=(0, 0), dtype="float32", **H), kernel, "cpu")
+    assert empty.status == "error" and "to_padded_tensor" in empty.message
+    # the backward breaks on a dO whose rows are strided (a slice of a wider buffer): torch 2.13's behaviour
+    strided = run_case(Case(kv_lengths=(1,), layout="strided", dtype="bfloat16", num_heads_q=1, num_heads_kv=1,
+                            head_dim=16), kernel, "cpu")
+    assert strided.status == "error" and "split_with_sizes" in strided.message
+
+
+def test_cuda_only_peers_are_unsupported_on_cpu_with_the_reason():
+    case = Case(kv_lengths=(5, 3), **H)
+    for name in ("torch_fa2_varlen", "torch_varlen_attn"):
+        result = run_case(case, get_kernel(name), "cpu")
+        assert result.status == "unsupported" and "device=cpu not in ('cuda',)" in result.message, name
+        assert "compute capability 8.0" in result.message
+
+
+def test_varlen_attn_exists_in_cpu_torch_but_has_no_cpu_kernel():
+    """Why torch_varlen_attn declares CUDA only: torch 2.13 (CPU) has the function, its op has no CPU kernel."""
+    from torch.nn.attention.varlen import AuxRequest, varlen_attn
+
+    q = torch.randn(6, 2, 16, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 2, 6], dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match="_flash_attention_forward"):
+        varlen_attn(q, q, q, cu, cu, 4, 4, return_aux=AuxRequest(lse=True))
+
+
+# -- tlx_jfa through its stand-in ----------------------------------------------------------------------------
+
+
+def _checkout(tmp_path: Path, bug=None) -> Path:
+    """A fake checkout with the stand-in where TLX JFA's source lives (optionally with a planted bug)."""
+    root = tmp_path / f"checkout-{bug or 'ok'}"
+    src = root / "tlx_jfa" / "src"
+    src.mkdir(parents=True)
+    text = STANDIN.read_text()
+    if bug:
+        text = text.replace("PLANTED_BUG = None", f"PLANTED_BUG = {bug!r}")
+    (src / "tlx_jagged_flash_attention.py").write_text(text)
+    return root
+
+
+def _standin_kernel(tmp_path, bug=None, balanced=False) -> Kernel:
+    import dataclasses
+
+    from jfa_verify.kernels.tlx_jfa import CAPABILITIES, build
+
+    checkout = _checkout(tmp_path, bug)
+    caps = dataclasses.replace(CAPABILITIES, device_types=("cpu",), min_compute_capability=None,
+                               max_compute_capability=None)
+    name = f"tlx_standin_{bug or 'ok'}{'_balanced' if balanced else ''}"
+    return add_kernel(Kernel(name, "TLX JFA stand-in",
+                             lambda: build(checkout=checkout, balanced=balanced, capabilities=caps), caps))
+
+
+TLX_CASES = [
+    Case(kv_lengths=(9, 1, 17, 0), dtype="bfloat16", **H),
+    Case(kv_lengths=(9, 1, 17), q_lengths=(4, 6, 0), mode="cross", dtype="float16", offsets_start=3, **H),
+    Case(kv_lengths=(12, 5, 20), window=(3, 3), dtype="bfloat16", layout="strided", **H),  # dO not contiguous
+    Case(kv_lengths=(12, 0, 20), mode="broadcast_q", broadcast_q_len=7, window=(2, 2), dtype="bfloat16", **H),
+    Case(kv_lengths=(12, 5), num_heads_q=4, num_heads_kv=2, head_dim=16, dtype="bfloat16"),  # GQA: forward only
+]
+
+
+@pytest.mark.parametrize("balanced", [False, True])
+def test_tlx_adapter_passes_against_its_standin(tmp_path, balanced):
+    kernel = _standin_kernel(tmp_path, balanced=balanced)
+    for case in TLX_CASES:
+        result = run_case(case, kernel, "cpu")
+        assert result.status == "pass", result.explain()
+        assert any("base 2" in n for n in result.notes)  # M is log2, converted by the framework
+    gqa = run_case(TLX_CASES[-1], kernel, "cpu")
+    assert any("no backward" in n for n in gqa.notes)
+
+
+def test_tlx_declared_limits_are_unsupported_not_passed(tmp_path):
+    from jfa_verify.errors import UnsupportedCase
+
+    kernel = _standin_kernel(tmp_path)
+    t = Case(kv_lengths=(5,), **H).materialize("cpu")
+    with pytest.raises(UnsupportedCase, match="mask='causal' not supported"):  # a direct call too
+        kernel.impl(t.q, t.k, t.v, t.q_offsets, t.k_offsets, causal=True)
+    for case, why in [(Case(kv_lengths=(5,), causal=True, **H), "mask='causal'"),
+                      (Case(kv_lengths=(5,), window=(1, 2), **H), "not symmetric"),
+                      (Case(kv_lengths=(5,), dtype="float32", **H), "dtype=float32"),
+                      (Case(kv_lengths=(5,), head_dim=160, num_heads_q=1, num_heads_kv=1), "head_dim=160")]:
+        result = run_case(case, kernel, "cpu")
+        assert result.status == "unsupported" and why in result.message, result.message
+
+
+@pytest.mark.parametrize("bug, output", [("natural_m", "lse"), ("window_off_by_one", "o")])
+def test_planted_bug_in_the_tlx_standin_is_caught(tmp_path, bug, output):
+    kernel = _standin_kernel(tmp_path, bug)
+    case = TLX_CASES[2] if bug == "window_off_by_one" else TLX_CASES[0]
+    result = run_case(case, kernel, "cpu")
+    assert result.status == "fail", result.explain()
+    assert output in {c.name for c in result.failing}
+
+
+def test_the_adapters_conversions_are_needed(tmp_path):
+    """The stand-in enforces the kernel's conventions: without the adapter, int64 offsets and a strided dO fail."""
+    import importlib.util
+
+    path = _checkout(tmp_path) / "tlx_jfa" / "src" / "tlx_jagged_flash_attention.py"
+    spec = importlib.util.spec_from_file_location("_standin_direct", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    q = torch.randn(5, 2, 16, dtype=torch.bfloat16, requires_grad=True)
+    with pytest.raises(AssertionError, match="int32"):
+        mod.tlx_jagged_flash_attention(q, q, q, torch.tensor([0, 5]), torch.tensor([0, 5]), 5, 5)
+    off = torch.tensor([0, 5], dtype=torch.int32)
+    o, m = mod.tlx_jagged_flash_attention(q, q, q, off, off, 5, 5)
+    wide = torch.randn(5, 2, 20, dtype=torch.bfloat16)[..., :16]
+    with pytest.raises(AssertionError, match="contiguous dO"):
+        o.backward(wide)
+
+
+def test_tlx_without_checkout_or_b200_names_what_is_missing(monkeypatch, tmp_path):
+    from jfa_verify.kernels.tlx_jfa import build
+
+    monkeypatch.delenv("JFA_TLX_CHECKOUT", raising=False)
+    with pytest.raises(KernelUnavailable, match="set JFA_TLX_CHECKOUT"):
+        build()
+    with pytest.raises(KernelUnavailable, match="no tlx_jfa/src/tlx_jagged_flash_attention.py there"):
+        build(checkout=tmp_path)
+    result = run_case(Case(kv_lengths=(5,), **H), get_kernel("tlx_jfa"), "cpu")
+    assert result.status == "unsupported" and "B200 (sm_100)" in result.message and "JFA_TLX_CHECKOUT" in result.message
+    # a kernel that cannot be loaded here is unsupported with the loader's reason, never an error or a pass
+    broken = add_kernel(Kernel("tlx_nowhere", "", lambda: build(checkout=tmp_path), _cpu_tlx_capabilities()))
+    result = run_case(Case(kv_lengths=(5,), **H), broken, "cpu")
+    assert result.status == "unsupported" and "KernelUnavailable" in result.message
+
+
+def _cpu_tlx_capabilities():
+    import dataclasses
+
+    from jfa_verify.kernels.tlx_jfa import CAPABILITIES
+
+    return dataclasses.replace(CAPABILITIES, device_types=("cpu",), min_compute_capability=None,
+                               max_compute_capability=None)
+
+
+# -- declared conventions: reported, accepted only by name ---------------------------------------------------
+
+CROSS_EMPTY_ROWS = Case(kv_lengths=(2, 3), q_lengths=(6, 3), mode="cross", causal=True,
+                        causal_alignment="bottom_right", dtype="bfloat16", **H)
+
+
+def test_declared_convention_is_still_a_finding_unless_accepted():
+    load_plugin(PLUGIN)
+    kernel = get_kernel("fa2_like")
+    result = run_case(CROSS_EMPTY_ROWS, kernel, "cpu", backward=False)
+    assert result.status == "fail" and result.conventions == ["lse_plus_inf_empty_rows"] and not result.accepted
+    assert [c.name for c in result.failing] == ["lse"]
+    assert "infinite values of the wrong sign" in result.failing[0].problem
+    assert "--accept lse_plus_inf_empty_rows" in result.explain()
+    # the worst index points at a row that sees no key (row 0 of sequence 0: L_q=6 > L_k=2)
+    assert result.locations["lse"].token == 0 and result.failing[0].kernel_value == math.inf
+    accepted = run_case(CROSS_EMPTY_ROWS, kernel, "cpu", backward=False, accept=("lse_plus_inf_empty_rows",))
+    assert accepted.status == "pass" and accepted.accepted and accepted.failing  # the finding stays visible
+    assert any("accepted convention" in n for n in accepted.notes)
+
+
+def test_convention_does_not_excuse_other_failures(tmp_path):
+    """+inf on a row that sees keys is no convention: the case is a plain finding even with --accept."""
+    plugin = tmp_path / "bad_inf.py"
+    plugin.write_text(PLUGIN.read_text().replace('"fa2_like"', '"fa2_like_bad"').replace(
+        "lse = torch.where(torch.isneginf(lse), torch.full_like(lse, float(\"inf\")), lse)",
+        "lse = torch.full_like(lse, float(\"inf\"))"))
+    load_plugin(plugin)
+    result = run_case(CROSS_EMPTY_ROWS, get_kernel("fa2_like_bad"), "cpu", backward=False,
+                      accept=("lse_plus_inf_empty_rows",))
+    assert result.status == "fail" and result.conventions == [] and not result.accepted
+
+
+# -- campaigns find both of the issue's FA2 symptoms by themselves ------------------------------------------
+
+
+def test_campaign_finds_the_empty_batch_error_and_the_plus_inf_lse(tmp_path):
+    """The issue's two FlashAttention-2 findings, planted in a plain-torch plugin: a campaign draws the triggers
+    itself and keeps searching after the first (one finding per kind, each shrunk)."""
+    from jfa_verify.fuzz import run_campaign
+
+    load_plugin(PLUGIN)
+    kernel = get_kernel("fa2_like")
+    summary = run_campaign(kernel, max_examples=40, corpus_dir=tmp_path, device="cpu", seed=1, backward=False,
+                           plugins=(str(PLUGIN),))
+    kinds = {(f.status, f.signature["error_kind"], tuple(f.signature["outputs"])) for f in summary.failures}
+    assert ("error", "RuntimeError", ()) in kinds
+    assert ("fail", "non_finite", ("lse",)) in kinds
+    for f in summary.failures:
+        assert f.path.is_file() and f.case.batch <= 2
+        if f.status == "fail":
+            assert "explained by the kernel's declared convention lse_plus_inf_empty_rows" in f.explanation
+
+
+# -- jfa-verify matrix ---------------------------------------------------------------------------------------
+
+
+def test_matrix_cli_table_findings_outputs_and_replays(tmp_path, monkeypatch, capsys):
+    from jfa_verify.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(PLUGIN, tmp_path / "fa2_like_plugin.py")
+    args = ["matrix", "--kernel", "fa2_like", "--kernel", "nested_sdpa", "--kernel", "torch_fa2_varlen",
+            "--plugin", "fa2_like_plugin.py", "--suite", "default", "--filter", "tile-edges", "--max-cases", "2",
+            "--campaign", "6", "--device", "cpu", "--forward-only", "--json", "m.json", "--markdown", "m.md",
+            "--png", "m.png", "--quiet"]
+    assert main(args) == 1  # fa2_like has findings
+    out = capsys.readouterr().out
+    assert "| case | fa2_like | nested_sdpa | torch_fa2_varlen |" in out
+    doc = json.loads(Path("m.json").read_text())
+    assert doc["kernels"] == ["fa2_like", "nested_sdpa", "torch_fa2_varlen"] and len(doc["cases"]) == 2
+    statuses = {(c["kernel"], c["status"]) for c in doc["cells"]}
+    assert ("fa2_like", "fail") in statuses and ("torch_fa2_varlen", "unsupported") in statuses
+    assert doc["summary"]["fa2_like"]["worst_headroom"] == "inf"
+    findings = doc["findings"]
+    assert {f["source"] for f in findings} == {"suite", "campaign"}
+    assert Path("m.md").read_text().startswith("# jfa-verify matrix") and Path("m.png").stat().st_size > 1000
+    # every replay command works as printed (it names the plugin), and reproduces the finding
+    for f in findings:
+        if f["kernel"] != "fa2_like":
+            continue
+        cmd = shlex.split(f["replay"])
+        assert cmd[:2] == ["jfa-verify", "replay"] and "--plugin" in cmd
+        assert main(cmd[1:] + ["--device", "cpu"]) == 1
+    # one process per kernel, merged afterwards
+    assert main(["matrix", "--kernel", "triton_jfa", "--suite", "windows", "--max-cases", "1", "--device", "cpu",
+                 "--json", "t.json", "--quiet", "--reproducers", "r2"]) == 0
+    assert main(["matrix", "--from-json", "m.json", "t.json", "--markdown", "all.md"]) == 1
+    merged = Path("all.md").read_text()
+    assert "| case | fa2_like | nested_sdpa | torch_fa2_varlen | triton_jfa |" in merged
+    assert "not run" in merged  # triton_jfa did not run m.json's cases, nor the others t.json's
+
+
+def test_matrix_accept_turns_a_declared_convention_into_a_marked_pass(tmp_path, monkeypatch, capsys):
+    from jfa_verify.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    base = ["matrix", "--kernel", "fa2_like", "--plugin", str(PLUGIN), "--suite", "default", "--filter",
+            "tile-edges/cross-causal/bfloat16", "--device", "cpu", "--forward-only", "--quiet"]
+    assert main(base) == 1
+    assert main(base + ["--accept", "lse_plus_inf_empty_rows", "--json", "a.json"]) == 0
+    (cell,) = json.loads(Path("a.json").read_text())["cells"]
+    assert cell["status"] == "pass" and cell["accepted"] and cell["conventions"] == ["lse_plus_inf_empty_rows"]
+    assert "accepted inf" in capsys.readouterr().out
+
+
+def test_matrix_usage_errors(capsys):
+    from jfa_verify.cli import main
+
+    assert main(["matrix"]) == 2
+    assert "needs --kernel" in capsys.readouterr().err
+    assert main(["matrix", "--kernel", "no_such_kernel", "--device", "cpu"]) == 2
+    assert main(["matrix", "--kernel", "triton_jfa", "--campaign", "-1"]) == 2
