@@ -74,14 +74,14 @@ class Relation:
 
 
 def _outputs(kernel, case: Case, tensors: CaseTensors, problem) -> dict:
-    from .runner import kernel_outputs
+    from .runner import call_kernel
 
     backward = kernel.capabilities.backward_reason(problem) is None
     instrument = case.instrument and kernel.capabilities.instrumented
-    _, got, changed = kernel_outputs(kernel, problem, tensors, case, backward, instrument)
-    if changed:
-        raise AssertionError("; ".join(changed))
-    return {k: v.detach() for k, v in got.items() if isinstance(v, torch.Tensor)}
+    call = call_kernel(kernel, problem, tensors, case, backward=backward, instrument=instrument)
+    if call.input_changes:
+        raise AssertionError("; ".join(call.input_changes))
+    return {k: v.detach() for k, v in call.outputs.items() if isinstance(v, torch.Tensor)}
 
 
 def _rows(starts: Sequence[int], lengths: Sequence[int], order: Sequence[int], first: int) -> list[int]:

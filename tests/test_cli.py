@@ -129,7 +129,7 @@ def test_run_where_every_case_is_unsupported_is_not_a_pass(tmp_path, capsys):
     base = get_kernel("triton_jfa")
     add_kernel(Kernel("cuda-only", "runs on CUDA only", lambda: base.impl, Capabilities(device_types=("cuda",)),
                       base.tile_sizes_fn))
-    rc = main(["run", "--device", "cpu", "--kernel", "cuda-only", "--max-cases", "2", "--no-progress",
+    rc = main(["run", "--device", "cpu", "--kernel", "cuda-only", "--max-cases", "2", "--no-progress", "--no-isolate",
                "--report", str(tmp_path / "r.json"), "--reproducers", str(tmp_path / "repro")])
     assert rc == 2
     err = capsys.readouterr().err

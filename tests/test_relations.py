@@ -62,10 +62,10 @@ def test_a_batch_dependent_rounding_passes_the_oracles_and_fails_the_relations(j
 
 
 def _position_dependent(problem, q, k, v, run):
-    # sequence b's rows scaled by (1 + b ulp): right within the allowance, wrong under a permutation
+    # sequence b's rows scaled by (1 + b half-ulps): right within the allowance, wrong under a permutation
     scale = torch.ones(run.o.shape[0], 1, 1, dtype=run.o.dtype, device=run.o.device)
     for b, (s, n) in enumerate(zip(problem.out_starts, problem.q_lengths)):
-        scale[s:s + n] += b * 2.0**-22
+        scale[s:s + n] += b * 2.0**-23
     run.o = run.o * scale
 
 
