@@ -41,8 +41,6 @@ def _worker(args: dict, worker: int, results) -> None:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
-    import torch._inductor  # noqa: F401  (imported on the first poisoned allocation; 3 s that no case should carry)
-
     from jfa_verify.device import select_device
     from jfa_verify.loop import Verifier
     from jfa_verify.registry import get_kernel

@@ -6,7 +6,8 @@ database), ``findings`` (the deduplicated findings of a reproducer folder),
 ``calibrate`` (error distributions and a proposed budget table), ``report``
 and ``refloor`` (calibration records), ``mutants`` (a planted-bug catalogue's
 kill table), ``replay`` (re-run one case file or inline case), ``kernels``
-(the registry), ``schedule`` (per-SM load of the tile schedulers), ``matrix`` (kernels x cases).
+(the registry), ``schedule`` (per-SM load of the tile schedulers), ``matrix`` (kernels x cases),
+``bisect`` (the kernel commit that broke correctness, speed or bits, through ``git bisect run``).
 
 Every argument is checked before any work: a bad one exits 2 with one line
 naming it (:class:`~jfa_verify.exits.ExitCode` lists every exit status).
@@ -77,6 +78,12 @@ def folder(text: str) -> str:
     if not path.exists() and not path.resolve().parent.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: parent folder {str(path.resolve().parent)!r} does not exist")
     return text
+
+
+def percent(text: str) -> float:
+    """``5%`` or ``5`` (percent) -> 0.05."""
+    value = _number(float, minimum=0)(text[:-1] if text.endswith("%") else text)
+    return value / 100.0
 
 
 def lengths_list(text: str) -> tuple[int, ...]:
@@ -593,6 +600,24 @@ def cmd_matrix(args) -> int:
     return command(args)
 
 
+def cmd_bisect(args) -> int:
+    from .bisect import BisectRequest, run_bisect
+    from .bisect_report import format_text
+
+    req = BisectRequest(
+        repo=args.repo, good=args.good, bad=args.bad, kernel=args.kernel, plugins=tuple(args.plugin),
+        module=args.module, module_root=args.module_root, case_file=args.case, suite=args.suite, filter=args.filter,
+        max_cases=args.max_cases, campaign=args.campaign, seed=args.seed, perf=args.perf, batch=args.batch,
+        threshold=args.threshold, confidence=args.confidence, rounds=args.rounds, max_rounds=args.max_rounds,
+        block_ms=args.block_ms, perf_backward=args.perf_backward, drift=args.drift, atol=args.atol, build=args.build,
+        case_timeout=args.timeout, step_timeout=args.step_timeout, device=args.device, backward=not args.forward_only,
+        out=args.out, keep=args.keep_temp)
+    report = run_bisect(req, echo=lambda line: print(line, flush=True))
+    print(format_text(report), flush=True)
+    print(f"reports: {Path(args.out) / 'bisect.txt'}, bisect.md, bisect.json", flush=True)
+    return report.exit_code
+
+
 # ----------------------------------------------------------------------------- parser
 
 
@@ -809,6 +834,51 @@ def build_parser() -> argparse.ArgumentParser:
                      help="targeted: fixed targeted cases, then a short campaign; suite: the default suite and its "
                           "relation checks (what `jfa-verify run` catches); campaign: --max-examples drawn cases alone")
     mut.set_defaults(func=cmd_mutants)
+
+    bis = sub.add_parser("bisect", help="find the kernel commit that broke correctness, speed or bits "
+                         "(git bisect run in a temporary worktree; see docs/bisect.md)")
+    bis.add_argument("--repo", required=True, help="the kernel's git repository (never modified)")
+    bis.add_argument("--good", required=True, metavar="REV", help="a commit where the kernel is right (or fast)")
+    bis.add_argument("--bad", required=True, metavar="REV", help="a later commit where it is not")
+    bis.add_argument("--kernel", default=None, help="registered kernel name (default: the --case file's kernel)")
+    bis.add_argument("--plugin", action="append", default=[], metavar="RELPATH",
+                     help="file in the repository that registers the kernel (repeatable)")
+    bis.add_argument("--module", default=None, help="module in the repository that registers the kernel")
+    bis.add_argument("--module-root", default=".", metavar="RELDIR", help="folder put on sys.path for --module")
+    what = bis.add_mutually_exclusive_group()
+    what.add_argument("--case", default=None, type=existing_file, metavar="FILE",
+                      help="a reproducer file (read once; never modified)")
+    what.add_argument("--suite", default=None, help="a built-in suite (with --filter, --max-cases)")
+    what.add_argument("--campaign", default=None, type=positive_int, metavar="N",
+                      help="a Hypothesis campaign of N examples with --seed")
+    bis.add_argument("--filter", default="", help="only suite cases whose name contains this text")
+    bis.add_argument("--max-cases", type=positive_int, default=None)
+    bis.add_argument("--seed", type=seed_int, default=0)
+    bis.add_argument("--perf", action="store_true", help="performance bisect: slower than --good by --threshold")
+    bis.add_argument("--batch", default=None, help="benchmark batch to time (--perf; default movielens)")
+    bis.add_argument("--threshold", type=percent, default=None, metavar="PCT",
+                     help="slowdown called bad (--perf; default 5%%)")
+    bis.add_argument("--confidence", type=_number(float, minimum=0.5), default=0.95,
+                     help="confidence of the slowdown interval (--perf)")
+    bis.add_argument("--rounds", type=_number(int, minimum=6), default=8,
+                     help="interleaved timing rounds, added again while undecided (--perf)")
+    bis.add_argument("--max-rounds", type=positive_int, default=24)
+    bis.add_argument("--block-ms", type=positive_float, default=None,
+                     help="milliseconds of calls per timing sample (--perf; default 50)")
+    bis.add_argument("--perf-backward", action="store_true", help="time forward and backward (--perf)")
+    bis.add_argument("--drift", action="store_true",
+                     help="bisect where outputs stopped matching --good's, bit for bit (or within --atol)")
+    bis.add_argument("--atol", type=nonneg_float, default=None, help="drift tolerance (--drift)")
+    bis.add_argument("--build", default=None, metavar="CMD",
+                     help="shell command run in the checkout first at each commit; non-zero exit skips the commit")
+    bis.add_argument("--timeout", type=positive_float, default=None, help="seconds per case (past it: skip)")
+    bis.add_argument("--step-timeout", type=positive_float, default=1800.0,
+                     help="seconds per commit, build included (past it: skip)")
+    bis.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    bis.add_argument("--forward-only", action="store_true")
+    bis.add_argument("--out", default="jfa-bisect", type=folder, help="folder for the reports and the reproducer")
+    bis.add_argument("--keep-temp", action="store_true", help="keep the temporary state folder (debugging)")
+    bis.set_defaults(func=cmd_bisect)
     return parser
 
 

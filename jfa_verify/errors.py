@@ -37,5 +37,10 @@ class KernelProtocolError(JFAError, TypeError):
     where ``(o, lse)`` is due); the message says what came back and what the contract wants."""
 
 
+class ToolError(JFAError, RuntimeError):
+    """An external tool jfa-verify drives (git, for ``bisect``) failed; the message names the command and
+    what the tool said."""
+
+
 class PluginError(JFAError, ImportError):
     """A plugin file or a kernel entry point could not be imported; the message names the file and line."""

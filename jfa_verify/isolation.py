@@ -37,9 +37,8 @@ __all__ = ["CaseWorker", "WorkerSpec", "crash_result", "sticky_device_error"]
 _STICKY = re.compile(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|"
                      r"device-side assert|CUDA_ERROR_ILLEGAL|an illegal instruction", re.IGNORECASE)
 STARTUP_TIMEOUT_S = 300.0  # loading plugins and the kernel module; compiling happens per case, not here
-# Imported once by the fork server, so that a restarted worker starts warm: torch._inductor is what
-# torch.use_deterministic_algorithms (the runner's NaN-poisoned allocations) imports on first use, 3 s.
-_PRELOAD = ["torch", "torch._inductor", "jfa_verify", "jfa_verify.runner", "jfa_verify.oracles"]
+# Imported once by the fork server, so that a restarted worker starts warm.
+_PRELOAD = ["torch", "jfa_verify", "jfa_verify.runner", "jfa_verify.oracles"]
 
 
 def sticky_device_error(message: str) -> bool:

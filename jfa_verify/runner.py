@@ -10,6 +10,7 @@ Data flows one way: :class:`~jfa_verify.case.Case` -> tensors -> validated
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -37,6 +38,17 @@ STATUSES = ("pass", "fail", "error", "crash", "hang", "unsupported")
 FAILING_STATUSES = ("fail", "error", "crash", "hang")
 
 
+def _set_deterministic(mode: bool, warn_only: bool) -> None:
+    # torch.use_deterministic_algorithms also mirrors the flag into torch._inductor's config, importing
+    # inductor and dynamo on first use (2.7 s per process with torch 2.13 on a CPU, paid by every
+    # subprocess that runs a case); unless inductor is already loaded, set the flag itself.
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        setter(mode, warn_only=warn_only)
+
+
 @contextlib.contextmanager
 def poisoned_allocations():
     """Make ``torch.empty`` return NaN-filled floats (and max-value ints) inside the block.
@@ -50,13 +62,13 @@ def poisoned_allocations():
     was_on = torch.are_deterministic_algorithms_enabled()
     was_warn = torch.is_deterministic_algorithms_warn_only_enabled()
     was_fill = det.fill_uninitialized_memory
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    _set_deterministic(True, warn_only=True)
     det.fill_uninitialized_memory = True
     try:
         yield None
     finally:
         det.fill_uninitialized_memory = was_fill
-        torch.use_deterministic_algorithms(was_on, warn_only=was_warn)
+        _set_deterministic(was_on, warn_only=was_warn)
 
 
 @dataclass
