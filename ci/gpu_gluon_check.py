@@ -722,7 +722,6 @@ def bench(args) -> list[dict]:
                                 _zigzag(tiles, costs, num_sms), num_sms, flops * 2.5, fa2_out)
             rows.append(row)
             print(_bench_line(row), flush=True)
-        del q, k, v
     return rows
 
 

@@ -23,7 +23,6 @@ prefixed by kernel and device type (:class:`~jfa_verify.fuzz.database.CampaignDa
 from __future__ import annotations
 
 import itertools
-import os
 import time
 import uuid
 from collections import Counter

@@ -11,7 +11,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from jfa_verify.coverage import CPU_EXPECTED, CLASSES
 

@@ -182,7 +182,7 @@ def cmd_run(args) -> int:
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report what was verified, then stop
             interrupted = True
     if not results and interrupted:
-        print(f"\njfa-verify run: interrupted before the first case finished; no report written", file=sys.stderr)
+        print("\njfa-verify run: interrupted before the first case finished; no report written", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     console.print(_results_table(results, f"{kernel.name} on {where}"))
     coverage = Coverage.for_kernel(kernel, device.type).update(r.case for r in results)

@@ -22,7 +22,7 @@ from functools import lru_cache
 from typing import Mapping, Optional
 
 from .case import Case
-from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, padded_width, tile_count
+from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, tile_count
 
 __all__ = ["HEADS", "SM_SCALE_FACTORS", "build_case", "case_cost", "head_dims_for", "length_cost", "lengths_for"]
 

@@ -26,7 +26,7 @@ from typing import Iterable, Optional
 
 from .case import Case
 from .construct import HEADS, build_case, case_cost, head_dims_for, length_cost, lengths_for
-from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension
+from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify
 
 __all__ = ["PairCoverage", "Universe", "computes_scores", "covering_array", "exercised", "pairs_of", "universe"]
 

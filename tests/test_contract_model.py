@@ -1,6 +1,5 @@
 """The contract-coverage model: classes per dimension, cases built for chosen classes, pairs and the covering array."""
 
-import dataclasses
 import math
 
 import pytest

@@ -1,7 +1,6 @@
 """Crash and hang isolation in the one run loop: a kernel that aborts or hangs loses its worker, not the run."""
 
 import json
-import os
 import signal
 import subprocess
 import sys

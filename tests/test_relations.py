@@ -9,7 +9,7 @@ import torch
 
 from jfa_verify import Case
 from jfa_verify.calls import check_relations, is_call_file, read_call_file, write_call_file
-from jfa_verify.protocol import Kernel, KernelRun
+from jfa_verify.protocol import Kernel
 from jfa_verify.registry import add_kernel, get_kernel
 from jfa_verify.relations import Relation, permuted
 from jfa_verify.runner import run_case

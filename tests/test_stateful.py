@@ -1,7 +1,6 @@
 """Related calls in sequence: a Hypothesis stateful test finds host state kept between calls, and the
 shortest sequence that shows it replays from its call file."""
 
-import dataclasses
 
 import pytest
 from hypothesis import Phase, settings

@@ -10,8 +10,6 @@ through ``return_aux`` (``return_lse`` on older torch).
 
 from __future__ import annotations
 
-import torch
-
 from jfa_verify.protocol import Capabilities
 from jfa_verify.registry import register_kernel
 

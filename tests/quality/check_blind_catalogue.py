@@ -22,7 +22,7 @@ import math
 import sys
 import traceback
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
