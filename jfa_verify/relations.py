@@ -53,7 +53,8 @@ class Relation:
     def check(self, kernel, device) -> Optional[str]:
         """Run the check; a message naming the broken relation and where, or None when it holds.
 
-        Kernel exceptions are findings (returned as messages), never raised.
+        Exceptions of the kernel's call, and inputs it changed, are findings (returned as messages);
+        an exception of the framework itself propagates (it says nothing about the kernel).
         """
         device = torch.device(device)
         try:
@@ -65,9 +66,14 @@ class Relation:
                 return _check_permutation(self.case, kernel, device)
             if self.name == "batch_invariance":
                 return _check_batch_invariance(self.case, kernel, device)
-        except Exception as e:  # the kernel under test may fail in any way
-            return f"kernel raised: {type(e).__name__}: {e}"
+        except _KernelFinding as e:
+            return str(e)
         raise ValueError(f"relation {self.name!r} is not one of {RELATIONS}")
+
+
+class _KernelFinding(Exception):
+    """What the kernel's call did wrong (it raised, or it changed its inputs), raised out of a relation's
+    middle to :meth:`Relation.check`."""
 
 
 # ----------------------------------------------------------------------------- running
@@ -78,9 +84,12 @@ def _outputs(kernel, case: Case, tensors: CaseTensors, problem) -> dict:
 
     backward = kernel.capabilities.backward_reason(problem) is None
     instrument = case.instrument and kernel.capabilities.instrumented
-    call = call_kernel(kernel, problem, tensors, case, backward=backward, instrument=instrument)
+    try:
+        call = call_kernel(kernel, problem, tensors, case, backward=backward, instrument=instrument)
+    except Exception as e:  # the kernel under test may fail in any way
+        raise _KernelFinding(f"kernel raised: {type(e).__name__}: {e}") from e
     if call.input_changes:
-        raise AssertionError("; ".join(call.input_changes))
+        raise _KernelFinding("; ".join(call.input_changes))
     return {k: v.detach() for k, v in call.outputs.items() if isinstance(v, torch.Tensor)}
 
 

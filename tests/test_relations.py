@@ -134,3 +134,23 @@ def test_call_file_errors_name_the_file(tmp_path):
     bad.write_text(json.dumps(doc))
     with pytest.raises(InvalidInput, match="relation='nope' is not one of"):
         read_call_file(bad)
+
+
+def _raises(problem, q, k, v, run):
+    raise RuntimeError("planted: the kernel's launch failed")
+
+
+def test_a_kernel_exception_is_a_finding_but_a_framework_exception_is_not(jfa_device, monkeypatch):
+    # regression: an ImportError inside the relation code once came back as "kernel raised", so a
+    # framework bug counted as killing five planted mutants
+    finding = Relation("permutation", CASE).check(_wrapped("planted-raises", _raises), jfa_device)
+    assert finding is not None and finding.startswith("kernel raised: RuntimeError: planted")
+
+    import jfa_verify.relations as relations
+
+    def broken(*args, **kwargs):
+        raise ImportError("planted: the framework's own import failed")
+
+    monkeypatch.setattr(relations, "permuted", broken)
+    with pytest.raises(ImportError, match="framework's own import"):
+        Relation("permutation", CASE).check(get_kernel("triton_jfa"), jfa_device)
