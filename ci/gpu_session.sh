@@ -35,12 +35,12 @@ job() {  # job NAME SECONDS COMMAND...: run in the background with a hard limit;
   ( timeout -k 10 "$secs" "$@" >"$out/logs/$name.log" 2>&1; echo "$name exit $?" >>"$out/logs/status.txt" ) &
 }
 echo "[$(el) s] parallel jobs"
-job gate 420 jfa-verify gate --device cuda --kernel triton_jfa --kernel gluon_jfa --seed 0 --campaign-examples 60 \
+job gate 400 jfa-verify gate --device cuda --kernel triton_jfa --kernel gluon_jfa --seed 0 --campaign-examples 60 \
   --timeout 120 --reproducers "$out/gate-repro" --json "$out/gate.json" --junit "$out/gate.junit.xml" --markdown "$out/gate.md"
-job sanitizer 420 jfa-verify gate --device cuda --kernel triton_jfa --kernel gluon_jfa --checks canaries --small-cases 1 \
+job sanitizer 400 jfa-verify gate --device cuda --kernel triton_jfa --kernel gluon_jfa --checks canaries --small-cases 1 \
   --sanitizer memcheck racecheck --timeout 200 --reproducers "$out/san-repro" --json "$out/sanitizer.json" \
   --junit "$out/sanitizer.junit.xml" --markdown "$out/sanitizer.md"
-job tests 430 bash -c "
+job tests 410 bash -c "
   jfa-verify run --device cuda --plugin tests/quality/mutant_plugin.py --kernel mutant-kv_bound_minus_one \
     --filter tile-edges --no-progress --report $out/planted.json --reproducers $out/planted-repro >$out/logs/planted.log 2>&1
   echo \"planted-bug run exit \$? (want 1)\"

@@ -26,14 +26,15 @@ from .errors import InvalidInput
 __all__ = ["Case", "CaseTensors", "LAYOUTS", "OFFSETS_LAYOUTS", "VALUE_DISTRIBUTIONS"]
 
 VALUE_DISTRIBUTIONS = ("normal", "large_logits", "correlated", "near_ties", "tiny")
-LAYOUTS = ("contiguous", "strided", "mixed")
+LAYOUTS = ("contiguous", "strided", "mixed", "head_dim_strided")
 # "strided": q_offsets and k_offsets are the two columns of one [B + 1, 2] tensor (views with
 # stride 2), the natural way to hold both; outside the contract, so a kernel must reject them or
 # compute the right result, never read them as if dense.
-OFFSETS_LAYOUTS = ("contiguous", "strided", "mixed")
+OFFSETS_LAYOUTS = ("contiguous", "strided", "mixed", "head_dim_strided")
 # Fields added after the first case-file format: left out of ``to_dict`` (and so of
 # ``case_id``) while they hold their default, so old case files and ids stay valid.
-_LATE_FIELDS = {"layout": "contiguous", "offsets_layout": "contiguous", "instrument": True, "window": None}
+_LATE_FIELDS = {"layout": "contiguous", "offsets_layout": "contiguous", "instrument": True, "window": None,
+                "q_offsets_start": None}
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,11 @@ def _lay_out(t: torch.Tensor, role: str, layout: str, device) -> torch.Tensor:
     ``role`` (``"q"``, ``"k"``, ``"v"``, ``"do"``); same values, other strides."""
     if layout == "contiguous":
         return t.to(device)
+    if layout == "head_dim_strided":
+        # every other element of a NaN-filled buffer: stride 2 along D (a kernel assuming 1 reads NaN)
+        wide = torch.full((*t.shape[:2], 2 * t.shape[2]), float("nan"), dtype=t.dtype)
+        wide[..., ::2] = t
+        return wide.to(device)[..., ::2]
     if layout == "strided":
         return _nan_padded(t, device, cols=3) if role == "do" else _head_major(t, device)
     # "mixed": four different stride patterns, so no tensor can be read with another's strides
@@ -127,6 +133,8 @@ class Case:
             intersection). ``(-1, -1)`` is stored as None. See :mod:`jfa_verify.contract`.
         offsets_dtype: ``"int32"`` or ``"int64"``.
         offsets_start: ``offsets[0]``; rows before it belong to no sequence.
+        q_offsets_start: ``q_offsets[0]`` of a cross-attention case when it differs from
+            ``k_offsets[0]`` (None: ``offsets_start``); q/O/dO rows before it belong to no sequence.
         offsets_layout: ``"contiguous"`` or ``"strided"`` (both offsets as columns of one
             ``[B + 1, 2]`` tensor: outside the contract, which the kernel must reject or
             handle correctly).
@@ -181,6 +189,7 @@ class Case:
     sm_scale: Optional[float] = None
     seed: int = 0
     instrument: bool = True
+    q_offsets_start: Optional[int] = None
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -188,7 +197,8 @@ class Case:
         if self.q_lengths is not None:
             object.__setattr__(self, "q_lengths", _int_tuple("q_lengths", self.q_lengths))
         object.__setattr__(self, "window", check_window(self.window))
-        for name in ("broadcast_q_len", "num_heads_q", "num_heads_kv", "head_dim", "head_dim_v", "offsets_start", "seed"):
+        for name in ("broadcast_q_len", "num_heads_q", "num_heads_kv", "head_dim", "head_dim_v", "offsets_start", "q_offsets_start",
+                     "seed"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
                 raise InvalidInput(f"{name}={value!r} is not an integer")
@@ -238,6 +248,12 @@ class Case:
             raise InvalidInput(f"offsets_dtype={self.offsets_dtype!r} is not one of {tuple(OFFSET_DTYPES)}")
         if self.offsets_start < 0:
             raise InvalidInput(f"offsets_start={self.offsets_start} must be >= 0")
+        if self.q_offsets_start is not None:
+            if self.mode != "cross":
+                raise InvalidInput(f"q_offsets_start={self.q_offsets_start} is only for mode='cross' (mode={self.mode!r}); "
+                                   f"self-attention and broadcast-Q have one start")
+            if self.q_offsets_start < 0:
+                raise InvalidInput(f"q_offsets_start={self.q_offsets_start} must be >= 0 or null")
         if self.values not in VALUE_DISTRIBUTIONS:
             raise InvalidInput(f"values={self.values!r} is not one of {VALUE_DISTRIBUTIONS}")
         if self.layout not in LAYOUTS:
@@ -260,6 +276,13 @@ class Case:
         if self.mode == "cross":
             return self.q_lengths
         return (self.broadcast_q_len,) * self.batch
+
+    @property
+    def q_start(self) -> int:
+        """``q_offsets[0]``: the query (and O, dO) rows before the first sequence (0 under broadcast-Q)."""
+        if self.mode == "broadcast_q":
+            return 0
+        return self.offsets_start if self.q_offsets_start is None else self.q_offsets_start
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -362,7 +385,7 @@ class Case:
             t_q, q_offsets = self.broadcast_q_len, None
             rows = self.batch * self.broadcast_q_len
         else:
-            q_off = _offsets(self.query_lengths, pad)
+            q_off = _offsets(self.query_lengths, self.q_start)
             t_q, rows = q_off[-1], q_off[-1]
             q_offsets = q_off
         q = self._draw(rng, (t_q, self.num_heads_q, self.head_dim), "q")

@@ -31,6 +31,7 @@ HEADS = {"mha": (2, 2), "gqa_pow2": (4, 2), "gqa_non_pow2": (6, 2), "mqa": (3, 1
 # A given softmax scale as a multiple of the default 1/sqrt(D).
 SM_SCALE_FACTORS = {"small": 0.25, "large": 3.0}
 OFFSETS_START = 3  # odd, so no sequence starts at an aligned row
+Q_OFFSETS_START = 8  # the "distinct" class: queries start after keys, so rows [3, 8) differ in role
 _D_CANDIDATES = {"pow2": (32, 16, 64, 128), "non_pow2_even": (24, 40, 48, 96), "odd": (33, 17, 65)}
 _DV_CANDIDATES = (16, 17, 24, 32, 33, 40, 48, 64, 80, 96, 128)
 _ATTEMPTS = 400
@@ -77,6 +78,8 @@ def _draw(want: Mapping[str, str], bm: int, bn: int, sms: int, rng: random.Rando
     """One candidate ``(mode, q_lengths, k_lengths)`` aimed at ``want`` (verified by the caller)."""
     mode = want.get("mode") or rng.choice(("self", "cross", "broadcast_q"))
     batch = want.get("batch") or rng.choice(("one", "few", "over_sms"))
+    if batch == "empty":
+        return mode, (), ()
     b = {"one": 1, "few": rng.randint(2, max(2, min(sms, 5))), "over_sms": sms + rng.randint(1, 3)}[batch]
     pal = _palette(bm, bn)
     edges = want.get("edges")
@@ -180,7 +183,7 @@ def _length_case(mode: str, q: tuple, k: tuple) -> Case:
         return Case(kv_lengths=k)
     if mode == "cross":
         return Case(kv_lengths=k, mode="cross", q_lengths=q)
-    return Case(kv_lengths=k, mode="broadcast_q", broadcast_q_len=q[0] if q else 0)
+    return Case(kv_lengths=k, mode="broadcast_q", broadcast_q_len=q[0] if q else 0)  # B = 0: no query row
 
 
 @lru_cache(maxsize=None)
@@ -196,7 +199,7 @@ def lengths_for(want: tuple, bm: int, bn: int, sms: int, seed: int = 0) -> Optio
     found = []
     for _ in range(_ATTEMPTS):
         mode, q, k = _draw(wanted, bm, bn, sms, rng)
-        if not k:
+        if not k and wanted.get("batch") != "empty":
             continue
         case = _length_case(mode, q, k)
         if all(cls in dimension(name).classify(case, tiles) for name, cls in wanted.items()):
@@ -259,6 +262,8 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
         chosen[dim.name] = cls
     modes = [classes["mode"]] if "mode" in classes else [m for m in dimension("mode").classes
                                                           if dimension("mode").support(m, caps) is None]
+    if chosen["offsets_start"] == "distinct":  # two starts need two offsets tensors
+        modes = [m for m in modes if m == "cross"]
     dims = head_dims_for(chosen["head_dim"], chosen["value_dim"], caps)
     if dims is None:
         return None
@@ -277,7 +282,9 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
     scale = None
     if chosen["sm_scale"] != "default":
         scale = SM_SCALE_FACTORS[chosen["sm_scale"]] / math.sqrt(d)
-    extra = {"q_lengths": q} if mode == "cross" else ({"broadcast_q_len": q[0]} if mode == "broadcast_q" else {})
+    extra = {"q_lengths": q} if mode == "cross" else ({"broadcast_q_len": q[0] if q else 0} if mode == "broadcast_q" else {})
+    if chosen["offsets_start"] == "distinct":
+        extra["q_offsets_start"] = Q_OFFSETS_START
     case = Case(
         kv_lengths=k, mode=mode, num_heads_q=h_q, num_heads_kv=h_kv, head_dim=d, head_dim_v=dv,
         dtype=chosen["dtype"], causal=chosen["mask"] != "none",

@@ -28,6 +28,7 @@ CLASSES: dict[str, str] = {
     "total_lt_batch": "fewer key tokens in total than sequences",
     "one_token": "a 1-token query or key sequence",
     "single_sequence": "a batch of one sequence",
+    "no_sequences": "a batch of no sequence (B = 0: offsets of one entry)",
     "tile_boundary": "a length at a multiple of BLOCK_M (queries) or BLOCK_N (keys) +-1",
     "multi_tile": "a sequence spanning more than one tile",
     "prime_length": "a prime length >= 5",
@@ -50,9 +51,11 @@ CLASSES: dict[str, str] = {
     "non_pow2_head_dim": "a head dim that is not a power of two",
     "distinct_value_head_dim": "value head dim != query/key head dim",
     "offsets_nonzero_start": "offsets[0] > 0 (a view into a larger buffer)",
+    "distinct_offsets_start": "q_offsets[0] != k_offsets[0] (cross-attention)",
     "strided_offsets": "offsets as strided views (columns of one [B + 1, 2] tensor; outside the contract)",
     "int64_offsets": "int64 offsets",
     "strided": "non-contiguous q/k/v/dO",
+    "head_dim_strided": "q/k/v/dO with a head-dim stride other than 1",
     "offset_overflow": "a tensor with more than 2**31 elements (int32 index overflow)",
     "large_logits": "large logits (saturated softmax)",
     "correlated": "low-rank, correlated activations",
@@ -111,7 +114,7 @@ def element_extent(case: Case) -> int:
     if case.mode == "broadcast_q":
         q_rows, do_rows = case.broadcast_q_len, case.batch * case.broadcast_q_len
     else:
-        q_rows = do_rows = pad + sum(case.query_lengths)
+        q_rows = do_rows = case.q_start + sum(case.query_lengths)
     k_rows = pad + sum(case.kv_lengths)
     return max(
         q_rows * case.num_heads_q * case.head_dim,
@@ -134,7 +137,9 @@ def classify(case: Case, block_sizes: tuple[int, int] = (32, 16)) -> set[str]:
     if case.values != "normal":
         out.add(case.values)
     if case.layout != "contiguous":
-        out.add(case.layout)
+        out.add("strided")
+    if case.layout == "head_dim_strided":
+        out.add("head_dim_strided")
     if any(n == 0 for n in q):
         out.add("zero_length_q")
     if any(n == 0 for n in k):
@@ -147,6 +152,8 @@ def classify(case: Case, block_sizes: tuple[int, int] = (32, 16)) -> set[str]:
         out.add("one_token")
     if case.batch == 1:
         out.add("single_sequence")
+    if case.batch == 0:
+        out.add("no_sequences")
     if any(_near_multiple(n, block_m) for n in q) or any(_near_multiple(n, block_n) for n in k):
         out.add("tile_boundary")
     if any(n > block_m for n in q) or any(n > block_n for n in k):
@@ -176,8 +183,10 @@ def classify(case: Case, block_sizes: tuple[int, int] = (32, 16)) -> set[str]:
         out.add("non_pow2_head_dim")
     if case.dv != case.head_dim:
         out.add("distinct_value_head_dim")
-    if case.offsets_start > 0:
+    if case.offsets_start > 0 or case.q_start > 0:
         out.add("offsets_nonzero_start")
+    if case.mode == "cross" and case.q_start != case.offsets_start:
+        out.add("distinct_offsets_start")
     if case.offsets_layout != "contiguous":
         out.add("strided_offsets")
     if case.offsets_dtype == "int64":

@@ -170,7 +170,13 @@ def _tiles(case: Case, target: Target) -> set[str]:
 
 def _batch(case: Case, target: Target) -> set[str]:
     b = case.batch
-    return {"one" if b <= 1 else ("few" if b <= target.num_sms else "over_sms")}
+    return {"empty" if b == 0 else "one" if b == 1 else ("few" if b <= target.num_sms else "over_sms")}
+
+
+def _offsets_start(case: Case, target: Target) -> set[str]:
+    if case.q_start != case.offsets_start and case.mode == "cross":
+        return {"distinct"}
+    return {"nonzero" if case.offsets_start else "zero"}
 
 
 def _waves(case: Case, target: Target) -> set[str]:
@@ -209,6 +215,10 @@ def _heads_support(cls: str, caps: Capabilities) -> Optional[str]:
 def _dtype_support(cls: str, caps: Capabilities) -> Optional[str]:
     names = tuple(dtype_name(d) for d in caps.dtypes)
     return None if cls in names else f"dtype {cls} not in the kernel's dtypes {names}"
+
+
+def _offsets_start_support(cls: str, caps: Capabilities) -> Optional[str]:
+    return None if cls != "distinct" or "cross" in caps.modes else "distinct starts need cross-attention"
 
 
 def _value_dim_support(cls: str, caps: Capabilities) -> Optional[str]:
@@ -292,7 +302,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("offsets_start", "offsets[0]", {
         "zero": "offsets[0] == 0",
         "nonzero": "offsets[0] > 0 (a view into a larger buffer)",
-    }, lambda c, t: {"nonzero" if c.offsets_start else "zero"}),
+        "distinct": "q_offsets[0] != k_offsets[0] (cross-attention on views into two buffers)",
+    }, _offsets_start, _offsets_start_support),
     Dimension("offsets_layout", "offsets memory layout (strided views are outside the contract)", {
         "contiguous": "dense offsets",
         "strided": "columns of one [B + 1, 2] tensor: rejected or computed right",
@@ -301,6 +312,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "contiguous": "every tensor contiguous",
         "strided": "q, k, v head-major, dO a slice of a wider buffer",
         "mixed": "each tensor strided differently (slices with NaN gaps, head-major)",
+        "head_dim_strided": "q, k, v, dO with a head-dim stride of 2 (every other element of a buffer)",
     }, lambda c, t: {c.layout}),
     Dimension("values", "value distribution", {n: n for n in VALUE_DISTRIBUTIONS}, lambda c, t: {c.values}),
     Dimension("edges", "empty and one-token sequences", {
@@ -316,6 +328,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "multi_tile": "a sequence spanning several tiles",
     }, _tiles, lengths=True),
     Dimension("batch", "sequences against the SMs", {
+        "empty": "no sequence (B = 0: offsets of one entry; any rows belong to no sequence)",
         "one": "a single sequence",
         "few": "2 to num_sms sequences",
         "over_sms": "more sequences than SMs",

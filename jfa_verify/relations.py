@@ -129,10 +129,11 @@ def permuted(case: Case, tensors: CaseTensors, order: Sequence[int]) -> tuple[Ca
         o_rows = _rows(out_starts, q_len, order, 0)
         q, q_off = tensors.q, None
     else:
-        q_starts = [pad + sum(q_len[:b]) for b in range(case.batch)]
-        o_rows = _rows(q_starts, q_len, order, pad)
+        q_pad = case.q_start
+        q_starts = [q_pad + sum(q_len[:b]) for b in range(case.batch)]
+        o_rows = _rows(q_starts, q_len, order, q_pad)
         q = _gather(tensors.q, o_rows)
-        q_off = k_off if case.mode == "self" else _offsets([q_len[b] for b in order], pad, tensors.q_offsets)
+        q_off = k_off if case.mode == "self" else _offsets([q_len[b] for b in order], q_pad, tensors.q_offsets)
     do = _gather(tensors.do, o_rows)
     rows = {"o": o_rows, "lse": o_rows, "dq": o_rows if case.mode != "broadcast_q" else None,
             "dk": k_rows, "dv": k_rows}
@@ -142,7 +143,7 @@ def permuted(case: Case, tensors: CaseTensors, order: Sequence[int]) -> tuple[Ca
 def single_sequence(case: Case, b: int) -> Case:
     """Sequence ``b`` of ``case`` as a batch of one (offsets from 0)."""
     extra = {"q_lengths": (case.q_lengths[b],)} if case.mode == "cross" else {}
-    return dataclasses.replace(case, kv_lengths=(case.kv_lengths[b],), offsets_start=0,
+    return dataclasses.replace(case, kv_lengths=(case.kv_lengths[b],), offsets_start=0, q_offsets_start=None,
                                name=f"{case.name or case.case_id()}/sequence-{b}", **extra)
 
 
@@ -215,7 +216,7 @@ def _check_batch_invariance(case: Case, kernel, device) -> Optional[str]:
             if name in ("dk", "dv"):
                 idx = rows[name][case.offsets_start:case.offsets_start + case.kv_lengths[b]]
             else:  # query rows follow the leading rows (none under broadcast-Q)
-                start = 0 if case.mode == "broadcast_q" else case.offsets_start
+                start = case.q_start
                 idx = rows["o"][start:start + case.query_lengths[b]]
             want = base[name][:, idx] if name == "lse" else base[name][idx]
             bad = _compare(name, got[name], want, exact, case.torch_dtype)
@@ -240,9 +241,10 @@ def _slice_first(case: Case, perm: CaseTensors, b: int) -> CaseTensors:
     k_off = _offsets([lk], 0, perm.k_offsets)
     if case.mode == "broadcast_q":
         return CaseTensors(perm.q, k, v, None, k_off, copy_keeping_strides(perm.do[:lq]))
-    q = copy_keeping_strides(perm.q[pad:pad + lq])
+    q_pad = case.q_start
+    q = copy_keeping_strides(perm.q[q_pad:q_pad + lq])
     q_off = k_off if case.mode == "self" else _offsets([lq], 0, perm.q_offsets)
-    return CaseTensors(q, k, v, q_off, k_off, copy_keeping_strides(perm.do[pad:pad + lq]))
+    return CaseTensors(q, k, v, q_off, k_off, copy_keeping_strides(perm.do[q_pad:q_pad + lq]))
 
 
 def _check_sequence(cases: Sequence[Case], kernel, device) -> Optional[str]:

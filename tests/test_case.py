@@ -75,3 +75,18 @@ def test_value_distributions_differ():
     corr = Case(kv_lengths=(64,), dtype="float32", head_dim=16, values="correlated").materialize()
     s = torch.linalg.svdvals(corr.k[:, 0, :].double())
     assert s[4] < 0.2 * s[0]  # low-rank structure dominates
+
+
+def test_a_distinct_query_start_is_for_cross_attention_and_round_trips():
+    from jfa_verify.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="q_offsets_start=2 is only for mode='cross'"):
+        Case(kv_lengths=(3,), q_offsets_start=2)
+    with pytest.raises(InvalidInput, match="q_offsets_start=-1 must be >= 0"):
+        Case(kv_lengths=(3,), mode="cross", q_lengths=(2,), q_offsets_start=-1)
+    base = Case(kv_lengths=(3, 4), mode="cross", q_lengths=(2, 5), offsets_start=3)
+    moved = Case(kv_lengths=(3, 4), mode="cross", q_lengths=(2, 5), offsets_start=3, q_offsets_start=8)
+    assert "q_offsets_start" not in base.to_dict()  # older case files and their ids are unchanged
+    assert Case.from_json(moved.to_json()) == moved and moved.case_id() != base.case_id()
+    t = moved.materialize("cpu")
+    assert t.q_offsets.tolist() == [8, 10, 15] and t.k_offsets.tolist() == [3, 6, 10] and t.q.shape[0] == 15

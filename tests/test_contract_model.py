@@ -84,11 +84,23 @@ def test_impossible_combinations_are_not_built(cpu_target):
     assert head_dims_for("pow2", "same", only_pow2.capabilities) == (32, 32)
 
 
+_DIM_ORDER = {d.name: i for i, d in enumerate(DIMENSIONS)}
+
+
 def test_universe_names_the_infeasible_pairs_and_the_classes_outside_the_kernel(cpu_target):
     uni = universe(cpu_target)
+    # a batch of no sequence (B = 0) computes no score (its values, scale, heads, head dims decide
+    # nothing) and has no length of any kind but the vacuous ones
+    no_scores = {"values", "sm_scale", "heads", "head_dim", "value_dim"}
+    vacuous = {("relation", "equal"), ("edges", "none"), ("tiles", "single_tile"), ("waves", "one_wave")}
+    empty_batch = {tuple(sorted([("batch", "empty"), (d, c)], key=lambda x: _DIM_ORDER[x[0]]))
+                   for d, classes in uni.classes.items() for c in classes
+                   if d in no_scores or (d in {n for n, _ in vacuous} and (d, c) not in vacuous)}
     assert uni.infeasible == {
         (("mode", "self"), ("relation", r)) for r in ("shorter", "longer", "mixed")
-    } | {(("relation", "mixed"), ("batch", "one")), (("tiles", "single_tile"), ("waves", "several_waves"))}
+    } | {(("relation", "mixed"), ("batch", "one")), (("tiles", "single_tile"), ("waves", "several_waves"))} | {
+        (("mode", m), ("offsets_start", "distinct")) for m in ("self", "broadcast_q")  # two starts: cross only
+    } | empty_batch
     assert set(uni.unsupported) == {("dtype", "float8_e4m3fn")}
     assert len(uni.supported) > 1000
     no_gqa = universe(Target(Capabilities(gqa=False, causal_alignments=("top_left",)), "cpu"))
@@ -133,3 +145,19 @@ def test_the_length_dimensions_are_the_ones_lengths_decide():
     assert set(dimension("window").classes) == {"none", "windowed"}
     with pytest.raises(KeyError, match="dimension 'nope' is unknown"):
         dimension("nope")
+
+
+def test_the_offsets_start_batch_and_layout_edges_are_built_as_their_tensors(cpu_target):
+    distinct = build_case({"offsets_start": "distinct"}, cpu_target)
+    t = distinct.materialize("cpu")
+    assert distinct.mode == "cross" and t.q_offsets[0].item() != t.k_offsets[0].item()
+    assert t.q.shape[0] == t.q_offsets[-1].item() and t.k.shape[0] == t.k_offsets[-1].item()
+    assert build_case({"offsets_start": "distinct", "mode": "self"}, cpu_target) is None
+
+    empty = build_case({"batch": "empty", "offsets_start": "nonzero"}, cpu_target)
+    t = empty.materialize("cpu")
+    assert empty.batch == 0 and t.k_offsets.tolist() == [empty.offsets_start] and t.k.shape[0] > 0
+
+    strided = build_case({"layout": "head_dim_strided"}, cpu_target).materialize("cpu")
+    assert all(x.stride(-1) == 2 for x in (strided.q, strided.k, strided.v, strided.do))
+    assert not any(x.isnan().any() for x in (strided.q, strided.k, strided.v))  # the gaps hold the NaN

@@ -168,7 +168,9 @@ def cases(
         causal: force masking on or off (default: drawn; both alignments).
         window: force a sliding window on or off (default: drawn when the kernel declares a window
             mask, :func:`windows`; never for a kernel without one).
-        length_kinds: restrict the batch kinds (see :func:`jagged_lengths`).
+        length_kinds: restrict the batch kinds (see :func:`jagged_lengths`); one case in 20 has no
+            sequence at all (B = 0), and one cross-attention case in 4 starts its queries at another
+            row than its keys (``q_offsets_start``).
         values, layouts: restrict value distributions and memory layouts (default: all).
         offsets_layouts: restrict the offsets layouts (default: all, strided views included).
         gqa: allow GQA/MQA head ratios (default: when the kernel supports them).
@@ -196,6 +198,8 @@ def cases(
         head_dim_v = draw(st.sampled_from(dims))
     blocks = tiles_for_shape(kernel, head_dim, head_dim_v, DTYPES[dtype], device_type).as_tuple()
     kv = draw(jagged_lengths(max_batch=max_batch, max_len=max_len, block_sizes=blocks, kinds=length_kinds))
+    if draw(st.integers(0, 19)) == 19:  # rarely B = 0 (offsets of one entry); shrinks away from it
+        kv = ()
     extra = {}
     if mode == "cross":
         extra["q_lengths"] = draw(cross_query_lengths(kv, max_len=max_len, block_sizes=blocks))
@@ -225,6 +229,8 @@ def cases(
         drawn_window = draw(windows(blocks, max_len=max_len, symmetric=caps.symmetric_window))
         if not is_causal:
             alignment = draw(st.sampled_from(list(caps.causal_alignments)))
+    if mode == "cross" and draw(st.integers(0, 3)) == 3:  # q_offsets[0] != k_offsets[0]; shrinks to one start
+        extra["q_offsets_start"] = draw(st.sampled_from([0, 1, 5, 17]))
     return Case(
         kv_lengths=kv,
         mode=mode,
