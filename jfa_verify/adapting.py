@@ -75,7 +75,10 @@ def varlen_inputs(problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *,
 
     The offsets tensors are rebased on the device (``offsets - offsets[0]``, no host synchronization)
     and cast to ``offsets_dtype``; broadcast-Q's Q is repeated per sequence (autograd sums dQ back).
+    The varlen ops need a unit stride along the head dim (FlashAttention's "contiguous last
+    dimension"), which the contract does not promise: a view without it is copied.
     """
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     k_first = problem.k_starts[0] if problem.batch else k.shape[0]
     cu_k = (k_offsets - k_offsets[:1]).to(offsets_dtype).contiguous()
     if problem.mode == "broadcast_q":
