@@ -33,7 +33,12 @@ print(c.get('status','?')+': '+(','.join(outs) or (c.get('message','')[:60].repl
       --timeout 60 --json "$out/$name.gate.json" --junit "$out/$name.gate.xml" --markdown "$out/$name.gate.md" \
       --reproducers "$out/repro-$name" >"$out/$name.gate.log" 2>&1
     grc=$?
-    if [ "$grc" != 0 ]; then verdict=killed; by="gate (exit $grc): $(grep -E '\| (fail|hang|crash) \|' "$out/$name.gate.md" | tr -s ' ' | head -3 | tr '\n' ';')"; fi
+    # 1, 3, 4: a finding, a hang, a crash; 2: a check could not judge (a sanitizer past its time): not a kill
+    case $grc in
+      1|3|4) verdict=killed; by="gate (exit $grc): $(grep -E '\| (fail|hang|crash) \|' "$out/$name.gate.md" | tr -s ' ' | head -3 | tr '\n' ';')";;
+      0) ;;
+      *) verdict="survived (gate inconclusive, exit $grc)"; by="$(grep -E '\| error \|' "$out/$name.gate.md" | tr -s ' ' | head -2 | tr '\n' ';')";;
+    esac
   fi
   echo "| $name | $verdict | $by |"
 }

@@ -53,7 +53,9 @@ __all__ = ["CHECKS", "CheckResult", "Finding", "GateOptions", "GateReport", "run
 CHECKS = ("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory", "sanitizer", "perf")
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 SANITIZER_LAYOUT = "layout-7-3-19-5-11"  # the default suite's smallest lengths
-_WORST = {"crash": 4, "hang": 3, "fail": 2, "error": 2, "pass": 0, "skip": 0}
+# A check's "error" is a check that could not judge (a tool failed or ran past its time, the framework
+# raised): the gate is not green, but no finding was made, so it exits USAGE unless something was found.
+_WORST = {"crash": 4, "hang": 3, "fail": 2, "error": 1, "pass": 0, "skip": 0}
 
 
 @dataclass
@@ -131,7 +133,8 @@ class GateReport:
         if not checked:
             return int(ExitCode.USAGE)
         worst = max((_WORST[r.status] for r in checked), default=0)
-        return {4: int(ExitCode.CRASH), 3: int(ExitCode.HANG), 2: int(ExitCode.FINDING)}.get(worst, int(ExitCode.OK))
+        return {4: int(ExitCode.CRASH), 3: int(ExitCode.HANG), 2: int(ExitCode.FINDING),
+                1: int(ExitCode.USAGE)}.get(worst, int(ExitCode.OK))
 
     @property
     def verdict(self) -> str:
@@ -241,7 +244,10 @@ def device_reason(kernel: Kernel, device: torch.device) -> Optional[str]:
 
 
 def small_cases(kernel: Kernel, device: torch.device, n: int, seed: int = 0) -> list[Case]:
-    """Up to ``n`` cases of the default suite the kernel supports, one per (mode, causal) first."""
+    """Up to ``n`` cases of the default suite the kernel supports and that compute some score (a batch
+    with no query-key pair, such as B = 0, cannot show nondeterminism or a read of stale memory in the
+    softmax), one per (mode, causal) first."""
+    from .pairs import computes_scores
     from .suites import get_suite
 
     def runs(case: Case) -> bool:  # from the case's shape alone: no tensors made
@@ -250,7 +256,8 @@ def small_cases(kernel: Kernel, device: torch.device, n: int, seed: int = 0) -> 
                                        causal=case.causal, causal_alignment=case.causal_alignment)
         return kernel.unsupported_reason(dataclasses.replace(shape, inputs_contiguous=case.layout == "contiguous")) is None
 
-    supported = [c for c in get_suite("default", device.type, seed, kernel=kernel).cases if runs(c)]
+    supported = [c for c in get_suite("default", device.type, seed, kernel=kernel).cases
+                 if computes_scores(c) and runs(c)]
     picked, seen = [], set()
     for case in supported:
         key = (case.mode, case.causal)
@@ -354,6 +361,20 @@ def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> Ch
     return out
 
 
+def sanitizer_errors(text: str) -> Optional[int]:
+    """The error count of compute-sanitizer's last summary line in ``text``, or None when it printed none.
+
+    memcheck, initcheck and synccheck end with ``ERROR SUMMARY: N errors``; racecheck with
+    ``RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)`` (E counted; warnings are not errors).
+    """
+    found = re.findall(r"(?:ERROR SUMMARY: (\d+) error)|(?:RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?)",
+                       text)
+    if not found:
+        return None
+    plain, race = found[-1]
+    return int(plain or race)
+
+
 def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
     if device.type != "cuda":
         return CheckResult(kernel.name, "sanitizer", "skip", reason="compute-sanitizer needs a CUDA device")
@@ -376,8 +397,7 @@ def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
                 out.status = "error" if out.status == "pass" else out.status
                 out.reason = f"compute-sanitizer {tool} did not finish within {options.timeout_s or 600:g} s"
                 continue
-            errors = re.findall(r"ERROR SUMMARY: (\d+) error", proc.stdout + proc.stderr)
-            n = int(errors[-1]) if errors else None
+            n = sanitizer_errors(proc.stdout + proc.stderr)
             out.details.append(f"{tool}: {n if n is not None else 'no'} error summary, exit {proc.returncode}, "
                                f"{time.perf_counter() - t0:.0f} s")
             if n:

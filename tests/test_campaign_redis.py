@@ -54,7 +54,7 @@ def test_two_campaigns_share_a_redis_database(redis_url, tmp_path, misbehaving_p
     load_plugin(plugin)
     kernel = get_kernel("wrong_in_redis")
     strategy = cases(kernel, max_batch=3, max_len=24, dtypes=["float32"])
-    first = run_campaign(kernel, strategy=strategy, max_examples=30, corpus_dir=tmp_path / "a", database=redis_url,
+    first = run_campaign(kernel, strategy=strategy, max_examples=150, corpus_dir=tmp_path / "a", database=redis_url,
                          device="cpu", seed=3, backward=False)
     assert first.failed, first.format(coverage=False)
     second = run_campaign(kernel, strategy=strategy, max_examples=1, corpus_dir=tmp_path / "b", database=redis_url,

@@ -15,6 +15,7 @@ from jfa_verify.fuzz import run_campaign
 from jfa_verify.fuzz.findings import list_findings
 from jfa_verify.registry import get_kernel, load_plugin
 from jfa_verify.strategies import cases
+from tests.helpers import interruptible
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(max_batch=3, max_len=24, dtypes=["float32"])
@@ -113,7 +114,8 @@ def test_ctrl_c_ends_a_campaign_with_its_summary_and_report(tmp_path, misbehavin
     proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--device", "cpu", "--plugin", str(plugin),
                              "--kernel", "correct", "--workers", "2", "--duration", "300", "--progress-interval", "0.3",
                              "--reproducers", str(repro), "--report", str(report), "--png", str(tmp_path / "t.png")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=interruptible)
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     reader.start()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from jfa_verify.case import Case
 from jfa_verify.cli import main
 
 MUTANT_PLUGIN = str(Path(__file__).parent / "quality" / "mutant_plugin.py")
@@ -117,7 +118,7 @@ def test_run_records_a_hung_kernel_and_exits(tmp_path, sleepy_plugin):
     (path,) = repro.glob("*.json")
     payload = json.loads(path.read_text())
     assert payload["status"] == "hang" and payload["kernel"] == "sleepy"
-    assert payload["case"]["kv_lengths"]  # the whole case survives, ready for replay
+    assert path.name.startswith(Case.from_dict(payload["case"]).case_id())  # the whole case survives, for replay
 
 
 def test_run_where_every_case_is_unsupported_is_not_a_pass(tmp_path, capsys):

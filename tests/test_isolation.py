@@ -14,6 +14,7 @@ from jfa_verify.corpus import read_case_file
 from jfa_verify.exits import ExitCode, exit_code_for
 from jfa_verify.isolation import CaseWorker, WorkerSpec, sticky_device_error
 from jfa_verify.registry import load_plugin
+from tests.helpers import interruptible
 
 ROOT = Path(__file__).resolve().parents[1]
 # Six cases of the CPU default suite: self/bf16, broadcast/bf16, self/fp16, cross-causal/fp16, self-causal/fp32,
@@ -33,7 +34,7 @@ def _start_run(plugin, kernel, repro, report):
     return subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(plugin),
                              "--kernel", kernel, "--filter", FILTER, "--reproducers", str(repro), "--report",
                              str(report), "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=interruptible)
 
 
 def test_exit_code_precedence_crash_over_hang_over_failure():

@@ -26,6 +26,9 @@ CAPABILITIES = Capabilities(
     dtypes=(torch.float16, torch.bfloat16),
     min_head_dim=8,
     max_head_dim=256,
+    # the raw op asks for "a multiple of 8, this is ensured by padding" (SDPA pads; the op does not):
+    # seen on the H200, docs/evidence/gpu-2026-12-01
+    head_dims=tuple(range(8, 257, 8)),
     distinct_value_head_dim=False,
     causal_alignments=("bottom_right",),
     masks=("none", "causal", "window", "causal+window"),
