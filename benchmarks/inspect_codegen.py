@@ -28,26 +28,7 @@ import types
 
 import torch
 
-
-class _TargetOnlyDriver:
-    """What ``JITFunction.warmup`` asks of a driver, for a machine without the GPU."""
-
-    def __init__(self, arch: int):
-        from triton.backends.compiler import GPUTarget
-
-        self.target = GPUTarget("cuda", arch, 32)
-
-    def get_current_target(self):
-        return self.target
-
-    def get_current_device(self):
-        return 0
-
-    def get_current_stream(self, device=None):
-        return 0
-
-    def get_active_torch_device(self):
-        return torch.device("cpu")
+from jfa_verify.target_driver import TargetOnlyDriver
 
 
 class _CompileOnly:
@@ -118,7 +99,7 @@ def inspect(head_dim: int = 128, heads: int = 8, dtype: str = "bfloat16", arch: 
     cpu_tiles = tj.tile_sizes
     tj.tile_sizes = lambda p: cpu_tiles(dataclasses.replace(p, device=torch.device("cuda")))  # the GPU's tiles
     previous = driver._active  # None until something asked for the machine's own driver
-    driver.set_active(_TargetOnlyDriver(arch))
+    driver.set_active(TargetOnlyDriver(arch))
     try:
         plan, _ = plan_launch(problem, GridScheduler())
         _forward(compile_only, problem, plan, q, k, v, offsets, offsets, None)

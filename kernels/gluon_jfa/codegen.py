@@ -22,28 +22,9 @@ import types
 
 import torch
 
+from jfa_verify.target_driver import TargetOnlyDriver
+
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-class _TargetOnlyDriver:
-    """What ``JITFunction.warmup`` asks of a driver, for a machine without the GPU."""
-
-    def __init__(self, arch: int = 90):
-        from triton.backends.compiler import GPUTarget
-
-        self.target = GPUTarget("cuda", arch, 32)
-
-    def get_current_target(self):
-        return self.target
-
-    def get_current_device(self):
-        return 0
-
-    def get_current_stream(self, device=None):
-        return 0
-
-    def get_active_torch_device(self):
-        return torch.device("cpu")
 
 
 class _CompileOnly:
@@ -141,7 +122,7 @@ def compile_for_sm90(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16, c
     names = ["_fwd_kernel"] + (["_bwd_dkdv_kernel", "_bwd_dq_kernel"] if backward else [])
     stand_in = types.SimpleNamespace(**{n: _CompileOnly(getattr(kernels_module, n), n, found) for n in names})
     previous = driver._active
-    driver.set_active(_TargetOnlyDriver(90))
+    driver.set_active(TargetOnlyDriver(90))
     try:
         o, lse = _host._forward(stand_in, problem, q, k, v, q_off, offsets, None, None, num_sms=132)
         if backward:
