@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .case import Case
-from .dimensions import Target
+from .dimensions import Target, padded_width
 from .dtypes import DIFFERENTIABLE
 from .lengths import sample_movielens_batch
 from .protocol import tiles_for_shape
@@ -128,14 +128,17 @@ def relation_checks(target: Target, seed: int = 0) -> tuple[Relation, ...]:
         out += [Relation("permutation", case), Relation("batch_invariance", case)]
     first = next((r.case for r in out if r.case.mode != "broadcast_q"), None)
     if first is not None:
-        out.append(Relation("sequence", first, tuple(related_calls(first))))
+        out.append(Relation("sequence", first, tuple(related_calls(first, target.capabilities))))
     return tuple(out)
 
 
-def related_calls(case: Case) -> list[Case]:
-    """Two calls after ``case`` a host-side cache keyed on shapes would mistake for it: the same token
-    counts with the lengths moved between sequences, then the same longest sequence with the other
-    sequences' boundaries moved (other offsets, same maxima)."""
+def related_calls(case: Case, capabilities=None) -> list[Case]:
+    """Calls after ``case`` that a host-side cache keyed on part of the inputs would mistake for an
+    earlier one: the same token counts with the lengths moved between sequences; the same longest
+    sequence with the other sequences' boundaries moved (other offsets, same maxima); and, when
+    ``capabilities`` (a :class:`~jfa_verify.protocol.Capabilities`) allow another head dim of
+    another padded width, ``case``'s very lengths and offsets with that head dim (a plan keyed on
+    the lengths alone)."""
     k, q = list(case.kv_lengths), list(case.query_lengths)
     moved = k[::-1]  # same total, other offsets; query lengths follow in self-attention
     extra = {"q_lengths": tuple(q[::-1])} if case.mode == "cross" else {}
@@ -146,7 +149,15 @@ def related_calls(case: Case) -> list[Case]:
     k2 = [min(n, k[longest]) for n in k2]
     extra2 = {"q_lengths": tuple(q)} if case.mode == "cross" else {}
     same_max = replace(case, kv_lengths=tuple(k2), seed=case.seed + 2, name=f"{case.name}/same-maxima", **extra2)
-    return [same_shapes, same_max]
+    calls = [same_shapes, same_max]
+    if capabilities is not None:
+        width = padded_width(max(case.head_dim, case.dv))
+        other = next((d for d in (2 * case.head_dim, case.head_dim // 2, case.head_dim + 16)
+                      if d >= 1 and capabilities.supports_head_dim(d) and padded_width(d) != width), None)
+        if other is not None:
+            calls.append(replace(case, head_dim=other, head_dim_v=other, seed=case.seed + 3,
+                                 name=f"{case.name}/same-lengths-other-head-dim"))
+    return calls
 
 
 def windows_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:

@@ -154,3 +154,15 @@ def test_a_kernel_exception_is_a_finding_but_a_framework_exception_is_not(jfa_de
     monkeypatch.setattr(relations, "permuted", broken)
     with pytest.raises(ImportError, match="framework's own import"):
         Relation("permutation", CASE).check(get_kernel("triton_jfa"), jfa_device)
+
+
+def test_the_sequence_of_related_calls_ends_with_the_same_lengths_at_another_head_dim():
+    # a launch plan cached on the lengths alone is seen only by a later call with the same lengths
+    from jfa_verify.dimensions import padded_width
+    from jfa_verify.suites import related_calls
+
+    calls = related_calls(CASE, get_kernel("triton_jfa").capabilities)
+    last = calls[-1]
+    assert last.kv_lengths == CASE.kv_lengths and last.q_lengths == CASE.q_lengths
+    assert padded_width(last.head_dim) != padded_width(CASE.head_dim)
+    assert len(related_calls(CASE)) == len(calls) - 1  # no capabilities: no head dim is assumed

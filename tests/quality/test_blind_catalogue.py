@@ -7,10 +7,9 @@ default suite (``jfa-verify mutants --stage suite``) in its own process (a crash
 a kill, not the end of the gate), stopping at its first failing case.
 
 To fit the CI budget (~15 minutes on 2 cores for everything) the gate runs the
-suite's first :data:`GATE_CASES` cases: the covering array, which exercises every
-pair of contract classes the kernel supports and comes first in the suite (cheap,
-dense cases first). The full suite (real lengths, relation checks) is measured in
-``docs/evidence/detection-2026-12-01/``.
+suite's covering array (every pair of contract classes the kernel supports; it
+comes first in the suite, cheap dense cases first) and the suite's relation checks,
+not the real-length cases that follow the array.
 """
 
 from pathlib import Path
