@@ -467,35 +467,82 @@ def _crash_result(name: str, mutant: Mutant, corpus_dir: Path, why: str) -> Muta
     return MutantResult(name, mutant.description, "error", gpu_only=mutant.gpu_only, reason=f"worker failed: {why}")
 
 
-def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, **kwargs) -> MutantResult:
-    """``run_mutant`` in a fresh spawned process (its own Triton state; a segfault ends only it)."""
+# A case of a mutant with no verdict after this long is a hang (the CPU interpreter's slowest suite
+# case takes well under a minute; a mutant's loop bound gone wrong runs for hours).
+CASE_TIMEOUT_S = 180.0
+
+
+def _running_longer_than(corpus_dir: Path, seconds: float) -> Optional[Path]:
+    """The case file left ``running`` in ``corpus_dir`` for more than ``seconds`` (the case a worker is
+    stuck in), or None."""
+    from jfa_verify.corpus import read_case_file
+
+    now = time.time()
+    for path in corpus_dir.glob("*.json"):
+        try:
+            if now - path.stat().st_mtime > seconds and read_case_file(path)[1].get("status") == "running":
+                return path
+        except (OSError, InvalidInput):
+            continue
+    return None
+
+
+def _hang_result(name: str, mutant: Mutant, path: Path, seconds: float) -> MutantResult:
+    from jfa_verify.corpus import read_case_file
+
+    case, _ = read_case_file(path)
+    return MutantResult(name, mutant.description, "killed", gpu_only=mutant.gpu_only, stage="hang",
+                        killing_case=case, killing_status="hang", outputs=["hang"], reproducer_batch=case.batch,
+                        reproducer_tokens=case.tokens(),
+                        explanation=f"no verdict on {path.name} after {seconds:g} s: the worker was killed (a hang "
+                                    f"is a finding)")
+
+
+def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, case_timeout_s: float = CASE_TIMEOUT_S,
+              **kwargs) -> MutantResult:
+    """``run_mutant`` in a fresh spawned process (its own Triton state; a segfault ends only it). A case
+    that runs past ``case_timeout_s`` (its write-ahead case file stays ``running``) kills the worker and
+    the mutant: a hang is a finding, as in ``jfa-verify run --timeout``."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import TimeoutError as FutureTimeout
     from concurrent.futures.process import BrokenProcessPool
 
     corpus = root / name
     corpus.mkdir(parents=True, exist_ok=True)
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    try:
         future = pool.submit(run_mutant, name, catalogue=catalogue, corpus_dir=str(corpus), **kwargs)
-        try:
-            return future.result()
-        except BrokenProcessPool as e:  # the worker died: a kernel crash (segfault, abort)
-            return _crash_result(name, cat[name], corpus, f"{type(e).__name__}: {e}")
-        except Exception as e:  # the worker raised: the mutant was not judged
-            return MutantResult(name, cat[name].description, "error", gpu_only=cat[name].gpu_only,
-                                reason=f"worker failed: {type(e).__name__}: {e}")
+        while True:
+            try:
+                return future.result(timeout=2.0)
+            except FutureTimeout:
+                stuck = _running_longer_than(corpus, case_timeout_s)
+                if stuck is not None:
+                    for proc in list(getattr(pool, "_processes", {}).values()):
+                        proc.kill()
+                    return _hang_result(name, cat[name], stuck, case_timeout_s)
+            except BrokenProcessPool as e:  # the worker died: a kernel crash (segfault, abort)
+                return _crash_result(name, cat[name], corpus, f"{type(e).__name__}: {e}")
+            except Exception as e:  # the worker raised: the mutant was not judged
+                return MutantResult(name, cat[name].description, "error", gpu_only=cat[name].gpu_only,
+                                    reason=f"worker failed: {type(e).__name__}: {e}")
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "triton_jfa", device="cpu",
                 max_examples: int = 10, seed: int = 0, jobs: int = 1, stage: str = "targeted",
-                isolate: Optional[bool] = None, max_cases: Optional[int] = None) -> list[MutantResult]:
+                isolate: Optional[bool] = None, max_cases: Optional[int] = None,
+                case_timeout_s: float = CASE_TIMEOUT_S) -> list[MutantResult]:
     """Run every mutant in ``names`` (default: the whole catalogue) through ``stage`` (see
     :func:`run_mutant`) and return one result each, in order.
 
     ``catalogue``: a packaged catalogue name or a file path. ``isolate`` (default: when ``jobs > 1``)
     runs each mutant in its own spawned process, ``jobs`` at once (on CUDA they share the GPU): a
     mutant whose process dies is *killed by a crash* when it left a case file ``running`` (the case
-    it crashed on), an error otherwise.
+    it crashed on), an error otherwise; one whose case has no verdict after ``case_timeout_s`` seconds
+    is *killed by a hang* (its worker is killed).
 
     Raises:
         InvalidInput: an unknown catalogue, mutant name or stage.
@@ -512,7 +559,8 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     from concurrent.futures import ThreadPoolExecutor
 
     with tempfile.TemporaryDirectory(prefix="jfa-mutants-") as root, ThreadPoolExecutor(max_workers=jobs) as threads:
-        futures = [threads.submit(_isolated, n, cat, catalogue, Path(root), **options) for n in names]
+        futures = [threads.submit(_isolated, n, cat, catalogue, Path(root), case_timeout_s, **options)
+                   for n in names]
         return [f.result() for f in futures]
 
 

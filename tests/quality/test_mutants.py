@@ -7,6 +7,8 @@ real kernel must pass the same targeted cases, so a kill is never a false alarm.
 GPU-only mutants (inputs too large for the CPU interpreter) run only on CUDA.
 """
 
+from pathlib import Path
+
 import pytest
 
 from jfa_verify.fuzz.mutation import load_catalogue, run_mutant, targeted_cases
@@ -153,3 +155,23 @@ def test_rescale_in_bf16_is_caught_by_lse_in_bfloat16_over_32_kv_tiles(jfa_devic
     assert run_case(case, kernel, jfa_device).status == "pass"
     result = run_case(case, CATALOGUE.kernel_of("rescale_in_bf16"), jfa_device)
     assert result.status == "fail" and [c.name for c in result.failing] == ["lse"], result.explain()
+
+
+def test_a_mutant_that_hangs_is_killed_by_the_hang_and_the_run_goes_on(tmp_path):
+    # regression: a mutant whose loop bound went wrong ran one interpreter case for hours and held CI
+    # (no per-case limit in isolated mutant runs)
+    import json
+
+    from jfa_verify.fuzz.mutation import run_mutants
+
+    header = {k: v for k, v in json.loads((Path(__file__).parent / "blind_catalogue.json").read_text()).items()
+              if k != "mutants"}
+    line = "        first = problem.q_starts[0] if problem.batch else rows"
+    path = tmp_path / "hangs.json"
+    path.write_text(json.dumps(dict(header, name="hangs", mutants=[
+        {"name": "host_sleeps", "description": "the host code sleeps for ten minutes", "target": "host",
+         "old": line, "new": line + "; __import__('time').sleep(600)"}])))
+    (result,) = run_mutants(["host_sleeps"], catalogue=str(path), device="cpu", stage="suite", isolate=True,
+                            max_cases=3, case_timeout_s=5)
+    assert result.status == "killed" and result.stage == "hang" and result.outputs == ["hang"], result
+    assert result.killing_case is not None and "after 5 s" in result.explanation
