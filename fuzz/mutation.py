@@ -450,52 +450,42 @@ def _record_relation_kill(res: MutantResult, relation, finding: str, kernel, dev
     res.explanation = f"[FAIL] relation {relation.name} on {relation.case.describe()}: {finding}"
 
 
-def _crash_result(name: str, mutant: Mutant, corpus_dir: Path, why: str) -> MutantResult:
-    """A mutant whose worker process died: killed by a crash when a case file was left ``running``."""
-    from jfa_verify.corpus import read_case_file
-
-    for path in sorted(corpus_dir.glob("*.json")):
-        try:
-            case, payload = read_case_file(path)
-        except InvalidInput:
-            continue
-        if payload.get("status") == "running":
-            return MutantResult(name, mutant.description, "killed", gpu_only=mutant.gpu_only, stage="crash",
-                                killing_case=case, killing_status="crash", outputs=["crash"],
-                                reproducer_batch=case.batch, reproducer_tokens=case.tokens(),
-                                explanation=f"the process died running {path.name} ({why}): a crash is a finding")
-    return MutantResult(name, mutant.description, "error", gpu_only=mutant.gpu_only, reason=f"worker failed: {why}")
-
-
-# A case of a mutant with no verdict after this long is a hang (the CPU interpreter's slowest suite
-# case takes well under a minute; a mutant's loop bound gone wrong runs for hours).
-CASE_TIMEOUT_S = 180.0
-
-
-def _running_longer_than(corpus_dir: Path, seconds: float) -> Optional[Path]:
-    """The case file left ``running`` in ``corpus_dir`` for more than ``seconds`` (the case a worker is
-    stuck in), or None."""
+def _running_case(corpus_dir: Path, older_than: float = 0.0) -> Optional[Path]:
+    """The case file left ``running`` in ``corpus_dir`` (the case a worker died in or is stuck in), written
+    more than ``older_than`` seconds ago, or None."""
     from jfa_verify.corpus import read_case_file
 
     now = time.time()
-    for path in corpus_dir.glob("*.json"):
+    for path in sorted(corpus_dir.glob("*.json")):
         try:
-            if now - path.stat().st_mtime > seconds and read_case_file(path)[1].get("status") == "running":
+            if now - path.stat().st_mtime >= older_than and read_case_file(path)[1].get("status") == "running":
                 return path
         except (OSError, InvalidInput):
             continue
     return None
 
 
-def _hang_result(name: str, mutant: Mutant, path: Path, seconds: float) -> MutantResult:
+def _killed_in(name: str, mutant: Mutant, path: Path, status: str, explanation: str) -> MutantResult:
+    """A mutant killed by its worker's ``status`` (``"crash"`` or ``"hang"``) in the case file ``path``."""
     from jfa_verify.corpus import read_case_file
 
     case, _ = read_case_file(path)
-    return MutantResult(name, mutant.description, "killed", gpu_only=mutant.gpu_only, stage="hang",
-                        killing_case=case, killing_status="hang", outputs=["hang"], reproducer_batch=case.batch,
-                        reproducer_tokens=case.tokens(),
-                        explanation=f"no verdict on {path.name} after {seconds:g} s: the worker was killed (a hang "
-                                    f"is a finding)")
+    return MutantResult(name, mutant.description, "killed", gpu_only=mutant.gpu_only, stage=status,
+                        killing_case=case, killing_status=status, outputs=[status], reproducer_batch=case.batch,
+                        reproducer_tokens=case.tokens(), explanation=explanation)
+
+
+def _crash_result(name: str, mutant: Mutant, corpus_dir: Path, why: str) -> MutantResult:
+    """A mutant whose worker process died: killed by a crash when a case file was left ``running``."""
+    path = _running_case(corpus_dir)
+    if path is None:
+        return MutantResult(name, mutant.description, "error", gpu_only=mutant.gpu_only, reason=f"worker failed: {why}")
+    return _killed_in(name, mutant, path, "crash", f"the process died running {path.name} ({why}): a crash is a finding")
+
+
+# A case of a mutant with no verdict after this long is a hang (the CPU interpreter's slowest suite
+# case takes well under a minute; a mutant's loop bound gone wrong runs for hours).
+CASE_TIMEOUT_S = 180.0
 
 
 def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, case_timeout_s: float = CASE_TIMEOUT_S,
@@ -517,11 +507,12 @@ def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, case_timeou
             try:
                 return future.result(timeout=2.0)
             except FutureTimeout:
-                stuck = _running_longer_than(corpus, case_timeout_s)
+                stuck = _running_case(corpus, older_than=case_timeout_s)
                 if stuck is not None:
                     for proc in list(getattr(pool, "_processes", {}).values()):
                         proc.kill()
-                    return _hang_result(name, cat[name], stuck, case_timeout_s)
+                    return _killed_in(name, cat[name], stuck, "hang", f"no verdict on {stuck.name} after "
+                                      f"{case_timeout_s:g} s: the worker was killed (a hang is a finding)")
             except BrokenProcessPool as e:  # the worker died: a kernel crash (segfault, abort)
                 return _crash_result(name, cat[name], corpus, f"{type(e).__name__}: {e}")
             except Exception as e:  # the worker raised: the mutant was not judged

@@ -285,6 +285,11 @@ class Case:
         return self.offsets_start if self.q_offsets_start is None else self.q_offsets_start
 
     @property
+    def distinct_starts(self) -> bool:
+        """``q_offsets[0] != k_offsets[0]`` (cross-attention only)."""
+        return self.q_offsets_start is not None and self.q_offsets_start != self.offsets_start
+
+    @property
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
 

@@ -185,7 +185,7 @@ def classify(case: Case, block_sizes: tuple[int, int] = (32, 16)) -> set[str]:
         out.add("distinct_value_head_dim")
     if case.offsets_start > 0 or case.q_start > 0:
         out.add("offsets_nonzero_start")
-    if case.mode == "cross" and case.q_start != case.offsets_start:
+    if case.distinct_starts:
         out.add("distinct_offsets_start")
     if case.offsets_layout != "contiguous":
         out.add("strided_offsets")

@@ -174,7 +174,7 @@ def _batch(case: Case, target: Target) -> set[str]:
 
 
 def _offsets_start(case: Case, target: Target) -> set[str]:
-    if case.q_start != case.offsets_start and case.mode == "cross":
+    if case.distinct_starts:
         return {"distinct"}
     return {"nonzero" if case.offsets_start else "zero"}
 
