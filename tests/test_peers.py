@@ -314,3 +314,25 @@ def test_matrix_usage_errors(capsys):
     assert "needs --kernel" in capsys.readouterr().err
     assert main(["matrix", "--kernel", "no_such_kernel", "--device", "cpu"]) == 2
     assert main(["matrix", "--kernel", "triton_jfa", "--campaign", "-1"]) == 2
+
+
+def test_varlen_inputs_give_the_ops_a_unit_head_dim_stride():
+    # regression: on the H200 a q/k/v view with head-dim stride 2 reached FlashAttention's varlen op
+    from jfa_verify.adapting import varlen_inputs
+
+    case = Case(kv_lengths=(3, 5), mode="cross", q_lengths=(4, 2), offsets_start=2, q_offsets_start=1,
+                layout="head_dim_strided", dtype="float32")
+    t = case.materialize("cpu")
+    assert t.q.stride(-1) == 2
+    call = varlen_inputs(case.problem(t), t.q, t.k, t.v, t.q_offsets, t.k_offsets)
+    assert all(x.stride(-1) == 1 for x in (call.q, call.k, call.v))
+    assert torch.equal(call.q, t.q[1:]) and torch.equal(call.k, t.k[2:]) and torch.equal(call.v, t.v[2:])
+    assert call.cu_q.tolist() == [0, 4, 6] and call.cu_k.tolist() == [0, 3, 8]
+
+
+def test_flash_attention_peers_declare_head_dims_in_multiples_of_8():
+    # seen on the H200: the raw varlen op rejects other head sizes ("must be a multiple of 8")
+    for name in ("torch_fa2_varlen", "torch_varlen_attn"):
+        caps = get_kernel(name).capabilities
+        assert caps.supports_head_dim(24) and caps.supports_head_dim(256)
+        assert not caps.supports_head_dim(33) and not caps.supports_head_dim(20)
