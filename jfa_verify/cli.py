@@ -167,7 +167,9 @@ def cmd_run(args) -> int:
     if args.max_cases:
         cases = cases[: args.max_cases]
     where = "Triton interpreter on CPU" if interpreting() else str(device)
-    console.print(f"jfa-verify run: kernel [bold]{kernel.name}[/], suite {suite.name} ({len(cases)} cases), {where}"
+    picked = f"{len(cases)} cases" if len(cases) == len(suite.cases) else \
+        f"{len(cases)} of {len(suite.cases)} cases, by --filter/--max-cases"
+    console.print(f"jfa-verify run: kernel [bold]{kernel.name}[/], suite {suite.name} ({picked}), {where}"
                   + ("" if args.isolate else ", in-process (--no-isolate)"))
     console.print(f"  {suite.note}")
     results, interrupted = [], False
@@ -281,6 +283,9 @@ def cmd_findings(args) -> int:
 
     from .fuzz.findings import list_findings
 
+    if not Path(args.reproducers).is_dir():
+        raise UsageError(f"--reproducers {args.reproducers!r} is not a folder; give the folder that `run`, `fuzz` or "
+                         f"`gate` wrote its reproducers into")
     rows = list_findings(args.reproducers, args.kernel)
     if args.json:
         print(json.dumps(rows, indent=2))

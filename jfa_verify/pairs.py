@@ -234,10 +234,13 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
 
 def _cheap_first(cases: list[Case], target: Target) -> list[Case]:
     """``cases`` reordered greedily by new pairs per unit of work (so a run that stops at its first
-    failure, as a CI gate does, exercises the most pairs soonest), renamed in that order."""
+    failure, as a CI gate does, exercises the most pairs soonest), renamed in that order. Cases that
+    compute some score come first: a batch with none (B = 0, or every sequence empty on one side) is
+    nearly free and covers many pairs, but a run cut short (``--max-cases``) should do real work."""
     left, out, seen = list(cases), [], set()
     while left:
-        best = max(left, key=lambda c: (len(pairs_of(exercised(c, target)) - seen) / (1 + case_cost(c, target)),
+        best = max(left, key=lambda c: (computes_scores(c),
+                                        len(pairs_of(exercised(c, target)) - seen) / (1 + case_cost(c, target)),
                                         -left.index(c)))
         left.remove(best)
         seen |= pairs_of(exercised(best, target))

@@ -138,3 +138,9 @@ def test_run_where_every_case_is_unsupported_is_not_a_pass(tmp_path, capsys):
     rc = main(["run", "--device", "cpu", "--kernel", "triton_jfa_fp8", "--max-cases", "2", "--no-progress",
                "--report", str(tmp_path / "r8.json"), "--reproducers", str(tmp_path / "repro")])
     assert rc == 0 and "dtype           float8_e4m3fn 2" in capsys.readouterr().out
+
+
+def test_findings_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):
+    assert main(["findings", "--reproducers", str(tmp_path / "typo")]) == 2
+    err = capsys.readouterr().err
+    assert "is not a folder" in err and "typo" in err and "Traceback" not in err

@@ -161,3 +161,11 @@ def test_the_offsets_start_batch_and_layout_edges_are_built_as_their_tensors(cpu
     strided = build_case({"layout": "head_dim_strided"}, cpu_target).materialize("cpu")
     assert all(x.stride(-1) == 2 for x in (strided.q, strided.k, strided.v, strided.do))
     assert not any(x.isnan().any() for x in (strided.q, strided.k, strided.v))  # the gaps hold the NaN
+
+
+def test_the_covering_array_puts_cases_that_compute_scores_first(cpu_target):
+    # a new user's `run --max-cases 8` once got five B = 0 batches out of eight
+    from jfa_verify.pairs import computes_scores
+
+    live = [computes_scores(c) for c in covering_array(cpu_target)]
+    assert live.index(False) > 0 and all(live[:live.index(False)]) and not any(live[live.index(False):])
