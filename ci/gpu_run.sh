@@ -5,7 +5,10 @@
 # memory, compute-sanitizer memcheck + racecheck), a planted-bug run that must fail, the GPU tests
 # (pytest-xdist workers for the ordinary ones, the ones needing most of the card alone), the
 # 2^31-element case, and the ALIGNED hints' bit-identity. Logs and reports go under ${OUT:-gpu-out}.
-# GATE_EXAMPLES (default 200) sizes the gate's campaign; WORKERS (default 8) the pytest workers.
+# GATE_EXAMPLES (default 200) sizes the gate's campaign; WORKERS (default 8) the pytest workers and the
+# gate's --jobs. STAGES (default "gate tests") runs a part: "gate" (the gate and the planted-bug run,
+# about 7 minutes on an H200 with a cold Triton cache) or "tests" (the GPU tests, the 2^31 case and the
+# hints' bit-identity, about 8 minutes), so that each part fits a 10-minute job; green is both green.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -14,9 +17,12 @@ export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/install.log" 2>&1 || {
   echo "install failed"; tail -20 "$out/install.log"; exit 2; }
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
+stages=" ${STAGES:-gate tests} "
+rc_gate=0 rc_mut=1 rc_test=0 rc_excl=0 rc_ovf=0 rc_spec=0
+if [[ $stages == *" gate "* ]]; then
 
 jfa-verify gate --device cuda --kernel triton_jfa --kernel gluon_jfa --seed 0 \
-  --campaign-examples "${GATE_EXAMPLES:-200}" --sanitizer memcheck racecheck --timeout 300 \
+  --campaign-examples "${GATE_EXAMPLES:-200}" --sanitizer memcheck racecheck --timeout 300 --jobs "${WORKERS:-8}" \
   --reproducers "$out/repro" --json "$out/gate.json" --junit "$out/gate.junit.xml" --markdown "$out/gate.md" \
   >"$out/gate.log" 2>&1
 rc_gate=$?
@@ -25,10 +31,13 @@ jfa-verify run --device cuda --plugin tests/quality/mutant_plugin.py --kernel mu
   --filter tile-edges --no-progress --report "$out/mutant.json" --reproducers "$out/mutant-repro" >"$out/mutant.log" 2>&1
 rc_mut=$?
 grep -E "^\[FAIL\]|worst at|passed," "$out/mutant.log" | head -8
+fi
+if [[ $stages == *" tests "* ]]; then
 tests=(tests/test_triton_jfa.py tests/test_properties.py tests/test_scheduled_kernels.py
        tests/quality/test_scheduler_bugs.py tests/quality/test_mutants.py tests/test_gate.py)
-python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --jfa-device cuda -m "not gpu_exclusive" \
-  --junitxml "$out/pytest.junit.xml" "${tests[@]}" "$@" 2>&1 | tee "$out/pytest.log" | tail -8
+python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --jfa-device cuda -m "not gpu_exclusive" -rfE \
+  --tb=short --junitxml "$out/pytest.junit.xml" "${tests[@]}" "$@" 2>&1 | tee "$out/pytest.log" \
+  | grep -E "^(FAILED|ERROR)|passed|failed"
 rc_test=${PIPESTATUS[0]}
 python3 -m pytest -q -p no:cacheprovider -p no:xdist --jfa-device cuda -m gpu_exclusive \
   --junitxml "$out/pytest-exclusive.junit.xml" "${tests[@]}" tests/test_strategies.py 2>&1 \
@@ -42,7 +51,8 @@ grep "^==" "$out/overflow.log"
 python3 benchmarks/bench_specialization.py --json "$out/specialization.json" > "$out/specialization.log" 2>&1
 rc_spec=$?
 grep -E "speedup|NOT bit" "$out/specialization.log" | head -30
-echo "gpu gate: gate=$rc_gate (want 0) planted-bug run=$rc_mut (want 1) tests=$rc_test (want 0)" \
+fi
+echo "gpu gate (stages:$stages): gate=$rc_gate (want 0) planted-bug run=$rc_mut (want 1) tests=$rc_test (want 0)" \
   "exclusive tests=$rc_excl (want 0) 2^31 case=$rc_ovf (want 0) hints bit-identical=$rc_spec (want 0)"
 [ "$rc_gate" = 0 ] && [ "$rc_mut" = 1 ] && [ "$rc_test" = 0 ] && [ "$rc_excl" = 0 ] && [ "$rc_ovf" = 0 ] \
   && [ "$rc_spec" = 0 ]

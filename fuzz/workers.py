@@ -225,6 +225,7 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
         "drawn": sum(s.get("generated", 0) for s in summaries.values()),
         "statuses": dict(progress.statuses), "interrupted": interrupted, "exit_code": int(code),
         "new_findings": sorted({f["signature"]["id"] for f in found if f["source"] == "search"}),
+        "failures": found,  # this campaign's own failing cases (each worker's), with verdict and case file
         "findings": list_findings(corpus_dir, kernel.name),
         "fixed": sorted({p for s in summaries.values() for p in s["fixed"]}),
         "leftovers": [{"path": left["path"], "status": left["status"]} for left in prep["leftovers"]],

@@ -174,15 +174,14 @@ def cmd_run(args) -> int:
     console.print(f"  {suite.note}")
     results, interrupted = [], False
     with Verifier(kernel, device, args.reproducers, timeout_s=args.timeout, plugins=args.plugin,
-                  isolate=args.isolate) as verifier, terminate_as_interrupt():
+                  isolate=args.isolate, jobs=args.jobs) as verifier, terminate_as_interrupt():
+        done = []
         try:
             with Progress(console=console, transient=True, disable=args.no_progress) as bar:
                 task = bar.add_task(f"verifying {kernel.name}", total=len(cases))
-                for case in cases:
-                    results.append(verifier.verify(case))
-                    bar.advance(task)
+                results = verifier.verify_all(cases, on_result=lambda r: (done.append(r), bar.advance(task)))
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report what was verified, then stop
-            interrupted = True
+            results, interrupted = done, True
     if not results and interrupted:
         print("\njfa-verify run: interrupted before the first case finished; no report written", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
@@ -561,7 +560,7 @@ def cmd_gate(args) -> int:
                           small_cases=args.small_cases, sanitizer_tools=tuple(args.sanitizer or ("memcheck",)),
                           perf_baseline=args.perf_baseline, perf_record=args.perf_record,
                           perf_threshold=args.perf_threshold, replay_dirs=tuple(args.replay),
-                          reproducers=args.reproducers, timeout_s=args.timeout)
+                          reproducers=args.reproducers, timeout_s=args.timeout, jobs=args.jobs)
     device = select_device(args.device)
     for p in args.plugin:
         load_plugin(p)
@@ -651,6 +650,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=positive_float, default=None,
                      help="seconds per case (compilation included); a case still running then is recorded as a "
                           "hang, its worker killed, and the run goes on")
+    run.add_argument("--jobs", type=positive_int, default=1,
+                     help="isolated worker processes running cases at once (default 1; they overlap Triton's "
+                          "compiling, most of a suite's time on a fresh cache)")
     run.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
                      help="run cases in a worker process, so a crash or hang is that case's finding (default); "
                           "--no-isolate runs them in this process (a crash ends the run)")
@@ -788,6 +790,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="replay the case files in this folder (e.g. a nightly campaign's artifacts)")
     gate.add_argument("--reproducers", default="jfa-reproducers", type=folder, help="folder for failing-case files")
     gate.add_argument("--timeout", type=positive_float, default=None, help="seconds per case before it is a hang")
+    gate.add_argument("--jobs", type=positive_int, default=1,
+                      help="worker processes of the suite and the campaign (default 1; on a GPU they overlap "
+                           "Triton's compiling)")
     gate.add_argument("--json", type=new_file, default="jfa-gate.json", help="the gate report (JSON)")
     gate.add_argument("--junit", type=new_file, default="jfa-gate.junit.xml", help="JUnit XML")
     gate.add_argument("--markdown", type=new_file, default="jfa-gate.md",
@@ -893,8 +898,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # a bad argument (exit 2, one line already printed) or --help (0)
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
+    from .device import device_scope
+
     try:
-        return args.func(args)
+        with device_scope():  # a caller's own device choice survives a command that picks another
+            return args.func(args)
     except (JFAError, UsageError) as e:
         print(f"jfa-verify {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -6,7 +6,8 @@ Nothing here runs at import time; callers decide when to probe.
 from __future__ import annotations
 
 import os
-from typing import Optional
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 import torch
 
@@ -51,6 +52,28 @@ def selected_device() -> Optional[torch.device]:
 def current_device() -> torch.device:
     """The device chosen by :func:`select_device` (selecting the default on first call)."""
     return _chosen if _chosen is not None else select_device(None)
+
+
+@contextmanager
+def device_scope() -> Iterator[None]:
+    """Undo, on leaving, what :func:`select_device` changed inside: the chosen device and ``TRITON_INTERPRET``.
+
+    :func:`jfa_verify.cli.main` runs each command in one, so a program (or a test suite on a GPU) that
+    calls ``main(["run", "--device", "cpu", ...])`` is not left interpreting every Triton kernel it
+    loads afterwards: ``@triton.jit`` reads ``TRITON_INTERPRET`` when a module is imported, and a
+    kernel decorated for the interpreter cannot take CUDA tensors. Kernel modules imported inside the
+    scope keep the mode they were imported in.
+    """
+    global _chosen
+    saved, interpret = _chosen, os.environ.get("TRITON_INTERPRET")
+    try:
+        yield
+    finally:
+        _chosen = saved
+        if interpret is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = interpret
 
 
 def interpreting() -> bool:

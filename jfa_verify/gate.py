@@ -88,7 +88,9 @@ class CheckResult:
 @dataclass
 class GateOptions:
     """What the gate runs. ``checks``: the subset of :data:`CHECKS` (default: all but sanitizer and perf,
-    which run when asked for). ``small_cases``: cases per determinism/canary/recycled-memory check."""
+    which run when asked for). ``small_cases``: cases per determinism/canary/recycled-memory check.
+    ``jobs``: worker processes of the suite (isolated case workers) and of the campaign (campaign workers on
+    one Hypothesis database, seeds ``seed .. seed + jobs - 1``); the verdicts do not depend on it."""
 
     checks: tuple[str, ...] = ("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory")
     campaign_examples: int = 25
@@ -103,6 +105,7 @@ class GateOptions:
     replay_dirs: tuple[str, ...] = ()
     reproducers: str = "jfa-reproducers"
     timeout_s: Optional[float] = None
+    jobs: int = 1
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.checks) - set(CHECKS))
@@ -111,7 +114,7 @@ class GateOptions:
         bad_tools = sorted(set(self.sanitizer_tools) - set(SANITIZER_TOOLS))
         if bad_tools:
             raise InvalidInput(f"sanitizer tools {bad_tools} unknown; choose from {SANITIZER_TOOLS}")
-        for name in ("campaign_examples", "small_cases", "sanitizer_cases"):
+        for name in ("campaign_examples", "small_cases", "sanitizer_cases", "jobs"):
             if getattr(self, name) < 1:
                 raise InvalidInput(f"{name}={getattr(self, name)} must be >= 1")
         if self.reruns < 2:
@@ -274,7 +277,7 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
 
     cases = get_suite("default", device.type, options.seed, kernel=kernel).cases
     with Verifier(kernel, device, options.reproducers, timeout_s=options.timeout_s, plugins=plugins,
-                  isolate=True) as verifier:
+                  isolate=True, jobs=options.jobs) as verifier:
         results = verifier.verify_all(cases)
     checked = [r for r in results if r.status != "unsupported"]
     out = CheckResult(kernel.name, "suite", _status_of(results), cases=len(checked),
@@ -287,6 +290,8 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
 def _check_campaign(kernel, device, options, plugins) -> CheckResult:
     from .fuzz import run_campaign
 
+    if options.jobs > 1:
+        return _check_campaign_workers(kernel, device, options, plugins)
     summary = run_campaign(kernel, max_examples=options.campaign_examples, corpus_dir=options.reproducers,
                            device=device, seed=options.seed, timeout_s=options.timeout_s, plugins=plugins,
                            isolate=True)
@@ -300,6 +305,29 @@ def _check_campaign(kernel, device, options, plugins) -> CheckResult:
     return CheckResult(kernel.name, "campaign", status, cases=summary.cases_run, findings=findings,
                        details=[f"seed {options.seed}, {options.campaign_examples} examples, statuses "
                                 f"{dict(summary.statuses)}"])
+
+
+def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
+    """The campaign with ``options.jobs`` campaign workers (``jfa-verify fuzz --workers``) on one database."""
+    from .fuzz.workers import FuzzConfig, run_fuzz
+
+    config = FuzzConfig(kernel.name, device.type, str(options.reproducers), plugins=tuple(plugins), seed=options.seed,
+                        max_examples=options.campaign_examples, timeout_s=options.timeout_s)
+    payload = run_fuzz(config, workers=options.jobs)
+    if payload["worker_errors"]:
+        return CheckResult(kernel.name, "campaign", "error", cases=payload["cases"],
+                           reason=f"campaign worker(s) could not run: {payload['worker_errors']}")
+    replay = f" --kernel {kernel.name}" + "".join(f" --plugin {p}" for p in plugins)
+    findings = [Finding("campaign", f["case"].get("name") or f["signature"].get("id", "?"), f["status"],
+                        next((x.strip() for x in f["explanation"].splitlines()[1:] if x.strip()), f["status"]),
+                        f["explanation"], f"jfa-verify replay {f['path']}{replay}" if f["path"] else "", f["path"])
+                for f in payload["failures"]]
+    statuses = {f.status for f in findings}
+    status = "pass" if not findings else ("hang" if statuses & {"timeout", "hang"} else
+                                          "crash" if "crash" in statuses else "fail")
+    return CheckResult(kernel.name, "campaign", status, cases=payload["cases"], findings=findings,
+                       details=[f"seeds {payload['seeds']}, {options.campaign_examples} examples over {options.jobs} "
+                                f"workers, statuses {payload['statuses']}"])
 
 
 def _check_replay(kernel, device, options, plugins) -> CheckResult:
@@ -398,12 +426,17 @@ def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
                 out.reason = f"compute-sanitizer {tool} did not finish within {options.timeout_s or 600:g} s"
                 continue
             n = sanitizer_errors(proc.stdout + proc.stderr)
+            # the whole report, kept beside the reproducers (a CI artifact): hazards need triage, 4 kB is an excerpt
+            log_path = Path(options.reproducers) / f"sanitizer-{kernel.name}-{tool}.log"
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_path.write_text(proc.stdout + proc.stderr)
             out.details.append(f"{tool}: {n if n is not None else 'no'} error summary, exit {proc.returncode}, "
-                               f"{time.perf_counter() - t0:.0f} s")
+                               f"{time.perf_counter() - t0:.0f} s, log {log_path}")
             if n:
                 out.status = "fail"
                 report = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines() if "=========" in line)
-                out.findings.append(Finding("sanitizer", tool, "fail", f"{tool}: {n} error(s)", report[-4000:]))
+                out.findings.append(Finding("sanitizer", tool, "fail", f"{tool}: {n} error(s)", report[-4000:],
+                                            " ".join(cmd[:6]) + " ... (see the log)", str(log_path)))
             elif n is None and out.status == "pass":
                 out.status = "error"
                 out.reason = f"{tool}: no ERROR SUMMARY (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-800:]}"

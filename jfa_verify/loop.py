@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
@@ -11,6 +14,7 @@ import torch
 
 from .case import Case
 from .corpus import Corpus
+from .errors import InvalidInput
 from .protocol import Kernel
 from .runner import CaseResult, run_case
 
@@ -47,47 +51,64 @@ class Verifier:
         memory: as :func:`jfa_verify.runner.run_case`: None, or ``"nan"``/``"large"`` for guard bands around
             every allocation and that fill of uninitialized memory (the gate's canary and recycled-memory runs).
         accept: the kernel's declared conventions the user accepts (see :func:`jfa_verify.runner.run_case`).
+        jobs: isolated worker processes that run cases at the same time (``verify_all`` hands each the next
+            case; verdicts do not depend on it). On a GPU they share the card: Triton compiles a kernel's
+            variants on the CPU, which is most of a suite's time on a fresh cache, so workers overlap it.
+
+    Raises:
+        InvalidInput: ``jobs`` < 1, or ``jobs`` > 1 without ``isolate``.
 
     Use it as a context manager (or call :meth:`close`) to end an isolated worker.
     """
 
     def __init__(self, kernel: Kernel, device: torch.device, corpus: "Corpus | str | Path", *, backward: bool = True,
                  timeout_s: Optional[float] = None, plugins: Iterable[str] = (), budgets=None, isolate: bool = False,
-                 worker_env: Optional[dict] = None, memory: Optional[str] = None, accept: Iterable[str] = ()):
+                 worker_env: Optional[dict] = None, memory: Optional[str] = None, accept: Iterable[str] = (),
+                 jobs: int = 1):
+        if not isinstance(jobs, int) or jobs < 1 or (jobs > 1 and not isolate):
+            raise InvalidInput(f"jobs={jobs!r}: give an integer >= 1; more than one needs isolated workers "
+                               f"(isolate=True, the CLI's default)")
         self.kernel, self.device = kernel, torch.device(device)
         self.corpus = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
         self.backward, self.timeout_s, self.budgets = backward, timeout_s, budgets
         self.plugins = tuple(str(p) for p in plugins)
         self.memory = memory
         self.accept = tuple(accept)
-        self.worker = None
+        self.workers = []
         if isolate:
             from .isolation import CaseWorker, WorkerSpec
 
-            self.worker = CaseWorker(WorkerSpec(kernel.name, self.device.type, self.plugins, backward, budgets,
-                                                dict(worker_env or {}), self.accept))
+            spec = WorkerSpec(kernel.name, self.device.type, self.plugins, backward, budgets,
+                              dict(worker_env or {}), self.accept)
+            self.workers = [CaseWorker(spec) for _ in range(jobs)]
+        self.worker = self.workers[0] if self.workers else None
+        self._interrupted = threading.Event()  # set by verify_all when it ends its workers mid-case
 
     @property
     def isolated(self) -> bool:
         return self.worker is not None
 
-    def verify(self, case: Case, annotations: Optional[dict] = None) -> CaseResult:
+    def verify(self, case: Case, annotations: Optional[dict] = None, *, worker=None) -> CaseResult:
         """Run one case; its reproducer stays in the corpus only if it failed (``annotations``: extra keys
-        for its file, see :meth:`Corpus.guard`). ``result.seconds["io"]`` is the time spent on the file."""
+        for its file, see :meth:`Corpus.guard`). ``result.seconds["io"]`` is the time spent on the file.
+        ``worker``: which of the isolated workers runs it (default the first)."""
+        worker = worker or self.worker
         t0 = time.perf_counter()
         watchdog = None if self.isolated else self.timeout_s  # isolated: the parent keeps the time
         with self.corpus.guard(case, self.kernel.name, str(self.device), watchdog, self.plugins, annotations) as path:
             t1 = time.perf_counter()
             try:
                 if self.isolated:
-                    result = self.worker.run(case, self.timeout_s, memory=self.memory)
+                    result = worker.run(case, self.timeout_s, memory=self.memory)
+                    if self._interrupted.is_set():  # its worker was killed by the interrupt: no verdict
+                        raise KeyboardInterrupt
                 else:
                     result = run_case(case, self.kernel, self.device, backward=self.backward, budgets=self.budgets,
                                       plugins=self.plugins, memory=self.memory, accept=self.accept)
             except KeyboardInterrupt:
                 self.corpus.discard(path)
                 if self.isolated:
-                    self.worker.kill()  # it is mid-case; the next case starts a fresh one
+                    worker.kill()  # it is mid-case; the next case starts a fresh one
                 raise
             t2 = time.perf_counter()
             saved = self.corpus.record(path, result)
@@ -97,19 +118,52 @@ class Verifier:
 
     def verify_all(self, cases: Iterable[Case], on_result: Optional[Callable[[CaseResult], None]] = None
                    ) -> list[CaseResult]:
-        """Run every case in order; ``on_result(result)`` after each (progress, printing)."""
-        results = []
-        for case in cases:
-            result = self.verify(case)
-            results.append(result)
-            if on_result is not None:
-                on_result(result)
+        """Run every case; the results come back in the order of ``cases``. ``on_result(result)`` is called
+        after each, in this thread, in the order they finish (in order when ``jobs`` is 1)."""
+        if len(self.workers) <= 1:
+            results = []
+            for case in cases:
+                result = self.verify(case)
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+            return results
+        cases = list(cases)
+        idle = queue.SimpleQueue()
+        for w in self.workers:
+            idle.put(w)
+
+        def one(case: Case) -> CaseResult:
+            worker = idle.get()
+            try:
+                return self.verify(case, worker=worker)
+            finally:
+                idle.put(worker)
+
+        results: list = [None] * len(cases)
+        pool = ThreadPoolExecutor(max_workers=len(self.workers), thread_name_prefix="jfa-verify-case")
+        try:
+            futures = {pool.submit(one, case): i for i, case in enumerate(cases)}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                if on_result is not None:
+                    on_result(results[futures[future]])
+        except BaseException:  # Ctrl-C or a framework error: end every worker mid-case, wait for nothing
+            self._interrupted.set()
+            for future in futures:
+                future.cancel()
+            for w in self.workers:
+                w.kill()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            self._interrupted.clear()
         return results
 
     def close(self) -> None:
-        """End the isolated worker (nothing to do in-process)."""
-        if self.worker is not None:
-            self.worker.close()
+        """End the isolated workers (nothing to do in-process)."""
+        for w in self.workers:
+            w.close()
 
     def __enter__(self) -> "Verifier":
         return self

@@ -144,3 +144,21 @@ def test_findings_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):
     assert main(["findings", "--reproducers", str(tmp_path / "typo")]) == 2
     err = capsys.readouterr().err
     assert "is not a folder" in err and "typo" in err and "Traceback" not in err
+
+
+def test_a_command_leaves_the_callers_device_and_interpreter_setting_alone(monkeypatch, tmp_path):
+    """Regression (H200, GPU tests): ``main(["mutants", "--device", "cpu", ...])`` inside a CUDA test
+    process left ``TRITON_INTERPRET=1`` behind, and every mutant kernel imported later in that process
+    was decorated for the interpreter ("Cannot call @triton.jit'd outside of the scope of a kernel")."""
+    import os
+
+    import torch
+
+    import jfa_verify.device as device
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(device, "_chosen", torch.device("meta"))  # stands in for the caller's CUDA choice
+    assert main(["run", "--device", "cpu", "--max-cases", "1", "--no-progress", "--no-isolate",
+                 "--report", str(tmp_path / "r.json"), "--reproducers", str(tmp_path / "repro")]) == 0
+    assert "TRITON_INTERPRET" not in os.environ
+    assert device.selected_device() == torch.device("meta")

@@ -168,3 +168,24 @@ def test_a_check_that_could_not_judge_is_not_a_finding():
     assert report.exit_code() == 2
     report.results.append(CheckResult("k", "determinism", "fail"))
     assert report.exit_code() == 1
+
+
+def test_jobs_run_the_suite_and_the_campaign_in_worker_processes_with_the_same_findings(tmp_path, misbehaving_plugin):
+    # a kernel wrong on every float16 input: with two workers each suite case still gets its own verdict
+    # (every float16 case a finding, no other), and the campaign's workers report theirs with replay commands
+    from jfa_verify.registry import load_plugin, get_kernel
+    from jfa_verify.suites import get_suite
+
+    plugin = misbehaving_plugin("wrong-in-fp16", wrong="dtype == torch.float16")
+    proc = _gate_subprocess(tmp_path, plugin, "wrong-in-fp16", "--checks", "suite", "campaign", "--jobs", "2",
+                            "--campaign-examples", "12", "--timeout", "120")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = _results(tmp_path)
+    load_plugin(plugin)
+    suite = get_suite("default", "cpu", 0, kernel=get_kernel("wrong-in-fp16")).cases
+    want = sorted(c.name for c in suite if c.dtype == "float16")
+    assert want and sorted(f["case"] for f in results[("wrong-in-fp16", "suite")]["findings"]) == want
+    campaign = results[("wrong-in-fp16", "campaign")]
+    assert campaign["status"] == "fail" and campaign["findings"], campaign
+    assert all(f"--plugin {plugin}" in f["replay"] and Path(f["reproducer"]).is_file() for f in campaign["findings"])
+    assert "over 2 workers" in " ".join(campaign["details"])

@@ -147,3 +147,25 @@ def test_old_timeout_status_reads_as_hang(tmp_path):
     path.write_text(json.dumps({"format": "jfa-verify-case/1", "case": {"kv_lengths": [3]}, "kernel": "k",
                                 "status": "timeout"}))
     assert read_case_file(path)[1]["status"] == "hang"
+
+
+def test_verifier_jobs_keep_the_order_and_each_verdict(tmp_path, misbehaving_plugin):
+    # three workers, one case of which crashes its worker: every other case still gets its verdict, in order
+    from jfa_verify.errors import InvalidInput
+    from jfa_verify.loop import Verifier
+    from jfa_verify.registry import get_kernel, load_plugin
+
+    plugin = misbehaving_plugin("crashes-on-3", crash="B == 3")
+    load_plugin(plugin)
+    kernel = get_kernel("crashes-on-3")
+    cases = [Case(kv_lengths=tuple(range(5, 5 + b)), head_dim=16, dtype="float32") for b in (1, 2, 3, 4, 5, 2)]
+    with Verifier(kernel, "cpu", tmp_path / "repro", backward=False, plugins=[str(plugin)], isolate=True,
+                  jobs=3) as verifier:
+        seen = []
+        results = verifier.verify_all(cases, on_result=seen.append)
+    assert [r.case.kv_lengths for r in results] == [c.kv_lengths for c in cases]
+    assert [r.status for r in results] == ["pass", "pass", "crash", "pass", "pass", "pass"]
+    assert len(seen) == len(cases)
+    assert [json.loads(p.read_text())["status"] for p in (tmp_path / "repro").glob("*.json")] == ["crash"]
+    with pytest.raises(InvalidInput, match="jobs=2"):
+        Verifier(kernel, "cpu", tmp_path / "r2", jobs=2)
