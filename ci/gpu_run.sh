@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU gate, for a CUDA machine (the lent H200 here; B200 runners in production).
 # Installs the package without dependencies (the machine has torch and Triton), then runs
-# `jfa-verify gate` on triton_jfa and gluon_jfa (suite, campaign, determinism, canaries, recycled
+# `jfa-verify gate` on triton_jfa and gluon_jfa (one gate per kernel, at the same time) (suite, campaign, determinism, canaries, recycled
 # memory, compute-sanitizer memcheck + racecheck), a planted-bug run that must fail, the GPU tests
 # (pytest-xdist workers for the ordinary ones, the ones needing most of the card alone), the
 # 2^31-element case, and the ALIGNED hints' bit-identity. Logs and reports go under ${OUT:-gpu-out}.
@@ -21,12 +21,17 @@ stages=" ${STAGES:-gate tests} "
 rc_gate=0 rc_mut=1 rc_test=0 rc_excl=0 rc_ovf=0 rc_spec=0
 if [[ $stages == *" gate "* ]]; then
 
-jfa-verify gate --device cuda --kernel triton_jfa --kernel gluon_jfa --seed 0 \
-  --campaign-examples "${GATE_EXAMPLES:-200}" --sanitizer memcheck racecheck --timeout 300 --jobs "${WORKERS:-8}" \
-  --reproducers "$out/repro" --json "$out/gate.json" --junit "$out/gate.junit.xml" --markdown "$out/gate.md" \
-  >"$out/gate.log" 2>&1
-rc_gate=$?
-sed -n '/## jfa-verify gate/,$p' "$out/gate.log" | head -40
+# one gate per kernel, side by side (as a CI matrix would run them): each checks numbers, not speed
+pids=()
+for k in ${GATE_KERNELS:-triton_jfa gluon_jfa}; do
+  jfa-verify gate --device cuda --kernel "$k" --seed 0 \
+    --campaign-examples "${GATE_EXAMPLES:-200}" --sanitizer memcheck racecheck --timeout 300 --jobs "${WORKERS:-8}" \
+    --reproducers "$out/repro" --json "$out/gate-$k.json" --junit "$out/gate-$k.junit.xml" \
+    --markdown "$out/gate-$k.md" >"$out/gate-$k.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || rc_gate=$?; done
+for k in ${GATE_KERNELS:-triton_jfa gluon_jfa}; do sed -n '/## jfa-verify gate/,$p' "$out/gate-$k.log" | head -40; done
 jfa-verify run --device cuda --plugin tests/quality/mutant_plugin.py --kernel mutant-kv_bound_minus_one \
   --filter tile-edges --no-progress --report "$out/mutant.json" --reproducers "$out/mutant-repro" >"$out/mutant.log" 2>&1
 rc_mut=$?
