@@ -189,3 +189,42 @@ def test_jobs_run_the_suite_and_the_campaign_in_worker_processes_with_the_same_f
     assert campaign["status"] == "fail" and campaign["findings"], campaign
     assert all(f"--plugin {plugin}" in f["replay"] and Path(f["reproducer"]).is_file() for f in campaign["findings"])
     assert "over 2 workers" in " ".join(campaign["details"])
+
+
+def test_the_sanitizer_runs_the_kernel_alone_without_the_oracles(monkeypatch, capsys, misbehaving_plugin):
+    # regression (H200): racecheck's hazards in the first gate were all in cuDNN's SDPA kernels, launched
+    # by the padded oracle of the sanitized `jfa-verify run`, and were blamed on triton_jfa
+    import jfa_verify.oracles as oracles
+    import jfa_verify.runner as runner
+    from jfa_verify.gate import SANITIZER_LAYOUT
+    from jfa_verify.kernel_only import main as kernel_only
+
+    def oracle_called(*args, **kwargs):
+        raise AssertionError("an oracle ran under the sanitizer")
+
+    for module in (oracles, runner):
+        monkeypatch.setattr(module, "padded_sdpa_attention", oracle_called)
+        monkeypatch.setattr(module, "reference_attention", oracle_called)
+    assert kernel_only(["--kernel", "triton_jfa", "--device", "cpu", "--filter", SANITIZER_LAYOUT,
+                        "--max-cases", "1"]) == 0
+    assert "ran (forward and backward)" in capsys.readouterr().out
+    plugin = misbehaving_plugin("always-raises", wrong="True")
+    assert kernel_only(["--kernel", "always-raises", "--device", "cpu", "--plugin", str(plugin),
+                        "--filter", SANITIZER_LAYOUT, "--max-cases", "1"]) == 1
+    assert "kernel raised RuntimeError: planted failure" in capsys.readouterr().out
+    assert kernel_only(["--kernel", "triton_jfa", "--device", "cpu", "--filter", "no-such-case"]) == 2
+
+
+def test_small_cases_stay_inside_the_contract():
+    # regression (H200): gluon_jfa refuses strided offsets (a pass in the suite: they are outside the
+    # contract), and the determinism check, handed such a case, reported the refusal as an error
+    import torch
+
+    from jfa_verify.gate import small_cases
+    from jfa_verify.registry import get_kernel
+    from jfa_verify.suites import get_suite
+
+    kernel = get_kernel("triton_jfa")
+    assert any(c.offsets_layout != "contiguous" for c in get_suite("default", "cpu", 0, kernel=kernel).cases)
+    picked = small_cases(kernel, torch.device("cpu"), 50)
+    assert len(picked) > 10 and all(c.offsets_layout == "contiguous" for c in picked)
