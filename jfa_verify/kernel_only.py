@@ -33,6 +33,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--forward-only", action="store_true")
     args = parser.parse_args(argv)
 
+    from .device import device_scope
+
+    with device_scope():  # a caller in the same process keeps its own device and TRITON_INTERPRET
+        return _run(args)
+
+
+def _run(args) -> int:
     import torch
 
     from .device import select_device

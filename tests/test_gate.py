@@ -191,7 +191,7 @@ def test_jobs_run_the_suite_and_the_campaign_in_worker_processes_with_the_same_f
     assert "over 2 workers" in " ".join(campaign["details"])
 
 
-def test_the_sanitizer_runs_the_kernel_alone_without_the_oracles(monkeypatch, capsys, misbehaving_plugin):
+def test_the_sanitizer_runs_the_kernel_alone_without_the_oracles(monkeypatch, capsys, misbehaving_plugin, jfa_device):
     # regression (H200): racecheck's hazards in the first gate were all in cuDNN's SDPA kernels, launched
     # by the padded oracle of the sanitized `jfa-verify run`, and were blamed on triton_jfa
     import jfa_verify.oracles as oracles
@@ -205,14 +205,15 @@ def test_the_sanitizer_runs_the_kernel_alone_without_the_oracles(monkeypatch, ca
     for module in (oracles, runner):
         monkeypatch.setattr(module, "padded_sdpa_attention", oracle_called)
         monkeypatch.setattr(module, "reference_attention", oracle_called)
-    assert kernel_only(["--kernel", "triton_jfa", "--device", "cpu", "--filter", SANITIZER_LAYOUT,
+    device = jfa_device.type
+    assert kernel_only(["--kernel", "triton_jfa", "--device", device, "--filter", SANITIZER_LAYOUT,
                         "--max-cases", "1"]) == 0
     assert "ran (forward and backward)" in capsys.readouterr().out
     plugin = misbehaving_plugin("always-raises", wrong="True")
-    assert kernel_only(["--kernel", "always-raises", "--device", "cpu", "--plugin", str(plugin),
+    assert kernel_only(["--kernel", "always-raises", "--device", device, "--plugin", str(plugin),
                         "--filter", SANITIZER_LAYOUT, "--max-cases", "1"]) == 1
     assert "kernel raised RuntimeError: planted failure" in capsys.readouterr().out
-    assert kernel_only(["--kernel", "triton_jfa", "--device", "cpu", "--filter", "no-such-case"]) == 2
+    assert kernel_only(["--kernel", "triton_jfa", "--device", device, "--filter", "no-such-case"]) == 2
 
 
 def test_small_cases_stay_inside_the_contract():
