@@ -285,9 +285,10 @@ def test_poisoned_allocations_do_not_import_inductor():
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_gpu_bisect_repository_plants_one_slowdown_and_stays_correct(tmp_path):
+def test_gpu_bisect_repository_plants_one_slowdown_and_stays_correct(tmp_path, monkeypatch):
     """``ci/gpu_bisect.py``'s repository (run on the H200): the planted commit launches the forward kernel four
     times, the good one once; both compute the right outputs, and the tile-visit check sees every tile rerun."""
+    from jfa_verify import registry
     from jfa_verify.registry import get_kernel, load_plugin
     from jfa_verify.runner import run_case
 
@@ -305,6 +306,9 @@ def test_gpu_bisect_repository_plants_one_slowdown_and_stays_correct(tmp_path):
         checkout = tmp_path / f"c{index}"
         subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(checkout), commits[index]],
                        capture_output=True, check=True)
+        # each commit's copy registers the name afresh, as in a bisect step's own process (a second copy
+        # under a taken name is refused)
+        monkeypatch.delitem(registry._REGISTRY, "triton_jfa_bisect", raising=False)
         load_plugin(checkout / "kern.py")
         kernel = get_kernel("triton_jfa_bisect")
         kmod = kernel.impl.kernels
