@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
@@ -38,7 +39,7 @@ import torch
 
 from .contract import CAUSAL_ALIGNMENTS, MASKS, MODES, JaggedProblem
 from .dtypes import DIFFERENTIABLE, DTYPES, dtype_name
-from .errors import InvalidInput, KernelProtocolError, KernelUnavailable, UnsupportedCase
+from .errors import InvalidInput, KernelConfigError, KernelProtocolError, KernelUnavailable, UnsupportedCase
 
 __all__ = ["Capabilities", "GENERIC_TILES", "Kernel", "KernelRun", "LaunchPlan", "PassPlan", "TileSizes", "Visits",
            "tiles_for_shape"]
@@ -323,6 +324,8 @@ class Kernel:
 
         Raises:
             KernelUnavailable: an optional dependency is not installed.
+            KernelConfigError: the loader returned None or something neither callable nor with a
+                ``launch`` method (a registration mistake, not a finding of the kernel).
         """
         if self._impl is None:
             missing = self.missing_requirements()
@@ -330,7 +333,17 @@ class Kernel:
                 raise KernelUnavailable(
                     f"kernel {self.name!r} needs {', '.join(missing)}; install it with pip install {' '.join(missing)}"
                 )
-            self._impl = self.loader()
+            impl = self.loader()
+            if impl is None or not (callable(impl) or callable(getattr(impl, "launch", None))):
+                code = getattr(self.loader, "__code__", None)
+                loader = (f"{code.co_filename}:{code.co_firstlineno}" if code is not None else
+                          getattr(self.loader, "__qualname__", repr(self.loader)))
+                raise KernelConfigError(
+                    f"kernel {self.name!r}: its load() ({loader}) returned {reprlib.repr(impl)}, not an "
+                    f"implementation; make it return the attention function (called as the contract's "
+                    f"fn(q, k, v, q_offsets, k_offsets, *, causal, causal_alignment, sm_scale)) or an object with "
+                    f"launch() (see jfa_verify.protocol)", self.name)
+            self._impl = impl
         return self._impl
 
     def unsupported_reason(self, problem: JaggedProblem) -> Optional[str]:

@@ -23,7 +23,7 @@ from .case import Case
 from .compare import OUTPUTS, OutputComparison, compare_output, reference_scales
 from .conventions import normalized
 from .contract import JaggedProblem, output_violations
-from .errors import KernelUnavailable, UnsupportedCase
+from .errors import KernelConfigError, KernelUnavailable, UnsupportedCase
 from .immutability import changed_inputs, copy_keeping_strides, snapshot
 from .localize import Location, locate
 from .oracles import padded_sdpa_attention, reference_attention
@@ -269,7 +269,8 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     the contract (``offsets_layout="strided"``) passes when the kernel rejects it
     (raises) or computes the right result. A kernel that cannot be loaded here
     (:class:`KernelUnavailable`) or raises :class:`UnsupportedCase` is ``"unsupported"``
-    with its reason: declared, not a finding.
+    with its reason: declared, not a finding. A kernel whose ``load()`` returns no implementation raises
+    :class:`KernelConfigError` from here: a configuration error, not a verdict.
     """
     device = torch.device(device)
     t_start = time.perf_counter()
@@ -299,6 +300,8 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     except (KernelUnavailable, UnsupportedCase) as e:
         result.status, result.message = "unsupported", f"kernel {kernel.name!r}: {type(e).__name__}: {e}"
         return result
+    except KernelConfigError:  # a registration mistake (load() gave no implementation): no verdict at all
+        raise
     except Exception as e:  # the kernel under test may fail in any way
         result.seconds["kernel"] = time.perf_counter() - t0
         detail = f"{type(e).__name__}: {e}".strip()
