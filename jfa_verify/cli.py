@@ -253,6 +253,8 @@ def cmd_fuzz(args) -> int:
 
 
 def _print_campaign(report: dict, console) -> None:
+    from .runner import replay_command
+
     new = set(report["new_findings"])
     console.print(f"campaign on {report['kernel']} ({report['device']}, {report['workers']} worker(s), seed "
                   f"{report['seed']}): {report['cases']} cases in {report['seconds']:.1f} s "
@@ -263,8 +265,8 @@ def _print_campaign(report: dict, console) -> None:
         tag = "NEW " if f["id"] in new else ""
         console.print(f"  {tag}finding {f['id'] or '(unmerged)'} [{f['status']}] {f['error_kind']} "
                       f"{'/'.join(f['outputs']) or '-'}: {f['case']}, {f['examples']} example(s)\n"
-                      f"    replay: jfa-verify replay {f['path']} --kernel {f['kernel']}"
-                      + "".join(f" --plugin {p}" for p in report["config"]["plugins"]), highlight=False, markup=False)
+                      f"    replay: {replay_command(f['path'], f['kernel'], report['config']['plugins'])}",
+                      highlight=False, markup=False)
     if not report["findings"]:
         console.print("  no findings", highlight=False, markup=False)
     for p in report["fixed"]:

@@ -286,14 +286,15 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
 
 def _check_campaign(kernel, device, options, plugins) -> CheckResult:
     from .fuzz import run_campaign
+    from .runner import replay_command
 
     summary = run_campaign(kernel, max_examples=options.campaign_examples, corpus_dir=options.reproducers,
                            device=device, seed=options.seed, timeout_s=options.timeout_s, plugins=plugins,
                            isolate=True)
     findings = [Finding("campaign", f.case.name or f.case.case_id(), f.status,
                         next((x.strip() for x in f.explanation.splitlines()[1:] if x.strip()), f.status),
-                        f.explanation, f"jfa-verify replay {f.path} --kernel {kernel.name}"
-                        + "".join(f" --plugin {p}" for p in plugins) if f.path else "", str(f.path) if f.path else None)
+                        f.explanation, replay_command(f.path, kernel.name, plugins) if f.path else "",
+                        str(f.path) if f.path else None)
                 for f in summary.failures]
     status = "pass" if not findings else ("hang" if any(f.status in ("timeout", "hang") for f in findings)
                                           else "crash" if any(f.status == "crash" for f in findings) else "fail")
@@ -328,6 +329,7 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
 
 def _check_determinism(kernel, device, options, plugins) -> CheckResult:
     from .determinism import check_reruns
+    from .runner import replay_command
 
     verdicts = [check_reruns(c, kernel, device, reruns=options.reruns)
                 for c in small_cases(kernel, device, options.small_cases, options.seed)]
@@ -337,8 +339,7 @@ def _check_determinism(kernel, device, options, plugins) -> CheckResult:
         if v.status != "pass":
             out.findings.append(Finding("determinism", v.case.name, v.status,
                                         (v.differences or [v.message])[0][:300], "\n".join(v.differences) or v.message,
-                                        f"jfa-verify replay --case '{v.case.to_json()}' --kernel {kernel.name}"
-                                        + "".join(f" --plugin {p}" for p in plugins)))
+                                        replay_command(v.case, kernel.name, plugins)))
     out.status = "fail" if out.findings else ("skip" if not checked else "pass")
     if not checked:
         out.reason = "no supported case"

@@ -14,7 +14,8 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Optional
+from pathlib import Path
+from typing import Iterable, Optional
 
 import torch
 
@@ -29,7 +30,7 @@ from .localize import Location, locate
 from .oracles import padded_sdpa_attention, reference_attention
 from .protocol import PASSES, Kernel, KernelRun
 
-__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "run_case",
+__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "replay_command", "run_case",
            "poisoned_allocations"]
 
 # Every verdict a case can get. "crash" and "hang" come from an isolated run
@@ -69,6 +70,18 @@ def poisoned_allocations():
     finally:
         det.fill_uninitialized_memory = was_fill
         _set_deterministic(was_on, warn_only=was_warn)
+
+
+def replay_command(target: "str | Path | Case", kernel: str, plugins: Iterable[str] = ()) -> str:
+    """The one form of the command that replays a case, as every command prints it.
+
+    Args:
+        target: a case or call file (a path), or a :class:`Case`, given inline (``--case '<json>'``).
+        kernel: the registry name to replay it on.
+        plugins: the ``--plugin`` files that register the kernel, in order.
+    """
+    where = f"--case '{target.to_json()}'" if isinstance(target, Case) else str(target)
+    return f"jfa-verify replay {where} --kernel {kernel}" + "".join(f" --plugin {p}" for p in plugins)
 
 
 @dataclass
@@ -122,10 +135,8 @@ class CaseResult:
 
     def replay_command(self) -> str:
         """The command that replays this case as printed: the reproducer (or the case inline), the kernel,
-        and every ``--plugin`` the kernel needs."""
-        target = self.reproducer or f"--case '{self.case.to_json()}'"
-        plugins = "".join(f" --plugin {p}" for p in self.plugins)
-        return f"jfa-verify replay {target} --kernel {self.kernel}{plugins}"
+        and every ``--plugin`` the kernel needs (:func:`replay_command`)."""
+        return replay_command(self.reproducer or self.case, self.kernel, self.plugins)
 
     def explain(self) -> str:
         """A multi-line verdict: every failing output with its location, then the replay command."""
