@@ -281,29 +281,36 @@ def _print_campaign(report: dict, console) -> None:
 
 
 def cmd_findings(args) -> int:
+    """List a reproducer folder's findings; the exit status is the one their verdicts give (see the help)."""
     import json
 
+    from .exits import exit_code_for
     from .fuzz.findings import list_findings
 
-    if not Path(args.reproducers).is_dir():
-        raise UsageError(f"--reproducers {args.reproducers!r} is not a folder; give the folder that `run`, `fuzz` or "
-                         f"`gate` wrote its reproducers into")
-    rows = list_findings(args.reproducers, args.kernel)
+    if args.folder and args.reproducers and Path(args.folder).resolve() != Path(args.reproducers).resolve():
+        raise UsageError(f"two folders given: {args.folder!r} and --reproducers {args.reproducers!r}; give one")
+    root = args.folder or args.reproducers or "jfa-reproducers"
+    if not Path(root).is_dir():
+        raise UsageError(f"{root!r} is not a folder; give the folder that `run`, `fuzz` or `gate` wrote its "
+                         f"reproducers into")
+    rows = list_findings(root, args.kernel)
     if args.json:
         print(json.dumps(rows, indent=2))
-        return EXIT_OK
-    from rich.table import Table
+    else:
+        from rich.table import Table
 
-    table = Table(title=f"findings in {args.reproducers}")
-    for col in ("id", "kernel", "status", "kind", "outputs", "examples", "case", "file"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r["id"] or "-", r["kernel"] or "-", r["status"], r["error_kind"], "/".join(r["outputs"]) or "-",
-                      str(r["examples"]), r["case"], r["path"])
-    _console().print(table)
-    if not rows:
-        print(f"no findings in {args.reproducers}")
-    return EXIT_OK
+        table = Table(title=f"findings in {root}")
+        for col in ("id", "kernel", "status", "kind", "outputs", "examples", "case"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["id"], r["kernel"] or "-", r["status"], r["error_kind"], "/".join(r["outputs"]) or "-",
+                          str(r["examples"]), r["case"])
+        _console().print(table)
+        for r in rows:  # plain lines, never wrapped: each is pasted as it is
+            print(f"{r['id']} replay: {r['replay']}")
+        if not rows:
+            print(f"no findings in {root}")
+    return int(exit_code_for(r["status"] for r in rows))
 
 
 def cmd_calibrate(args) -> int:
@@ -690,8 +697,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "as found, unshrunk); drawing is always steered toward rarely drawn classes")
     fz.set_defaults(func=cmd_fuzz)
 
-    fnd = sub.add_parser("findings", help="list the findings in a reproducer folder (one per signature)")
-    fnd.add_argument("--reproducers", default="jfa-reproducers", help="the folder (default jfa-reproducers)")
+    fnd = sub.add_parser(
+        "findings", help="list the findings in a reproducer folder (one per signature), each with its replay command",
+        description="List the findings in a reproducer folder, one per signature, each with its id and the command "
+                    "that replays it. Exit status, as for the command that recorded them (jfa_verify/exits.py: "
+                    "a finding is not a usage error): 0 no finding listed; 1 a wrong output or kernel error; "
+                    "3 a hang; 4 a crash (the worst listed decides); 2 no such folder or a bad argument. A case "
+                    "file still marked running (its process was killed) is listed but decides nothing.")
+    fnd.add_argument("folder", nargs="?", default=None, help="the folder (default jfa-reproducers)")
+    fnd.add_argument("--reproducers", default=None, metavar="FOLDER", help="the folder, as run and fuzz name it")
     fnd.add_argument("--kernel", default=None, help="only this kernel's findings")
     fnd.add_argument("--json", action="store_true", help="print JSON instead of a table")
     fnd.set_defaults(func=cmd_findings)

@@ -162,6 +162,34 @@ def test_run_where_every_case_is_unsupported_is_not_a_pass(tmp_path, capsys):
     assert rc == 0 and "dtype           float8_e4m3fn 2" in capsys.readouterr().out
 
 
+def test_findings_carry_their_id_and_replay_command_take_the_folder_positionally_and_exit_1(tmp_path, capsys,
+                                                                                          misbehaving_plugin):
+    """Regression: ``findings`` printed no replay command, its JSON said ``"id": null`` for a ``run`` failure,
+    it took the folder only as ``--reproducers`` and exited 0 while listing findings."""
+    plugin = misbehaving_plugin("always_raises", wrong="True")
+    repro = tmp_path / "repro"
+    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "always_raises", "--max-cases", "1",
+                 "--no-isolate", "--reproducers", str(repro), "--report", str(tmp_path / "r.json"),
+                 "--no-progress"]) == 1
+    capsys.readouterr()
+    assert main(["findings", str(repro), "--json"]) == 1  # a listing of findings exits as the run that found them
+    (row,) = json.loads(capsys.readouterr().out)
+    assert re.fullmatch(r"[0-9a-f]{12}", row["id"]) and row["status"] == "error"
+    assert row["replay"] == f"jfa-verify replay {row['path']} --kernel always_raises --plugin {plugin}"
+    assert main(["findings", "--reproducers", str(repro)]) == 1
+    out = capsys.readouterr().out
+    assert f"{row['id']} replay: {row['replay']}" in out  # one plain line: pasted as it is, it replays
+    assert main(["findings", str(repro), "--json"]) == 1 and json.loads(capsys.readouterr().out) == [row]  # stable
+    assert main(["findings", str(repro), "--reproducers", str(tmp_path)]) == 2
+    assert "two folders given" in capsys.readouterr().err
+    assert main(["findings", str(tmp_path / "empty")]) == 2  # no such folder
+    (tmp_path / "empty").mkdir()
+    assert main(["findings", str(tmp_path / "empty")]) == 0
+    assert main(["findings", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "jfa_verify/exits.py" in text and "0 no finding listed; 1 a wrong output or kernel error" in text
+
+
 def test_findings_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):
     assert main(["findings", "--reproducers", str(tmp_path / "typo")]) == 2
     err = capsys.readouterr().err
