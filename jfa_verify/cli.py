@@ -25,6 +25,31 @@ from .exits import ExitCode
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = int(ExitCode.OK), int(ExitCode.FINDING), int(ExitCode.USAGE)
 
+# What `jfa-verify --help` opens with: the tool for its user (this module's docstring is for its maintainers).
+DESCRIPTION = (
+    "Differential testing of jagged FlashAttention kernels (attention on packed variable-length sequences): "
+    "each case runs through the kernel under test, forward and backward, and is judged against a float64 "
+    "reference within an allowance calibrated on same-dtype SDPA; a failure is localized to (sequence, head, "
+    "token, tile) and saved as a reproducer with the command that replays it. `run` verifies a kernel on the "
+    "built-in suite, `gate` is the CI gate, `fuzz` searches with Hypothesis and `findings` lists what was found, "
+    "`replay` re-runs one reproducer, `matrix` compares kernels, `mutants` checks the checks on planted bugs, "
+    "`calibrate`, `report` and `refloor` fit and plot the error budgets, `schedule` shows tile schedules' load "
+    "per SM, `bisect` finds the commit that broke a kernel, and `kernels` lists the kernels and where they run. "
+    f"Exit status: {ExitCode.OK:d} passed, {ExitCode.FINDING:d} a finding, {ExitCode.USAGE:d} usage or configuration, "
+    f"{ExitCode.HANG:d} a hang, {ExitCode.CRASH:d} a crash, {ExitCode.INTERRUPTED:d} interrupted.")
+
+
+def _version() -> str:
+    """The installed distribution's version (package metadata), else the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jfa-verify")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from . import __version__
+
+        return __version__
+
 
 class UsageError(Exception):
     """A bad argument found after parsing (a file that must not exist, a folder that must): exit 2."""
@@ -636,7 +661,8 @@ def cmd_bisect(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="jfa-verify", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="jfa-verify", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def kernel_options(p, kernel_default: Optional[str] = "triton_jfa", reproducers: bool = True):

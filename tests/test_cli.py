@@ -85,6 +85,27 @@ def test_a_load_returning_no_implementation_is_a_usage_error_not_a_finding(tmp_p
     assert not list(repro.glob("*.json"))
 
 
+def test_help_opens_with_a_description_for_users_and_version_comes_from_the_metadata(capsys, monkeypatch):
+    """Regression: ``--help`` opened with the module's docstring for maintainers; there was no ``--version``."""
+    from importlib import metadata
+
+    import jfa_verify
+
+    assert main(["--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "argument parsing" not in text and "Differential testing of jagged FlashAttention kernels" in text
+    assert all(f"`{name}`" in text for name in ("run", "gate", "fuzz", "findings", "replay", "kernels", "bisect"))
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"jfa-verify {metadata.version('jfa-verify')}"
+
+    def not_installed(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", not_installed)
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"jfa-verify {jfa_verify.__version__}"
+
+
 def test_unknown_kernel_is_a_clear_error(capsys):
     rc = main(["run", "--device", "cpu", "--kernel", "flash_typo"])
     err = capsys.readouterr().err
