@@ -531,15 +531,23 @@ def _replay_calls(args, console) -> int:
 
 
 def cmd_kernels(args) -> int:
+    """One line per registered kernel: whether it can run on the device (its capabilities say; nothing is
+    loaded), and why not; then the entry points that failed to import."""
+    from .device import select_device
     from .registry import broken_entry_points, get_kernel, kernel_names, load_plugin
 
+    device = select_device(args.device)
     for p in args.plugin:
         load_plugin(p)
+    print(f"registered kernels, and whether each runs on this machine's {device.type} (--device to choose)")
     for name in kernel_names():
         k = get_kernel(name)
-        missing = k.missing_requirements()
-        state = f"missing {', '.join(missing)}" if missing else "available"
-        print(f"{name:32s} {state:12s} {k.description}")
+        why = k.device_reason(device)
+        caps = k.capabilities
+        forward_only = why is None and caps.backward and device.type not in caps.backward_device_types
+        state = f"not on {device.type}" if why else f"runs on {device.type}"
+        note = why or (f"forward only on {device.type}" if forward_only else "")
+        print(f"{name:32s} {state:12s} {k.description}" + (f" [{note}]" if note else ""))
     for name, why in broken_entry_points().items():
         print(f"{name:32s} {'broken':12s} {why}")
     return EXIT_OK
@@ -792,7 +800,10 @@ def build_parser() -> argparse.ArgumentParser:
     kernel_options(rep, kernel_default=None, reproducers=False)
     rep.set_defaults(func=cmd_replay)
 
-    ker = sub.add_parser("kernels", help="list registered kernels")
+    ker = sub.add_parser("kernels", help="list registered kernels and whether each runs on this machine's device "
+                         "(why not, if not)")
+    ker.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                     help="the device to ask about (default: cuda when available, else the CPU interpreter)")
     ker.add_argument("--plugin", action="append", default=[], type=existing_file, metavar="FILE.py")
     ker.set_defaults(func=cmd_kernels)
 

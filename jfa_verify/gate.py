@@ -226,23 +226,6 @@ def _status_of(results) -> str:
     return "pass"
 
 
-def device_reason(kernel: Kernel, device: torch.device) -> Optional[str]:
-    """Why ``kernel`` cannot run on ``device`` at all (device type, compute capability), or None."""
-    caps = kernel.capabilities
-    if device.type not in caps.device_types:
-        return f"the kernel runs on {'/'.join(caps.device_types)} only; this job's device is {device}"
-    if device.type == "cuda" and (caps.min_compute_capability or caps.max_compute_capability):
-        cc = torch.cuda.get_device_capability(device)
-        if caps.min_compute_capability and cc < tuple(caps.min_compute_capability):
-            return f"needs compute capability >= {caps.min_compute_capability}, the GPU has {cc}"
-        if caps.max_compute_capability and cc > tuple(caps.max_compute_capability):
-            return f"needs compute capability <= {caps.max_compute_capability}, the GPU has {cc}"
-    missing = kernel.missing_requirements()
-    if missing:
-        return f"needs {', '.join(missing)} (not installed)"
-    return None
-
-
 def small_cases(kernel: Kernel, device: torch.device, n: int, seed: int = 0) -> list[Case]:
     """Up to ``n`` cases of the default suite the kernel supports and that compute some score (a batch
     with no query-key pair, such as B = 0, cannot show nondeterminism or a read of stale memory in the
@@ -455,7 +438,7 @@ def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins
         f"seed {options.seed}, campaign {options.campaign_examples} examples (Hypothesis, derandomized by the "
         f"seed), {options.reruns} reruns")
     for kernel in kernels:
-        why = device_reason(kernel, device)
+        why = kernel.device_reason(device)
         crashed = False
         for check in options.checks:
             if why is not None:

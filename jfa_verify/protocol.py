@@ -193,11 +193,17 @@ class Capabilities:
             return f"window={problem.window} is not symmetric (supported: (w, w) with w >= 0)"
         if problem.group_size != 1 and not self.gqa:
             return f"GQA group size {problem.group_size} not supported"
+        return self.device_reason(problem.device)
+
+    def device_reason(self, device: "torch.device | str") -> Optional[str]:
+        """Why no case can run on ``device`` (a ``torch.device`` or ``"cpu"``/``"cuda"``): its type is not in
+        :attr:`device_types`, or a CUDA device's compute capability is outside the bounds; None when it can."""
+        device = torch.device(device)
         needs = f"; the kernel needs {self.hardware}" if self.hardware else ""
-        if problem.device.type not in self.device_types:
-            return f"device={problem.device} not in {self.device_types}{needs}"
-        if problem.device.type == "cuda" and (self.min_compute_capability or self.max_compute_capability):
-            cc = torch.cuda.get_device_capability(problem.device)
+        if device.type not in self.device_types:
+            return f"device={device} not in {self.device_types}{needs}"
+        if device.type == "cuda" and (self.min_compute_capability or self.max_compute_capability):
+            cc = torch.cuda.get_device_capability(device)
             if self.min_compute_capability and cc < tuple(self.min_compute_capability):
                 return f"compute capability {cc} below {self.min_compute_capability}{needs}"
             if self.max_compute_capability and cc > tuple(self.max_compute_capability):
@@ -317,6 +323,13 @@ class Kernel:
 
     def missing_requirements(self) -> list[str]:
         return [m for m in self.requires if importlib.util.find_spec(m) is None]
+
+    def device_reason(self, device: "torch.device | str") -> Optional[str]:
+        """Why this kernel cannot run on ``device`` at all (:meth:`Capabilities.device_reason`, then a missing
+        requirement), or None. Never loads the kernel."""
+        reason = self.capabilities.device_reason(device)
+        missing = self.missing_requirements() if reason is None else []
+        return f"needs {', '.join(missing)} (not installed)" if missing else reason
 
     @property
     def impl(self):

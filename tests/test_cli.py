@@ -124,6 +124,16 @@ def test_kernels_lists_registry(capsys):
     assert "triton_jfa" in capsys.readouterr().out
 
 
+def test_kernels_says_which_run_on_the_device_and_why_not(capsys):
+    """Regression: on a CPU-only machine ``kernels`` called GPU-only kernels "available"."""
+    assert main(["kernels", "--device", "cpu"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert " runs on cpu " in lines["triton_jfa"] and "[" not in lines["triton_jfa"]
+    for name in ("gluon_jfa", "torch_fa2_varlen"):
+        assert " not on cpu " in lines[name] and "[device=cpu not in ('cuda',)" in lines[name], lines[name]
+    assert "[forward only on cpu]" in lines["flex_document_mask"]  # its capabilities: no backward on the CPU
+
+
 def test_schedule_table_and_png(tmp_path, capsys):
     png = tmp_path / "load.png"
     assert main(["schedule", "--batch", "64", "--num-sms", "8", "--png", str(png)]) == 0
