@@ -130,7 +130,7 @@ class CampaignSummary:
             lines.append("  no failures")
         lines.extend(f"  note: {n}" for n in self.notes)
         if coverage:
-            lines.append(self.coverage.format())
+            lines.append(self.coverage.format(device_type=self.device.split(":")[0]))
             if self.pairs is not None:
                 lines.append(self.pairs.format())
         return "\n".join(lines)

@@ -213,7 +213,7 @@ def cmd_run(args) -> int:
         return int(ExitCode.INTERRUPTED)
     console.print(_results_table(results, f"{kernel.name} on {where}"))
     coverage = Coverage.for_kernel(kernel, device.type).update(r.case for r in results)
-    print(coverage.format(), flush=True)
+    print(coverage.format(device_type=device.type), flush=True)
     pairs = PairCoverage(Target(kernel, device.type)).update(r.case for r in results)
     print(pairs.format(), flush=True)
     for r in results:
