@@ -56,8 +56,12 @@ def _user_state(repo) -> tuple:
 
 def _replay_at(repo, commit: str, case_file, tmp_path) -> int:
     """Replay ``case_file`` with the plugin as it is at ``commit`` (the report's replay recipe)."""
+    from jfa_verify import registry
+
     checkout = tmp_path / f"at-{commit[:7]}"
     repo.git("worktree", "add", "--detach", str(checkout), commit)
+    # A user's replay is a process of its own; here, forget another commit's copy (a name is registered once).
+    registry._REGISTRY.pop(KERNEL, None)
     try:
         return main(["replay", str(case_file), "--kernel", KERNEL, "--plugin", str(checkout / PLUGIN),
                      "--device", "cpu"])
