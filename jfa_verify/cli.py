@@ -534,6 +534,7 @@ def cmd_kernels(args) -> int:
     """One line per registered kernel: whether it can run on the device (its capabilities say; nothing is
     loaded), and why not; then the entry points that failed to import."""
     from .device import select_device
+    from .errors import KernelConfigError
     from .registry import broken_entry_points, get_kernel, kernel_names, load_plugin
 
     device = select_device(args.device)
@@ -541,7 +542,11 @@ def cmd_kernels(args) -> int:
         load_plugin(p)
     print(f"registered kernels, and whether each runs on this machine's {device.type} (--device to choose)")
     for name in kernel_names():
-        k = get_kernel(name)
+        try:
+            k = get_kernel(name)
+        except KernelConfigError as e:  # two packages register the name: listed, so the listing shows why
+            print(f"{name:32s} {'ambiguous':12s} {e}")
+            continue
         why = k.device_reason(device)
         caps = k.capabilities
         forward_only = why is None and caps.backward and device.type not in caps.backward_device_types

@@ -107,3 +107,6 @@ def test_two_entry_points_registering_one_name_make_it_a_usage_error(monkeypatch
     err = capsys.readouterr().err
     assert "entry point team_grid = team_pkg.grid" in err and "'triton_jfa_grid' is already registered by" in err
     assert "another name" in err, err
+    assert main(["kernels", "--device", "cpu"]) == 0  # the listing still lists, and says why
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("triton_jfa_grid", "team_grid"))]
+    assert len(lines) == 2 and all("already registered by" in line for line in lines), lines
