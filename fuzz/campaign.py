@@ -38,7 +38,7 @@ from hypothesis.database import ExampleDatabase
 from jfa_verify.case import Case
 from jfa_verify.corpus import TIMEOUT_EXIT_CODE, Corpus, read_case_file
 from jfa_verify.coverage import Coverage, classify
-from jfa_verify.errors import InvalidInput
+from jfa_verify.errors import InvalidInput, KernelConfigError
 
 from .database import CampaignDatabase, open_database
 from .findings import (Finding, FindingIndex, key_of, mark_finding, record_example, recover, running_files,
@@ -130,7 +130,7 @@ class CampaignSummary:
             lines.append("  no failures")
         lines.extend(f"  note: {n}" for n in self.notes)
         if coverage:
-            lines.append(self.coverage.format())
+            lines.append(self.coverage.format(device_type=self.device.split(":")[0]))
             if self.pairs is not None:
                 lines.append(self.pairs.format())
         return "\n".join(lines)
@@ -158,6 +158,11 @@ class _StopRound(BaseException):
 
 class _StopCampaign(_StopRound):
     """Ends the campaign (deadline, or the coordinator asked)."""
+
+
+class _Misregistered(_StopRound):
+    """Carries a :class:`KernelConfigError` out of the Hypothesis test (a wrong registration is no failure of
+    a case: nothing to shrink); the campaign raises the error itself."""
 
 
 def classifier(kernel, device_type: str) -> Callable[[Case], set[str]]:
@@ -279,6 +284,7 @@ def run_campaign(
 
     Raises:
         InvalidInput: neither ``max_examples`` nor a duration; a bad database spec.
+        KernelConfigError: the kernel's ``load()`` returned no implementation (at its first case).
     """
     from jfa_verify.device import current_device, select_device
     from jfa_verify.loop import Verifier
@@ -420,7 +426,10 @@ def run_campaign(
             target(_rarity(contract_classes, drawn), label="rarely drawn contract classes")
             drawn.update((d, c) for d, cs in contract_classes.items() for c in cs)
         annotations = {"shrink_round": state.id, "shrink_step": next(step)}
-        result, path = run_one(case, "shrink" if shrinking else "generate", annotations)
+        try:
+            result, path = run_one(case, "shrink" if shrinking else "generate", annotations)
+        except KernelConfigError as e:
+            raise _Misregistered(e) from None
         if not result.failed:
             return
         verdict = result.to_dict()
@@ -506,6 +515,8 @@ def run_campaign(
             except _StopCampaign:
                 finish_round()
                 break
+            except _Misregistered as e:
+                raise e.args[0] from None
             except (_CaseFailed, _StopRound):
                 pass
             except Exception as e:  # Hypothesis's own verdicts (flaky, unsatisfiable): note, next round

@@ -35,8 +35,10 @@ from typing import Callable, Iterable, Optional
 
 from jfa_verify.case import Case
 from jfa_verify.corpus import RUNNING, Corpus, read_case_file
+from jfa_verify.coverage import classify
 from jfa_verify.errors import InvalidInput
-from jfa_verify.runner import FAILING_STATUSES
+from jfa_verify.protocol import GENERIC_TILES
+from jfa_verify.runner import FAILING_STATUSES, replay_command
 
 __all__ = ["Finding", "FindingIndex", "error_kind", "key_of", "list_findings", "mark_finding", "record_example",
            "recover", "running_files", "signature", "size_key", "verdict_of"]
@@ -255,11 +257,23 @@ def running_files(root: "str | Path", kernel: Optional[str] = None) -> list[tupl
     return [(p, c, d) for p, c, d in _case_files(Path(root), kernel) if d.get("status") == RUNNING]
 
 
+def _file_signature(case: Case, payload: dict) -> dict:
+    """The signature of a case file that is no finding yet (a ``jfa-verify run`` failure, a killed campaign's
+    shrink step or ``"running"`` file): its case's classes under the tiles its verdict records (else the
+    generic tiles of its device), as a campaign's :func:`recover` would sign it, without loading the kernel."""
+    verdict = verdict_of(payload)
+    device = "cuda" if str(payload.get("device", "")).startswith("cuda") else "cpu"
+    blocks = tuple(verdict.get("block_sizes") or GENERIC_TILES[device].as_tuple())
+    return signature(verdict, classify(case, blocks))
+
+
 def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict]:
     """Every finding in a reproducer folder (all kernels unless ``kernel``), most examples first.
 
-    Failing case files that are no finding yet (a ``jfa-verify run`` failure, a killed campaign's shrink
-    step) are listed too, with ``"id": None``; ``"running"`` files with status ``running``.
+    Each row has the finding's signature ``id`` (12 hex digits, stable: the same case file gives the same
+    id) and its ``replay`` command. Failing case files that are no finding yet (a ``jfa-verify run``
+    failure, a killed campaign's shrink step) are listed too, with the id a campaign would give them
+    (``found_by`` ``"-"``); ``"running"`` files with status ``running``.
     """
     root = Path(root)
     rows = []
@@ -267,18 +281,19 @@ def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict
         status = d.get("status")
         if status not in FAILING_STATUSES and status != RUNNING:
             continue
-        sig = d.get("finding")
-        verdict = verdict_of(d)
+        found = d.get("finding")
+        sig = found or _file_signature(c, d)
         rows.append({
-            "id": sig["id"] if sig else None,
+            "id": sig["id"],
             "kernel": d.get("kernel"),
             "status": status,
-            "error_kind": sig["error_kind"] if sig else (error_kind(verdict) if status != RUNNING else "-"),
-            "outputs": sig["outputs"] if sig else list(key_of(verdict)[3]),
-            "classes": sig["classes"] if sig else [],
-            "examples": 1 + (example_count(root, sig["id"]) if sig else 0),
+            "error_kind": sig["error_kind"] if status != RUNNING else "-",
+            "outputs": sig["outputs"],
+            "classes": sig["classes"],
+            "examples": 1 + (example_count(root, sig["id"]) if found else 0),
             "case": c.describe(),
             "path": str(p),
+            "replay": replay_command(p, d.get("kernel"), d.get("plugins", ())),
             "found_by": d.get("found_by", "-"),
         })
     rows.sort(key=lambda r: (-r["examples"], r["kernel"] or "", r["path"]))

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jfa_verify.coverage import CPU_EXPECTED, CLASSES
+from jfa_verify.coverage import expected_classes
 
 __all__ = ["CampaignProgress", "WorkerStats", "plot_timeline"]
 
@@ -48,7 +48,7 @@ class CampaignProgress:
     def __init__(self, workers: int, *, device_type: str = "cpu", console=None, interval: float = 10.0):
         self.t0 = time.time()
         self.workers = {w: WorkerStats(w) for w in range(workers)}
-        self.expected = CPU_EXPECTED if device_type != "cuda" else tuple(CLASSES)
+        self.expected = expected_classes(device_type)
         self.classes: Counter = Counter()
         self.statuses: Counter = Counter()
         self.findings: dict[str, dict] = {}  # signature id -> finding event (first seen)

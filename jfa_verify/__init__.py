@@ -17,8 +17,8 @@ Hypothesis strategies live in :mod:`jfa_verify.strategies`, the references in
 from .case import Case, CaseTensors
 from .compare import OUTPUTS, OutputComparison, compare_output
 from .contract import JaggedProblem, key_range, validate_inputs
-from .errors import (InvalidInput, JFAError, KernelProtocolError, KernelUnavailable, PluginError, UnknownKernel,
-                     UnsupportedCase)
+from .errors import (InvalidInput, JFAError, KernelConfigError, KernelProtocolError, KernelUnavailable, PluginError,
+                     UnknownKernel, UnsupportedCase)
 from .localize import Location, locate
 from .loop import Verifier
 from .protocol import Capabilities, Kernel, KernelRun, LaunchPlan, PassPlan, TileSizes, Visits
@@ -34,6 +34,7 @@ __all__ = [
     "JFAError",
     "JaggedProblem",
     "Kernel",
+    "KernelConfigError",
     "KernelProtocolError",
     "KernelRun",
     "KernelUnavailable",

@@ -87,6 +87,8 @@ def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str 
                     plugins: Sequence[str] = ()) -> list[str]:
     """Check each relation, its call file written first under ``corpus`` (None: no files) and kept
     only when the relation breaks; returns one finding line (with the replay command) per broken one."""
+    from .runner import replay_command
+
     out = []
     for i, relation in enumerate(relations):
         path = None
@@ -103,7 +105,6 @@ def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str 
         if path is not None:
             write_call_file(path, relation, kernel=kernel.name, device=str(device), status="fail", finding=finding,
                             plugins=tuple(plugins))
-            plug = "".join(f" --plugin {p}" for p in plugins)
-            line += f"\n  replay: jfa-verify replay {path} --kernel {kernel.name}{plug}"
+            line += f"\n  replay: {replay_command(path, kernel.name, plugins)}"
         out.append(line)
     return out

@@ -25,6 +25,31 @@ from .exits import ExitCode
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = int(ExitCode.OK), int(ExitCode.FINDING), int(ExitCode.USAGE)
 
+# What `jfa-verify --help` opens with: the tool for its user (this module's docstring is for its maintainers).
+DESCRIPTION = (
+    "Differential testing of jagged FlashAttention kernels (attention on packed variable-length sequences): "
+    "each case runs through the kernel under test, forward and backward, and is judged against a float64 "
+    "reference within an allowance calibrated on same-dtype SDPA; a failure is localized to (sequence, head, "
+    "token, tile) and saved as a reproducer with the command that replays it. `run` verifies a kernel on the "
+    "built-in suite, `gate` is the CI gate, `fuzz` searches with Hypothesis and `findings` lists what was found, "
+    "`replay` re-runs one reproducer, `matrix` compares kernels, `mutants` checks the checks on planted bugs, "
+    "`calibrate`, `report` and `refloor` fit and plot the error budgets, `schedule` shows tile schedules' load "
+    "per SM, `bisect` finds the commit that broke a kernel, and `kernels` lists the kernels and where they run. "
+    f"Exit status: {ExitCode.OK:d} passed, {ExitCode.FINDING:d} a finding, {ExitCode.USAGE:d} usage or configuration, "
+    f"{ExitCode.HANG:d} a hang, {ExitCode.CRASH:d} a crash, {ExitCode.INTERRUPTED:d} interrupted.")
+
+
+def _version() -> str:
+    """The installed distribution's version (package metadata), else the package's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jfa-verify")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from . import __version__
+
+        return __version__
+
 
 class UsageError(Exception):
     """A bad argument found after parsing (a file that must not exist, a folder that must): exit 2."""
@@ -187,7 +212,7 @@ def cmd_run(args) -> int:
         return int(ExitCode.INTERRUPTED)
     console.print(_results_table(results, f"{kernel.name} on {where}"))
     coverage = Coverage.for_kernel(kernel, device.type).update(r.case for r in results)
-    print(coverage.format(), flush=True)
+    print(coverage.format(device_type=device.type), flush=True)
     pairs = PairCoverage(Target(kernel, device.type)).update(r.case for r in results)
     print(pairs.format(), flush=True)
     for r in results:
@@ -252,6 +277,8 @@ def cmd_fuzz(args) -> int:
 
 
 def _print_campaign(report: dict, console) -> None:
+    from .runner import replay_command
+
     new = set(report["new_findings"])
     console.print(f"campaign on {report['kernel']} ({report['device']}, {report['workers']} worker(s), seed "
                   f"{report['seed']}): {report['cases']} cases in {report['seconds']:.1f} s "
@@ -262,8 +289,8 @@ def _print_campaign(report: dict, console) -> None:
         tag = "NEW " if f["id"] in new else ""
         console.print(f"  {tag}finding {f['id'] or '(unmerged)'} [{f['status']}] {f['error_kind']} "
                       f"{'/'.join(f['outputs']) or '-'}: {f['case']}, {f['examples']} example(s)\n"
-                      f"    replay: jfa-verify replay {f['path']} --kernel {f['kernel']}"
-                      + "".join(f" --plugin {p}" for p in report["config"]["plugins"]), highlight=False, markup=False)
+                      f"    replay: {replay_command(f['path'], f['kernel'], report['config']['plugins'])}",
+                      highlight=False, markup=False)
     if not report["findings"]:
         console.print("  no findings", highlight=False, markup=False)
     for p in report["fixed"]:
@@ -278,29 +305,36 @@ def _print_campaign(report: dict, console) -> None:
 
 
 def cmd_findings(args) -> int:
+    """List a reproducer folder's findings; the exit status is the one their verdicts give (see the help)."""
     import json
 
+    from .exits import exit_code_for
     from .fuzz.findings import list_findings
 
-    if not Path(args.reproducers).is_dir():
-        raise UsageError(f"--reproducers {args.reproducers!r} is not a folder; give the folder that `run`, `fuzz` or "
-                         f"`gate` wrote its reproducers into")
-    rows = list_findings(args.reproducers, args.kernel)
+    if args.folder and args.reproducers and Path(args.folder).resolve() != Path(args.reproducers).resolve():
+        raise UsageError(f"two folders given: {args.folder!r} and --reproducers {args.reproducers!r}; give one")
+    root = args.folder or args.reproducers or "jfa-reproducers"
+    if not Path(root).is_dir():
+        raise UsageError(f"{root!r} is not a folder; give the folder that `run`, `fuzz` or `gate` wrote its "
+                         f"reproducers into")
+    rows = list_findings(root, args.kernel)
     if args.json:
         print(json.dumps(rows, indent=2))
-        return EXIT_OK
-    from rich.table import Table
+    else:
+        from rich.table import Table
 
-    table = Table(title=f"findings in {args.reproducers}")
-    for col in ("id", "kernel", "status", "kind", "outputs", "examples", "case", "file"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r["id"] or "-", r["kernel"] or "-", r["status"], r["error_kind"], "/".join(r["outputs"]) or "-",
-                      str(r["examples"]), r["case"], r["path"])
-    _console().print(table)
-    if not rows:
-        print(f"no findings in {args.reproducers}")
-    return EXIT_OK
+        table = Table(title=f"findings in {root}")
+        for col in ("id", "kernel", "status", "kind", "outputs", "examples", "case"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["id"], r["kernel"] or "-", r["status"], r["error_kind"], "/".join(r["outputs"]) or "-",
+                          str(r["examples"]), r["case"])
+        _console().print(table)
+        for r in rows:  # plain lines, never wrapped: each is pasted as it is
+            print(f"{r['id']} replay: {r['replay']}")
+        if not rows:
+            print(f"no findings in {root}")
+    return int(exit_code_for(r["status"] for r in rows))
 
 
 def cmd_calibrate(args) -> int:
@@ -496,15 +530,28 @@ def _replay_calls(args, console) -> int:
 
 
 def cmd_kernels(args) -> int:
+    """One line per registered kernel: whether it can run on the device (its capabilities say; nothing is
+    loaded), and why not; then the entry points that failed to import."""
+    from .device import select_device
+    from .errors import KernelConfigError
     from .registry import broken_entry_points, get_kernel, kernel_names, load_plugin
 
+    device = select_device(args.device)
     for p in args.plugin:
         load_plugin(p)
+    print(f"registered kernels, and whether each runs on this machine's {device.type} (--device to choose)")
     for name in kernel_names():
-        k = get_kernel(name)
-        missing = k.missing_requirements()
-        state = f"missing {', '.join(missing)}" if missing else "available"
-        print(f"{name:32s} {state:12s} {k.description}")
+        try:
+            k = get_kernel(name)
+        except KernelConfigError as e:  # two packages register the name: listed, so the listing shows why
+            print(f"{name:32s} {'ambiguous':12s} {e}")
+            continue
+        why = k.device_reason(device)
+        caps = k.capabilities
+        forward_only = why is None and caps.backward and device.type not in caps.backward_device_types
+        state = f"not on {device.type}" if why else f"runs on {device.type}"
+        note = why or (f"forward only on {device.type}" if forward_only else "")
+        print(f"{name:32s} {state:12s} {k.description}" + (f" [{note}]" if note else ""))
     for name, why in broken_entry_points().items():
         print(f"{name:32s} {'broken':12s} {why}")
     return EXIT_OK
@@ -626,7 +673,8 @@ def cmd_bisect(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="jfa-verify", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="jfa-verify", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def kernel_options(p, kernel_default: Optional[str] = "triton_jfa", reproducers: bool = True):
@@ -690,8 +738,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "as found, unshrunk); drawing is always steered toward rarely drawn classes")
     fz.set_defaults(func=cmd_fuzz)
 
-    fnd = sub.add_parser("findings", help="list the findings in a reproducer folder (one per signature)")
-    fnd.add_argument("--reproducers", default="jfa-reproducers", help="the folder (default jfa-reproducers)")
+    fnd = sub.add_parser(
+        "findings", help="list the findings in a reproducer folder (one per signature), each with its replay command",
+        description="List the findings in a reproducer folder, one per signature, each with its id and the command "
+                    "that replays it. Exit status, as for the command that recorded them (jfa_verify/exits.py: "
+                    "a finding is not a usage error): 0 no finding listed; 1 a wrong output or kernel error; "
+                    "3 a hang; 4 a crash (the worst listed decides); 2 no such folder or a bad argument. A case "
+                    "file still marked running (its process was killed) is listed but decides nothing.")
+    fnd.add_argument("folder", nargs="?", default=None, help="the folder (default jfa-reproducers)")
+    fnd.add_argument("--reproducers", default=None, metavar="FOLDER", help="the folder, as run and fuzz name it")
     fnd.add_argument("--kernel", default=None, help="only this kernel's findings")
     fnd.add_argument("--json", action="store_true", help="print JSON instead of a table")
     fnd.set_defaults(func=cmd_findings)
@@ -752,7 +807,10 @@ def build_parser() -> argparse.ArgumentParser:
     kernel_options(rep, kernel_default=None, reproducers=False)
     rep.set_defaults(func=cmd_replay)
 
-    ker = sub.add_parser("kernels", help="list registered kernels")
+    ker = sub.add_parser("kernels", help="list registered kernels and whether each runs on this machine's device "
+                         "(why not, if not)")
+    ker.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                     help="the device to ask about (default: cuda when available, else the CPU interpreter)")
     ker.add_argument("--plugin", action="append", default=[], type=existing_file, metavar="FILE.py")
     ker.set_defaults(func=cmd_kernels)
 

@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Optional, Union
 
 from .case import Case
 
-__all__ = ["CLASSES", "CPU_EXPECTED", "WINDOW_CLASSES", "Coverage", "classify", "element_extent"]
+__all__ = ["CLASSES", "CPU_EXPECTED", "WINDOW_CLASSES", "Coverage", "classify", "element_extent", "expected_classes"]
 
 CLASSES: dict[str, str] = {
     "self": "self-attention",
@@ -70,6 +70,12 @@ CLASSES: dict[str, str] = {
 WINDOW_CLASSES = tuple(c for c in CLASSES if c.startswith("window"))
 # Classes a CPU campaign is expected to reach; offset_overflow is GPU only; windows need a kernel with them.
 CPU_EXPECTED = tuple(c for c in CLASSES if c != "offset_overflow" and c not in WINDOW_CLASSES)
+
+
+def expected_classes(device_type: str = "cpu") -> tuple[str, ...]:
+    """The classes a run on ``device_type`` (``"cuda"`` or ``"cpu"``) is expected to reach: every class on
+    CUDA, :data:`CPU_EXPECTED` elsewhere."""
+    return tuple(CLASSES) if device_type == "cuda" else CPU_EXPECTED
 
 
 def _near_multiple(n: int, block: int) -> bool:
@@ -244,12 +250,16 @@ class Coverage:
     def to_dict(self) -> dict:
         return {"total": self.total, "counts": dict(sorted(self.counts.items()))}
 
-    def format(self, expected: Optional[Iterable[str]] = None) -> str:
+    def format(self, expected: Optional[Iterable[str]] = None, device_type: str = "cpu") -> str:
         """A plain-text table: class, count, share of cases, description; then the classes never drawn.
 
-        The window classes are listed only when some case had a window or ``expected`` names one (a run
-        without windows reads as it did before windows existed)."""
-        shown = set(expected or ()) | set(self.counts)
+        ``expected``: the classes the run should reach (default: :func:`expected_classes` of
+        ``device_type``). A class the table shows at 0 that is not expected is listed apart ("not expected
+        on cpu: ..."), so "never drawn" names every other class at 0. The window classes are listed only
+        when some case had a window or ``expected`` names one (a run without windows reads as it did
+        before windows existed)."""
+        expected = tuple(expected_classes(device_type) if expected is None else expected)
+        shown = set(expected) | set(self.counts)
         rows = {name: desc for name, desc in CLASSES.items() if name not in WINDOW_CLASSES or name in shown
                 or any(c in shown for c in WINDOW_CLASSES)}
         width = max(len(c) for c in rows)
@@ -260,4 +270,7 @@ class Coverage:
             lines.append(f"  {name:{width}s} {n:6d} {share:>6s}  {desc}")
         gone = self.missing(expected)
         lines.append(f"  never drawn: {', '.join(gone) if gone else 'none'}")
+        unexpected = [c for c in rows if c not in expected and not self.counts.get(c)]
+        if unexpected:
+            lines.append(f"  not expected on {device_type}: {', '.join(unexpected)}")
         return "\n".join(lines)

@@ -42,5 +42,14 @@ class ToolError(JFAError, RuntimeError):
     what the tool said."""
 
 
+class KernelConfigError(JFAError, ValueError):
+    """A kernel registered wrongly: its name is taken by another kernel, or its ``load()`` returned no
+    implementation. A configuration error (exit 2), never a finding; ``kernel`` is the name."""
+
+    def __init__(self, message: str, kernel: str = ""):
+        super().__init__(message)
+        self.kernel = kernel
+
+
 class PluginError(JFAError, ImportError):
     """A plugin file or a kernel entry point could not be imported; the message names the file and line."""

@@ -229,23 +229,6 @@ def _status_of(results) -> str:
     return "pass"
 
 
-def device_reason(kernel: Kernel, device: torch.device) -> Optional[str]:
-    """Why ``kernel`` cannot run on ``device`` at all (device type, compute capability), or None."""
-    caps = kernel.capabilities
-    if device.type not in caps.device_types:
-        return f"the kernel runs on {'/'.join(caps.device_types)} only; this job's device is {device}"
-    if device.type == "cuda" and (caps.min_compute_capability or caps.max_compute_capability):
-        cc = torch.cuda.get_device_capability(device)
-        if caps.min_compute_capability and cc < tuple(caps.min_compute_capability):
-            return f"needs compute capability >= {caps.min_compute_capability}, the GPU has {cc}"
-        if caps.max_compute_capability and cc > tuple(caps.max_compute_capability):
-            return f"needs compute capability <= {caps.max_compute_capability}, the GPU has {cc}"
-    missing = kernel.missing_requirements()
-    if missing:
-        return f"needs {', '.join(missing)} (not installed)"
-    return None
-
-
 def small_cases(kernel: Kernel, device: torch.device, n: int, seed: int = 0) -> list[Case]:
     """Up to ``n`` cases of the default suite the kernel supports and that compute some score (a batch
     with no query-key pair, such as B = 0, cannot show nondeterminism or a read of stale memory in the
@@ -290,6 +273,7 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
 
 def _check_campaign(kernel, device, options, plugins) -> CheckResult:
     from .fuzz import run_campaign
+    from .runner import replay_command
 
     if options.jobs > 1:
         return _check_campaign_workers(kernel, device, options, plugins)
@@ -298,8 +282,8 @@ def _check_campaign(kernel, device, options, plugins) -> CheckResult:
                            isolate=True)
     findings = [Finding("campaign", f.case.name or f.case.case_id(), f.status,
                         next((x.strip() for x in f.explanation.splitlines()[1:] if x.strip()), f.status),
-                        f.explanation, f"jfa-verify replay {f.path} --kernel {kernel.name}"
-                        + "".join(f" --plugin {p}" for p in plugins) if f.path else "", str(f.path) if f.path else None)
+                        f.explanation, replay_command(f.path, kernel.name, plugins) if f.path else "",
+                        str(f.path) if f.path else None)
                 for f in summary.failures]
     status = "pass" if not findings else ("hang" if any(f.status in ("timeout", "hang") for f in findings)
                                           else "crash" if any(f.status == "crash" for f in findings) else "fail")
@@ -357,6 +341,7 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
 
 def _check_determinism(kernel, device, options, plugins) -> CheckResult:
     from .determinism import check_reruns
+    from .runner import replay_command
 
     verdicts = [check_reruns(c, kernel, device, reruns=options.reruns)
                 for c in small_cases(kernel, device, options.small_cases, options.seed)]
@@ -366,8 +351,7 @@ def _check_determinism(kernel, device, options, plugins) -> CheckResult:
         if v.status != "pass":
             out.findings.append(Finding("determinism", v.case.name, v.status,
                                         (v.differences or [v.message])[0][:300], "\n".join(v.differences) or v.message,
-                                        f"jfa-verify replay --case '{v.case.to_json()}' --kernel {kernel.name}"
-                                        + "".join(f" --plugin {p}" for p in plugins)))
+                                        replay_command(v.case, kernel.name, plugins)))
     out.status = "fail" if out.findings else ("skip" if not checked else "pass")
     if not checked:
         out.reason = "no supported case"
@@ -491,7 +475,7 @@ def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins
         f"seed {options.seed}, campaign {options.campaign_examples} examples (Hypothesis, derandomized by the "
         f"seed), {options.reruns} reruns")
     for kernel in kernels:
-        why = device_reason(kernel, device)
+        why = kernel.device_reason(device)
         crashed = False
         for check in options.checks:
             if why is not None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .case import Case
-from .errors import PluginError
+from .errors import KernelConfigError, PluginError
 from .exits import ExitCode
 from .runner import CaseResult
 
@@ -104,8 +104,12 @@ def _serve(conn, spec: WorkerSpec) -> None:
             return
         case, backward, memory = msg
         t0 = time.perf_counter()
-        result = run_case(case, kernel, device, backward=backward, budgets=spec.budgets, plugins=spec.plugins,
-                          memory=memory, accept=spec.accept)
+        try:
+            result = run_case(case, kernel, device, backward=backward, budgets=spec.budgets, plugins=spec.plugins,
+                              memory=memory, accept=spec.accept)
+        except KernelConfigError as e:  # the parent raises it: a usage error, not this case's verdict
+            conn.send(("config-error", str(e)))
+            continue
         result.seconds["worker"] = time.perf_counter() - t0
         if result.status == "error" and sticky_device_error(result.message):
             result.status = "crash"
@@ -214,6 +218,9 @@ class CaseWorker:
         ``timeout_s`` counts from sending the case (kernel compilation included); None waits forever.
         ``backward``: judge the gradients (default: the spec's). ``memory``: as
         :func:`jfa_verify.runner.run_case` (guard bands and the fill of uninitialized allocations).
+
+        Raises:
+            KernelConfigError: the kernel's ``load()`` returned no implementation in the child.
         """
         if self._conn is None:
             self._start()
@@ -239,6 +246,8 @@ class CaseWorker:
             message = _death(self._proc.exitcode)
             self.kill()
             return crash_result(case, self.spec.kernel, "crash", message, self.spec.plugins, elapsed)
+        if isinstance(result, tuple) and result[0] == "config-error":
+            raise KernelConfigError(result[1], self.spec.kernel)
         if result.status == "crash":  # the child saw a sticky device error and is exiting
             self.kill()
         result.seconds["ipc"] = max(0.0, elapsed - result.seconds.get("worker", elapsed))

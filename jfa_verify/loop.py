@@ -14,7 +14,7 @@ import torch
 
 from .case import Case
 from .corpus import Corpus
-from .errors import InvalidInput
+from .errors import InvalidInput, KernelConfigError
 from .protocol import Kernel
 from .runner import CaseResult, run_case
 
@@ -91,7 +91,11 @@ class Verifier:
     def verify(self, case: Case, annotations: Optional[dict] = None, *, worker=None) -> CaseResult:
         """Run one case; its reproducer stays in the corpus only if it failed (``annotations``: extra keys
         for its file, see :meth:`Corpus.guard`). ``result.seconds["io"]`` is the time spent on the file.
-        ``worker``: which of the isolated workers runs it (default the first)."""
+        ``worker``: which of the isolated workers runs it (default the first).
+
+        Raises:
+            KernelConfigError: the kernel's ``load()`` returned no implementation (its file is removed).
+        """
         worker = worker or self.worker
         t0 = time.perf_counter()
         watchdog = None if self.isolated else self.timeout_s  # isolated: the parent keeps the time
@@ -109,6 +113,9 @@ class Verifier:
                 self.corpus.discard(path)
                 if self.isolated:
                     worker.kill()  # it is mid-case; the next case starts a fresh one
+                raise
+            except KernelConfigError:  # the kernel's registration is wrong: no verdict, so no case file
+                self.corpus.discard(path)
                 raise
             t2 = time.perf_counter()
             saved = self.corpus.record(path, result)

@@ -368,6 +368,7 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
 def _campaign(matrix: Matrix, kernel, device, corpus, plugins, backward, accept, timeout_s, examples, seed,
               deadline_s, isolate) -> None:
     from .fuzz import run_campaign
+    from .runner import replay_command
 
     t0 = time.monotonic()
     deadline = None if deadline_s is None else time.time() + max(0.0, deadline_s)
@@ -376,9 +377,8 @@ def _campaign(matrix: Matrix, kernel, device, corpus, plugins, backward, accept,
                            deadline=deadline, isolate=isolate)
     matrix.campaigns[kernel.name] = summary.to_dict()
     matrix.seconds[f"{kernel.name} campaign"] = round(time.monotonic() - t0, 2)
-    plugin_args = "".join(f" --plugin {p}" for p in plugins)
     for f in summary.failures:
-        replay = f"jfa-verify replay {f.path} --kernel {kernel.name}{plugin_args}" if f.path else None
+        replay = replay_command(f.path, kernel.name, plugins) if f.path else None
         sig = f.signature or {}
         kind = f"{f.status} {sig.get('error_kind', '')}".strip() + (
             f" in {', '.join(sig['outputs'])}" if sig.get("outputs") else "")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
@@ -38,7 +39,7 @@ import torch
 
 from .contract import CAUSAL_ALIGNMENTS, MASKS, MODES, JaggedProblem
 from .dtypes import DIFFERENTIABLE, DTYPES, dtype_name
-from .errors import InvalidInput, KernelProtocolError, KernelUnavailable, UnsupportedCase
+from .errors import InvalidInput, KernelConfigError, KernelProtocolError, KernelUnavailable, UnsupportedCase
 
 __all__ = ["Capabilities", "GENERIC_TILES", "Kernel", "KernelRun", "LaunchPlan", "PassPlan", "TileSizes", "Visits",
            "tiles_for_shape"]
@@ -192,11 +193,17 @@ class Capabilities:
             return f"window={problem.window} is not symmetric (supported: (w, w) with w >= 0)"
         if problem.group_size != 1 and not self.gqa:
             return f"GQA group size {problem.group_size} not supported"
+        return self.device_reason(problem.device)
+
+    def device_reason(self, device: "torch.device | str") -> Optional[str]:
+        """Why no case can run on ``device`` (a ``torch.device`` or ``"cpu"``/``"cuda"``): its type is not in
+        :attr:`device_types`, or a CUDA device's compute capability is outside the bounds; None when it can."""
+        device = torch.device(device)
         needs = f"; the kernel needs {self.hardware}" if self.hardware else ""
-        if problem.device.type not in self.device_types:
-            return f"device={problem.device} not in {self.device_types}{needs}"
-        if problem.device.type == "cuda" and (self.min_compute_capability or self.max_compute_capability):
-            cc = torch.cuda.get_device_capability(problem.device)
+        if device.type not in self.device_types:
+            return f"device={device} not in {self.device_types}{needs}"
+        if device.type == "cuda" and (self.min_compute_capability or self.max_compute_capability):
+            cc = torch.cuda.get_device_capability(device)
             if self.min_compute_capability and cc < tuple(self.min_compute_capability):
                 return f"compute capability {cc} below {self.min_compute_capability}{needs}"
             if self.max_compute_capability and cc > tuple(self.max_compute_capability):
@@ -317,12 +324,21 @@ class Kernel:
     def missing_requirements(self) -> list[str]:
         return [m for m in self.requires if importlib.util.find_spec(m) is None]
 
+    def device_reason(self, device: "torch.device | str") -> Optional[str]:
+        """Why this kernel cannot run on ``device`` at all (:meth:`Capabilities.device_reason`, then a missing
+        requirement), or None. Never loads the kernel."""
+        reason = self.capabilities.device_reason(device)
+        missing = self.missing_requirements() if reason is None else []
+        return f"needs {', '.join(missing)} (not installed)" if missing else reason
+
     @property
     def impl(self):
         """The implementation; loads it (and its dependencies) on first use.
 
         Raises:
             KernelUnavailable: an optional dependency is not installed.
+            KernelConfigError: the loader returned None or something neither callable nor with a
+                ``launch`` method (a registration mistake, not a finding of the kernel).
         """
         if self._impl is None:
             missing = self.missing_requirements()
@@ -330,7 +346,17 @@ class Kernel:
                 raise KernelUnavailable(
                     f"kernel {self.name!r} needs {', '.join(missing)}; install it with pip install {' '.join(missing)}"
                 )
-            self._impl = self.loader()
+            impl = self.loader()
+            if impl is None or not (callable(impl) or callable(getattr(impl, "launch", None))):
+                code = getattr(self.loader, "__code__", None)
+                loader = (f"{code.co_filename}:{code.co_firstlineno}" if code is not None else
+                          getattr(self.loader, "__qualname__", repr(self.loader)))
+                raise KernelConfigError(
+                    f"kernel {self.name!r}: its load() ({loader}) returned {reprlib.repr(impl)}, not an "
+                    f"implementation; make it return the attention function (called as the contract's "
+                    f"fn(q, k, v, q_offsets, k_offsets, *, causal, causal_alignment, sm_scale)) or an object with "
+                    f"launch() (see jfa_verify.protocol)", self.name)
+            self._impl = impl
         return self._impl
 
     def unsupported_reason(self, problem: JaggedProblem) -> Optional[str]:

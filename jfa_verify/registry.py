@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import sys
 import traceback
 from importlib.metadata import entry_points
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .contract import JaggedProblem
-from .errors import InvalidInput, PluginError, UnknownKernel
+from .errors import InvalidInput, KernelConfigError, PluginError, UnknownKernel
 from .protocol import Capabilities, Kernel, TileSizes
 
 __all__ = ["ENTRY_POINT_GROUP", "add_kernel", "broken_entry_points", "get_kernel", "kernel_names", "load_plugin",
@@ -35,13 +36,50 @@ ENTRY_POINT_GROUP = "jfa_verify.kernels"
 
 _REGISTRY: dict[str, Kernel] = {}
 _BROKEN: dict[str, str] = {}  # entry point name -> why it could not be imported
+# Kernel name -> why it is ambiguous: two entry points register it (which one loads first depends on
+# the installation, so neither may be run under that name).
+_CONFLICTS: dict[str, str] = {}
 _discovered = False
 
 
+def _source(loader) -> tuple[Optional[str], str, Optional[int]]:
+    """Where ``loader`` was defined: ``(file, qualified name, first line)``, each None or ``repr`` when unknown.
+
+    A module imported twice (under two names, or reloaded) defines its loaders again with the same source."""
+    try:
+        file: Optional[str] = str(Path(inspect.getsourcefile(loader) or inspect.getfile(loader)).resolve())
+    except TypeError:  # a builtin, a partial or a callable object: no file of its own
+        file = None
+    code = getattr(loader, "__code__", None)
+    name = getattr(loader, "__qualname__", None) or repr(loader)
+    return file, name, code.co_firstlineno if code is not None else None
+
+
+def _describe_source(loader) -> str:
+    file, name, line = _source(loader)
+    return f"{file}:{line} ({name})" if file and line else f"{file} ({name})" if file else name
+
+
 def add_kernel(kernel: Kernel) -> Kernel:
-    """Register a prebuilt :class:`Kernel` (re-registering a name replaces it: plugins may shadow built-ins)."""
+    """Register a prebuilt :class:`Kernel`.
+
+    A name is registered once: the same loader registered again (its module imported twice) replaces
+    its earlier self; any other loader under a taken name is refused, since a plugin that silently
+    replaced a built-in would have every later verdict judge code the user did not name.
+
+    Raises:
+        InvalidInput: ``kernel`` is not a :class:`Kernel`.
+        KernelConfigError: ``kernel.name`` is registered by another loader; the message names both sources.
+    """
     if not isinstance(kernel, Kernel):
         raise InvalidInput(f"add_kernel needs a jfa_verify.Kernel, got {type(kernel).__name__}")
+    old = _REGISTRY.get(kernel.name)
+    if old is not None and _source(old.loader) != _source(kernel.loader):
+        raise KernelConfigError(
+            f"kernel name {kernel.name!r} is already registered by {_describe_source(old.loader)}; "
+            f"{_describe_source(kernel.loader)} registers it again. A kernel cannot replace another: register "
+            f"yours under another name (e.g. {kernel.name + '_mine'!r}) and pass that name to --kernel",
+            kernel.name)
     _REGISTRY[kernel.name] = kernel
     return kernel
 
@@ -66,6 +104,7 @@ def register_kernel(
 
     Raises:
         InvalidInput: a bad name or a ``capabilities`` that is not a :class:`Capabilities`.
+        KernelConfigError: (from the decorator) ``name`` is taken by another kernel (:func:`add_kernel`).
     """
     if not isinstance(name, str) or not name or any(c.isspace() for c in name):
         raise InvalidInput(f"kernel name={name!r} must be a non-empty string without spaces")
@@ -104,6 +143,8 @@ def discover() -> None:
             ep.load()
         except Exception as e:  # a third-party kernel package may be broken in any way
             _BROKEN[ep.name] = f"entry point {ep.name} = {ep.value}: {type(e).__name__}: {e} ({_where(e)})"
+            if isinstance(e, KernelConfigError) and e.kernel:
+                _CONFLICTS[e.kernel] = f"entry point {ep.name} = {ep.value}: {e}"
 
 
 def broken_entry_points() -> dict[str, str]:
@@ -117,8 +158,11 @@ def get_kernel(name: str) -> Kernel:
 
     Raises:
         UnknownKernel: no such name; the message lists the registered ones (and broken entry points).
+        KernelConfigError: two installed entry points register ``name`` (the message names both).
     """
     discover()
+    if name in _CONFLICTS:
+        raise KernelConfigError(_CONFLICTS[name], name)
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -140,7 +184,7 @@ def load_plugin(path: "str | Path") -> None:
 
     Raises:
         PluginError: the file does not exist, is not a file, or raises while importing (syntax or
-            import error, anything): the message names the file and line.
+            import error, a kernel name another kernel has, anything): the message names the file and line.
     """
     path = Path(path).resolve()
     if not path.is_file():
@@ -149,7 +193,7 @@ def load_plugin(path: "str | Path") -> None:
     mod_name = f"_jfa_plugin_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
     if mod_name in sys.modules:
         return
-    discover()  # built-ins first, so a plugin may shadow them
+    discover()  # built-ins first, so a plugin taking a built-in's name is the one refused
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
         raise PluginError(f"plugin file {str(path)!r} cannot be imported as Python; give a .py file")

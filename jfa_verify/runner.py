@@ -14,7 +14,8 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Optional
+from pathlib import Path
+from typing import Iterable, Optional
 
 import torch
 
@@ -23,13 +24,13 @@ from .case import Case
 from .compare import OUTPUTS, OutputComparison, compare_output, reference_scales
 from .conventions import normalized
 from .contract import JaggedProblem, output_violations
-from .errors import KernelUnavailable, UnsupportedCase
+from .errors import KernelConfigError, KernelUnavailable, UnsupportedCase
 from .immutability import changed_inputs, copy_keeping_strides, snapshot
 from .localize import Location, locate
 from .oracles import padded_sdpa_attention, reference_attention
 from .protocol import PASSES, Kernel, KernelRun
 
-__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "run_case",
+__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "replay_command", "run_case",
            "poisoned_allocations"]
 
 # Every verdict a case can get. "crash" and "hang" come from an isolated run
@@ -69,6 +70,18 @@ def poisoned_allocations():
     finally:
         det.fill_uninitialized_memory = was_fill
         _set_deterministic(was_on, warn_only=was_warn)
+
+
+def replay_command(target: "str | Path | Case", kernel: str, plugins: Iterable[str] = ()) -> str:
+    """The one form of the command that replays a case, as every command prints it.
+
+    Args:
+        target: a case or call file (a path), or a :class:`Case`, given inline (``--case '<json>'``).
+        kernel: the registry name to replay it on.
+        plugins: the ``--plugin`` files that register the kernel, in order.
+    """
+    where = f"--case '{target.to_json()}'" if isinstance(target, Case) else str(target)
+    return f"jfa-verify replay {where} --kernel {kernel}" + "".join(f" --plugin {p}" for p in plugins)
 
 
 @dataclass
@@ -122,10 +135,8 @@ class CaseResult:
 
     def replay_command(self) -> str:
         """The command that replays this case as printed: the reproducer (or the case inline), the kernel,
-        and every ``--plugin`` the kernel needs."""
-        target = self.reproducer or f"--case '{self.case.to_json()}'"
-        plugins = "".join(f" --plugin {p}" for p in self.plugins)
-        return f"jfa-verify replay {target} --kernel {self.kernel}{plugins}"
+        and every ``--plugin`` the kernel needs (:func:`replay_command`)."""
+        return replay_command(self.reproducer or self.case, self.kernel, self.plugins)
 
     def explain(self) -> str:
         """A multi-line verdict: every failing output with its location, then the replay command."""
@@ -269,7 +280,8 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     the contract (``offsets_layout="strided"``) passes when the kernel rejects it
     (raises) or computes the right result. A kernel that cannot be loaded here
     (:class:`KernelUnavailable`) or raises :class:`UnsupportedCase` is ``"unsupported"``
-    with its reason: declared, not a finding.
+    with its reason: declared, not a finding. A kernel whose ``load()`` returns no implementation raises
+    :class:`KernelConfigError` from here: a configuration error, not a verdict.
     """
     device = torch.device(device)
     t_start = time.perf_counter()
@@ -299,6 +311,8 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     except (KernelUnavailable, UnsupportedCase) as e:
         result.status, result.message = "unsupported", f"kernel {kernel.name!r}: {type(e).__name__}: {e}"
         return result
+    except KernelConfigError:  # a registration mistake (load() gave no implementation): no verdict at all
+        raise
     except Exception as e:  # the kernel under test may fail in any way
         result.seconds["kernel"] = time.perf_counter() - t0
         detail = f"{type(e).__name__}: {e}".strip()

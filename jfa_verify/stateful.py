@@ -81,7 +81,7 @@ def call_sequence_machine(kernel, device, *, corpus: "str | Path", case_strategy
         plugins: plugin files the kernel came from (named in the call file).
     """
     from .calls import write_call_file
-    from .runner import run_case
+    from .runner import replay_command, run_case
     from .strategies import cases
 
     if case_strategy is None:
@@ -105,7 +105,7 @@ def call_sequence_machine(kernel, device, *, corpus: "str | Path", case_strategy
                 finding = f"call {len(self.calls)} of {len(self.calls)} failed:\n{result.explain()}"
                 write_call_file(path, relation, kernel=kernel.name, device=str(device), status="fail",
                                 finding=finding, plugins=tuple(plugins))
-                raise AssertionError(f"{finding}\nthe sequence: jfa-verify replay {path} --kernel {kernel.name}")
+                raise AssertionError(f"{finding}\nthe sequence: {replay_command(path, kernel.name, plugins)}")
 
         @property
         def last(self) -> Optional[Case]:

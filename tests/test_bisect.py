@@ -56,8 +56,12 @@ def _user_state(repo) -> tuple:
 
 def _replay_at(repo, commit: str, case_file, tmp_path) -> int:
     """Replay ``case_file`` with the plugin as it is at ``commit`` (the report's replay recipe)."""
+    from jfa_verify import registry
+
     checkout = tmp_path / f"at-{commit[:7]}"
     repo.git("worktree", "add", "--detach", str(checkout), commit)
+    # A user's replay is a process of its own; here, forget another commit's copy (a name is registered once).
+    registry._REGISTRY.pop(KERNEL, None)
     try:
         return main(["replay", str(case_file), "--kernel", KERNEL, "--plugin", str(checkout / PLUGIN),
                      "--device", "cpu"])
@@ -285,9 +289,10 @@ def test_poisoned_allocations_do_not_import_inductor():
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_gpu_bisect_repository_plants_one_slowdown_and_stays_correct(tmp_path):
+def test_gpu_bisect_repository_plants_one_slowdown_and_stays_correct(tmp_path, monkeypatch):
     """``ci/gpu_bisect.py``'s repository (run on the H200): the planted commit launches the forward kernel four
     times, the good one once; both compute the right outputs, and the tile-visit check sees every tile rerun."""
+    from jfa_verify import registry
     from jfa_verify.registry import get_kernel, load_plugin
     from jfa_verify.runner import run_case
 
@@ -305,6 +310,9 @@ def test_gpu_bisect_repository_plants_one_slowdown_and_stays_correct(tmp_path):
         checkout = tmp_path / f"c{index}"
         subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(checkout), commits[index]],
                        capture_output=True, check=True)
+        # each commit's copy registers the name afresh, as in a bisect step's own process (a second copy
+        # under a taken name is refused)
+        monkeypatch.delitem(registry._REGISTRY, "triton_jfa_bisect", raising=False)
         load_plugin(checkout / "kern.py")
         kernel = get_kernel("triton_jfa_bisect")
         kmod = kernel.impl.kernels

@@ -147,5 +147,5 @@ def test_findings_listing(tmp_path, misbehaving_plugin, capsys):
     assert sorted(r["id"] for r in rows) == sorted(f.signature["id"] for f in summary.failures)
     examples = {f.signature["id"]: 1 + f.examples for f in summary.failures}
     assert all(r["examples"] == examples[r["id"]] and r["error_kind"] == "RuntimeError" for r in rows)
-    assert main(["findings", "--reproducers", str(tmp_path), "--json"]) == 0
+    assert main(["findings", "--reproducers", str(tmp_path), "--json"]) == 1  # it lists findings (errors)
     assert json.loads(capsys.readouterr().out) == rows

@@ -63,6 +63,49 @@ def test_broken_kernel_fails_run_with_localized_message_and_replays(tmp_path, ca
     assert rc == 0 and files[0].is_file() and json.loads(files[0].read_text()) == payload
 
 
+@pytest.mark.parametrize("returned, isolate", [("None", "--isolate"), ("42", "--no-isolate")])
+def test_a_load_returning_no_implementation_is_a_usage_error_not_a_finding(tmp_path, capsys, returned, isolate):
+    """Regression: a kernel whose load() returned None failed every case as a kernel error (exit 1, findings)."""
+    name = f"returns_{returned.lower()}"
+    plugin = tmp_path / f"{name}.py"
+    plugin.write_text("from jfa_verify import Capabilities, register_kernel\n\n\n"
+                      f"@register_kernel({name!r}, capabilities=Capabilities())\ndef load():\n    return {returned}\n")
+    repro = tmp_path / "repro"
+    rc = main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", name, "--max-cases", "1", isolate,
+               "--reproducers", str(repro), "--report", str(tmp_path / "r.json"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert f"kernel {name!r}: its load() ({plugin}:" in err and f"returned {returned}, not an implementation" in err
+    assert "Traceback" not in err and not list(repro.glob("*.json"))  # no finding recorded
+    # a campaign stops at once with the same error (nothing to shrink), exit 2, not "no findings", exit 0
+    rc = main(["fuzz", "--device", "cpu", "--plugin", str(plugin), "--kernel", name, "--max-examples", "2", isolate,
+               "--seed", "1", "--reproducers", str(repro), "--no-progress"])
+    out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert rc == 2 and f"returned {returned}, not an implementation" in out, out
+    assert not list(repro.glob("*.json"))
+
+
+def test_help_opens_with_a_description_for_users_and_version_comes_from_the_metadata(capsys, monkeypatch):
+    """Regression: ``--help`` opened with the module's docstring for maintainers; there was no ``--version``."""
+    from importlib import metadata
+
+    import jfa_verify
+
+    assert main(["--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "argument parsing" not in text and "Differential testing of jagged FlashAttention kernels" in text
+    assert all(f"`{name}`" in text for name in ("run", "gate", "fuzz", "findings", "replay", "kernels", "bisect"))
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"jfa-verify {metadata.version('jfa-verify')}"
+
+    def not_installed(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", not_installed)
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"jfa-verify {jfa_verify.__version__}"
+
+
 def test_unknown_kernel_is_a_clear_error(capsys):
     rc = main(["run", "--device", "cpu", "--kernel", "flash_typo"])
     err = capsys.readouterr().err
@@ -79,6 +122,16 @@ def test_replay_rejects_non_case_file(tmp_path, capsys):
 def test_kernels_lists_registry(capsys):
     assert main(["kernels"]) == 0
     assert "triton_jfa" in capsys.readouterr().out
+
+
+def test_kernels_says_which_run_on_the_device_and_why_not(capsys):
+    """Regression: on a CPU-only machine ``kernels`` called GPU-only kernels "available"."""
+    assert main(["kernels", "--device", "cpu"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert " runs on cpu " in lines["triton_jfa"] and "[" not in lines["triton_jfa"]
+    for name in ("gluon_jfa", "torch_fa2_varlen"):
+        assert " not on cpu " in lines[name] and "[device=cpu not in ('cuda',)" in lines[name], lines[name]
+    assert "[forward only on cpu]" in lines["flex_document_mask"]  # its capabilities: no backward on the CPU
 
 
 def test_schedule_table_and_png(tmp_path, capsys):
@@ -138,6 +191,34 @@ def test_run_where_every_case_is_unsupported_is_not_a_pass(tmp_path, capsys):
     rc = main(["run", "--device", "cpu", "--kernel", "triton_jfa_fp8", "--max-cases", "2", "--no-progress",
                "--report", str(tmp_path / "r8.json"), "--reproducers", str(tmp_path / "repro")])
     assert rc == 0 and "dtype           float8_e4m3fn 2" in capsys.readouterr().out
+
+
+def test_findings_carry_their_id_and_replay_command_take_the_folder_positionally_and_exit_1(tmp_path, capsys,
+                                                                                          misbehaving_plugin):
+    """Regression: ``findings`` printed no replay command, its JSON said ``"id": null`` for a ``run`` failure,
+    it took the folder only as ``--reproducers`` and exited 0 while listing findings."""
+    plugin = misbehaving_plugin("always_raises", wrong="True")
+    repro = tmp_path / "repro"
+    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "always_raises", "--max-cases", "1",
+                 "--no-isolate", "--reproducers", str(repro), "--report", str(tmp_path / "r.json"),
+                 "--no-progress"]) == 1
+    capsys.readouterr()
+    assert main(["findings", str(repro), "--json"]) == 1  # a listing of findings exits as the run that found them
+    (row,) = json.loads(capsys.readouterr().out)
+    assert re.fullmatch(r"[0-9a-f]{12}", row["id"]) and row["status"] == "error"
+    assert row["replay"] == f"jfa-verify replay {row['path']} --kernel always_raises --plugin {plugin}"
+    assert main(["findings", "--reproducers", str(repro)]) == 1
+    out = capsys.readouterr().out
+    assert f"{row['id']} replay: {row['replay']}" in out  # one plain line: pasted as it is, it replays
+    assert main(["findings", str(repro), "--json"]) == 1 and json.loads(capsys.readouterr().out) == [row]  # stable
+    assert main(["findings", str(repro), "--reproducers", str(tmp_path)]) == 2
+    assert "two folders given" in capsys.readouterr().err
+    assert main(["findings", str(tmp_path / "empty")]) == 2  # no such folder
+    (tmp_path / "empty").mkdir()
+    assert main(["findings", str(tmp_path / "empty")]) == 0
+    assert main(["findings", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "jfa_verify/exits.py" in text and "0 no finding listed; 1 a wrong output or kernel error" in text
 
 
 def test_findings_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):

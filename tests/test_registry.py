@@ -1,4 +1,4 @@
-"""The registry: descriptions one line long, broken entry points reported instead of fatal, plugins shadowing."""
+"""The registry: descriptions one line long, broken entry points reported instead of fatal, a name registered once."""
 
 import textwrap
 
@@ -45,8 +45,10 @@ def test_broken_entry_point_is_listed_not_fatal(monkeypatch, capsys):
     assert "broken: entry point team_broken" in capsys.readouterr().err
 
 
-def test_a_plugin_may_shadow_a_built_in(tmp_path):
-    from jfa_verify import get_kernel, load_plugin
+def test_a_plugin_taking_a_built_in_name_is_refused_naming_both_sources(tmp_path, capsys):
+    """Regression: a plugin registering ``triton_jfa_grid`` silently replaced the built-in, so every verdict
+    under that name judged the plugin's code."""
+    from jfa_verify import get_kernel
 
     plugin = tmp_path / "shadow.py"
     plugin.write_text(textwrap.dedent('''
@@ -57,10 +59,54 @@ def test_a_plugin_may_shadow_a_built_in(tmp_path):
             return None
     '''))
     before = get_kernel("triton_jfa_grid")
-    try:
-        load_plugin(plugin)
-        assert get_kernel("triton_jfa_grid").description == "shadowed"
-    finally:
-        from jfa_verify.registry import add_kernel
+    assert main(["kernels", "--plugin", str(plugin)]) == 2
+    err = capsys.readouterr().err
+    assert "'triton_jfa_grid' is already registered by" in err and "triton_jfa" + "/__init__.py" in err
+    assert f"{plugin}:" in err and "another name" in err, err
+    assert get_kernel("triton_jfa_grid") is before  # the built-in is untouched
 
-        add_kernel(before)
+
+def test_the_same_loader_registered_twice_stays_harmless(tmp_path):
+    """A module imported twice (here: under two module names) registers the same loader again: no error."""
+    import importlib.util
+
+    from jfa_verify import get_kernel, load_plugin
+
+    plugin = tmp_path / "twice.py"
+    plugin.write_text(textwrap.dedent('''
+        from jfa_verify import Capabilities, register_kernel
+
+        @register_kernel("registered_twice", capabilities=Capabilities(), description="twice")
+        def load():
+            return None
+    '''))
+    load_plugin(plugin)
+    spec = importlib.util.spec_from_file_location("twice_again", plugin)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert get_kernel("registered_twice").description == "twice"
+
+
+def test_two_entry_points_registering_one_name_make_it_a_usage_error(monkeypatch, capsys):
+    import jfa_verify.registry as registry
+    from jfa_verify import Capabilities, register_kernel
+
+    class TakesABuiltInName:
+        name, value = "team_grid", "team_pkg.grid"
+
+        def load(self):
+            def load():
+                return None
+            register_kernel("triton_jfa_grid", capabilities=Capabilities())(load)
+
+    monkeypatch.setattr(registry, "_discovered", False)
+    monkeypatch.setattr(registry, "_BROKEN", {})
+    monkeypatch.setattr(registry, "_CONFLICTS", {})
+    real = registry.entry_points
+    monkeypatch.setattr(registry, "entry_points", lambda group: list(real(group=group)) + [TakesABuiltInName()])
+    assert main(["run", "--device", "cpu", "--kernel", "triton_jfa_grid"]) == 2
+    err = capsys.readouterr().err
+    assert "entry point team_grid = team_pkg.grid" in err and "'triton_jfa_grid' is already registered by" in err
+    assert "another name" in err, err
+    assert main(["kernels", "--device", "cpu"]) == 0  # the listing still lists, and says why
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("triton_jfa_grid", "team_grid"))]
+    assert len(lines) == 2 and all("already registered by" in line for line in lines), lines

@@ -311,8 +311,33 @@ def test_coverage_counts_and_reports_missing():
     assert "gqa" in cov.missing() and "all_empty" not in cov.missing() and "offset_overflow" not in cov.missing()
     assert cov.missing(["all_empty", "gqa"]) == ["gqa"]
     text = cov.format()
-    assert "coverage over 2 case(s)" in text and "never drawn:" in text and "gqa" in text.splitlines()[-1]
+    never = next(line for line in text.splitlines() if line.startswith("  never drawn:"))
+    assert "coverage over 2 case(s)" in text and "gqa" in never
     assert cov.to_dict()["counts"]["self"] == 2
+
+
+def _zero_rows(text: str) -> set[str]:
+    """The classes a coverage table shows with a count of 0."""
+    return {line.split()[0] for line in text.splitlines()[2:] if len(line.split()) > 2 and line.split()[1] == "0"}
+
+
+def _listed(text: str, head: str) -> set[str]:
+    line = next((line for line in text.splitlines() if line.startswith(f"  {head}: ")), f"  {head}: none")
+    return set(line.split(": ", 1)[1].split(", ")) - {"none"}
+
+
+def test_coverage_never_claims_full_coverage_while_classes_show_zero():
+    """Regression: every class a CPU run expects was drawn, so it said "never drawn: none", while the window
+    classes (and offset_overflow) showed 0 right above: a CPU run does not expect them, and now says so."""
+    cov = Coverage()
+    cov.counts.update(CPU_EXPECTED)
+    cov.counts["window"] = cov.total = 1  # one windowed case: the window rows are shown
+    text = cov.format()
+    assert _listed(text, "never drawn") == set()
+    assert _listed(text, "not expected on cpu") == _zero_rows(text) == (
+        {c for c in CLASSES if c.startswith("window")} - {"window"}) | {"offset_overflow"}
+    cuda = cov.format(device_type="cuda")  # a GPU run expects every class: the same zeros are never drawn
+    assert _listed(cuda, "never drawn") == _zero_rows(cuda) == _zero_rows(text) and "not expected" not in cuda
 
 
 def test_public_api_is_exported():
