@@ -124,7 +124,9 @@ def test_a_hang_exits_3_and_keeps_the_case_and_the_report(tmp_path, misbehaving_
     # the suite goes on past the hang and the other cases pass
     mark = str(tmp_path / "hung-once")
     plugin = misbehaving_plugin("sleepy", hang=f"not os.path.exists({mark!r}) and not open({mark!r}, 'w').close()")
-    proc = _gate_subprocess(tmp_path, plugin, "sleepy", "--checks", "suite", "--timeout", "2")
+    # --timeout 15: at 2 s, on the H200 host loaded by eight pytest workers and two gates, a passing case
+    # ran past it too and was a second "hang" (the kernel sleeps 600 s on its hang: 15 s cannot pass it)
+    proc = _gate_subprocess(tmp_path, plugin, "sleepy", "--checks", "suite", "--timeout", "15")
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
     files = list((tmp_path / "repro").glob("*.json"))
     assert len(files) == 1 and json.loads(files[0].read_text())["status"] == "hang"  # the passing cases leave none
