@@ -19,10 +19,10 @@ Triton kernels and their host code), loaded from the commit's own folder. Histor
     c0 Add triton_jfa as a plugin           (good)
     c1 Document the plugin
     c2 Comment the forward launch
-    c3 Warm up the forward kernel           planted slowdown: the forward kernel is launched four times per
+    c3 Warm up the forward kernel           planted slowdown: the forward kernel is launched 16 times per
                                             call (each launch rewrites the same O and LSE: the outputs stay
                                             right; jfa-verify run's tile-visit check would flag every tile
-                                            run four times, a perf bisect judges speed only)
+                                            run 16 times, a perf bisect judges speed only)
     c4 Tidy the plugin's imports
     c5 Bump the plugin version              (bad)
 
@@ -80,7 +80,10 @@ def load():
 '''
 
 LAUNCH = '    if fw["programs"] > 0 and fw["tile_seq"].numel() > 0:\n'
-LAUNCHES = 4
+# On the H200 (2026-12-01, quiet card) four launches made the batch only 21% slower (98% interval +10.6% ..
+# +54.3%): triton_jfa's host planning is most of a call on it, and the noise check had widened the
+# threshold to 50%, so the bad commit stayed undecided. Sixteen put the slowdown well above both.
+LAUNCHES = 16
 REPEATED = ('    for _ in range(%d if fw["programs"] > 0 and fw["tile_seq"].numel() > 0 else 0):  # warm-up launches\n'
             % LAUNCHES)
 FW = '    fw = plan["fwd"]\n'

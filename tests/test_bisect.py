@@ -290,7 +290,7 @@ def test_poisoned_allocations_do_not_import_inductor():
 
 
 def test_gpu_bisect_repository_plants_one_slowdown_and_stays_correct(tmp_path, monkeypatch):
-    """``ci/gpu_bisect.py``'s repository (run on the H200): the planted commit launches the forward kernel four
+    """``ci/gpu_bisect.py``'s repository (run on the H200): the planted commit launches the forward kernel LAUNCHES
     times, the good one once; both compute the right outputs, and the tile-visit check sees every tile rerun."""
     from jfa_verify import registry
     from jfa_verify.registry import get_kernel, load_plugin
