@@ -6,9 +6,10 @@
 # (pytest-xdist workers for the ordinary ones, the ones needing most of the card alone), the
 # 2^31-element case, and the ALIGNED hints' bit-identity. Logs and reports go under ${OUT:-gpu-out}.
 # GATE_EXAMPLES (default 200) sizes the gate's campaign; WORKERS (default 8) the pytest workers and the
-# gate's --jobs. STAGES (default "gate tests") runs a part: "gate" (the gate and the planted-bug run,
-# about 7 minutes on an H200 with a cold Triton cache) or "tests" (the GPU tests, the 2^31 case and the
-# hints' bit-identity, about 8 minutes), so that each part fits a 10-minute job; green is both green.
+# gate's --jobs. STAGES (default "gate tests big") runs parts, so that each fits a 10-minute job (H200,
+# cold Triton cache, 2026-12-01): "gate" (the gates and the planted-bug run, about 6 minutes), "tests"
+# (the GPU tests on xdist workers, about 6 minutes), "big" (the tests that need most of the card, alone;
+# the 2^31-element case; the hints' bit-identity). Green is every stage green on one commit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -17,8 +18,10 @@ export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/install.log" 2>&1 || {
   echo "install failed"; tail -20 "$out/install.log"; exit 2; }
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
-stages=" ${STAGES:-gate tests} "
+stages=" ${STAGES:-gate tests big} "
 rc_gate=0 rc_mut=1 rc_test=0 rc_excl=0 rc_ovf=0 rc_spec=0
+tests=(tests/test_triton_jfa.py tests/test_properties.py tests/test_scheduled_kernels.py
+       tests/quality/test_scheduler_bugs.py tests/quality/test_mutants.py tests/test_gate.py)
 if [[ $stages == *" gate "* ]]; then
 
 # one gate per kernel, side by side (as a CI matrix would run them): each checks numbers, not speed
@@ -38,12 +41,12 @@ rc_mut=$?
 grep -E "^\[FAIL\]|worst at|passed," "$out/mutant.log" | head -8
 fi
 if [[ $stages == *" tests "* ]]; then
-tests=(tests/test_triton_jfa.py tests/test_properties.py tests/test_scheduled_kernels.py
-       tests/quality/test_scheduler_bugs.py tests/quality/test_mutants.py tests/test_gate.py)
 python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --jfa-device cuda -m "not gpu_exclusive" -rfE \
   --tb=short --junitxml "$out/pytest.junit.xml" "${tests[@]}" "$@" 2>&1 | tee "$out/pytest.log" \
   | grep -E "^(FAILED|ERROR)|passed|failed"
 rc_test=${PIPESTATUS[0]}
+fi
+if [[ $stages == *" big "* ]]; then
 python3 -m pytest -q -p no:cacheprovider -p no:xdist --jfa-device cuda -m gpu_exclusive \
   --junitxml "$out/pytest-exclusive.junit.xml" "${tests[@]}" tests/test_strategies.py 2>&1 \
   | tee "$out/pytest-exclusive.log" | tail -4
