@@ -490,14 +490,15 @@ def cmd_replay(args) -> int:
         args.kernel = args.kernel or "triton_jfa"
     device = select_device(args.device)
     kernel = _kernel(args)
+    memory = args.memory or payload.get("memory")
     if payload.get("status") in ("crash", "hang") or args.timeout:
         # A recorded crash or hang replays in a case worker, so it cannot take this command down with it.
         from .isolation import CaseWorker, WorkerSpec
 
         with CaseWorker(WorkerSpec(kernel.name, device.type, tuple(args.plugin))) as worker:
-            result = worker.run(case, args.timeout)
+            result = worker.run(case, args.timeout, memory=memory)
     else:
-        result = run_case(case, kernel, device, plugins=args.plugin)
+        result = run_case(case, kernel, device, plugins=args.plugin, memory=memory)
     result.reproducer = args.file
     print(result.explain(), flush=True)
     if payload.get("status") in ("fail", "error", "crash", "hang"):
@@ -804,6 +805,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--case", help="inline case JSON instead of a file")
     rep.add_argument("--timeout", type=positive_float, default=None,
                      help="run in a case worker with this limit (a recorded crash or hang always runs in one)")
+    rep.add_argument("--memory", choices=("nan", "large"), default=None,
+                     help="guard bands around every allocation, uninitialized memory filled with NaN or large "
+                          "values (default: what the case file recorded: the gate's canary and recycled-memory runs)")
     kernel_options(rep, kernel_default=None, reproducers=False)
     rep.set_defaults(func=cmd_replay)
 

@@ -99,6 +99,8 @@ class Verifier:
         worker = worker or self.worker
         t0 = time.perf_counter()
         watchdog = None if self.isolated else self.timeout_s  # isolated: the parent keeps the time
+        if self.memory:  # a replay must run it under the same memory conditions
+            annotations = {**(annotations or {}), "memory": self.memory}
         with self.corpus.guard(case, self.kernel.name, str(self.device), watchdog, self.plugins, annotations) as path:
             t1 = time.perf_counter()
             try:

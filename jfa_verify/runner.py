@@ -72,16 +72,20 @@ def poisoned_allocations():
         _set_deterministic(was_on, warn_only=was_warn)
 
 
-def replay_command(target: "str | Path | Case", kernel: str, plugins: Iterable[str] = ()) -> str:
+def replay_command(target: "str | Path | Case", kernel: str, plugins: Iterable[str] = (),
+                   memory: Optional[str] = None) -> str:
     """The one form of the command that replays a case, as every command prints it.
 
     Args:
         target: a case or call file (a path), or a :class:`Case`, given inline (``--case '<json>'``).
         kernel: the registry name to replay it on.
         plugins: the ``--plugin`` files that register the kernel, in order.
+        memory: the memory mode the case failed under (``"nan"``/``"large"``, the gate's canary and
+            recycled-memory runs); a case file records it too, an inline case needs ``--memory``.
     """
     where = f"--case '{target.to_json()}'" if isinstance(target, Case) else str(target)
-    return f"jfa-verify replay {where} --kernel {kernel}" + "".join(f" --plugin {p}" for p in plugins)
+    return (f"jfa-verify replay {where} --kernel {kernel}" + "".join(f" --plugin {p}" for p in plugins)
+            + (f" --memory {memory}" if memory else ""))
 
 
 @dataclass
@@ -119,6 +123,7 @@ class CaseResult:
     plugins: tuple[str, ...] = ()
     conventions: list[str] = field(default_factory=list)
     accepted: bool = False
+    memory: Optional[str] = None  # the memory mode it ran under (guard bands and that fill), if any
 
     @property
     def failed(self) -> bool:
@@ -136,7 +141,7 @@ class CaseResult:
     def replay_command(self) -> str:
         """The command that replays this case as printed: the reproducer (or the case inline), the kernel,
         and every ``--plugin`` the kernel needs (:func:`replay_command`)."""
-        return replay_command(self.reproducer or self.case, self.kernel, self.plugins)
+        return replay_command(self.reproducer or self.case, self.kernel, self.plugins, self.memory)
 
     def explain(self) -> str:
         """A multi-line verdict: every failing output with its location, then the replay command."""
@@ -290,7 +295,7 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     problem = case.problem(tensors)  # the one validation; kernel adapter and oracles share it
     tiles = kernel.tile_sizes(problem)
     t_valid = time.perf_counter()
-    result = CaseResult(case, kernel.name, "pass", block_sizes=tiles.as_tuple() if tiles else None,
+    result = CaseResult(case, kernel.name, "pass", block_sizes=tiles.as_tuple() if tiles else None, memory=memory,
                         plugins=tuple(plugins), seconds={"materialize": t_made - t_start, "validate": t_valid - t_made})
     reason = kernel.unsupported_reason(problem)
     if reason is not None:

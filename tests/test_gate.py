@@ -231,3 +231,16 @@ def test_small_cases_stay_inside_the_contract():
     assert any(c.offsets_layout != "contiguous" for c in get_suite("default", "cpu", 0, kernel=kernel).cases)
     picked = small_cases(kernel, torch.device("cpu"), 50)
     assert len(picked) > 10 and all(c.offsets_layout == "contiguous" for c in picked)
+
+
+def test_a_memory_check_finding_replays_under_its_memory_mode(tmp_path, capsys):
+    # regression: the recycled-memory run's case file did not say it ran over large finite values, so its
+    # replay (NaN-poisoned memory, where this planted read hides) passed: "replayed: pass (DIFFERENT)"
+    assert _gate(tmp_path, "--kernel", "reads-uninitialized", *CHEAP) == 1
+    finding = _results(tmp_path)[("reads-uninitialized", "recycled_memory")]["findings"][0]
+    assert json.loads(Path(finding["reproducer"]).read_text())["memory"] == "large"
+    assert finding["replay"].endswith("--memory large")
+    capsys.readouterr()
+    assert main(["replay", finding["reproducer"], "--device", "cpu", "--plugin", PLUGIN]) == 1
+    assert "replayed: fail (same)" in capsys.readouterr().out
+    assert main(["replay", finding["reproducer"], "--device", "cpu", "--plugin", PLUGIN, "--memory", "nan"]) == 0
