@@ -179,14 +179,18 @@ class CaseWorker:
         self.startup_s += time.perf_counter() - t0
 
     def kill(self) -> None:
-        """End the child now (it may be hung in a kernel); the next :meth:`run` starts a new one."""
-        if self._proc is None:
+        """End the child now (it may be hung in a kernel); the next :meth:`run` starts a new one.
+
+        Safe to call from another thread while :meth:`run` waits (``Verifier.verify_all`` ends its workers
+        mid-case on Ctrl-C): that :meth:`run` returns a ``"crash"`` verdict."""
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None  # first, so that a second caller (the run that saw it die) has nothing to do
+        if proc is None:
             return
-        if self._proc.is_alive():
-            self._proc.kill()
-        self._proc.join(10)
-        self._conn.close()
-        self._proc = self._conn = None
+        if proc.is_alive():
+            proc.kill()
+        proc.join(10)
+        conn.close()
 
     def close(self) -> None:
         """Ask the child to stop, then make sure it has."""
@@ -232,7 +236,8 @@ class CaseWorker:
             self.kill()
             self._start()
             self._conn.send((case, backward, memory))
-        ready = self._conn.poll(timeout_s)  # also True when the child died (end of file)
+        proc, conn = self._proc, self._conn  # kept: kill() from another thread clears the attributes
+        ready = conn.poll(timeout_s)  # also True when the child died (end of file)
         elapsed = time.perf_counter() - t0
         if not ready:
             self.kill()
@@ -240,10 +245,10 @@ class CaseWorker:
                                 f"no verdict after {timeout_s:g} s (--timeout); the worker process was killed",
                                 self.spec.plugins, elapsed)
         try:
-            result = self._conn.recv()
+            result = conn.recv()
         except (EOFError, OSError):
-            self._proc.join(10)
-            message = _death(self._proc.exitcode)
+            proc.join(10)
+            message = _death(proc.exitcode)
             self.kill()
             return crash_result(case, self.spec.kernel, "crash", message, self.spec.plugins, elapsed)
         if isinstance(result, tuple) and result[0] == "config-error":

@@ -97,15 +97,21 @@ class Verifier:
             KernelConfigError: the kernel's ``load()`` returned no implementation (its file is removed).
         """
         worker = worker or self.worker
+        if self._interrupted.is_set():  # a thread of verify_all that took a case after Ctrl-C: do not start it
+            raise KeyboardInterrupt
         t0 = time.perf_counter()
         watchdog = None if self.isolated else self.timeout_s  # isolated: the parent keeps the time
         with self.corpus.guard(case, self.kernel.name, str(self.device), watchdog, self.plugins, annotations) as path:
             t1 = time.perf_counter()
             try:
                 if self.isolated:
-                    result = worker.run(case, self.timeout_s, memory=self.memory)
-                    if self._interrupted.is_set():  # its worker was killed by the interrupt: no verdict
-                        raise KeyboardInterrupt
+                    try:
+                        result = worker.run(case, self.timeout_s, memory=self.memory)
+                    except Exception:
+                        if not self._interrupted.is_set():
+                            raise
+                    if self._interrupted.is_set():  # its worker was killed by the interrupt (whatever run then
+                        raise KeyboardInterrupt  # returned or raised): no verdict
                 else:
                     result = run_case(case, self.kernel, self.device, backward=self.backward, budgets=self.budgets,
                                       plugins=self.plugins, memory=self.memory, accept=self.accept)

@@ -169,3 +169,24 @@ def test_verifier_jobs_keep_the_order_and_each_verdict(tmp_path, misbehaving_plu
     assert [json.loads(p.read_text())["status"] for p in (tmp_path / "repro").glob("*.json")] == ["crash"]
     with pytest.raises(InvalidInput, match="jobs=2"):
         Verifier(kernel, "cpu", tmp_path / "r2", jobs=2)
+
+
+def test_verifier_jobs_interrupted_mid_case_leave_no_running_file(tmp_path, misbehaving_plugin):
+    # Ctrl-C (here: raised by on_result) while another worker is inside a hanging case: verify_all kills
+    # that worker under its thread, whose case has no verdict, so its file goes (it stayed "running").
+    from jfa_verify.loop import Verifier
+    from jfa_verify.registry import get_kernel
+
+    plugin = misbehaving_plugin("hangs-on-2", hang="B == 2")
+    load_plugin(plugin)
+    cases = [Case(kv_lengths=tuple(range(5, 5 + b)), head_dim=16, dtype="float32") for b in (2, 1, 3)]
+
+    def interrupt(result):
+        time.sleep(1)  # the hanging case is well inside its worker
+        raise KeyboardInterrupt
+
+    with Verifier(get_kernel("hangs-on-2"), "cpu", tmp_path / "repro", backward=False, plugins=[str(plugin)],
+                  isolate=True, jobs=2) as verifier:
+        with pytest.raises(KeyboardInterrupt):
+            verifier.verify_all(cases, on_result=interrupt)
+    assert not list((tmp_path / "repro").glob("*.json"))
