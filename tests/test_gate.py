@@ -231,3 +231,21 @@ def test_small_cases_stay_inside_the_contract():
     assert any(c.offsets_layout != "contiguous" for c in get_suite("default", "cpu", 0, kernel=kernel).cases)
     picked = small_cases(kernel, torch.device("cpu"), 50)
     assert len(picked) > 10 and all(c.offsets_layout == "contiguous" for c in picked)
+
+
+def test_kernel_only_refuses_a_bad_max_cases_and_a_load_that_returns_nothing(capsys, tmp_path):
+    # regression: --max-cases 0 was reported as "no case matches --filter ''", and a load() returning None
+    # as a kernel exception per case (exit 1, a finding) instead of the configuration error it is (exit 2)
+    from jfa_verify.kernel_only import main as kernel_only
+
+    for bad in ("0", "-1"):
+        with pytest.raises(SystemExit) as e:
+            kernel_only(["--kernel", "triton_jfa", "--device", "cpu", "--max-cases", bad])
+        assert e.value.code == 2 and f"--max-cases: {bad} must be > 0" in capsys.readouterr().err
+    plugin = tmp_path / "returns_none.py"
+    plugin.write_text("from jfa_verify import Capabilities, register_kernel\n\n"
+                      "@register_kernel('returns_none', capabilities=Capabilities(backward=False))\n"
+                      "def load():\n    pass\n")
+    assert kernel_only(["--kernel", "returns_none", "--device", "cpu", "--plugin", str(plugin)]) == 2
+    captured = capsys.readouterr()
+    assert "kernel raised" not in captured.out and "returned None" in captured.err
