@@ -471,7 +471,7 @@ def cmd_refloor(args) -> int:
 def cmd_replay(args) -> int:
     """Re-run one case; never writes, moves or deletes the file it was given."""
     from .case import Case
-    from .corpus import read_case_file
+    from .corpus import read_case_file, replay_timeout
     from .device import select_device
     from .runner import run_case
 
@@ -490,12 +490,16 @@ def cmd_replay(args) -> int:
         args.kernel = args.kernel or "triton_jfa"
     device = select_device(args.device)
     kernel = _kernel(args)
-    if payload.get("status") in ("crash", "hang") or args.timeout:
+    timeout = replay_timeout(payload, args.timeout)
+    if payload.get("status") in ("crash", "hang") or timeout:
         # A recorded crash or hang replays in a case worker, so it cannot take this command down with it.
         from .isolation import CaseWorker, WorkerSpec
 
+        if timeout and not args.timeout:
+            print(f"a recorded hang: replayed with a limit of {timeout:g} s, as long as its run waited "
+                  f"(--timeout S to change)", flush=True)
         with CaseWorker(WorkerSpec(kernel.name, device.type, tuple(args.plugin))) as worker:
-            result = worker.run(case, args.timeout)
+            result = worker.run(case, timeout)
     else:
         result = run_case(case, kernel, device, plugins=args.plugin)
     result.reproducer = args.file

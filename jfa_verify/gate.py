@@ -5,7 +5,8 @@ skipped and why (a kernel the device cannot run, a check the device or the kerne
 
 * ``suite``: the default suite (the main job);
 * ``campaign``: a fixed-seed Hypothesis campaign of a given size;
-* ``replay``: the case files of earlier campaigns (for example a nightly's artifacts) replayed;
+* ``replay``: the case files of earlier campaigns (for example a nightly's artifacts) replayed in a case
+  worker (a recorded crash or hang is judged again, not suffered);
 * ``determinism``: the same case several times, outputs compared bit for bit
   (:mod:`jfa_verify.determinism`; a kernel that declares itself non-deterministic is held to its
   budget on every rerun instead);
@@ -43,7 +44,7 @@ import torch
 
 from .case import Case
 from .contract import JaggedProblem
-from .corpus import Corpus, environment, read_case_file
+from .corpus import Corpus, environment, read_case_file, replay_timeout
 from .errors import InvalidInput
 from .exits import ExitCode
 from .protocol import Kernel
@@ -316,22 +317,25 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
 
 
 def _check_replay(kernel, device, options, plugins) -> CheckResult:
-    from .runner import run_case
+    from .isolation import CaseWorker, WorkerSpec
 
     files = [p for d in options.replay_dirs for p in Corpus(d).files()]
     if not options.replay_dirs:
         return CheckResult(kernel.name, "replay", "skip", reason="no --replay folder given")
     results = []
-    for path in files:
-        try:
-            case, payload = read_case_file(path)
-        except InvalidInput:
-            continue
-        if payload.get("kernel") not in (None, kernel.name):
-            continue
-        result = run_case(case, kernel, device, plugins=plugins)
-        result.reproducer = str(path)
-        results.append(result)
+    # In a case worker: earlier findings include crashes and hangs (a nightly's), which in this process
+    # would end the gate, or hold it, with no report written.
+    with CaseWorker(WorkerSpec(kernel.name, device.type, tuple(plugins))) as worker:
+        for path in files:
+            try:
+                case, payload = read_case_file(path)
+            except InvalidInput:
+                continue
+            if payload.get("kernel") not in (None, kernel.name):
+                continue
+            result = worker.run(case, replay_timeout(payload, options.timeout_s))
+            result.reproducer = str(path)
+            results.append(result)
     if not results:
         return CheckResult(kernel.name, "replay", "skip", reason=f"no case file for {kernel.name} in "
                                                                  f"{', '.join(options.replay_dirs)}")

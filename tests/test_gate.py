@@ -249,3 +249,30 @@ def test_kernel_only_refuses_a_bad_max_cases_and_a_load_that_returns_nothing(cap
     assert kernel_only(["--kernel", "returns_none", "--device", "cpu", "--plugin", str(plugin)]) == 2
     captured = capsys.readouterr()
     assert "kernel raised" not in captured.out and "returned None" in captured.err
+
+
+def _recorded(folder, plugin, kernel, status, case, seconds=2.0):
+    """A case file as an earlier run (a nightly campaign) wrote it for a crash or a hang of ``kernel``."""
+    from jfa_verify.corpus import Corpus
+    from jfa_verify.isolation import crash_result
+
+    verdict = crash_result(case, kernel, status, f"recorded {status}", (str(plugin),), seconds)
+    return Corpus(folder).write(case, kernel, "cpu", verdict, (str(plugin),))
+
+
+def test_replayed_crash_and_hang_findings_are_judged_in_a_worker_and_the_report_is_written(tmp_path,
+                                                                                         misbehaving_plugin):
+    # regression: the replay check ran each earlier finding in the gate's own process: a recorded crash
+    # aborted the gate (exit 134, no report) and a recorded hang held it for as long as the kernel hung
+    from jfa_verify.case import Case
+
+    plugin = misbehaving_plugin("aborts-or-hangs", crash="B == 3", hang="B == 2")
+    nightly = tmp_path / "nightly"
+    for status, batch in (("crash", 3), ("hang", 2)):
+        _recorded(nightly, plugin, "aborts-or-hangs", status,
+                  Case(kv_lengths=tuple(range(5, 5 + batch)), head_dim=16, dtype="float32"))
+    proc = _gate_subprocess(tmp_path, plugin, "aborts-or-hangs", "--checks", "replay", "--replay", str(nightly))
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    replay = _results(tmp_path)[("aborts-or-hangs", "replay")]
+    assert replay["status"] == "crash" and sorted(f["status"] for f in replay["findings"]) == ["crash", "hang"]
+    assert "SIGABRT" in " ".join(f["explanation"] for f in replay["findings"])
