@@ -131,6 +131,8 @@ class Corpus:
                 pass
         _write_atomic(path, {**kept, **(annotations or {}), "format": FORMAT, "case": case.to_dict(), "kernel": kernel,
                              "device": device, "plugins": list(plugins), "status": RUNNING,
+                             # as given (a replay from the run's folder), and absolute (from any other folder)
+                             "plugin_paths": [str(Path(p).resolve()) for p in plugins],
                              "environment": environment()})
         timer = _watchdog(path, timeout_s) if timeout_s else None
         try:
