@@ -181,6 +181,9 @@ def cmd_run(args) -> int:
     from .report import run_report, write_json
     from .suites import get_suite
 
+    if args.jobs > 1 and not args.isolate:  # before any work (the Verifier would refuse it in its own words)
+        raise UsageError(f"--jobs {args.jobs} with --no-isolate: cases run at once only in isolated worker "
+                         f"processes; drop --no-isolate, or give --jobs 1 to run in this process")
     console = _console()
     device = select_device(args.device)
     kernel = _kernel(args)
