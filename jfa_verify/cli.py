@@ -602,6 +602,7 @@ def cmd_gate(args) -> int:
     """The CI gate: every check on every kernel named; JSON, JUnit and Markdown outputs; exit by the worst finding."""
     from .device import select_device
     from .gate import GateOptions, run_gate, write_outputs
+    from .interrupts import terminate_as_interrupt
     from .perf import read_baseline
     from .registry import get_kernel, load_plugin
 
@@ -619,11 +620,14 @@ def cmd_gate(args) -> int:
     for p in args.plugin:
         load_plugin(p)
     kernels = [get_kernel(name) for name in args.kernel or ["triton_jfa"]]
-    report = run_gate(kernels, device, options, plugins=args.plugin)
+    with terminate_as_interrupt():  # a cancelled CI job: the report of what finished is written
+        report = run_gate(kernels, device, options, plugins=args.plugin)
     written = write_outputs(report, json_path=args.json, junit_path=args.junit, markdown_path=args.markdown)
     print(report.to_markdown(), flush=True)
     if written:
         print("wrote " + ", ".join(str(p) for p in written))
+    if report.interrupted:
+        print(f"jfa-verify gate: interrupted after {len(report.results)} check(s) (report written)", file=sys.stderr)
     return report.exit_code()
 
 

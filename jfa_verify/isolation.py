@@ -158,24 +158,27 @@ class CaseWorker:
         proc = ctx.Process(target=_serve, args=(child, self.spec), daemon=True, name="jfa-verify-case-worker")
         proc.start()
         child.close()
+        # Known at once, so that kill() from another thread (Ctrl-C under Verifier.verify_all) ends a child
+        # still loading too, instead of leaving it to run its case to the end (or hang in it).
+        self._proc, self._conn = proc, parent
         if not parent.poll(STARTUP_TIMEOUT_S):
-            proc.kill()
-            proc.join()
+            self.kill()
             raise PluginError(f"the case worker for kernel {self.spec.kernel!r} did not start within "
                               f"{STARTUP_TIMEOUT_S:.0f} s")
         try:
             kind, detail = parent.recv()
-        except EOFError:
+        except (EOFError, OSError):
             proc.join()
+            self.kill()
             raise PluginError(f"the case worker for kernel {self.spec.kernel!r} died while loading it: "
                               f"{_death(proc.exitcode)}") from None
         if kind != "ready":
             proc.join()
+            self.kill()
             raise PluginError(f"the case worker cannot load kernel {self.spec.kernel!r}: {detail} (an isolated "
                               f"kernel must come from a --plugin file or an installed entry point)")
         self.restarts = self._started
         self._started += 1
-        self._proc, self._conn = proc, parent
         self.startup_s += time.perf_counter() - t0
 
     def kill(self) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
@@ -155,8 +155,10 @@ class Verifier:
 
         results: list = [None] * len(cases)
         pool = ThreadPoolExecutor(max_workers=len(self.workers), thread_name_prefix="jfa-verify-case")
+        futures: dict = {}
         try:
-            futures = {pool.submit(one, case): i for i, case in enumerate(cases)}
+            for i, case in enumerate(cases):
+                futures[pool.submit(one, case)] = i
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
                 if on_result is not None:
@@ -165,8 +167,11 @@ class Verifier:
             self._interrupted.set()
             for future in futures:
                 future.cancel()
-            for w in self.workers:
-                w.kill()
+            while True:  # again until every thread is done: one may still be starting its worker process
+                for w in self.workers:
+                    w.kill()
+                if not wait(futures, timeout=0.5).not_done:
+                    break
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)

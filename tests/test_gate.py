@@ -276,3 +276,31 @@ def test_replayed_crash_and_hang_findings_are_judged_in_a_worker_and_the_report_
     replay = _results(tmp_path)[("aborts-or-hangs", "replay")]
     assert replay["status"] == "crash" and sorted(f["status"] for f in replay["findings"]) == ["crash", "hang"]
     assert "SIGABRT" in " ".join(f["explanation"] for f in replay["findings"])
+
+
+def test_sigterm_ends_the_gate_with_the_report_of_what_finished_and_no_running_file(tmp_path, misbehaving_plugin):
+    # regression: a cancelled CI job (SIGTERM) killed the gate outright: no report, "running" case files, and
+    # its case workers, hung in the kernel, outlived it; Ctrl-C ended it with no report either
+    import signal
+    import time
+
+    plugin = misbehaving_plugin("hangs-in-the-gate", hang="True")
+    cmd = [sys.executable, "-m", "jfa_verify.cli", "gate", "--device", "cpu", "--plugin", str(plugin), "--kernel",
+           "hangs-in-the-gate", "--checks", "suite", "--jobs", "2", "--reproducers", str(tmp_path / "repro"),
+           f"--json={tmp_path / 'g.json'}", f"--junit={tmp_path / 'g.xml'}", f"--markdown={tmp_path / 'g.md'}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list((tmp_path / "repro").glob("*.json"))) < 2:  # both workers are inside the hanging kernel
+            assert time.monotonic() < deadline and proc.poll() is None, "the hanging cases never started"
+            time.sleep(0.2)
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    report = json.loads((tmp_path / "g.json").read_text())
+    assert report["interrupted"] is True and report["verdict"] == "INTERRUPTED" and report["exit_code"] == 130
+    assert "Traceback" not in err and "interrupted" in err
+    assert not list((tmp_path / "repro").glob("*.json"))  # the interrupted cases have no verdict
