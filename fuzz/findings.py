@@ -267,6 +267,15 @@ def _file_signature(case: Case, payload: dict) -> dict:
     return signature(verdict, classify(case, blocks))
 
 
+def _plugins_from_here(payload: dict) -> list[str]:
+    """A case file's ``--plugin`` files as named from this process's folder: each as its run was given it when
+    that is a file from here, else its absolute path as recorded (the run started in another folder), so
+    that a listed replay command works as printed."""
+    given = list(payload.get("plugins", ()))
+    absolute = payload.get("plugin_paths") or given  # files written before plugin_paths have only the first
+    return [g if Path(g).is_file() or not Path(a).is_file() else a for g, a in zip(given, absolute)]
+
+
 def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict]:
     """Every finding in a reproducer folder (all kernels unless ``kernel``), most examples first.
 
@@ -293,7 +302,7 @@ def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict
             "examples": 1 + (example_count(root, sig["id"]) if found else 0),
             "case": c.describe(),
             "path": str(p),
-            "replay": replay_command(p, d.get("kernel"), d.get("plugins", ())),
+            "replay": replay_command(p, d.get("kernel"), _plugins_from_here(d)),
             "found_by": d.get("found_by", "-"),
         })
     rows.sort(key=lambda r: (-r["examples"], r["kernel"] or "", r["path"]))

@@ -181,6 +181,9 @@ def cmd_run(args) -> int:
     from .report import run_report, write_json
     from .suites import get_suite
 
+    if args.jobs > 1 and not args.isolate:  # before any work (the Verifier would refuse it in its own words)
+        raise UsageError(f"--jobs {args.jobs} with --no-isolate: cases run at once only in isolated worker "
+                         f"processes; drop --no-isolate, or give --jobs 1 to run in this process")
     console = _console()
     device = select_device(args.device)
     kernel = _kernel(args)
@@ -471,7 +474,7 @@ def cmd_refloor(args) -> int:
 def cmd_replay(args) -> int:
     """Re-run one case; never writes, moves or deletes the file it was given."""
     from .case import Case
-    from .corpus import read_case_file
+    from .corpus import read_case_file, replay_timeout
     from .device import select_device
     from .runner import run_case
 
@@ -491,12 +494,16 @@ def cmd_replay(args) -> int:
     device = select_device(args.device)
     kernel = _kernel(args)
     memory = args.memory or payload.get("memory")
-    if payload.get("status") in ("crash", "hang") or args.timeout:
+    timeout = replay_timeout(payload, args.timeout)
+    if payload.get("status") in ("crash", "hang") or timeout:
         # A recorded crash or hang replays in a case worker, so it cannot take this command down with it.
         from .isolation import CaseWorker, WorkerSpec
 
+        if timeout and not args.timeout:
+            print(f"a recorded hang: replayed with a limit of {timeout:g} s, as long as its run waited "
+                  f"(--timeout S to change)", flush=True)
         with CaseWorker(WorkerSpec(kernel.name, device.type, tuple(args.plugin))) as worker:
-            result = worker.run(case, args.timeout, memory=memory)
+            result = worker.run(case, timeout, memory=memory)
     else:
         result = run_case(case, kernel, device, plugins=args.plugin, memory=memory)
     result.reproducer = args.file
@@ -596,6 +603,7 @@ def cmd_gate(args) -> int:
     """The CI gate: every check on every kernel named; JSON, JUnit and Markdown outputs; exit by the worst finding."""
     from .device import select_device
     from .gate import GateOptions, run_gate, write_outputs
+    from .interrupts import terminate_as_interrupt
     from .perf import read_baseline
     from .registry import get_kernel, load_plugin
 
@@ -613,11 +621,14 @@ def cmd_gate(args) -> int:
     for p in args.plugin:
         load_plugin(p)
     kernels = [get_kernel(name) for name in args.kernel or ["triton_jfa"]]
-    report = run_gate(kernels, device, options, plugins=args.plugin)
+    with terminate_as_interrupt():  # a cancelled CI job: the report of what finished is written
+        report = run_gate(kernels, device, options, plugins=args.plugin)
     written = write_outputs(report, json_path=args.json, junit_path=args.junit, markdown_path=args.markdown)
     print(report.to_markdown(), flush=True)
     if written:
         print("wrote " + ", ".join(str(p) for p in written))
+    if report.interrupted:
+        print(f"jfa-verify gate: interrupted after {len(report.results)} check(s) (report written)", file=sys.stderr)
     return report.exit_code()
 
 

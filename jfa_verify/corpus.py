@@ -21,7 +21,7 @@ from .case import Case
 from .errors import InvalidInput
 from .exits import ExitCode
 
-__all__ = ["Corpus", "read_case_file", "environment", "normalize_status", "TIMEOUT_EXIT_CODE"]
+__all__ = ["Corpus", "read_case_file", "environment", "normalize_status", "replay_timeout", "TIMEOUT_EXIT_CODE"]
 
 FORMAT = "jfa-verify-case/1"
 TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchdog timeout
@@ -33,6 +33,21 @@ FILE_KEYS = ("finding", "found_by")
 def normalize_status(status: str) -> str:
     """A case file's status in today's words: ``"timeout"`` (before 0.3) is ``"hang"``."""
     return "hang" if status == "timeout" else status
+
+
+# The limit of a replayed hang whose file does not say how long its run waited (a watchdog's file has no verdict).
+HANG_REPLAY_S = 120.0
+
+
+def replay_timeout(payload: dict, timeout_s: Optional[float] = None) -> Optional[float]:
+    """Seconds a replay of a case file (its ``payload``) may run before it is a hang: ``timeout_s`` when given;
+    else, for a recorded hang, as long as its run waited (its verdict's kernel seconds; else
+    :data:`HANG_REPLAY_S`), since a hung kernel replayed without a limit holds the replay for as long as it
+    hangs; else None (no limit)."""
+    if timeout_s or normalize_status(payload.get("status", "")) != "hang":
+        return timeout_s
+    waited = ((payload.get("verdict") or {}).get("seconds") or {}).get("kernel")
+    return float(waited) if waited else HANG_REPLAY_S
 
 
 def environment() -> dict:
@@ -116,6 +131,8 @@ class Corpus:
                 pass
         _write_atomic(path, {**kept, **(annotations or {}), "format": FORMAT, "case": case.to_dict(), "kernel": kernel,
                              "device": device, "plugins": list(plugins), "status": RUNNING,
+                             # as given (a replay from the run's folder), and absolute (from any other folder)
+                             "plugin_paths": [str(Path(p).resolve()) for p in plugins],
                              "environment": environment()})
         timer = _watchdog(path, timeout_s) if timeout_s else None
         try:

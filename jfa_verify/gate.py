@@ -5,7 +5,8 @@ skipped and why (a kernel the device cannot run, a check the device or the kerne
 
 * ``suite``: the default suite (the main job);
 * ``campaign``: a fixed-seed Hypothesis campaign of a given size;
-* ``replay``: the case files of earlier campaigns (for example a nightly's artifacts) replayed;
+* ``replay``: the case files of earlier campaigns (for example a nightly's artifacts) replayed in a case
+  worker (a recorded crash or hang is judged again, not suffered);
 * ``determinism``: the same case several times, outputs compared bit for bit
   (:mod:`jfa_verify.determinism`; a kernel that declares itself non-deterministic is held to its
   budget on every rerun instead);
@@ -43,7 +44,7 @@ import torch
 
 from .case import Case
 from .contract import JaggedProblem
-from .corpus import Corpus, environment, read_case_file
+from .corpus import Corpus, environment, read_case_file, replay_timeout
 from .errors import InvalidInput
 from .exits import ExitCode
 from .protocol import Kernel
@@ -130,8 +131,11 @@ class GateReport:
     results: list[CheckResult] = field(default_factory=list)
     environment: dict = field(default_factory=dict)
     seconds: float = 0.0
+    interrupted: bool = False  # Ctrl-C or SIGTERM ended it: ``results`` are the checks that finished
 
     def exit_code(self) -> int:
+        if self.interrupted:
+            return int(ExitCode.INTERRUPTED)
         checked = [r for r in self.results if r.status != "skip"]
         if not checked:
             return int(ExitCode.USAGE)
@@ -142,13 +146,13 @@ class GateReport:
     @property
     def verdict(self) -> str:
         code = self.exit_code()
-        return {0: "PASS", 1: "FAIL", 2: "NOTHING CHECKED", 3: "HANG", 4: "CRASH"}[code]
+        return {0: "PASS", 1: "FAIL", 2: "NOTHING CHECKED", 3: "HANG", 4: "CRASH", 130: "INTERRUPTED"}[code]
 
     def to_dict(self) -> dict:
         o = self.options
         return {
             "verdict": self.verdict, "exit_code": self.exit_code(), "device": self.device, "seconds": self.seconds,
-            "environment": self.environment,
+            "interrupted": self.interrupted, "environment": self.environment,
             "settings": {"seed": o.seed, "campaign_examples": o.campaign_examples, "reruns": o.reruns,
                          "checks": list(o.checks), "hypothesis": "derandomized by --seed; database: the reproducers folder"},
             "results": [{**{k: v for k, v in r.__dict__.items() if k != "findings"},
@@ -280,6 +284,8 @@ def _check_campaign(kernel, device, options, plugins) -> CheckResult:
     summary = run_campaign(kernel, max_examples=options.campaign_examples, corpus_dir=options.reproducers,
                            device=device, seed=options.seed, timeout_s=options.timeout_s, plugins=plugins,
                            isolate=True)
+    if summary.interrupted:  # the campaign kept Ctrl-C to itself; the gate stops too
+        raise KeyboardInterrupt
     findings = [Finding("campaign", f.case.name or f.case.case_id(), f.status,
                         next((x.strip() for x in f.explanation.splitlines()[1:] if x.strip()), f.status),
                         f.explanation, replay_command(f.path, kernel.name, plugins) if f.path else "",
@@ -295,17 +301,19 @@ def _check_campaign(kernel, device, options, plugins) -> CheckResult:
 def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
     """The campaign with ``options.jobs`` campaign workers (``jfa-verify fuzz --workers``) on one database."""
     from .fuzz.workers import FuzzConfig, run_fuzz
+    from .runner import replay_command
 
     config = FuzzConfig(kernel.name, device.type, str(options.reproducers), plugins=tuple(plugins), seed=options.seed,
                         max_examples=options.campaign_examples, timeout_s=options.timeout_s)
     payload = run_fuzz(config, workers=options.jobs)
+    if payload["interrupted"]:  # the campaign kept Ctrl-C (or SIGTERM) to itself; the gate stops too
+        raise KeyboardInterrupt
     if payload["worker_errors"]:
         return CheckResult(kernel.name, "campaign", "error", cases=payload["cases"],
                            reason=f"campaign worker(s) could not run: {payload['worker_errors']}")
-    replay = f" --kernel {kernel.name}" + "".join(f" --plugin {p}" for p in plugins)
     findings = [Finding("campaign", f["case"].get("name") or f["signature"].get("id", "?"), f["status"],
                         next((x.strip() for x in f["explanation"].splitlines()[1:] if x.strip()), f["status"]),
-                        f["explanation"], f"jfa-verify replay {f['path']}{replay}" if f["path"] else "", f["path"])
+                        f["explanation"], replay_command(f["path"], kernel.name, plugins) if f["path"] else "", f["path"])
                 for f in payload["failures"]]
     statuses = {f.status for f in findings}
     status = "pass" if not findings else ("hang" if statuses & {"timeout", "hang"} else
@@ -316,22 +324,25 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
 
 
 def _check_replay(kernel, device, options, plugins) -> CheckResult:
-    from .runner import run_case
+    from .isolation import CaseWorker, WorkerSpec
 
     files = [p for d in options.replay_dirs for p in Corpus(d).files()]
     if not options.replay_dirs:
         return CheckResult(kernel.name, "replay", "skip", reason="no --replay folder given")
     results = []
-    for path in files:
-        try:
-            case, payload = read_case_file(path)
-        except InvalidInput:
-            continue
-        if payload.get("kernel") not in (None, kernel.name):
-            continue
-        result = run_case(case, kernel, device, plugins=plugins)
-        result.reproducer = str(path)
-        results.append(result)
+    # In a case worker: earlier findings include crashes and hangs (a nightly's), which in this process
+    # would end the gate, or hold it, with no report written.
+    with CaseWorker(WorkerSpec(kernel.name, device.type, tuple(plugins))) as worker:
+        for path in files:
+            try:
+                case, payload = read_case_file(path)
+            except InvalidInput:
+                continue
+            if payload.get("kernel") not in (None, kernel.name):
+                continue
+            result = worker.run(case, replay_timeout(payload, options.timeout_s))
+            result.reproducer = str(path)
+            results.append(result)
     if not results:
         return CheckResult(kernel.name, "replay", "skip", reason=f"no case file for {kernel.name} in "
                                                                  f"{', '.join(options.replay_dirs)}")
@@ -465,7 +476,9 @@ def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins
              log: Callable[[str], None] = print) -> GateReport:
     """Run ``options.checks`` on every kernel; returns the :class:`GateReport` (never raises for findings).
 
-    A check that raises is recorded as ``error`` with the exception; the other checks still run.
+    A check that raises is recorded as ``error`` with the exception; the other checks still run. Ctrl-C
+    (``KeyboardInterrupt``; SIGTERM too under :func:`~jfa_verify.interrupts.terminate_as_interrupt`) ends the
+    gate: the report holds the checks that finished, with ``interrupted`` set (exit 130).
     """
     device = torch.device(device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
@@ -474,6 +487,16 @@ def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins
     log(f"jfa-verify gate on {name}: kernels {', '.join(k.name for k in kernels)}; checks {', '.join(options.checks)}; "
         f"seed {options.seed}, campaign {options.campaign_examples} examples (Hypothesis, derandomized by the "
         f"seed), {options.reruns} reruns")
+    try:
+        _run_checks(report, kernels, device, options, plugins, log)
+    except KeyboardInterrupt:  # the check under way has no verdict; what finished is reported
+        report.interrupted = True
+        log("  interrupted: the report holds the checks that finished")
+    report.seconds = time.perf_counter() - t_start
+    return report
+
+
+def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugins, log) -> None:
     for kernel in kernels:
         why = kernel.device_reason(device)
         crashed = False
@@ -500,8 +523,6 @@ def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins
                 f"finding(s), {result.seconds:.1f} s{note}")
             for line in result.details:
                 log(f"      {line}")
-    report.seconds = time.perf_counter() - t_start
-    return report
 
 
 def write_outputs(report: GateReport, *, json_path=None, junit_path=None, markdown_path=None) -> list[Path]:

@@ -158,35 +158,42 @@ class CaseWorker:
         proc = ctx.Process(target=_serve, args=(child, self.spec), daemon=True, name="jfa-verify-case-worker")
         proc.start()
         child.close()
+        # Known at once, so that kill() from another thread (Ctrl-C under Verifier.verify_all) ends a child
+        # still loading too, instead of leaving it to run its case to the end (or hang in it).
+        self._proc, self._conn = proc, parent
         if not parent.poll(STARTUP_TIMEOUT_S):
-            proc.kill()
-            proc.join()
+            self.kill()
             raise PluginError(f"the case worker for kernel {self.spec.kernel!r} did not start within "
                               f"{STARTUP_TIMEOUT_S:.0f} s")
         try:
             kind, detail = parent.recv()
-        except EOFError:
+        except (EOFError, OSError):
             proc.join()
+            self.kill()
             raise PluginError(f"the case worker for kernel {self.spec.kernel!r} died while loading it: "
                               f"{_death(proc.exitcode)}") from None
         if kind != "ready":
             proc.join()
+            self.kill()
             raise PluginError(f"the case worker cannot load kernel {self.spec.kernel!r}: {detail} (an isolated "
                               f"kernel must come from a --plugin file or an installed entry point)")
         self.restarts = self._started
         self._started += 1
-        self._proc, self._conn = proc, parent
         self.startup_s += time.perf_counter() - t0
 
     def kill(self) -> None:
-        """End the child now (it may be hung in a kernel); the next :meth:`run` starts a new one."""
-        if self._proc is None:
+        """End the child now (it may be hung in a kernel); the next :meth:`run` starts a new one.
+
+        Safe to call from another thread while :meth:`run` waits (``Verifier.verify_all`` ends its workers
+        mid-case on Ctrl-C): that :meth:`run` returns a ``"crash"`` verdict."""
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None  # first, so that a second caller (the run that saw it die) has nothing to do
+        if proc is None:
             return
-        if self._proc.is_alive():
-            self._proc.kill()
-        self._proc.join(10)
-        self._conn.close()
-        self._proc = self._conn = None
+        if proc.is_alive():
+            proc.kill()
+        proc.join(10)
+        conn.close()
 
     def close(self) -> None:
         """Ask the child to stop, then make sure it has."""
@@ -232,7 +239,8 @@ class CaseWorker:
             self.kill()
             self._start()
             self._conn.send((case, backward, memory))
-        ready = self._conn.poll(timeout_s)  # also True when the child died (end of file)
+        proc, conn = self._proc, self._conn  # kept: kill() from another thread clears the attributes
+        ready = conn.poll(timeout_s)  # also True when the child died (end of file)
         elapsed = time.perf_counter() - t0
         if not ready:
             self.kill()
@@ -240,10 +248,10 @@ class CaseWorker:
                                 f"no verdict after {timeout_s:g} s (--timeout); the worker process was killed",
                                 self.spec.plugins, elapsed)
         try:
-            result = self._conn.recv()
+            result = conn.recv()
         except (EOFError, OSError):
-            self._proc.join(10)
-            message = _death(self._proc.exitcode)
+            proc.join(10)
+            message = _death(proc.exitcode)
             self.kill()
             return crash_result(case, self.spec.kernel, "crash", message, self.spec.plugins, elapsed)
         if isinstance(result, tuple) and result[0] == "config-error":

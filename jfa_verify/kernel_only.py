@@ -9,7 +9,8 @@ tool cannot tell whose launch a hazard is in: on the H200 every racecheck hazard
 which the padded oracle runs, and was blamed on ``triton_jfa``.
 
 Exit status: 0 every case ran (or was outside the kernel's capabilities), 1 the kernel raised on some
-case (printed), 2 bad arguments, no such kernel or plugin, or no case matched.
+case (printed), 2 bad arguments, no such kernel or plugin, a ``load()`` that returns no implementation,
+or no case matched.
 """
 
 from __future__ import annotations
@@ -22,14 +23,20 @@ __all__ = ["main"]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the kernel alone on the chosen cases; returns the exit status (see the module's docstring)."""
+    """Run the kernel alone on the chosen cases; returns the exit status (see the module's docstring).
+
+    Raises:
+        SystemExit: (status 2) a bad argument, as ``jfa-verify``'s own.
+    """
+    from .cli import positive_int
+
     parser = argparse.ArgumentParser(prog="python -m jfa_verify.kernel_only",
                                      description="the kernel under test alone, for compute-sanitizer")
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None)
     parser.add_argument("--plugin", action="append", default=[])
     parser.add_argument("--filter", default="", help="only cases whose name contains this text")
-    parser.add_argument("--max-cases", type=int, default=2)
+    parser.add_argument("--max-cases", type=positive_int, default=2)
     parser.add_argument("--forward-only", action="store_true")
     args = parser.parse_args(argv)
 
@@ -43,7 +50,7 @@ def _run(args) -> int:
     import torch
 
     from .device import select_device
-    from .errors import JFAError, KernelUnavailable, UnsupportedCase
+    from .errors import JFAError, KernelConfigError, KernelUnavailable, UnsupportedCase
     from .registry import get_kernel, load_plugin
     from .runner import call_kernel
     from .suites import get_suite
@@ -57,7 +64,7 @@ def _run(args) -> int:
         print(f"kernel_only: error: {e}", file=sys.stderr)
         return 2
     cases = [c for c in get_suite("default", device.type, 0, kernel=kernel).cases if args.filter in c.name]
-    cases = cases[: max(args.max_cases, 0)]
+    cases = cases[: args.max_cases]
     if not cases:
         print(f"kernel_only: error: no case of the default suite matches --filter {args.filter!r}", file=sys.stderr)
         return 2
@@ -77,6 +84,9 @@ def _run(args) -> int:
         except (KernelUnavailable, UnsupportedCase) as e:
             print(f"{case.name}: unsupported ({e})", flush=True)
             continue
+        except KernelConfigError as e:  # the registration is wrong (load() returned nothing): no case can run
+            print(f"kernel_only: error: {e}", file=sys.stderr)
+            return 2
         except Exception as e:  # the kernel under test may fail in any way; the tool's report says more
             raised += 1
             print(f"{case.name}: kernel raised {type(e).__name__}: {e}", flush=True)

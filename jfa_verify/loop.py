@@ -6,7 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
@@ -97,6 +97,8 @@ class Verifier:
             KernelConfigError: the kernel's ``load()`` returned no implementation (its file is removed).
         """
         worker = worker or self.worker
+        if self._interrupted.is_set():  # a thread of verify_all that took a case after Ctrl-C: do not start it
+            raise KeyboardInterrupt
         t0 = time.perf_counter()
         watchdog = None if self.isolated else self.timeout_s  # isolated: the parent keeps the time
         if self.memory:  # a replay must run it under the same memory conditions
@@ -105,9 +107,13 @@ class Verifier:
             t1 = time.perf_counter()
             try:
                 if self.isolated:
-                    result = worker.run(case, self.timeout_s, memory=self.memory)
-                    if self._interrupted.is_set():  # its worker was killed by the interrupt: no verdict
-                        raise KeyboardInterrupt
+                    try:
+                        result = worker.run(case, self.timeout_s, memory=self.memory)
+                    except Exception:
+                        if not self._interrupted.is_set():
+                            raise
+                    if self._interrupted.is_set():  # its worker was killed by the interrupt (whatever run then
+                        raise KeyboardInterrupt  # returned or raised): no verdict
                 else:
                     result = run_case(case, self.kernel, self.device, backward=self.backward, budgets=self.budgets,
                                       plugins=self.plugins, memory=self.memory, accept=self.accept)
@@ -151,8 +157,10 @@ class Verifier:
 
         results: list = [None] * len(cases)
         pool = ThreadPoolExecutor(max_workers=len(self.workers), thread_name_prefix="jfa-verify-case")
+        futures: dict = {}
         try:
-            futures = {pool.submit(one, case): i for i, case in enumerate(cases)}
+            for i, case in enumerate(cases):
+                futures[pool.submit(one, case)] = i
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
                 if on_result is not None:
@@ -161,8 +169,11 @@ class Verifier:
             self._interrupted.set()
             for future in futures:
                 future.cancel()
-            for w in self.workers:
-                w.kill()
+            while True:  # again until every thread is done: one may still be starting its worker process
+                for w in self.workers:
+                    w.kill()
+                if not wait(futures, timeout=0.5).not_done:
+                    break
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)

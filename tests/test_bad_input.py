@@ -192,6 +192,7 @@ def _cli_cases(tmp_path, broken_plugins):
         (["schedule", "--batch", "0"], "--batch"), (["schedule", "--num-sms", "0"], "--num-sms"),
         (["schedule", "--block-m", "-64"], "--block-m"), (["schedule", "--png", nodir], "--png"),
         (["schedule", "--distribution", "zipf"], "--distribution"),
+        (["run", "--jobs", "2", "--no-isolate"], "--no-isolate"),
         (["mutants", "--jobs", "0"], "--jobs"), (["mutants", "--only", "no_such_mutant"], "no_such_mutant"),
         (["mutants", "--catalogue", str(tmp_path / "nope.json")], "catalogue"),
         (["mutants", "--max-examples", "-1"], "--max-examples"), (["mutants", "--json", nodir], "--json"),

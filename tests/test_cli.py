@@ -221,6 +221,24 @@ def test_findings_carry_their_id_and_replay_command_take_the_folder_positionally
     assert "jfa_verify/exits.py" in text and "0 no finding listed; 1 a wrong output or kernel error" in text
 
 
+def test_findings_replay_commands_work_from_another_folder(tmp_path, capsys, misbehaving_plugin, monkeypatch):
+    """Regression: a run given ``--plugin`` as a relative path recorded it as given, and ``findings`` run from
+    another folder printed replay commands whose ``--plugin`` did not exist there (exit 2, "no such file")."""
+    import shlex
+
+    plugin = misbehaving_plugin("raises_here", wrong="True")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--device", "cpu", "--plugin", plugin.name, "--kernel", "raises_here", "--max-cases", "1",
+                 "--no-isolate", "--reproducers", "repro", "--report", "r.json", "--no-progress"]) == 1
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    capsys.readouterr()
+    assert main(["findings", "../repro", "--json"]) == 1
+    (row,) = json.loads(capsys.readouterr().out)
+    command = shlex.split(row["replay"])
+    assert command[0] == "jfa-verify" and main(command[1:] + ["--device", "cpu"]) == 1, capsys.readouterr().err
+
+
 def test_findings_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):
     assert main(["findings", "--reproducers", str(tmp_path / "typo")]) == 2
     err = capsys.readouterr().err

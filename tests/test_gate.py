@@ -244,3 +244,76 @@ def test_a_memory_check_finding_replays_under_its_memory_mode(tmp_path, capsys):
     assert main(["replay", finding["reproducer"], "--device", "cpu", "--plugin", PLUGIN]) == 1
     assert "replayed: fail (same)" in capsys.readouterr().out
     assert main(["replay", finding["reproducer"], "--device", "cpu", "--plugin", PLUGIN, "--memory", "nan"]) == 0
+
+
+def test_kernel_only_refuses_a_bad_max_cases_and_a_load_that_returns_nothing(capsys, tmp_path):
+    # regression: --max-cases 0 was reported as "no case matches --filter ''", and a load() returning None
+    # as a kernel exception per case (exit 1, a finding) instead of the configuration error it is (exit 2)
+    from jfa_verify.kernel_only import main as kernel_only
+
+    for bad in ("0", "-1"):
+        with pytest.raises(SystemExit) as e:
+            kernel_only(["--kernel", "triton_jfa", "--device", "cpu", "--max-cases", bad])
+        assert e.value.code == 2 and f"--max-cases: {bad} must be > 0" in capsys.readouterr().err
+    plugin = tmp_path / "returns_none.py"
+    plugin.write_text("from jfa_verify import Capabilities, register_kernel\n\n"
+                      "@register_kernel('returns_none', capabilities=Capabilities(backward=False))\n"
+                      "def load():\n    pass\n")
+    assert kernel_only(["--kernel", "returns_none", "--device", "cpu", "--plugin", str(plugin)]) == 2
+    captured = capsys.readouterr()
+    assert "kernel raised" not in captured.out and "returned None" in captured.err
+
+
+def _recorded(folder, plugin, kernel, status, case, seconds=2.0):
+    """A case file as an earlier run (a nightly campaign) wrote it for a crash or a hang of ``kernel``."""
+    from jfa_verify.corpus import Corpus
+    from jfa_verify.isolation import crash_result
+
+    verdict = crash_result(case, kernel, status, f"recorded {status}", (str(plugin),), seconds)
+    return Corpus(folder).write(case, kernel, "cpu", verdict, (str(plugin),))
+
+
+def test_replayed_crash_and_hang_findings_are_judged_in_a_worker_and_the_report_is_written(tmp_path,
+                                                                                         misbehaving_plugin):
+    # regression: the replay check ran each earlier finding in the gate's own process: a recorded crash
+    # aborted the gate (exit 134, no report) and a recorded hang held it for as long as the kernel hung
+    from jfa_verify.case import Case
+
+    plugin = misbehaving_plugin("aborts-or-hangs", crash="B == 3", hang="B == 2")
+    nightly = tmp_path / "nightly"
+    for status, batch in (("crash", 3), ("hang", 2)):
+        _recorded(nightly, plugin, "aborts-or-hangs", status,
+                  Case(kv_lengths=tuple(range(5, 5 + batch)), head_dim=16, dtype="float32"))
+    proc = _gate_subprocess(tmp_path, plugin, "aborts-or-hangs", "--checks", "replay", "--replay", str(nightly))
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    replay = _results(tmp_path)[("aborts-or-hangs", "replay")]
+    assert replay["status"] == "crash" and sorted(f["status"] for f in replay["findings"]) == ["crash", "hang"]
+    assert "SIGABRT" in " ".join(f["explanation"] for f in replay["findings"])
+
+
+def test_sigterm_ends_the_gate_with_the_report_of_what_finished_and_no_running_file(tmp_path, misbehaving_plugin):
+    # regression: a cancelled CI job (SIGTERM) killed the gate outright: no report, "running" case files, and
+    # its case workers, hung in the kernel, outlived it; Ctrl-C ended it with no report either
+    import signal
+    import time
+
+    plugin = misbehaving_plugin("hangs-in-the-gate", hang="True")
+    cmd = [sys.executable, "-m", "jfa_verify.cli", "gate", "--device", "cpu", "--plugin", str(plugin), "--kernel",
+           "hangs-in-the-gate", "--checks", "suite", "--jobs", "2", "--reproducers", str(tmp_path / "repro"),
+           f"--json={tmp_path / 'g.json'}", f"--junit={tmp_path / 'g.xml'}", f"--markdown={tmp_path / 'g.md'}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list((tmp_path / "repro").glob("*.json"))) < 2:  # both workers are inside the hanging kernel
+            assert time.monotonic() < deadline and proc.poll() is None, "the hanging cases never started"
+            time.sleep(0.2)
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    report = json.loads((tmp_path / "g.json").read_text())
+    assert report["interrupted"] is True and report["verdict"] == "INTERRUPTED" and report["exit_code"] == 130
+    assert "Traceback" not in err and "interrupted" in err
+    assert not list((tmp_path / "repro").glob("*.json"))  # the interrupted cases have no verdict

@@ -169,3 +169,42 @@ def test_verifier_jobs_keep_the_order_and_each_verdict(tmp_path, misbehaving_plu
     assert [json.loads(p.read_text())["status"] for p in (tmp_path / "repro").glob("*.json")] == ["crash"]
     with pytest.raises(InvalidInput, match="jobs=2"):
         Verifier(kernel, "cpu", tmp_path / "r2", jobs=2)
+
+
+def test_verifier_jobs_interrupted_mid_case_leave_no_running_file(tmp_path, misbehaving_plugin):
+    # Ctrl-C (here: raised by on_result) while another worker is inside a hanging case: verify_all kills
+    # that worker under its thread, whose case has no verdict, so its file goes (it stayed "running").
+    from jfa_verify.loop import Verifier
+    from jfa_verify.registry import get_kernel
+
+    plugin = misbehaving_plugin("hangs-on-2", hang="B == 2")
+    load_plugin(plugin)
+    cases = [Case(kv_lengths=tuple(range(5, 5 + b)), head_dim=16, dtype="float32") for b in (2, 1, 3)]
+
+    def interrupt(result):
+        time.sleep(1)  # the hanging case is well inside its worker
+        raise KeyboardInterrupt
+
+    with Verifier(get_kernel("hangs-on-2"), "cpu", tmp_path / "repro", backward=False, plugins=[str(plugin)],
+                  isolate=True, jobs=2) as verifier:
+        with pytest.raises(KeyboardInterrupt):
+            verifier.verify_all(cases, on_result=interrupt)
+    assert not list((tmp_path / "repro").glob("*.json"))
+
+
+def test_replay_of_a_recorded_hang_ends_with_the_limit_its_run_had(tmp_path, misbehaving_plugin, capsys):
+    # regression: the replay command printed for a hang (no --timeout in it) waited as long as the kernel
+    # hung (here 600 s) instead of calling it a hang again
+    from jfa_verify.cli import main
+    from jfa_verify.corpus import Corpus
+    from jfa_verify.isolation import crash_result
+
+    plugin = misbehaving_plugin("always-hangs", hang="True")
+    case = Case(kv_lengths=(5, 6), head_dim=16, dtype="float32")
+    verdict = crash_result(case, "always-hangs", "hang", "no verdict after 2 s (--timeout)", (str(plugin),), 2.0)
+    path = Corpus(tmp_path / "repro").write(case, "always-hangs", "cpu", verdict, (str(plugin),))
+    t0 = time.monotonic()
+    assert main(["replay", str(path), "--device", "cpu", "--plugin", str(plugin)]) == ExitCode.HANG
+    assert time.monotonic() - t0 < 60
+    out = capsys.readouterr().out
+    assert "a limit of 2 s" in out and "recorded verdict: hang; replayed: hang (same)" in out
