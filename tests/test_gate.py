@@ -255,11 +255,12 @@ def test_kernel_only_refuses_a_bad_max_cases_and_a_load_that_returns_nothing(cap
         with pytest.raises(SystemExit) as e:
             kernel_only(["--kernel", "triton_jfa", "--device", "cpu", "--max-cases", bad])
         assert e.value.code == 2 and f"--max-cases: {bad} must be > 0" in capsys.readouterr().err
-    plugin = tmp_path / "returns_none.py"
+    # a name of its own: a registered name cannot be taken again in this process (test_cli has "returns_none")
+    plugin = tmp_path / "kernel_only_returns_none.py"
     plugin.write_text("from jfa_verify import Capabilities, register_kernel\n\n"
-                      "@register_kernel('returns_none', capabilities=Capabilities(backward=False))\n"
+                      "@register_kernel('kernel_only_returns_none', capabilities=Capabilities(backward=False))\n"
                       "def load():\n    pass\n")
-    assert kernel_only(["--kernel", "returns_none", "--device", "cpu", "--plugin", str(plugin)]) == 2
+    assert kernel_only(["--kernel", "kernel_only_returns_none", "--device", "cpu", "--plugin", str(plugin)]) == 2
     captured = capsys.readouterr()
     assert "kernel raised" not in captured.out and "returned None" in captured.err
 
