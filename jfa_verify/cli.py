@@ -644,7 +644,7 @@ def cmd_mutants(args) -> int:
         catalogue[name]  # unknown names fail before any work
     dev = select_device(args.device)
     results = run_mutants(args.only or None, catalogue=args.catalogue, device=dev, max_examples=args.max_examples,
-                          seed=args.seed, jobs=args.jobs, stage=args.stage)
+                          seed=args.seed, jobs=args.jobs, stage=args.stage, isolate=args.isolate)
     print(f"mutation testing of catalogue {catalogue.name} on {dev}, stage {args.stage} "
           f"(max {args.max_examples} campaign examples per surviving mutant)")
     print(format_table(results))
@@ -913,6 +913,9 @@ def build_parser() -> argparse.ArgumentParser:
     mut.add_argument("--seed", type=seed_int, default=0)
     mut.add_argument("--json", default=None, type=new_file, help="also write the results here")
     mut.add_argument("--jobs", type=positive_int, default=1, help="mutants run at once, each in its own process")
+    mut.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
+                     help="each mutant in its own process (default), so one that aborts or segfaults is killed by "
+                          "its crash; --no-isolate runs them in this process (a crash ends the command)")
     mut.add_argument("--stage", choices=("targeted", "suite", "campaign"), default="targeted",
                      help="targeted: fixed targeted cases, then a short campaign; suite: the default suite and its "
                           "relation checks (what `jfa-verify run` catches); campaign: --max-examples drawn cases alone")

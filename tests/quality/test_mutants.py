@@ -175,3 +175,25 @@ def test_a_mutant_that_hangs_is_killed_by_the_hang_and_the_run_goes_on(tmp_path)
                             max_cases=3, case_timeout_s=5)
     assert result.status == "killed" and result.stage == "hang" and result.outputs == ["hang"], result
     assert result.killing_case is not None and "after 5 s" in result.explanation
+
+
+def test_the_mutants_command_isolates_each_mutant_so_a_crash_is_its_verdict(tmp_path):
+    # regression: `jfa-verify mutants --stage campaign` (one job) ran mutants in its own process; a mutant
+    # that crashed the interpreter ("free(): invalid pointer", exit 134) ended the command: no table, no JSON
+    import json
+    import subprocess
+    import sys
+
+    header = {k: v for k, v in json.loads((Path(__file__).parent / "blind_catalogue.json").read_text()).items()
+              if k != "mutants"}
+    line = "        first = problem.q_starts[0] if problem.batch else rows"
+    path = tmp_path / "aborts.json"
+    path.write_text(json.dumps(dict(header, name="aborts", mutants=[
+        {"name": "host_aborts", "description": "the host code aborts the process", "target": "host",
+         "old": line, "new": line + "; __import__('os').abort()"}])))
+    out = tmp_path / "m.json"
+    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "mutants", "--catalogue", str(path), "--device",
+                           "cpu", "--stage", "suite", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (result,) = json.loads(out.read_text())
+    assert result["status"] == "killed" and result["stage"] == "crash", result
