@@ -1,8 +1,12 @@
 """Blind catalogue through the default suite of an older jfa-verify (the one on PYTHONPATH): one mutant per
-process (a segfault of the interpreter takes only that mutant), first failing case kills it."""
-import json, subprocess, sys, time
+process (a segfault of the interpreter takes only that mutant), first failing case kills it.
 
-CAT = "/work/main/tests/quality/blind_catalogue.json"
+Usage: build the old commit's package into a folder (``pip install --no-deps --target DIR <wheel of it>``),
+then ``PYTHONPATH=DIR python before_suite.py`` (writes ``before_suite.json`` in the current folder)."""
+import json, subprocess, sys, time
+from pathlib import Path
+
+CAT = str(Path(__file__).resolve().parents[3] / "tests" / "quality" / "blind_catalogue.json")
 
 def one(name):
     from jfa_verify.device import select_device
@@ -38,5 +42,5 @@ if __name__ == "__main__":
         row = json.loads(line[-1]) if line else {"name": n, "status": "crash", "reason": f"exit {p.returncode}: {p.stderr[-300:]}"}
         out.append(row)
         print(json.dumps(row), flush=True)
-    json.dump(out, open("/tmp/det/before_suite.json", "w"), indent=1)
+    json.dump(out, open("before_suite.json", "w"), indent=1)
     k = sum(r["status"] == "killed" for r in out); print(f"killed {k} of {len(out)}")
