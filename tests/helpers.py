@@ -21,3 +21,21 @@ def interruptible():
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def signal_when(proc, ready, sig, *, timeout_s: float = 120.0, settle_s: float = 0.5) -> tuple[str, str]:
+    """Send ``sig`` to the running ``proc`` once ``ready()`` holds (then ``settle_s`` later), and return its
+    (stdout, stderr); the process is killed on the way out whatever happens. Fails the test when ``proc``
+    ends or ``timeout_s`` passes before ``ready()`` does."""
+    import time
+
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            assert time.monotonic() < deadline and proc.poll() is None, "the awaited state never came"
+            time.sleep(0.2)
+        time.sleep(settle_s)
+        proc.send_signal(sig)
+        return proc.communicate(timeout=60)
+    finally:
+        proc.kill()

@@ -10,6 +10,8 @@ import pytest
 
 from jfa_verify.cli import main
 
+from tests.helpers import signal_when
+
 PLUGIN = str(Path(__file__).parent / "quality" / "memory_plugin.py")
 CHEAP = ["--checks", "determinism", "canaries", "recycled_memory", "--small-cases", "2"]
 
@@ -296,23 +298,15 @@ def test_sigterm_ends_the_gate_with_the_report_of_what_finished_and_no_running_f
     # regression: a cancelled CI job (SIGTERM) killed the gate outright: no report, "running" case files, and
     # its case workers, hung in the kernel, outlived it; Ctrl-C ended it with no report either
     import signal
-    import time
 
     plugin = misbehaving_plugin("hangs-in-the-gate", hang="True")
     cmd = [sys.executable, "-m", "jfa_verify.cli", "gate", "--device", "cpu", "--plugin", str(plugin), "--kernel",
            "hangs-in-the-gate", "--checks", "suite", "--jobs", "2", "--reproducers", str(tmp_path / "repro"),
            f"--json={tmp_path / 'g.json'}", f"--junit={tmp_path / 'g.xml'}", f"--markdown={tmp_path / 'g.md'}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while len(list((tmp_path / "repro").glob("*.json"))) < 2:  # both workers are inside the hanging kernel
-            assert time.monotonic() < deadline and proc.poll() is None, "the hanging cases never started"
-            time.sleep(0.2)
-        time.sleep(1)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
+    # both workers inside the hanging kernel
+    out, err = signal_when(proc, lambda: len(list((tmp_path / "repro").glob("*.json"))) >= 2, signal.SIGTERM,
+                           settle_s=1)
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
     report = json.loads((tmp_path / "g.json").read_text())
     assert report["interrupted"] is True and report["verdict"] == "INTERRUPTED" and report["exit_code"] == 130

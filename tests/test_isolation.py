@@ -14,7 +14,7 @@ from jfa_verify.corpus import read_case_file
 from jfa_verify.exits import ExitCode, exit_code_for
 from jfa_verify.isolation import CaseWorker, WorkerSpec, sticky_device_error
 from jfa_verify.registry import load_plugin
-from tests.helpers import interruptible
+from tests.helpers import interruptible, signal_when
 
 ROOT = Path(__file__).resolve().parents[1]
 # Six cases of the CPU default suite: self/bf16, broadcast/bf16, self/fp16, cross-causal/fp16, self-causal/fp32,
@@ -73,16 +73,9 @@ def test_ctrl_c_ends_run_with_table_and_report_and_no_running_file(tmp_path, mis
     plugin = misbehaving_plugin("hangs_long", hang=HANG)  # no --timeout: the third case never ends
     repro, report = tmp_path / "repro", tmp_path / "r.json"
     proc = _start_run(plugin, "hangs_long", repro, report)
-    try:
-        deadline = time.monotonic() + 120
-        while not any(read_case_file(p)[1]["status"] == "running" and read_case_file(p)[0].dtype == "float16"
-                      for p in repro.glob("*.json")) if repro.is_dir() else True:
-            assert time.monotonic() < deadline and proc.poll() is None, "the hanging case never started"
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
+    out, err = signal_when(proc, lambda: repro.is_dir() and any(
+        read_case_file(p)[1]["status"] == "running" and read_case_file(p)[0].dtype == "float16"
+        for p in repro.glob("*.json")), signal.SIGINT, settle_s=0)
     assert proc.returncode == ExitCode.INTERRUPTED, out[-2000:] + err[-2000:]
     assert "Traceback" not in err and "interrupted after 2 of 6 cases" in err
     payload = json.loads(report.read_text())
@@ -95,16 +88,7 @@ def test_sigterm_ends_run_like_ctrl_c(tmp_path, misbehaving_plugin):
     plugin = misbehaving_plugin("hangs_term", hang="True")
     repro, report = tmp_path / "repro", tmp_path / "r.json"
     proc = _start_run(plugin, "hangs_term", repro, report)
-    try:
-        deadline = time.monotonic() + 120
-        while not (repro.is_dir() and list(repro.glob("*.json"))):
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.2)
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
+    out, err = signal_when(proc, lambda: repro.is_dir() and list(repro.glob("*.json")), signal.SIGTERM)
     assert proc.returncode == ExitCode.INTERRUPTED, out[-2000:] + err[-2000:]
     assert "interrupted before the first case finished" in err and not list(repro.glob("*.json"))
 

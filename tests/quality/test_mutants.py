@@ -157,20 +157,26 @@ def test_rescale_in_bf16_is_caught_by_lse_in_bfloat16_over_32_kv_tiles(jfa_devic
     assert result.status == "fail" and [c.name for c in result.failing] == ["lse"], result.explain()
 
 
-def test_a_mutant_that_hangs_is_killed_by_the_hang_and_the_run_goes_on(tmp_path):
-    # regression: a mutant whose loop bound went wrong ran one interpreter case for hours and held CI
-    # (no per-case limit in isolated mutant runs)
+def _one_host_mutant(tmp_path, name: str, description: str, statement: str) -> Path:
+    """A catalogue file (the blind catalogue's targets) of one mutant that runs ``statement`` in the host code."""
     import json
-
-    from jfa_verify.fuzz.mutation import run_mutants
 
     header = {k: v for k, v in json.loads((Path(__file__).parent / "blind_catalogue.json").read_text()).items()
               if k != "mutants"}
     line = "        first = problem.q_starts[0] if problem.batch else rows"
-    path = tmp_path / "hangs.json"
-    path.write_text(json.dumps(dict(header, name="hangs", mutants=[
-        {"name": "host_sleeps", "description": "the host code sleeps for ten minutes", "target": "host",
-         "old": line, "new": line + "; __import__('time').sleep(600)"}])))
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(dict(header, name=name, mutants=[
+        {"name": name, "description": description, "target": "host", "old": line, "new": f"{line}; {statement}"}])))
+    return path
+
+
+def test_a_mutant_that_hangs_is_killed_by_the_hang_and_the_run_goes_on(tmp_path):
+    # regression: a mutant whose loop bound went wrong ran one interpreter case for hours and held CI
+    # (no per-case limit in isolated mutant runs)
+    from jfa_verify.fuzz.mutation import run_mutants
+
+    path = _one_host_mutant(tmp_path, "host_sleeps", "the host code sleeps for ten minutes",
+                            "__import__('time').sleep(600)")
     (result,) = run_mutants(["host_sleeps"], catalogue=str(path), device="cpu", stage="suite", isolate=True,
                             max_cases=3, case_timeout_s=5)
     assert result.status == "killed" and result.stage == "hang" and result.outputs == ["hang"], result
@@ -184,13 +190,7 @@ def test_the_mutants_command_isolates_each_mutant_so_a_crash_is_its_verdict(tmp_
     import subprocess
     import sys
 
-    header = {k: v for k, v in json.loads((Path(__file__).parent / "blind_catalogue.json").read_text()).items()
-              if k != "mutants"}
-    line = "        first = problem.q_starts[0] if problem.batch else rows"
-    path = tmp_path / "aborts.json"
-    path.write_text(json.dumps(dict(header, name="aborts", mutants=[
-        {"name": "host_aborts", "description": "the host code aborts the process", "target": "host",
-         "old": line, "new": line + "; __import__('os').abort()"}])))
+    path = _one_host_mutant(tmp_path, "host_aborts", "the host code aborts the process", "__import__('os').abort()")
     out = tmp_path / "m.json"
     proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "mutants", "--catalogue", str(path), "--device",
                            "cpu", "--stage", "suite", "--json", str(out)], capture_output=True, text=True, timeout=600)
