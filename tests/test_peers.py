@@ -261,8 +261,13 @@ def test_campaign_finds_the_empty_batch_error_and_the_plus_inf_lse(tmp_path):
 def test_matrix_cli_table_findings_outputs_and_replays(tmp_path, monkeypatch, capsys):
     from jfa_verify.cli import main
 
+    from jfa_verify import registry
+
     monkeypatch.chdir(tmp_path)
     shutil.copy(PLUGIN, tmp_path / "fa2_like_plugin.py")
+    # as in its own process (each command is one): an earlier test of this worker registered 'fa2_like' from
+    # the original file, and a second file may not take a registered name
+    monkeypatch.delitem(registry._REGISTRY, "fa2_like", raising=False)
     args = ["matrix", "--kernel", "fa2_like", "--kernel", "nested_sdpa", "--kernel", "torch_fa2_varlen",
             "--plugin", "fa2_like_plugin.py", "--suite", "default", "--filter", "tile-edges", "--max-cases", "2",
             "--campaign", "6", "--device", "cpu", "--forward-only", "--json", "m.json", "--markdown", "m.md",
