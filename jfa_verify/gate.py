@@ -275,9 +275,25 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
     return out
 
 
+def _campaign_finding(case: str, status: str, explanation: str, path: Optional[str], kernel, plugins) -> Finding:
+    """A campaign failure (from one process or from campaign workers) as a gate finding."""
+    from .runner import replay_command
+
+    summary = next((x.strip() for x in explanation.splitlines()[1:] if x.strip()), status)
+    return Finding("campaign", case, status, summary, explanation,
+                   replay_command(path, kernel.name, plugins) if path else "", path)
+
+
+def _campaign_status(findings: Sequence[Finding]) -> str:
+    """The campaign check's verdict: the worst kind among its findings (hang, then crash, then fail)."""
+    statuses = {f.status for f in findings}
+    if not statuses:
+        return "pass"
+    return "hang" if statuses & {"timeout", "hang"} else "crash" if "crash" in statuses else "fail"
+
+
 def _check_campaign(kernel, device, options, plugins) -> CheckResult:
     from .fuzz import run_campaign
-    from .runner import replay_command
 
     if options.jobs > 1:
         return _check_campaign_workers(kernel, device, options, plugins)
@@ -286,14 +302,9 @@ def _check_campaign(kernel, device, options, plugins) -> CheckResult:
                            isolate=True)
     if summary.interrupted:  # the campaign kept Ctrl-C to itself; the gate stops too
         raise KeyboardInterrupt
-    findings = [Finding("campaign", f.case.name or f.case.case_id(), f.status,
-                        next((x.strip() for x in f.explanation.splitlines()[1:] if x.strip()), f.status),
-                        f.explanation, replay_command(f.path, kernel.name, plugins) if f.path else "",
-                        str(f.path) if f.path else None)
-                for f in summary.failures]
-    status = "pass" if not findings else ("hang" if any(f.status in ("timeout", "hang") for f in findings)
-                                          else "crash" if any(f.status == "crash" for f in findings) else "fail")
-    return CheckResult(kernel.name, "campaign", status, cases=summary.cases_run, findings=findings,
+    findings = [_campaign_finding(f.case.name or f.case.case_id(), f.status, f.explanation,
+                                  str(f.path) if f.path else None, kernel, plugins) for f in summary.failures]
+    return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=summary.cases_run, findings=findings,
                        details=[f"seed {options.seed}, {options.campaign_examples} examples, statuses "
                                 f"{dict(summary.statuses)}"])
 
@@ -301,7 +312,6 @@ def _check_campaign(kernel, device, options, plugins) -> CheckResult:
 def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
     """The campaign with ``options.jobs`` campaign workers (``jfa-verify fuzz --workers``) on one database."""
     from .fuzz.workers import FuzzConfig, run_fuzz
-    from .runner import replay_command
 
     config = FuzzConfig(kernel.name, device.type, str(options.reproducers), plugins=tuple(plugins), seed=options.seed,
                         max_examples=options.campaign_examples, timeout_s=options.timeout_s)
@@ -311,14 +321,9 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
     if payload["worker_errors"]:
         return CheckResult(kernel.name, "campaign", "error", cases=payload["cases"],
                            reason=f"campaign worker(s) could not run: {payload['worker_errors']}")
-    findings = [Finding("campaign", f["case"].get("name") or f["signature"].get("id", "?"), f["status"],
-                        next((x.strip() for x in f["explanation"].splitlines()[1:] if x.strip()), f["status"]),
-                        f["explanation"], replay_command(f["path"], kernel.name, plugins) if f["path"] else "", f["path"])
-                for f in payload["failures"]]
-    statuses = {f.status for f in findings}
-    status = "pass" if not findings else ("hang" if statuses & {"timeout", "hang"} else
-                                          "crash" if "crash" in statuses else "fail")
-    return CheckResult(kernel.name, "campaign", status, cases=payload["cases"], findings=findings,
+    findings = [_campaign_finding(f["case"].get("name") or f["signature"].get("id", "?"), f["status"],
+                                  f["explanation"], f["path"], kernel, plugins) for f in payload["failures"]]
+    return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=payload["cases"], findings=findings,
                        details=[f"seeds {payload['seeds']}, {options.campaign_examples} examples over {options.jobs} "
                                 f"workers, statuses {payload['statuses']}"])
 
