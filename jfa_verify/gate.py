@@ -84,6 +84,9 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     reason: str = ""  # why it was skipped, or what errored
     details: list[str] = field(default_factory=list)
+    # parts of the check that ran but could not be judged, each with why (e.g. a sanitizer tool that reports
+    # errors on the kernel's control): neither a pass nor a finding, listed in every report
+    not_judged: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -175,6 +178,9 @@ class GateReport:
             if r.status == "error":
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=r.check)
                 ET.SubElement(case, "error", message=r.reason[:500]).text = r.reason
+            for i, why in enumerate(r.not_judged):
+                case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"not-judged-{i}")
+                ET.SubElement(case, "skipped", message=why[:500]).text = why
             for f in r.findings:
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f.case)
                 node = ET.SubElement(case, "failure", message=f"[{f.status}] {f.summary}"[:500], type=f.status)
@@ -205,6 +211,10 @@ class GateReport:
         if skipped:
             lines += ["", "### Skipped", ""]
             lines += [f"- {r.kernel} / {r.check}: {r.reason}" for r in skipped]
+        unjudged = [(r, why) for r in self.results for why in r.not_judged]
+        if unjudged:
+            lines += ["", "### Not judged", ""]
+            lines += [f"- {r.kernel} / {r.check}: {why}" for r, why in unjudged]
         errors = [r for r in self.results if r.status == "error"]
         if errors:
             lines += ["", "### Errors", ""]
@@ -404,46 +414,85 @@ def sanitizer_errors(text: str) -> Optional[int]:
     return int(plain or race)
 
 
+def _run_sanitizer(tool_path: str, tool: str, target: list[str], timeout_s: float):
+    """``compute-sanitizer --tool TOOL`` on ``python -m TARGET...``: ``(errors or None, exit code, text, cmd)``;
+    raises ``subprocess.TimeoutExpired``."""
+    cmd = [tool_path, "--tool", tool, "--error-exitcode", "99", "--print-limit", "20", sys.executable, "-m", *target]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    text = proc.stdout + proc.stderr
+    return sanitizer_errors(text), proc.returncode, text, cmd
+
+
+def _control_errors(kernel, tool_path: str, tool: str, log_dir: Path, timeout_s: float) -> tuple[Optional[int], str]:
+    """The tool's error count on the kernel's declared control (:attr:`Kernel.sanitizer_control`), with a
+    note; None when it declares none or the control did not run to its summary (then the kernel is judged
+    as usual)."""
+    if not kernel.sanitizer_control:
+        return None, ""
+    log_path = log_dir / f"sanitizer-{kernel.name}-{tool}-control.log"
+    try:
+        n, rc, text, _ = _run_sanitizer(tool_path, tool, [kernel.sanitizer_control], timeout_s)
+    except subprocess.TimeoutExpired:
+        return None, f"{tool}: the control {kernel.sanitizer_control} did not finish within {timeout_s:g} s"
+    log_path.write_text(text)
+    if n is None or (n == 0 and rc != 0):
+        return None, f"{tool}: the control {kernel.sanitizer_control} did not run under the tool (exit {rc}), log {log_path}"
+    return n, f"{tool}: {n} error(s) on the control {kernel.sanitizer_control}, log {log_path}"
+
+
 def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
+    """compute-sanitizer's tools on the kernel alone (``jfa_verify.kernel_only``, the smallest layout).
+
+    A kernel may declare a control (:attr:`Kernel.sanitizer_control`): a minimal kernel built with the same
+    compiler lowering and none of the kernel's own memory traffic. It runs under each tool first; a tool that
+    reports errors on the control cannot tell the compiler's synchronization from the kernel's, so its errors
+    on the kernel are recorded as *not judged* (both logs kept) instead of as findings. A clean control, or
+    one that did not run, leaves the kernel judged as usual.
+    """
     if device.type != "cuda":
         return CheckResult(kernel.name, "sanitizer", "skip", reason="compute-sanitizer needs a CUDA device")
     tool_path = shutil.which("compute-sanitizer")
     if tool_path is None:
         return CheckResult(kernel.name, "sanitizer", "skip", reason="compute-sanitizer is not on PATH")
     out = CheckResult(kernel.name, "sanitizer", "pass", cases=options.sanitizer_cases)
+    log_dir = Path(options.reproducers)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    timeout_s = options.timeout_s or 600
     for tool in options.sanitizer_tools:
+        t0 = time.perf_counter()
+        control_n, control_note = _control_errors(kernel, tool_path, tool, log_dir, timeout_s)
+        if control_note:
+            out.details.append(control_note)
         # the suite's smallest layout (the tools slow every access down by orders of magnitude), through
         # the kernel alone: a full run would launch the oracles' kernels (cuDNN SDPA) under the tool too
-        cmd = [tool_path, "--tool", tool, "--error-exitcode", "99", "--print-limit", "20",
-               sys.executable, "-m", "jfa_verify.kernel_only", "--device", "cuda", "--kernel", kernel.name,
-               "--filter", SANITIZER_LAYOUT, "--max-cases", str(options.sanitizer_cases)] + [
-                   x for p in plugins for x in ("--plugin", p)]
-        t0 = time.perf_counter()
+        target = ["jfa_verify.kernel_only", "--device", "cuda", "--kernel", kernel.name, "--filter", SANITIZER_LAYOUT,
+                  "--max-cases", str(options.sanitizer_cases)] + [x for p in plugins for x in ("--plugin", p)]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=options.timeout_s or 600)
+            n, rc, text, cmd = _run_sanitizer(tool_path, tool, target, timeout_s)
         except subprocess.TimeoutExpired:  # the tools slow kernels by orders of magnitude: not a kernel hang
             out.status = "error" if out.status == "pass" else out.status
-            out.reason = f"compute-sanitizer {tool} did not finish within {options.timeout_s or 600:g} s"
+            out.reason = f"compute-sanitizer {tool} did not finish within {timeout_s:g} s"
             continue
-        n = sanitizer_errors(proc.stdout + proc.stderr)
         # the whole report, kept beside the reproducers (a CI artifact): hazards need triage, 4 kB is an excerpt
-        log_path = Path(options.reproducers) / f"sanitizer-{kernel.name}-{tool}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_text(proc.stdout + proc.stderr)
-        out.details.append(f"{tool}: {n if n is not None else 'no'} error summary, exit {proc.returncode}, "
+        log_path = log_dir / f"sanitizer-{kernel.name}-{tool}.log"
+        log_path.write_text(text)
+        out.details.append(f"{tool}: {n if n is not None else 'no'} error summary, exit {rc}, "
                            f"{time.perf_counter() - t0:.0f} s, log {log_path}")
-        if n:
+        if n and control_n:
+            out.not_judged.append(
+                f"{tool}: {n} error(s) on the kernel, not judged: the tool reports {control_n} on the kernel's control "
+                f"{kernel.sanitizer_control} (the compiler's code alone); logs {log_path} and its -control.log")
+        elif n:
             out.status = "fail"
-            report = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines() if "=========" in line)
+            report = "\n".join(line for line in text.splitlines() if "=========" in line)
             out.findings.append(Finding("sanitizer", tool, "fail", f"{tool}: {n} error(s)", report[-4000:],
                                         shlex.join(cmd), str(log_path)))
-        elif n == 0 and proc.returncode != 0 and out.status == "pass":  # nothing ran to the end under the tool
+        elif n == 0 and rc != 0 and out.status == "pass":  # nothing ran to the end under the tool
             out.status = "error"
-            out.reason = f"{tool}: the kernel did not run under the tool (exit {proc.returncode}): " \
-                         f"{(proc.stdout + proc.stderr)[-800:]}"
+            out.reason = f"{tool}: the kernel did not run under the tool (exit {rc}): {text[-800:]}"
         elif n is None and out.status == "pass":
             out.status = "error"
-            out.reason = f"{tool}: no ERROR SUMMARY (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-800:]}"
+            out.reason = f"{tool}: no ERROR SUMMARY (exit {rc}): {text[-800:]}"
     return out
 
 

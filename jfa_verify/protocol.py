@@ -315,6 +315,10 @@ class Kernel:
     capabilities: Capabilities
     tile_sizes_fn: Optional[Callable[[JaggedProblem], Optional[TileSizes]]] = None
     requires: tuple[str, ...] = ()
+    # ``python -m`` module that launches a minimal kernel made by the same compiler lowering (e.g. the
+    # warp-specialization scaffold) and none of this kernel's own memory traffic; the gate's sanitizer
+    # check runs it under each tool first (see jfa_verify.gate._check_sanitizer). None: no control.
+    sanitizer_control: Optional[str] = None
     _impl: Any = field(default=None, repr=False)
 
     def tile_sizes(self, problem: JaggedProblem) -> Optional[TileSizes]:

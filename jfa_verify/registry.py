@@ -91,6 +91,7 @@ def register_kernel(
     tile_sizes: Optional[Callable[[JaggedProblem], Optional[TileSizes]]] = None,
     description: str = "",
     requires: tuple[str, ...] = (),
+    sanitizer_control: Optional[str] = None,
 ) -> Callable[[Callable[[], Callable]], Callable[[], Callable]]:
     """Decorator: register a zero-argument loader that returns the kernel's implementation.
 
@@ -101,6 +102,10 @@ def register_kernel(
             the tiles the kernel runs for a problem; None when it has no fixed tiles.
         description: one line for ``jfa-verify kernels`` (default: the loader's docstring's first line).
         requires: importable module names the loader needs (reported, not imported, when missing).
+        sanitizer_control: a module that ``python -m`` runs to launch a minimal kernel built by the same
+            compiler lowering as this one, with none of its memory traffic (exit 0 when it ran). The gate's
+            sanitizer check runs it under each tool first: a tool that reports errors on the control cannot
+            judge this kernel, and its errors here are listed as not judged instead of as findings.
 
     Raises:
         InvalidInput: a bad name or a ``capabilities`` that is not a :class:`Capabilities`.
@@ -113,7 +118,8 @@ def register_kernel(
 
     def decorate(loader: Callable[[], Callable]) -> Callable[[], Callable]:
         doc = description or ((loader.__doc__ or "").strip().splitlines() or [""])[0]
-        add_kernel(Kernel(name, doc, loader, capabilities, tile_sizes, tuple(requires)))
+        add_kernel(Kernel(name, doc, loader, capabilities, tile_sizes, tuple(requires),
+                          sanitizer_control=sanitizer_control))
         return loader
 
     return decorate

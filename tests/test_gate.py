@@ -312,3 +312,55 @@ def test_sigterm_ends_the_gate_with_the_report_of_what_finished_and_no_running_f
     assert report["interrupted"] is True and report["verdict"] == "INTERRUPTED" and report["exit_code"] == 130
     assert "Traceback" not in err and "interrupted" in err
     assert not list((tmp_path / "repro").glob("*.json"))  # the interrupted cases have no verdict
+
+
+_FAKE_SANITIZER = '''#!{python}
+"""compute-sanitizer stand-in: prints a racecheck summary; errors from the environment per target."""
+import os, sys
+target = sys.argv[sys.argv.index("-m") + 1]
+n = os.environ["FAKE_KERNEL_ERRORS" if target == "jfa_verify.kernel_only" else "FAKE_CONTROL_ERRORS"]
+if n == "none":  # the target did not run: no summary
+    sys.exit(1)
+print(f"========= RACECHECK SUMMARY: {{n}} hazards displayed ({{n}} errors, 0 warnings)")
+sys.exit(99 if int(n) else 0)
+'''
+
+
+@pytest.mark.parametrize("control, verdict", [("3", "not judged"), ("0", "finding"), ("none", "finding"),
+                                              (None, "finding")])
+def test_sanitizer_errors_the_tool_also_reports_on_the_kernels_control_are_not_judged(tmp_path, monkeypatch,
+                                                                                        control, verdict):
+    # gluon_jfa's racecheck reports land on the warp-specialization scaffold Triton emits; the kernel's
+    # declared control (that scaffold alone) tells whether the tool can judge it: errors on the control
+    # leave the kernel's errors not judged; a clean control, or none that ran, leaves them findings
+    import torch
+
+    from jfa_verify.gate import GateOptions, GateReport, _check_sanitizer
+    from jfa_verify.protocol import Capabilities, Kernel
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "compute-sanitizer"
+    fake.write_text(_FAKE_SANITIZER.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("FAKE_KERNEL_ERRORS", "5")
+    monkeypatch.setenv("FAKE_CONTROL_ERRORS", control or "0")
+    kernel = Kernel("ws-kernel", "", lambda: None, Capabilities(),
+                    sanitizer_control=None if control is None else "some.control")
+    options = GateOptions(checks=("sanitizer",), sanitizer_tools=("racecheck",), reproducers=str(tmp_path / "r"))
+    result = _check_sanitizer(kernel, torch.device("cuda"), options, ())
+    report = GateReport("fake", options, results=[result])
+    if verdict == "not judged":
+        assert result.status == "pass" and not result.findings, result
+        assert result.not_judged and "5 error(s) on the kernel" in result.not_judged[0], result.not_judged
+        assert "3 on the kernel's control some.control" in result.not_judged[0]
+        assert (tmp_path / "r" / "sanitizer-ws-kernel-racecheck-control.log").is_file()
+        assert "### Not judged" in report.to_markdown()
+        assert 'name="not-judged-0"' in report.to_junit()
+        assert report.exit_code() == 0
+    else:
+        assert result.status == "fail" and result.findings[0].summary == "racecheck: 5 error(s)", result
+        assert not result.not_judged and report.exit_code() == 1
+        if control == "none":
+            assert "did not run under the tool" in " ".join(result.details)

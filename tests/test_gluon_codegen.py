@@ -12,6 +12,7 @@ in a subprocess with that variable removed.
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -149,3 +150,29 @@ def test_registered_with_honest_capabilities_and_unsupported_off_hopper():
     strided = Case(kv_lengths=(5, 9), head_dim=64, layout="strided").materialize("cpu")
     assert "non-contiguous" in caps.unsupported_reason(Case(kv_lengths=(5, 9), head_dim=64, layout="strided")
                                                         .problem(strided))
+
+
+def test_the_sanitizer_control_is_the_warp_specialization_scaffold_alone():
+    # the gate judges gluon_jfa under compute-sanitizer against this control: it must carry the same
+    # lowering (named barrier 1, setmaxnreg for a 24-register worker) and no shared memory or mbarrier of its own
+    import torch
+    from triton.runtime.driver import driver
+
+    from jfa_verify.kernels.gluon_jfa import sanitizer_control
+    from jfa_verify.registry import get_kernel
+    from jfa_verify.target_driver import TargetOnlyDriver
+
+    assert get_kernel("gluon_jfa").sanitizer_control == sanitizer_control.__name__
+    previous = driver._active
+    driver.set_active(TargetOnlyDriver(90))
+    try:
+        compiled = sanitizer_control.control_kernel().warmup(
+            torch.zeros(8, dtype=torch.int32), torch.zeros(5, dtype=torch.int32), num_warps=8, grid=(4,))
+    finally:
+        driver.set_active(previous)
+    ptx = compiled.asm["ptx"]
+    assert re.search(r"barrier\.sync\s+1;", ptx), ptx[:2000]
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)
+    assert compiled.metadata.shared <= 64  # the lowering's captures and state bytes only
+    assert "mbarrier" not in ptx and "wgmma" not in ptx and "cp.async.bulk" not in ptx
+    assert compiled.metadata.num_warps == 12  # 8 default warps + the worker's warp group (with padding)

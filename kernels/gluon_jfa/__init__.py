@@ -46,7 +46,8 @@ def build(*, kernels_module=None, host_module=None, scheduler=None):
     return GluonJFA(kernels_module, host_module, scheduler or PersistentScheduler())
 
 
-@register_kernel("gluon_jfa", capabilities=CAPABILITIES, tile_sizes=_tile_sizes, requires=("triton",))
+@register_kernel("gluon_jfa", capabilities=CAPABILITIES, tile_sizes=_tile_sizes, requires=("triton",),
+                 sanitizer_control="jfa_verify.kernels.gluon_jfa.sanitizer_control")
 def load():
     """Hopper Gluon JFA: TMA-fed, warp-specialized (load warp + 2 MMA/softmax warp groups), persistent zigzag CTAs."""
     return build()
