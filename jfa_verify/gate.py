@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -47,7 +45,9 @@ from .contract import JaggedProblem
 from .corpus import Corpus, environment, read_case_file, replay_timeout
 from .errors import InvalidInput
 from .exits import ExitCode
+from . import sanitizer
 from .protocol import Kernel
+from .sanitizer import sanitizer_errors  # noqa: F401  (re-exported: the gate's tests and users read it here)
 
 __all__ = ["CHECKS", "CheckResult", "Finding", "GateOptions", "GateReport", "run_gate"]
 
@@ -400,54 +400,12 @@ def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> Ch
     return out
 
 
-def sanitizer_errors(text: str) -> Optional[int]:
-    """The error count of compute-sanitizer's last summary line in ``text``, or None when it printed none.
-
-    memcheck, initcheck and synccheck end with ``ERROR SUMMARY: N errors``; racecheck with
-    ``RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)`` (E counted; warnings are not errors).
-    """
-    found = re.findall(r"(?:ERROR SUMMARY: (\d+) error)|(?:RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?)",
-                       text)
-    if not found:
-        return None
-    plain, race = found[-1]
-    return int(plain or race)
-
-
-def _run_sanitizer(tool_path: str, tool: str, target: list[str], timeout_s: float):
-    """``compute-sanitizer --tool TOOL`` on ``python -m TARGET...``: ``(errors or None, exit code, text, cmd)``;
-    raises ``subprocess.TimeoutExpired``."""
-    cmd = [tool_path, "--tool", tool, "--error-exitcode", "99", "--print-limit", "20", sys.executable, "-m", *target]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    text = proc.stdout + proc.stderr
-    return sanitizer_errors(text), proc.returncode, text, cmd
-
-
-def _control_errors(kernel, tool_path: str, tool: str, log_dir: Path, timeout_s: float) -> tuple[Optional[int], str]:
-    """The tool's error count on the kernel's declared control (:attr:`Kernel.sanitizer_control`), with a
-    note; None when it declares none or the control did not run to its summary (then the kernel is judged
-    as usual)."""
-    if not kernel.sanitizer_control:
-        return None, ""
-    log_path = log_dir / f"sanitizer-{kernel.name}-{tool}-control.log"
-    try:
-        n, rc, text, _ = _run_sanitizer(tool_path, tool, [kernel.sanitizer_control], timeout_s)
-    except subprocess.TimeoutExpired:
-        return None, f"{tool}: the control {kernel.sanitizer_control} did not finish within {timeout_s:g} s"
-    log_path.write_text(text)
-    if n is None or (n == 0 and rc != 0):
-        return None, f"{tool}: the control {kernel.sanitizer_control} did not run under the tool (exit {rc}), log {log_path}"
-    return n, f"{tool}: {n} error(s) on the control {kernel.sanitizer_control}, log {log_path}"
-
-
 def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
     """compute-sanitizer's tools on the kernel alone (``jfa_verify.kernel_only``, the smallest layout).
 
-    A kernel may declare a control (:attr:`Kernel.sanitizer_control`): a minimal kernel built with the same
-    compiler lowering and none of the kernel's own memory traffic. It runs under each tool first; a tool that
-    reports errors on the control cannot tell the compiler's synchronization from the kernel's, so its errors
-    on the kernel are recorded as *not judged* (both logs kept) instead of as findings. A clean control, or
-    one that did not run, leaves the kernel judged as usual.
+    A kernel that declares a control (:attr:`Kernel.sanitizer_control`) has it run under racecheck first;
+    racecheck errors at compiler scaffold sites are then not judged when the control shows them too
+    (:func:`jfa_verify.sanitizer.classify_races`). Every other error is a finding.
     """
     if device.type != "cuda":
         return CheckResult(kernel.name, "sanitizer", "skip", reason="compute-sanitizer needs a CUDA device")
@@ -460,40 +418,67 @@ def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
     timeout_s = options.timeout_s or 600
     for tool in options.sanitizer_tools:
         t0 = time.perf_counter()
-        control_n, control_note = _control_errors(kernel, tool_path, tool, log_dir, timeout_s)
-        if control_note:
-            out.details.append(control_note)
+        control = _run_control(kernel, tool_path, tool, log_dir, timeout_s, out) if tool == "racecheck" else None
         # the suite's smallest layout (the tools slow every access down by orders of magnitude), through
         # the kernel alone: a full run would launch the oracles' kernels (cuDNN SDPA) under the tool too
         target = ["jfa_verify.kernel_only", "--device", "cuda", "--kernel", kernel.name, "--filter", SANITIZER_LAYOUT,
                   "--max-cases", str(options.sanitizer_cases)] + [x for p in plugins for x in ("--plugin", p)]
         try:
-            n, rc, text, cmd = _run_sanitizer(tool_path, tool, target, timeout_s)
+            run = sanitizer.run_tool(tool_path, tool, target, timeout_s)
         except subprocess.TimeoutExpired:  # the tools slow kernels by orders of magnitude: not a kernel hang
             out.status = "error" if out.status == "pass" else out.status
             out.reason = f"compute-sanitizer {tool} did not finish within {timeout_s:g} s"
             continue
         # the whole report, kept beside the reproducers (a CI artifact): hazards need triage, 4 kB is an excerpt
         log_path = log_dir / f"sanitizer-{kernel.name}-{tool}.log"
-        log_path.write_text(text)
-        out.details.append(f"{tool}: {n if n is not None else 'no'} error summary, exit {rc}, "
-                           f"{time.perf_counter() - t0:.0f} s, log {log_path}")
-        if n and control_n:
-            out.not_judged.append(
-                f"{tool}: {n} error(s) on the kernel, not judged: the tool reports {control_n} on the kernel's control "
-                f"{kernel.sanitizer_control} (the compiler's code alone); logs {log_path} and its -control.log")
-        elif n:
+        log_path.write_text(run.text)
+        out.details.append(f"{tool}: {run.errors if run.errors is not None else 'no'} error summary, exit "
+                           f"{run.returncode}, {time.perf_counter() - t0:.0f} s, log {log_path}")
+        n = run.errors
+        if n and tool == "racecheck":
+            races = sanitizer.classify_races(run, sanitizer.source_dirs(kernel.loader, plugins), control,
+                                             sanitizer.source_dirs(kernel.sanitizer_control))
+            if races.not_judged:
+                sites = sorted({f"{f}:{line}" for pair in races.not_judged for f, line in pair})
+                out.not_judged.append(
+                    f"racecheck: {len(races.not_judged)} of {n} error(s) between compiler scaffold sites "
+                    f"({', '.join(sites)}: def lines, warp_specialize calls) not judged: the tool reports "
+                    f"{races.control_scaffold} such on the kernel's race-free control {kernel.sanitizer_control}; "
+                    f"log {log_path}")
+            n = races.judged
+        if n:
             out.status = "fail"
-            report = "\n".join(line for line in text.splitlines() if "=========" in line)
+            report = "\n".join(line for line in run.text.splitlines() if "=========" in line)
             out.findings.append(Finding("sanitizer", tool, "fail", f"{tool}: {n} error(s)", report[-4000:],
-                                        shlex.join(cmd), str(log_path)))
-        elif n == 0 and rc != 0 and out.status == "pass":  # nothing ran to the end under the tool
+                                        shlex.join(run.cmd), str(log_path)))
+        elif run.errors == 0 and run.returncode != 0 and out.status == "pass":  # nothing ran to the end under the tool
             out.status = "error"
-            out.reason = f"{tool}: the kernel did not run under the tool (exit {rc}): {text[-800:]}"
-        elif n is None and out.status == "pass":
+            out.reason = f"{tool}: the kernel did not run under the tool (exit {run.returncode}): {run.text[-800:]}"
+        elif run.errors is None and out.status == "pass":
             out.status = "error"
-            out.reason = f"{tool}: no ERROR SUMMARY (exit {rc}): {text[-800:]}"
+            out.reason = f"{tool}: no ERROR SUMMARY (exit {run.returncode}): {(run.text)[-800:]}"
     return out
+
+
+def _run_control(kernel, tool_path: str, tool: str, log_dir: Path, timeout_s: float,
+                 out: CheckResult) -> Optional["sanitizer.ToolRun"]:
+    """The tool on the kernel's declared control, its log kept and a note in ``out.details``; None when the
+    kernel declares none or the control did not run to its summary (the kernel is then judged as usual)."""
+    if not kernel.sanitizer_control:
+        return None
+    log_path = log_dir / f"sanitizer-{kernel.name}-{tool}-control.log"
+    try:
+        run = sanitizer.run_tool(tool_path, tool, [kernel.sanitizer_control], timeout_s)
+    except subprocess.TimeoutExpired:
+        out.details.append(f"{tool}: the control {kernel.sanitizer_control} did not finish within {timeout_s:g} s")
+        return None
+    log_path.write_text(run.text)
+    if run.errors is None or run.returncode not in (0, 99):
+        out.details.append(f"{tool}: the control {kernel.sanitizer_control} did not run under the tool "
+                           f"(exit {run.returncode}), log {log_path}")
+        return None
+    out.details.append(f"{tool}: {run.errors} error(s) on the control {kernel.sanitizer_control}, log {log_path}")
+    return run
 
 
 def _check_perf(kernel, device, options, plugins) -> CheckResult:

@@ -153,8 +153,8 @@ def test_registered_with_honest_capabilities_and_unsupported_off_hopper():
 
 
 def test_the_sanitizer_control_is_the_warp_specialization_scaffold_alone():
-    # the gate judges gluon_jfa under compute-sanitizer against this control: it must carry the same
-    # lowering (named barrier 1, setmaxnreg for a 24-register worker) and no shared memory or mbarrier of its own
+    # the gate judges gluon_jfa's racecheck reports against this control: it must carry the same lowering
+    # (named barrier 1, setmaxnreg for a 24-register worker) and one mbarrier hand-off, nothing else shared
     import torch
     from triton.runtime.driver import driver
 
@@ -174,5 +174,6 @@ def test_the_sanitizer_control_is_the_warp_specialization_scaffold_alone():
     assert re.search(r"barrier\.sync\s+1;", ptx), ptx[:2000]
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)
     assert compiled.metadata.shared <= 64  # the lowering's captures and state bytes only
-    assert "mbarrier" not in ptx and "wgmma" not in ptx and "cp.async.bulk" not in ptx
+    assert [len(re.findall(rf"mbarrier\.{op}", ptx)) for op in ("init", "arrive", "try_wait")] == [1, 1, 1]
+    assert "wgmma" not in ptx and "cp.async.bulk" not in ptx
     assert compiled.metadata.num_warps == 12  # 8 default warps + the worker's warp group (with padding)

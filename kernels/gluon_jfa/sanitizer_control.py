@@ -1,17 +1,18 @@
-"""The sanitizer control of ``gluon_jfa``: Triton 3.6's warp-specialization scaffold and nothing else.
+"""The racecheck control of ``gluon_jfa``: Triton 3.6's warp-specialization scaffold and one mbarrier hand-off.
 
-``python -m jfa_verify.kernels.gluon_jfa.sanitizer_control`` launches, on an sm_90 GPU, a kernel shaped
-like gluon_jfa's three kernels at their ``gl.warp_specialize`` call (a default partition of
-``NUM_WARPS`` warps, one worker warp with 24 registers, two scalars loaded from global memory and
-captured by both partitions) that allocates no shared memory and has no mbarrier of its own. Every
-shared-memory access it makes is the compiler's: the lowering's captures and the worker warps' state
-bytes, handed over with the CTA-wide named barrier 1.
+``python -m jfa_verify.kernels.gluon_jfa.sanitizer_control`` launches, on an sm_90 GPU, one persistent
+wave of a kernel shaped like gluon_jfa's three kernels at their ``gl.warp_specialize`` call (a default
+partition of ``NUM_WARPS`` warps, one worker warp with 24 registers, two scalars loaded from global
+memory and captured by both partitions) whose only synchronization of its own is the smallest
+pipeline's: one mbarrier, initialised before the region, arrived on by the worker after its store and
+waited on by the default partition. It is race-free by construction: the partitions write disjoint
+global words and share no shared memory but the mbarrier.
 
-The gate (``jfa_verify.gate``) runs it under each compute-sanitizer tool before gluon_jfa: a tool that
-reports errors here cannot tell that scaffold from gluon_jfa's own synchronization (the triage of the
-racecheck reports, which land on those same five instructions in every gluon_jfa kernel, is in
-``docs/evidence/gluon-racecheck-2026-12-01/``). Exit status 0 when the control ran and every program wrote its
-expected values, 1 when it wrote others, 2 without an sm_90 GPU.
+The gate (``jfa_verify.gate``, :mod:`jfa_verify.sanitizer`) runs it under racecheck before gluon_jfa.
+On the H200 (2026-12-01) racecheck reported hazards on it between the ``def`` line and the
+``warp_specialize`` call, the same sites as all of gluon_jfa's reports, and none on the scaffold without
+the mbarrier (``docs/evidence/gluon-racecheck-2026-12-01/``). Exit status 0 when the control ran and
+every program wrote its expected values, 1 when it wrote others, 2 without an sm_90 GPU.
 """
 
 from __future__ import annotations
@@ -23,21 +24,26 @@ def control_kernel():
     """The Gluon kernel (built on first use: importing this module needs no Triton)."""
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
     @gluon.jit
-    def _default_partition(out, t_begin, t_end):
+    def _default_partition(out, t_begin, t_end, done):
+        mbarrier.wait(done, 0)
         gl.store(out + 2 * gl.program_id(0), t_begin + t_end)
 
     @gluon.jit
-    def _worker_partition(out, t_begin, t_end):
+    def _worker_partition(out, t_begin, t_end, done):
         gl.store(out + 2 * gl.program_id(0) + 1, t_begin * t_end)
+        mbarrier.arrive(done, count=1)
 
     @gluon.jit
     def ws_sanitizer_control(out, bounds, num_warps: gl.constexpr):
+        done = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(done, count=1)
         t_begin = gl.load(bounds + gl.program_id(0))
         t_end = gl.load(bounds + gl.program_id(0) + 1)
-        gl.warp_specialize([(_default_partition, (out, t_begin, t_end)),
-                            (_worker_partition, (out, t_begin, t_end))], [1], [24])
+        gl.warp_specialize([(_default_partition, (out, t_begin, t_end, done)),
+                            (_worker_partition, (out, t_begin, t_end, done))], [1], [24])
 
     return ws_sanitizer_control
 
