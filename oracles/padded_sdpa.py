@@ -30,12 +30,29 @@ def _pad_index(starts, lengths, max_len: int, device) -> tuple[torch.Tensor, tor
     return torch.where(valid, start + pos, torch.zeros_like(pos)), valid
 
 
-def _pad(x: torch.Tensor, index: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Packed ``[T, H, D]`` -> padded ``[B, H, L, D]`` (differentiable; padding rows are 0)."""
+def _gather(x: torch.Tensor, index: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    """The rows ``index`` reads, packed ``[T, H, D]`` -> ``[B, L, H, D]``, as a new autograd leaf.
+
+    Only the rows that sequences use are copied: a buffer whose sequences start past most of its rows
+    (the 2^31-element cases) is never cloned whole, nor given a whole-buffer gradient.
+    """
     if x.shape[0] == 0:
-        return x.new_zeros(index.shape[0], x.shape[1], index.shape[1], x.shape[2])
-    padded = x[index] * valid[..., None, None].to(x.dtype)
-    return padded.transpose(1, 2)
+        return x.new_zeros(*index.shape, *x.shape[1:]).requires_grad_(requires_grad)
+    return x.detach()[index].requires_grad_(requires_grad)
+
+
+def _pad(rows: torch.Tensor, valid: torch.Tensor, group: int = 1) -> torch.Tensor:
+    """Gathered ``[B, L, H, D]`` -> padded ``[B, H * group, L, D]`` (padding rows 0; GQA heads expanded)."""
+    padded = expand_kv_heads((rows * valid[..., None, None].to(rows.dtype)).flatten(0, 1), group)
+    return padded.unflatten(0, rows.shape[:2]).transpose(1, 2)
+
+
+def _scatter_grad(x: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """The gradient of packed ``x`` from its gathered leaf ``rows``: summed into the rows it was read from."""
+    grad = torch.zeros_like(x)
+    if rows.grad is not None and bool(valid.any()):
+        grad.index_put_((index[valid],), rows.grad[valid], accumulate=True)
+    return grad
 
 
 def _masks(p: JaggedProblem, device) -> torch.Tensor:
@@ -82,9 +99,6 @@ def padded_sdpa_attention(
             raise InvalidInput(f"dtype={q.dtype} is forward only: call without do")
         q, k, v = (t.to(torch.bfloat16) for t in (q, k, v))
     dev, dtype = q.device, q.dtype
-    q_ = q.detach().clone().requires_grad_(do is not None)
-    k_ = k.detach().clone().requires_grad_(do is not None)
-    v_ = v.detach().clone().requires_grad_(do is not None)
     o = torch.zeros(p.total_q_rows, p.num_heads_q, p.head_dim_v, dtype=dtype, device=dev)
     lse = torch.full((p.num_heads_q, p.total_q_rows), float("-inf"), dtype=torch.float32, device=dev)
     result = {"o": o, "lse": lse}
@@ -96,9 +110,10 @@ def padded_sdpa_attention(
     qi, qvalid = _pad_index(p.q_starts, p.q_lengths, p.max_seqlen_q, dev)
     ki, kvalid = _pad_index(p.k_starts, p.k_lengths, p.max_seqlen_k, dev)
     oi, _ = _pad_index(p.out_starts, p.q_lengths, p.max_seqlen_q, dev)
-    qp = _pad(q_, qi, qvalid)
-    kp = _pad(expand_kv_heads(k_, p.group_size), ki, kvalid)
-    vp = _pad(expand_kv_heads(v_, p.group_size), ki, kvalid)
+    q_, k_, v_ = (_gather(x, i, do is not None) for x, i in ((q, qi), (k, ki), (v, ki)))
+    qp = _pad(q_, qvalid)
+    kp = _pad(k_, kvalid, p.group_size)
+    vp = _pad(v_, kvalid, p.group_size)
     mask = _masks(p, dev)  # [B, Lq, Lk]
     has_key = mask.any(-1)  # [B, Lq]
     sdpa_mask = mask.clone()
@@ -124,5 +139,6 @@ def padded_sdpa_attention(
     lse[:, out_rows] = lse_p.transpose(1, 2)[rows_valid].transpose(0, 1)
     if do is not None:
         o_packed.backward(do[out_rows].to(dtype))
-        result.update(dq=q_.grad, dk=k_.grad, dv=v_.grad)
+        result.update(dq=_scatter_grad(q, q_, qi, qvalid), dk=_scatter_grad(k, k_, ki, kvalid),
+                      dv=_scatter_grad(v, v_, ki, kvalid))
     return result

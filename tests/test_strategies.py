@@ -262,13 +262,15 @@ def test_overflow_cases_pass_int32_offsets(case):
 @pytest.mark.gpu_exclusive
 @pytest.mark.slow
 def test_overflow_case_on_gpu(jfa_kernel, jfa_device):
-    """Element offsets past 2**31 (about 40 GiB of GPU memory). Skipped on CPU; never materialized there."""
+    """Element offsets past 2**31, forward (about 50 GiB of GPU memory). Skipped on CPU; never materialized there."""
     if jfa_device.type != "cuda":
         pytest.skip("the 2**31 class runs on a GPU only")
     from jfa_verify import run_case
 
     case = find(overflow_cases(), lambda c: len(c.kv_lengths) >= 2, settings=FIND)
-    result = run_case(case, jfa_kernel, jfa_device)
+    # forward only: the float64 reference's whole-buffer gradients (3 x 16 GiB) with the kernel's, the SDPA
+    # oracle's and the inputs pass the H200's 139 GiB (OutOfMemoryError there, 2026-12-01)
+    result = run_case(case, jfa_kernel, jfa_device, backward=False)
     assert result.status in ("pass", "unsupported"), result.explain()
 
 

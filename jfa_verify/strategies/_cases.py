@@ -262,9 +262,11 @@ def overflow_cases(draw, kernel=None, *, device_type: str = "cuda", min_elements
     ``min_elements`` (rows before the start belong to no sequence), with
     int64 offsets, MHA, bf16, 1 to 3 short sequences near the kernel's own
     tile sizes. Each of q, k, v and dO holds about 2**31 elements (4 GiB in
-    bf16); with the kernel's outputs and gradients a case needs about 40 GiB of
-    GPU memory and ~35 GiB of host memory while materializing: sized for an
-    H200, never for the CPU interpreter. Run only from tests marked ``gpu``.
+    bf16). Judged forward only, with the kernel's outputs and the references'
+    (float64 O alone is 16 GiB), a case needs about 50 GiB of GPU memory and
+    ~35 GiB of host memory while materializing; with the backward the float64
+    gradients take 48 GiB more and the whole run passes an H200's 139 GiB.
+    Never for the CPU interpreter. Run only from tests marked ``gpu``.
 
     Shrinks toward one sequence straddling the boundary.
     """
