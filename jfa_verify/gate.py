@@ -168,9 +168,9 @@ class GateReport:
         for r in self.results:
             failures = len(r.findings) if r.status in ("fail", "hang", "crash") else 0
             suite = ET.SubElement(root, "testsuite", name=f"{r.kernel}.{r.check}", time=f"{r.seconds:.1f}",
-                                  tests=str(max(1, r.cases)), failures=str(failures),
+                                  tests=str(max(1, r.cases) + len(r.not_judged)), failures=str(failures),
                                   errors=str(1 if r.status == "error" else 0),
-                                  skipped=str(1 if r.status == "skip" else 0))
+                                  skipped=str((1 if r.status == "skip" else 0) + len(r.not_judged)))
             if r.status == "skip":
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=r.check)
                 ET.SubElement(case, "skipped", message=r.reason)
