@@ -72,19 +72,21 @@ def poisoned_allocations():
         _set_deterministic(was_on, warn_only=was_warn)
 
 
-def replay_command(target: "str | Path | Case", kernel: str, plugins: Iterable[str] = (),
+def replay_command(target: "str | Path | Case", kernel: Optional[str], plugins: Iterable[str] = (),
                    memory: Optional[str] = None) -> str:
     """The one form of the command that replays a case, as every command prints it.
 
     Args:
         target: a case or call file (a path), or a :class:`Case`, given inline (``--case '<json>'``).
-        kernel: the registry name to replay it on.
+        kernel: the registry name to replay it on; None (a case file that names no kernel) leaves
+            ``--kernel`` out, and ``replay`` takes the file's kernel or its default.
         plugins: the ``--plugin`` files that register the kernel, in order.
         memory: the memory mode the case failed under (``"nan"``/``"large"``, the gate's canary and
             recycled-memory runs); a case file records it too, an inline case needs ``--memory``.
     """
     where = f"--case '{target.to_json()}'" if isinstance(target, Case) else str(target)
-    return (f"jfa-verify replay {where} --kernel {kernel}" + "".join(f" --plugin {p}" for p in plugins)
+    return (f"jfa-verify replay {where}" + (f" --kernel {kernel}" if kernel else "")
+            + "".join(f" --plugin {p}" for p in plugins)
             + (f" --memory {memory}" if memory else ""))
 
 

@@ -261,3 +261,22 @@ def test_a_command_leaves_the_callers_device_and_interpreter_setting_alone(monke
                  "--report", str(tmp_path / "r.json"), "--reproducers", str(tmp_path / "repro")]) == 0
     assert "TRITON_INTERPRET" not in os.environ
     assert device.selected_device() == torch.device("meta")
+
+
+def test_a_finding_whose_file_names_no_kernel_replays_without_kernel_none(tmp_path, capsys, misbehaving_plugin):
+    """Regression: ``findings`` printed ``--kernel None`` for a case file without a kernel (a hand-written or
+    older file), a command that fails as "kernel 'None' is not registered"; replay takes the file's default."""
+    plugin = misbehaving_plugin("raises_always", wrong="True")
+    repro = tmp_path / "repro"
+    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "raises_always", "--max-cases", "1",
+                 "--no-isolate", "--reproducers", str(repro), "--report", str(tmp_path / "r.json"),
+                 "--no-progress"]) == 1
+    (path,) = [p for p in repro.rglob("*.json") if "kernel" in json.loads(p.read_text())]
+    payload = json.loads(path.read_text())
+    del payload["kernel"]
+    path.write_text(json.dumps(payload))
+    capsys.readouterr()
+    assert main(["findings", str(repro), "--json"]) == 1
+    (row,) = json.loads(capsys.readouterr().out)
+    assert "--kernel" not in row["replay"] and "None" not in row["replay"], row["replay"]
+    assert row["replay"].startswith(f"jfa-verify replay {path}")
