@@ -1,5 +1,9 @@
 """GPU check of the 2^31-element case: the correct kernel must pass, the int32-overflow mutant must not.
 
+The command behind ``docs/mutation.md``'s GPU-only row (2026-11-29). The GPU gate (``ci/gpu_run.sh``)
+runs the same two checks as tests marked ``gpu_exclusive`` (``test_mutant_is_killed`` and
+``test_overflow_case_on_gpu``), not this script.
+
 Usage (CUDA machine, from the repository root): ``python ci/gpu_overflow.py [OUT_DIR]``.
 
 The case (:func:`jfa_verify.fuzz.mutation.gpu_only_cases`: 257 sequences of 4096 tokens, H_q=16,

@@ -3,7 +3,7 @@
 # time is short): the throughput benchmark first, alone (timings), then, in parallel, each with its own
 # hard time limit and log: the gate (suite, campaign, determinism, canaries, recycled memory) on
 # triton_jfa and gluon_jfa; compute-sanitizer memcheck and racecheck; the GPU tests (xdist workers, then
-# the tests that need most of the card alone, then the 2^31-element case); gluon_jfa's campaign and its
+# the tests that need most of the card alone, the 2^31-element cases among them); gluon_jfa's campaign and its
 # pipeline mutants; the peers' matrix; the perf bisect; the blind catalogue's kill rate. Results go under
 # $OUT (default gpu-out) and are packed into $OUT/session.tar.gz; the last lines printed are the summary.
 # Carry .whl (allpairspy) with the call: see ci/gpu_detection.sh.
@@ -50,9 +50,7 @@ job tests 410 bash -c "
   echo \"pytest exit \${PIPESTATUS[0]} (want 0)\"
   python3 -m pytest -q -p no:cacheprovider -p no:xdist --jfa-device cuda -m gpu_exclusive \
     --junitxml $out/pytest-exclusive.junit.xml tests/quality/test_mutants.py tests/test_strategies.py 2>&1 | tail -5
-  echo \"exclusive pytest exit \${PIPESTATUS[0]} (want 0)\"
-  python3 ci/gpu_overflow.py $out >$out/logs/overflow.log 2>&1
-  echo \"2^31 case exit \$? (want 0)\"; grep '^==' $out/logs/overflow.log"
+  echo \"exclusive pytest exit \${PIPESTATUS[0]} (want 0; the 2^31-element cases included)\""
 job gluon-campaign 300 jfa-verify fuzz --device cuda --kernel gluon_jfa --workers 3 --max-examples 2000 --duration 250 \
   --seed 11 --timeout 90 --reproducers "$out/gluon-repro" --report "$out/gluon-campaign.json" --no-progress
 job gluon-mutants 330 env OUT="$out" PARALLEL=2 bash ci/gpu_gluon_mutants.sh

@@ -31,7 +31,7 @@ FILE_KEYS = ("finding", "found_by")
 
 
 def normalize_status(status: str) -> str:
-    """A case file's status in today's words: ``"timeout"`` (before 0.3) is ``"hang"``."""
+    """A case file's status in today's words: ``"timeout"`` (older files) is ``"hang"``."""
     return "hang" if status == "timeout" else status
 
 

@@ -16,7 +16,7 @@ class ExitCode(enum.IntEnum):
     FINDING = 1  # a kernel failed a check (wrong output, contract, invariant, kernel exception)
     USAGE = 2  # bad arguments or configuration; nothing (or nothing meaningful) was checked; a gate check that
     # could not judge (a tool that failed or ran past its time) and found nothing
-    HANG = 3  # a case ran past --timeout (recorded as a finding with status "hang"; "timeout" before 0.3)
+    HANG = 3  # a case ran past --timeout (recorded as a finding with status "hang"; older case files say "timeout")
     CRASH = 4  # the kernel crashed its process (abort, segfault, illegal address)
     INTERRUPTED = 130  # Ctrl-C / SIGTERM: what was done so far is written, then the command stops
 

@@ -99,7 +99,7 @@ class CaseResult:
     ``"error"`` (the kernel raised), ``"crash"`` (the kernel killed its worker process:
     abort, segfault, a sticky CUDA error such as an illegal address), ``"hang"`` (no verdict
     within the timeout; the worker was killed) or ``"unsupported"`` (outside the kernel's
-    declared capabilities; not a failure). Case files written before 0.3 call a hang ``"timeout"``
+    declared capabilities; not a failure). Older case files call a hang ``"timeout"``
     (:func:`jfa_verify.corpus.read_case_file` reads it as ``"hang"``). ``block_sizes``: the tiles the kernel
     ran, ``(BLOCK_M, BLOCK_N)``, None when it declares none. ``notes``: what was
     not checked and why (a backward the kernel lacks), and declared conventions.
