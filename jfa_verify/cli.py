@@ -975,9 +975,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except SystemExit as e:  # a bad argument (exit 2, one line already printed) or --help (0)
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
     from .device import device_scope
+    from .interrupts import terminate_as_interrupt
 
     try:
-        with device_scope():  # a caller's own device choice survives a command that picks another
+        # SIGTERM (a CI job's timeout, `kill`) ends any command as Ctrl-C does: exit 130 with what it has
+        with device_scope(), terminate_as_interrupt():  # and a caller's own device choice survives the command
             return args.func(args)
     except (JFAError, UsageError) as e:
         print(f"jfa-verify {args.command}: error: {e}", file=sys.stderr)

@@ -280,3 +280,23 @@ def test_a_finding_whose_file_names_no_kernel_replays_without_kernel_none(tmp_pa
     (row,) = json.loads(capsys.readouterr().out)
     assert "--kernel" not in row["replay"] and "None" not in row["replay"], row["replay"]
     assert row["replay"].startswith(f"jfa-verify replay {path}")
+
+
+def test_sigterm_before_the_first_case_exits_130_not_143(tmp_path):
+    """Regression: SIGTERM while a command was still loading its kernel (before the run's own handler was
+    installed) killed it with Python's default (exit 143, no message) instead of the documented 130."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.helpers import signal_when
+
+    marker = tmp_path / "loading"
+    plugin = tmp_path / "slow_plugin.py"
+    plugin.write_text(f"import pathlib, time\npathlib.Path({str(marker)!r}).write_text('1')\ntime.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(plugin),
+                             "--kernel", "x", "--reproducers", str(tmp_path / "r"), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = signal_when(proc, marker.exists, signal.SIGTERM, settle_s=0.2)
+    assert proc.returncode == 130, (proc.returncode, out[-1000:], err[-2000:])
+    assert "interrupted" in err and "Traceback" not in err
