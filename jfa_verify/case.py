@@ -26,7 +26,7 @@ from .errors import InvalidInput
 __all__ = ["Case", "CaseTensors", "LAYOUTS", "OFFSETS_LAYOUTS", "VALUE_DISTRIBUTIONS"]
 
 VALUE_DISTRIBUTIONS = ("normal", "large_logits", "correlated", "near_ties", "tiny")
-LAYOUTS = ("contiguous", "strided", "mixed", "head_dim_strided")
+LAYOUTS = ("contiguous", "strided", "mixed", "head_dim_strided", "padded_to_16")
 # "strided": q_offsets and k_offsets are the two columns of one [B + 1, 2] tensor (views with
 # stride 2), the natural way to hold both; outside the contract, so a kernel must reject them or
 # compute the right result, never read them as if dense.
@@ -97,6 +97,11 @@ def _lay_out(t: torch.Tensor, role: str, layout: str, device) -> torch.Tensor:
         return wide.to(device)[..., ::2]
     if layout == "strided":
         return _nan_padded(t, device, cols=3) if role == "do" else _head_major(t, device)
+    if layout == "padded_to_16":
+        # slices of buffers whose head dim is padded up to a multiple of 16 elements, as TMA-fed code pads
+        # them (16-byte-aligned strides): token and head strides divisible by 16 whatever D and D_v are,
+        # so a kernel specializing on stride divisibility must not infer the dims' divisibility from it
+        return _nan_padded(t, device, cols=16 - t.shape[2] % 16)
     # "mixed": four different stride patterns, so no tensor can be read with another's strides
     if role == "q":
         return _nan_padded(t, device, cols=8)

@@ -313,6 +313,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "strided": "q, k, v head-major, dO a slice of a wider buffer",
         "mixed": "each tensor strided differently (slices with NaN gaps, head-major)",
         "head_dim_strided": "q, k, v, dO with a head-dim stride of 2 (every other element of a buffer)",
+        "padded_to_16": "q, k, v, dO slices of buffers with the head dim padded to a multiple of 16: every stride "
+                        "divisible by 16, D and D_v need not be",
     }, lambda c, t: {c.layout}),
     Dimension("values", "value distribution", {n: n for n in VALUE_DISTRIBUTIONS}, lambda c, t: {c.values}),
     Dimension("edges", "empty and one-token sequences", {

@@ -92,8 +92,9 @@ def value_policies(names: Optional[Sequence[str]] = None) -> st.SearchStrategy[s
 
 
 def layouts(names: Optional[Sequence[str]] = None) -> st.SearchStrategy[str]:
-    """A memory layout: ``contiguous`` or ``strided`` (head-major q/k/v, dO sliced from a wider
-    NaN-padded buffer). Shrinks toward ``contiguous``.
+    """A memory layout of q, k, v and dO, one of :data:`jfa_verify.case.LAYOUTS` (their strides are
+    described by the contract model's ``layout`` dimension, :mod:`jfa_verify.dimensions`). Shrinks toward
+    ``contiguous``.
     """
     chosen = list(LAYOUTS if names is None else names)
     bad = [n for n in chosen if n not in LAYOUTS]
