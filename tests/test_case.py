@@ -90,3 +90,21 @@ def test_a_distinct_query_start_is_for_cross_attention_and_round_trips():
     assert Case.from_json(moved.to_json()) == moved and moved.case_id() != base.case_id()
     t = moved.materialize("cpu")
     assert t.q_offsets.tolist() == [8, 10, 15] and t.k_offsets.tolist() == [3, 6, 10] and t.q.shape[0] == 15
+
+
+@pytest.mark.parametrize("head_dim, head_dim_v", [(32, 33), (40, 24), (64, 64), (17, 16)])
+def test_padded_to_16_layout_has_strides_divisible_by_16_and_the_same_values(head_dim, head_dim_v):
+    # the layout's promise: every token and head stride a multiple of 16 (whatever D and D_v), unit stride
+    # along D, NaN in the padding, and the values of the contiguous layout (the same bits)
+    case = Case(kv_lengths=(3, 5), num_heads_q=4, num_heads_kv=2, head_dim=head_dim, head_dim_v=head_dim_v,
+                dtype="bfloat16", seed=2)
+    dense = case.materialize()
+    padded = Case(**{**case.to_dict(), "layout": "padded_to_16"}).materialize()
+    for name in ("q", "k", "v", "do"):
+        a, b = getattr(dense, name), getattr(padded, name)
+        assert b.stride(2) == 1 and b.stride(1) % 16 == 0 and b.stride(0) % 16 == 0, (name, b.stride())
+        assert b.stride(1) > b.shape[2] and not b.is_contiguous(), (name, b.stride())
+        assert torch.equal(a, b), name
+        gap = torch.as_strided(b, (b.shape[0], b.shape[1], b.stride(1) - b.shape[2]), b.stride(),
+                               b.storage_offset() + b.shape[2])  # the columns past D of every row and head
+        assert torch.isnan(gap.float()).all(), name
