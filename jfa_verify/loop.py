@@ -14,7 +14,7 @@ import torch
 
 from .case import Case
 from .corpus import Corpus
-from .errors import InvalidInput, KernelConfigError
+from .errors import InvalidInput, KernelConfigError, PluginError
 from .protocol import Kernel
 from .runner import CaseResult, run_case
 
@@ -95,6 +95,7 @@ class Verifier:
 
         Raises:
             KernelConfigError: the kernel's ``load()`` returned no implementation (its file is removed).
+            PluginError: an isolated worker cannot load the kernel's plugins (its file is removed).
         """
         worker = worker or self.worker
         if self._interrupted.is_set():  # a thread of verify_all that took a case after Ctrl-C: do not start it
@@ -122,8 +123,8 @@ class Verifier:
                 if self.isolated:
                     worker.kill()  # it is mid-case; the next case starts a fresh one
                 raise
-            except KernelConfigError:  # the kernel's registration is wrong: no verdict, so no case file
-                self.corpus.discard(path)
+            except (KernelConfigError, PluginError):  # the kernel's registration is wrong, or its worker cannot
+                self.corpus.discard(path)  # load it: no verdict, so no case file (a "running" one reads as a crash)
                 raise
             t2 = time.perf_counter()
             saved = self.corpus.record(path, result)

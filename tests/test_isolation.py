@@ -192,3 +192,27 @@ def test_replay_of_a_recorded_hang_ends_with_the_limit_its_run_had(tmp_path, mis
     assert time.monotonic() - t0 < 60
     out = capsys.readouterr().out
     assert "a limit of 2 s" in out and "recorded verdict: hang; replayed: hang (same)" in out
+
+
+def test_a_plugin_that_fails_to_load_in_the_case_worker_leaves_no_running_case_file(tmp_path):
+    """Regression: the worker's load failure ended the run with exit 2 (right) but left the first case's
+    write-ahead file "running", which later runs take for a possible crash of the kernel."""
+    import subprocess
+    import sys
+
+    plugin = tmp_path / "worker_only_failure.py"
+    plugin.write_text(
+        "import multiprocessing\n"
+        "from jfa_verify import Capabilities, register_kernel\n"
+        "if multiprocessing.current_process().name != 'MainProcess':\n"
+        "    raise ImportError('this plugin imports in the main process only')\n"
+        "@register_kernel('loads_in_main_only', capabilities=Capabilities())\n"
+        "def load():\n"
+        "    return lambda *a, **k: None\n")
+    repro = tmp_path / "repro"
+    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(plugin),
+                           "--kernel", "loads_in_main_only", "--max-cases", "2", "--reproducers", str(repro),
+                           "--no-progress"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout[-1000:] + proc.stderr[-1000:]
+    assert "cannot load kernel 'loads_in_main_only'" in proc.stderr and "main process only" in proc.stderr
+    assert not list(repro.rglob("*.json")), [p.read_text()[:200] for p in repro.rglob("*.json")]
