@@ -29,6 +29,7 @@ from typing import Callable, Optional
 from .bisect_config import StepConfig, read_records, step_script
 from .bisect_report import BisectReport, write_reports
 from .errors import InvalidInput, ToolError
+from .runner import replay_command
 
 __all__ = ["BisectRequest", "run_bisect"]
 
@@ -341,9 +342,9 @@ def _keep_reproducer(report: BisectReport, req: BisectRequest, plugins: tuple[st
     shutil.copy(src, dest)
     report.reproducer = str(dest)
     checkout = Path(tempfile.gettempdir()) / f"jfa-first-bad-{report.first_bad[:10]}"
-    loads = " ".join(f"--plugin {checkout / p}" for p in plugins) or f"(with module {req.module} importable)"
-    device = f" --device {req.device}" if req.device else ""
-    report.replay = (f"git -C {report.repo} worktree add --detach {checkout} {report.first_bad[:10]} && "
-                     f"jfa-verify replay {dest} --kernel {report.kernel} {loads}{device}")
+    command = replay_command(dest, report.kernel, [str(checkout / p) for p in plugins])
+    command += f" --device {req.device}" if req.device else ""
+    command += "" if plugins else f"  (with module {req.module} importable)"
+    report.replay = f"git -C {report.repo} worktree add --detach {checkout} {report.first_bad[:10]} && {command}"
     if req.mode == "drift":
         report.replay += "  (replay judges by float64; the drift is against the good commit's outputs)"

@@ -315,9 +315,9 @@ class Kernel:
     capabilities: Capabilities
     tile_sizes_fn: Optional[Callable[[JaggedProblem], Optional[TileSizes]]] = None
     requires: tuple[str, ...] = ()
-    # ``python -m`` module that launches a minimal kernel made by the same compiler lowering (e.g. the
-    # warp-specialization scaffold) and none of this kernel's own memory traffic; the gate's sanitizer
-    # check runs it under each tool first (see jfa_verify.gate._check_sanitizer). None: no control.
+    # ``python -m`` module that launches the smallest race-free kernel made by the same compiler lowering
+    # (e.g. Triton's warp-specialization scaffold with one mbarrier hand-off) and exits 0 when its results
+    # are right; the gate runs it under racecheck first (jfa_verify.sanitizer). None: no control.
     sanitizer_control: Optional[str] = None
     _impl: Any = field(default=None, repr=False)
 

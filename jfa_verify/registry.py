@@ -102,10 +102,12 @@ def register_kernel(
             the tiles the kernel runs for a problem; None when it has no fixed tiles.
         description: one line for ``jfa-verify kernels`` (default: the loader's docstring's first line).
         requires: importable module names the loader needs (reported, not imported, when missing).
-        sanitizer_control: a module that ``python -m`` runs to launch a minimal kernel built by the same
-            compiler lowering as this one, with none of its memory traffic (exit 0 when it ran). The gate's
-            sanitizer check runs it under each tool first: a tool that reports errors on the control cannot
-            judge this kernel, and its errors here are listed as not judged instead of as findings.
+        sanitizer_control: a module that ``python -m`` runs to launch the smallest race-free kernel built
+            by the same compiler lowering as this one (exit 0 when its results are right). The gate runs it
+            under racecheck first; when racecheck reports errors there of the form Triton's warp
+            specialization draws (a read at the kernel's ``def`` line against writes there or at its
+            ``warp_specialize`` call), this kernel's errors of exactly that form are listed as not judged
+            instead of as findings (:mod:`jfa_verify.sanitizer`).
 
     Raises:
         InvalidInput: a bad name or a ``capabilities`` that is not a :class:`Capabilities`.

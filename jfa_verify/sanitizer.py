@@ -1,19 +1,18 @@
 """compute-sanitizer runs of a kernel alone, and which racecheck reports the tool can judge.
 
-Racecheck needs a control on compiler-generated synchronization it does not model. On the H200
-(Triton 3.6.0, compute-sanitizer of CUDA 13), racecheck reports hazards on a race-free Gluon kernel
-that hands one mbarrier from a worker partition to the default partition, and no hazard on the same
-kernel without the mbarrier (evidence: ``docs/evidence/gluon-racecheck-2026-12-01/``). Every such
-hazard is between two accesses the source attributes to a function's ``def`` line or to its
-``warp_specialize(`` call: code the compiler emits around the kernel's body (the partitions'
-state bytes and captured values), not a statement of the kernel. A kernel that declares a control
-(:attr:`jfa_verify.protocol.Kernel.sanitizer_control`) has its racecheck hazards at such sites
-listed as *not judged* when the tool reports hazards at such sites on the control too; every other
-hazard, and every report of the other tools, is judged as usual.
+On the H200 (Triton 3.6.0, compute-sanitizer of CUDA 13) racecheck reports errors on a race-free Gluon
+kernel whose partitions hand over one mbarrier, and none on the same kernel without it (evidence:
+``docs/evidence/gpu-2026-12-01-c/``). Each such error is a read at the kernel function's ``def`` line
+against writes at that line or at its ``warp_specialize(...)`` call: the code Triton emits around the
+partitions (their state bytes and captured values), not a statement of the kernel. A kernel that
+declares a control (:attr:`jfa_verify.protocol.Kernel.sanitizer_control`) has its racecheck errors of
+exactly that form listed as *not judged* when the control shows errors of that form too. Every other
+racecheck error, and every report of the other tools, is judged.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import inspect
 import re
@@ -23,12 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-# the source lines compute-sanitizer gives for code the compiler emits around a kernel's statements
-SCAFFOLD_LINE = re.compile(r"^\s*(?:async\s+)?def\s|warp_specialize\(")
-_RACE = re.compile(r"Error: Race reported between \w+ access at \S+ in (\S+?):(\d+)\s*\n=+\s+"
-                   r"and \w+ access at \S+ in (\S+?):(\d+)")
+# one access of a racecheck error: "Read access at _fwd_kernel+0xf0 in _kernels.py:255 [47 hazards]"
+_ACCESS = re.compile(r"(Read|Write) access at (\w+)\+0x[0-9a-fA-F]+ in (\S+):(\d+)(?: \[\d+ hazards?\])?")
 
-Site = tuple[str, int]  # (file name as the tool prints it, line)
+
+@dataclass(frozen=True)
+class Access:
+    """One side of a racecheck error: the access kind, the kernel function, the source file's name and line."""
+
+    kind: str
+    function: str
+    file: str
+    line: int
 
 
 def sanitizer_errors(text: str) -> Optional[int]:
@@ -45,11 +50,6 @@ def sanitizer_errors(text: str) -> Optional[int]:
     return int(plain or race)
 
 
-def race_errors(text: str) -> list[tuple[Site, Site]]:
-    """The two source sites of each racecheck error (``Error: Race reported between ...``) in ``text``."""
-    return [((a, int(la)), (b, int(lb))) for a, la, b, lb in _RACE.findall(text)]
-
-
 @dataclass
 class ToolRun:
     """One compute-sanitizer run: ``errors`` from its summary (None: it printed none), exit code, text."""
@@ -60,14 +60,16 @@ class ToolRun:
     text: str
 
 
-def run_tool(tool_path: str, tool: str, target: Sequence[str], timeout_s: float) -> ToolRun:
-    """``compute-sanitizer --tool TOOL ... python -m TARGET...``.
+def run_tool(tool_path: str, tool: str, target: Sequence[str], timeout_s: float,
+             error_exitcode: Optional[int] = 99) -> ToolRun:
+    """``compute-sanitizer --tool TOOL ... python -m TARGET...``; with ``error_exitcode`` None the exit code is
+    the program's own, whatever the tool found.
 
     Raises:
         subprocess.TimeoutExpired: past ``timeout_s`` seconds (the tools slow kernels by orders of magnitude).
     """
-    cmd = [tool_path, "--tool", tool, "--error-exitcode", "99", "--print-limit", "1000", sys.executable, "-m",
-           *target]
+    exitcode = [] if error_exitcode is None else ["--error-exitcode", str(error_exitcode)]
+    cmd = [tool_path, "--tool", tool, *exitcode, "--print-limit", "1000", sys.executable, "-m", *target]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     text = proc.stdout + proc.stderr
     return ToolRun(cmd, sanitizer_errors(text), proc.returncode, text)
@@ -78,7 +80,10 @@ def source_dirs(module_or_callable, extra: Sequence[str] = ()) -> list[Path]:
     name or of a callable's module, then ``extra`` files' folders."""
     dirs = []
     if isinstance(module_or_callable, str):
-        spec = importlib.util.find_spec(module_or_callable)
+        try:
+            spec = importlib.util.find_spec(module_or_callable)
+        except (ImportError, ValueError):  # a parent package that does not import: no folder to search
+            spec = None
         if spec is not None and spec.origin:
             dirs.append(Path(spec.origin).parent)
     elif module_or_callable is not None:
@@ -90,38 +95,100 @@ def source_dirs(module_or_callable, extra: Sequence[str] = ()) -> list[Path]:
     return dirs
 
 
-def is_scaffold_site(site: Site, dirs: Sequence[Path]) -> bool:
-    """Whether the tool's ``file:line`` is a ``def`` line or a ``warp_specialize(`` call in a source file found
-    in ``dirs``; False when no such file is found (an unknown site is judged)."""
-    name, line = site
-    for d in dirs:
-        path = Path(d) / name
-        if path.is_file():
-            lines = path.read_text(errors="replace").splitlines()
-            return 0 < line <= len(lines) and bool(SCAFFOLD_LINE.search(lines[line - 1]))
-    return False
+def race_errors(text: str) -> Optional[list[list[Access]]]:
+    """The accesses of each racecheck error (``Error: Race reported between A`` and every ``and B`` line under
+    it), in order; None when a line of an error block cannot be read (then nothing may be set aside)."""
+    blocks: list[list[Access]] = []
+    current: Optional[list[Access]] = None
+    for line in text.split("\n"):
+        body = line.lstrip("= ").rstrip()
+        if body.startswith("Error: Race reported between "):
+            match = _ACCESS.fullmatch(body[len("Error: Race reported between "):])
+            if match is None:
+                return None
+            current = [_access(match)]
+            blocks.append(current)
+        elif current is not None and body.startswith("and "):
+            match = _ACCESS.fullmatch(body[len("and "):])
+            if match is None:
+                return None
+            current.append(_access(match))
+        else:
+            current = None
+    return blocks
+
+
+def _access(match: "re.Match[str]") -> Access:
+    kind, function, name, line = match.group(1, 2, 3, 4)
+    return Access(kind, function, name, int(line))
+
+
+def _resolve(name: str, dirs: Sequence[Path]) -> Optional[Path]:
+    """The one source file the tool's ``name`` (a base name, as racecheck prints it) is in ``dirs``; None when
+    there is none or more than one (an unknown site is judged)."""
+    if Path(name).name != name:
+        return None
+    found = {(Path(d) / name).resolve() for d in dirs if (Path(d) / name).is_file()}
+    return found.pop() if len(found) == 1 else None
+
+
+def scaffold_lines(path: Path, function: str) -> set[int]:
+    """The lines of ``path`` where compute-sanitizer places the code Triton's warp specialization emits for
+    ``function``: its ``def`` line and its ``warp_specialize(...)`` calls. Empty when ``function`` is not
+    defined there exactly once, calls no ``warp_specialize``, or has a body on its ``def`` line."""
+    try:
+        tree = ast.parse(path.read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function]
+    if len(defs) != 1 or defs[0].body[0].lineno == defs[0].lineno:
+        return set()
+    calls = {n.lineno for n in ast.walk(defs[0]) if isinstance(n, ast.Call) and
+             (getattr(n.func, "attr", None) or getattr(n.func, "id", None)) == "warp_specialize"}
+    return {defs[0].lineno} | calls if calls else set()
+
+
+def _scaffold_race(block: Sequence[Access], dirs: Sequence[Path]) -> bool:
+    """Whether one racecheck error is the scaffold's hand-off: a read against writes, all in one function
+    and file, every access at that function's scaffold lines (:func:`scaffold_lines`)."""
+    first, others = block[0], block[1:]
+    if first.kind != "Read" or not others or any(a.kind != "Write" for a in others):
+        return False
+    if len({(a.function, a.file) for a in block}) != 1:
+        return False
+    path = _resolve(first.file, dirs)
+    lines = scaffold_lines(path, first.function) if path is not None else set()
+    return bool(lines) and all(a.line in lines for a in block)
 
 
 @dataclass
 class RaceVerdict:
-    """Racecheck's errors on a kernel split into those judged and those not judged (at scaffold sites)."""
+    """Racecheck's errors on a kernel: how many are judged, and those set aside as the scaffold's."""
 
     judged: int
-    not_judged: list[tuple[Site, Site]] = field(default_factory=list)
-    control_scaffold: int = 0  # the control's errors at scaffold sites (0: every error is judged)
+    not_judged: list[list[Access]] = field(default_factory=list)
+    control_scaffold: int = 0  # the control's errors of the scaffold's form (0: every error is judged)
 
 
 def classify_races(kernel_run: ToolRun, kernel_dirs: Sequence[Path], control_run: Optional[ToolRun],
                    control_dirs: Sequence[Path]) -> RaceVerdict:
-    """Split ``kernel_run``'s racecheck errors: those with both sites at scaffold lines are not judged when the
-    control's run shows errors with both sites at scaffold lines too; all others (including errors past the
-    tool's print limit, which have no sites) are judged."""
+    """Split ``kernel_run``'s racecheck errors: an error of the scaffold's form (:func:`_scaffold_race`) is not
+    judged when the control's run shows errors of that form too. All others are judged, and all of them are
+    when a block cannot be read or the blocks read are not as many as the summary counts (the print limit)."""
     total = kernel_run.errors or 0
     if control_run is None or not control_run.errors:
         return RaceVerdict(total)
-    control_scaffold = [p for p in race_errors(control_run.text)
-                        if all(is_scaffold_site(s, control_dirs) for s in p)]
-    if not control_scaffold:
+    control_blocks = race_errors(control_run.text) or []
+    control_scaffold = sum(_scaffold_race(b, control_dirs) for b in control_blocks)
+    blocks = race_errors(kernel_run.text)
+    if not control_scaffold or blocks is None or len(blocks) != total:
         return RaceVerdict(total)
-    scaffold = [p for p in race_errors(kernel_run.text) if all(is_scaffold_site(s, kernel_dirs) for s in p)]
-    return RaceVerdict(total - len(scaffold), scaffold, len(control_scaffold))
+    scaffold = [b for b in blocks if _scaffold_race(b, kernel_dirs)]
+    return RaceVerdict(total - len(scaffold), scaffold, control_scaffold)
+
+
+def describe(block: Sequence[Access]) -> str:
+    """``Read fn@file:line vs Write file:line, ...`` for a report."""
+    first = block[0]
+    return (f"{first.kind} {first.function} at {first.file}:{first.line} vs "
+            + ", ".join(f"{a.kind} {a.file}:{a.line}" for a in block[1:]))

@@ -315,18 +315,25 @@ def test_sigterm_ends_the_gate_with_the_report_of_what_finished_and_no_running_f
 
 
 _FAKE_SANITIZER = '''#!{python}
-"""compute-sanitizer stand-in: racecheck errors between the source sites named in the environment."""
+"""compute-sanitizer stand-in: prints the racecheck errors named in the environment, in racecheck's format
+(blocks of "Error: Race reported between ..." and "and ..." lines); exit codes as the tool's."""
 import os, sys
 target = sys.argv[sys.argv.index("-m") + 1]
-pairs = os.environ["FAKE_KERNEL_RACES" if target == "jfa_verify.kernel_only" else "FAKE_CONTROL_RACES"]
-if pairs == "none":  # the target did not run: no summary
+text = os.environ["FAKE_KERNEL_RACES" if target == "jfa_verify.kernel_only" else "FAKE_CONTROL_RACES"]
+if text == "none":  # the target did not run: no summary
     sys.exit(1)
-pairs = [p.split("~") for p in pairs.split()]
-for a, b in pairs:
-    print(f"========= Error: Race reported between Read access at k+0x10 in {{a}}\\n"
-          f"=========     and Write access at k+0x20 in {{b}} [7 hazards]")
-print(f"========= RACECHECK SUMMARY: {{len(pairs)}} hazards displayed ({{len(pairs)}} errors, 0 warnings)")
-sys.exit(99 if pairs else 0)
+blocks = [b.split("&") for b in text.split()]  # "R:fn:file:line&W:fn:file:line ..."
+for block in blocks:
+    for i, access in enumerate(block):
+        kind, fn, name, line = access.split(":")
+        kind = dict(R="Read", W="Write")[kind]
+        lead = "Error: Race reported between" if i == 0 else "    and"
+        print(f"========= {{lead}} {{kind}} access at {{fn}}+0x{{16 * (i + 1):x}} in {{name}}:{{line}} [7 hazards]")
+    print("========= ")
+shown = int(os.environ.get("FAKE_SHOWN", len(blocks)))
+print(f"========= RACECHECK SUMMARY: {{shown}} hazards displayed ({{shown}} errors, 0 warnings)")
+program = int(os.environ.get("FAKE_PROGRAM_EXIT", "0")) if target != "jfa_verify.kernel_only" else 0
+sys.exit(99 if blocks and "--error-exitcode" in sys.argv else program)
 '''
 
 _KERNEL_SOURCE = """import x
@@ -335,84 +342,120 @@ _KERNEL_SOURCE = """import x
 def kernel(a, b):                     # line 4: the compiler's prologue and epilogue
     s = smem.load()                   # line 5: the kernel's own shared-memory access
     gl.warp_specialize([(f, (s,))])   # line 6: the partitions' hand-off
+    t = 1  # a comment naming warp_specialize( is not the call (line 7)
+
+
+def helper(a):                        # line 10: a function without warp_specialize
+    return a
 """
 
+_CONTROL_SOURCE = """def outer():
+    def ctl(o):          # line 2
+        o.x = 1
+        gl.warp_specialize([])   # line 4
+"""
 
-@pytest.mark.parametrize("control, judged, not_judged", [
-    ("k.py:4~k.py:6", 1, 2),   # the control shows scaffold races: the kernel's scaffold races are not judged
-    ("k.py:5~k.py:5", 3, 0),   # the control's races are at a statement: nothing is excused
-    ("", 3, 0),                # a clean control
-    ("none", 3, 0),            # a control that did not run
-    (None, 3, 0),              # no control declared
-])
-def test_racecheck_errors_at_scaffold_sites_are_not_judged_when_the_control_shows_them(tmp_path, monkeypatch,
-                                                                                    control, judged, not_judged):
-    # regression (H200): gluon_jfa's 12 racecheck errors were all between its def lines, where Triton's
-    # warp-specialization scaffold sits; a race-free control with one mbarrier hand-off gets the same.
-    # Errors at the kernel's own statements stay findings, whatever the control shows.
+SCAFFOLD = "R:kernel:k.py:4&W:kernel:k.py:4&W:kernel:k.py:6"
+
+
+def _sanitized(tmp_path, monkeypatch, kernel_races, control_races, control="ctl", **env):
     import torch
 
     from jfa_verify.gate import GateOptions, GateReport, _check_sanitizer
     from jfa_verify.protocol import Capabilities, Kernel
 
     bin_dir, src = tmp_path / "bin", tmp_path / "src"
-    bin_dir.mkdir()
-    src.mkdir()
+    bin_dir.mkdir(exist_ok=True)
+    src.mkdir(exist_ok=True)
     (src / "k.py").write_text(_KERNEL_SOURCE)
-    (src / "ctl.py").write_text("")
+    (src / "ctl.py").write_text(_CONTROL_SOURCE)
     fake = bin_dir / "compute-sanitizer"
     fake.write_text(_FAKE_SANITIZER.format(python=sys.executable))
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
     monkeypatch.syspath_prepend(str(src))
-    monkeypatch.setenv("FAKE_KERNEL_RACES", "k.py:4~k.py:6 k.py:4~k.py:4 k.py:5~k.py:6")
-    monkeypatch.setenv("FAKE_CONTROL_RACES", control or "")
+    monkeypatch.setenv("FAKE_KERNEL_RACES", kernel_races)
+    monkeypatch.setenv("FAKE_CONTROL_RACES", control_races)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
     loader = type(lambda: None)(compile("def load(): pass", str(src / "k.py"), "exec").co_consts[0], {})
-    kernel = Kernel("ws-kernel", "", loader, Capabilities(), sanitizer_control=None if control is None else "ctl")
+    kernel = Kernel("ws-kernel", "", loader, Capabilities(), sanitizer_control=control)
     options = GateOptions(checks=("sanitizer",), sanitizer_tools=("racecheck",), reproducers=str(tmp_path / "r"))
     result = _check_sanitizer(kernel, torch.device("cuda"), options, ())
-    report = GateReport("fake", options, results=[result])
-    if not_judged:
-        assert result.not_judged and result.not_judged[0].startswith("racecheck: 2 of 3 error(s)"), result
-        assert "k.py:4, k.py:6" in result.not_judged[0] and "control ctl" in result.not_judged[0]
-        assert (tmp_path / "r" / "sanitizer-ws-kernel-racecheck-control.log").is_file()
-        assert "### Not judged" in report.to_markdown()
-        assert 'name="not-judged-0"' in report.to_junit()
-    else:
-        assert not result.not_judged, result
+    return result, GateReport("fake", options, results=[result])
+
+
+CONTROL = "R:ctl:ctl.py:2&W:ctl:ctl.py:4"
+
+
+@pytest.mark.parametrize("kernel_races, control_races, judged, env", [
+    # the scaffold's form, shown by the control: not judged; the kernel's own statement stays a finding
+    (f"{SCAFFOLD} R:kernel:k.py:5&W:kernel:k.py:6", CONTROL, 1, {}),
+    # one error block whose second "and" line is the kernel's own statement: judged whole
+    ("R:kernel:k.py:4&W:kernel:k.py:6&W:kernel:k.py:5", CONTROL, 1, {}),
+    # a comment naming warp_specialize( is no call; a def without warp_specialize is no scaffold
+    ("R:kernel:k.py:4&W:kernel:k.py:7 R:helper:k.py:10&W:helper:k.py:10", CONTROL, 2, {}),
+    # write against write, a read against a read, accesses of two functions: not the hand-off's form
+    ("W:kernel:k.py:4&W:kernel:k.py:6 R:kernel:k.py:4&R:kernel:k.py:6 R:kernel:k.py:4&W:helper:k.py:10",
+     CONTROL, 3, {}),
+    # a source the kernel's folders do not hold, or given as a path: judged
+    ("R:kernel:other.py:4&W:kernel:other.py:6 R:kernel:/abs/k.py:4&W:kernel:/abs/k.py:6", CONTROL, 2, {}),
+    # fewer blocks printed than the summary counts (the print limit): every error judged
+    (SCAFFOLD, CONTROL, 2, {"FAKE_SHOWN": "2"}),
+    # the control's errors are not of the scaffold's form, or it is clean, or it did not run, or ran wrong
+    (SCAFFOLD, "R:ctl:ctl.py:3&W:ctl:ctl.py:4", 1, {}),
+    (SCAFFOLD, "", 1, {}),
+    (SCAFFOLD, "none", 1, {}),
+    (SCAFFOLD, CONTROL, 1, {"FAKE_PROGRAM_EXIT": "1"}),
+])
+def test_racecheck_errors_of_the_scaffolds_form_are_not_judged_when_the_control_shows_them(
+        tmp_path, monkeypatch, kernel_races, control_races, judged, env):
+    # regression (H200): gluon_jfa's 12 racecheck errors were all a read at its kernels' def lines against
+    # writes there or at their warp_specialize calls, the code Triton emits for the partitions; a race-free
+    # control with one mbarrier hand-off draws the same. Only errors of exactly that form are set aside,
+    # and only when the control shows them; a review found the first rule excused far more.
+    result, report = _sanitized(tmp_path, monkeypatch, kernel_races, control_races, **env)
+    total = int(env.get("FAKE_SHOWN", len(kernel_races.split())))
+    set_aside = total - judged
     assert result.status == "fail" and result.findings[0].summary == f"racecheck: {judged} error(s)", result
     assert report.exit_code() == 1
-    if control == "none":
-        assert "did not run under the tool" in " ".join(result.details)
+    if set_aside:
+        assert result.not_judged and result.not_judged[0].startswith(f"racecheck: {set_aside} of {total} error(s)")
+        assert "Read kernel at k.py:4 vs Write k.py:4, Write k.py:6" in result.not_judged[0]
+        assert "### Not judged" in report.to_markdown() and 'name="not-judged-0"' in report.to_junit()
+    else:
+        assert not result.not_judged, result.not_judged
 
 
-def test_a_kernel_whose_racecheck_errors_are_all_scaffold_sites_passes_with_them_listed(tmp_path, monkeypatch):
-    import torch
-
-    from jfa_verify.gate import GateOptions, GateReport, _check_sanitizer
-    from jfa_verify.protocol import Capabilities, Kernel
-
-    bin_dir, src = tmp_path / "bin", tmp_path / "src"
-    bin_dir.mkdir()
-    src.mkdir()
-    (src / "k.py").write_text(_KERNEL_SOURCE)
-    (src / "ctl.py").write_text("")
-    fake = bin_dir / "compute-sanitizer"
-    fake.write_text(_FAKE_SANITIZER.format(python=sys.executable))
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
-    monkeypatch.syspath_prepend(str(src))
-    monkeypatch.setenv("FAKE_KERNEL_RACES", "k.py:4~k.py:4 k.py:4~k.py:6")
-    monkeypatch.setenv("FAKE_CONTROL_RACES", "ctl.py:1~ctl.py:1")  # ctl.py's line 1 is empty: not scaffold
-    loader = type(lambda: None)(compile("def load(): pass", str(src / "k.py"), "exec").co_consts[0], {})
-    kernel = Kernel("ws-kernel", "", loader, Capabilities(), sanitizer_control="ctl")
-    options = GateOptions(checks=("sanitizer",), sanitizer_tools=("racecheck",), reproducers=str(tmp_path / "r"))
-    assert _check_sanitizer(kernel, torch.device("cuda"), options, ()).status == "fail"  # control not at scaffold
-    (src / "ctl.py").write_text("def control(): pass\n")
-    result = _check_sanitizer(kernel, torch.device("cuda"), options, ())
+def test_a_kernel_whose_racecheck_errors_are_all_the_scaffolds_passes_with_them_listed(tmp_path, monkeypatch):
+    result, report = _sanitized(tmp_path, monkeypatch, f"{SCAFFOLD} R:kernel:k.py:4&W:kernel:k.py:4", CONTROL)
     assert result.status == "pass" and not result.findings and len(result.not_judged) == 1, result
-    report = GateReport("fake", options, results=[result])
+    assert (tmp_path / "r" / "sanitizer-ws-kernel-racecheck-control.log").is_file()
     assert report.exit_code() == 0
     suite = ET.fromstring(report.to_junit()).find("testsuite")  # CI's totals count what was not judged
     assert (suite.get("skipped"), suite.get("failures")) == ("1", "0")
     assert len(suite.findall("testcase")) == int(suite.get("tests"))
+
+
+def test_a_control_that_cannot_be_imported_leaves_every_error_judged(tmp_path, monkeypatch):
+    result, _ = _sanitized(tmp_path, monkeypatch, SCAFFOLD, CONTROL, control="no_such_pkg.ctl")
+    assert result.status == "fail" and result.findings[0].summary == "racecheck: 1 error(s)", result
+    result, _ = _sanitized(tmp_path, monkeypatch, SCAFFOLD, CONTROL, control=None)
+    assert result.status == "fail" and not result.not_judged
+
+
+def test_the_h200_racecheck_reports_of_gluon_jfa_are_classified_as_the_scaffolds():
+    # the real reports (H200, 2026-12-01): all 12 of gluon_jfa's errors are of the scaffold's form, as is the
+    # control's one; the same report with one access moved to a statement of the kernel is judged
+    from jfa_verify import sanitizer
+
+    evidence = Path(__file__).resolve().parents[1] / "docs" / "evidence" / "gpu-2026-12-01-c"
+    kernel_text = (evidence / "call3-sanitizer-gluon_jfa-racecheck.log").read_text()
+    control = sanitizer.ToolRun([], 1, 0, (evidence / "call3-sanitizer-gluon_jfa-racecheck-control.log").read_text())
+    kernel_dirs = sanitizer.source_dirs(__import__("jfa_verify.kernels.gluon_jfa", fromlist=["load"]).load)
+    control_dirs = sanitizer.source_dirs("jfa_verify.kernels.gluon_jfa.sanitizer_control")
+    verdict = sanitizer.classify_races(sanitizer.ToolRun([], 12, 99, kernel_text), kernel_dirs, control, control_dirs)
+    assert (verdict.judged, len(verdict.not_judged), verdict.control_scaffold) == (0, 12, 1)
+    moved = kernel_text.replace("_fwd_kernel+0xb170 in _kernels.py:289", "_fwd_kernel+0xb170 in _kernels.py:287", 1)
+    verdict = sanitizer.classify_races(sanitizer.ToolRun([], 12, 99, moved), kernel_dirs, control, control_dirs)
+    assert (verdict.judged, len(verdict.not_judged)) == (1, 11)

@@ -163,7 +163,7 @@ def test_the_padded_oracle_reads_only_the_rows_sequences_use():
             return out
 
     gen = torch.Generator().manual_seed(1)
-    start, lengths = 2**20, (3, 5)
+    start = 2**20  # rows before the two sequences (3 and 5 tokens)
     compact_qkv = [torch.randn(8, 1, 16, generator=gen) for _ in range(3)]
     q, k, v = (torch.cat([torch.zeros(start, 1, 16), x]) for x in compact_qkv)
     do = torch.cat([torch.zeros(start, 1, 16), torch.randn(8, 1, 16, generator=gen)])
