@@ -30,9 +30,12 @@ process dies while running a case (a crash, with ``isolate``).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
 import importlib.util
+import inspect
 import json
+import os
 import sys
 import tempfile
 import time
@@ -131,7 +134,6 @@ class Catalogue:
     description: str = ""
     source: str = ""
     _modules: dict = field(default_factory=dict, repr=False)
-    _tmpdir: Optional[tempfile.TemporaryDirectory] = field(default=None, repr=False)
 
     def __getitem__(self, name: str) -> Mutant:
         try:
@@ -155,15 +157,24 @@ class Catalogue:
                                f"of {mutant.old!r} in {origin}, found {found}; update the catalogue to the source")
         return text.replace(mutant.old, mutant.new)
 
+    def folder(self) -> Path:
+        """Where the mutated modules are written: one folder per catalogue and user, the same in every process,
+        so that a tool's report naming a mutated file (compute-sanitizer, by base name) can be read back."""
+        return Path(tempfile.gettempdir()) / f"jfa-mutants-{os.getuid() if hasattr(os, 'getuid') else 0}" / self.name
+
     def module(self, name: str):
-        """The mutated target module of source mutant ``name``, imported from a private temporary folder
-        (cached per process)."""
+        """The mutated target module of source mutant ``name``, imported from :meth:`folder` (cached per
+        process; the file is rewritten atomically, so processes that import it at once read whole files)."""
         if name not in self._modules:
-            if self._tmpdir is None:
-                self._tmpdir = tempfile.TemporaryDirectory(prefix="jfa-mutants-")
-            module_name = f"_jfa_mutant_{self.name}_{name}"
-            path = Path(self._tmpdir.name) / f"{module_name}.py"
-            path.write_text(self.mutated_source(name))
+            source = self.mutated_source(name)
+            # the content's digest in the name: checkouts of other versions never overwrite each other's file
+            digest = hashlib.sha256(source.encode()).hexdigest()[:10]
+            module_name = f"_jfa_mutant_{self.name}_{name}_{digest}"
+            path = self.folder() / f"{module_name}.py"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as tmp:
+                tmp.write(source)
+            os.replace(tmp.name, path)
             spec = importlib.util.spec_from_file_location(module_name, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[module_name] = module
@@ -185,8 +196,13 @@ class Catalogue:
         from jfa_verify.registry import get_kernel
 
         base = get_kernel(self.kernel)
+        try:  # the base kernel's own sources (a host-code mutant runs its kernels unchanged)
+            base_dir = (str(Path(inspect.getfile(base.loader)).parent),)
+        except TypeError:
+            base_dir = ()
         return Kernel(f"{prefix}{name}", self[name].description, lambda: self.build(name), base.capabilities,
-                      base.tile_sizes_fn, base.requires)
+                      base.tile_sizes_fn, base.requires, sanitizer_control=base.sanitizer_control,
+                      source_dirs=(str(self.folder()), *base_dir, *base.source_dirs))
 
 
 def load_catalogue(name_or_path: str = "triton_jfa") -> Catalogue:

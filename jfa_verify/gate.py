@@ -437,7 +437,8 @@ def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
                            f"{run.returncode}, {time.perf_counter() - t0:.0f} s, log {log_path}")
         n = run.errors
         if n and tool == "racecheck" and control is not None:
-            races = sanitizer.classify_races(run, sanitizer.source_dirs(kernel.loader, plugins), control,
+            kernel_dirs = sanitizer.source_dirs(kernel.loader, plugins) + [Path(d) for d in kernel.source_dirs]
+            races = sanitizer.classify_races(run, kernel_dirs, control,
                                              sanitizer.source_dirs(kernel.sanitizer_control))
             if races.not_judged:
                 out.not_judged.append(

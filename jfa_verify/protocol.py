@@ -319,6 +319,9 @@ class Kernel:
     # (e.g. Triton's warp-specialization scaffold with one mbarrier hand-off) and exits 0 when its results
     # are right; the gate runs it under racecheck first (jfa_verify.sanitizer). None: no control.
     sanitizer_control: Optional[str] = None
+    # folders of the kernel's source files besides its loader's (tools such as compute-sanitizer name files
+    # by base name alone); e.g. where planted-bug copies of its modules are written
+    source_dirs: tuple[str, ...] = ()
     _impl: Any = field(default=None, repr=False)
 
     def tile_sizes(self, problem: JaggedProblem) -> Optional[TileSizes]:

@@ -177,3 +177,23 @@ def test_the_sanitizer_control_is_the_warp_specialization_scaffold_alone():
     assert [len(re.findall(rf"mbarrier\.{op}", ptx)) for op in ("init", "arrive", "try_wait")] == [1, 1, 1]
     assert "wgmma" not in ptx and "cp.async.bulk" not in ptx
     assert compiled.metadata.num_warps == 12  # 8 default warps + the worker's warp group (with padding)
+
+
+def test_a_gluon_mutant_is_judged_under_racecheck_with_the_kernels_control_and_sources():
+    # a planted-bug copy keeps gluon_jfa's sanitizer control, and the copies of its modules lie where the
+    # gate finds them by the base name racecheck prints: its scaffold errors are set aside as gluon_jfa's,
+    # its own races judged (a review found every surviving mutant "killed" by the scaffold's errors)
+    from jfa_verify import sanitizer
+    from jfa_verify.fuzz.mutation import load_catalogue
+    from jfa_verify.registry import get_kernel
+
+    catalogue = load_catalogue("gluon_jfa")
+    kernel_mutant = next(n for n, m in catalogue.mutants.items() if m.target == "kernels" and not m.scheduler)
+    mutant = catalogue.kernel_of(kernel_mutant)
+    assert mutant.sanitizer_control == get_kernel("gluon_jfa").sanitizer_control
+    module = catalogue.module(kernel_mutant)
+    dirs = sanitizer.source_dirs(mutant.loader) + [Path(d) for d in mutant.source_dirs]
+    path = Path(module.__file__)
+    assert sanitizer._resolve(path.name, dirs) == path.resolve()
+    assert len(sanitizer.scaffold_lines(path, "_fwd_kernel")) == 2  # its def line and warp_specialize call
+    assert sanitizer._resolve("_kernels.py", dirs) == (ROOT / "kernels" / "gluon_jfa" / "_kernels.py").resolve()
