@@ -108,3 +108,28 @@ def test_padded_to_16_layout_has_strides_divisible_by_16_and_the_same_values(hea
         gap = torch.as_strided(b, (b.shape[0], b.shape[1], b.stride(1) - b.shape[2]), b.stride(),
                                b.storage_offset() + b.shape[2])  # the columns past D of every row and head
         assert torch.isnan(gap.float()).all(), name
+
+
+def test_offsets_layouts_are_contiguous_or_strided_and_old_slip_names_replay_as_contiguous():
+    # regression: OFFSETS_LAYOUTS held the tensor layouts' names ("mixed", "head_dim_strided"), so campaigns
+    # drew offsets layouts that mean nothing (laid out contiguous) and recorded them in case files
+    from hypothesis import given, settings
+
+    from jfa_verify.case import OFFSETS_LAYOUTS
+    from jfa_verify.strategies import offsets_configs
+
+    assert OFFSETS_LAYOUTS == ("contiguous", "strided")
+    drawn = set()
+
+    @settings(max_examples=60, database=None)
+    @given(offsets_configs())
+    def draw(config):
+        drawn.add(config[2])
+
+    draw()
+    assert drawn <= set(OFFSETS_LAYOUTS)
+    old = Case(kv_lengths=(3, 5), offsets_layout="mixed", seed=1).materialize()
+    new = Case(kv_lengths=(3, 5), seed=1).materialize()
+    assert torch.equal(old.k_offsets, new.k_offsets) and old.k_offsets.is_contiguous()
+    with pytest.raises(InvalidInput, match="offsets_layout='diagonal'"):
+        Case(kv_lengths=(3,), offsets_layout="diagonal")
