@@ -84,8 +84,8 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     reason: str = ""  # why it was skipped, or what errored
     details: list[str] = field(default_factory=list)
-    # parts of the check that ran but could not be judged, each with why (e.g. a sanitizer tool that reports
-    # errors on the kernel's control): neither a pass nor a finding, listed in every report
+    # parts of the check that ran but could not be judged, each with why (racecheck errors of the form the
+    # tool also reports on the kernel's race-free control): neither a pass nor a finding, listed in every report
     not_judged: list[str] = field(default_factory=list)
 
 
