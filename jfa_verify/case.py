@@ -372,7 +372,8 @@ class Case:
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
     def describe(self) -> str:
-        """One-line human summary, e.g. ``self causal/top_left bf16 B=4 T=45 H=4/2 D=32``."""
+        """One-line human summary, e.g. ``self causal/top_left bfloat16 B=4 Tk=45 H=4/2 D=32``, then any
+        softmax scale given, layout or value distribution other than the default (``sm_scale=0.051``)."""
         mask = f"causal/{self.causal_alignment}" if self.causal else "full"
         if self.window is not None:
             mask = ("causal+" if self.causal else "") + f"window{list(self.window)}/{self.causal_alignment}"
@@ -382,9 +383,13 @@ class Case:
         elif self.mode == "broadcast_q":
             q = f" Lq={self.broadcast_q_len}"
         dv = f"/{self.head_dim_v}" if self.head_dim_v not in (None, self.head_dim) else ""
+        # what else departs from the defaults, so that a finding's header names what may explain it
+        extra = "".join(f" {name}={value}" for name, value, default in (
+            ("sm_scale", self.sm_scale if self.sm_scale is None else f"{self.sm_scale:.4g}", None),
+            ("layout", self.layout, "contiguous"), ("values", self.values, "normal")) if value != default)
         return (
             f"{self.mode} {mask} {self.dtype} B={self.batch} Tk={sum(self.kv_lengths)}{q} "
-            f"H={self.num_heads_q}/{self.num_heads_kv} D={self.head_dim}{dv}"
+            f"H={self.num_heads_q}/{self.num_heads_kv} D={self.head_dim}{dv}{extra}"
         )
 
     # -- tensors -------------------------------------------------------------------

@@ -105,8 +105,11 @@ class Corpus:
     def __init__(self, root: str | Path):
         self.root = Path(root)
 
-    def path_for(self, case: Case, kernel: str) -> Path:
-        return self.root / f"{case.case_id()}-{kernel}.json"
+    def path_for(self, case: Case, kernel: str, memory: Optional[str] = None) -> Path:
+        """The case file of ``case`` on ``kernel``; a run under a memory mode (the gate's canary and
+        recycled-memory checks) has its own, so that no check's finding overwrites another's."""
+        return self.root / (f"{case.case_id()}-{kernel}.json" if memory is None
+                            else f"{case.case_id()}-{kernel}-memory-{memory}.json")
 
     @contextlib.contextmanager
     def guard(self, case: Case, kernel: str, device: str, timeout_s: Optional[float] = None,
@@ -121,7 +124,7 @@ class Corpus:
         campaign's shrink steps can be told apart from findings).
         """
         self.root.mkdir(parents=True, exist_ok=True)
-        path = self.path_for(case, kernel)
+        path = self.path_for(case, kernel, (annotations or {}).get("memory"))
         kept = {}
         if path.exists():  # the case ran before (a finding replayed): its file keeps what marks it
             try:

@@ -552,7 +552,11 @@ def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugi
             t0 = time.perf_counter()
             try:
                 result = _RUNNERS[check](kernel, device, options, tuple(plugins))
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:  # no verdict; what it found so far is in the case files: say where
+                report.results.append(CheckResult(
+                    kernel.name, check, "error", seconds=time.perf_counter() - t0,
+                    reason=f"interrupted during this check; the failing cases it found so far are case files in "
+                           f"{options.reproducers} (jfa-verify findings {options.reproducers})"))
                 raise
             except Exception as e:
                 result = CheckResult(kernel.name, check, "error", reason=f"{type(e).__name__}: {e}")

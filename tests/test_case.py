@@ -133,3 +133,11 @@ def test_offsets_layouts_are_contiguous_or_strided_and_old_slip_names_replay_as_
     assert torch.equal(old.k_offsets, new.k_offsets) and old.k_offsets.is_contiguous()
     with pytest.raises(InvalidInput, match="offsets_layout='diagonal'"):
         Case(kv_lengths=(3,), offsets_layout="diagonal")
+
+
+def test_the_one_line_summary_names_a_given_scale_and_non_default_layout_and_values():
+    # regression (new-user trial): a kernel ignoring sm_scale failed on a case whose header did not say that
+    # sm_scale was 0.051: the only case with a scale given looked like every other
+    line = Case(kv_lengths=(3, 4), sm_scale=0.0512, layout="padded_to_16", values="tiny").describe()
+    assert line.endswith("D=32 sm_scale=0.0512 layout=padded_to_16 values=tiny"), line
+    assert Case(kv_lengths=(3, 4)).describe().endswith("D=32")

@@ -312,6 +312,12 @@ def test_sigterm_ends_the_gate_with_the_report_of_what_finished_and_no_running_f
     assert report["interrupted"] is True and report["verdict"] == "INTERRUPTED" and report["exit_code"] == 130
     assert "Traceback" not in err and "interrupted" in err
     assert not list((tmp_path / "repro").glob("*.json"))  # the interrupted cases have no verdict
+    # the check under way is in every report as interrupted, with where its findings so far are (a new user's
+    # interrupted gate wrote an empty JSON, Markdown and JUnit while 24 failing case files sat in the folder)
+    (check,) = report["results"]
+    assert check["check"] == "suite" and check["status"] == "error" and "interrupted during" in check["reason"]
+    assert f"jfa-verify findings {tmp_path / 'repro'}" in check["reason"]
+    assert 'errors="1"' in (tmp_path / "g.xml").read_text() and "interrupted during" in (tmp_path / "g.md").read_text()
 
 
 _FAKE_SANITIZER = '''#!{python}
@@ -459,3 +465,18 @@ def test_the_h200_racecheck_reports_of_gluon_jfa_are_classified_as_the_scaffolds
     moved = kernel_text.replace("_fwd_kernel+0xb170 in _kernels.py:289", "_fwd_kernel+0xb170 in _kernels.py:287", 1)
     verdict = sanitizer.classify_races(sanitizer.ToolRun([], 12, 99, moved), kernel_dirs, control, control_dirs)
     assert (verdict.judged, len(verdict.not_judged)) == (1, 11)
+
+
+def test_checks_under_other_memory_modes_keep_their_own_case_files(tmp_path, capsys):
+    # regression (new-user trial): the canary and recycled-memory checks ran the same case into one case file,
+    # the second overwrote the first (its memory mode too), and a suite finding of that case then replayed
+    # under recycled memory
+    assert _gate(tmp_path, "--kernel", "writes-past-the-end", "--checks", "canaries", "recycled_memory",
+                 "--small-cases", "1") == 1
+    results = _results(tmp_path)
+    files = {check: results[("writes-past-the-end", check)]["findings"][0]["reproducer"]
+             for check in ("canaries", "recycled_memory")}
+    assert files["canaries"] != files["recycled_memory"], files
+    for check, memory in (("canaries", "nan"), ("recycled_memory", "large")):
+        payload = json.loads(Path(files[check]).read_text())
+        assert payload["memory"] == memory and payload["status"] == "fail", (check, payload.get("memory"))
