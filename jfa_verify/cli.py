@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .errors import JFAError
+from .errors import JFAError, UnknownKernel
 from .exits import ExitCode
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = int(ExitCode.OK), int(ExitCode.FINDING), int(ExitCode.USAGE)
@@ -492,7 +492,14 @@ def cmd_replay(args) -> int:
         case, payload = Case.from_json(args.case), {}
         args.kernel = args.kernel or "triton_jfa"
     device = select_device(args.device)
-    kernel = _kernel(args)
+    recorded = [p for p in payload.get("plugin_paths", ()) if p not in (args.plugin or ())]
+    try:
+        kernel = _kernel(args)
+    except UnknownKernel as e:  # the file says which plugin registered it: name it
+        if not recorded or args.plugin:
+            raise
+        raise UsageError(f"{e}; this case file was recorded with "
+                         f"{' '.join(f'--plugin {p}' for p in recorded)}: add that to the command") from None
     memory = args.memory or payload.get("memory")
     timeout = replay_timeout(payload, args.timeout)
     if payload.get("status") in ("crash", "hang") or timeout:

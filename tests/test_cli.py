@@ -300,3 +300,20 @@ def test_sigterm_before_the_first_case_exits_130_not_143(tmp_path):
     out, err = signal_when(proc, marker.exists, signal.SIGTERM, settle_s=0.2)
     assert proc.returncode == 130, (proc.returncode, out[-1000:], err[-2000:])
     assert "interrupted" in err and "Traceback" not in err
+
+
+def test_replay_without_the_plugin_names_the_plugin_the_case_file_recorded(tmp_path, capsys, misbehaving_plugin):
+    """Regression (new-user trial): ``replay FILE`` without ``--plugin`` said only "no kernel named ...",
+    although the file records the plugin that registered the kernel."""
+    plugin = misbehaving_plugin("raises_for_replay", wrong="True")
+    repro = tmp_path / "repro"
+    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "raises_for_replay", "--max-cases",
+                 "1", "--no-isolate", "--reproducers", str(repro), "--no-progress"]) == 1
+    (path,) = repro.glob("*.json")
+    from jfa_verify import registry
+
+    registry._REGISTRY.pop("raises_for_replay", None)  # as a fresh process would be
+    capsys.readouterr()
+    assert main(["replay", str(path), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "no kernel named 'raises_for_replay'" in err and f"--plugin {plugin}" in err, err
