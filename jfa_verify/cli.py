@@ -80,8 +80,13 @@ seed_int = _number(int, minimum=0)
 
 
 def existing_file(text: str) -> str:
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: a folder; give a file in it")
     if not Path(text).is_file():
-        raise argparse.ArgumentTypeError(f"{text}: no such file")
+        looks_like_id = len(text) == 12 and all(c in "0123456789abcdef" for c in text)
+        raise argparse.ArgumentTypeError(f"{text}: no such file" + (
+            "; a finding's id is not a file: `jfa-verify findings DIR` prints each finding's replay command"
+            if looks_like_id else ""))
     return text
 
 

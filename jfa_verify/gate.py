@@ -193,10 +193,11 @@ class GateReport:
     def to_markdown(self) -> str:
         """A summary for ``$GITHUB_STEP_SUMMARY``: verdict table, findings, skipped checks, settings."""
         o = self.options
+        settings = [f"seed {o.seed}"] + ([f"campaign {o.campaign_examples} examples"] if "campaign" in o.checks
+                                         else []) + ([f"{o.reruns} reruns"] if "determinism" in o.checks else [])
         lines = [f"## jfa-verify gate: {self.verdict}", "",
                  f"Device: {self.device}; torch {self.environment.get('torch')}, Triton "
-                 f"{self.environment.get('triton')}; seed {o.seed}, campaign {o.campaign_examples} examples, "
-                 f"{o.reruns} reruns; {self.seconds:.0f} s.", "",
+                 f"{self.environment.get('triton')}; {', '.join(settings)}; {self.seconds:.0f} s.", "",
                  "| kernel | check | verdict | cases | findings | seconds |", "|---|---|---|---|---|---|"]
         for r in self.results:
             verdict = f"{r.status} ({len(r.not_judged)} part not judged)" if r.not_judged else r.status
@@ -525,9 +526,11 @@ def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
     report = GateReport(name, options, environment=environment())
     t_start = time.perf_counter()
+    campaign = (f", campaign {options.campaign_examples} examples (Hypothesis, derandomized by the seed)"
+                if "campaign" in options.checks else "")
+    reruns = f", {options.reruns} reruns" if "determinism" in options.checks else ""
     log(f"jfa-verify gate on {name}: kernels {', '.join(k.name for k in kernels)}; checks {', '.join(options.checks)}; "
-        f"seed {options.seed}, campaign {options.campaign_examples} examples (Hypothesis, derandomized by the "
-        f"seed), {options.reruns} reruns")
+        f"seed {options.seed}{campaign}{reruns}")
     try:
         _run_checks(report, kernels, device, options, plugins, log)
     except KeyboardInterrupt:  # the check under way has no verdict; what finished is reported

@@ -317,3 +317,12 @@ def test_replay_without_the_plugin_names_the_plugin_the_case_file_recorded(tmp_p
     assert main(["replay", str(path), "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert "no kernel named 'raises_for_replay'" in err and f"--plugin {plugin}" in err, err
+
+
+def test_a_folder_or_a_finding_id_given_as_a_file_says_what_to_give(tmp_path, capsys):
+    """Regression (new-user trial): ``--plugin DIR`` said "no such file", and ``replay ID`` (the id that
+    ``findings`` prints) said only that the case file did not exist."""
+    assert main(["run", "--device", "cpu", "--plugin", str(tmp_path), "--max-cases", "1"]) == 2
+    assert "a folder; give a file in it" in capsys.readouterr().err
+    assert main(["replay", "3d52e5fd07a5", "--device", "cpu"]) == 2
+    assert "jfa-verify findings DIR" in capsys.readouterr().err

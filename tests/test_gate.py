@@ -480,3 +480,11 @@ def test_checks_under_other_memory_modes_keep_their_own_case_files(tmp_path, cap
     for check, memory in (("canaries", "nan"), ("recycled_memory", "large")):
         payload = json.loads(Path(files[check]).read_text())
         assert payload["memory"] == memory and payload["status"] == "fail", (check, payload.get("memory"))
+
+
+def test_the_gate_names_only_the_settings_of_the_checks_it_runs(tmp_path, capsys):
+    # regression (new-user trial): a gate of memory checks said "campaign 25 examples, 3 reruns"
+    assert _gate(tmp_path, "--kernel", "exact-ref", "--checks", "canaries", "--small-cases", "1") == 0
+    out, md = capsys.readouterr().out, (tmp_path / "g.md").read_text()
+    for text in (out, md):
+        assert "seed 0" in text and "campaign" not in text.split("|")[0] and "reruns" not in text, text[:400]
