@@ -33,7 +33,6 @@ import dataclasses
 import hashlib
 import importlib
 import importlib.util
-import inspect
 import json
 import os
 import sys
@@ -195,14 +194,14 @@ class Catalogue:
         """A :class:`Kernel` for mutant ``name`` (not registered), with the mutated kernel's capabilities."""
         from jfa_verify.registry import get_kernel
 
+        from jfa_verify.sanitizer import source_dirs
+
         base = get_kernel(self.kernel)
-        try:  # the base kernel's own sources (a host-code mutant runs its kernels unchanged)
-            base_dir = (str(Path(inspect.getfile(base.loader)).parent),)
-        except TypeError:
-            base_dir = ()
+        # the copies' folder, then the base kernel's own sources (a host-code mutant runs its kernels unchanged)
+        base_dirs = [str(d) for d in source_dirs(base.loader)]
         return Kernel(f"{prefix}{name}", self[name].description, lambda: self.build(name), base.capabilities,
                       base.tile_sizes_fn, base.requires, sanitizer_control=base.sanitizer_control,
-                      source_dirs=(str(self.folder()), *base_dir, *base.source_dirs))
+                      source_dirs=(str(self.folder()), *base_dirs, *base.source_dirs))
 
 
 def load_catalogue(name_or_path: str = "triton_jfa") -> Catalogue:

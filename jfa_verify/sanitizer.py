@@ -188,7 +188,7 @@ def classify_races(kernel_run: ToolRun, kernel_dirs: Sequence[Path], control_run
 
 
 def describe(block: Sequence[Access]) -> str:
-    """``Read fn@file:line vs Write file:line, ...`` for a report."""
+    """``Read fn at file:line vs Write file:line, ...``: one racecheck error, for a report."""
     first = block[0]
     return (f"{first.kind} {first.function} at {first.file}:{first.line} vs "
             + ", ".join(f"{a.kind} {a.file}:{a.line}" for a in block[1:]))
