@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 KINDS="triton_jfa:float32 bfloat16 float16" EXTRA="--window-cases" DEADLINE=${DEADLINE:-240} WORKERS=${WORKERS:-12} \
   OUT="$out" SEED0=${SEED0:-7000} bash ci/gpu_calibrate.sh
-cat "$out"/records/*.jsonl > "$out/h200-window-holdout.jsonl"
+# gpu_calibrate.sh packs the records into records.tgz and removes the folder
+tar xzf "$out/records.tgz" -C "$out" records
+cat "$out"/records/*.jsonl > "$out/h200-window-holdout.jsonl" && rm -rf "$out/records"
 python3 - "$out/h200-window-holdout.jsonl" <<'PY' | tee "$out/window-verdict.txt"
 import sys
 from jfa_verify.budgets import default_table
