@@ -12,13 +12,16 @@ What it does, all at once on one GPU (the matrix checks numbers, not speed, so t
   flex_document_mask nested_sdpa``): the default, windows and mha suites (in that order), then a campaign of ``CAMPAIGN`` examples
   that keeps searching after a finding; each with ``--deadline`` (cells and campaign cases not started by
   then are skipped), ``--isolate`` (a crash or a sticky CUDA error is that case's finding; the next case
-  gets a fresh worker) and a hard ``timeout`` kill (a peer that hangs takes only its own process down;
-  its case files stay in ``$OUT/reproducers``);
+  gets a fresh worker), ``--jobs JOBS`` (default 3: isolated case workers per kernel, so that Triton's
+  compiling on the host overlaps: 5 kernels x 3 workers are 15 case workers on the H200 machine's 16 cores;
+  the verdicts do not depend on it) and a hard ``timeout`` kill (a peer that hangs
+  takes only its own process down; its case files stay in ``$OUT/reproducers``);
 * ``pytest -m gpu tests/test_peers_gpu.py`` (the peers' current behaviour on the known findings);
 * then merges the per-kernel JSON into ``$OUT/matrix.{json,md,png}`` and packs the reproducers.
 
 Budget: BUDGET seconds in all (default 230: about 4 minutes, flex_attention's compiles included); every
-kernel process gets ``BUDGET - 45`` s of deadline and is killed 20 s after it. Exit status: 0 when every
+kernel process gets a deadline of ``BUDGET - CASE_TIMEOUT - 15`` s (no case or campaign example starts after it) and is killed
+``CASE_TIMEOUT + 5`` s after it, so a case started just before the deadline can still finish. Exit status: 0 when every
 process finished and nothing was found, 1 when there are findings (expected: the peers have some), 3 when a
 process was killed at the budget, 2 on a setup error. Progress lines are printed as they happen.
 """
@@ -35,6 +38,7 @@ from pathlib import Path
 # KERNELS="a b" and DEVICE=cpu (a CPU dry run of this script) override these.
 KERNELS = os.environ.get("KERNELS", "triton_jfa torch_fa2_varlen torch_varlen_attn flex_document_mask nested_sdpa").split()
 DEVICE = os.environ.get("DEVICE", "cuda")
+CASE_TIMEOUT = 45  # seconds a case may run (--timeout); a case past it is a hang finding
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -46,6 +50,7 @@ def main() -> int:
     out = Path(os.environ.get("OUT", "gpu-out")).resolve()
     budget = float(os.environ.get("BUDGET", "230"))
     campaign = int(os.environ.get("CAMPAIGN", "25"))
+    jobs = int(os.environ.get("JOBS", "3"))
     start = time.monotonic()
     (out / "logs").mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1", TRITON_CACHE_DIR=os.environ.get("TRITON_CACHE_DIR",
@@ -60,22 +65,23 @@ def main() -> int:
     import torch
 
     say(f"torch {torch.__version__}, {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO GPU'}; "
-        f"budget {budget:.0f} s, campaign {campaign} per kernel")
-    deadline = max(30.0, budget - (time.monotonic() - start) - 45)
+        f"budget {budget:.0f} s, campaign {campaign} per kernel, {jobs} case workers per kernel")
+    # A case started just before the deadline may run its whole --timeout: the hard kill waits that long.
+    deadline = max(30.0, budget - (time.monotonic() - start) - CASE_TIMEOUT - 15)
     procs = {}
     for kernel in KERNELS:
         cmd = [sys.executable, "-m", "jfa_verify.cli", "matrix", "--kernel", kernel, "--suite", "default",
                "--suite", "windows", "--suite", "mha", "--campaign", str(campaign), "--device", DEVICE,
                "--deadline", f"{deadline:.0f}",
-               "--timeout", "60", "--isolate", "--reproducers", str(out / "reproducers"),
+               "--timeout", str(CASE_TIMEOUT), "--isolate", "--jobs", str(jobs), "--reproducers", str(out / "reproducers"),
                "--json", str(out / f"matrix-{kernel}.json"),
                "--markdown", str(out / f"matrix-{kernel}.md")]
         log = open(out / "logs" / f"matrix-{kernel}.log", "w")
-        procs[kernel] = (subprocess.Popen(["timeout", "-k", "5", f"{deadline + 20:.0f}", *cmd], stdout=log,
+        procs[kernel] = (subprocess.Popen(["timeout", "-k", "5", f"{deadline + CASE_TIMEOUT + 5:.0f}", *cmd], stdout=log,
                                           stderr=subprocess.STDOUT, env=env, cwd=ROOT), log)
         say(f"started {kernel}: {' '.join(cmd[1:])}")
     tests_log = open(out / "logs" / "pytest-gpu.log", "w")
-    tests = subprocess.Popen(["timeout", "-k", "5", f"{deadline + 20:.0f}", sys.executable, "-m", "pytest", "-q",
+    tests = subprocess.Popen(["timeout", "-k", "5", f"{deadline + CASE_TIMEOUT + 5:.0f}", sys.executable, "-m", "pytest", "-q",
                               "-p", "no:cacheprovider", "-m", "gpu", "tests/test_peers_gpu.py"],
                              stdout=tests_log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     status = {}

@@ -9,7 +9,7 @@
 # GATE_EXAMPLES (default 200) sizes the gate's campaign; WORKERS (default 8) the pytest workers and the
 # gate's --jobs. STAGES (default "gate tests big") runs parts, so that each fits a 10-minute job (H200,
 # cold Triton cache, 2026-12-01): "gate" (the gates and the planted-bug run, about 4 minutes with both gates side by side), "tests"
-# (the GPU tests on xdist workers, about 6 minutes), "big" (the tests that need most of the card, alone,
+# (the GPU tests on xdist workers: 126 tests took 326 s on 2026-12-01; 138 were not done in 400 s at 4ff987f), "big" (the tests that need most of the card, alone,
 # about 4 minutes; the hints' bit-identity). Green is every stage green on one commit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,9 +42,12 @@ rc_mut=$?
 grep -E "^\[FAIL\]|worst at|passed," "$out/mutant.log" | head -8
 fi
 if [[ $stages == *" tests "* ]]; then
-python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --jfa-device cuda -m "not gpu_exclusive" -rfE \
-  --tb=short --junitxml "$out/pytest.junit.xml" "${tests[@]}" "$@" 2>&1 | tee "$out/pytest.log" \
-  | grep -E "^(FAILED|ERROR)|passed|failed"
+# A few tests take minutes on the GPU (a mutant's targeted cases, the gate's crash and hang runs): work stealing
+# keeps them from waiting in one worker's queue behind others (xdist >= 3.2); --durations says which they are.
+dist=$(python3 -c "import xdist, sys; v = tuple(map(int, xdist.__version__.split('.')[:2])); print('worksteal' if v >= (3, 2) else 'load')")
+python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --dist "$dist" --durations 15 --jfa-device cuda \
+  -m "not gpu_exclusive" -rfE --tb=short --junitxml "$out/pytest.junit.xml" "${tests[@]}" "$@" 2>&1 \
+  | tee "$out/pytest.log" | grep -E "^(FAILED|ERROR)|passed|failed|^[0-9.]+s (call|setup)"
 rc_test=${PIPESTATUS[0]}
 fi
 if [[ $stages == *" big "* ]]; then

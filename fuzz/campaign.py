@@ -62,6 +62,7 @@ class CampaignFailure:
     source: str
     signature: dict = field(default_factory=dict)
     examples: int = 0  # further failing cases of this finding met by this campaign
+    found_at: Optional[int] = None  # cases this campaign had run when it first met this finding (that one included)
 
 
 @dataclass
@@ -98,7 +99,7 @@ class CampaignSummary:
             "seconds": self.seconds, "interrupted": self.interrupted, "notes": self.notes,
             "side_failures": self.side_failures,
             "failures": [{"case": f.case.to_dict(), "status": f.status, "path": str(f.path) if f.path else None,
-                          "source": f.source, "signature": f.signature, "examples": f.examples,
+                          "source": f.source, "signature": f.signature, "examples": f.examples, "found_at": f.found_at,
                           "explanation": f.explanation} for f in self.failures],
             "known_examples": dict(self.known_examples),
             "fixed": [str(p) for p in self.fixed], "coverage": self.coverage.to_dict(),
@@ -207,6 +208,7 @@ class _Round:
     steps: list = field(default_factory=list)  # case files written while shrinking
     started_shrinking: float = 0.0
     cut_short: bool = False  # shrinking stopped by its time budget
+    found_at: Optional[int] = None  # the campaign's cases run when the failure being shrunk was drawn
     keep_last: bool = False  # the last case was a known finding's example: keep its database entry
 
 
@@ -354,7 +356,7 @@ def run_campaign(
             return result, None
         return result, Path(result.reproducer) if result.reproducer else None
 
-    def new_finding(case, result, path, source: str, sig: dict) -> None:
+    def new_finding(case, result, path, source: str, sig: dict, found_at: Optional[int] = None) -> None:
         index.refresh()
         known = index.findings.get(sig["id"]) or index.match(key_of(result.to_dict()), set(sig["classes"]))
         if source == "search" and known is not None and known.path.exists():
@@ -362,7 +364,8 @@ def run_campaign(
             return
         mark_finding(corpus, path, sig, found_by=f"{source} (worker {worker})")
         index.add(Finding(sig, path, case))
-        failure = CampaignFailure(case, result.status, path, result.explain(), source, sig)
+        failure = CampaignFailure(case, result.status, path, result.explain(), source, sig,
+                                  found_at=summary.cases_run if found_at is None else found_at)
         summary.failures.append(failure)
         emit({"event": "finding", "id": sig["id"], "status": result.status, "source": source, "path": str(path),
               "case": case.describe(), "error_kind": sig["error_kind"], "outputs": sig["outputs"]})
@@ -441,6 +444,7 @@ def run_campaign(
                 state.keep_last = True
                 return
             state.target, state.best, state.started_shrinking = key, (case, result, path), time.perf_counter()
+            state.found_at = summary.cases_run
             state.steps.append(path)
             if not shrink:
                 raise _StopRound()
@@ -470,7 +474,7 @@ def run_campaign(
             sig = signature(result.to_dict(), classes_of(case))
             if state.cut_short or not shrink:
                 sig["shrunk"] = False  # its classes are not the bug's features: match on the key alone
-            new_finding(case, result, path, "search", sig)
+            new_finding(case, result, path, "search", sig, found_at=state.found_at)
         findings_paths = {f.path for f in index.findings.values()}
         for p in state.steps:  # the shrink steps
             if p is not None and p != path and p not in findings_paths:

@@ -908,6 +908,10 @@ def build_parser() -> argparse.ArgumentParser:
     mat.add_argument("--forward-only", action="store_true")
     mat.add_argument("--isolate", action="store_true",
                      help="run each case in a worker process: a crash or sticky CUDA error is that case's finding")
+    mat.add_argument("--jobs", type=positive_int, default=1,
+                     help="worker processes per kernel, running its cases at once (default 1); more than 1 runs "
+                          "each case in an isolated worker (implies --isolate) and overlaps Triton's compiling, "
+                          "most of a suite's time on a fresh cache; verdicts do not depend on it")
     mat.add_argument("--json", default=None, type=new_file, help="write the matrix as JSON")
     mat.add_argument("--markdown", default=None, type=new_file, help="write the table and findings as Markdown")
     mat.add_argument("--png", default=None, type=new_file, help="write a heat map of headroom (kernel x case)")

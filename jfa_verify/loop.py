@@ -132,13 +132,27 @@ class Verifier:
         result.seconds["io"] = (t1 - t0) + (time.perf_counter() - t2)
         return result
 
-    def verify_all(self, cases: Iterable[Case], on_result: Optional[Callable[[CaseResult], None]] = None
-                   ) -> list[CaseResult]:
-        """Run every case; the results come back in the order of ``cases``. ``on_result(result)`` is called
-        after each, in this thread, in the order they finish (in order when ``jobs`` is 1)."""
+    def verify_all(self, cases: Iterable[Case], on_result: Optional[Callable[[CaseResult], None]] = None, *,
+                   deadline: Optional[float] = None) -> list[Optional[CaseResult]]:
+        """Run every case (none after ``deadline``); the results come back in the order of ``cases``.
+        ``on_result(result)`` is called after each, in this thread, in the order they finish (in order when
+        ``jobs`` is 1).
+
+        Args:
+            cases: the cases to run.
+            on_result: called with each :class:`~jfa_verify.runner.CaseResult` as it comes (progress).
+            deadline: a :func:`time.monotonic` instant after which no further case starts (cases already
+                running finish). A case not started by then has no result: its place in the list holds
+                None, and ``on_result`` is not called for it. None (the default): every case runs, and
+                every place holds its result.
+        """
+        late = lambda: deadline is not None and time.monotonic() > deadline  # noqa: E731
         if len(self.workers) <= 1:
             results = []
             for case in cases:
+                if late():
+                    results.append(None)
+                    continue
                 result = self.verify(case)
                 results.append(result)
                 if on_result is not None:
@@ -149,9 +163,11 @@ class Verifier:
         for w in self.workers:
             idle.put(w)
 
-        def one(case: Case) -> CaseResult:
+        def one(case: Case) -> Optional[CaseResult]:
             worker = idle.get()
             try:
+                if late():  # its turn came after the deadline: it does not start
+                    return None
                 return self.verify(case, worker=worker)
             finally:
                 idle.put(worker)
@@ -164,7 +180,7 @@ class Verifier:
                 futures[pool.submit(one, case)] = i
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
-                if on_result is not None:
+                if on_result is not None and results[futures[future]] is not None:
                     on_result(results[futures[future]])
         except BaseException:  # Ctrl-C or a framework error: end every worker mid-case, wait for nothing
             self._interrupted.set()

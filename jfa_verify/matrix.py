@@ -88,12 +88,13 @@ class Finding:
     reproducer: Optional[str]
     replay: Optional[str]
     conventions: tuple[str, ...] = ()
-    found_after: Optional[int] = None  # campaign: cases the campaign drew in all
+    found_after: Optional[int] = None  # campaign: examples the campaign drew in all
     detail: str = ""  # the smallest case's symptom: the exception's first line, or the first failing output's
+    found_at: Optional[int] = None  # campaign: its cases run when it first met this finding (that one included)
 
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "signature": self.signature, "source": self.source, "count": self.count,
-                "found_after": self.found_after, "detail": self.detail,
+                "found_after": self.found_after, "found_at": self.found_at, "detail": self.detail,
                 "case": self.case.to_dict(), "describe": self.case.describe(), "reproducer": self.reproducer,
                 "replay": self.replay, "conventions": list(self.conventions)}
 
@@ -172,7 +173,7 @@ class Matrix:
             m.cells[(cell.kernel, cell.case_id)] = cell
         m.campaign_findings = [Finding(f["kernel"], f["signature"], f["source"], f["count"], Case.from_dict(f["case"]),
                                        f["reproducer"], f["replay"], tuple(f.get("conventions", ())),
-                                       f.get("found_after"), f.get("detail", ""))
+                                       f.get("found_after"), f.get("detail", ""), f.get("found_at"))
                                for f in d.get("findings", []) if f["source"] == "campaign"]
         return m
 
@@ -218,7 +219,8 @@ class Matrix:
         lines += ["", f"## Findings ({len(findings)})", ""]
         for i, f in enumerate(findings, 1):
             conv = f" (explained by the declared convention {', '.join(f.conventions)})" if f.conventions else ""
-            took = (f"campaign: {f.count} failing case(s) of {f.found_after} drawn, shrunk" if f.source == "campaign"
+            took = (f"campaign of {f.found_after} examples: first met at its case {f.found_at if f.found_at else '?'}, "
+                    f"{f.count} failing case(s) with the shrink's" if f.source == "campaign"
                     else f"{f.count} suite case(s)")
             lines += [f"{i}. **{f.kernel}** ({took}): `{f.signature}`{conv}",
                       f"   - symptom: {f.detail}",
@@ -317,7 +319,7 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
                plugins: Sequence[str] = (), backward: bool = True, accept: Sequence[str] = (),
                timeout_s: Optional[float] = None, campaign_examples: int = 0, seed: int = 0,
                deadline_s: Optional[float] = None, suite_note: str = "", isolate: bool = False,
-               on_result: Optional[Callable] = None) -> Matrix:
+               on_result: Optional[Callable] = None, jobs: int = 1) -> Matrix:
     """Run every case through every kernel (and a campaign per kernel); returns the :class:`Matrix`.
 
     Args:
@@ -335,7 +337,11 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
             theirs starts after it); without, cells not started by then are ``not run``.
         isolate: run every case in a worker process (:mod:`jfa_verify.isolation`): a crash or a sticky CUDA
             error is that case's finding and the next case gets a fresh worker.
-        on_result: called with each :class:`~jfa_verify.runner.CaseResult` (progress).
+        on_result: called with each :class:`~jfa_verify.runner.CaseResult` as it finishes (progress).
+        jobs: worker processes per kernel (:meth:`jfa_verify.loop.Verifier.verify_all`): a kernel's cases run
+            that many at a time, each in an isolated worker (more than 1 implies ``isolate``); they overlap
+            Triton's compiling on the host. The verdicts do not depend on it; which cells a deadline leaves
+            ``not run`` does. The campaigns do not use it.
     """
     from .loop import Verifier
 
@@ -347,14 +353,12 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
     for kernel in kernels:
         t0 = time.monotonic()
         with Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
-                      accept=accept, isolate=isolate) as verifier:
-            for case in cases:
-                if cases_deadline is not None and time.monotonic() - start > cases_deadline:
-                    break
-                result = verifier.verify(case)
+                      accept=accept, isolate=isolate or jobs > 1, jobs=jobs) as verifier:
+            results = verifier.verify_all(matrix.cases, on_result=on_result,
+                                          deadline=None if cases_deadline is None else start + cases_deadline)
+        for case, result in zip(matrix.cases, results):  # in the cases' order, whatever order they finished in
+            if result is not None:  # None: not started by the deadline, so the cell stays "not run"
                 matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
-                if on_result is not None:
-                    on_result(result)
         matrix.seconds[kernel.name] = round(time.monotonic() - t0, 2)
     for i, kernel in enumerate(kernels):
         if campaign_examples and not late():
@@ -384,7 +388,7 @@ def _campaign(matrix: Matrix, kernel, device, corpus, plugins, backward, accept,
             f" in {', '.join(sig['outputs'])}" if sig.get("outputs") else "")
         matrix.campaign_findings.append(Finding(kernel.name, kind, "campaign", 1 + f.examples, f.case,
                                                 str(f.path) if f.path else None, replay, (), summary.generated,
-                                                _symptom(f.explanation)))
+                                                _symptom(f.explanation), f.found_at))
 
 
 def command(args) -> int:
@@ -444,6 +448,7 @@ def _run_from_args(args) -> Matrix:
         raise InvalidInput(f"no case of suites {args.suite or ['default']} matches --filter {args.filter!r}")
     where = "Triton interpreter on CPU" if interpreting() else str(device)
     print(f"jfa-verify matrix: {len(kernels)} kernel(s) x {len(cases)} case(s) on {where}"
+          + (f", {args.jobs} workers per kernel" if args.jobs > 1 else "")
           + (f", campaign of {args.campaign} per kernel" if args.campaign else ""), flush=True)
 
     def progress(result) -> None:
@@ -453,4 +458,4 @@ def _run_from_args(args) -> Matrix:
     return run_matrix(kernels, cases, device, reproducers=args.reproducers, plugins=args.plugin,
                       backward=not args.forward_only, accept=args.accept, timeout_s=args.timeout,
                       campaign_examples=args.campaign, seed=args.seed, deadline_s=args.deadline,
-                      suite_note="; ".join(notes), on_result=progress, isolate=args.isolate)
+                      suite_note="; ".join(notes), on_result=progress, isolate=args.isolate, jobs=args.jobs)

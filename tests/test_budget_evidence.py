@@ -105,13 +105,15 @@ WINDOWS = EVIDENCE.parent / "windows-2026-12-01"
 
 def test_window_cases_pass_the_packaged_table(table):
     """Held-out windowed cases (never fitted on) pass the budget rows as they are: the mask changes which
-    keys a row sums, not how it rounds. CPU records always; H200 records once the GPU run's are copied in."""
+    keys a row sums, not how it rounds. CPU records (the interpreter) and H200 records (``ci/gpu_windows.sh``)."""
     files = sorted(WINDOWS.glob("*-window-holdout.jsonl.gz"))
     assert any(f.name.startswith("cpu-") for f in files)
     records = read_records(files)
     assert all(r.case["full"].get("window") for r in records)  # every record is a windowed case
     cpu = [r for r in records if r.device == "cpu (Triton interpreter)"]
     assert len(cpu) >= 300 and {r.row for r in cpu} == {"float32", "bfloat16", "float16"}
+    h200 = [r for r in records if r.device == "NVIDIA H200"]  # ci/gpu_windows.sh, 2026-12-01 (4ff987f)
+    assert len(h200) >= 1000 and {r.row for r in h200} == {"float32", "bfloat16", "float16"}
     # the drawn windows reach the edges: diagonal only, one side unbounded, with causal, asymmetric
     windows = [tuple(r.case["full"]["window"]) for r in records]
     assert (0, 0) in windows or any(0 in w for w in windows)

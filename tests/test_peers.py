@@ -1,6 +1,7 @@
 """Peer kernels behind the contract on the CPU: adapters, the TLX stand-in, declared conventions, campaigns that
 keep searching, and ``jfa-verify matrix``."""
 
+import dataclasses
 import json
 import math
 import shlex
@@ -66,6 +67,44 @@ def test_nested_sdpa_on_cpu_forward_backward_and_declared_limits():
     strided = run_case(Case(kv_lengths=(1,), layout="strided", dtype="bfloat16", num_heads_q=1, num_heads_kv=1,
                             head_dim=16), kernel, "cpu")
     assert strided.status == "error" and "split_with_sizes" in strided.message
+
+
+def _nested_sdpa_grads(output_grad: torch.Tensor, q, k, v, offsets) -> tuple:
+    nested = lambda x: torch.nested.nested_tensor_from_jagged(x, offsets).transpose(1, 2)  # noqa: E731
+    o = torch.nn.functional.scaled_dot_product_attention(nested(q), nested(k), nested(v)).transpose(1, 2).values()
+    return torch.autograd.grad(o, (q, k, v), output_grad)
+
+
+def test_nested_sdpa_backward_ignores_the_storage_offset_of_the_output_gradient():
+    """Found by the H200 matrix's campaign (tests/corpus/peers/nested-sdpa-dO-with-storage-offset-wrong-gradients.json)
+    and narrowed here: the same dO values give other dQ/dK/dV when dO is a view that starts one row into its
+    storage. torch 2.13's current behaviour; a fixed torch makes this test fail (then update docs/peers.md)."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(5, 2, 16, generator=gen).requires_grad_() for _ in range(3))
+    offsets = torch.tensor([0, 2, 5])
+    wider = torch.randn(6, 2, 16, generator=gen)
+    as_view = _nested_sdpa_grads(wider[1:], q, k, v, offsets)  # storage offset 32 elements
+    as_copy = _nested_sdpa_grads(wider[1:].clone(), q, k, v, offsets)
+    errors = [(a - b).abs().max().item() for a, b in zip(as_view, as_copy)]
+    assert min(errors) > 0.5, errors  # every gradient wrong (errors of order 1 on unit-normal inputs)
+    # a view at offset 0 of a wider buffer is fine: the offset, not the view, is what the backward drops
+    at_start = _nested_sdpa_grads(wider[:5], q, k, v, offsets)
+    assert all(torch.equal(a, b) for a, b in zip(at_start, _nested_sdpa_grads(wider[:5].clone(), q, k, v, offsets)))
+
+
+def test_nested_sdpa_storage_offset_finding_replays_on_the_cpu():
+    """The H200 finding's reproducer, replayed where CI runs: dK and dV fail (the first row before the sequences
+    makes the adapter's output a concatenation, so autograd hands SDPA a dO view with a storage offset)."""
+    from jfa_verify.corpus import read_case_file
+
+    case, payload = read_case_file(HERE / "corpus" / "peers" / "nested-sdpa-dO-with-storage-offset-wrong-gradients.json")
+    assert case.offsets_start == 1 and payload["environment"]["gpu"] == "NVIDIA H200"
+    result = run_case(case, get_kernel("nested_sdpa"), "cpu")
+    assert result.status == "fail", result.explain()
+    assert {c.name for c in result.failing} == {"dk", "dv"}, result.explain()
+    assert min(c.kernel_error for c in result.failing) > 1.0  # wrong, not rounding (allowances about 0.05)
+    shifted = run_case(dataclasses.replace(case, offsets_start=0), get_kernel("nested_sdpa"), "cpu")
+    assert shifted.status == "pass", shifted.explain()  # the same sequences from row 0: right
 
 
 def test_cuda_only_peers_are_unsupported_on_cpu_with_the_reason():
@@ -253,6 +292,11 @@ def test_campaign_finds_the_empty_batch_error_and_the_plus_inf_lse(tmp_path):
         assert f.path.is_file() and f.case.batch <= 2
         if f.status == "fail":
             assert "explained by the kernel's declared convention lse_plus_inf_empty_rows" in f.explanation
+    # when each was first met: a drawn case's position among the cases run, the shrink's after it
+    found = sorted(f.found_at for f in summary.failures)
+    assert all(isinstance(n, int) and 1 <= n <= summary.cases_run for n in found), found
+    assert found[0] == summary.first_failure_at and len(set(found)) == len(found)
+    assert [f["found_at"] for f in summary.to_dict()["failures"]] == [f.found_at for f in summary.failures]
 
 
 # -- jfa-verify matrix ---------------------------------------------------------------------------------------
@@ -282,6 +326,10 @@ def test_matrix_cli_table_findings_outputs_and_replays(tmp_path, monkeypatch, ca
     assert doc["summary"]["fa2_like"]["worst_headroom"] == "inf"
     findings = doc["findings"]
     assert {f["source"] for f in findings} == {"suite", "campaign"}
+    for f in findings:  # a campaign finding says when the campaign first met it, and survives the merge below
+        if f["source"] == "campaign":
+            assert 1 <= f["found_at"] <= doc["campaigns"][f["kernel"]]["cases_run"], f
+            assert f"first met at its case {f['found_at']}," in out
     assert Path("m.md").read_text().startswith("# jfa-verify matrix") and Path("m.png").stat().st_size > 1000
     # every replay command works as printed (it names the plugin), and reproduces the finding
     for f in findings:
@@ -297,6 +345,7 @@ def test_matrix_cli_table_findings_outputs_and_replays(tmp_path, monkeypatch, ca
     merged = Path("all.md").read_text()
     assert "| case | fa2_like | nested_sdpa | torch_fa2_varlen | triton_jfa |" in merged
     assert "not run" in merged  # triton_jfa did not run m.json's cases, nor the others t.json's
+    assert "first met at its case" in merged
 
 
 def test_matrix_accept_turns_a_declared_convention_into_a_marked_pass(tmp_path, monkeypatch, capsys):
@@ -319,6 +368,74 @@ def test_matrix_usage_errors(capsys):
     assert "needs --kernel" in capsys.readouterr().err
     assert main(["matrix", "--kernel", "no_such_kernel", "--device", "cpu"]) == 2
     assert main(["matrix", "--kernel", "triton_jfa", "--campaign", "-1"]) == 2
+
+
+def test_matrix_jobs_below_one_is_a_usage_error(capsys):
+    from jfa_verify.cli import main
+    from jfa_verify.exits import ExitCode
+
+    assert main(["matrix", "--kernel", "triton_jfa", "--device", "cpu", "--jobs", "0"]) == ExitCode.USAGE
+    assert "argument --jobs: 0 must be > 0" in capsys.readouterr().err
+
+
+# fa2_like, forward only: a pass, a fail (+inf LSE on rows without keys) and an error (every query sequence empty)
+JOBS_CASES = [Case(kv_lengths=(5, 6), dtype="float32", **H), CROSS_EMPTY_ROWS,
+              Case(kv_lengths=(3, 2), q_lengths=(0, 0), mode="cross", dtype="float32", **H)]
+
+
+def test_verify_all_starts_no_case_after_its_deadline(tmp_path):
+    import time
+
+    from jfa_verify.loop import Verifier
+
+    load_plugin(PLUGIN)
+    kernel = get_kernel("fa2_like")
+    # a deadline already past: no case starts, in this process or on isolated workers (none is even started)
+    for isolate, jobs in ((False, 1), (True, 1), (True, 2)):
+        seen = []
+        with Verifier(kernel, "cpu", tmp_path / f"past-{isolate}-{jobs}", backward=False, plugins=[str(PLUGIN)],
+                      isolate=isolate, jobs=jobs) as verifier:
+            results = verifier.verify_all(JOBS_CASES, on_result=seen.append, deadline=time.monotonic() - 1)
+            assert [w.pid for w in verifier.workers] == [None] * (jobs if isolate else 0)
+        assert results == [None, None, None] and seen == []
+    assert not list(tmp_path.rglob("*.json"))  # not even a write-ahead case file
+    # no deadline: every case, in order
+    seen = []
+    with Verifier(kernel, "cpu", tmp_path / "all", backward=False) as verifier:
+        results = verifier.verify_all(JOBS_CASES, on_result=seen.append)
+    assert [r.status for r in results] == ["pass", "fail", "error"]
+    assert [r.case for r in results] == JOBS_CASES and seen == results
+    # the deadline passes while the first case's result is handled: that case has its verdict, the others never start
+
+    def past_the_deadline(result):
+        seen.append(result)
+        while time.monotonic() <= deadline:
+            time.sleep(0.01)
+
+    seen = []
+    deadline = time.monotonic() + 1.0
+    with Verifier(kernel, "cpu", tmp_path / "some", backward=False) as verifier:
+        results = verifier.verify_all(JOBS_CASES, on_result=past_the_deadline, deadline=deadline)
+    assert [r and r.status for r in results] == ["pass", None, None] and seen == results[:1]
+
+
+def test_run_matrix_with_jobs_gives_the_cells_of_one_at_a_time(tmp_path):
+    from jfa_verify.matrix import NOT_RUN, run_matrix
+
+    load_plugin(PLUGIN)
+    kernels, cpu = [get_kernel("fa2_like")], torch.device("cpu")
+    opts = dict(plugins=[str(PLUGIN)], backward=False)
+    one = run_matrix(kernels, JOBS_CASES, cpu, reproducers=tmp_path / "one", **opts)
+    two = run_matrix(kernels, JOBS_CASES, cpu, reproducers=tmp_path / "two", jobs=2, deadline_s=600, **opts)
+    for m in (one, two):
+        assert [m.cell("fa2_like", c).status for c in JOBS_CASES] == ["pass", "fail", "error"]
+    # the same cells, recorded in the cases' order whichever worker finished first
+    assert list(two.cells) == list(one.cells) == [("fa2_like", c.case_id()) for c in JOBS_CASES]
+    assert [c.signature for c in two.cells.values()] == [c.signature for c in one.cells.values()]
+    # a deadline spent before the first case: every cell is "not run", as with the loop's break before
+    late = run_matrix(kernels, JOBS_CASES, cpu, reproducers=tmp_path / "late", jobs=2, deadline_s=1e-9, **opts)
+    assert [late.cell("fa2_like", c).status for c in JOBS_CASES] == [NOT_RUN] * 3 and late.cells == {}
+    assert late.counts("fa2_like")[NOT_RUN] == 3
 
 
 def test_varlen_inputs_give_the_ops_a_unit_head_dim_stride():

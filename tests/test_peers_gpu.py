@@ -13,12 +13,17 @@ import pytest
 
 from jfa_verify import run_case
 from jfa_verify.corpus import read_case_file
+from jfa_verify.exits import exit_code_for
 from jfa_verify.registry import get_kernel
 
 PEERS = Path(__file__).with_name("corpus") / "peers"
 EMPTY_Q = PEERS / "fa2-varlen-all-empty-query-batch-invalid-argument.json"
 ZERO_STRIDES = PEERS / "fa2-varlen-empty-tensor-zero-strides-rejected.json"
 PLUS_INF = PEERS / "fa2-varlen-lse-plus-inf-rows-without-keys.json"
+NESTED_STORAGE_OFFSET = ("nested-sdpa-dO-with-storage-offset-wrong-gradients", "nested-sdpa-cross-float32-wrong-gradients",
+                         "nested-sdpa-cuda-nan-gradients-mixed-layout")
+# The findings the framework made itself on the H200 (matrix and campaigns), replayed as printed.
+FOUND_ON_H200 = sorted(p for p in PEERS.glob("*.json") if "ci/gpu_peers.py" in read_case_file(p)[1]["found_by"])
 
 
 def test_peer_reproducers_hold_the_named_triggers():
@@ -27,13 +32,28 @@ def test_peer_reproducers_hold_the_named_triggers():
     for path in files:
         case, payload = read_case_file(path)
         assert payload["kernel"] in ("torch_fa2_varlen", "torch_varlen_attn", "flex_document_mask", "nested_sdpa")
-        assert payload["symptom"] and payload["found_by"] and payload["status"] in ("fail", "error")
+        assert payload["symptom"] and payload["found_by"] and payload["status"] in ("fail", "error", "crash")
         get_kernel(payload["kernel"])  # the adapter exists
     case, _ = read_case_file(EMPTY_Q)
     assert sum(case.query_lengths) == 0 < sum(case.kv_lengths)  # every query sequence empty, keys present
     case, _ = read_case_file(PLUS_INF)
     assert case.causal and case.causal_alignment == "bottom_right"
     assert any(q > k for q, k in zip(case.query_lengths, case.kv_lengths))  # rows that see no key
+    # found by the framework on the H200 (ci/gpu_peers.py, 2026-12-01): each file holds the trigger it names
+    for name in ("fa2-varlen-empty-batch-batch-size-must-be-positive", "varlen-attn-empty-batch-batch-size-must-be-positive"):
+        case, _ = read_case_file(PEERS / f"{name}.json")
+        assert case.batch == 0  # offsets of one entry: no sequence at all
+    for name in ("fa2-varlen-all-empty-key-batch-invalid-argument", "varlen-attn-all-empty-key-batch-invalid-argument"):
+        case, payload = read_case_file(PEERS / f"{name}.json")
+        assert sum(case.kv_lengths) == 0 < sum(case.query_lengths) and payload["status"] == "crash"
+    case, _ = read_case_file(PEERS / "flex-document-mask-cuda-empty-batch-inductor-error.json")
+    assert case.batch >= 1 and sum(case.kv_lengths) == 0
+    case, _ = read_case_file(PEERS / "varlen-attn-lse-plus-inf-rows-without-keys.json")
+    assert any(q > 0 == k for q, k in zip(case.query_lengths, case.kv_lengths))  # a query row with no key at all
+    for name in NESTED_STORAGE_OFFSET:
+        case, payload = read_case_file(PEERS / f"{name}.json")
+        # the adapter's output is a concatenation after the rows before the first sequence: dO reaches SDPA as a view
+        assert (case.q_offsets_start or case.offsets_start) > 0 and payload["status"] == "fail"
 
 
 # Runs the adapter on the reproducer's case with default strides for the empty query tensor.
@@ -84,3 +104,13 @@ def test_fa2_varlen_lse_is_plus_inf_for_rows_without_keys(jfa_device):
     assert result.conventions == ["lse_plus_inf_empty_rows"]  # explained by the declared convention, still a finding
     accepted = run_case(case, kernel, jfa_device, backward=False, accept=("lse_plus_inf_empty_rows",))
     assert accepted.status == "pass" and accepted.accepted
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", FOUND_ON_H200, ids=lambda p: p.stem)
+def test_peer_finding_replays_as_recorded(path, tmp_path):
+    """Each finding the peers' matrix made on the H200 replays as printed, with the same verdict (torch 2.11)."""
+    _, payload = read_case_file(path)
+    rc, out = _run_alone(["-m", "jfa_verify.cli", "replay", str(path), "--device", "cuda"], tmp_path)
+    assert rc == int(exit_code_for([payload["status"]])), out  # 1 a finding, 4 a crash
+    assert f"replayed: {payload['status']} (same)" in out, out
