@@ -6,8 +6,8 @@
 # (pytest-xdist workers for the ordinary ones, the ones needing most of the card alone: the 2^31-element
 # cases, where triton_jfa must pass and its int32-overflow mutant must die), and the ALIGNED hints'
 # bit-identity. Logs and reports go under ${OUT:-gpu-out}.
-# GATE_EXAMPLES (default 200) sizes the gate's campaign; WORKERS (default 8) the pytest workers and the
-# gate's --jobs. STAGES (default "gate tests big") runs parts, so that each fits a 10-minute job (H200,
+# GATE_EXAMPLES (default 200) sizes the gate's campaign; WORKERS (default 8) the gate's --jobs; TEST_WORKERS
+# (default 12 of the H200 machine's 16 cores: the tests mostly wait on Triton compiling) the pytest workers. STAGES (default "gate tests big") runs parts, so that each fits a 10-minute job (H200,
 # cold Triton cache, 2026-12-01): "gate" (the gates and the planted-bug run, about 4 minutes with both gates side by side), "tests"
 # (the GPU tests on xdist workers: 126 tests took 326 s on 2026-12-01; 138 were not done in 400 s at 4ff987f), "big" (the tests that need most of the card, alone,
 # about 4 minutes; the hints' bit-identity). Green is every stage green on one commit.
@@ -45,7 +45,7 @@ if [[ $stages == *" tests "* ]]; then
 # A few tests take minutes on the GPU (a mutant's targeted cases, the gate's crash and hang runs): work stealing
 # keeps them from waiting in one worker's queue behind others (xdist >= 3.2); --durations says which they are.
 dist=$(python3 -c "import xdist, sys; v = tuple(map(int, xdist.__version__.split('.')[:2])); print('worksteal' if v >= (3, 2) else 'load')")
-python3 -m pytest -q -p no:cacheprovider -n "${WORKERS:-8}" --dist "$dist" --durations 15 --jfa-device cuda \
+python3 -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-12}" --dist "$dist" --durations 15 --jfa-device cuda \
   -m "not gpu_exclusive" -rfE --tb=short --junitxml "$out/pytest.junit.xml" "${tests[@]}" "$@" 2>&1 \
   | tee "$out/pytest.log" | grep -E "^(FAILED|ERROR)|passed|failed|^[0-9.]+s (call|setup)"
 rc_test=${PIPESTATUS[0]}

@@ -37,6 +37,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from importlib import resources
@@ -504,10 +505,11 @@ CASE_TIMEOUT_S = 180.0
 
 
 def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, case_timeout_s: float = CASE_TIMEOUT_S,
-              **kwargs) -> MutantResult:
+              stop: Optional[threading.Event] = None, **kwargs) -> Optional[MutantResult]:
     """``run_mutant`` in a fresh spawned process (its own Triton state; a segfault ends only it). A case
     that runs past ``case_timeout_s`` (its write-ahead case file stays ``running``) kills the worker and
-    the mutant: a hang is a finding, as in ``jfa-verify run --timeout``."""
+    the mutant: a hang is a finding, as in ``jfa-verify run --timeout``. When ``stop`` is set (Ctrl-C,
+    SIGTERM) the worker is killed and there is no result (None)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures import TimeoutError as FutureTimeout
@@ -522,6 +524,10 @@ def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, case_timeou
             try:
                 return future.result(timeout=2.0)
             except FutureTimeout:
+                if stop is not None and stop.is_set():
+                    for proc in list(getattr(pool, "_processes", {}).values()):
+                        proc.kill()
+                    return None
                 stuck = _running_case(corpus, older_than=case_timeout_s)
                 if stuck is not None:
                     for proc in list(getattr(pool, "_processes", {}).values()):
@@ -540,9 +546,12 @@ def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, case_timeou
 def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "triton_jfa", device="cpu",
                 max_examples: int = 10, seed: int = 0, jobs: int = 1, stage: str = "targeted",
                 isolate: Optional[bool] = None, max_cases: Optional[int] = None,
-                case_timeout_s: float = CASE_TIMEOUT_S) -> list[MutantResult]:
+                case_timeout_s: float = CASE_TIMEOUT_S,
+                on_result: Optional[Callable[[MutantResult], None]] = None) -> list[MutantResult]:
     """Run every mutant in ``names`` (default: the whole catalogue) through ``stage`` (see
-    :func:`run_mutant`) and return one result each, in order.
+    :func:`run_mutant`) and return one result each, in order. ``on_result(result)`` is called as each
+    mutant's verdict comes (in the order they finish), so a caller can keep what finished if the run is
+    interrupted: on Ctrl-C or SIGTERM the mutants under way are killed and KeyboardInterrupt propagates.
 
     ``catalogue``: a packaged catalogue name or a file path. ``isolate`` (default: when ``jobs > 1``)
     runs each mutant in its own spawned process, ``jobs`` at once (on CUDA they share the GPU): a
@@ -560,13 +569,27 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     for n in names:
         cat[n]  # every name must exist before anything runs
     options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage, max_cases=max_cases)
+    report = on_result or (lambda result: None)
     if not (jobs > 1 if isolate is None else isolate):
-        return [run_mutant(n, catalogue=cat, **options) for n in names]
-    from concurrent.futures import ThreadPoolExecutor
+        results = []
+        for n in names:
+            results.append(run_mutant(n, catalogue=cat, **options))
+            report(results[-1])
+        return results
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
+    stop = threading.Event()
     with tempfile.TemporaryDirectory(prefix="jfa-mutants-") as root, ThreadPoolExecutor(max_workers=jobs) as threads:
-        futures = [threads.submit(_isolated, n, cat, catalogue, Path(root), case_timeout_s, **options)
-                   for n in names]
+        futures = {threads.submit(_isolated, n, cat, catalogue, Path(root), case_timeout_s, stop, **options): n
+                   for n in names}
+        try:
+            for future in as_completed(futures):
+                report(future.result())
+        except BaseException:  # Ctrl-C, SIGTERM: no new mutant starts, those under way are killed
+            stop.set()
+            for future in futures:
+                future.cancel()
+            raise
         return [f.result() for f in futures]
 
 

@@ -646,22 +646,38 @@ def cmd_gate(args) -> int:
 
 def cmd_mutants(args) -> int:
     """Run the CI profile against each planted-bug mutant; exit 1 if any (non-gpu-only) mutant survives."""
-    import json
-
     from .device import select_device
+    from .exits import ExitCode
     from .fuzz.mutation import format_table, load_catalogue, run_mutants
+    from .report import write_json
 
     catalogue = load_catalogue(args.catalogue)
     for name in args.only:
         catalogue[name]  # unknown names fail before any work
     dev = select_device(args.device)
-    results = run_mutants(args.only or None, catalogue=args.catalogue, device=dev, max_examples=args.max_examples,
-                          seed=args.seed, jobs=args.jobs, stage=args.stage, isolate=args.isolate)
+    done = []
+
+    def keep(result) -> None:  # each verdict as it comes: an interrupted run keeps what finished
+        done.append(result)
+        print(f"  {result.name}: {result.status}" + (f" ({result.stage})" if result.stage else ""), flush=True)
+        if args.json:
+            write_json(args.json, [r.to_dict() for r in done])
+
+    try:
+        results = run_mutants(args.only or None, catalogue=args.catalogue, device=dev, max_examples=args.max_examples,
+                              seed=args.seed, jobs=args.jobs, stage=args.stage, isolate=args.isolate, on_result=keep)
+    except KeyboardInterrupt:
+        total = len(args.only) if args.only else len(catalogue.mutants)
+        print(f"interrupted: {len(done)} of {total} mutant(s) have a verdict"
+              + (f", written to {args.json}" if args.json else ""), flush=True)
+        if done:
+            print(format_table(done))
+        return int(ExitCode.INTERRUPTED)
     print(f"mutation testing of catalogue {catalogue.name} on {dev}, stage {args.stage} "
           f"(max {args.max_examples} campaign examples per surviving mutant)")
     print(format_table(results))
     if args.json:
-        Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=2, default=str))
+        write_json(args.json, [r.to_dict() for r in results])  # in catalogue order
     survivors = [r.name for r in results if r.status in ("survived", "error")]
     if survivors:
         print(f"SURVIVED: {', '.join(survivors)}")

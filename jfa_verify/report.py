@@ -34,7 +34,7 @@ def run_report(results: Sequence[CaseResult], *, kernel: str, device, suite_note
     return payload
 
 
-def write_json(path: "str | Path", payload: dict) -> Path:
+def write_json(path: "str | Path", payload: "dict | list") -> Path:
     """Write ``payload`` as indented JSON (through a temporary file, so a reader never sees half of it).
 
     Raises:

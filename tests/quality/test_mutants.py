@@ -197,3 +197,40 @@ def test_the_mutants_command_isolates_each_mutant_so_a_crash_is_its_verdict(tmp_
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     (result,) = json.loads(out.read_text())
     assert result["status"] == "killed" and result["stage"] == "crash", result
+
+
+def test_an_interrupted_mutants_command_keeps_the_verdicts_that_finished(tmp_path):
+    # regression: `jfa-verify mutants --json` wrote its JSON only at the end, so a run cut by `timeout` (the H200
+    # detection script's stages) lost every verdict, and its threads waited for the mutants still running
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    header = {k: v for k, v in json.loads((Path(__file__).parent / "blind_catalogue.json").read_text()).items()
+              if k != "mutants"}
+    line = "        first = problem.q_starts[0] if problem.batch else rows"
+    mutants = [{"name": name, "description": name, "target": "host", "old": line, "new": f"{line}; {statement}"}
+               for name, statement in (("host_aborts", "__import__('os').abort()"),
+                                       ("host_sleeps", "__import__('time').sleep(600)"))]
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(dict(header, name="two", mutants=mutants)))
+    out = tmp_path / "m.json"
+    proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "mutants", "--catalogue", str(path), "--device",
+                             "cpu", "--stage", "suite", "--jobs", "2", "--json", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        assert out.exists(), "no verdict written while the run goes on"
+        assert [r["name"] for r in json.loads(out.read_text())] == ["host_aborts"]  # the sleeper is still running
+        proc.send_signal(signal.SIGTERM)
+        stdout, _ = proc.communicate(timeout=60)  # the sleeper's worker is killed, not waited for
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stdout[-2000:]
+    assert "interrupted: 1 of 2 mutant(s) have a verdict" in stdout, stdout[-2000:]
+    (kept,) = json.loads(out.read_text())
+    assert kept["name"] == "host_aborts" and kept["status"] == "killed" and kept["stage"] == "crash", kept
