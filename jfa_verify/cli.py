@@ -100,6 +100,17 @@ def new_file(text: str) -> str:
     return text
 
 
+def png_file(text: str) -> str:
+    """A PNG to write (as :func:`new_file`): matplotlib must be installed, checked before any work."""
+    import importlib.util
+
+    text = new_file(text)
+    if importlib.util.find_spec("matplotlib") is None:
+        raise argparse.ArgumentTypeError(f"{text}: writing a PNG needs matplotlib, which is not installed; "
+                                         f"pip install 'jfa-verify[plots]' (or leave out --png)")
+    return text
+
+
 def folder(text: str) -> str:
     """A folder to write into (created if missing, under an existing parent); not a file."""
     path = Path(text)
@@ -765,7 +776,7 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("--read-from", action="append", default=[], metavar="DIR|redis://HOST:PORT",
                     help="also read (never write) this database (repeatable)")
     fz.add_argument("--report", default=None, type=new_file, help="write the campaign's JSON report here")
-    fz.add_argument("--png", default=None, type=new_file, help="write a PNG of cases and findings over time here")
+    fz.add_argument("--png", default=None, type=png_file, help="write a PNG of cases and findings over time here")
     fz.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
                     help="run cases in a case-worker process, so crashes and hangs are findings (default)")
     fz.add_argument("--shrink-seconds", type=positive_float, default=120.0,
@@ -865,7 +876,7 @@ def build_parser() -> argparse.ArgumentParser:
     sch.add_argument("--block-m", type=positive_int, default=64)
     sch.add_argument("--causal", action="store_true")
     sch.add_argument("--seed", type=seed_int, default=0)
-    sch.add_argument("--png", type=new_file, help="write a per-SM load plot here")
+    sch.add_argument("--png", type=png_file, help="write a per-SM load plot here")
     sch.set_defaults(func=cmd_schedule)
 
     gate = sub.add_parser("gate", help="the CI gate: suite, campaign, replays, determinism, canaries, recycled memory "
@@ -902,26 +913,31 @@ def build_parser() -> argparse.ArgumentParser:
     mat = sub.add_parser("matrix", help="kernels x cases in one table: pass/fail/error/unsupported, worst headroom, "
                          "findings with replay commands; JSON, Markdown and a PNG heat map")
     mat.add_argument("--kernel", action="append", default=[], help="a registered kernel (repeat for each)")
-    mat.add_argument("--suite", action="append", default=[], help="built-in suite (repeatable; default: default)")
+    mat.add_argument("--suite", action="append", default=[],
+                     help="built-in suite: default, windows or mha (repeatable; default: default)")
     mat.add_argument("--campaign", type=nonneg_int, default=0, metavar="N",
                      help="then a campaign of N examples per kernel that keeps searching after a finding")
-    mat.add_argument("--device", choices=("cuda", "cpu"), default=None)
+    mat.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                     help="where the cases run (default: cuda when there is a GPU, else the CPU interpreter)")
     mat.add_argument("--plugin", action="append", default=[], metavar="FILE.py", type=existing_file,
                      help="import a file that registers kernels (repeatable; named in every replay command)")
-    mat.add_argument("--reproducers", default="jfa-reproducers", type=folder, help="folder for failing-case files")
+    mat.add_argument("--reproducers", default="jfa-reproducers", type=folder,
+                     help="folder for failing-case files (default: jfa-reproducers)")
     from .conventions import CONVENTIONS
 
     mat.add_argument("--accept", action="append", default=[], metavar="CONVENTION", choices=sorted(CONVENTIONS),
                      help="accept a kernel's declared convention (e.g. lse_plus_inf_empty_rows): its findings pass, "
                           "marked accepted")
     mat.add_argument("--filter", default="", help="only cases whose name contains this text")
-    mat.add_argument("--max-cases", type=positive_int, default=None)
-    mat.add_argument("--seed", type=seed_int, default=0)
-    mat.add_argument("--timeout", type=positive_float, default=None, help="seconds per case (a hang exits 3)")
+    mat.add_argument("--max-cases", type=positive_int, default=None, help="only the first N cases of the suites")
+    mat.add_argument("--seed", type=seed_int, default=0, help="seed of the suites' values and of the campaigns")
+    mat.add_argument("--timeout", type=positive_float, default=None,
+                     help="seconds per case; one past it is a hang finding (with --isolate or --jobs > 1 the run "
+                          "goes on; in-process it ends the run, exit 3)")
     mat.add_argument("--deadline", type=positive_float, default=None,
                      help="wall-clock seconds: cells not started by then are 'not run' (with --campaign: by 65%% "
                           "of it, the campaigns share the rest)")
-    mat.add_argument("--forward-only", action="store_true")
+    mat.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
     mat.add_argument("--isolate", action="store_true",
                      help="run each case in a worker process: a crash or sticky CUDA error is that case's finding")
     mat.add_argument("--jobs", type=positive_int, default=1,
@@ -930,7 +946,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "most of a suite's time on a fresh cache; verdicts do not depend on it")
     mat.add_argument("--json", default=None, type=new_file, help="write the matrix as JSON")
     mat.add_argument("--markdown", default=None, type=new_file, help="write the table and findings as Markdown")
-    mat.add_argument("--png", default=None, type=new_file, help="write a heat map of headroom (kernel x case)")
+    mat.add_argument("--png", default=None, type=png_file, help="write a heat map of headroom (kernel x case)")
     mat.add_argument("--from-json", nargs="+", default=[], metavar="FILE", type=existing_file,
                      help="merge matrices written by --json (one process per kernel) instead of running")
     mat.add_argument("--quiet", action="store_true", help="no line per case")

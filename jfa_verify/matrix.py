@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,7 +180,24 @@ class Matrix:
 
     @classmethod
     def merge(cls, parts: Sequence["Matrix"]) -> "Matrix":
-        """One matrix from several (kernels appended in order, cases united in first-seen order)."""
+        """One matrix from several (kernels appended in order, cases united in first-seen order).
+
+        Raises:
+            InvalidInput: two parts hold the same kernel (one kernel's verdicts would silently replace the
+                other's), or the parts ran on different devices.
+        """
+        from .errors import InvalidInput
+
+        owners: dict[str, int] = {}
+        for i, part in enumerate(parts):
+            for k in part.kernels:
+                if k in owners:
+                    raise InvalidInput(f"--from-json: kernel {k!r} is in matrix {owners[k] + 1} and matrix {i + 1}; "
+                                       f"merge one matrix per kernel (run it once with every case instead)")
+                owners[k] = i
+        devices = sorted({p.device for p in parts if p.device})
+        if len(devices) > 1:
+            raise InvalidInput(f"--from-json: the matrices ran on different devices {devices}; merge one device's")
         out = cls([], [])
         seen: set[str] = set()
         for part in parts:
@@ -202,6 +220,9 @@ class Matrix:
         lines = [f"# jfa-verify matrix ({self.device})", ""]
         if self.suite_note:
             lines += [self.suite_note, ""]
+        lines += ["Each cell: the verdict and the headroom, the worst output's error / its allowance (above 1 "
+                  "fails; inf: NaN or an infinity of the wrong sign). A kernel without a backward on this device "
+                  "is judged on its forward outputs only (`jfa-verify kernels` says which).", ""]
         lines.append("| case | " + " | ".join(self.kernels) + " |")
         lines.append("|---|" + "---|" * len(self.kernels))
         for case in self.cases:
@@ -280,10 +301,29 @@ class Matrix:
         return path
 
 
+_OUTPUT_LINE = re.compile(r"^(o|lse|dq|dk|dv): (?:max abs error (\S+) > allowance (\S+))?")
+
+
 def _symptom(explanation: str) -> str:
-    """The line of a verdict (:meth:`CaseResult.explain`) that says what went wrong, without the header."""
+    """The line of a verdict (:meth:`CaseResult.explain`) that says what went wrong, without the header: of
+    the failing outputs, the worst one (a problem such as NaN before any error over its allowance, then the
+    largest error / allowance), as the cell's headroom is; otherwise the first line that says what happened."""
     lines = [line.strip() for line in explanation.splitlines()[1:] if line.strip()]
-    return next((line for line in lines if not line.startswith(("replay:", "explained by", "accepted"))), "")
+    lines = [line for line in lines if not line.startswith(("replay:", "explained by", "accepted", "worst at"))]
+
+    def badness(line: str) -> float:
+        m = _OUTPUT_LINE.match(line)
+        if m.group(2) is None:
+            return math.inf  # NaN, infinities of the wrong sign, a wrong -inf pattern
+        try:
+            return float(m.group(2)) / float(m.group(3))
+        except (ValueError, ZeroDivisionError):
+            return math.inf
+
+    outputs = [line for line in lines if _OUTPUT_LINE.match(line)]
+    if outputs:
+        return max(outputs, key=badness)  # the first of equals: max keeps the earliest
+    return lines[0] if lines else ""
 
 
 def kind_of(verdict: dict) -> str:
@@ -334,7 +374,8 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
         seed: the campaigns' Hypothesis seed.
         deadline_s: wall-clock seconds for the whole call; with campaigns, cells not started within
             :data:`CASES_SHARE` of it are ``not run`` and the campaigns share what is left (no case of
-            theirs starts after it); without, cells not started by then are ``not run``.
+            theirs starts after it); without, cells not started by then are ``not run``. The cases' time is
+            shared by the kernels in turn: each gets an equal part of what is left when its turn comes.
         isolate: run every case in a worker process (:mod:`jfa_verify.isolation`): a crash or a sticky CUDA
             error is that case's finding and the next case gets a fresh worker.
         on_result: called with each :class:`~jfa_verify.runner.CaseResult` as it finishes (progress).
@@ -350,12 +391,13 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
     late = lambda: deadline_s is not None and time.monotonic() - start > deadline_s  # noqa: E731
     # with campaigns, the cases get CASES_SHARE of the deadline: a slow suite must not starve the search
     cases_deadline = None if deadline_s is None else deadline_s * (CASES_SHARE if campaign_examples else 1.0)
-    for kernel in kernels:
+    for i, kernel in enumerate(kernels):
         t0 = time.monotonic()
+        # the cases' time left is shared by the kernels still to run: a slow kernel must not starve the next
+        own = None if cases_deadline is None else t0 + (start + cases_deadline - t0) / (len(kernels) - i)
         with Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
                       accept=accept, isolate=isolate or jobs > 1, jobs=jobs) as verifier:
-            results = verifier.verify_all(matrix.cases, on_result=on_result,
-                                          deadline=None if cases_deadline is None else start + cases_deadline)
+            results = verifier.verify_all(matrix.cases, on_result=on_result, deadline=own)
         for case, result in zip(matrix.cases, results):  # in the cases' order, whatever order they finished in
             if result is not None:  # None: not started by the deadline, so the cell stays "not run"
                 matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
@@ -400,7 +442,7 @@ def command(args) -> int:
     from .exits import ExitCode
 
     if args.from_json:
-        matrix = Matrix.merge([Matrix.from_dict(json.loads(Path(f).read_text())) for f in args.from_json])
+        matrix = Matrix.merge([_read_matrix(f) for f in args.from_json])
     else:
         matrix = _run_from_args(args)
     if args.json:
@@ -425,6 +467,28 @@ def command(args) -> int:
     return int(ExitCode.OK)
 
 
+def _read_matrix(path: str) -> Matrix:
+    """A matrix written by ``jfa-verify matrix --json``.
+
+    Raises:
+        InvalidInput: the file is not JSON, or not a matrix (a run report, a case file, another version).
+    """
+    from .errors import InvalidInput
+
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InvalidInput(f"--from-json {path}: not a readable JSON file ({type(e).__name__}: {e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != "jfa-verify-matrix/1":
+        found = doc.get("format", "no 'format' key") if isinstance(doc, dict) else type(doc).__name__
+        raise InvalidInput(f"--from-json {path}: not a matrix written by `jfa-verify matrix --json` "
+                           f"(format {found!r}, want 'jfa-verify-matrix/1')")
+    try:
+        return Matrix.from_dict(doc)
+    except (KeyError, TypeError, ValueError) as e:
+        raise InvalidInput(f"--from-json {path}: a damaged matrix file ({type(e).__name__}: {e})") from None
+
+
 def _run_from_args(args) -> Matrix:
     from .device import interpreting, select_device
     from .errors import InvalidInput
@@ -433,10 +497,11 @@ def _run_from_args(args) -> Matrix:
 
     if not args.kernel:
         raise InvalidInput("matrix needs --kernel NAME at least once (or --from-json FILES to merge)")
+    # first: on the CPU it turns on Triton's interpreter, which must happen before any kernel module imports Triton
+    device = select_device(args.device)
     for p in args.plugin:
         load_plugin(p)
     kernels = [get_kernel(name) for name in dict.fromkeys(args.kernel)]
-    device = select_device(args.device)
     cases, notes = [], []
     for name in args.suite or ["default"]:
         suite = get_suite(name, device.type, args.seed)  # generic tiles: one set of columns for every kernel

@@ -153,6 +153,8 @@ class CaseResult:
             lines.append(f"  kernel raised: {self.message}")
         elif self.status in ("crash", "hang"):
             lines.append(f"  {self.status}: {self.message}")
+        elif self.status == "unsupported" and self.message:
+            lines.append(f"  {self.message}")
         if self.contract_violations:
             lines.append("  contract (outputs, inputs unchanged): " + "; ".join(self.contract_violations))
         if self.memory_violations:

@@ -113,6 +113,8 @@ def test_cuda_only_peers_are_unsupported_on_cpu_with_the_reason():
         result = run_case(case, get_kernel(name), "cpu")
         assert result.status == "unsupported" and "device=cpu not in ('cuda',)" in result.message, name
         assert "compute capability 8.0" in result.message
+        # what `replay` prints says why too (regression: only "[UNSUPPORTED] <case> on <kernel>")
+        assert result.explain().splitlines()[1] == f"  {result.message}"
 
 
 def test_varlen_attn_exists_in_cpu_torch_but_has_no_cpu_kernel():
@@ -311,7 +313,10 @@ def test_matrix_cli_table_findings_outputs_and_replays(tmp_path, monkeypatch, ca
     shutil.copy(PLUGIN, tmp_path / "fa2_like_plugin.py")
     # as in its own process (each command is one): an earlier test of this worker registered 'fa2_like' from
     # the original file, and a second file may not take a registered name
-    monkeypatch.delitem(registry._REGISTRY, "fa2_like", raising=False)
+    # (on a copy of the registry: the copy's registration must not outlive this test either)
+    registry.discover()  # the installed kernels first, into the registry that is kept
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    registry._REGISTRY.pop("fa2_like", None)
     args = ["matrix", "--kernel", "fa2_like", "--kernel", "nested_sdpa", "--kernel", "torch_fa2_varlen",
             "--plugin", "fa2_like_plugin.py", "--suite", "default", "--filter", "tile-edges", "--max-cases", "2",
             "--campaign", "6", "--device", "cpu", "--forward-only", "--json", "m.json", "--markdown", "m.md",
@@ -458,3 +463,82 @@ def test_flash_attention_peers_declare_head_dims_in_multiples_of_8():
         caps = get_kernel(name).capabilities
         assert caps.supports_head_dim(24) and caps.supports_head_dim(256)
         assert not caps.supports_head_dim(33) and not caps.supports_head_dim(20)
+
+
+def test_matrix_in_a_fresh_process_runs_triton_kernels_on_the_interpreter(tmp_path):
+    # regression (new-user trial): the matrix loaded its kernels before selecting the device, so on a CPU-only
+    # machine Triton was imported before TRITON_INTERPRET=1 and every triton_jfa cell was an InterpreterError
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "matrix", "--kernel", "triton_jfa", "--max-cases",
+                           "2", "--device", "cpu", "--forward-only", "--quiet", "--json", "m.json"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    cells = json.loads((tmp_path / "m.json").read_text())["cells"]
+    assert [c["status"] for c in cells] == ["pass", "pass"], cells
+
+
+def test_matrix_deadline_is_shared_by_the_kernels_in_turn(tmp_path, monkeypatch):
+    # regression (new-user trial): the first kernel could spend the whole --deadline, leaving every cell of
+    # the kernels after it "not run", however fast they were
+    import time
+
+    from jfa_verify.loop import Verifier
+    from jfa_verify.matrix import run_matrix
+
+    given = []
+
+    def fake_verify_all(self, cases, on_result=None, *, deadline=None):
+        given.append((self.kernel.name, deadline - time.monotonic()))
+        time.sleep(0.2 if self.kernel.name == "triton_jfa" else 0.0)  # the first kernel uses its whole share
+        return [None for _ in cases]
+
+    monkeypatch.setattr(Verifier, "verify_all", fake_verify_all)
+    kernels = [get_kernel(k) for k in ("triton_jfa", "nested_sdpa", "flex_document_mask")]
+    run_matrix(kernels, JOBS_CASES[:1], torch.device("cpu"), reproducers=tmp_path, deadline_s=0.6)
+    assert [k for k, _ in given] == ["triton_jfa", "nested_sdpa", "flex_document_mask"]
+    first, second, third = (left for _, left in given)
+    assert 0.15 < first <= 0.2  # a third of 0.6 s
+    assert 0.15 < second <= 0.2  # half of the 0.4 s left, shared by the two still to run
+    assert 0.35 < third <= 0.4  # the second took no time: the last kernel gets all that is left
+
+
+def test_matrix_refuses_inputs_it_cannot_use_before_any_work(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    from jfa_verify.cli import main
+    from jfa_verify.matrix import Matrix
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    assert main(["matrix", "--kernel", "triton_jfa", "--png", str(tmp_path / "m.png")]) == 2
+    assert "needs matplotlib" in capsys.readouterr().err and not (tmp_path / "m.png").exists()
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "report.json").write_text(json.dumps({"kernel": "triton_jfa", "results": []}))
+    a = Matrix(["triton_jfa"], list(JOBS_CASES[:1]), device="cpu")
+    (tmp_path / "a.json").write_text(json.dumps(a.to_dict()))
+    (tmp_path / "b.json").write_text(json.dumps(Matrix(["triton_jfa"], [], device="cpu").to_dict()))
+    (tmp_path / "c.json").write_text(json.dumps(Matrix(["nested_sdpa"], [], device="cuda").to_dict()))
+    for files, message in ((["bad.json"], "not a readable JSON file"), (["report.json"], "not a matrix written by"),
+                           (["a.json", "b.json"], "kernel 'triton_jfa' is in matrix 1 and matrix 2"),
+                           (["a.json", "c.json"], "different devices")):
+        assert main(["matrix", "--from-json", *[str(tmp_path / f) for f in files]]) == 2, files
+        assert message in capsys.readouterr().err, files
+
+
+def test_a_findings_symptom_is_its_worst_output():
+    # regression (new-user trial): the symptom was the first failing output (dq, 3.6x its allowance) while the
+    # cell's headroom came from the worst (dv, 11,000x)
+    from jfa_verify.matrix import _symptom
+
+    verdict = ("[FAIL] c: self full bfloat16 on k\n  dq: max abs error 0.00907 > allowance 0.00255 (SDPA 1e-3)\n"
+               "      worst at sequence 1, head 0, token 1: kernel 1.0, reference 0.9\n"
+               "  dv: max abs error 6.26 > allowance 0.00055 (SDPA 1e-3)\n  replay: jfa-verify replay f.json")
+    assert _symptom(verdict).startswith("dv: max abs error 6.26")
+    nan = "[FAIL] c\n  o: max abs error 9 > allowance 1 (SDPA 0)\n  dq: 192 NaN value(s) (SDPA 0)"
+    assert _symptom(nan) == "dq: 192 NaN value(s) (SDPA 0)"
+    assert _symptom("[ERROR] c\n  kernel raised: RuntimeError: boom\n  replay: x") == "kernel raised: RuntimeError: boom"
