@@ -18,7 +18,8 @@ def row(label: str, path: Path) -> str:
         return f"| {label} | - | - | not measured | - | - |"
     results = [r for r in json.loads(path.read_text()) if r["status"] != "skipped"]
     killed = [r for r in results if r["status"] == "killed"]
-    median = statistics.median(r["cases_run"] for r in killed) if killed else "-"
+    counted = [r["cases_run"] for r in killed if r.get("cases_run") is not None]  # (older files may lack it)
+    median = statistics.median(counted) if counted else "-"
     crashes = sum(r.get("killing_status") == "crash" for r in killed)
     rate = f"{100 * len(killed) / len(results):.0f}%" if results else "-"
     return f"| {label} | {len(killed)} | {len(results)} | {rate} | {median} | {crashes} |"

@@ -36,10 +36,12 @@ def one(name):
     with tempfile.TemporaryDirectory(prefix="jfa-before-campaign-") as corpus:
         summary = run_campaign(kernel, max_examples=EXAMPLES, corpus_dir=corpus, device="cpu", seed=0, shrink=False,
                                on_event=on_event)
-    row = {"name": name, "cases_run": summary.cases_run, "seconds": round(time.time() - t0, 1)}
+    # ci/kill_table.py's fields: cases_run is the cases up to the first failure for a killed mutant
+    row = {"name": name, "cases_total": summary.cases_run, "seconds": round(time.time() - t0, 1)}
     if summary.failures or seen["first"]:
-        return {**row, "status": "killed", "examples_to_failure": seen["first"], "verdict": seen["status"]}
-    return {**row, "status": "survived"}
+        return {**row, "status": "killed", "cases_run": seen["first"], "examples_to_failure": seen["first"],
+                "verdict": seen["status"], "killing_status": seen["status"]}
+    return {**row, "status": "survived", "cases_run": summary.cases_run}
 
 
 if __name__ == "__main__":
@@ -55,6 +57,7 @@ if __name__ == "__main__":
             p = subprocess.run([sys.executable, __file__, n], capture_output=True, text=True, timeout=1800)
             line = [l for l in p.stdout.splitlines() if l.startswith("{")]
             row = json.loads(line[-1]) if line else {"name": n, "status": "killed", "verdict": "crash",
+                                                     "killing_status": "crash", "cases_run": 0,
                                                      "reason": f"exit {p.returncode}: {p.stderr[-300:]}"}
         except subprocess.TimeoutExpired:
             row = {"name": n, "status": "timeout", "reason": "no verdict in 1800 s"}
