@@ -518,6 +518,11 @@ def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, case_timeou
     corpus = root / name
     corpus.mkdir(parents=True, exist_ok=True)
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+
+    def kill_worker() -> None:
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.kill()
+
     try:
         future = pool.submit(run_mutant, name, catalogue=catalogue, corpus_dir=str(corpus), **kwargs)
         while True:
@@ -525,13 +530,11 @@ def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, case_timeou
                 return future.result(timeout=2.0)
             except FutureTimeout:
                 if stop is not None and stop.is_set():
-                    for proc in list(getattr(pool, "_processes", {}).values()):
-                        proc.kill()
+                    kill_worker()
                     return None
                 stuck = _running_case(corpus, older_than=case_timeout_s)
                 if stuck is not None:
-                    for proc in list(getattr(pool, "_processes", {}).values()):
-                        proc.kill()
+                    kill_worker()
                     return _killed_in(name, cat[name], stuck, "hang", f"no verdict on {stuck.name} after "
                                       f"{case_timeout_s:g} s: the worker was killed (a hang is a finding)")
             except BrokenProcessPool as e:  # the worker died: a kernel crash (segfault, abort)

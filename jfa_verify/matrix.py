@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .case import Case
+from .compare import OUTPUTS
 
 __all__ = ["Cell", "Finding", "Matrix", "run_matrix"]
 
@@ -301,7 +302,8 @@ class Matrix:
         return path
 
 
-_OUTPUT_LINE = re.compile(r"^(o|lse|dq|dk|dv): (?:max abs error (\S+) > allowance (\S+))?")
+# an output's line in CaseResult.explain: "<output>: max abs error X > allowance Y (...)" or "<output>: <problem>"
+_OUTPUT_LINE = re.compile(rf"^({'|'.join(OUTPUTS)}): (?:max abs error (\S+) > allowance (\S+))?")
 
 
 def _symptom(explanation: str) -> str:
