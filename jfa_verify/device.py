@@ -41,7 +41,31 @@ def select_device(name: Optional[str] = None) -> torch.device:
     if device.type == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
         _patch_interpreter_index()
+    else:
+        _pin_triton_compiled()
     return device
+
+
+def _pin_triton_compiled() -> None:
+    """Import Triton's language now, compiled, for a process that runs CUDA kernels.
+
+    ``@triton.jit`` decides at a module's first import whether its functions are interpreted, and Triton's own
+    library (``tl.sum``, ``tl.cdiv``, ...) is imported once per process. A process that selected CUDA and later
+    runs one command on the CPU (a CPU test in a GPU pytest worker, inside :func:`device_scope`) must not be the
+    first to import Triton there: its library would stay interpreted and every CUDA kernel afterwards fail (seen
+    on the H200: Gluon's import asserting ``isinstance(fn, JITFunction)`` in a worker whose first test ran on
+    the CPU).
+
+    Raises:
+        InvalidInput: Triton was already imported with ``TRITON_INTERPRET=1`` in this process.
+    """
+    import triton.language.standard as standard
+    from triton.runtime.jit import JITFunction
+
+    if not isinstance(standard.cdiv, JITFunction):
+        raise InvalidInput("device='cuda' but Triton was first imported in this process with TRITON_INTERPRET=1, "
+                           "so its library runs only in the interpreter; select the device before anything imports "
+                           "Triton, or start a fresh process without TRITON_INTERPRET")
 
 
 def selected_device() -> Optional[torch.device]:

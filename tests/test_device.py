@@ -1,0 +1,68 @@
+"""Device selection and the Triton mode of the process (compiled or interpreted)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import jfa_verify.device as device
+from jfa_verify.errors import InvalidInput
+
+# A process that runs CUDA kernels, then one command on the CPU inside a device_scope (a CPU test in a GPU
+# pytest worker), then imports Gluon as a CUDA kernel's module does. ``PIN`` is what select_device("cuda")
+# does first; the CPU interpreter is not needed to show it: no kernel runs.
+_SCRIPT = """
+import sys
+from jfa_verify.device import _pin_triton_compiled, device_scope, select_device
+if sys.argv[1] == "pin":
+    _pin_triton_compiled()
+with device_scope():
+    select_device("cpu")
+    import triton.language
+import triton.experimental.gluon.language
+import triton.language.standard as standard
+from triton.runtime.jit import JITFunction
+print("compiled" if isinstance(standard.cdiv, JITFunction) else "interpreted")
+"""
+
+
+def _run(arg, **env):
+    base = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, "-c", _SCRIPT, arg], capture_output=True, text=True, timeout=300,
+                          env={**base, **env})
+
+
+def test_a_cuda_process_keeps_triton_compiled_after_a_cpu_command():
+    """Regression (H200, GPU tests stage at dddf653, 11 failures): in a pytest worker whose first test ran a
+    command on the CPU, Triton's library was first imported interpreted, and every CUDA test of that worker
+    then failed (Gluon's import asserting ``isinstance(fn, JITFunction)``, triton_jfa raising). Selecting
+    CUDA now imports Triton compiled first; without that the same sequence still fails, as the second run shows."""
+    pinned = _run("pin")
+    assert pinned.returncode == 0, pinned.stderr[-2000:]
+    assert pinned.stdout.strip() == "compiled"
+    unpinned = _run("no-pin")
+    assert unpinned.returncode != 0 and "JITFunction" in unpinned.stderr
+
+
+def test_selecting_cuda_pins_triton_compiled(monkeypatch):
+    calls = []
+    monkeypatch.setattr(device.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(device, "_pin_triton_compiled", lambda: calls.append("pin"))
+    monkeypatch.setattr(device, "_chosen", None)
+    assert device.select_device("cuda").type == "cuda" and calls == ["pin"]
+
+
+def test_cuda_after_triton_was_imported_interpreted_is_refused_with_the_fix():
+    code = ("import triton.language\nfrom jfa_verify.device import _pin_triton_compiled\n"
+            "from jfa_verify.errors import InvalidInput\n"
+            "try:\n    _pin_triton_compiled()\nexcept InvalidInput as e:\n    print('refused:', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "refused:" in proc.stdout and "TRITON_INTERPRET" in proc.stdout and "fresh process" in proc.stdout
+
+
+def test_unknown_device_names_the_value():
+    with pytest.raises(InvalidInput, match="'tpu'"):
+        device.select_device("tpu")
