@@ -17,8 +17,8 @@ mkdir -p "$out/records" "$out/logs"
 export PYTHONUNBUFFERED=1
 # One Triton cache for all workers, kept in the checkout so a following call on a warm machine reuses it.
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.triton-cache}
-python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/logs/install.log" 2>&1 || {
-  echo "install failed"; tail -20 "$out/logs/install.log"; exit 2; }
+source ci/gpu_env.sh
+gpu_install "$out/logs/install.log" || exit 2
 kinds=("triton_jfa:float32 bfloat16 float16" "triton_jfa_tf32:float32" "triton_jfa:float32 bfloat16 float16"
        "triton_jfa_fp8:float8_e4m3fn")
 # KINDS="kernel:dtype dtype;kernel:dtype" replaces that list (to balance the rows' case counts).

@@ -17,8 +17,8 @@ workers=${WORKERS:-16}
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/install.log" 2>&1 || {
-  echo "install failed"; tail -20 "$out/install.log"; exit 2; }
+source ci/gpu_env.sh
+gpu_install "$out/install.log" || exit 2
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
 
 echo "campaign: triton_jfa, $workers workers on GPU 0, $secs s"

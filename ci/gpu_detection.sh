@@ -4,10 +4,7 @@
 # plus ~30 s; each stage is cut by `timeout` (SIGTERM: `jfa-verify mutants` kills the mutants under way and
 # keeps in its JSON every verdict that finished; the kill table counts those).
 #
-# Needs allpairspy (pure Python, not on the H200 image): carry it as a wheel, e.g. here
-#   echo /.whl/ >> .git/info/exclude
-#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl allpairspy==2.5.1
-# and name .whl in the run's carry; this script installs it when .whl/ is there.
+# Needs allpairspy (pure Python, not on the H200 image): carry it as a wheel (ci/gpu_env.sh says how).
 # Outputs under ${OUT:-gpu-out}: suite.json, campaign.json (per-mutant verdicts), detection.md (the
 # kill table: counts only), *.log. Exit 0 when both stages ran, 1 when the suite killed < 95%.
 set -uo pipefail
@@ -15,13 +12,8 @@ cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-if [ -z "${JFA_GPU_SESSION:-}" ] && ls .whl/*.whl >/dev/null 2>&1; then  # gpu_session.sh installs once
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-[ -n "${JFA_GPU_SESSION:-}" ] || python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/install.log" 2>&1 || {
-  echo "install failed"; tail -20 "$out/install.log"; exit 2; }
-python3 -c "import allpairspy" 2>/dev/null || { echo "allpairspy missing: carry .whl (see the header)"; exit 2; }
+source ci/gpu_env.sh
+[ -n "${JFA_GPU_SESSION:-}" ] || gpu_install "$out/install.log" || exit 2  # gpu_session.sh installs once
 cat=tests/quality/blind_catalogue.json
 [ -f "$cat" ] || { echo "$cat missing"; exit 2; }
 # The suite on CUDA has covering-array batches of several times more tiles than the 132 SMs.

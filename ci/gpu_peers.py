@@ -55,11 +55,14 @@ def main() -> int:
     (out / "logs").mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1", TRITON_CACHE_DIR=os.environ.get("TRITON_CACHE_DIR",
                                                                                    str(ROOT / ".triton-cache")))
-    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                              "--no-index", "-e", str(ROOT)], capture_output=True, text=True)
+    # ci/gpu_env.sh installs the carried wheels and the package, and checks the dependencies (one home for it)
+    install = subprocess.run(["bash", "-c", f'source ci/gpu_env.sh && gpu_install "{out / "logs" / "install.log"}"'],
+                             cwd=ROOT, capture_output=True, text=True)
     if install.returncode:
         say("install failed:\n" + install.stdout[-2000:] + install.stderr[-2000:])
         return 2
+    if (ROOT / ".whl").is_dir():
+        env["PYTHONPATH"] = os.pathsep.join(p for p in ("/tmp/site", env.get("PYTHONPATH")) if p)
     if DEVICE == "cpu":
         env["TRITON_INTERPRET"] = "1"
     import torch

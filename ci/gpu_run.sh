@@ -16,8 +16,8 @@ cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
-python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/install.log" 2>&1 || {
-  echo "install failed"; tail -20 "$out/install.log"; exit 2; }
+source ci/gpu_env.sh
+gpu_install "$out/install.log" || exit 2
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
 stages=" ${STAGES:-gate tests big} "
 rc_gate=0 rc_mut=1 rc_test=0 rc_excl=0 rc_spec=0

@@ -6,7 +6,7 @@
 # the tests that need most of the card alone, the 2^31-element cases among them); gluon_jfa's campaign and its
 # pipeline mutants; the peers' matrix; the perf bisect; the blind catalogue's kill rate. Results go under
 # $OUT (default gpu-out) and are packed into $OUT/session.tar.gz; the last lines printed are the summary.
-# Carry .whl (allpairspy) with the call: see ci/gpu_detection.sh.
+# Carry .whl (allpairspy) with the call: see ci/gpu_env.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -14,12 +14,8 @@ mkdir -p "$out/logs"
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci JFA_GPU_SESSION=1
 t0=$(date +%s)
 el() { echo $(( $(date +%s) - t0 )); }
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$out/logs/install.log" 2>&1 \
-  || { echo "install failed"; tail -20 "$out/logs/install.log"; exit 2; }
+source ci/gpu_env.sh
+gpu_install "$out/logs/install.log" || exit 2
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader | tee "$out/logs/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$out/logs/gpu.txt"
 

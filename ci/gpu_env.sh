@@ -1,0 +1,48 @@
+# Sourced by the GPU scripts (ci/gpu_*.sh). A lent GPU machine has torch and Triton but no network, so:
+#   gpu_install LOG   installs the wheels carried in .whl/ (pure-Python dependencies the image lacks, such as
+#                     allpairspy) into /tmp/site and puts it on PYTHONPATH, installs this package editable
+#                     without dependencies, and checks that every runtime dependency of the package is there.
+# Returns 2 with the missing requirement and the fix named (a missing allpairspy once made 19 GPU tests fail
+# as "NOTHING CHECKED" instead of the run stopping at its start). The installs hold a lock: two scripts
+# started side by side raced on pip's entry-point file (OSError) and one lost its whole stage.
+# Make the wheels on a machine with network, e.g.
+#   echo /.whl/ >> .git/info/exclude
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl allpairspy==2.5.1
+# and name .whl in the call's carry.
+gpu_install() {
+  local log=$1 rc=0
+  exec 9>"${TMPDIR:-/tmp}/jfa-verify-gpu-install.lock"
+  command -v flock >/dev/null && flock 9
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+      >>"$log" 2>&1 || rc=$?
+    case ":${PYTHONPATH:-}:" in *:/tmp/site:*) ;; *) export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH};; esac
+  fi
+  [ "$rc" = 0 ] && { python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >>"$log" 2>&1 || rc=$?; }
+  exec 9>&-
+  if [ "$rc" != 0 ]; then echo "install failed (exit $rc):"; tail -20 "$log"; return 2; fi
+  gpu_check_deps jfa-verify
+}
+
+# gpu_check_deps DIST: exit status 2, naming each missing requirement and the fix, when a runtime requirement of the
+# installed distribution DIST is not installed (versions are not compared: the image's torch is what it is).
+gpu_check_deps() {
+  python3 - "$1" <<'PY'
+import importlib.metadata as md
+import re
+import sys
+
+missing = []
+for req in md.requires(sys.argv[1]) or []:
+    if "extra ==" in req:
+        continue
+    try:
+        md.distribution(re.split(r"[ ;<>=!~\[(]", req, maxsplit=1)[0])
+    except md.PackageNotFoundError:
+        missing.append(req)
+if missing:
+    print(f"missing dependencies of {sys.argv[1]}: {', '.join(missing)}. This machine has no network: carry their "
+          "wheels in .whl/ (see the header of ci/gpu_env.sh)")
+    sys.exit(2)
+PY
+}
