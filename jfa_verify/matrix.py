@@ -377,7 +377,8 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
         deadline_s: wall-clock seconds for the whole call; with campaigns, cells not started within
             :data:`CASES_SHARE` of it are ``not run`` and the campaigns share what is left (no case of
             theirs starts after it); without, cells not started by then are ``not run``. The cases' time is
-            shared by the kernels in turn: each gets an equal part of what is left when its turn comes.
+            shared by the kernels in turn: each gets an equal part of what is left when its turn comes, and
+            the time that fast kernels leave goes, in a further pass, to the cells a slower one did not reach.
         isolate: run every case in a worker process (:mod:`jfa_verify.isolation`): a crash or a sticky CUDA
             error is that case's finding and the next case gets a fresh worker.
         on_result: called with each :class:`~jfa_verify.runner.CaseResult` as it finishes (progress).
@@ -393,17 +394,33 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
     late = lambda: deadline_s is not None and time.monotonic() - start > deadline_s  # noqa: E731
     # with campaigns, the cases get CASES_SHARE of the deadline: a slow suite must not starve the search
     cases_deadline = None if deadline_s is None else deadline_s * (CASES_SHARE if campaign_examples else 1.0)
-    for i, kernel in enumerate(kernels):
-        t0 = time.monotonic()
-        # the cases' time left is shared by the kernels still to run: a slow kernel must not starve the next
-        own = None if cases_deadline is None else t0 + (start + cases_deadline - t0) / (len(kernels) - i)
-        with Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
-                      accept=accept, isolate=isolate or jobs > 1, jobs=jobs) as verifier:
-            results = verifier.verify_all(matrix.cases, on_result=on_result, deadline=own)
-        for case, result in zip(matrix.cases, results):  # in the cases' order, whatever order they finished in
-            if result is not None:  # None: not started by the deadline, so the cell stays "not run"
-                matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
-        matrix.seconds[kernel.name] = round(time.monotonic() - t0, 2)
+    pending = {k.name: list(matrix.cases) for k in kernels}
+    matrix.seconds.update({k.name: 0.0 for k in kernels})
+    # Passes over the kernels: each turn gets an equal part of the cases' time left (a slow kernel must not starve
+    # the next); a later pass gives what the fast ones left to the cells a deadline skipped. It stops when every
+    # cell has run, the time is spent, or a whole pass started no case.
+    while True:
+        todo = [k for k in kernels if pending[k.name]]
+        started = 0
+        for i, kernel in enumerate(todo):
+            t0 = time.monotonic()
+            own = None if cases_deadline is None else t0 + (start + cases_deadline - t0) / (len(todo) - i)
+            with Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
+                          accept=accept, isolate=isolate or jobs > 1, jobs=jobs) as verifier:
+                results = verifier.verify_all(pending[kernel.name], on_result=on_result, deadline=own)
+            for case, result in zip(pending[kernel.name], results):
+                if result is not None:  # None: not started by the deadline, so the cell stays "not run" for now
+                    matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
+            pending[kernel.name] = [c for c, r in zip(pending[kernel.name], results) if r is None]
+            started += sum(r is not None for r in results)
+            matrix.seconds[kernel.name] = round(matrix.seconds[kernel.name] + time.monotonic() - t0, 2)
+        if not started or not any(pending.values()):
+            break
+        if cases_deadline is not None and time.monotonic() - start >= cases_deadline:
+            break
+    # the cells in the cases' order, whichever pass or worker ran them
+    matrix.cells = {key: matrix.cells[key] for key in ((k.name, c.case_id()) for k in kernels for c in matrix.cases)
+                    if key in matrix.cells}
     for i, kernel in enumerate(kernels):
         if campaign_examples and not late():
             # the time left is shared by the campaigns still to run

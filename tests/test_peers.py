@@ -506,6 +506,40 @@ def test_matrix_deadline_is_shared_by_the_kernels_in_turn(tmp_path, monkeypatch)
     assert 0.35 < third <= 0.4  # the second took no time: the last kernel gets all that is left
 
 
+def test_matrix_gives_the_time_fast_kernels_leave_to_the_cells_a_slow_one_did_not_reach(tmp_path, monkeypatch):
+    # regression (H200, 2026-12-02): the first kernel's share ran out with 32 cells "not run", the others
+    # finished early, and the matrix ended 86 s before its deadline with those cells never revisited
+    import time
+
+    from jfa_verify.loop import Verifier
+    from jfa_verify.matrix import NOT_RUN, run_matrix
+
+    real_verify_all = Verifier.verify_all
+    calls = []
+
+    def paced_verify_all(self, cases, on_result=None, *, deadline=None):
+        calls.append((self.kernel.name, len(cases)))
+        out = []
+        for case in cases:  # each fa2_like case costs 0.6 s: its first share (1 s) has no room for the third
+            if deadline is not None and time.monotonic() >= deadline:
+                out.append(None)
+                continue
+            time.sleep(0.6 if self.kernel.name == "fa2_like" else 0.0)
+            out.extend(real_verify_all(self, [case], on_result))
+        return out
+
+    load_plugin(PLUGIN)
+    monkeypatch.setattr(Verifier, "verify_all", paced_verify_all)
+    kernels = [get_kernel("fa2_like"), get_kernel("torch_varlen_attn")]
+    m = run_matrix(kernels, JOBS_CASES, torch.device("cpu"), reproducers=tmp_path, deadline_s=2.0,
+                   plugins=[str(PLUGIN)], backward=False)
+    assert [m.cell("fa2_like", c).status for c in JOBS_CASES] == ["pass", "fail", "error"]
+    assert calls[:2] == [("fa2_like", 3), ("torch_varlen_attn", 3)] and [k for k, _ in calls[2:]] == ["fa2_like"]
+    assert m.counts("torch_varlen_attn")[NOT_RUN] == 0
+    # the cells stay in the cases' order, kernel by kernel, whichever pass ran them
+    assert [key for key in m.cells if key[0] == "fa2_like"] == [("fa2_like", c.case_id()) for c in JOBS_CASES]
+
+
 def test_matrix_refuses_inputs_it_cannot_use_before_any_work(tmp_path, monkeypatch, capsys):
     import importlib.util
 
