@@ -27,6 +27,7 @@ from typing import Callable, Optional, Sequence
 
 from .case import Case
 from .compare import OUTPUTS
+from .runner import FAILING_STATUSES, STATUSES
 
 __all__ = ["Cell", "Finding", "Matrix", "run_matrix"]
 
@@ -119,7 +120,7 @@ class Matrix:
         return self.cells.get((kernel, case.case_id()), Cell(kernel, case.case_id(), NOT_RUN))
 
     def counts(self, kernel: str) -> dict[str, int]:
-        out = {s: 0 for s in ("pass", "fail", "error", "unsupported", NOT_RUN)}
+        out = {s: 0 for s in (*STATUSES, NOT_RUN)}
         for case in self.cases:
             out[self.cell(kernel, case).status] = out.get(self.cell(kernel, case).status, 0) + 1
         return out
@@ -135,7 +136,7 @@ class Matrix:
         for kernel in self.kernels:
             for case in self.cases:
                 c = self.cell(kernel, case)
-                if c.status in ("fail", "error"):
+                if c.status in FAILING_STATUSES:
                     groups.setdefault((kernel, c.signature), []).append((case, c))
         out = []
         for (kernel, sig), members in groups.items():
@@ -229,13 +230,14 @@ class Matrix:
         for case in self.cases:
             row = [_cell_text(self.cell(k, case)) for k in self.kernels]
             lines.append(f"| {case.name or case.case_id()} | " + " | ".join(row) + " |")
-        lines += ["", "| kernel | pass | fail | error | unsupported | not run | worst headroom | campaign |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += ["", "| kernel | pass | fail | error | crash | hang | unsupported | not run | worst headroom | campaign |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for k in self.kernels:
             n = self.counts(k)
             camp = self.campaigns.get(k)
             camp_text = (f"{camp['cases_run']} cases, {len(camp['failures'])} finding(s)" if camp else "-")
-            lines.append(f"| {k} | {n['pass']} | {n['fail']} | {n['error']} | {n['unsupported']} | {n[NOT_RUN]} | "
+            lines.append(f"| {k} | {n['pass']} | {n['fail']} | {n['error']} | {n['crash']} | {n['hang']} | "
+                         f"{n['unsupported']} | {n[NOT_RUN]} | "
                          f"{_headroom_text(self.worst_headroom(k))} | {camp_text} |")
         findings = self.findings()
         lines += ["", f"## Findings ({len(findings)})", ""]

@@ -540,6 +540,24 @@ def test_matrix_gives_the_time_fast_kernels_leave_to_the_cells_a_slow_one_did_no
     assert [key for key in m.cells if key[0] == "fa2_like"] == [("fa2_like", c.case_id()) for c in JOBS_CASES]
 
 
+def test_a_hang_or_a_crash_cell_is_a_finding_of_the_matrix():
+    # regression (H200, 2026-12-02): cells that hung past --timeout showed "hang" in the table but were left out
+    # of the findings and of the per-kernel counts, so a matrix whose only trouble was hangs read as clean
+    from jfa_verify.matrix import Cell, Matrix
+
+    hang, crash, ok = JOBS_CASES
+    m = Matrix(["k"], [hang, crash, ok])
+    m.cells[("k", hang.case_id())] = Cell("k", hang.case_id(), "hang", signature="hang hang",
+                                          message="no verdict after 45 s (--timeout); the worker process was killed")
+    m.cells[("k", crash.case_id())] = Cell("k", crash.case_id(), "crash", signature="crash SIGSEGV")
+    m.cells[("k", ok.case_id())] = Cell("k", ok.case_id(), "pass", headroom=0.1)
+    assert sorted(f.signature for f in m.findings()) == ["crash SIGSEGV", "hang hang"] and m.failed
+    counts = m.counts("k")
+    assert (counts["hang"], counts["crash"], counts["pass"]) == (1, 1, 1)
+    md = m.to_markdown()
+    assert "| kernel | pass | fail | error | crash | hang |" in md and "| k | 1 | 0 | 0 | 1 | 1 |" in md
+
+
 def test_matrix_refuses_inputs_it_cannot_use_before_any_work(tmp_path, monkeypatch, capsys):
     import importlib.util
 
