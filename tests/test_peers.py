@@ -92,6 +92,31 @@ def test_nested_sdpa_backward_ignores_the_storage_offset_of_the_output_gradient(
     assert all(torch.equal(a, b) for a, b in zip(at_start, _nested_sdpa_grads(wider[:5].clone(), q, k, v, offsets)))
 
 
+def test_flex_attention_returns_no_lse_for_a_query_without_rows():
+    """Found by the H200 matrix's campaign (tests/corpus/peers/flex-attention-empty-query-returns-no-lse.json) and
+    narrowed here to torch alone: asked for the LSE, flex_attention gives None when the query has no row (an empty
+    [1, H, 0] tensor would keep the contract). torch 2.13's current behaviour; a fixed torch makes this fail."""
+    import warnings
+
+    from torch.nn.attention.flex_attention import AuxRequest, flex_attention
+
+    warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+    k, v = torch.randn(1, 2, 5, 16), torch.randn(1, 2, 5, 16)
+    for rows in (0, 3):
+        o, aux = flex_attention(torch.randn(1, 2, rows, 16), k, v, return_aux=AuxRequest(lse=True))
+        assert o.shape == (1, 2, rows, 16)
+        assert (aux.lse is None) == (rows == 0), (rows, aux.lse)
+
+
+def test_flex_empty_query_finding_replays_on_the_cpu_with_the_peer_named():
+    from jfa_verify.corpus import read_case_file
+
+    case, payload = read_case_file(HERE / "corpus" / "peers" / "flex-attention-empty-query-returns-no-lse.json")
+    assert case.mode == "broadcast_q" and case.broadcast_q_len == 0 and payload["environment"]["gpu"] == "NVIDIA H200"
+    result = run_case(case, get_kernel("flex_document_mask"), "cpu")
+    assert result.status == "error" and "flex_attention returned no LSE (None) for a query of 0 rows" in result.message
+
+
 def test_nested_sdpa_storage_offset_finding_replays_on_the_cpu():
     """The H200 finding's reproducer, replayed where CI runs: dK and dV fail (the first row before the sequences
     makes the adapter's output a concatenation, so autograd hands SDPA a dO view with a storage offset)."""
