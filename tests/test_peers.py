@@ -152,6 +152,24 @@ def test_varlen_attn_exists_in_cpu_torch_but_has_no_cpu_kernel():
         varlen_attn(q, q, q, cu, cu, 4, 4, return_aux=AuxRequest(lse=True))
 
 
+def test_varlen_attn_gqa_is_read_from_the_signature_without_importing_dynamo():
+    """torch_varlen_attn reads whether ``varlen_attn`` takes ``enable_gqa`` from its source: importing the module
+    pulled torch._dynamo into every jfa-verify process (about 1.5 s each: workers, mutant processes, CLI)."""
+    import inspect
+    import subprocess
+    import sys
+
+    from torch.nn.attention.varlen import varlen_attn
+
+    from jfa_verify.kernels.torch_varlen_attn import _has_gqa
+
+    assert _has_gqa() == ("enable_gqa" in inspect.signature(varlen_attn).parameters)
+    code = ("import sys; from jfa_verify.registry import kernel_names; kernel_names(); "
+            "print('torch._dynamo' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stdout + proc.stderr[-2000:]
+
+
 # -- tlx_jfa through its stand-in ----------------------------------------------------------------------------
 
 

@@ -10,21 +10,33 @@ kernel declares CUDA only. Offsets, maxima, broadcast-Q and the +inf LSE convent
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib.util
 import inspect
+from pathlib import Path
 
 from jfa_verify.kernels.torch_fa2_varlen import CAPABILITIES as FA2_CAPABILITIES
 from jfa_verify.registry import register_kernel
 
 
 def _has_gqa() -> bool:
-    """``varlen_attn`` takes ``enable_gqa`` (read from its signature; nothing is run)."""
-    if importlib.util.find_spec("torch.nn.attention.varlen") is None:
+    """``varlen_attn`` takes ``enable_gqa``: read from its signature in the module's source, without importing it
+    (the import pulls in torch._dynamo, about 1.5 s of every jfa-verify process, worker and mutant process)."""
+    spec = importlib.util.find_spec("torch.nn.attention.varlen")
+    if spec is None:
         return False
-    from torch.nn.attention.varlen import varlen_attn
+    try:
+        tree = ast.parse(Path(spec.origin).read_text())
+    except (OSError, TypeError, SyntaxError, ValueError):  # no readable source (a frozen or compiled install)
+        from torch.nn.attention.varlen import varlen_attn
 
-    return "enable_gqa" in inspect.signature(varlen_attn).parameters
+        return "enable_gqa" in inspect.signature(varlen_attn).parameters
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "varlen_attn":
+            args = node.args
+            return any(a.arg == "enable_gqa" for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
+    return False
 
 
 # FlashAttention underneath: torch_fa2_varlen's capabilities, GQA as the installed signature allows.
