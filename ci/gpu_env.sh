@@ -3,22 +3,30 @@
 #                     allpairspy) into /tmp/site and puts it on PYTHONPATH, installs this package editable
 #                     without dependencies, and checks that every runtime dependency of the package is there.
 # Returns 2 with the missing requirement and the fix named (a missing allpairspy once made 19 GPU tests fail
-# as "NOTHING CHECKED" instead of the run stopping at its start). The installs hold a lock: two scripts
-# started side by side raced on pip's entry-point file (OSError) and one lost its whole stage.
+# as "NOTHING CHECKED" instead of the run stopping at its start). The installs hold a lock (two scripts started
+# side by side raced on pip's entry-point file, OSError, and one lost its whole stage) and are skipped when already
+# done (a wheel's package in /tmp/site, this checkout importable as jfa_verify), so no running job loses a file.
 # Make the wheels on a machine with network, e.g.
 #   echo /.whl/ >> .git/info/exclude
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl allpairspy==2.5.1
 # and name .whl in the call's carry.
 gpu_install() {
-  local log=$1 rc=0
-  exec 9>"${TMPDIR:-/tmp}/jfa-verify-gpu-install.lock"
-  command -v flock >/dev/null && flock 9
-  if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-      >>"$log" 2>&1 || rc=$?
-    case ":${PYTHONPATH:-}:" in *:/tmp/site:*) ;; *) export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH};; esac
+  local log=$1 rc=0 whl
+  exec 9>/tmp/jfa-verify-gpu-install.lock
+  if command -v flock >/dev/null; then flock 9; else echo "gpu_install: no flock here: installs are not serialized" >&2; fi
+  # What is already there stays (a later script of the same call must not replace files that running jobs use).
+  for whl in .whl/*.whl; do
+    [ -e "$whl" ] || continue
+    [ -d "/tmp/site/$(basename "$whl" | cut -d- -f1)" ] && continue
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$whl" >>"$log" 2>&1 \
+      || rc=$?
+  done
+  [ -d /tmp/site ] && case ":${PYTHONPATH:-}:" in *:/tmp/site:*) ;; *) export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH};; esac
+  # (asked from / : from the checkout's root, "import jfa_verify" finds the folder whether installed or not)
+  if [ "$rc" = 0 ] && ! { command -v jfa-verify >/dev/null && (cd / && python3 -c "import jfa_verify, sys
+sys.exit(not jfa_verify.__file__.startswith(sys.argv[1]))" "$PWD/") 2>/dev/null; }; then
+    python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >>"$log" 2>&1 || rc=$?
   fi
-  [ "$rc" = 0 ] && { python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >>"$log" 2>&1 || rc=$?; }
   exec 9>&-
   if [ "$rc" != 0 ]; then echo "install failed (exit $rc):"; tail -20 "$log"; return 2; fi
   gpu_check_deps jfa-verify

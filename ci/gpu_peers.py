@@ -56,8 +56,8 @@ def main() -> int:
     env = dict(os.environ, PYTHONUNBUFFERED="1", TRITON_CACHE_DIR=os.environ.get("TRITON_CACHE_DIR",
                                                                                    str(ROOT / ".triton-cache")))
     # ci/gpu_env.sh installs the carried wheels and the package, and checks the dependencies (one home for it)
-    install = subprocess.run(["bash", "-c", f'source ci/gpu_env.sh && gpu_install "{out / "logs" / "install.log"}"'],
-                             cwd=ROOT, capture_output=True, text=True)
+    install = subprocess.run(["bash", "-c", 'source ci/gpu_env.sh && gpu_install "$1"', "_",
+                              str(out / "logs" / "install.log")], cwd=ROOT, capture_output=True, text=True)
     if install.returncode:
         say("install failed:\n" + install.stdout[-2000:] + install.stderr[-2000:])
         return 2

@@ -26,7 +26,8 @@ def select_device(name: Optional[str] = None) -> torch.device:
     NumPy >= 2.3 (see :func:`_patch_interpreter_index`), for every kernel.
 
     Raises:
-        InvalidInput: ``name`` is unknown, or ``"cuda"`` without a CUDA device.
+        InvalidInput: ``name`` is unknown, ``"cuda"`` without a CUDA device, or ``"cuda"`` in a process that
+            imported Triton for the interpreter (see :func:`_pin_triton_compiled`).
     """
     global _chosen
     if name is None:
@@ -37,12 +38,12 @@ def select_device(name: Optional[str] = None) -> torch.device:
         device = torch.device(name)
     else:
         raise InvalidInput(f"device={name!r} is not 'cuda' or 'cpu'")
+    if device.type == "cuda":
+        _pin_triton_compiled()  # before recording the choice: a refused CUDA leaves none
     _chosen = device
     if device.type == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
         _patch_interpreter_index()
-    else:
-        _pin_triton_compiled()
     return device
 
 

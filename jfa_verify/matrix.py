@@ -10,8 +10,8 @@ the key of :func:`jfa_verify.fuzz.findings.key_of` (status, error kind, failing 
 processes (one per kernel, so that a peer
 that wrecks its CUDA context cannot take the others down) merge with :meth:`Matrix.merge`.
 
-Cell statuses: ``pass``, ``fail``, ``error``, ``unsupported`` (the kernel's declared capabilities, with
-the reason), and ``not run`` (the deadline came first). An accepted convention (``--accept``) is a
+Cell statuses: ``pass``, ``fail``, ``error``, ``crash``, ``hang`` (the last four are findings), ``unsupported``
+(the kernel's declared capabilities, with the reason), and ``not run`` (the deadline came first). An accepted convention (``--accept``) is a
 pass marked ``accepted``; a convention that explains a failure without ``--accept`` stays a failure.
 """
 

@@ -66,3 +66,15 @@ def test_cuda_after_triton_was_imported_interpreted_is_refused_with_the_fix():
 def test_unknown_device_names_the_value():
     with pytest.raises(InvalidInput, match="'tpu'"):
         device.select_device("tpu")
+
+
+def test_a_refused_cuda_leaves_no_device_chosen(monkeypatch):
+    def refuse():
+        raise InvalidInput("Triton was first imported ... with TRITON_INTERPRET=1")
+
+    monkeypatch.setattr(device.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(device, "_pin_triton_compiled", refuse)
+    monkeypatch.setattr(device, "_chosen", None)
+    with pytest.raises(InvalidInput, match="TRITON_INTERPRET"):
+        device.select_device("cuda")
+    assert device.selected_device() is None

@@ -29,14 +29,15 @@ def _has_gqa() -> bool:
     try:
         tree = ast.parse(Path(spec.origin).read_text())
     except (OSError, TypeError, SyntaxError, ValueError):  # no readable source (a frozen or compiled install)
-        from torch.nn.attention.varlen import varlen_attn
-
-        return "enable_gqa" in inspect.signature(varlen_attn).parameters
-    for node in tree.body:
+        tree = None
+    for node in tree.body if tree is not None else ():
         if isinstance(node, ast.FunctionDef) and node.name == "varlen_attn":
             args = node.args
             return any(a.arg == "enable_gqa" for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
-    return False
+    # not a plain top-level def (re-exported, wrapped): ask the function itself
+    from torch.nn.attention.varlen import varlen_attn
+
+    return "enable_gqa" in inspect.signature(varlen_attn).parameters
 
 
 # FlashAttention underneath: torch_fa2_varlen's capabilities, GQA as the installed signature allows.
