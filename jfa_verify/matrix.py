@@ -27,6 +27,7 @@ from typing import Callable, Optional, Sequence
 
 from .case import Case
 from .compare import OUTPUTS
+from .exits import ExitCode, exit_code_for
 from .runner import FAILING_STATUSES, STATUSES
 
 __all__ = ["Cell", "Finding", "Matrix", "run_matrix"]
@@ -94,9 +95,11 @@ class Finding:
     found_after: Optional[int] = None  # campaign: examples the campaign drew in all
     detail: str = ""  # the smallest case's symptom: the exception's first line, or the first failing output's
     found_at: Optional[int] = None  # campaign: its cases run when it first met this finding (that one included)
+    status: str = ""  # the verdict: fail, error, crash or hang (it decides the exit status)
 
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "signature": self.signature, "source": self.source, "count": self.count,
+                "status": self.status,
                 "found_after": self.found_after, "found_at": self.found_at, "detail": self.detail,
                 "case": self.case.to_dict(), "describe": self.case.describe(), "reproducer": self.reproducer,
                 "replay": self.replay, "conventions": list(self.conventions)}
@@ -142,12 +145,16 @@ class Matrix:
         for (kernel, sig), members in groups.items():
             case, c = min(members, key=lambda m: (m[0].tokens(), m[0].batch))
             out.append(Finding(kernel, sig, "suite", len(members), case, c.reproducer, c.replay, c.conventions,
-                               None, c.message or c.detail))
+                               None, c.message or c.detail, status=c.status))
         return out + list(self.campaign_findings)
 
     @property
     def failed(self) -> bool:
         return bool(self.findings())
+
+    def exit_code(self) -> ExitCode:
+        """As for ``jfa-verify run``: a crash (4) before a hang (3) before any other finding (1); 0 with none."""
+        return exit_code_for(f.status for f in self.findings())
 
     # -- serialization -----------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -176,7 +183,9 @@ class Matrix:
             m.cells[(cell.kernel, cell.case_id)] = cell
         m.campaign_findings = [Finding(f["kernel"], f["signature"], f["source"], f["count"], Case.from_dict(f["case"]),
                                        f["reproducer"], f["replay"], tuple(f.get("conventions", ())),
-                                       f.get("found_after"), f.get("detail", ""), f.get("found_at"))
+                                       f.get("found_after"), f.get("detail", ""), f.get("found_at"),
+                                       # files written before the field: the signature starts with the status
+                                       f.get("status") or f["signature"].split(" ", 1)[0])
                                for f in d.get("findings", []) if f["source"] == "campaign"]
         return m
 
@@ -451,16 +460,16 @@ def _campaign(matrix: Matrix, kernel, device, corpus, plugins, backward, accept,
             f" in {', '.join(sig['outputs'])}" if sig.get("outputs") else "")
         matrix.campaign_findings.append(Finding(kernel.name, kind, "campaign", 1 + f.examples, f.case,
                                                 str(f.path) if f.path else None, replay, (), summary.generated,
-                                                _symptom(f.explanation), f.found_at))
+                                                _symptom(f.explanation), f.found_at, f.status))
 
 
 def command(args) -> int:
     """``jfa-verify matrix``: run (or merge with ``--from-json``), write JSON/Markdown/PNG, print the summary.
 
-    Returns the exit status: 1 when there is a finding, 2 when no cell was inside any kernel's
-    capabilities (nothing was checked), 0 otherwise (:class:`jfa_verify.exits.ExitCode`).
+    Returns the exit status: 4 when a finding is a crash, else 3 when one is a hang, else 1 when there is a
+    finding, 2 when no cell was inside any kernel's capabilities (nothing was checked), 0 otherwise
+    (:class:`jfa_verify.exits.ExitCode`).
     """
-    from .exits import ExitCode
 
     if args.from_json:
         matrix = Matrix.merge([_read_matrix(f) for f in args.from_json])
@@ -481,7 +490,7 @@ def command(args) -> int:
         print("wrote " + ", ".join(written), flush=True)
     checked = [c for c in matrix.cells.values() if c.status not in ("unsupported", NOT_RUN)]
     if matrix.failed:
-        return int(ExitCode.FINDING)
+        return int(matrix.exit_code())
     if not checked:
         print("jfa-verify matrix: error: no cell was inside any kernel's capabilities: nothing was checked")
         return int(ExitCode.USAGE)

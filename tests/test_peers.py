@@ -591,6 +591,7 @@ def test_matrix_gives_the_time_fast_kernels_leave_to_the_cells_a_slow_one_did_no
 def test_a_hang_or_a_crash_cell_is_a_finding_of_the_matrix():
     # regression (H200, 2026-12-02): cells that hung past --timeout showed "hang" in the table but were left out
     # of the findings and of the per-kernel counts, so a matrix whose only trouble was hangs read as clean
+    from jfa_verify.exits import ExitCode
     from jfa_verify.matrix import Cell, Matrix
 
     hang, crash, ok = JOBS_CASES
@@ -600,6 +601,11 @@ def test_a_hang_or_a_crash_cell_is_a_finding_of_the_matrix():
     m.cells[("k", crash.case_id())] = Cell("k", crash.case_id(), "crash", signature="crash SIGSEGV")
     m.cells[("k", ok.case_id())] = Cell("k", ok.case_id(), "pass", headroom=0.1)
     assert sorted(f.signature for f in m.findings()) == ["crash SIGSEGV", "hang hang"] and m.failed
+    assert m.exit_code() == ExitCode.CRASH  # as for `run`: a crash before a hang before any other finding
+    del m.cells[("k", crash.case_id())]
+    assert m.exit_code() == ExitCode.HANG
+    assert Matrix.from_dict(m.to_dict()).exit_code() == ExitCode.HANG  # the status survives a --from-json merge
+    m.cells[("k", crash.case_id())] = Cell("k", crash.case_id(), "crash", signature="crash SIGSEGV")
     counts = m.counts("k")
     assert (counts["hang"], counts["crash"], counts["pass"]) == (1, 1, 1)
     md = m.to_markdown()
