@@ -373,7 +373,8 @@ class Case:
 
     def describe(self) -> str:
         """One-line human summary, e.g. ``self causal/top_left bfloat16 B=4 Tk=45 H=4/2 D=32``, then any
-        softmax scale given, layout or value distribution other than the default (``sm_scale=0.051``)."""
+        softmax scale given, layout, value distribution, offsets start or offsets dtype other than the default
+        (``sm_scale=0.051 offsets_start=3``)."""
         mask = f"causal/{self.causal_alignment}" if self.causal else "full"
         if self.window is not None:
             mask = ("causal+" if self.causal else "") + f"window{list(self.window)}/{self.causal_alignment}"
@@ -386,7 +387,10 @@ class Case:
         # what else departs from the defaults, so that a finding's header names what may explain it
         extra = "".join(f" {name}={value}" for name, value, default in (
             ("sm_scale", self.sm_scale if self.sm_scale is None else f"{self.sm_scale:.4g}", None),
-            ("layout", self.layout, "contiguous"), ("values", self.values, "normal")) if value != default)
+            ("layout", self.layout, "contiguous"), ("values", self.values, "normal"),
+            # rows before the first sequence change what a kernel's views look like (a known peer trigger)
+            ("offsets_start", self.offsets_start, 0), ("q_offsets_start", self.q_offsets_start, None),
+            ("offsets_dtype", self.offsets_dtype, "int32")) if value != default)
         return (
             f"{self.mode} {mask} {self.dtype} B={self.batch} Tk={sum(self.kv_lengths)}{q} "
             f"H={self.num_heads_q}/{self.num_heads_kv} D={self.head_dim}{dv}{extra}"

@@ -932,14 +932,15 @@ def build_parser() -> argparse.ArgumentParser:
     mat.add_argument("--max-cases", type=positive_int, default=None, help="only the first N cases of the suites")
     mat.add_argument("--seed", type=seed_int, default=0, help="seed of the suites' values and of the campaigns")
     mat.add_argument("--timeout", type=positive_float, default=None,
-                     help="seconds per case; one past it is a hang finding (with --isolate or --jobs > 1 the run "
-                          "goes on; in-process it ends the run, exit 3)")
+                     help="seconds per case; one past it is a hang finding (with --no-isolate it ends the run, "
+                          "exit 3)")
     mat.add_argument("--deadline", type=positive_float, default=None,
                      help="wall-clock seconds: cells not started by then are 'not run' (with --campaign: by 65%% "
                           "of it, the campaigns share the rest)")
     mat.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
-    mat.add_argument("--isolate", action="store_true",
-                     help="run each case in a worker process: a crash or sticky CUDA error is that case's finding")
+    mat.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
+                     help="run each case in a worker process, so a crash, a hang or a sticky CUDA error is that case's "
+                          "finding and the run goes on (default); --no-isolate runs them in this process")
     mat.add_argument("--jobs", type=positive_int, default=1,
                      help="worker processes per kernel, running its cases at once (default 1); more than 1 runs "
                           "each case in an isolated worker (implies --isolate) and overlaps Triton's compiling, "

@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import platform
+import sys
 import threading
 from pathlib import Path
 from typing import Iterator, Optional
@@ -85,6 +86,10 @@ def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
             payload.update(status="hang", explanation=f"no result after {timeout_s} s; process ended")
             _write_atomic(path, payload)
         finally:
+            # in-process there is no table or report after this: say which case it was and how to replay it
+            print(f"[HANG] no result after {timeout_s:g} s (--timeout) on the case in {path}; this process ends "
+                  f"(exit {TIMEOUT_EXIT_CODE}). Replay: jfa-verify replay {path}. Run cases in worker processes "
+                  "(--isolate) so that a hang is one case's finding and the run goes on.", file=sys.stderr, flush=True)
             os._exit(TIMEOUT_EXIT_CODE)
 
     timer = threading.Timer(timeout_s, fire)

@@ -141,3 +141,13 @@ def test_the_one_line_summary_names_a_given_scale_and_non_default_layout_and_val
     line = Case(kv_lengths=(3, 4), sm_scale=0.0512, layout="padded_to_16", values="tiny").describe()
     assert line.endswith("D=32 sm_scale=0.0512 layout=padded_to_16 values=tiny"), line
     assert Case(kv_lengths=(3, 4)).describe().endswith("D=32")
+
+
+def test_describe_names_rows_before_the_first_sequence_and_the_offsets_dtype():
+    """Regression (new-user trial): a finding's header hid ``q_offsets_start=8``, the very trigger of nested SDPA's
+    storage-offset bug, so a trivial-looking case seemed to fail for no reason."""
+    plain = Case(kv_lengths=(3,), mode="cross", q_lengths=(3,))
+    assert "offsets" not in plain.describe()
+    shifted = Case(kv_lengths=(3,), mode="cross", q_lengths=(3,), offsets_start=2, q_offsets_start=8,
+                   offsets_dtype="int64")
+    assert shifted.describe().endswith("offsets_start=2 q_offsets_start=8 offsets_dtype=int64")

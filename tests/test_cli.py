@@ -174,6 +174,38 @@ def test_run_records_a_hung_kernel_and_exits(tmp_path, sleepy_plugin):
     assert path.name.startswith(Case.from_dict(payload["case"]).case_id())  # the whole case survives, for replay
 
 
+def test_an_in_process_hang_says_which_case_and_how_to_replay_it(tmp_path, sleepy_plugin):
+    """Regression (new-user trial): with cases in this process, the hang watchdog ended it with exit 3 and not
+    a word: no table follows, so the watchdog itself names the case file and the replay command."""
+    import subprocess
+    import sys
+
+    repro = tmp_path / "repro"
+    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(sleepy_plugin),
+                           "--kernel", "sleepy", "--max-cases", "1", "--timeout", "1", "--no-isolate", "--reproducers",
+                           str(repro), "--no-progress"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (path,) = repro.glob("*.json")
+    assert "[HANG] no result after 1 s" in proc.stderr and f"jfa-verify replay {path}" in proc.stderr
+
+
+def test_matrix_records_a_hang_as_a_finding_and_writes_its_outputs(tmp_path, misbehaving_plugin):
+    """Regression (new-user trial): ``matrix --timeout`` ran cases in-process by default, so a hang ended it with
+    exit 3, no table and no --json. Cases now run in worker processes by default, as for ``run``."""
+    import subprocess
+    import sys
+
+    plugin = misbehaving_plugin("hangs_on_many", hang="B > 2")
+    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "matrix", "--device", "cpu", "--plugin", str(plugin),
+                           "--kernel", "hangs_on_many", "--filter", "tile-edges", "--max-cases", "1", "--forward-only",
+                           "--timeout", "5", "--reproducers", str(tmp_path / "repro"), "--json", str(tmp_path / "m.json")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]
+    matrix = json.loads((tmp_path / "m.json").read_text())
+    assert [c["status"] for c in matrix["cells"]] == ["hang"]
+    assert [f["status"] for f in matrix["findings"]] == ["hang"] and "## Findings (1)" in proc.stdout
+
+
 def test_run_where_every_case_is_unsupported_is_not_a_pass(tmp_path, capsys):
     """A kernel that runs nowhere here (CUDA only, on the CPU) checks nothing: exit 2, not 0. A float8-only
     kernel is checked: the suite's covering array is built inside each kernel's capabilities."""

@@ -389,7 +389,10 @@ def test_matrix_cli_table_findings_outputs_and_replays(tmp_path, monkeypatch, ca
     # one process per kernel, merged afterwards
     assert main(["matrix", "--kernel", "triton_jfa", "--suite", "windows", "--max-cases", "1", "--device", "cpu",
                  "--json", "t.json", "--quiet", "--reproducers", "r2"]) == 0
+    capsys.readouterr()
     assert main(["matrix", "--from-json", "m.json", "t.json", "--markdown", "all.md"]) == 1
+    # regression (new-user trial): cells left out read like a full run; the count is said whatever the exit status
+    assert "cells not run" in capsys.readouterr().out and "this is not a full run" not in out
     merged = Path("all.md").read_text()
     assert "| case | fa2_like | nested_sdpa | torch_fa2_varlen | triton_jfa |" in merged
     assert "not run" in merged  # triton_jfa did not run m.json's cases, nor the others t.json's
