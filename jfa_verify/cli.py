@@ -951,7 +951,10 @@ def build_parser() -> argparse.ArgumentParser:
     mat.add_argument("--from-json", nargs="+", default=[], metavar="FILE", type=existing_file,
                      help="merge matrices written by --json (one process per kernel) instead of running")
     mat.add_argument("--quiet", action="store_true", help="no line per case")
-    mat.set_defaults(func=cmd_matrix)
+    # the options that only shape a run: `matrix --from-json` refuses them (it would ignore them)
+    run_options = ("kernel", "suite", "campaign", "device", "plugin", "reproducers", "accept", "filter", "max_cases",
+                   "seed", "timeout", "deadline", "forward_only", "isolate", "jobs")
+    mat.set_defaults(func=cmd_matrix, run_defaults={dest: mat.get_default(dest) for dest in run_options})
 
     mut = sub.add_parser("mutants", help="mutation testing: the CI profile against each planted-bug kernel")
     mut.add_argument("--catalogue", default="triton_jfa", help="packaged catalogue name or a catalogue JSON file")

@@ -472,6 +472,13 @@ def command(args) -> int:
     """
 
     if args.from_json:
+        from .errors import InvalidInput
+
+        given = [f"--{dest.replace('_', '-')}" for dest, default in getattr(args, "run_defaults", {}).items()
+                 if getattr(args, dest) != default]
+        if given:
+            raise InvalidInput(f"--from-json merges matrices already run; {', '.join(given)} would be ignored: "
+                               "drop them, or run the matrix without --from-json")
         matrix = Matrix.merge([_read_matrix(f) for f in args.from_json])
     else:
         matrix = _run_from_args(args)

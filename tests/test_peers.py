@@ -637,6 +637,13 @@ def test_matrix_refuses_inputs_it_cannot_use_before_any_work(tmp_path, monkeypat
                            (["a.json", "c.json"], "different devices")):
         assert main(["matrix", "--from-json", *[str(tmp_path / f) for f in files]]) == 2, files
         assert message in capsys.readouterr().err, files
+    # regression (new-user trial): run options beside --from-json were dropped without a word
+    assert main(["matrix", "--from-json", str(tmp_path / "a.json"), "--kernel", "nested_sdpa", "--campaign", "5",
+                 "--no-isolate"]) == 2
+    err = capsys.readouterr().err
+    assert "--kernel, --campaign, --isolate would be ignored" in err, err
+    main(["matrix", "--from-json", str(tmp_path / "a.json"), "--quiet", "--markdown", str(tmp_path / "a.md")])
+    assert "would be ignored" not in capsys.readouterr().err and (tmp_path / "a.md").exists()  # output options apply
 
 
 def test_a_findings_symptom_is_its_worst_output():
