@@ -56,13 +56,13 @@ def main() -> int:
     env = dict(os.environ, PYTHONUNBUFFERED="1", TRITON_CACHE_DIR=os.environ.get("TRITON_CACHE_DIR",
                                                                                    str(ROOT / ".triton-cache")))
     # ci/gpu_env.sh installs the carried wheels and the package, and checks the dependencies (one home for it)
-    install = subprocess.run(["bash", "-c", 'source ci/gpu_env.sh && gpu_install "$1"', "_",
-                              str(out / "logs" / "install.log")], cwd=ROOT, capture_output=True, text=True)
+    # and its PYTHONPATH (where the carried wheels went) is what the kernel processes get
+    install = subprocess.run(["bash", "-c", 'source ci/gpu_env.sh && gpu_install "$1" && echo "PYTHONPATH=${PYTHONPATH:-}"',
+                              "_", str(out / "logs" / "install.log")], cwd=ROOT, capture_output=True, text=True)
     if install.returncode:
         say("install failed:\n" + install.stdout[-2000:] + install.stderr[-2000:])
         return 2
-    if (ROOT / ".whl").is_dir():
-        env["PYTHONPATH"] = os.pathsep.join(p for p in ("/tmp/site", env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = install.stdout.strip().splitlines()[-1].removeprefix("PYTHONPATH=")
     if DEVICE == "cpu":
         env["TRITON_INTERPRET"] = "1"
     import torch

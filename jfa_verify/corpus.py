@@ -87,8 +87,14 @@ def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
             _write_atomic(path, payload)
         finally:
             # in-process there is no table or report after this: say which case it was and how to replay it
+            try:
+                from .runner import replay_command
+
+                replay = replay_command(path, payload.get("kernel"), payload.get("plugins", ()))
+            except Exception:  # the process is ending: the message must not depend on the file being readable
+                replay = f"jfa-verify replay {path}"
             print(f"[HANG] no result after {timeout_s:g} s (--timeout) on the case in {path}; this process ends "
-                  f"(exit {TIMEOUT_EXIT_CODE}). Replay: jfa-verify replay {path}. Run cases in worker processes "
+                  f"(exit {TIMEOUT_EXIT_CODE}). Replay: {replay}. Run cases in worker processes "
                   "(--isolate) so that a hang is one case's finding and the run goes on.", file=sys.stderr, flush=True)
             os._exit(TIMEOUT_EXIT_CODE)
 

@@ -27,6 +27,7 @@ from typing import Callable, Optional, Sequence
 
 from .case import Case
 from .compare import OUTPUTS
+from .errors import InvalidInput
 from .exits import ExitCode, exit_code_for
 from .runner import FAILING_STATUSES, STATUSES
 
@@ -125,7 +126,8 @@ class Matrix:
     def counts(self, kernel: str) -> dict[str, int]:
         out = {s: 0 for s in (*STATUSES, NOT_RUN)}
         for case in self.cases:
-            out[self.cell(kernel, case).status] = out.get(self.cell(kernel, case).status, 0) + 1
+            status = self.cell(kernel, case).status
+            out[status] = out.get(status, 0) + 1
         return out
 
     def worst_headroom(self, kernel: str) -> Optional[float]:
@@ -197,8 +199,6 @@ class Matrix:
             InvalidInput: two parts hold the same kernel (one kernel's verdicts would silently replace the
                 other's), or the parts ran on different devices.
         """
-        from .errors import InvalidInput
-
         owners: dict[str, int] = {}
         for i, part in enumerate(parts):
             for k in part.kernels:
@@ -472,8 +472,6 @@ def command(args) -> int:
     """
 
     if args.from_json:
-        from .errors import InvalidInput
-
         given = [f"--{dest.replace('_', '-')}" for dest, default in getattr(args, "run_defaults", {}).items()
                  if getattr(args, dest) != default]
         if given:
@@ -514,8 +512,6 @@ def _read_matrix(path: str) -> Matrix:
     Raises:
         InvalidInput: the file is not JSON, or not a matrix (a run report, a case file, another version).
     """
-    from .errors import InvalidInput
-
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -532,7 +528,6 @@ def _read_matrix(path: str) -> Matrix:
 
 def _run_from_args(args) -> Matrix:
     from .device import interpreting, select_device
-    from .errors import InvalidInput
     from .registry import get_kernel, load_plugin
     from .suites import get_suite
 

@@ -41,7 +41,8 @@ def _has_gqa() -> bool:
 
 
 # FlashAttention underneath: torch_fa2_varlen's capabilities, GQA as the installed signature allows.
-CAPABILITIES = dataclasses.replace(FA2_CAPABILITIES, gqa=_has_gqa(), gqa_backward=_has_gqa())
+_GQA = _has_gqa()
+CAPABILITIES = dataclasses.replace(FA2_CAPABILITIES, gqa=_GQA, gqa_backward=_GQA)
 
 
 @register_kernel("torch_varlen_attn", capabilities=CAPABILITIES, requires=("torch.nn.attention.varlen",),
