@@ -40,15 +40,17 @@ class CampaignProgress:
     """Aggregates worker events; shows them live (rich) or as periodic lines; keeps the timeline.
 
     Args:
-        workers: number of workers. expected: input classes the coverage column counts (default: every class
-            but the GPU-only one on the CPU, every class on CUDA). console: a rich console (None: no output).
+        workers: number of workers. device_type, capabilities: the coverage column counts the classes expected
+            of the kernel on that device (:func:`jfa_verify.coverage.expected_classes`). console: a rich
+            console (None: no output).
         interval: seconds between plain progress lines when the console is not a terminal.
     """
 
-    def __init__(self, workers: int, *, device_type: str = "cpu", console=None, interval: float = 10.0):
+    def __init__(self, workers: int, *, device_type: str = "cpu", console=None, interval: float = 10.0,
+                 capabilities=None):
         self.t0 = time.time()
         self.workers = {w: WorkerStats(w) for w in range(workers)}
-        self.expected = expected_classes(device_type)
+        self.expected = expected_classes(device_type, capabilities)
         self.classes: Counter = Counter()
         self.statuses: Counter = Counter()
         self.findings: dict[str, dict] = {}  # signature id -> finding event (first seen)

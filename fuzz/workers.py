@@ -114,6 +114,7 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
         InvalidInput, PluginError: a bad kernel, plugin, device or database (before any worker starts).
     """
     from jfa_verify.corpus import environment
+    from jfa_verify.coverage import unsupported_classes
     from jfa_verify.device import select_device
     from jfa_verify.exits import ExitCode, exit_code_for
     from jfa_verify.interrupts import terminate_as_interrupt
@@ -154,7 +155,8 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
     events, stop = ctx.Queue(), ctx.Event()
     shares = _shares(config.max_examples, workers)
     procs = {}
-    progress = CampaignProgress(workers, device_type=device.type, console=console, interval=interval)
+    progress = CampaignProgress(workers, device_type=device.type, console=console, interval=interval,
+                                capabilities=kernel.capabilities)
     summaries, deaths, interrupted = {}, {}, False
     with progress, terminate_as_interrupt():
         for w in range(workers):
@@ -231,7 +233,8 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
         "leftovers": [{"path": left["path"], "status": left["status"]} for left in prep["leftovers"]],
         "recovery": {k: v + final.get(k, 0) for k, v in prep.items() if k != "leftovers"},
         "coverage": {"counts": dict(progress.classes), "drawn": drawn, "expected": expected,
-                     "never_drawn": [c for c in progress.expected if not progress.classes.get(c)]},
+                     "never_drawn": [c for c in progress.expected if not progress.classes.get(c)],
+                     "outside_capabilities": sorted(unsupported_classes(kernel.capabilities))},
         "per_worker": [{"worker": s.worker, "device": s.device, "seed": s.seed, "state": s.state, "cases": s.cases,
                         "cases_per_minute": round(s.rate(time.time()), 1), "failing": s.failing,
                         "findings": s.findings, "seconds": dict(s.seconds)} for s in progress.workers.values()],

@@ -319,8 +319,11 @@ def _print_campaign(report: dict, console) -> None:
     for n in report["notes"]:
         console.print(f"  note: {n}", highlight=False, markup=False)
     cov = report["coverage"]
+    outside = cov["outside_capabilities"]
     console.print(f"coverage: {cov['drawn']}/{cov['expected']} input classes drawn; never drawn: "
-                  f"{', '.join(cov['never_drawn']) or 'none'}", highlight=False, markup=False)
+                  f"{', '.join(cov['never_drawn']) or 'none'}"
+                  + (f"; not counted, outside the kernel's capabilities: {', '.join(outside)}" if outside else ""),
+                  highlight=False, markup=False)
 
 
 def cmd_findings(args) -> int:

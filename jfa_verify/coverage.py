@@ -15,7 +15,8 @@ from typing import Callable, Iterable, Optional, Union
 
 from .case import Case
 
-__all__ = ["CLASSES", "CPU_EXPECTED", "WINDOW_CLASSES", "Coverage", "classify", "element_extent", "expected_classes"]
+__all__ = ["CLASSES", "CPU_EXPECTED", "WINDOW_CLASSES", "Coverage", "classify", "element_extent", "expected_classes",
+           "unsupported_classes"]
 
 CLASSES: dict[str, str] = {
     "self": "self-attention",
@@ -72,10 +73,43 @@ WINDOW_CLASSES = tuple(c for c in CLASSES if c.startswith("window"))
 CPU_EXPECTED = tuple(c for c in CLASSES if c != "offset_overflow" and c not in WINDOW_CLASSES)
 
 
-def expected_classes(device_type: str = "cpu") -> tuple[str, ...]:
+def expected_classes(device_type: str = "cpu", capabilities=None) -> tuple[str, ...]:
     """The classes a run on ``device_type`` (``"cuda"`` or ``"cpu"``) is expected to reach: every class on
-    CUDA, :data:`CPU_EXPECTED` elsewhere."""
-    return tuple(CLASSES) if device_type == "cuda" else CPU_EXPECTED
+    CUDA, :data:`CPU_EXPECTED` elsewhere; with ``capabilities`` (a kernel's
+    :class:`~jfa_verify.protocol.Capabilities`), less the classes it declares it cannot run
+    (:func:`unsupported_classes`), which no run of that kernel can reach."""
+    base = tuple(CLASSES) if device_type == "cuda" else CPU_EXPECTED
+    if capabilities is None:
+        return base
+    outside = unsupported_classes(capabilities)
+    return tuple(c for c in base if c not in outside)
+
+
+def unsupported_classes(caps) -> set[str]:
+    """The classes a kernel with capabilities ``caps`` (:class:`~jfa_verify.protocol.Capabilities`) cannot run:
+    modes, causal alignments, windows, GQA/MQA, head dims, dtypes and strided inputs it does not declare."""
+    from .dtypes import dtype_name
+
+    dims = [d for d in range(1, caps.max_head_dim + 1) if caps.supports_head_dim(d)]
+    rules = {
+        "self": "self" not in caps.modes, "cross": "cross" not in caps.modes,
+        "distinct_offsets_start": "cross" not in caps.modes,
+        "broadcast_q": "broadcast_q" not in caps.modes, "broadcast_q_multi_tile": "broadcast_q" not in caps.modes,
+        "causal_top_left": not caps.causal or "top_left" not in caps.causal_alignments,
+        "causal_bottom_right": not caps.causal or "bottom_right" not in caps.causal_alignments,
+        "causal_misaligned": not caps.causal,
+        "gqa": not caps.gqa, "mqa": not caps.gqa,
+        "odd_head_dim": not any(d % 2 for d in dims),
+        "non_pow2_head_dim": not any(d & (d - 1) for d in dims),
+        "distinct_value_head_dim": not caps.distinct_value_head_dim,
+        "strided": not caps.strided_inputs, "head_dim_strided": not caps.strided_inputs,
+    }
+    rules.update({c: not caps.window for c in WINDOW_CLASSES})
+    rules["window_causal"] = "causal+window" not in caps.masks
+    rules["window_asymmetric"] = rules["window_unbounded_side"] = not caps.window or caps.symmetric_window
+    names = {dtype_name(d) for d in caps.dtypes}
+    rules.update({c: c not in names for c in ("float32", "bfloat16", "float16")})
+    return {c for c, out in rules.items() if out}
 
 
 def _near_multiple(n: int, block: int) -> bool:
@@ -216,19 +250,20 @@ class Coverage:
     number of cases added.
     """
 
-    def __init__(self, block_sizes: BlockSizes = (32, 16)):
+    def __init__(self, block_sizes: BlockSizes = (32, 16), capabilities=None):
         self._blocks = block_sizes
+        self.capabilities = capabilities  # the kernel's: classes outside them are not expected
         self.counts: Counter = Counter()
         self.total = 0
 
     @classmethod
     def for_kernel(cls, kernel, device_type: str = "cpu") -> "Coverage":
         """Coverage using ``kernel``'s own tile sizes for each case's shape (generic tiles for a kernel
-        that declares none)."""
+        that declares none) and its capabilities (classes outside them are not expected of its runs)."""
         from .protocol import tiles_for_shape
 
         return cls(lambda case: tiles_for_shape(kernel, case.head_dim, case.dv, case.torch_dtype,
-                                                device_type).as_tuple())
+                                                device_type).as_tuple(), getattr(kernel, "capabilities", None))
 
     def add(self, case: Case) -> set[str]:
         """Count ``case``; returns its classes."""
@@ -258,7 +293,7 @@ class Coverage:
         on cpu: ..."), so "never drawn" names every other class at 0. The window classes are listed only
         when some case had a window or ``expected`` names one (a run without windows reads as it did
         before windows existed)."""
-        expected = tuple(expected_classes(device_type) if expected is None else expected)
+        expected = tuple(expected_classes(device_type, self.capabilities) if expected is None else expected)
         shown = set(expected) | set(self.counts)
         rows = {name: desc for name, desc in CLASSES.items() if name not in WINDOW_CLASSES or name in shown
                 or any(c in shown for c in WINDOW_CLASSES)}
@@ -271,6 +306,9 @@ class Coverage:
         gone = self.missing(expected)
         lines.append(f"  never drawn: {', '.join(gone) if gone else 'none'}")
         unexpected = [c for c in rows if c not in expected and not self.counts.get(c)]
-        if unexpected:
-            lines.append(f"  not expected on {device_type}: {', '.join(unexpected)}")
+        outside = unsupported_classes(self.capabilities) if self.capabilities is not None else set()
+        if [c for c in unexpected if c in outside]:
+            lines.append(f"  outside the kernel's capabilities: {', '.join(c for c in unexpected if c in outside)}")
+        if [c for c in unexpected if c not in outside]:
+            lines.append(f"  not expected on {device_type}: {', '.join(c for c in unexpected if c not in outside)}")
         return "\n".join(lines)

@@ -225,6 +225,11 @@ def _value_dim_support(cls: str, caps: Capabilities) -> Optional[str]:
     return None if cls == "same" or caps.distinct_value_head_dim else "the kernel needs D_v == D"
 
 
+def _layout_support(cls: str, caps: Capabilities) -> Optional[str]:
+    # every layout but "contiguous" gives the kernel non-contiguous q/k/v (case.py's layouts)
+    return None if cls == "contiguous" or caps.strided_inputs else "the kernel takes contiguous q/k/v only"
+
+
 def _variant_support(cls: str, caps: Capabilities) -> Optional[str]:
     return None if cls == "production" or caps.instrumented else "the kernel has no instrumented launch"
 
@@ -315,7 +320,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "head_dim_strided": "q, k, v, dO with a head-dim stride of 2 (every other element of a buffer)",
         "padded_to_16": "q, k, v, dO slices of buffers with the head dim padded to a multiple of 16: every stride "
                         "divisible by 16, D and D_v need not be",
-    }, lambda c, t: {c.layout}),
+    }, lambda c, t: {c.layout}, _layout_support),
     Dimension("values", "value distribution", {n: n for n in VALUE_DISTRIBUTIONS}, lambda c, t: {c.values}),
     Dimension("edges", "empty and one-token sequences", {
         "none": "every sequence has at least two queries and two keys",

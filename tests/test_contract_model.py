@@ -3,6 +3,7 @@
 import math
 
 import pytest
+import torch
 
 from jfa_verify import Case
 from jfa_verify.construct import build_case, case_cost, head_dims_for
@@ -131,6 +132,22 @@ def test_covering_array_on_the_gpu_has_batches_of_several_times_more_tiles_than_
     cov = PairCoverage(gpu).update(cases)
     assert not cov.missing_pairs, cov.format()
     assert cov.class_counts[("waves", "several_waves")] >= 3 and cov.class_counts[("batch", "over_sms")] >= 3
+
+
+@pytest.mark.parametrize("caps", [
+    # gluon_jfa's kind: TMA-fed, contiguous inputs only, two head dims, 2-byte dtypes
+    Capabilities(dtypes=(torch.bfloat16, torch.float16), head_dims=(64, 128), distinct_value_head_dim=False,
+                 strided_inputs=False),
+    Capabilities(modes=("self",), gqa=False, causal_alignments=("top_left",), masks=("none", "causal")),
+], ids=["contiguous-only", "self-mha-top-left"])
+def test_every_covering_array_case_is_inside_the_kernels_capabilities(caps):
+    """Regression (H200, 2026-12-02): gluon_jfa's covering array asked for strided layouts it declares it cannot
+    take; 36 of its 61 cases came back unsupported, their pairs counted as covered all the same."""
+    target = Target(caps, "cpu")
+    cases = covering_array(target)
+    reasons = {c.name: caps.unsupported_reason(c.problem(c.materialize("cpu"))) for c in cases}
+    assert not {n: r for n, r in reasons.items() if r}, reasons
+    assert not PairCoverage(target).update(cases).missing_pairs
 
 
 def test_pair_coverage_report_names_missing_pairs(cpu_target):

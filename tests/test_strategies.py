@@ -22,6 +22,7 @@ from jfa_verify.strategies import (
     one_token_batches,
     overflow_cases,
     prime_lengths,
+    reach_of,
     skewed_lengths,
     sparse_batches,
     tile_boundary_lengths,
@@ -243,6 +244,27 @@ def test_cases_stay_inside_capabilities(case):
     assert case.head_dim in (16, 32) and case.dv == case.head_dim and case.num_heads_q == case.num_heads_kv
 
 
+@pytest.mark.parametrize("name", ["triton_jfa", "gluon_jfa"])
+def test_gpu_draws_leave_the_first_tile_of_the_kernels_own_tiles(name):
+    """Regression (H200, 2026-12-02): 15,063 gluon_jfa campaign cases never drew a sequence longer than one of its
+    128-row tiles (lengths stopped at 48): no multi-tile, tile-boundary or multi-tile broadcast-Q case."""
+    kernel = get_kernel(name)
+    tiles = lambda c: tiles_for_shape(kernel, c.head_dim, c.dv, c.torch_dtype, "cuda").as_tuple()  # noqa: E731
+    for wanted in ("multi_tile", "tile_boundary", "broadcast_q_multi_tile"):
+        found = find(cases(kernel, device_type="cuda"), lambda c: wanted in classify(c, tiles(c)), settings=FIND)
+        longest = max(found.kv_lengths + (found.q_lengths or ()) + (found.broadcast_q_len or 0,))
+        assert longest > 48, (wanted, found.describe())
+    # a boundary of the second tile too: 2 * BLOCK +- 1
+    bm = tiles_for_shape(kernel, 64, 64, torch.bfloat16, "cuda").as_tuple()[0]
+    find(cases(kernel, device_type="cuda", length_kinds=["boundary"]), lambda c: 2 * bm + 1 in c.kv_lengths,
+         settings=FIND)
+
+
+def test_reach_is_the_default_unless_the_tiles_are_larger():
+    assert reach_of((32, 16)) == 48 and reach_of((64, 64)) == 129 and reach_of((128, 64)) == 257
+    assert reach_of((128, 128), max_len=20) == 20  # a given max_len is kept
+
+
 def test_boundaries_follow_declared_block_sizes():
     found = find(cases(NARROW, max_len=20, length_kinds=["boundary"]), lambda c: True, settings=FIND)
     assert found.kv_lengths == (3,)  # BLOCK_N = 4, minus one
@@ -340,6 +362,30 @@ def test_coverage_never_claims_full_coverage_while_classes_show_zero():
         {c for c in CLASSES if c.startswith("window")} - {"window"}) | {"offset_overflow"}
     cuda = cov.format(device_type="cuda")  # a GPU run expects every class: the same zeros are never drawn
     assert _listed(cuda, "never drawn") == _zero_rows(cuda) == _zero_rows(text) and "not expected" not in cuda
+
+
+def test_coverage_of_a_kernel_does_not_count_classes_outside_its_capabilities():
+    """Regression (H200, 2026-12-02): a gluon_jfa campaign (bf16/fp16, D in {64, 128}, contiguous inputs, no
+    windows) reported "28/46 classes; never drawn: ... float32, strided, odd_head_dim, window ...": 14 of the
+    18 classes it named no run of that kernel can reach, hiding the 3 it could (multi-tile lengths)."""
+    from jfa_verify.coverage import expected_classes, unsupported_classes
+
+    gluon = get_kernel("gluon_jfa")
+    outside = unsupported_classes(gluon.capabilities)
+    assert {"float32", "strided", "head_dim_strided", "odd_head_dim", "non_pow2_head_dim", "distinct_value_head_dim",
+            "window"} <= outside and not outside & {"gqa", "mqa", "cross", "broadcast_q", "causal_bottom_right",
+                                                      "bfloat16", "multi_tile", "tile_boundary"}
+    assert unsupported_classes(KERNEL.capabilities) == set()  # triton_jfa declares the whole contract
+    nested = unsupported_classes(get_kernel("nested_sdpa").capabilities)
+    assert {"broadcast_q", "gqa", "mqa", "causal_bottom_right"} <= nested and "causal_top_left" not in nested
+    assert set(expected_classes("cuda", gluon.capabilities)) == set(CLASSES) - outside
+
+    cov = Coverage.for_kernel(gluon, "cuda").update([Case(kv_lengths=(5, 129), dtype="bfloat16", head_dim=64)])
+    text = cov.format(device_type="cuda")
+    # the window rows are shown only when a case had a window (as before): the rest are listed apart
+    assert _listed(text, "outside the kernel's capabilities") == {c for c in outside if not c.startswith("window")}
+    assert not _listed(text, "never drawn") & outside and "tile_boundary" not in _listed(text, "never drawn")
+    assert "gqa" in _listed(text, "never drawn")
 
 
 def test_public_api_is_exported():

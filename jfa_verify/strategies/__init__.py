@@ -23,12 +23,14 @@ int32/int64 offsets); :func:`overflow_cases` (GPU only, element offsets past
 
 from ._cases import (
     DEFAULT_HEAD_DIMS,
+    DEFAULT_MAX_LEN,
     cases,
     head_configs,
     head_dims,
     layouts,
     offsets_configs,
     overflow_cases,
+    reach_of,
     sm_scales,
     value_policies,
     windows,
@@ -50,6 +52,7 @@ from ._lengths import (
 
 __all__ = [
     "DEFAULT_HEAD_DIMS",
+    "DEFAULT_MAX_LEN",
     "LENGTH_KINDS",
     "cases",
     "cross_query_lengths",
@@ -64,6 +67,7 @@ __all__ = [
     "one_token_batches",
     "overflow_cases",
     "prime_lengths",
+    "reach_of",
     "sequence_lengths",
     "skewed_lengths",
     "sm_scales",
