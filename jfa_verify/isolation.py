@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .case import Case
-from .errors import KernelConfigError, PluginError
+from .errors import InvalidInput, KernelConfigError, PluginError
 from .exits import ExitCode
-from .runner import CaseResult
+from .runner import CaseResult, not_judged
 
 __all__ = ["CaseWorker", "WorkerSpec", "crash_result", "sticky_device_error"]
 
@@ -110,6 +110,12 @@ def _serve(conn, spec: WorkerSpec) -> None:
         except KernelConfigError as e:  # the parent raises it: a usage error, not this case's verdict
             conn.send(("config-error", str(e)))
             continue
+        except InvalidInput as e:  # likewise: the case itself is outside the contract
+            conn.send(("invalid-input", str(e)))
+            continue
+        except Exception as e:  # a failure outside the kernel's call (its tile_sizes, the problem's validation):
+            # a verdict with its traceback, instead of a worker dead of "status 1" and the traceback on stderr
+            result = not_judged(CaseResult(case, spec.kernel, "error", plugins=spec.plugins), "preparing the case", e)
         result.seconds["worker"] = time.perf_counter() - t0
         if result.status == "error" and sticky_device_error(result.message):
             result.status = "crash"
@@ -256,6 +262,8 @@ class CaseWorker:
             return crash_result(case, self.spec.kernel, "crash", message, self.spec.plugins, elapsed)
         if isinstance(result, tuple) and result[0] == "config-error":
             raise KernelConfigError(result[1], self.spec.kernel)
+        if isinstance(result, tuple) and result[0] == "invalid-input":
+            raise InvalidInput(result[1])
         if result.status == "crash":  # the child saw a sticky device error and is exiting
             self.kill()
         result.seconds["ipc"] = max(0.0, elapsed - result.seconds.get("worker", elapsed))

@@ -24,14 +24,14 @@ from .case import Case
 from .compare import OUTPUTS, OutputComparison, compare_output, reference_scales
 from .conventions import normalized
 from .contract import JaggedProblem, output_violations
-from .errors import KernelConfigError, KernelUnavailable, UnsupportedCase
+from .errors import InvalidInput, KernelConfigError, KernelUnavailable, UnsupportedCase
 from .immutability import changed_inputs, copy_keeping_strides, snapshot
 from .localize import Location, locate
 from .oracles import padded_sdpa_attention, reference_attention
 from .protocol import PASSES, Kernel, KernelRun
 
-__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "replay_command", "run_case",
-           "poisoned_allocations"]
+__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "not_judged", "replay_command",
+           "run_case", "poisoned_allocations"]
 
 # Every verdict a case can get. "crash" and "hang" come from an isolated run
 # (jfa_verify.isolation): the worker process died, or ran past the timeout and was killed.
@@ -223,6 +223,23 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _out_of_memory_hint(e: BaseException) -> str:
+    if isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e).lower():
+        return (" [out of device memory: other processes on the card, or a case too large for it; replay the case "
+                "alone to tell which]")
+    return ""
+
+
+def not_judged(result: CaseResult, stage: str, e: Exception) -> CaseResult:
+    """``result`` as an ``"error"`` whose message says that jfa-verify's own ``stage`` failed (not the kernel's
+    call), with the exception and where it was raised: a worker must not die of it, nor lose its traceback
+    (a sticky device error in it still ends an isolated worker, as a crash)."""
+    result.status = "error"
+    result.message = (f"not judged: {stage} failed{_out_of_memory_hint(e)}: {type(e).__name__}: {e}".strip() + "\n"
+                      + "".join(traceback.format_exception(e)[-3:]).rstrip())
+    return result
+
+
 @dataclass
 class KernelCall:
     """One call of a kernel on a case, unjudged: its run, its outputs (``o``, ``lse``, and ``dq``/``dk``/``dv``
@@ -294,7 +311,13 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     """
     device = torch.device(device)
     t_start = time.perf_counter()
-    tensors = case.materialize(device) if tensors is None else tensors
+    try:
+        tensors = case.materialize(device) if tensors is None else tensors
+    except InvalidInput:
+        raise
+    except Exception as e:  # out of memory, or a sticky device error a kernel left behind
+        return not_judged(CaseResult(case, kernel.name, "error", memory=memory, plugins=tuple(plugins)),
+                           "materializing the case's tensors", e)
     t_made = time.perf_counter()
     problem = case.problem(tensors)  # the one validation; kernel adapter and oracles share it
     tiles = kernel.tile_sizes(problem)
@@ -329,7 +352,7 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
             result.message = f"kernel rejected offsets outside the contract ({case.offsets_layout}): {detail}"
             return result
         result.status = "error"
-        result.message = detail + "\n" + "".join(traceback.format_exception(e)[-3:]).rstrip()
+        result.message = detail + _out_of_memory_hint(e) + "\n" + "".join(traceback.format_exception(e)[-3:]).rstrip()
         return result
     t1 = time.perf_counter()
     result.contract_violations = output_violations(problem, got["o"], got.get("lse")) + changed
@@ -341,9 +364,13 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         tiles = run.plan.tiles  # the tiles the kernel says it ran
         result.block_sizes = tiles.as_tuple()
     do = tensors.do if backward else None
-    ref = reference_attention(problem, tensors.q, tensors.k, tensors.v, do=do)
-    sdpa = padded_sdpa_attention(problem, tensors.q, tensors.k, tensors.v, do=do)
-    _sync(device)
+    try:
+        ref = reference_attention(problem, tensors.q, tensors.k, tensors.v, do=do)
+        sdpa = padded_sdpa_attention(problem, tensors.q, tensors.k, tensors.v, do=do)
+        _sync(device)
+    except Exception as e:  # the verifier's own work: no verdict on the kernel's outputs
+        result.seconds["kernel"] = t1 - t0
+        return not_judged(result, "the references (float64 and padded SDPA)", e)
     t2 = time.perf_counter()
     result.seconds.update(kernel=t1 - t0, oracles=t2 - t1)
     row = precision_of(case.torch_dtype, tf32=kernel.capabilities.tf32)
@@ -369,6 +396,10 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     if run.plan is not None and run.visits is not None:
         _check_schedules(result, run, backward)
         result.seconds["invariants"] = time.perf_counter() - t3
+    try:
+        _sync(device)  # an asynchronous device error of this case's launches shows here, not in the next case
+    except Exception as e:
+        return not_judged(result, "the device after the case's launches", e)
     if result.failing or result.schedule_violations or result.memory_violations:
         result.status = "fail"
     if not all(explained_outputs) or result.schedule_violations or result.memory_violations:

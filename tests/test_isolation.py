@@ -112,6 +112,66 @@ def test_case_worker_restarts_after_a_crash_and_reports_sticky_cuda_errors_as_cr
     assert not sticky_device_error("RuntimeError: shapes do not match")
 
 
+def test_a_failure_outside_the_kernel_call_is_a_verdict_with_its_traceback_not_a_dead_worker(misbehaving_plugin):
+    """Regression (H200, 2026-12-02): the padded-SDPA reference ran out of memory inside a case worker, the worker
+    died with status 1 and the verdict read "crash: worker process exited with status 1" (the kernel blamed, the
+    traceback on stderr only); a sticky device error then surfaced in the next case's materializing."""
+    plugin = misbehaving_plugin("outside")
+    plugin.write_text(plugin.read_text() + """
+import jfa_verify.runner as _runner
+
+_sdpa = _runner.padded_sdpa_attention
+
+
+def _references(problem, *args, **kw):  # the verifier's own reference fails on batches of 2 and 3
+    if problem.batch == 2:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 94.00 MiB")
+    if problem.batch == 3:
+        raise RuntimeError("CUDA error: misaligned address")
+    return _sdpa(problem, *args, **kw)
+
+
+_runner.padded_sdpa_attention = _references
+""")
+    ok, oom, sticky = (Case(kv_lengths=(3,) * n, dtype="float32", head_dim=16) for n in (1, 2, 3))
+    with CaseWorker(WorkerSpec("outside", "cpu", (str(plugin),), backward=False)) as worker:
+        assert worker.run(ok, 60).status == "pass"
+        first = worker.pid
+        r = worker.run(oom, 60)
+        assert r.status == "error" and worker.pid == first  # judged as not judged; the worker lives on
+        assert r.message.startswith("not judged: the references (float64 and padded SDPA) failed [out of device "
+                                    "memory") and "OutOfMemoryError: CUDA out of memory" in r.message
+        assert "_references" in r.message  # where it was raised
+        r = worker.run(sticky, 60)
+        assert r.status == "crash" and "misaligned address" in r.message and worker.pid is None
+        assert worker.run(ok, 60).status == "pass"
+
+
+def test_in_process_failures_outside_the_kernel_call_are_not_judged_verdicts(monkeypatch, misbehaving_plugin):
+    from jfa_verify import run_case
+    from jfa_verify.registry import get_kernel
+
+    plugin = misbehaving_plugin("oom_here", wrong="B == 2")
+    plugin.write_text(plugin.read_text().replace('raise RuntimeError("planted failure")',
+                                                 'raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")'))
+    load_plugin(plugin)
+    kernel = get_kernel("oom_here")
+    case = Case(kv_lengths=(3,), dtype="float32", head_dim=16)
+
+    def no_memory(self, device):
+        raise RuntimeError("CUDA driver error: out of memory")
+
+    with monkeypatch.context() as m:
+        m.setattr(Case, "materialize", no_memory)
+        r = run_case(case, kernel, "cpu", backward=False)
+    assert r.status == "error" and r.message.startswith("not judged: materializing the case's tensors failed [out of")
+    assert run_case(case, kernel, "cpu", backward=False).status == "pass"
+    # the kernel's own out-of-memory error stays the kernel's error, with the same hint
+    own = run_case(Case(kv_lengths=(3, 3), dtype="float32", head_dim=16), kernel, "cpu", backward=False)
+    assert own.status == "error" and own.message.startswith("OutOfMemoryError: CUDA out of memory. Tried to allocate")
+    assert "[out of device memory: other processes on the card" in own.message
+
+
 def test_isolated_kernel_must_be_loadable_by_the_worker():
     from jfa_verify import Capabilities
     from jfa_verify.errors import PluginError
