@@ -727,6 +727,8 @@ def cmd_bisect(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .suites import SUITES  # the names only; get_suite refuses an unknown one with the list
+
     parser = _Parser(prog="jfa-verify", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -741,14 +743,29 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--reproducers", default="jfa-reproducers", type=folder,
                            help="folder for failing-case files")
 
-    run = sub.add_parser("run", help="verify a kernel on the built-in suite (the main job)")
+    run = sub.add_parser(
+        "run", help="verify a kernel on the built-in suite (the main job)",
+        description="Verify a kernel on a built-in suite: each case through the kernel (forward and backward), the "
+                    "float64 reference and the padded-SDPA oracle, judged by the calibrated budgets; prints a table "
+                    "and the input classes covered, writes the JSON report and a reproducer per failing case. "
+                    "Exit status (jfa_verify/exits.py; the worst case decides): 0 every case passed or was declared "
+                    "unsupported; 1 a wrong output, a kernel error or a broken relation check; 3 a hang (--timeout); "
+                    "4 a crash; 2 a bad argument, a kernel that cannot be loaded, or no case inside the kernel's "
+                    "capabilities (nothing checked); 130 interrupted (the report is written).")
     kernel_options(run)
-    run.add_argument("--suite", default="default")
-    run.add_argument("--seed", type=seed_int, default=0)
+    run.add_argument("--suite", default="default", metavar="{" + ",".join(sorted(SUITES)) + "}",
+                     help="default: a covering array of every pair of contract classes the kernel supports, then "
+                          "fixed production layouts (MovieLens, tile edges); windows: sliding windows at their "
+                          "edges; mha: half the default cases with H_kv = H_q, for kernels without GQA "
+                          "(default: %(default)s)")
+    run.add_argument("--seed", type=seed_int, default=0,
+                     help="seed of the suite's values and of its covering array (default: %(default)s)")
     run.add_argument("--filter", default="", help="only cases whose name contains this text")
-    run.add_argument("--max-cases", type=positive_int, default=None, help="run at most this many cases")
-    run.add_argument("--report", default="jfa-report.json", type=new_file, help="JSON report to write")
-    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--max-cases", type=positive_int, default=None,
+                     help="run at most this many cases, in the suite's order (covering array first)")
+    run.add_argument("--report", default="jfa-report.json", type=new_file,
+                     help="JSON report to write (default: %(default)s)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
     run.add_argument("--timeout", type=positive_float, default=None,
                      help="seconds per case (compilation included); a case still running then is recorded as a "
                           "hang, its worker killed, and the run goes on")
@@ -770,7 +787,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seed of worker 0 (worker w: seed + w); default: a fresh random seed, printed")
     fz.add_argument("--timeout", type=positive_float, default=120.0,
                     help="seconds per case (compilation included) before it is a hang finding (default 120)")
-    fz.add_argument("--forward-only", action="store_true")
+    fz.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
     fz.add_argument("--workers", type=positive_int, default=1, help="campaign worker processes (default 1)")
     fz.add_argument("--gpus", type=lambda t: [g.strip() for g in t.split(",") if g.strip()], default=None,
                     metavar="0,1,...", help="GPUs the workers are pinned to, round-robin (default: every visible one)")
@@ -815,7 +832,7 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--min-cases", type=positive_int, default=100,
                      help="fewest fitting cases a budget row may have (below: refuse to write the table)")
     cal.add_argument("--allow-few-cases", action="store_true", help="write a table fitted on fewer than --min-cases")
-    cal.add_argument("--seed", type=seed_int, default=0)
+    cal.add_argument("--seed", type=seed_int, default=0, help="seed of the drawn cases (default: %(default)s)")
     cal.add_argument("--deadline", type=positive_float, default=None, help="stop sampling after this many seconds")
     cal.add_argument("--records", default="calibration-records.jsonl", type=new_file,
                      help="JSON-lines file the sampled cases are appended to (kept if the run is killed)")
@@ -868,30 +885,35 @@ def build_parser() -> argparse.ArgumentParser:
                          "(why not, if not)")
     ker.add_argument("--device", choices=("cuda", "cpu"), default=None,
                      help="the device to ask about (default: cuda when available, else the CPU interpreter)")
-    ker.add_argument("--plugin", action="append", default=[], type=existing_file, metavar="FILE.py")
+    ker.add_argument("--plugin", action="append", default=[], type=existing_file, metavar="FILE.py",
+                     help="import a file that registers kernels (repeatable)")
     ker.set_defaults(func=cmd_kernels)
 
     sch = sub.add_parser("schedule", help="per-SM load of launch-order, round-robin, zigzag and dynamic schedules")
-    sch.add_argument("--distribution", choices=("movielens", "pareto"), default="movielens")
+    sch.add_argument("--distribution", choices=("movielens", "pareto"), default="movielens",
+                     help="sequence lengths drawn from MovieLens or a Pareto law (default: %(default)s)")
     sch.add_argument("--lengths", type=lengths_list, help="comma-separated lengths instead of a distribution")
-    sch.add_argument("--batch", type=positive_int, default=256)
-    sch.add_argument("--num-sms", type=positive_int, default=132)
-    sch.add_argument("--block-m", type=positive_int, default=64)
-    sch.add_argument("--causal", action="store_true")
-    sch.add_argument("--seed", type=seed_int, default=0)
+    sch.add_argument("--batch", type=positive_int, default=256, help="sequences in the batch (default: %(default)s)")
+    sch.add_argument("--num-sms", type=positive_int, default=132,
+                     help="persistent programs, one per SM (default: %(default)s, an H200)")
+    sch.add_argument("--block-m", type=positive_int, default=64, help="query rows per tile (default: %(default)s)")
+    sch.add_argument("--causal", action="store_true", help="causal (top-left): a tile's load is the key tiles its rows see")
+    sch.add_argument("--seed", type=seed_int, default=0, help="seed of the drawn lengths (default: %(default)s)")
     sch.add_argument("--png", type=png_file, help="write a per-SM load plot here")
     sch.set_defaults(func=cmd_schedule)
 
     gate = sub.add_parser("gate", help="the CI gate: suite, campaign, replays, determinism, canaries, recycled memory "
                           "(+ sanitizer, perf); JUnit/JSON/Markdown")
     gate.add_argument("--kernel", action="append", default=[], help="kernel to gate (repeatable; default triton_jfa)")
-    gate.add_argument("--device", choices=("cuda", "cpu"), default=None)
-    gate.add_argument("--plugin", action="append", default=[], metavar="FILE.py", type=existing_file)
+    gate.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available, else the CPU interpreter")
+    gate.add_argument("--plugin", action="append", default=[], metavar="FILE.py", type=existing_file,
+                      help="import a file that registers kernels (repeatable)")
     gate.add_argument("--checks", nargs="+", default=["suite", "campaign", "replay", "determinism", "canaries",
                                                       "recycled_memory"],
                       choices=("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory"),
                       help="checks to run (sanitizer and perf run when their options are given)")
-    gate.add_argument("--campaign-examples", type=positive_int, default=25)
+    gate.add_argument("--campaign-examples", type=positive_int, default=25,
+                      help="new cases the fixed-seed campaign draws (default: %(default)s)")
     gate.add_argument("--seed", type=seed_int, default=0, help="the campaign's seed (printed; same seed, same draws)")
     gate.add_argument("--reruns", type=_number(int, minimum=2), default=3, help="runs per determinism case (>= 2)")
     gate.add_argument("--small-cases", type=positive_int, default=4,
@@ -964,8 +986,8 @@ def build_parser() -> argparse.ArgumentParser:
     mut.add_argument("--only", nargs="+", action="extend", default=[], metavar="NAME", help="only these mutants")
     mut.add_argument("--max-examples", type=nonneg_int, default=10,
                      help="campaign examples for a mutant the targeted cases miss")
-    mut.add_argument("--device", choices=("cuda", "cpu"), default=None)
-    mut.add_argument("--seed", type=seed_int, default=0)
+    mut.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available, else the CPU interpreter")
+    mut.add_argument("--seed", type=seed_int, default=0, help="seed of the suite's values and of each mutant's campaign (default: %(default)s)")
     mut.add_argument("--json", default=None, type=new_file, help="also write the results here")
     mut.add_argument("--jobs", type=positive_int, default=1, help="mutants run at once, each in its own process")
     mut.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
@@ -993,8 +1015,8 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--campaign", default=None, type=positive_int, metavar="N",
                       help="a Hypothesis campaign of N examples with --seed")
     bis.add_argument("--filter", default="", help="only suite cases whose name contains this text")
-    bis.add_argument("--max-cases", type=positive_int, default=None)
-    bis.add_argument("--seed", type=seed_int, default=0)
+    bis.add_argument("--max-cases", type=positive_int, default=None, help="only the first N suite cases")
+    bis.add_argument("--seed", type=seed_int, default=0, help="seed of the suite's values or the campaign (default: 0)")
     bis.add_argument("--perf", action="store_true", help="performance bisect: slower than --good by --threshold")
     bis.add_argument("--batch", default=None, help="benchmark batch to time (--perf; default movielens)")
     bis.add_argument("--threshold", type=percent, default=None, metavar="PCT",
@@ -1003,7 +1025,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="confidence of the slowdown interval (--perf)")
     bis.add_argument("--rounds", type=_number(int, minimum=6), default=8,
                      help="interleaved timing rounds, added again while undecided (--perf)")
-    bis.add_argument("--max-rounds", type=positive_int, default=24)
+    bis.add_argument("--max-rounds", type=positive_int, default=24,
+                     help="most timing rounds before a commit is called undecided (--perf; default: %(default)s)")
     bis.add_argument("--block-ms", type=positive_float, default=None,
                      help="milliseconds of calls per timing sample (--perf; default 50)")
     bis.add_argument("--perf-backward", action="store_true", help="time forward and backward (--perf)")
@@ -1015,8 +1038,8 @@ def build_parser() -> argparse.ArgumentParser:
     bis.add_argument("--timeout", type=positive_float, default=None, help="seconds per case (past it: skip)")
     bis.add_argument("--step-timeout", type=positive_float, default=1800.0,
                      help="seconds per commit, build included (past it: skip)")
-    bis.add_argument("--device", choices=("cuda", "cpu"), default=None)
-    bis.add_argument("--forward-only", action="store_true")
+    bis.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available, else the CPU interpreter")
+    bis.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
     bis.add_argument("--out", default="jfa-bisect", type=folder, help="folder for the reports and the reproducer")
     bis.add_argument("--keep-temp", action="store_true", help="keep the temporary state folder (debugging)")
     bis.set_defaults(func=cmd_bisect)

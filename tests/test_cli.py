@@ -106,6 +106,24 @@ def test_help_opens_with_a_description_for_users_and_version_comes_from_the_meta
     assert capsys.readouterr().out.strip() == f"jfa-verify {jfa_verify.__version__}"
 
 
+def test_every_option_of_every_command_says_what_it_does(capsys):
+    """Regression (new-user trial): ``run --help`` said nothing of --suite (nor its names), --seed or
+    --no-progress, nor what its exit statuses mean; other commands had bare options too."""
+    import argparse
+
+    from jfa_verify.cli import build_parser
+    from jfa_verify.suites import SUITES
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    bare = {name: [a.option_strings[0] for a in p._actions if a.option_strings and not a.help]
+            for name, p in commands.items()}
+    assert not {n: b for n, b in bare.items() if b}, bare
+    assert main(["run", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(name in text for name in SUITES) and "Exit status" in text
+    assert all(f"{code} " in text for code in ("0", "1", "2", "3", "4", "130"))
+
+
 def test_unknown_kernel_is_a_clear_error(capsys):
     rc = main(["run", "--device", "cpu", "--kernel", "flash_typo"])
     err = capsys.readouterr().err
