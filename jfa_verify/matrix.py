@@ -10,7 +10,8 @@ the key of :func:`jfa_verify.fuzz.findings.key_of` (status, error kind, failing 
 processes (one per kernel, so that a peer
 that wrecks its CUDA context cannot take the others down) merge with :meth:`Matrix.merge`.
 
-Cell statuses: ``pass``, ``fail``, ``error``, ``crash``, ``hang`` (the last four are findings), ``unsupported``
+Cell statuses: ``pass``, ``fail``, ``error``, ``crash``, ``hang`` (the last four are findings; an error that ran out of
+device memory is run once more, alone, before it stands), ``unsupported``
 (the kernel's declared capabilities, with the reason), and ``not run`` (the deadline came first). An accepted convention (``--accept``) is a
 pass marked ``accepted``; a convention that explains a failure without ``--accept`` stays a failure.
 """
@@ -397,6 +398,9 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
             that many at a time, each in an isolated worker (more than 1 implies ``isolate``); they overlap
             Triton's compiling on the host. The verdicts do not depend on it; which cells a deadline leaves
             ``not run`` does. The campaigns do not use it.
+
+    Cells that ran out of device memory are run once more at the end of the cases' time, one at a time
+    (:func:`jfa_verify.runner.ran_out_of_memory`); the suite note says how many, and how many then ran.
     """
     from .loop import Verifier
 
@@ -429,6 +433,8 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
             break
         if cases_deadline is not None and time.monotonic() - start >= cases_deadline:
             break
+    _rerun_out_of_memory(matrix, kernels, device, reproducers, plugins, backward, accept, timeout_s, isolate or jobs > 1,
+                         on_result, None if cases_deadline is None else start + cases_deadline)
     # the cells in the cases' order, whichever pass or worker ran them
     matrix.cells = {key: matrix.cells[key] for key in ((k.name, c.case_id()) for k in kernels for c in matrix.cases)
                     if key in matrix.cells}
@@ -439,6 +445,36 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
             _campaign(matrix, kernel, device, Path(reproducers) / "campaign", plugins, backward, accept, timeout_s,
                       campaign_examples, seed, share, isolate)
     return matrix
+
+
+def _rerun_out_of_memory(matrix: Matrix, kernels, device, reproducers, plugins, backward, accept, timeout_s, isolate,
+                         on_result, deadline) -> None:
+    """Run once more, one at a time, the cells that ran out of device memory: beside other work on the card (the
+    matrix's own workers, or another job's: on an H200, 2026-12-02, 27 cells of a peer were lost so) such a cell
+    says nothing of the kernel. What the second run says stands, and the suite note counts them."""
+    from .loop import Verifier
+    from .runner import ran_out_of_memory
+
+    again = {k.name: [c for c in matrix.cases if (k.name, c.case_id()) in matrix.cells
+                      and ran_out_of_memory(matrix.cells[(k.name, c.case_id())].message)] for k in kernels}
+    tried = passed = 0
+    for kernel in kernels:
+        if not again[kernel.name] or (deadline is not None and time.monotonic() >= deadline):
+            continue
+        t0 = time.monotonic()
+        with Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
+                      accept=accept, isolate=isolate, jobs=1) as verifier:
+            results = verifier.verify_all(again[kernel.name], on_result=on_result, deadline=deadline)
+        for case, result in zip(again[kernel.name], results):
+            if result is not None:
+                matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
+                tried += 1
+                passed += not ran_out_of_memory(result.message)
+        matrix.seconds[kernel.name] = round(matrix.seconds[kernel.name] + time.monotonic() - t0, 2)
+    if tried:
+        note = (f"{tried} cell(s) that ran out of device memory were run again, one at a time: {passed} no longer "
+                f"did")
+        matrix.suite_note = f"{matrix.suite_note}; {note}" if matrix.suite_note else note
 
 
 def _campaign(matrix: Matrix, kernel, device, corpus, plugins, backward, accept, timeout_s, examples, seed,

@@ -30,8 +30,8 @@ from .localize import Location, locate
 from .oracles import padded_sdpa_attention, reference_attention
 from .protocol import PASSES, Kernel, KernelRun
 
-__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "not_judged", "replay_command",
-           "run_case", "poisoned_allocations"]
+__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "not_judged", "ran_out_of_memory",
+           "replay_command", "run_case", "poisoned_allocations"]
 
 # Every verdict a case can get. "crash" and "hang" come from an isolated run
 # (jfa_verify.isolation): the worker process died, or ran past the timeout and was killed.
@@ -223,11 +223,20 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+_OUT_OF_MEMORY = "[out of device memory"
+
+
 def _out_of_memory_hint(e: BaseException) -> str:
     if isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e).lower():
-        return (" [out of device memory: other processes on the card, or a case too large for it; replay the case "
+        return (f" {_OUT_OF_MEMORY}: other processes on the card, or a case too large for it; replay the case "
                 "alone to tell which]")
     return ""
+
+
+def ran_out_of_memory(message: str) -> bool:
+    """True when a verdict's ``message`` says the device ran out of memory (in the kernel's call or in
+    jfa-verify's own work on the case): a verdict that may say more of the card's load than of the kernel."""
+    return _OUT_OF_MEMORY in (message or "")
 
 
 def not_judged(result: CaseResult, stage: str, e: Exception) -> CaseResult:

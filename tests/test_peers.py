@@ -489,6 +489,29 @@ def test_run_matrix_with_jobs_gives_the_cells_of_one_at_a_time(tmp_path):
     assert late.counts("fa2_like")[NOT_RUN] == 3
 
 
+def test_matrix_runs_cells_that_ran_out_of_device_memory_again_one_at_a_time(tmp_path, misbehaving_plugin):
+    """Regression (H200, 2026-12-02): beside another job holding 112 GiB of the card, 27 cells of a peer came back
+    as out-of-memory errors and stood as its findings; run again once the card was free, they would have run."""
+    from jfa_verify.matrix import run_matrix
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    plugin = misbehaving_plugin("short_of_memory", wrong="B >= 2")
+    # the first call of each batch size runs out of memory (a busy card); a batch of 3 always does (its own need)
+    plugin.write_text(plugin.read_text().replace('raise RuntimeError("planted failure")', f"""mark = {str(marks)!r} + f"/{{B}}"
+            if B == 3 or not os.path.exists(mark):
+                open(mark, "w").close()
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 86.00 MiB")"""))
+    load_plugin(plugin)
+    cases = [Case(kv_lengths=(5,) * n, dtype="float32", **H) for n in (1, 2, 3)]
+    m = run_matrix([get_kernel("short_of_memory")], cases, torch.device("cpu"), reproducers=tmp_path / "r",
+                   plugins=[str(plugin)], backward=False)
+    assert [m.cell("short_of_memory", c).status for c in cases] == ["pass", "pass", "error"]
+    assert "out of device memory" in m.cell("short_of_memory", cases[2]).message
+    assert "2 cell(s) that ran out of device memory were run again, one at a time: 1 no longer did" in m.suite_note
+    assert [p.name for p in (tmp_path / "r").glob("*.json")] == [f"{cases[2].case_id()}-short_of_memory.json"]
+
+
 def test_varlen_inputs_give_the_ops_a_unit_head_dim_stride():
     # regression: on the H200 a q/k/v view with head-dim stride 2 reached FlashAttention's varlen op
     from jfa_verify.adapting import varlen_inputs
