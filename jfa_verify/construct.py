@@ -260,6 +260,10 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
         if cls is None or dim.support(cls, caps) is not None:
             return None
         chosen[dim.name] = cls
+    causal, windowed = chosen["mask"] != "none", chosen["window"] == "windowed"
+    if (causal or windowed) and ("causal+window" if causal and windowed else "causal" if causal else "window") \
+            not in caps.masks:  # each class alone is supported, not the two together (Meta's TLX JFA: no causal)
+        return None
     modes = [classes["mode"]] if "mode" in classes else [m for m in dimension("mode").classes
                                                           if dimension("mode").support(m, caps) is None]
     if chosen["offsets_start"] == "distinct":  # two starts need two offsets tensors
@@ -288,7 +292,9 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
     case = Case(
         kv_lengths=k, mode=mode, num_heads_q=h_q, num_heads_kv=h_kv, head_dim=d, head_dim_v=dv,
         dtype=chosen["dtype"], causal=chosen["mask"] != "none",
-        causal_alignment=chosen["mask"] if chosen["mask"] != "none" else "top_left",
+        # a window without causal is still aligned (top-left or bottom-right diagonal): one the kernel runs
+        causal_alignment=chosen["mask"] if causal else "top_left" if not windowed or not caps.causal_alignments
+        or "top_left" in caps.causal_alignments else caps.causal_alignments[0],
         # symmetric, just past a KV tile: every windowed kernel takes it (TLX JFA's windows are symmetric)
         window=(bn + 1, bn + 1) if chosen["window"] == "windowed" else None,
         offsets_dtype=chosen["offsets_dtype"], offsets_start=OFFSETS_START if chosen["offsets_start"] == "nonzero" else 0,

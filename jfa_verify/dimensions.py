@@ -197,9 +197,13 @@ def _mode_support(cls: str, caps: Capabilities) -> Optional[str]:
 
 
 def _mask_support(cls: str, caps: Capabilities) -> Optional[str]:
-    if cls == "none" or cls in caps.causal_alignments:
+    if cls == "none":
         return None
-    return f"causal {cls} not in the kernel's alignments {caps.causal_alignments or '(no causal mode)'}"
+    if cls not in caps.causal_alignments:
+        return f"causal {cls} not in the kernel's alignments {caps.causal_alignments or '(no causal mode)'}"
+    if not {"causal", "causal+window"} & set(caps.masks):
+        return f"no causal mask in the kernel's masks {caps.masks}"
+    return None
 
 
 def _window_support(cls: str, caps: Capabilities) -> Optional[str]:

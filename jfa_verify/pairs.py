@@ -199,7 +199,7 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
     cases: list[Case] = []
     covered: set = set()
 
-    def add(*assigns: dict) -> bool:
+    def add(*assigns: dict, must=None) -> bool:
         built = []
         for assign in assigns:
             for s in (seed + len(cases), 0):
@@ -207,7 +207,7 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
                 if case is not None:
                     built.append(case)
         gains = [(pairs_of(exercised(c, target)) - covered, c) for c in built]
-        gains = [(g, c) for g, c in gains if g]
+        gains = [(g, c) for g, c in gains if g and (must is None or must in g)]
         if not gains:
             return False
         # the cheapest that gains; the most gains among those within the cost cap
@@ -223,7 +223,8 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
     # cover more of the missing pairs, or the pair alone
     for p in sorted(uni.supported - covered):
         if p not in covered:
-            add(_greedy_row(dict(p), names, uni, uni.supported - covered), dict(p))
+            # the case kept must cover p itself: a greedy row that covers others but not p would leave it out
+            add(_greedy_row(dict(p), names, uni, uni.supported - covered), dict(p), must=p)
     if "strided" in uni.classes["offsets_layout"]:
         strided = [p for p in uni.supported if ("offsets_layout", "strided") in p]
         for p in sorted(strided):
