@@ -3,7 +3,6 @@
 import math
 
 import pytest
-import torch
 
 from jfa_verify import Case
 from jfa_verify.construct import build_case, case_cost, head_dims_for
