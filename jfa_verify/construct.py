@@ -22,7 +22,7 @@ from functools import lru_cache
 from typing import Mapping, Optional
 
 from .case import Case
-from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, tile_count
+from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, masks_supported, tile_count
 
 __all__ = ["HEADS", "SM_SCALE_FACTORS", "build_case", "case_cost", "head_dims_for", "length_cost", "lengths_for"]
 
@@ -261,8 +261,7 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
             return None
         chosen[dim.name] = cls
     causal, windowed = chosen["mask"] != "none", chosen["window"] == "windowed"
-    if (causal or windowed) and ("causal+window" if causal and windowed else "causal" if causal else "window") \
-            not in caps.masks:  # each class alone is supported, not the two together (Meta's TLX JFA: no causal)
+    if not masks_supported(causal, windowed, caps):  # each alone may be, not the two together
         return None
     modes = [classes["mode"]] if "mode" in classes else [m for m in dimension("mode").classes
                                                           if dimension("mode").support(m, caps) is None]

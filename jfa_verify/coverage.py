@@ -86,30 +86,40 @@ def expected_classes(device_type: str = "cpu", capabilities=None) -> tuple[str, 
 
 
 def unsupported_classes(caps) -> set[str]:
-    """The classes a kernel with capabilities ``caps`` (:class:`~jfa_verify.protocol.Capabilities`) cannot run:
-    modes, causal alignments, windows, GQA/MQA, head dims, dtypes and strided inputs it does not declare."""
-    from .dtypes import dtype_name
+    """The classes no case inside ``caps`` (a kernel's :class:`~jfa_verify.protocol.Capabilities`) can reach,
+    read off the contract model's support rules (:mod:`jfa_verify.dimensions`, the rules its covering arrays
+    follow): modes, masks and windows (and the two together), GQA/MQA, head dims, dtypes, strided inputs."""
+    from .construct import head_dims_for
+    from .dimensions import dimension, masks_supported
 
-    dims = [d for d in range(1, caps.max_head_dim + 1) if caps.supports_head_dim(d)]
-    rules = {
-        "self": "self" not in caps.modes, "cross": "cross" not in caps.modes,
-        "distinct_offsets_start": "cross" not in caps.modes,
-        "broadcast_q": "broadcast_q" not in caps.modes, "broadcast_q_multi_tile": "broadcast_q" not in caps.modes,
-        "causal_top_left": not caps.causal or "top_left" not in caps.causal_alignments,
-        "causal_bottom_right": not caps.causal or "bottom_right" not in caps.causal_alignments,
-        "causal_misaligned": not caps.causal,
-        "gqa": not caps.gqa, "mqa": not caps.gqa,
-        "odd_head_dim": not any(d % 2 for d in dims),
-        "non_pow2_head_dim": not any(d & (d - 1) for d in dims),
-        "distinct_value_head_dim": not caps.distinct_value_head_dim,
-        "strided": not caps.strided_inputs, "head_dim_strided": not caps.strided_inputs,
+    def ok(dim: str, *classes: str) -> bool:
+        return any(dimension(dim).support(c, caps) is None for c in classes)
+
+    def dims(head_dim=None, value_dim=None) -> bool:
+        return head_dims_for(head_dim, value_dim, caps) is not None
+
+    unequal = ok("mode", "cross", "broadcast_q")  # some L_q != L_k
+    causal = ok("mask", "top_left", "bottom_right")
+    plain_window = ok("window", "windowed") and masks_supported(False, True, caps)
+    causal_window = ok("window", "windowed") and causal and masks_supported(True, True, caps)
+    other_dv = [c for c in dimension("value_dim").classes if c != "same"]
+    reach = {
+        "self": ok("mode", "self"), "cross": ok("mode", "cross"), "broadcast_q": ok("mode", "broadcast_q"),
+        "broadcast_q_multi_tile": ok("mode", "broadcast_q"), "q_ne_k": unequal,
+        "distinct_offsets_start": ok("offsets_start", "distinct") and ok("mode", "cross"),
+        "causal_top_left": ok("mask", "top_left"), "causal_bottom_right": ok("mask", "bottom_right"),
+        "causal_misaligned": causal and unequal,
+        "gqa": ok("heads", "gqa_pow2", "gqa_non_pow2"), "mqa": ok("heads", "mqa"),
+        "odd_head_dim": dims("odd"),  # an odd D_v is a head dim the kernel takes too
+        "non_pow2_head_dim": dims("odd") or dims("non_pow2_even"),
+        "distinct_value_head_dim": ok("value_dim", *other_dv) and any(dims(None, v) for v in other_dv),
+        "strided": ok("layout", "strided", "mixed", "padded_to_16"), "head_dim_strided": ok("layout", "head_dim_strided"),
+        **{c: ok("dtype", c) for c in ("float32", "bfloat16", "float16")},
+        **{c: plain_window or causal_window for c in WINDOW_CLASSES},
+        "window_causal": causal_window,
     }
-    rules.update({c: not caps.window for c in WINDOW_CLASSES})
-    rules["window_causal"] = "causal+window" not in caps.masks
-    rules["window_asymmetric"] = rules["window_unbounded_side"] = not caps.window or caps.symmetric_window
-    names = {dtype_name(d) for d in caps.dtypes}
-    rules.update({c: c not in names for c in ("float32", "bfloat16", "float16")})
-    return {c for c, out in rules.items() if out}
+    reach["window_asymmetric"] = reach["window_unbounded_side"] = reach["window"] and not caps.symmetric_window
+    return {c for c, reachable in reach.items() if not reachable}
 
 
 def _near_multiple(n: int, block: int) -> bool:
@@ -279,8 +289,10 @@ class Coverage:
         return self
 
     def missing(self, expected: Optional[Iterable[str]] = None) -> list[str]:
-        """Classes in ``expected`` (default: every class but the GPU-only ``offset_overflow``) never drawn."""
-        return [c for c in (CPU_EXPECTED if expected is None else expected) if not self.counts.get(c)]
+        """Classes in ``expected`` (default: those a CPU run of the kernel can reach, :func:`expected_classes`)
+        never drawn."""
+        expected = expected_classes("cpu", self.capabilities) if expected is None else expected
+        return [c for c in expected if not self.counts.get(c)]
 
     def to_dict(self) -> dict:
         return {"total": self.total, "counts": dict(sorted(self.counts.items()))}

@@ -30,8 +30,8 @@ from .contract import MODES
 from .dtypes import DTYPES, dtype_name
 from .protocol import Capabilities, Kernel, tiles_for_shape
 
-__all__ = ["DIMENSIONS", "Dimension", "LENGTH_DIMENSIONS", "Target", "classify", "dimension", "padded_width",
-           "relation_of", "tile_count"]
+__all__ = ["DIMENSIONS", "Dimension", "LENGTH_DIMENSIONS", "Target", "classify", "dimension", "masks_supported",
+           "padded_width", "relation_of", "tile_count"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -204,6 +204,14 @@ def _mask_support(cls: str, caps: Capabilities) -> Optional[str]:
     if not {"causal", "causal+window"} & set(caps.masks):
         return f"no causal mask in the kernel's masks {caps.masks}"
     return None
+
+
+def masks_supported(causal: bool, windowed: bool, caps: Capabilities) -> bool:
+    """Whether the kernel takes causal and a window *together* as asked (each dimension's support rule
+    judges one class alone): no mask always; else "causal", "window" or "causal+window" in its masks."""
+    if not (causal or windowed):
+        return True
+    return ("causal+window" if causal and windowed else "causal" if causal else "window") in caps.masks
 
 
 def _window_support(cls: str, caps: Capabilities) -> Optional[str]:

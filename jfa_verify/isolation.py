@@ -113,9 +113,10 @@ def _serve(conn, spec: WorkerSpec) -> None:
         except InvalidInput as e:  # likewise: the case itself is outside the contract
             conn.send(("invalid-input", str(e)))
             continue
-        except Exception as e:  # a failure outside the kernel's call (its tile_sizes, the problem's validation):
-            # a verdict with its traceback, instead of a worker dead of "status 1" and the traceback on stderr
-            result = not_judged(CaseResult(case, spec.kernel, "error", plugins=spec.plugins), "preparing the case", e)
+        except Exception as e:  # run_case keeps its own failures as verdicts; this is the backstop: a verdict
+            # with the traceback, not a worker dead of "status 1" with the traceback on its stderr only
+            result = not_judged(CaseResult(case, spec.kernel, "error", memory=memory, plugins=spec.plugins),
+                                "the case worker", e)
         result.seconds["worker"] = time.perf_counter() - t0
         if result.status == "error" and sticky_device_error(result.message):
             result.status = "crash"

@@ -310,7 +310,9 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
 
     Returns a :class:`CaseResult`. Kernel exceptions become ``status="error"``
     with the traceback's last lines; they are never raised from here, so one bad
-    case cannot stop a suite. Invalid cases raise :class:`InvalidInput` when
+    case cannot stop a suite. A failure of jfa-verify's own work on the case (materializing it, the
+    references, the judging: out of device memory, say) is an ``"error"`` whose message starts
+    ``not judged:`` and names the stage (:func:`not_judged`). Invalid cases raise :class:`InvalidInput` when
     the case is built, before this is called. A case whose offsets are outside
     the contract (``offsets_layout="strided"``) passes when the kernel rejects it
     (raises) or computes the right result. A kernel that cannot be loaded here
@@ -329,7 +331,15 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
                            "materializing the case's tensors", e)
     t_made = time.perf_counter()
     problem = case.problem(tensors)  # the one validation; kernel adapter and oracles share it
-    tiles = kernel.tile_sizes(problem)
+    try:
+        tiles = kernel.tile_sizes(problem)  # the kernel's own code
+    except (KernelUnavailable, UnsupportedCase) as e:
+        return CaseResult(case, kernel.name, "unsupported", message=f"kernel {kernel.name!r}: {type(e).__name__}: {e}",
+                          memory=memory, plugins=tuple(plugins))
+    except Exception as e:
+        return CaseResult(case, kernel.name, "error", memory=memory, plugins=tuple(plugins),
+                          message=f"{type(e).__name__}: {e} (in the kernel's tile_sizes)\n"
+                                  + "".join(traceback.format_exception(e)[-3:]).rstrip())
     t_valid = time.perf_counter()
     result = CaseResult(case, kernel.name, "pass", block_sizes=tiles.as_tuple() if tiles else None, memory=memory,
                         plugins=tuple(plugins), seconds={"materialize": t_made - t_start, "validate": t_valid - t_made})
@@ -373,18 +383,44 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         tiles = run.plan.tiles  # the tiles the kernel says it ran
         result.block_sizes = tiles.as_tuple()
     do = tensors.do if backward else None
-    try:
+    result.seconds["kernel"] = t1 - t0
+    stage = "the references (float64 and padded SDPA)"
+    try:  # the verifier's own work from here: a failure in it is no verdict on the kernel's outputs
         ref = reference_attention(problem, tensors.q, tensors.k, tensors.v, do=do)
         sdpa = padded_sdpa_attention(problem, tensors.q, tensors.k, tensors.v, do=do)
         _sync(device)
-    except Exception as e:  # the verifier's own work: no verdict on the kernel's outputs
-        result.seconds["kernel"] = t1 - t0
-        return not_judged(result, "the references (float64 and padded SDPA)", e)
-    t2 = time.perf_counter()
-    result.seconds.update(kernel=t1 - t0, oracles=t2 - t1)
+        t2 = time.perf_counter()
+        result.seconds["oracles"] = t2 - t1
+        stage = "judging the outputs"
+        explained_outputs = _compare_outputs(result, problem, got, ref, sdpa, kernel, budgets, tiles)
+        t3 = time.perf_counter()
+        result.seconds["compare"] = t3 - t2
+        if run.plan is not None and run.visits is not None:
+            stage = "checking the scheduler invariants"
+            _check_schedules(result, run, backward)
+            result.seconds["invariants"] = time.perf_counter() - t3
+        _sync(device)  # the judging's own device work: an error in it shows in this case, not in the next one
+    except Exception as e:
+        return not_judged(result, stage, e)
+    if result.failing or result.schedule_violations or result.memory_violations:
+        result.status = "fail"
+    if not all(explained_outputs) or result.schedule_violations or result.memory_violations:
+        result.conventions = []  # a failure no declared convention explains: the whole case is a plain finding
+    elif result.conventions and set(result.conventions) <= set(accept):
+        result.status, result.accepted = "pass", True
+        result.notes.append(f"accepted convention(s) {', '.join(result.conventions)} (--accept): "
+                            f"{len(result.failing)} output(s) differ from the contract as the kernel declares")
+    return result
+
+
+def _compare_outputs(result: CaseResult, problem: JaggedProblem, got: dict, ref: dict, sdpa: dict, kernel: Kernel,
+                     budgets, tiles) -> list[bool]:
+    """Judge each output the kernel returned against the references (into ``result``); returns, per failing
+    output, whether a convention the kernel declares explains it."""
+    case = result.case
     row = precision_of(case.torch_dtype, tf32=kernel.capabilities.tf32)
     table = budgets or default_table()
-    explained_outputs: list[bool] = []  # per failing output: a declared convention explains it
+    explained_outputs: list[bool] = []
     for out_name in OUTPUTS:
         if out_name not in ref or out_name not in got:
             continue
@@ -400,24 +436,7 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         result.comparisons.append(cmp)
         if cmp.worst_index is not None:
             result.locations[out_name] = locate(problem, out_name, cmp.worst_index, tiles)
-    t3 = time.perf_counter()
-    result.seconds["compare"] = t3 - t2
-    if run.plan is not None and run.visits is not None:
-        _check_schedules(result, run, backward)
-        result.seconds["invariants"] = time.perf_counter() - t3
-    try:
-        _sync(device)  # an asynchronous device error of this case's launches shows here, not in the next case
-    except Exception as e:
-        return not_judged(result, "the device after the case's launches", e)
-    if result.failing or result.schedule_violations or result.memory_violations:
-        result.status = "fail"
-    if not all(explained_outputs) or result.schedule_violations or result.memory_violations:
-        result.conventions = []  # a failure no declared convention explains: the whole case is a plain finding
-    elif result.conventions and set(result.conventions) <= set(accept):
-        result.status, result.accepted = "pass", True
-        result.notes.append(f"accepted convention(s) {', '.join(result.conventions)} (--accept): "
-                            f"{len(result.failing)} output(s) differ from the contract as the kernel declares")
-    return result
+    return explained_outputs
 
 
 def _check_schedules(result: CaseResult, run: KernelRun, backward: bool) -> None:

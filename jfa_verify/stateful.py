@@ -85,7 +85,9 @@ def call_sequence_machine(kernel, device, *, corpus: "str | Path", case_strategy
     from .strategies import cases
 
     if case_strategy is None:
-        case_strategy = cases(kernel, device_type=str(getattr(device, "type", device)), max_batch=4, max_len=40,
+        dev = str(getattr(device, "type", device))
+        # small on the interpreter; on a GPU the kernel's own tiles decide (40 would never leave a 64-row one)
+        case_strategy = cases(kernel, device_type=dev, max_batch=4, max_len=None if dev == "cuda" else 40,
                               offsets_layouts=["contiguous"])
     path = Path(corpus) / f"sequence-{kernel.name}.calls.json"
 

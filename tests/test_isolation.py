@@ -172,6 +172,74 @@ def test_in_process_failures_outside_the_kernel_call_are_not_judged_verdicts(mon
     assert "[out of device memory: other processes on the card" in own.message
 
 
+_PREPARING = """
+import torch
+
+from jfa_verify import Capabilities, register_kernel
+from jfa_verify.case import Case
+from jfa_verify.errors import InvalidInput, UnsupportedCase
+from jfa_verify.protocol import TileSizes
+
+
+def _tiles(problem):  # the kernel's own tile_sizes: it refuses a batch of 2 and breaks on a batch of 3
+    if problem.batch == 2:
+        raise UnsupportedCase("no batches of 2")
+    if problem.batch == 3:
+        raise ValueError("no tiles for 3")
+    return TileSizes(32, 16)
+
+
+_problem = Case.problem
+
+
+def _validate(self, tensors):  # the verifier itself breaking (4), or finding the case invalid (5), in the worker
+    if len(self.kv_lengths) == 4:
+        raise RuntimeError("verifier bug")
+    if len(self.kv_lengths) == 5:
+        raise InvalidInput("a case outside the contract")
+    return _problem(self, tensors)
+
+
+Case.problem = _validate
+
+
+@register_kernel("preparing", capabilities=Capabilities(backward=False), tile_sizes=_tiles)
+def load():
+    def forward(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None):
+        raise AssertionError("never reached")
+    return forward
+"""
+
+
+def test_failures_before_the_kernel_call_give_the_same_verdicts_isolated_and_in_process(tmp_path, monkeypatch):
+    """Review: the kernel's tile_sizes refusing a case (UnsupportedCase) was a failing "error" in a worker and an
+    exception in-process; anything else raised before the kernel call ended the worker."""
+    from jfa_verify import run_case
+    from jfa_verify.errors import InvalidInput
+    from jfa_verify.registry import get_kernel
+
+    plugin = tmp_path / "preparing.py"
+    plugin.write_text(_PREPARING)
+    two, three, four, five = (Case(kv_lengths=(3,) * n, dtype="float32", head_dim=16) for n in (2, 3, 4, 5))
+    with CaseWorker(WorkerSpec("preparing", "cpu", (str(plugin),), backward=False)) as worker:
+        isolated = [worker.run(c, 60) for c in (two, three)]
+        pid = worker.pid
+        r = worker.run(four, 60, memory="nan")
+        assert r.status == "error" and r.message.startswith("not judged: the case worker failed: RuntimeError: "
+                                                            "verifier bug") and r.memory == "nan"
+        with pytest.raises(InvalidInput, match="a case outside the contract"):
+            worker.run(five, 60)
+        assert worker.pid == pid  # one worker throughout
+    monkeypatch.setattr(Case, "problem", Case.problem)  # the plugin patches it: restored after the test
+    load_plugin(plugin)
+    in_process = [run_case(c, get_kernel("preparing"), "cpu", backward=False) for c in (two, three)]
+    for a, b in zip(isolated, in_process):
+        assert (a.status, a.message.splitlines()[0]) == (b.status, b.message.splitlines()[0])
+    assert in_process[0].status == "unsupported" and "no batches of 2" in in_process[0].message
+    assert in_process[1].status == "error" and in_process[1].message.startswith(
+        "ValueError: no tiles for 3 (in the kernel's tile_sizes)")
+
+
 def test_isolated_kernel_must_be_loadable_by_the_worker():
     from jfa_verify import Capabilities
     from jfa_verify.errors import PluginError

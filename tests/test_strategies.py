@@ -388,6 +388,28 @@ def test_coverage_of_a_kernel_does_not_count_classes_outside_its_capabilities():
     assert "gqa" in _listed(text, "never drawn")
 
 
+@pytest.mark.parametrize("device_type", ["cpu", "cuda"])
+def test_no_drawn_case_is_in_a_class_called_outside_its_kernels_capabilities(device_type):
+    """Review: the classes left out of a kernel's coverage line must be ones its cases never reach (else the
+    coverage line hides a class the campaign could, and should, draw)."""
+    from jfa_verify.coverage import unsupported_classes
+    from jfa_verify.registry import kernel_names
+
+    for name in kernel_names():
+        kernel = get_kernel(name)
+        outside = unsupported_classes(kernel.capabilities)
+        tiles = lambda c: tiles_for_shape(kernel, c.head_dim, c.dv, c.torch_dtype, device_type).as_tuple()  # noqa: E731
+        seen: set = set()
+
+        @settings(database=None, max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(case=cases(kernel, device_type=device_type, max_len=40))
+        def draw(case):
+            seen.update(classify(case, tiles(case)))
+
+        draw()
+        assert not seen & outside, (name, seen & outside)
+
+
 def test_public_api_is_exported():
     import jfa_verify.strategies as S
     from jfa_verify.strategies import _cases, _lengths

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ..case import LAYOUTS, OFFSETS_LAYOUTS, VALUE_DISTRIBUTIONS, Case
 from ..contract import MODES
+from ..dimensions import masks_supported
 from ..dtypes import DTYPES, dtype_name
 from ..errors import InvalidInput
 from ..protocol import Capabilities, Kernel, tiles_for_shape
@@ -30,16 +31,16 @@ __all__ = [
 ]
 
 DEFAULT_HEAD_DIMS = (16, 17, 24, 32, 33, 40, 64)
-DEFAULT_MAX_LEN = 48  # the interpreter's tiles (32, 16) are crossed twice and more below it
+DEFAULT_MAX_LEN = 48  # past one of the interpreter's 32-row query tiles and two of its 16-key tiles
 
 
 def reach_of(blocks: Sequence[int], max_len: Optional[int] = None) -> int:
     """The longest sequence :func:`cases` draws for a kernel running tiles ``blocks`` (BLOCK_M, BLOCK_N).
 
-    ``max_len`` when given; else :data:`DEFAULT_MAX_LEN`, raised to ``2 * max(blocks) + 1`` where it would
-    not leave the largest tile (a GPU's 64- and 128-row tiles), so that multi-tile sequences and the
-    boundaries of the first two tiles are drawn on every device (on an H200 a campaign of 15,063 cases
-    against 128-row tiles never left the first tile with 48).
+    ``max_len`` when given; else :data:`DEFAULT_MAX_LEN`, raised to ``2 * max(blocks) + 1`` where 48 would
+    not leave the largest tile (a GPU's 64- and 128-row tiles: there, the boundaries of the first two tiles
+    are reached too), so that multi-tile sequences are drawn on every device (on an H200 a campaign of
+    15,063 cases against 128-row tiles never left the first tile with 48).
     """
     if max_len is not None:
         return max_len
@@ -182,8 +183,7 @@ def cases(
         device_type: selects the kernel's tile sizes for boundary lengths.
         dtypes, modes: restrict to these names (default: all the kernel supports).
         max_batch, max_len: size limits (max_len None: :func:`reach_of` the kernel's tiles for the drawn
-            shape on ``device_type``: 48, or two tiles and one row past the largest tile where 48 does not
-            leave it).
+            shape on ``device_type``: 48, or ``2 * the largest tile + 1`` where 48 does not leave it).
         head_dims: candidate head dims (odd ones included by default), filtered by the capabilities.
         causal: force masking on or off (default: drawn; both alignments).
         window: force a sliding window on or off (default: drawn when the kernel declares a window
@@ -233,7 +233,7 @@ def cases(
     h_q, h_kv = draw(head_configs(gqa=caps.gqa if gqa is None else (gqa and caps.gqa)))
     is_causal = caps.causal and (draw(st.booleans()) if causal is None else causal)
     window_mask = "causal+window" if is_causal else "window"
-    can_window = caps.window and window_mask in caps.masks
+    can_window = bool(caps.causal_alignments) and masks_supported(is_causal, True, caps)
     if window and not can_window:
         raise InvalidInput(f"window=True: the kernel declares no {window_mask!r} mask (masks={caps.masks})")
     alignment = draw(st.sampled_from(list(caps.causal_alignments))) if is_causal else "top_left"
