@@ -148,8 +148,33 @@ class _Parser(argparse.ArgumentParser):
 def _console():
     from rich.console import Console
 
-    # Wide enough for the tables when output goes to a file or a CI log.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    # Wide enough for the tables when output goes to a file or a CI log; lines of text are never folded
+    # (soft_wrap): a replay command or a path broken across two lines does not paste.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160, soft_wrap=True)
+
+
+class _ProgressLines:
+    """Progress as plain lines, at most one per ``interval`` seconds and one at the end: for output that is not a
+    terminal (a CI log), where a live bar shows nothing."""
+
+    def __init__(self, console, what: str, total: int, interval: float = 10.0):
+        import time
+        from collections import Counter
+
+        self.console, self.what, self.total, self.interval = console, what, total, interval
+        self.t0 = self.last = time.monotonic()
+        self.statuses: Counter = Counter()
+
+    def add(self, result) -> None:
+        import time
+
+        self.statuses[result.status] += 1
+        now, n = time.monotonic(), sum(self.statuses.values())
+        if now - self.last >= self.interval or n == self.total:
+            self.last = now
+            counts = ", ".join(f"{v} {k}" for k, v in sorted(self.statuses.items()))
+            self.console.print(f"[{now - self.t0:6.0f} s] {self.what}: {n}/{self.total} cases ({counts})",
+                               highlight=False, markup=False)
 
 
 def _kernel(args, device_type: Optional[str] = None):
@@ -211,8 +236,9 @@ def cmd_run(args) -> int:
     if args.max_cases:
         cases = cases[: args.max_cases]
     where = "Triton interpreter on CPU" if interpreting() else str(device)
+    by = "/".join(o for o, given in (("--filter", args.filter), ("--max-cases", args.max_cases)) if given)
     picked = f"{len(cases)} cases" if len(cases) == len(suite.cases) else \
-        f"{len(cases)} of {len(suite.cases)} cases, by --filter/--max-cases"
+        f"{len(cases)} of {len(suite.cases)} cases, by {by}"
     console.print(f"jfa-verify run: kernel [bold]{kernel.name}[/], suite {suite.name} ({picked}), {where}"
                   + ("" if args.isolate else ", in-process (--no-isolate)"))
     console.print(f"  {suite.note}")
@@ -220,16 +246,20 @@ def cmd_run(args) -> int:
     with Verifier(kernel, device, args.reproducers, timeout_s=args.timeout, plugins=args.plugin,
                   isolate=args.isolate, jobs=args.jobs) as verifier, terminate_as_interrupt():
         done = []
+        # a terminal gets the bar; a CI log a plain line at most every 10 s (it would otherwise see nothing for minutes)
+        lines = _ProgressLines(console, f"verifying {kernel.name}", len(cases)) \
+            if not (args.no_progress or console.is_terminal) else None
         try:
-            with Progress(console=console, transient=True, disable=args.no_progress) as bar:
+            with Progress(console=console, transient=True, disable=args.no_progress or lines is not None) as bar:
                 task = bar.add_task(f"verifying {kernel.name}", total=len(cases))
-                results = verifier.verify_all(cases, on_result=lambda r: (done.append(r), bar.advance(task)))
+                results = verifier.verify_all(cases, on_result=lambda r: (done.append(r), bar.advance(task),
+                                                                          lines and lines.add(r)))
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report what was verified, then stop
             results, interrupted = done, True
     if not results and interrupted:
         print("\njfa-verify run: interrupted before the first case finished; no report written", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
-    console.print(_results_table(results, f"{kernel.name} on {where}"))
+    console.print(_results_table(results, f"{kernel.name} on {where}"), soft_wrap=False)  # its title centred
     coverage = Coverage.for_kernel(kernel, device.type).update(r.case for r in results)
     print(coverage.format(device_type=device.type), flush=True)
     pairs = PairCoverage(Target(kernel, device.type)).update(r.case for r in results)
@@ -284,7 +314,7 @@ def cmd_fuzz(args) -> int:
                         seed=seed, max_examples=max_examples, duration_s=args.duration, timeout_s=args.timeout,
                         backward=not args.forward_only, isolate=args.isolate, shrink_seconds=args.shrink_seconds,
                         covering=args.covering)
-    limit = " and ".join(x for x in (f"{max_examples} cases" if max_examples else "",
+    limit = " and ".join(x for x in (f"{max_examples} new cases drawn" if max_examples else "",
                                      f"{args.duration:g} s" if args.duration else "") if x)
     console.print(f"jfa-verify fuzz: kernel [bold]{kernel.name}[/] on {device}, {args.workers} worker(s)"
                   + (f" on GPU(s) {','.join(gpus)}" if gpus else "") + f", up to {limit}, seed {seed} "
@@ -300,8 +330,9 @@ def _print_campaign(report: dict, console) -> None:
 
     new = set(report["new_findings"])
     console.print(f"campaign on {report['kernel']} ({report['device']}, {report['workers']} worker(s), seed "
-                  f"{report['seed']}): {report['cases']} cases in {report['seconds']:.1f} s "
-                  f"({report['cases_per_minute']:.0f}/min), "
+                  f"{report['seed']}): {report['cases']} cases run in {report['seconds']:.1f} s "
+                  f"({report['cases_per_minute']:.0f}/min; {report['drawn']} drawn, and saved findings replayed and "
+                  f"shrink steps run besides; a draw of a case judged before runs nothing), "
                   + ", ".join(f"{k} {v}" for k, v in sorted(report["statuses"].items()))
                   + (" -- interrupted" if report["interrupted"] else ""), highlight=False, markup=False)
     for f in report["findings"]:
@@ -618,7 +649,7 @@ def cmd_schedule(args) -> int:
         within = ("yes" if r["within_bound"] else "NO") if r["bounded"] else "-"
         table.add_row(r["name"], str(r["num_tiles"]), f"{r['max_load']:.0f}", f"{r['mean_load']:.1f}",
                       f"{r['imbalance']:.3f}", bound, within)
-    console.print(table)
+    console.print(table, soft_wrap=False)
     if args.png:
         plot_per_sm_load(rows, args.png)
         console.print(f"wrote {args.png}")
@@ -778,7 +809,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     fz = sub.add_parser("fuzz", help="Hypothesis campaign: adversarial cases, shrinking, deduplicated findings, "
-                        "worker processes on one shared database")
+                        "worker processes on one shared database",
+                        description="A Hypothesis campaign against a kernel: saved findings replayed first, then new "
+                                    "cases drawn (steered toward rarely drawn contract classes), each failure shrunk "
+                                    "and kept as one finding per signature in --reproducers, with its replay command. "
+                                    "Exit status (jfa_verify/exits.py; the worst finding decides): 0 none; 1 a wrong "
+                                    "output or kernel error; 3 a hang; 4 a crash; 2 a bad argument; 130 interrupted "
+                                    "(the summary and report are written).")
     kernel_options(fz)
     fz.add_argument("--max-examples", type=positive_int, default=None,
                     help="new cases to draw, over all workers (default 100, or no limit with --duration)")
@@ -870,7 +907,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where the float64 reference runs (default cpu)")
     rfl.set_defaults(func=cmd_refloor)
 
-    rep = sub.add_parser("replay", help="re-run a case file (or an inline case) and print its verdict")
+    rep = sub.add_parser("replay", help="re-run a case file (or an inline case) and print its verdict",
+                         description="Re-run a case file written by run, fuzz, gate or matrix (or an inline case) "
+                                     "on the kernel it names, and print the verdict beside the recorded one. Exit "
+                                     "status as the verdict: 0 pass; 1 a wrong output or kernel error; 3 a hang; "
+                                     "4 a crash; 2 a bad argument or an unreadable file.")
     rep.add_argument("file", nargs="?", type=existing_file, help="case file written by run or a fuzz campaign")
     rep.add_argument("--case", help="inline case JSON instead of a file")
     rep.add_argument("--timeout", type=positive_float, default=None,
@@ -903,7 +944,14 @@ def build_parser() -> argparse.ArgumentParser:
     sch.set_defaults(func=cmd_schedule)
 
     gate = sub.add_parser("gate", help="the CI gate: suite, campaign, replays, determinism, canaries, recycled memory "
-                          "(+ sanitizer, perf); JUnit/JSON/Markdown")
+                          "(+ sanitizer, perf); JUnit/JSON/Markdown",
+                          description="The one command a CI job runs for a kernel change: the default suite, a "
+                                      "fixed-seed campaign, replays of saved findings, determinism reruns, guard-band "
+                                      "canaries, recycled memory, and on request compute-sanitizer and a performance "
+                                      "check; checks the GPU or the kernel cannot run are skipped with the reason. "
+                                      "Exit status: 4 a kernel crashed its process, else 3 one hung, else 1 any other "
+                                      "finding; 2 nothing could be checked, a check could not judge, or a bad "
+                                      "configuration; 0 everything checked passed.")
     gate.add_argument("--kernel", action="append", default=[], help="kernel to gate (repeatable; default triton_jfa)")
     gate.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available, else the CPU interpreter")
     gate.add_argument("--plugin", action="append", default=[], metavar="FILE.py", type=existing_file,
@@ -936,7 +984,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)")
     gate.set_defaults(func=cmd_gate)
     mat = sub.add_parser("matrix", help="kernels x cases in one table: pass/fail/error/unsupported, worst headroom, "
-                         "findings with replay commands; JSON, Markdown and a PNG heat map")
+                         "findings with replay commands; JSON, Markdown and a PNG heat map",
+                         description="Run the same cases through several kernels (and a campaign per kernel) and "
+                                     "tabulate the verdicts; headroom is a cell's worst error over its allowance "
+                                     "(above 1 fails). Exit status: 4 a finding is a crash, else 3 a hang, else 1 "
+                                     "a finding; 2 a bad argument or no case inside any kernel's capabilities; "
+                                     "0 otherwise (docs/peers.md).")
     mat.add_argument("--kernel", action="append", default=[], help="a registered kernel (repeat for each)")
     mat.add_argument("--suite", action="append", default=[],
                      help="built-in suite: default, windows or mha (repeatable; default: default)")

@@ -75,14 +75,14 @@ CPU_EXPECTED = tuple(c for c in CLASSES if c != "offset_overflow" and c not in W
 
 def expected_classes(device_type: str = "cpu", capabilities=None) -> tuple[str, ...]:
     """The classes a run on ``device_type`` (``"cuda"`` or ``"cpu"``) is expected to reach: every class on
-    CUDA, :data:`CPU_EXPECTED` elsewhere; with ``capabilities`` (a kernel's
-    :class:`~jfa_verify.protocol.Capabilities`), less the classes it declares it cannot run
-    (:func:`unsupported_classes`), which no run of that kernel can reach."""
-    base = tuple(CLASSES) if device_type == "cuda" else CPU_EXPECTED
+    CUDA, every class but the GPU-only ``offset_overflow`` elsewhere, less (with ``capabilities``, a kernel's
+    :class:`~jfa_verify.protocol.Capabilities`) the classes no case of that kernel can reach
+    (:func:`unsupported_classes`). Without ``capabilities`` a CPU run expects no window class either
+    (:data:`CPU_EXPECTED`: not every kernel has windows)."""
     if capabilities is None:
-        return base
+        return tuple(CLASSES) if device_type == "cuda" else CPU_EXPECTED
     outside = unsupported_classes(capabilities)
-    return tuple(c for c in base if c not in outside)
+    return tuple(c for c in CLASSES if c not in outside and (device_type == "cuda" or c != "offset_overflow"))
 
 
 def unsupported_classes(caps) -> set[str]:

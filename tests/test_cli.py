@@ -118,10 +118,30 @@ def test_every_option_of_every_command_says_what_it_does(capsys):
     bare = {name: [a.option_strings[0] for a in p._actions if a.option_strings and not a.help]
             for name, p in commands.items()}
     assert not {n: b for n, b in bare.items() if b}, bare
+    # the commands a CI job or a campaign runs say what their exit statuses mean
+    assert all("exit status" in (commands[n].description or "").lower()
+               for n in ("run", "fuzz", "matrix", "replay", "findings", "gate")), "exit statuses"
     assert main(["run", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert all(name in text for name in SUITES) and "Exit status" in text
     assert all(f"{code} " in text for code in ("0", "1", "2", "3", "4", "130"))
+
+
+def test_run_to_a_log_prints_progress_lines_and_unbroken_replay_commands(tmp_path, capsys, misbehaving_plugin):
+    """New-user trial: ``run`` piped to a log printed nothing for minutes (the live bar needs a terminal), and
+    replay commands longer than the log's 160 columns were broken across lines (a pasted one fails)."""
+    plugin = misbehaving_plugin("raises_on_two", wrong="B == 5")
+    repro = tmp_path / ("a-folder-with-a-long-name-" * 6) / "repro"
+    repro.parent.mkdir()
+    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "raises_on_two", "--filter",
+                 "layout-7-3-19-5-11", "--max-cases", "2", "--no-isolate", "--reproducers", str(repro),
+                 "--report", str(tmp_path / "r.json")]) == 1
+    out = capsys.readouterr().out
+    assert "verifying raises_on_two: 2/2 cases (" in out and "by --filter/--max-cases" in out
+    replays = [line for line in out.splitlines() if "jfa-verify replay" in line]
+    assert replays and all(len(line) > 160 and str(plugin) in line for line in replays), replays
+    # the suite note (over 160 characters) on one line: it was folded at "4 / SMs) run first"
+    assert any(line.startswith("  CPU interpreter:") and line.endswith("SMs) run first") for line in out.splitlines())
 
 
 def test_unknown_kernel_is_a_clear_error(capsys):
