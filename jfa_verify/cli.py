@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .errors import JFAError, UnknownKernel
-from .exits import ExitCode
+from .exits import FINDINGS_IN_WORDS, ExitCode
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = int(ExitCode.OK), int(ExitCode.FINDING), int(ExitCode.USAGE)
 
@@ -779,10 +779,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Verify a kernel on a built-in suite: each case through the kernel (forward and backward), the "
                     "float64 reference and the padded-SDPA oracle, judged by the calibrated budgets; prints a table "
                     "and the input classes covered, writes the JSON report and a reproducer per failing case. "
-                    "Exit status (jfa_verify/exits.py; the worst case decides): 0 every case passed or was declared "
-                    "unsupported; 1 a wrong output, a kernel error or a broken relation check; 3 a hang (--timeout); "
-                    "4 a crash; 2 a bad argument, a kernel that cannot be loaded, or no case inside the kernel's "
-                    "capabilities (nothing checked); 130 interrupted (the report is written).")
+                    f"Exit status (jfa_verify/exits.py): 0 every case passed or was declared unsupported; "
+                    f"{FINDINGS_IN_WORDS} (a broken relation check is a finding too); 2 a bad argument, a kernel that "
+                    "cannot be loaded, or no case inside the kernel's capabilities (nothing checked); 130 "
+                    "interrupted (the report is written).")
     kernel_options(run)
     run.add_argument("--suite", default="default", metavar="{" + ",".join(sorted(SUITES)) + "}",
                      help="default: a covering array of every pair of contract classes the kernel supports, then "
@@ -813,9 +813,8 @@ def build_parser() -> argparse.ArgumentParser:
                         description="A Hypothesis campaign against a kernel: saved findings replayed first, then new "
                                     "cases drawn (steered toward rarely drawn contract classes), each failure shrunk "
                                     "and kept as one finding per signature in --reproducers, with its replay command. "
-                                    "Exit status (jfa_verify/exits.py; the worst finding decides): 0 none; 1 a wrong "
-                                    "output or kernel error; 3 a hang; 4 a crash; 2 a bad argument; 130 interrupted "
-                                    "(the summary and report are written).")
+                                    f"Exit status (jfa_verify/exits.py): 0 no finding; {FINDINGS_IN_WORDS}; 2 a bad "
+                                    "argument; 130 interrupted (the summary and report are written).")
     kernel_options(fz)
     fz.add_argument("--max-examples", type=positive_int, default=None,
                     help="new cases to draw, over all workers (default 100, or no limit with --duration)")
@@ -850,8 +849,8 @@ def build_parser() -> argparse.ArgumentParser:
         "findings", help="list the findings in a reproducer folder (one per signature), each with its replay command",
         description="List the findings in a reproducer folder, one per signature, each with its id and the command "
                     "that replays it. Exit status, as for the command that recorded them (jfa_verify/exits.py: "
-                    "a finding is not a usage error): 0 no finding listed; 1 a wrong output or kernel error; "
-                    "3 a hang; 4 a crash (the worst listed decides); 2 no such folder or a bad argument. A case "
+                    f"a finding is not a usage error): 0 no finding listed; {FINDINGS_IN_WORDS}; 2 no such folder "
+                    "or a bad argument. A case "
                     "file still marked running (its process was killed) is listed but decides nothing.")
     fnd.add_argument("folder", nargs="?", default=None, help="the folder (default jfa-reproducers)")
     fnd.add_argument("--reproducers", default=None, metavar="FOLDER", help="the folder, as run and fuzz name it")
@@ -910,8 +909,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="re-run a case file (or an inline case) and print its verdict",
                          description="Re-run a case file written by run, fuzz, gate or matrix (or an inline case) "
                                      "on the kernel it names, and print the verdict beside the recorded one. Exit "
-                                     "status as the verdict: 0 pass; 1 a wrong output or kernel error; 3 a hang; "
-                                     "4 a crash; 2 a bad argument or an unreadable file.")
+                                     f"status as the verdict: 0 pass; {FINDINGS_IN_WORDS}; 2 a bad argument or an "
+                                     "unreadable file.")
     rep.add_argument("file", nargs="?", type=existing_file, help="case file written by run or a fuzz campaign")
     rep.add_argument("--case", help="inline case JSON instead of a file")
     rep.add_argument("--timeout", type=positive_float, default=None,

@@ -6,7 +6,7 @@ import enum
 
 from typing import Iterable
 
-__all__ = ["ExitCode", "exit_code_for"]
+__all__ = ["ExitCode", "FINDINGS_IN_WORDS", "exit_code_for"]
 
 
 class ExitCode(enum.IntEnum):
@@ -26,6 +26,10 @@ class ExitCode(enum.IntEnum):
 # CI job), then any ordinary failure (wrong output, contract, invariant, exception).
 _PRECEDENCE = (("crash", ExitCode.CRASH), ("hang", ExitCode.HANG), ("fail", ExitCode.FINDING),
                ("error", ExitCode.FINDING))
+
+
+# The finding statuses in words, for the commands' help (each adds its own 0 and 2).
+FINDINGS_IN_WORDS = "1 a wrong output or kernel error; 3 a hang (--timeout); 4 a crash (the worst decides)"
 
 
 def exit_code_for(statuses: Iterable[str]) -> ExitCode:

@@ -411,6 +411,21 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
     cases_deadline = None if deadline_s is None else deadline_s * (CASES_SHARE if campaign_examples else 1.0)
     pending = {k.name: list(matrix.cases) for k in kernels}
     matrix.seconds.update({k.name: 0.0 for k in kernels})
+
+    def run_cells(kernel, cells: list, workers: int, until: Optional[float]) -> list:
+        """Run ``cells`` (cases) of ``kernel`` on ``workers`` worker processes, none started after ``until``;
+        record each verdict in its cell and the time in the kernel's seconds; returns the results (None: not
+        started)."""
+        t0 = time.monotonic()
+        with Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
+                      accept=accept, isolate=isolate or jobs > 1, jobs=workers) as verifier:
+            results = verifier.verify_all(cells, on_result=on_result, deadline=until)
+        for case, result in zip(cells, results):
+            if result is not None:  # None: not started by the deadline, so the cell stays "not run" for now
+                matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
+        matrix.seconds[kernel.name] = round(matrix.seconds[kernel.name] + time.monotonic() - t0, 2)
+        return results
+
     # Passes over the kernels: each turn gets an equal part of the cases' time left (a slow kernel must not starve
     # the next); a later pass gives what the fast ones left to the cells a deadline skipped. It stops when every
     # cell has run, the time is spent, or a whole pass started no case.
@@ -418,23 +433,16 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
         todo = [k for k in kernels if pending[k.name]]
         started = 0
         for i, kernel in enumerate(todo):
-            t0 = time.monotonic()
-            own = None if cases_deadline is None else t0 + (start + cases_deadline - t0) / (len(todo) - i)
-            with Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
-                          accept=accept, isolate=isolate or jobs > 1, jobs=jobs) as verifier:
-                results = verifier.verify_all(pending[kernel.name], on_result=on_result, deadline=own)
-            for case, result in zip(pending[kernel.name], results):
-                if result is not None:  # None: not started by the deadline, so the cell stays "not run" for now
-                    matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
+            now = time.monotonic()
+            own = None if cases_deadline is None else now + (start + cases_deadline - now) / (len(todo) - i)
+            results = run_cells(kernel, pending[kernel.name], jobs, own)
             pending[kernel.name] = [c for c, r in zip(pending[kernel.name], results) if r is None]
             started += sum(r is not None for r in results)
-            matrix.seconds[kernel.name] = round(matrix.seconds[kernel.name] + time.monotonic() - t0, 2)
         if not started or not any(pending.values()):
             break
         if cases_deadline is not None and time.monotonic() - start >= cases_deadline:
             break
-    _rerun_out_of_memory(matrix, kernels, device, reproducers, plugins, backward, accept, timeout_s, isolate or jobs > 1,
-                         on_result, None if cases_deadline is None else start + cases_deadline)
+    _rerun_out_of_memory(matrix, kernels, run_cells, None if cases_deadline is None else start + cases_deadline)
     # the cells in the cases' order, whichever pass or worker ran them
     matrix.cells = {key: matrix.cells[key] for key in ((k.name, c.case_id()) for k in kernels for c in matrix.cases)
                     if key in matrix.cells}
@@ -447,30 +455,21 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
     return matrix
 
 
-def _rerun_out_of_memory(matrix: Matrix, kernels, device, reproducers, plugins, backward, accept, timeout_s, isolate,
-                         on_result, deadline) -> None:
-    """Run once more, one at a time, the cells that ran out of device memory: beside other work on the card (the
-    matrix's own workers, or another job's: on an H200, 2026-12-02, 27 cells of a peer were lost so) such a cell
-    says nothing of the kernel. What the second run says stands, and the suite note counts them."""
-    from .loop import Verifier
+def _rerun_out_of_memory(matrix: Matrix, kernels, run_cells, deadline) -> None:
+    """Run once more, one at a time (``run_cells(kernel, cases, 1, deadline)``), the cells that ran out of device
+    memory: beside other work on the card (the matrix's own workers, or another job's: on an H200, 2026-12-02, 27
+    cells of a peer were lost so) such a cell says nothing of the kernel. What the second run says stands, and
+    the suite note counts them."""
     from .runner import ran_out_of_memory
 
-    again = {k.name: [c for c in matrix.cases if (k.name, c.case_id()) in matrix.cells
-                      and ran_out_of_memory(matrix.cells[(k.name, c.case_id())].message)] for k in kernels}
     tried = passed = 0
     for kernel in kernels:
-        if not again[kernel.name] or (deadline is not None and time.monotonic() >= deadline):
+        again = [c for c in matrix.cases if ran_out_of_memory(matrix.cell(kernel.name, c).message)]
+        if not again or (deadline is not None and time.monotonic() >= deadline):
             continue
-        t0 = time.monotonic()
-        with Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
-                      accept=accept, isolate=isolate, jobs=1) as verifier:
-            results = verifier.verify_all(again[kernel.name], on_result=on_result, deadline=deadline)
-        for case, result in zip(again[kernel.name], results):
-            if result is not None:
-                matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
-                tried += 1
-                passed += not ran_out_of_memory(result.message)
-        matrix.seconds[kernel.name] = round(matrix.seconds[kernel.name] + time.monotonic() - t0, 2)
+        results = [r for r in run_cells(kernel, again, 1, deadline) if r is not None]
+        tried += len(results)
+        passed += sum(not ran_out_of_memory(r.message) for r in results)
     if tried:
         note = (f"{tried} cell(s) that ran out of device memory were run again, one at a time: {passed} no longer "
                 f"did")

@@ -223,6 +223,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _traceback_tail(e: BaseException) -> str:
+    """The last lines of ``e``'s traceback: where it was raised, for a verdict's message."""
+    return "".join(traceback.format_exception(e)[-3:]).rstrip()
+
+
 _OUT_OF_MEMORY = "[out of device memory"
 
 
@@ -245,7 +250,7 @@ def not_judged(result: CaseResult, stage: str, e: Exception) -> CaseResult:
     (a sticky device error in it still ends an isolated worker, as a crash)."""
     result.status = "error"
     result.message = (f"not judged: {stage} failed{_out_of_memory_hint(e)}: {type(e).__name__}: {e}".strip() + "\n"
-                      + "".join(traceback.format_exception(e)[-3:]).rstrip())
+                      + _traceback_tail(e))
     return result
 
 
@@ -339,7 +344,7 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     except Exception as e:
         return CaseResult(case, kernel.name, "error", memory=memory, plugins=tuple(plugins),
                           message=f"{type(e).__name__}: {e} (in the kernel's tile_sizes)\n"
-                                  + "".join(traceback.format_exception(e)[-3:]).rstrip())
+                                  + _traceback_tail(e))
     t_valid = time.perf_counter()
     result = CaseResult(case, kernel.name, "pass", block_sizes=tiles.as_tuple() if tiles else None, memory=memory,
                         plugins=tuple(plugins), seconds={"materialize": t_made - t_start, "validate": t_valid - t_made})
@@ -371,7 +376,7 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
             result.message = f"kernel rejected offsets outside the contract ({case.offsets_layout}): {detail}"
             return result
         result.status = "error"
-        result.message = detail + _out_of_memory_hint(e) + "\n" + "".join(traceback.format_exception(e)[-3:]).rstrip()
+        result.message = detail + _out_of_memory_hint(e) + "\n" + _traceback_tail(e)
         return result
     t1 = time.perf_counter()
     result.contract_violations = output_violations(problem, got["o"], got.get("lse")) + changed
