@@ -98,6 +98,17 @@ def _shares(total: Optional[int], n: int) -> list[Optional[int]]:
     return [total // n + (1 if w < total % n else 0) for w in range(n)]
 
 
+def visible_device(index) -> str:
+    """The ``CUDA_VISIBLE_DEVICES`` entry of this process's GPU ``index`` (as torch numbers them): a worker
+    pinned with it sees that same GPU, also when this process was itself started on a subset of the GPUs
+    (``CUDA_VISIBLE_DEVICES=2,3``: index 0 is GPU 2). A UUID or MIG name is passed on as given."""
+    index = str(index)
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if "CUDA_VISIBLE_DEVICES" in os.environ and index.isdigit() and int(index) < len(visible):
+        return visible[int(index)]
+    return index
+
+
 def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), console=None,
              interval: float = 10.0, report: "str | Path | None" = None, png: "str | Path | None" = None) -> dict:
     """Run a campaign with ``workers`` processes; returns its report (also written to ``report``).
@@ -139,7 +150,8 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
     classes_of = classifier(kernel, device.type)
     started = time.time()
     say = (lambda text: console.print(text, highlight=False)) if console is not None else (lambda text: None)
-    gpu_env = {"CUDA_VISIBLE_DEVICES": str(gpus[0])} if gpus else {}
+    gpus = [visible_device(g) for g in gpus]
+    gpu_env = {"CUDA_VISIBLE_DEVICES": gpus[0]} if gpus else {}
     with Verifier(kernel, device, corpus_dir, backward=config.backward, timeout_s=config.timeout_s,
                   plugins=config.plugins, isolate=config.isolate, worker_env=gpu_env) as verifier:
         prep = prepare_corpus(corpus_dir, kernel, verifier, classes_of)

@@ -279,7 +279,9 @@ def cmd_run(args) -> int:
     extra = {"interrupted": interrupted, "cases_planned": len(cases), "pairs": pairs.to_dict(), "relations": findings}
     report = write_json(args.report, run_report(results, kernel=kernel.name, device=device, suite_note=suite.note,
                                                 coverage=coverage.to_dict(), extra=extra))
-    console.print(f"{counts['pass']} passed, {counts['fail'] + counts['error']} failed, {counts['crash']} crashed, "
+    unjudged = sum(r.unjudged for r in results)
+    errors = f"{counts['error']} errors" + (f" ({unjudged} not judged)" if unjudged else "")
+    console.print(f"{counts['pass']} passed, {counts['fail']} failed, {errors}, {counts['crash']} crashed, "
                   f"{counts['hang']} hung, {counts['unsupported']} unsupported; {len(relations) - len(findings)}/"
                   f"{len(relations)} relation checks held; report: {report}")
     if interrupted:
@@ -305,10 +307,18 @@ def cmd_fuzz(args) -> int:
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     max_examples = args.max_examples if args.max_examples or args.duration else 100
     gpus = args.gpus
-    if gpus is None and device.type == "cuda":
+    if gpus is not None and device.type != "cuda":
+        raise UsageError(f"--gpus {','.join(gpus)}: this campaign runs on {device.type}, where workers are not "
+                         f"pinned to GPUs; drop --gpus, or add --device cuda on a machine with GPUs")
+    if device.type == "cuda":
         import torch
 
-        gpus = [str(i) for i in range(torch.cuda.device_count())]
+        present = [str(i) for i in range(torch.cuda.device_count())]
+        absent = [g for g in gpus or () if g.isdigit() and g not in present]  # (a UUID is CUDA's to check)
+        if absent:
+            raise UsageError(f"--gpus {','.join(gpus)}: no GPU {','.join(absent)} on this machine (it has "
+                             f"{','.join(present)}); give indices from that list")
+        gpus = present if gpus is None else gpus
     config = FuzzConfig(kernel=kernel.name, device_type=device.type, corpus_dir=args.reproducers,
                         plugins=tuple(args.plugin), database=args.database, read_from=tuple(args.read_from),
                         seed=seed, max_examples=max_examples, duration_s=args.duration, timeout_s=args.timeout,

@@ -44,11 +44,12 @@ def replay_timeout(payload: dict, timeout_s: Optional[float] = None) -> Optional
     """Seconds a replay of a case file (its ``payload``) may run before it is a hang: ``timeout_s`` when given;
     else, for a recorded hang, as long as its run waited (its verdict's kernel seconds; else
     :data:`HANG_REPLAY_S`), since a hung kernel replayed without a limit holds the replay for as long as it
-    hangs; else None (no limit)."""
+    hangs; else None (no limit). The recorded wait is rounded to whole seconds (at least 1): it is the run's
+    limit plus the watchdog's slack, and the limit is what a user passed."""
     if timeout_s or normalize_status(payload.get("status", "")) != "hang":
         return timeout_s
     waited = ((payload.get("verdict") or {}).get("seconds") or {}).get("kernel")
-    return float(waited) if waited else HANG_REPLAY_S
+    return float(max(1, round(float(waited)))) if waited else HANG_REPLAY_S
 
 
 def environment() -> dict:

@@ -36,6 +36,7 @@ ENTRY_POINT_GROUP = "jfa_verify.kernels"
 
 _REGISTRY: dict[str, Kernel] = {}
 _BROKEN: dict[str, str] = {}  # entry point name -> why it could not be imported
+_EMPTY_PLUGINS: list[str] = []  # plugin files whose import registered no kernel
 # Kernel name -> why it is ambiguous: two entry points register it (which one loads first depends on
 # the installation, so neither may be run under that name).
 _CONFLICTS: dict[str, str] = {}
@@ -175,9 +176,12 @@ def get_kernel(name: str) -> Kernel:
         return _REGISTRY[name]
     except KeyError:
         broken = "".join(f"; broken: {msg}" for msg in _BROKEN.values())
+        empty = "".join(f"; plugin {p} registered no kernel (decorate its loader with "
+                        f"@jfa_verify.register_kernel({name!r}, capabilities=...))" for p in _EMPTY_PLUGINS)
         raise UnknownKernel(
             f"no kernel named {name!r}; registered: {', '.join(sorted(_REGISTRY))} "
-            f"(load more with --plugin FILE.py or install a package with a {ENTRY_POINT_GROUP!r} entry point){broken}"
+            f"(load more with --plugin FILE.py or install a package with a {ENTRY_POINT_GROUP!r} entry point)"
+            f"{empty}{broken}"
         ) from None
 
 
@@ -207,6 +211,7 @@ def load_plugin(path: "str | Path") -> None:
         raise PluginError(f"plugin file {str(path)!r} cannot be imported as Python; give a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
+    registered = len(_REGISTRY)
     try:
         spec.loader.exec_module(module)
     except BaseException as e:
@@ -214,3 +219,5 @@ def load_plugin(path: "str | Path") -> None:
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
         raise PluginError(f"plugin {_where(e, path)}: {type(e).__name__}: {e}") from None
+    if len(_REGISTRY) == registered:  # (a plugin may only patch things; named when a kernel is not found)
+        _EMPTY_PLUGINS.append(str(path))

@@ -132,6 +132,11 @@ class CaseResult:
         return self.status in FAILING_STATUSES
 
     @property
+    def unjudged(self) -> bool:
+        """An ``"error"`` of jfa-verify's own work on the case (:func:`not_judged`), not of the kernel."""
+        return self.status == "error" and self.message.startswith(_NOT_JUDGED)
+
+    @property
     def failing(self) -> list[OutputComparison]:
         return [c for c in self.comparisons if not c.passed]
 
@@ -244,12 +249,15 @@ def ran_out_of_memory(message: str) -> bool:
     return _OUT_OF_MEMORY in (message or "")
 
 
+_NOT_JUDGED = "not judged"
+
+
 def not_judged(result: CaseResult, stage: str, e: Exception) -> CaseResult:
     """``result`` as an ``"error"`` whose message says that jfa-verify's own ``stage`` failed (not the kernel's
     call), with the exception and where it was raised: a worker must not die of it, nor lose its traceback
     (a sticky device error in it still ends an isolated worker, as a crash)."""
     result.status = "error"
-    result.message = (f"not judged: {stage} failed{_out_of_memory_hint(e)}: {type(e).__name__}: {e}".strip() + "\n"
+    result.message = (f"{_NOT_JUDGED}: {stage} failed{_out_of_memory_hint(e)}: {type(e).__name__}: {e}".strip() + "\n"
                       + _traceback_tail(e))
     return result
 

@@ -155,7 +155,10 @@ def _cli_cases(tmp_path, broken_plugins):
     nofield.write_text('{"format": "jfa-verify-case/1", "case": {"mode": "self"}}')
     syntax, missing, raises = broken_plugins
     nodir = str(tmp_path / "no" / "such" / "dir" / "x.json")
+    empty = tmp_path / "registers_nothing.py"
+    empty.write_text("import jfa_verify  # forgot the @register_kernel\n")
     return [
+        (["run", "--plugin", str(empty), "--kernel", "mine"], f"plugin {empty} registered no kernel"),
         (["run", "--timeout", "-1"], "--timeout"), (["run", "--timeout", "0"], "--timeout"),
         (["run", "--timeout", "abc"], "--timeout"), (["run", "--timeout", "nan"], "--timeout"),
         (["run", "--max-cases", "-1"], "--max-cases"), (["run", "--max-cases", "0"], "--max-cases"),
@@ -171,7 +174,7 @@ def _cli_cases(tmp_path, broken_plugins):
         (["fuzz", "--max-examples", "0"], "--max-examples"), (["fuzz", "--max-examples", "-5"], "--max-examples"),
         (["fuzz", "--max-examples", "ten"], "--max-examples"), (["fuzz", "--timeout", "-2"], "--timeout"),
         (["fuzz", "--seed", "-1"], "--seed"), (["fuzz", "--reproducers", str(afile)], "--reproducers"),
-        (["fuzz", "--kernel", "nope"], "nope"),
+        (["fuzz", "--kernel", "nope"], "nope"), (["fuzz", "--gpus", "0"], "--gpus 0: this campaign runs on cpu"),
         (["replay"], "exactly one"), (["replay", str(tmp_path / "missing.json")], "file"),
         (["replay", str(case_list)], "not a jfa-verify case file"), (["replay", str(bad_case)], "kv_lengths='abc'"),
         (["replay", str(nofield)], "kv_lengths"), (["replay", "--case", "{}"], "kv_lengths"),

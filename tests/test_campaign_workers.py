@@ -149,3 +149,16 @@ def test_findings_listing(tmp_path, misbehaving_plugin, capsys):
     assert all(r["examples"] == examples[r["id"]] and r["error_kind"] == "RuntimeError" for r in rows)
     assert main(["findings", "--reproducers", str(tmp_path), "--json"]) == 1  # it lists findings (errors)
     assert json.loads(capsys.readouterr().out) == rows
+
+
+def test_workers_pinned_to_a_gpu_see_the_gpu_of_that_index_under_cuda_visible_devices(monkeypatch):
+    # regression: a campaign started with CUDA_VISIBLE_DEVICES=2,3 pinned its worker for GPU 0 with
+    # CUDA_VISIBLE_DEVICES=0, i.e. on physical GPU 0, which the campaign was not given
+    from jfa_verify.fuzz.workers import visible_device
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert [visible_device(i) for i in (0, "1")] == ["0", "1"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
+    assert [visible_device(i) for i in (0, "1")] == ["2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1a2b,GPU-3c4d")
+    assert visible_device("1") == "GPU-3c4d" and visible_device("MIG-5e6f") == "MIG-5e6f"

@@ -54,7 +54,7 @@ def test_run_with_a_kernel_that_hangs_on_one_case_and_aborts_on_another(tmp_path
     assert proc.returncode == ExitCode.CRASH, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert time.monotonic() - t0 < 120
     out = proc.stdout
-    assert "CRASH" in out and "HANG" in out and "4 passed, 0 failed, 1 crashed, 1 hung" in out
+    assert "CRASH" in out and "HANG" in out and "4 passed, 0 failed, 0 errors, 1 crashed, 1 hung" in out
     payload = json.loads(report.read_text())
     assert payload["summary"] == {"pass": 4, "fail": 0, "error": 0, "crash": 1, "hang": 1, "unsupported": 0}
     assert payload["interrupted"] is False
@@ -165,11 +165,12 @@ def test_in_process_failures_outside_the_kernel_call_are_not_judged_verdicts(mon
         m.setattr(Case, "materialize", no_memory)
         r = run_case(case, kernel, "cpu", backward=False)
     assert r.status == "error" and r.message.startswith("not judged: materializing the case's tensors failed [out of")
+    assert r.unjudged
     assert run_case(case, kernel, "cpu", backward=False).status == "pass"
     # the kernel's own out-of-memory error stays the kernel's error, with the same hint
     own = run_case(Case(kv_lengths=(3, 3), dtype="float32", head_dim=16), kernel, "cpu", backward=False)
     assert own.status == "error" and own.message.startswith("OutOfMemoryError: CUDA out of memory. Tried to allocate")
-    assert "[out of device memory: other processes on the card" in own.message
+    assert "[out of device memory: other processes on the card" in own.message and not own.unjudged
 
 
 _PREPARING = """
@@ -306,14 +307,15 @@ def test_verifier_jobs_interrupted_mid_case_leave_no_running_file(tmp_path, misb
 
 def test_replay_of_a_recorded_hang_ends_with_the_limit_its_run_had(tmp_path, misbehaving_plugin, capsys):
     # regression: the replay command printed for a hang (no --timeout in it) waited as long as the kernel
-    # hung (here 600 s) instead of calling it a hang again
+    # hung (here 600 s) instead of calling it a hang again; and it printed the wait to the microsecond
+    # ("a limit of 5.00423 s") where the run's limit was 5 s
     from jfa_verify.cli import main
     from jfa_verify.corpus import Corpus
     from jfa_verify.isolation import crash_result
 
     plugin = misbehaving_plugin("always-hangs", hang="True")
     case = Case(kv_lengths=(5, 6), head_dim=16, dtype="float32")
-    verdict = crash_result(case, "always-hangs", "hang", "no verdict after 2 s (--timeout)", (str(plugin),), 2.0)
+    verdict = crash_result(case, "always-hangs", "hang", "no verdict after 2 s (--timeout)", (str(plugin),), 2.00423)
     path = Corpus(tmp_path / "repro").write(case, "always-hangs", "cpu", verdict, (str(plugin),))
     t0 = time.monotonic()
     assert main(["replay", str(path), "--device", "cpu", "--plugin", str(plugin)]) == ExitCode.HANG
