@@ -728,8 +728,10 @@ def cmd_mutants(args) -> int:
         if done:
             print(format_table(done))
         return int(ExitCode.INTERRUPTED)
-    print(f"mutation testing of catalogue {catalogue.name} on {dev}, stage {args.stage} "
-          f"(max {args.max_examples} campaign examples per surviving mutant)")
+    budget = {"targeted": f"targeted cases, then up to {args.max_examples} campaign examples per survivor",
+              "suite": "the default suite and its relation checks, up to each mutant's first failure",
+              "campaign": f"up to {args.max_examples} campaign examples per mutant"}[args.stage]
+    print(f"mutation testing of catalogue {catalogue.name} on {dev}, stage {args.stage} ({budget})")
     print(format_table(results))
     if args.json:
         write_json(args.json, [r.to_dict() for r in results])  # in catalogue order

@@ -22,7 +22,8 @@ from functools import lru_cache
 from typing import Mapping, Optional
 
 from .case import Case
-from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, masks_supported, tile_count
+from .dimensions import (DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, parse_mask_class, tile_count,
+                         window_shape)
 
 __all__ = ["HEADS", "SM_SCALE_FACTORS", "build_case", "case_cost", "head_dims_for", "length_cost", "lengths_for"]
 
@@ -99,12 +100,17 @@ def _draw(want: Mapping[str, str], bm: int, bn: int, sms: int, rng: random.Rando
         q = [lq] * b
     else:
         q = []
+        base, by_a_tile = (relation or "").removesuffix("_by_a_tile"), (relation or "").endswith("_by_a_tile")
+        tile = max(bm, bn)
         for i, n in enumerate(k):
-            rel = relation if relation in ("equal", "shorter", "longer") else rng.choice(("equal", "shorter", "longer"))
+            rel = base if base in ("equal", "shorter", "longer") else rng.choice(("equal", "shorter", "longer"))
             if relation == "mixed" and i < 2:
                 rel = ("shorter", "longer")[i]
-            options = {"equal": [n], "shorter": [m for m in pal_q if m < n] or [n],
-                       "longer": [m for m in pal_q if m > n] or [n]}[rel]
+            gap = tile if by_a_tile and i == 0 else 1  # one sequence a tile apart is enough; the rest stay cheap
+            if gap > 1 and n == 0:
+                n = k[i] = rng.choice([m for m in pal_k if m > 0])
+            options = {"equal": [n], "shorter": [m for m in pal_q if n - m >= gap and (gap == 1 or m > 0)] or [n],
+                       "longer": [m for m in pal_q if m - n >= gap] or [n]}[rel]
             q.append(rng.choice(options))
         if mode == "self":
             q = list(k)
@@ -240,6 +246,34 @@ def _first_supported(name: str, caps) -> Optional[str]:
     return next((c for c in dim.classes if dim.support(c, caps) is None), None)
 
 
+# The mask (causal, window, their alignment) and the window's shape only go together in some ways.
+_MASK_DIMENSIONS = ("mask", "window")
+
+
+def _mask_classes(asked: tuple, caps) -> Optional[tuple[str, str]]:
+    """``(mask, window)`` classes: those ``asked`` (None: not asked) and, for the other, the first supported
+    class that goes with the one asked, or None when none does. They go together when the window's class
+    is ``"none"`` exactly for a mask without a window, and the window keeps its shape under causal (which
+    caps the right side: no ``wider_right`` nor ``right_unbounded`` causal window)."""
+    options = [[a] if a is not None else [c for c in dimension(n).classes if dimension(n).support(c, caps) is None]
+               for n, a in zip(_MASK_DIMENSIONS, asked)]
+    for mask in options[0]:
+        causal, windowed, _ = parse_mask_class(mask)
+        for shape in options[1]:
+            if windowed == (shape != "none") and window_shape(_window_of(shape, causal, 1), causal) == shape:
+                return mask, shape
+    return None
+
+
+def _window_of(shape: str, causal: bool, bn: int) -> Optional[tuple[int, int]]:
+    """A window of ``shape`` (the window dimension's class) with its bounded sides just past a KV tile of ``bn``
+    keys, a narrow side of one key; under causal the right side (capped at the diagonal) is given wide, so a
+    kernel that forgets the cap shows it."""
+    wide = bn + 1
+    return {"none": None, "symmetric": (0, wide) if causal else (wide, wide), "wider_left": (wide, 1),
+            "wider_right": (1, wide), "left_unbounded": (-1, wide), "right_unbounded": (wide, -1)}[shape]
+
+
 def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, name: str = "") -> Optional[Case]:
     """A case in every class of ``classes`` (``{dimension: class}``; missing dimensions take their first
     supported class), inside ``target``'s kernel capabilities, or None when none exists.
@@ -253,16 +287,19 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
         cls = classes.get(dim.name)
         if cls is not None and cls not in dim.classes:
             raise KeyError(f"class {cls!r} is not one of dimension {dim.name!r}'s {sorted(dim.classes)}")
-        if cls is None and dim.lengths:
-            continue  # left to the length search
+        if cls is None and (dim.lengths or dim.name in _MASK_DIMENSIONS):
+            continue  # left to the length search, or chosen together below
         if cls is None:
             cls = _first_supported(dim.name, caps)
         if cls is None or dim.support(cls, caps) is not None:
             return None
         chosen[dim.name] = cls
-    causal, windowed = chosen["mask"] != "none", chosen["window"] == "windowed"
-    if not masks_supported(causal, windowed, caps):  # each alone may be, not the two together
+    masks = _mask_classes(tuple(chosen.get(n) for n in _MASK_DIMENSIONS), caps)
+    if masks is None:
         return None
+    chosen.update(zip(_MASK_DIMENSIONS, masks))
+    causal, _, alignment = parse_mask_class(chosen["mask"])
+    shape = chosen["window"]
     modes = [classes["mode"]] if "mode" in classes else [m for m in dimension("mode").classes
                                                           if dimension("mode").support(m, caps) is None]
     if chosen["offsets_start"] == "distinct":  # two starts need two offsets tensors
@@ -272,6 +309,7 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
         return None
     d, dv = dims
     bm, bn = target.tiles(d, dv, chosen["dtype"])
+    window = _window_of(shape, causal, bn)
     found = []
     for mode in modes:  # a mode the kernel runs (the search would otherwise draw any); the cheapest
         want = tuple((n, chosen.get(n, mode if n == "mode" else None)) for n in LENGTH_DIMENSIONS)
@@ -290,12 +328,8 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
         extra["q_offsets_start"] = Q_OFFSETS_START
     case = Case(
         kv_lengths=k, mode=mode, num_heads_q=h_q, num_heads_kv=h_kv, head_dim=d, head_dim_v=dv,
-        dtype=chosen["dtype"], causal=chosen["mask"] != "none",
-        # a window without causal is still aligned (top-left or bottom-right diagonal): one the kernel runs
-        causal_alignment=chosen["mask"] if causal else "top_left" if not windowed or not caps.causal_alignments
-        or "top_left" in caps.causal_alignments else caps.causal_alignments[0],
-        # symmetric, just past a KV tile: every windowed kernel takes it (TLX JFA's windows are symmetric)
-        window=(bn + 1, bn + 1) if chosen["window"] == "windowed" else None,
+        dtype=chosen["dtype"], causal=causal, causal_alignment=alignment or "top_left",
+        window=window,
         offsets_dtype=chosen["offsets_dtype"], offsets_start=OFFSETS_START if chosen["offsets_start"] == "nonzero" else 0,
         offsets_layout=chosen["offsets_layout"], values=chosen["values"], layout=chosen["layout"], sm_scale=scale,
         instrument=chosen["variant"] == "instrumented", seed=_stable_seed(tuple(sorted(chosen.items())), seed) % 2**32,

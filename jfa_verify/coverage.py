@@ -90,7 +90,7 @@ def unsupported_classes(caps) -> set[str]:
     read off the contract model's support rules (:mod:`jfa_verify.dimensions`, the rules its covering arrays
     follow): modes, masks and windows (and the two together), GQA/MQA, head dims, dtypes, strided inputs."""
     from .construct import head_dims_for
-    from .dimensions import dimension, masks_supported
+    from .dimensions import dimension
 
     def ok(dim: str, *classes: str) -> bool:
         return any(dimension(dim).support(c, caps) is None for c in classes)
@@ -99,16 +99,20 @@ def unsupported_classes(caps) -> set[str]:
         return head_dims_for(head_dim, value_dim, caps) is not None
 
     unequal = ok("mode", "cross", "broadcast_q")  # some L_q != L_k
-    causal = ok("mask", "top_left", "bottom_right")
-    plain_window = ok("window", "windowed") and masks_supported(False, True, caps)
-    causal_window = ok("window", "windowed") and causal and masks_supported(True, True, caps)
+    masks = [c for c in dimension("mask").classes if ok("mask", c)]
+
+    def mask(kind: str, alignment: str = "") -> bool:
+        return any(m.startswith(f"{kind}/{alignment}") for m in masks)
+
+    causal, plain_window, causal_window = mask("causal"), mask("window"), mask("causal+window")
     other_dv = [c for c in dimension("value_dim").classes if c != "same"]
     reach = {
         "self": ok("mode", "self"), "cross": ok("mode", "cross"), "broadcast_q": ok("mode", "broadcast_q"),
         "broadcast_q_multi_tile": ok("mode", "broadcast_q"), "q_ne_k": unequal,
         "distinct_offsets_start": ok("offsets_start", "distinct") and ok("mode", "cross"),
-        "causal_top_left": ok("mask", "top_left"), "causal_bottom_right": ok("mask", "bottom_right"),
-        "causal_misaligned": causal and unequal,
+        "causal_top_left": mask("causal", "top_left") or mask("causal+window", "top_left"),
+        "causal_bottom_right": mask("causal", "bottom_right") or mask("causal+window", "bottom_right"),
+        "causal_misaligned": (causal or causal_window) and unequal,
         "gqa": ok("heads", "gqa_pow2", "gqa_non_pow2"), "mqa": ok("heads", "mqa"),
         "odd_head_dim": dims("odd"),  # an odd D_v is a head dim the kernel takes too
         "non_pow2_head_dim": dims("odd") or dims("non_pow2_even"),
@@ -118,7 +122,8 @@ def unsupported_classes(caps) -> set[str]:
         **{c: plain_window or causal_window for c in WINDOW_CLASSES},
         "window_causal": causal_window,
     }
-    reach["window_asymmetric"] = reach["window_unbounded_side"] = reach["window"] and not caps.symmetric_window
+    reach["window_asymmetric"] = reach["window"] and ok("window", "wider_left", "wider_right")
+    reach["window_unbounded_side"] = reach["window"] and ok("window", "left_unbounded", "right_unbounded")
     return {c for c, reachable in reach.items() if not reachable}
 
 

@@ -2,9 +2,9 @@
 
 Every dimension of the JFA contract (:mod:`jfa_verify.contract`) gets a few
 classes, each a region of inputs where kernels are written differently or have
-broken (the bug classes of ``/shared/DOMAIN.md``): the mode; causal masking and
-its alignment; the relation of each sequence's query length to its key length;
-the sliding window (none, or windowed); the GQA group
+broken (the bug classes of ``/shared/DOMAIN.md``): the mode; the mask (causal,
+window or both) with the alignment of its diagonal; the relation of each
+sequence's query length to its key length; the sliding window's shape; the GQA group
 (powers of two or not, MQA); the head dim and the value head dim's padding; the
 dtype; the softmax scale; the offsets' dtype, start and memory layout; the q/k/v/dO
 strides; the value distribution; empty and one-token sequences; lengths at the
@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .case import LAYOUTS, VALUE_DISTRIBUTIONS, Case
-from .contract import MODES
+from .contract import CAUSAL_ALIGNMENTS, MASKS, MODES, mask_kind
 from .dtypes import DTYPES, dtype_name
 from .protocol import Capabilities, Kernel, tiles_for_shape
 
 __all__ = ["DIMENSIONS", "Dimension", "LENGTH_DIMENSIONS", "Target", "classify", "dimension", "masks_supported",
-           "padded_width", "relation_of", "tile_count"]
+           "mask_class", "padded_width", "parse_mask_class", "relation_of", "tile_count", "window_shape"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,10 +109,16 @@ def _boundary(n: int, block: int) -> bool:
 
 
 def _relation(case: Case, target: Target) -> set[str]:
-    found = {relation_of(a, b) for a, b in zip(case.query_lengths, case.kv_lengths)} - {"equal"}
+    pairs = list(zip(case.query_lengths, case.kv_lengths))
+    found = {relation_of(a, b) for a, b in pairs} - {"equal"}
     if not found:
         return {"equal"}
-    return {"mixed"} if len(found) == 2 else found
+    if len(found) == 2:
+        return {"mixed"}
+    # A gap of a whole tile moves the aligned diagonal past a tile (the loops' bounds, not only their masks)
+    tile = max(target.tiles_of(case))
+    return {f"{relation_of(a, b)}_by_a_tile" if a > 0 and b > 0 and abs(a - b) >= tile else relation_of(a, b)
+            for a, b in pairs if a != b}
 
 
 def _heads(case: Case, target: Target) -> set[str]:
@@ -142,6 +148,31 @@ def _sm_scale(case: Case, target: Target) -> set[str]:
     if case.sm_scale is None:
         return {"default"}
     return {"small" if case.sm_scale < 1.0 / math.sqrt(case.head_dim) else "large"}
+
+
+def window_shape(window: Optional[tuple[int, int]], causal: bool) -> str:
+    """The window dimension's class of a ``(left, right)`` window (None: ``"none"``), judged on the window
+    the contract applies: causal caps its right side at the diagonal (:func:`jfa_verify.contract.key_range`),
+    so a causal window is ``symmetric`` (left 0), ``wider_left`` or ``left_unbounded``."""
+    if window is None:
+        return "none"
+    left, right = window[0], 0 if causal else window[1]
+    if left < 0 or right < 0:
+        return "left_unbounded" if left < 0 else "right_unbounded"
+    return "symmetric" if left == right else ("wider_left" if left > right else "wider_right")
+
+
+def mask_class(causal: bool, window: Optional[tuple[int, int]], alignment: str) -> str:
+    """The mask dimension's class: ``"none"``, else the contract's mask kind (:data:`~jfa_verify.contract.MASKS`:
+    causal, window, causal+window) with the alignment of its diagonal, e.g. ``"causal+window/bottom_right"``."""
+    kind = mask_kind(causal, window)
+    return kind if kind == "none" else f"{kind}/{alignment}"
+
+
+def parse_mask_class(cls: str) -> tuple[bool, bool, Optional[str]]:
+    """``(causal, windowed, alignment)`` of a mask class (:func:`mask_class`); alignment None for ``"none"``."""
+    kind, _, alignment = cls.partition("/")
+    return kind in ("causal", "causal+window"), kind in ("window", "causal+window"), alignment or None
 
 
 def _edges(case: Case, target: Target) -> set[str]:
@@ -199,10 +230,12 @@ def _mode_support(cls: str, caps: Capabilities) -> Optional[str]:
 def _mask_support(cls: str, caps: Capabilities) -> Optional[str]:
     if cls == "none":
         return None
-    if cls not in caps.causal_alignments:
-        return f"causal {cls} not in the kernel's alignments {caps.causal_alignments or '(no causal mode)'}"
-    if not {"causal", "causal+window"} & set(caps.masks):
-        return f"no causal mask in the kernel's masks {caps.masks}"
+    causal, windowed, alignment = parse_mask_class(cls)
+    kind = cls.partition("/")[0]
+    if not masks_supported(causal, windowed, caps) or not caps.causal_alignments:
+        return f"no {kind} mask in the kernel's masks {caps.masks if caps.causal_alignments else ('none',)}"
+    if alignment not in caps.causal_alignments:
+        return f"{kind} aligned {alignment}: not in the kernel's alignments {caps.causal_alignments}"
     return None
 
 
@@ -215,9 +248,13 @@ def masks_supported(causal: bool, windowed: bool, caps: Capabilities) -> bool:
 
 
 def _window_support(cls: str, caps: Capabilities) -> Optional[str]:
-    if cls == "none" or caps.window:
+    if cls == "none":
         return None
-    return f"no sliding window in the kernel's masks {caps.masks}"
+    if not caps.window:
+        return f"no sliding window in the kernel's masks {caps.masks}"
+    if cls != "symmetric" and caps.symmetric_window:
+        return "the kernel's windows are symmetric (left == right >= 0)"
+    return None
 
 
 def _heads_support(cls: str, caps: Capabilities) -> Optional[str]:
@@ -275,23 +312,31 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "cross": "cross-attention (separate query offsets)",
         "broadcast_q": "one dense Q attends to every sequence",
     }, lambda c, t: {c.mode}, _mode_support, lengths=True),
-    Dimension("mask", "causal masking and its alignment", {
+    # The contract's mask kinds, each with the alignment of its diagonal (a window has one without causal too).
+    Dimension("mask", "causal mask and/or window, and where their diagonal lies", {
         "none": "no mask",
-        "top_left": "causal, query i sees keys j <= i",
-        "bottom_right": "causal, query i sees keys j <= i + L_k - L_q",
-    }, lambda c, t: {c.causal_alignment if c.causal else "none"}, _mask_support),
+        **{f"{kind}/{alignment}": f"{kind}, query i's diagonal at key "
+           + ("i" if alignment == "top_left" else "i + L_k - L_q")
+           for kind in MASKS[1:] for alignment in CAUSAL_ALIGNMENTS},
+    }, lambda c, t: {mask_class(c.causal, c.window, c.causal_alignment)}, _mask_support),
     Dimension("relation", "each sequence's query length against its key length", {
         "equal": "L_q == L_k in every sequence",
-        "shorter": "L_q < L_k in some sequence, never L_q > L_k",
-        "longer": "L_q > L_k in some sequence, never L_q < L_k",
+        "shorter": "L_q < L_k by less than a tile (max(BLOCK_M, BLOCK_N)) in some sequence, never L_q > L_k",
+        "shorter_by_a_tile": "0 < L_q <= L_k - max(BLOCK_M, BLOCK_N) in some sequence, never L_q > L_k",
+        "longer": "L_q > L_k by less than a tile in some sequence, never L_q < L_k",
+        "longer_by_a_tile": "0 < L_k <= L_q - max(BLOCK_M, BLOCK_N) in some sequence, never L_q < L_k",
         "mixed": "some sequence with L_q < L_k and another with L_q > L_k",
     }, _relation, lengths=True),
-    # Windowed or not; the window's edges (0, 1, tile +-1, wider than the sequence, one side unbounded)
-    # are the strategies' and the windows suite's (jfa_verify.coverage's window classes).
-    Dimension("window", "sliding-window attention", {
+    # The window's shape as the contract applies it; its sizes against the tiles and the sequences (0, 1,
+    # tile +-1, wider than the sequence) are the strategies' and the windows suite's (jfa_verify.coverage).
+    Dimension("window", "sliding window (left, right) around the aligned diagonal", {
         "none": "no window (the whole visible range)",
-        "windowed": "a sliding window (left, right) around the aligned diagonal",
-    }, lambda c, t: {"none" if c.window is None else "windowed"}, _window_support),
+        "symmetric": "left == right (a causal window: left == 0, the diagonal alone)",
+        "wider_left": "left > right, both bounded (a causal window with left > 0)",
+        "wider_right": "right > left, both bounded",
+        "left_unbounded": "left unbounded (-1), right bounded",
+        "right_unbounded": "right unbounded (-1), left bounded",
+    }, lambda c, t: {window_shape(c.window, c.causal)}, _window_support),
     Dimension("heads", "query heads per KV head", {
         "mha": "H_q == H_kv (> 1)",
         "gqa_pow2": "GQA, group of a power of two (H_kv > 1)",

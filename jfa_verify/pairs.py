@@ -21,14 +21,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from itertools import combinations
+from itertools import combinations, product
 from typing import Iterable, Optional
 
 from .case import Case
 from .construct import HEADS, build_case, case_cost, head_dims_for, length_cost, lengths_for
 from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify
 
-__all__ = ["PairCoverage", "Universe", "computes_scores", "covering_array", "exercised", "pairs_of", "universe"]
+__all__ = ["PairCoverage", "Universe", "VISIBILITY_DIMENSIONS", "computes_scores", "covering_array", "exercised",
+           "pairs_of", "universe", "visibility_combinations"]
 
 Pair = tuple  # ((dim, cls), (dim, cls)), dims in DIMENSIONS order
 _ORDER = {d.name: i for i, d in enumerate(DIMENSIONS)}
@@ -183,9 +184,10 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
     but the offsets layout, filtered by pair feasibility, by a joint search of the length
     dimensions and by a cost cap (``max_cost`` in :func:`~jfa_verify.construct.case_cost` units;
     default 250 on the CPU interpreter, about 5 s a case; 20,000 on a GPU), so that a pair is never
-    covered by an expensive row when a cheap one covers it too; pairs it leaves uncovered get a row
-    each; strided offsets get a small array of their own (mode, offsets dtype and start). The
-    result is ordered cheap and dense first. Deterministic for a ``target`` and ``seed``.
+    covered by an expensive row when a cheap one covers it too; the pairs it leaves (its filter ends
+    it early) get rows grown greedily around them, the best of a few each time (as in AETG: Cohen et
+    al., "The AETG System", IEEE TSE 23(7), 1997). The result is ordered cheap and dense first.
+    Deterministic for a ``target`` and ``seed``.
     """
     if max_cost is None:
         max_cost = 20000 if target.device_type == "cuda" else 250
@@ -199,38 +201,86 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
     cases: list[Case] = []
     covered: set = set()
 
-    def add(*assigns: dict, must=None) -> bool:
-        built = []
-        for assign in assigns:
-            for s in (seed + len(cases), 0):
-                case = build_case(assign, target, seed=s)
-                if case is not None:
-                    built.append(case)
-        gains = [(pairs_of(exercised(c, target)) - covered, c) for c in built]
-        gains = [(g, c) for g, c in gains if g and (must is None or must in g)]
-        if not gains:
-            return False
-        # the cheapest that gains; the most gains among those within the cost cap
-        fits = [(g, c) for g, c in gains if case_cost(c, target) <= max_cost]
-        gained, case = max(fits, key=lambda gc: len(gc[0])) if fits else min(gains, key=lambda gc: case_cost(gc[1], target))
-        covered.update(gained)
-        cases.append(_named(case, len(cases)))
-        return True
+    def add(assign: dict) -> None:
+        gains = [(g, c) for c in _built((assign,), target, seed + len(cases))
+                 if (g := pairs_of(exercised(c, target)) - covered)]
+        if gains:
+            gained, case = _most_within_cost(gains, target, max_cost)
+            covered.update(gained)
+            cases.append(_named(case, len(cases)))
 
     for row in AllPairs(params, filter_func=_row_filter(names, target, uni, max_cost)):
         add(dict(zip(names, row)))
-    # what the greedy generator left: a row per missing pair, its other classes chosen greedily to
-    # cover more of the missing pairs, or the pair alone
-    for p in sorted(uni.supported - covered):
-        if p not in covered:
-            # the case kept must cover p itself: a greedy row that covers others but not p would leave it out
-            add(_greedy_row(dict(p), names, uni, uni.supported - covered), dict(p), must=p)
+    # What the greedy generator left (its filter ends it early): each time, rows grown greedily around a few
+    # missing pairs spread over what is missing, the one that covers most of it kept, until every pair is
+    # covered or no case covers it.
+    unbuildable: set = set()
+    while missing := sorted(uni.supported - covered - unbuildable):
+        candidates = []
+        for p in missing[::max(1, len(missing) // _FALLBACK_SEEDS)][:_FALLBACK_SEEDS]:
+            found = [(g, c) for c in _built((_greedy_row(dict(p), names, uni, set(missing)), dict(p)), target,
+                                            seed + len(cases))
+                     if p in (g := pairs_of(exercised(c, target)) - covered)]
+            candidates += found
+            if not found:
+                unbuildable.add(p)
+        if candidates:
+            gained, case = _most_within_cost(candidates, target, max_cost)
+            covered.update(gained)
+            cases.append(_named(case, len(cases)))
+    # Every combination the visibility rule takes as one (its loop bounds read all three at once)
+    for combo in visibility_combinations(target):
+        if not any(all(c in classify(case, target)[d] for d, c in combo) for case in cases):
+            case = next(iter(_built((dict(combo),), target, seed + len(cases))), None)
+            if case is not None:
+                covered.update(pairs_of(exercised(case, target)))
+                cases.append(_named(case, len(cases)))
     if "strided" in uni.classes["offsets_layout"]:
         strided = [p for p in uni.supported if ("offsets_layout", "strided") in p]
         for p in sorted(strided):
             if p not in covered:
                 add({**dict(p), "offsets_layout": "strided"})
     return _cheap_first(cases, target)
+
+
+# The dimensions the contract's visibility rule (jfa_verify.contract.key_range) combines: the mask with its
+# alignment, the window's shape and the query/key length relation. Kernels derive their loop bounds from all
+# three together, so their bugs need all three: the covering array holds every feasible combination.
+VISIBILITY_DIMENSIONS = ("mask", "window", "relation")
+
+
+def visibility_combinations(target: Target) -> list[tuple]:
+    """Every ``((dim, class), ...)`` over :data:`VISIBILITY_DIMENSIONS` that some case inside ``target``'s kernel
+    has (the classes of each inside its capabilities; a combination is kept when the case built for it is in
+    all three classes). Computed once per target key."""
+    if target.key not in _COMBINATIONS:
+        uni = universe(target)
+        out = []
+        for combo in product(*([(d, c) for c in uni.classes[d]] for d in VISIBILITY_DIMENSIONS)):
+            case = build_case(dict(combo), target)
+            if case is not None and all(c in classify(case, target)[d] for d, c in combo):
+                out.append(combo)
+        _COMBINATIONS[target.key] = out
+    return _COMBINATIONS[target.key]
+
+
+_COMBINATIONS: dict = {}
+_FALLBACK_SEEDS = 12  # missing pairs a row is grown around, per row added after the greedy generator
+
+
+def _built(assigns, target: Target, seed: int) -> list[Case]:
+    """The cases :func:`build_case` gives for each of ``assigns``, at ``seed`` and at 0 (a length search that
+    fails at one seed may not at another)."""
+    return [c for a in assigns for s in (seed, 0) if (c := build_case(a, target, seed=s)) is not None]
+
+
+def _most_within_cost(gains: list, target: Target, max_cost: float) -> tuple:
+    """Of ``(pairs gained, case)`` options: the most pairs among the cases within the cost cap, else the
+    cheapest case."""
+    fits = [(g, c) for g, c in gains if case_cost(c, target) <= max_cost]
+    if fits:
+        return max(fits, key=lambda gc: len(gc[0]))
+    return min(gains, key=lambda gc: case_cost(gc[1], target))
 
 
 def _cheap_first(cases: list[Case], target: Target) -> list[Case]:

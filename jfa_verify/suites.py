@@ -114,8 +114,8 @@ def relation_checks(target: Target, seed: int = 0) -> tuple[Relation, ...]:
 
     base = dict(edges="empty_k", layout="mixed", offsets_dtype="int64", offsets_start="nonzero", dtype="float32")
     specs = [
-        dict(base, mode="cross", mask="bottom_right", relation="mixed", heads="gqa_non_pow2", batch="few"),
-        dict(mode="broadcast_q", mask="top_left", heads="mqa", value_dim="narrower_other_padding", dtype="bfloat16",
+        dict(base, mode="cross", mask="causal/bottom_right", relation="mixed", heads="gqa_non_pow2", batch="few"),
+        dict(mode="broadcast_q", mask="causal/top_left", heads="mqa", value_dim="narrower_other_padding", dtype="bfloat16",
              batch="few", tiles="multi_tile"),
     ]
     if target.device_type == "cuda":

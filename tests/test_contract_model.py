@@ -93,18 +93,24 @@ def test_universe_names_the_infeasible_pairs_and_the_classes_outside_the_kernel(
     # nothing) and has no length of any kind but the vacuous ones
     no_scores = {"values", "sm_scale", "heads", "head_dim", "value_dim"}
     vacuous = {("relation", "equal"), ("edges", "none"), ("tiles", "single_tile"), ("waves", "one_wave")}
+    masks, windows = dimension("mask").classes, dimension("window").classes
     empty_batch = {tuple(sorted([("batch", "empty"), (d, c)], key=lambda x: _DIM_ORDER[x[0]]))
                    for d, classes in uni.classes.items() for c in classes
                    if d in no_scores or (d in {n for n, _ in vacuous} and (d, c) not in vacuous)}
     assert uni.infeasible == {
-        (("mode", "self"), ("relation", r)) for r in ("shorter", "longer", "mixed")
+        (("mode", "self"), ("relation", r)) for r in dimension("relation").classes if r != "equal"
     } | {(("relation", "mixed"), ("batch", "one")), (("tiles", "single_tile"), ("waves", "several_waves"))} | {
+        (("relation", r), ("tiles", "single_tile")) for r in ("shorter_by_a_tile", "longer_by_a_tile")  # a tile apart
+    } | {
         (("mode", m), ("offsets_start", "distinct")) for m in ("self", "broadcast_q")  # two starts: cross only
-    } | empty_batch
+    } | {  # a window's shape goes with a windowed mask only; causal caps its right side at the diagonal
+        (("mask", m), ("window", w)) for m in masks for w in windows if ("window" in m) != (w != "none")
+    } | {(("mask", m), ("window", w)) for m in masks if m.startswith("causal+window")
+         for w in ("wider_right", "right_unbounded")} | empty_batch
     assert set(uni.unsupported) == {("dtype", "float8_e4m3fn")}
     assert len(uni.supported) > 1000
     no_gqa = universe(Target(Capabilities(gqa=False, causal_alignments=("top_left",)), "cpu"))
-    assert ("heads", "mqa") in no_gqa.unsupported and ("mask", "bottom_right") in no_gqa.unsupported
+    assert ("heads", "mqa") in no_gqa.unsupported and ("mask", "causal/bottom_right") in no_gqa.unsupported
 
 
 def test_a_batch_without_any_score_exercises_no_value_or_scale_pair(cpu_target):
@@ -117,10 +123,12 @@ def test_covering_array_covers_every_supported_pair_cheaply(cpu_target):
     cases = covering_array(cpu_target)
     cov = PairCoverage(cpu_target).update(cases)
     assert not cov.missing_pairs and not cov.missing_classes, cov.format()
-    assert len(cases) <= 70
+    assert len(cases) <= 160
     costs = [case_cost(c, cpu_target) for c in cases]
-    # about 20 ms per unit on the interpreter; the window dimension's pairs cost about a tenth more
-    assert max(costs) <= 700 and sum(costs) <= 4500, costs
+    # about 20 ms per unit on the interpreter; the window's shapes and the alignment of a window without
+    # causal and the query/key gaps of a whole tile cost about 75% more than causal alone did (the whole
+    # default suite: about 3 minutes on 2 cores)
+    assert max(costs) <= 700 and sum(costs) <= 6500, costs
     assert [c.name for c in covering_array(cpu_target)] == [c.name for c in cases]  # deterministic
     assert cases[0].name.startswith("pairs/00/")
 
@@ -156,7 +164,8 @@ def test_pair_coverage_report_names_missing_pairs(cpu_target):
 
 def test_the_length_dimensions_are_the_ones_lengths_decide():
     assert LENGTH_DIMENSIONS == ("mode", "relation", "edges", "tiles", "batch", "waves")
-    assert set(dimension("window").classes) == {"none", "windowed"}
+    assert set(dimension("window").classes) == {"none", "symmetric", "wider_left", "wider_right", "left_unbounded",
+                                                "right_unbounded"}
     with pytest.raises(KeyError, match="dimension 'nope' is unknown"):
         dimension("nope")
 
@@ -183,3 +192,60 @@ def test_the_covering_array_puts_cases_that_compute_scores_first(cpu_target):
 
     live = [computes_scores(c) for c in covering_array(cpu_target)]
     assert live.index(False) > 0 and all(live[:live.index(False)]) and not any(live[live.index(False):])
+
+
+def test_window_shapes_are_judged_as_the_contract_applies_them():
+    from jfa_verify.dimensions import window_shape
+
+    assert [window_shape(w, False) for w in (None, (3, 3), (5, 1), (1, 5), (-1, 4), (4, -1))] == [
+        "none", "symmetric", "wider_left", "wider_right", "left_unbounded", "right_unbounded"]
+    # causal caps the right side at the diagonal: what is given there does not count
+    assert [window_shape(w, True) for w in ((0, 9), (5, 9), (5, -1), (-1, 7))] == [
+        "symmetric", "wider_left", "wider_left", "left_unbounded"]
+
+
+def test_the_covering_array_aligns_windows_without_causal_and_varies_their_shape(cpu_target):
+    """Regression: the model had one 'windowed' class and aligned a window only through causal, so the default
+    suite never ran a window without causal aligned bottom-right with L_q != L_k, nor a window wider on its
+    right, nor one unbounded on one side (bugs in those places passed it)."""
+    cases = covering_array(cpu_target)
+    exercised_pairs = PairCoverage(cpu_target).update(cases).pairs
+    for alignment in ("top_left", "bottom_right"):
+        for relation in ("shorter", "longer"):
+            assert (("mask", f"window/{alignment}"), ("relation", relation)) in exercised_pairs
+    shapes = {w for c in cases for w in classify(c, cpu_target)["window"]}
+    assert shapes == set(dimension("window").classes)
+    tlx = Target(get_kernel("tlx_jfa").capabilities, "cpu")  # (left, left) windows only, aligned top-left
+    assert {w for c in covering_array(tlx) for w in classify(c, tlx)["window"]} == {"none", "symmetric"}
+
+
+def test_a_gap_of_a_whole_tile_between_query_and_key_lengths_is_its_own_relation_class(cpu_target):
+    """Regression: the covering array's length search takes the cheapest lengths, so L_q and L_k never stood a whole
+    tile apart: the bottom-right diagonal never moved past a tile, and bugs in the causal loop bounds (not their
+    masks) passed the default suite."""
+    tile = max(cpu_target.tiles(32, 32))
+    near, far = Case(kv_lengths=(9,), mode="cross", q_lengths=(3,)), Case(kv_lengths=(9 + tile,), mode="cross",
+                                                                           q_lengths=(9,))
+    assert classify(near, cpu_target)["relation"] == {"shorter"}
+    assert classify(far, cpu_target)["relation"] == {"shorter_by_a_tile"}
+    empty_rows = Case(kv_lengths=(9 + tile,), mode="cross", q_lengths=(0,))  # no row to move past anything
+    assert classify(empty_rows, cpu_target)["relation"] == {"shorter"}
+    cases = covering_array(cpu_target)
+    pairs = PairCoverage(cpu_target).update(cases).pairs
+    for m in ("causal/top_left", "causal/bottom_right", "causal+window/bottom_right"):
+        for r in ("shorter_by_a_tile", "longer_by_a_tile"):
+            assert (("mask", m), ("relation", r)) in pairs
+
+
+def test_the_covering_array_holds_every_combination_the_visibility_rule_takes_at_once(cpu_target):
+    """Regression: pairs left a causal window's bottom-right diagonal a whole tile away only with an unbounded
+    left side, so a dQ window start that ignored the shift passed the default suite."""
+    from jfa_verify.pairs import visibility_combinations
+
+    combos = visibility_combinations(cpu_target)
+    assert ((("mask", "window/bottom_right"), ("window", "wider_left"), ("relation", "longer_by_a_tile"))
+            in combos)
+    assert not any(dict(c)["mask"].startswith("causal+window") and dict(c)["window"] == "wider_right" for c in combos)
+    cases = covering_array(cpu_target)
+    for combo in combos:
+        assert any(all(c in classify(case, cpu_target)[d] for d, c in combo) for case in cases), combo
