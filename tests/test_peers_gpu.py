@@ -23,7 +23,8 @@ PLUS_INF = PEERS / "fa2-varlen-lse-plus-inf-rows-without-keys.json"
 NESTED_STORAGE_OFFSET = ("nested-sdpa-dO-with-storage-offset-wrong-gradients", "nested-sdpa-cross-float32-wrong-gradients",
                          "nested-sdpa-cuda-nan-gradients-mixed-layout")
 # The findings the framework made itself on the H200 (matrix and campaigns), replayed as printed.
-FOUND_ON_H200 = sorted(p for p in PEERS.glob("*.json") if "ci/gpu_peers.py" in read_case_file(p)[1]["found_by"])
+FOUND_ON_H200 = sorted(p for p in PEERS.glob("*.json") if any(
+    s in read_case_file(p)[1]["found_by"] for s in ("ci/gpu_peers.py", "jfa-verify matrix on the H200")))
 
 
 def test_peer_reproducers_hold_the_named_triggers():
@@ -50,6 +51,8 @@ def test_peer_reproducers_hold_the_named_triggers():
     assert case.batch >= 1 and sum(case.kv_lengths) == 0
     case, _ = read_case_file(PEERS / "varlen-attn-lse-plus-inf-rows-without-keys.json")
     assert any(q > 0 == k for q, k in zip(case.query_lengths, case.kv_lengths))  # a query row with no key at all
+    case, payload = read_case_file(PEERS / "nested-sdpa-cuda-causal-empty-sequence-type-error.json")
+    assert case.causal and case.batch == 1 and sum(case.kv_lengths) == 0 and payload["status"] == "error"
     for name in NESTED_STORAGE_OFFSET:
         case, payload = read_case_file(PEERS / f"{name}.json")
         # the adapter's output is a concatenation after the rows before the first sequence: dO reaches SDPA as a view
