@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Mapping, Optional
 
@@ -184,12 +185,26 @@ def _reach_waves(waves: Optional[str], mode: str, q: list, k: list, bm: int, sms
             k[i] += max(0, add) * bm
 
 
-def _length_case(mode: str, q: tuple, k: tuple) -> Case:
+@dataclass(frozen=True)
+class _Lengths:
+    """What the length dimensions read of a case: its mode and lengths (building a :class:`Case`, which
+    validates every field, was most of the search's time)."""
+
+    mode: str
+    query_lengths: tuple
+    kv_lengths: tuple
+
+    @property
+    def batch(self) -> int:
+        return len(self.kv_lengths)
+
+
+def _length_case(mode: str, q: tuple, k: tuple) -> _Lengths:
     if mode == "self":
-        return Case(kv_lengths=k)
+        return _Lengths(mode, k, k)
     if mode == "cross":
-        return Case(kv_lengths=k, mode="cross", q_lengths=q)
-    return Case(kv_lengths=k, mode="broadcast_q", broadcast_q_len=q[0] if q else 0)  # B = 0: no query row
+        return _Lengths(mode, q, k)
+    return _Lengths(mode, (q[0] if q else 0,) * len(k), k)  # B = 0: no query row
 
 
 @lru_cache(maxsize=None)

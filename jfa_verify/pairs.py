@@ -289,12 +289,14 @@ def _cheap_first(cases: list[Case], target: Target) -> list[Case]:
     compute some score come first: a batch with none (B = 0, or every sequence empty on one side) is
     nearly free and covers many pairs, but a run cut short (``--max-cases``) should do real work."""
     left, out, seen = list(cases), [], set()
+    pairs = [pairs_of(exercised(c, target)) for c in cases]  # (computed once: the loop is quadratic)
+    costs = [case_cost(c, target) for c in cases]
+    index = {id(c): i for i, c in enumerate(cases)}
     while left:
-        best = max(left, key=lambda c: (computes_scores(c),
-                                        len(pairs_of(exercised(c, target)) - seen) / (1 + case_cost(c, target)),
+        best = max(left, key=lambda c: (computes_scores(c), len(pairs[index[id(c)]] - seen) / (1 + costs[index[id(c)]]),
                                         -left.index(c)))
         left.remove(best)
-        seen |= pairs_of(exercised(best, target))
+        seen |= pairs[index[id(best)]]
         out.append(_named(best, len(out)))
     return out
 
