@@ -63,6 +63,10 @@ def test_nested_sdpa_on_cpu_forward_backward_and_declared_limits():
     # torch 2.13's current behaviour (a fixed torch shows up here): an all-empty batch raises
     empty = run_case(Case(kv_lengths=(0, 0), dtype="float32", **H), kernel, "cpu")
     assert empty.status == "error" and "to_padded_tensor" in empty.message
+    # and a batch of no sequence (B = 0) raises too (on CUDA, torch 2.11: "min(): Expected reduction dim to be
+    # specified for input.numel() == 0", the H200 matrix of 2026-12-02, 10 suite cases and its campaign's case 1)
+    none = run_case(Case(kv_lengths=(), dtype="float32", **H), kernel, "cpu")
+    assert none.status == "error" and "Dimension out of range" in none.message, none.explain()
     # the backward breaks on a dO whose rows are strided (a slice of a wider buffer): torch 2.13's behaviour
     strided = run_case(Case(kv_lengths=(1,), layout="strided", dtype="bfloat16", num_heads_q=1, num_heads_kv=1,
                             head_dim=16), kernel, "cpu")
