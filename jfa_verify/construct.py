@@ -290,8 +290,9 @@ def _window_of(shape: str, causal: bool, bn: int) -> Optional[tuple[int, int]]:
 
 
 def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, name: str = "") -> Optional[Case]:
-    """A case in every class of ``classes`` (``{dimension: class}``; missing dimensions take their first
-    supported class), inside ``target``'s kernel capabilities, or None when none exists.
+    """A case in every class of ``classes`` (``{dimension: class}``; a missing dimension takes its first
+    supported class, the mask and the window's shape the first that go with what was asked), inside
+    ``target``'s kernel capabilities, or None when none exists.
 
     Raises:
         KeyError: an unknown dimension or class name.

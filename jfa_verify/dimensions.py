@@ -321,9 +321,9 @@ DIMENSIONS: tuple[Dimension, ...] = (
     }, lambda c, t: {mask_class(c.causal, c.window, c.causal_alignment)}, _mask_support),
     Dimension("relation", "each sequence's query length against its key length", {
         "equal": "L_q == L_k in every sequence",
-        "shorter": "L_q < L_k by less than a tile (max(BLOCK_M, BLOCK_N)) in some sequence, never L_q > L_k",
+        "shorter": "L_q < L_k in some sequence, never L_q > L_k, and not a tile apart (below)",
         "shorter_by_a_tile": "0 < L_q <= L_k - max(BLOCK_M, BLOCK_N) in some sequence, never L_q > L_k",
-        "longer": "L_q > L_k by less than a tile in some sequence, never L_q < L_k",
+        "longer": "L_q > L_k in some sequence, never L_q < L_k, and not a tile apart (below)",
         "longer_by_a_tile": "0 < L_k <= L_q - max(BLOCK_M, BLOCK_N) in some sequence, never L_q < L_k",
         "mixed": "some sequence with L_q < L_k and another with L_q > L_k",
     }, _relation, lengths=True),

@@ -186,8 +186,10 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
     default 250 on the CPU interpreter, about 5 s a case; 20,000 on a GPU), so that a pair is never
     covered by an expensive row when a cheap one covers it too; the pairs it leaves (its filter ends
     it early) get rows grown greedily around them, the best of a few each time (as in AETG: Cohen et
-    al., "The AETG System", IEEE TSE 23(7), 1997). The result is ordered cheap and dense first.
-    Deterministic for a ``target`` and ``seed``.
+    al., "The AETG System", IEEE TSE 23(7), 1997); a row is added for each combination of
+    :func:`visibility_combinations` no row is in; strided offsets get rows of their own (mode,
+    offsets dtype and start). The result is ordered cheap and dense first. Deterministic for a
+    ``target`` and ``seed``.
     """
     if max_cost is None:
         max_cost = 20000 if target.device_type == "cuda" else 250

@@ -322,6 +322,11 @@ def test_replay_of_a_recorded_hang_ends_with_the_limit_its_run_had(tmp_path, mis
     assert time.monotonic() - t0 < 60
     out = capsys.readouterr().out
     assert "a limit of 2 s" in out and "recorded verdict: hang; replayed: hang (same)" in out
+    from jfa_verify.corpus import replay_timeout
+
+    # a fractional limit is kept (regression: rounding to whole seconds replayed --timeout 2.4 with 2 s)
+    assert [replay_timeout({"status": "hang", "verdict": {"seconds": {"kernel": w}}}) for w in (2.4031, 0.3002)] == [
+        2.4, 0.3]
 
 
 def test_a_plugin_that_fails_to_load_in_the_case_worker_leaves_no_running_case_file(tmp_path):
