@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Detection power of the default suite and of a short campaign on the H200, against the blind catalogue
-# (tests/quality/blind_catalogue.json), verdicts only. Wall-time budget: SUITE_S + CAMPAIGN_S (default 240 + 180 s)
-# plus ~30 s; each stage is cut by `timeout` (SIGTERM: `jfa-verify mutants` kills the mutants under way and
-# keeps in its JSON every verdict that finished; the kill table counts those).
+# Detection power of the default suite and of a 200-example campaign on the H200, against the blind catalogue
+# (tests/quality/blind_catalogue.json), verdicts only: the H200 rows of issue 17's before/after kill table.
+#   STAGES="after before" (default both, in that order): "after" is this checkout (`jfa-verify mutants`),
+#   "before" is the package on BEFORE_SITE (default .gpu/before-site: built from commit 3e93cc3, the last one
+#   before the contract-coverage model; ci/detection_before.py says how) through ci/detection_before.py.
+# Each stage runs the suite, then the campaign (EXAMPLES, default 200, seed 0), each cut by `timeout` after
+# SUITE_S / CAMPAIGN_S seconds (default 280 each; SIGTERM keeps every verdict that finished in the JSON).
 #
 # Needs allpairspy (pure Python, not on the H200 image): carry it as a wheel (ci/gpu_env.sh says how).
-# Outputs under ${OUT:-gpu-out}: suite.json, campaign.json (per-mutant verdicts), detection.md (the
-# kill table: counts only), *.log. Exit 0 when both stages ran, 1 when the suite killed < 95%.
+# Outputs under ${OUT:-gpu-out}: {after,before}-{suite,campaign}.json (per-mutant verdicts), detection.md (the
+# kill table: counts only), *.log. Exit 0 when every stage ran, 1 when this checkout's suite killed < 95%.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
+out=$(cd "$out" && pwd) root=$PWD
 export PYTHONUNBUFFERED=1
 source ci/gpu_env.sh
 [ -n "${JFA_GPU_SESSION:-}" ] || gpu_install "$out/install.log" || exit 2  # gpu_session.sh installs once
@@ -27,15 +31,34 @@ cov = PairCoverage(t).update(cases)
 print(cov.summary(), flush=True)
 print("several_waves cases:", cov.class_counts.get(("waves", "several_waves"), 0), "SMs:", t.num_sms)
 PY
-timeout -k 15 "${SUITE_S:-240}" jfa-verify mutants --catalogue "$cat" --stage suite --device cuda --jobs "${JOBS:-12}" \
-  --json "$out/suite.json" > "$out/suite.log" 2>&1
-rc_suite=$?
-timeout -k 15 "${CAMPAIGN_S:-180}" jfa-verify mutants --catalogue "$cat" --stage campaign --max-examples 60 --device cuda --jobs "${JOBS:-12}" \
-  --json "$out/campaign.json" > "$out/campaign.log" 2>&1
-rc_campaign=$?
-python3 ci/kill_table.py "H200 default suite=$out/suite.json" "H200 campaign (60 examples)=$out/campaign.json" \
-  | tee "$out/detection.md"
-echo "gpu detection: suite rc=$rc_suite campaign rc=$rc_campaign (1 = some mutant survived; 124 or 130 = cut by timeout)"
+jobs=${JOBS:-12} examples=${EXAMPLES:-200}
+rc_all=0
+for stage in ${STAGES:-after before}; do
+  for kind in suite campaign; do
+    limit=$([ "$kind" = suite ] && echo "${SUITE_S:-280}" || echo "${CAMPAIGN_S:-280}")
+    extra=$([ "$kind" = campaign ] && echo "--max-examples $examples" || true)
+    echo "detection: $stage $kind (limit $limit s) from $(date -u +%H:%M:%S)"
+    if [ "$stage" = after ]; then
+      # shellcheck disable=SC2086
+      timeout -k 15 "$limit" jfa-verify mutants --catalogue "$cat" --stage "$kind" $extra --device cuda \
+        --jobs "$jobs" --json "$out/after-$kind.json" > "$out/after-$kind.log" 2>&1
+    else
+      # (from / : in the checkout's root, "import jfa_verify" would find this checkout's package)
+      (cd / && PYTHONPATH="$root/${BEFORE_SITE:-.gpu/before-site}${PYTHONPATH:+:$PYTHONPATH}" timeout -k 15 "$limit" \
+        python3 "$root/ci/detection_before.py" --stage "$kind" --examples "$examples" --device cuda --jobs "$jobs" \
+        --json "$out/before-$kind.json") > "$out/before-$kind.log" 2>&1
+    fi
+    rc=$?
+    echo "detection: $stage $kind rc=$rc (1 = some mutant survived; 124 = cut by timeout)"
+    [ "$rc" = 0 ] || [ "$rc" = 1 ] || rc_all=1
+  done
+done
+python3 ci/kill_table.py "H200 default suite, before (3e93cc3)=$out/before-suite.json" \
+  "H200 default suite, after=$out/after-suite.json" \
+  "H200 $examples-example campaign, before (3e93cc3)=$out/before-campaign.json" \
+  "H200 $examples-example campaign, after=$out/after-campaign.json" | tee "$out/detection.md"
+[ -f "$out/after-suite.json" ] || exit "$rc_all"
 python3 -c "
-import json,sys; rs=[r for r in json.load(open('$out/suite.json')) if r['status']!='skipped']
-sys.exit(0 if sum(r['status']=='killed' for r in rs) >= 0.95*len(rs) else 1)" 2>/dev/null
+import json,sys; rs=[r for r in json.load(open('$out/after-suite.json')) if r['status']!='skipped']
+sys.exit(0 if sum(r['status']=='killed' for r in rs) >= 0.95*len(rs) else 1)" 2>/dev/null || exit 1
+exit "$rc_all"
