@@ -84,7 +84,11 @@ def _in_process(name: str, args: argparse.Namespace) -> dict:
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if lines:
         return json.loads(lines[-1])
-    # The process died without a verdict: the kernel crashed it (a finding, so a kill).
+    if done.returncode > 0 and "Traceback" in done.stderr:
+        # The framework raised (the H200 run saw the float64 oracle out of memory with 14 mutants at once): the
+        # mutant was not judged.
+        return {"name": name, "status": "error", "reason": f"exit {done.returncode}: {done.stderr[-300:]}"}
+    # The process died of a signal without a verdict: the kernel crashed it (a finding, so a kill).
     return {"name": name, "status": "killed", "killing_status": "crash", "cases_run": None,
             "reason": f"exit {done.returncode}: {done.stderr[-300:]}"}
 
@@ -97,12 +101,13 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="mutants at a time (default 1)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per mutant (default 1800)")
     parser.add_argument("--json", default=None, help="write the rows here as they finish")
+    parser.add_argument("--only", nargs="+", default=None, metavar="NAME", help="only these mutants")
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(_one(args.one, args.stage, args.device, args.examples)), flush=True)
         return 0
-    names = [mutant["name"] for mutant in json.loads(CATALOGUE.read_text())["mutants"]]
+    names = args.only or [mutant["name"] for mutant in json.loads(CATALOGUE.read_text())["mutants"]]
     rows = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = [pool.submit(_in_process, name, args) for name in names]

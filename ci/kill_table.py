@@ -2,8 +2,9 @@
 
 usage: python ci/kill_table.py LABEL=FILE.json [LABEL=FILE.json ...]
 
-Prints a markdown table: killed, judged (gpu-only skipped mutants left out), kill rate, median
-cases run up to the first failure of the killed mutants, and how many were killed by a crash.
+Prints a markdown table: killed, judged (gpu-only skipped mutants left out, and those with no verdict:
+status error or timeout, counted apart as "not judged"), kill rate, median cases run up to the first
+failure of the killed mutants, and how many were killed by a crash.
 Names and descriptions of mutants are not printed (a blind catalogue is used by its verdicts only).
 """
 
@@ -15,22 +16,25 @@ from pathlib import Path
 
 def row(label: str, path: Path) -> str:
     if not path.is_file():
-        return f"| {label} | - | - | not measured | - | - |"
-    results = [r for r in json.loads(path.read_text()) if r["status"] != "skipped"]
+        return f"| {label} | - | - | not measured | - | - | - |"
+    rows = json.loads(path.read_text())
+    results = [r for r in rows if r["status"] in ("killed", "survived")]
+    not_judged = sum(r["status"] in ("error", "timeout") for r in rows)
     killed = [r for r in results if r["status"] == "killed"]
     counted = [r["cases_run"] for r in killed if r.get("cases_run") is not None]  # (older files may lack it)
     median = statistics.median(counted) if counted else "-"
     crashes = sum(r.get("killing_status") == "crash" for r in killed)
     rate = f"{100 * len(killed) / len(results):.0f}%" if results else "-"
-    return f"| {label} | {len(killed)} | {len(results)} | {rate} | {median} | {crashes} |"
+    return f"| {label} | {len(killed)} | {len(results)} | {rate} | {median} | {crashes} | {not_judged} |"
 
 
 def main(argv) -> int:
     if not argv or any("=" not in a for a in argv):
         print(__doc__, file=sys.stderr)
         return 2
-    print("| measurement | killed | judged | kill rate | median cases to first failure | killed by a crash |")
-    print("|---|---|---|---|---|---|")
+    print("| measurement | killed | judged | kill rate | median cases to first failure | killed by a crash "
+          "| not judged |")
+    print("|---|---|---|---|---|---|---|")
     for arg in argv:
         label, _, file = arg.partition("=")
         print(row(label, Path(file)))

@@ -372,7 +372,8 @@ def _stage_cases(stage: str, kernel, dev, mutant, seed: int):
 
 def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device="cpu", max_examples: int = 10,
                seed: int = 0, cases: Optional[Sequence[Case]] = None, stage: str = "targeted",
-               corpus_dir: Optional[str] = None, max_cases: Optional[int] = None) -> MutantResult:
+               corpus_dir: Optional[str] = None, max_cases: Optional[int] = None,
+               shared_suite: Optional[tuple] = None) -> MutantResult:
     """Run ``stage`` against mutant ``name``, stopping at its first failure.
 
     Stages: ``"targeted"``: :func:`targeted_cases` (or ``cases``), then, if the mutant survived
@@ -382,7 +383,10 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     what counts; ``cases_run`` then says how many examples ran before the first failure).
     ``corpus_dir``: where the case about to run is written first (a crash leaves it there); None
     for none. ``max_cases``: run only the stage's first that many fixed cases (its relation checks
-    all the same: a few calls each, and the only check of state kept between calls).
+    all the same: a few calls each, and the only check of state kept between calls). ``shared_suite``:
+    ``(inputs, cases, relations)`` of the default suite built for another kernel (:func:`shared_suite`),
+    taken for the ``"suite"`` stage when this mutant's :func:`~jfa_verify.suites.suite_inputs` equal
+    ``inputs`` (the suite would come out the same), built afresh otherwise.
 
     Raises:
         InvalidInput: an unknown stage or mutant.
@@ -407,6 +411,11 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     t0 = time.perf_counter()
     relations = []
     if stage != "campaign":
+        if cases is None and stage == "suite" and shared_suite is not None:
+            from jfa_verify.suites import suite_inputs
+
+            if suite_inputs(kernel, dev.type) == shared_suite[0]:
+                cases, relations = list(shared_suite[1]), list(shared_suite[2])
         if cases is None:
             cases, relations = _stage_cases(stage, kernel, dev, mutant, seed)
         if max_cases is not None and max_cases < len(cases):
@@ -441,6 +450,23 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
                 _record_kill(res, failure.case, result, kernel, dev.type, "campaign", t0)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def shared_suite(catalogue: "Catalogue | str", device, seed: int = 0) -> tuple:
+    """``(inputs, cases, relations)``: the default suite of the catalogue's own kernel on ``device``, built once
+    for :func:`run_mutant`'s ``shared_suite`` (each mutant process otherwise builds its covering array again:
+    seconds each, most of a killed mutant's time on the CPU)."""
+    import torch
+
+    from jfa_verify.device import select_device
+    from jfa_verify.registry import get_kernel
+    from jfa_verify.suites import get_suite, suite_inputs
+
+    cat = load_catalogue(catalogue) if isinstance(catalogue, str) else catalogue
+    dev = select_device(torch.device(device).type)
+    kernel = get_kernel(cat.kernel)
+    suite = get_suite("default", dev.type, seed, kernel=kernel)
+    return suite_inputs(kernel, dev.type), tuple(suite.cases), tuple(getattr(suite, "relations", ()))
 
 
 def _verifier(kernel, dev, corpus_dir: Optional[str]):
@@ -572,6 +598,8 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     for n in names:
         cat[n]  # every name must exist before anything runs
     options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage, max_cases=max_cases)
+    if stage == "suite" and len(names) > 1:
+        options["shared_suite"] = shared_suite(cat, device, seed)
     report = on_result or (lambda result: None)
     if not (jobs > 1 if isolate is None else isolate):
         results = []

@@ -20,13 +20,13 @@ import math
 import random
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from .case import Case
 from .dimensions import (DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, parse_mask_class, tile_count,
-                         window_shape)
+                         tile_shape, window_shape)
 
-__all__ = ["HEADS", "SM_SCALE_FACTORS", "build_case", "case_cost", "head_dims_for", "length_cost", "lengths_for"]
+__all__ = ["CANDIDATE_HEAD_DIMS", "HEADS", "SM_SCALE_FACTORS", "build_case", "case_cost", "head_dims_for", "length_cost", "lengths_for"]
 
 # (H_q, H_kv) per heads class: H_kv = 2 where it can be, so a KV head index mix-up shows.
 HEADS = {"mha": (2, 2), "gqa_pow2": (4, 2), "gqa_non_pow2": (6, 2), "mqa": (3, 1)}
@@ -34,13 +34,19 @@ HEADS = {"mha": (2, 2), "gqa_pow2": (4, 2), "gqa_non_pow2": (6, 2), "mqa": (3, 1
 SM_SCALE_FACTORS = {"small": 0.25, "large": 3.0}
 OFFSETS_START = 3  # odd, so no sequence starts at an aligned row
 Q_OFFSETS_START = 8  # the "distinct" class: queries start after keys, so rows [3, 8) differ in role
-_D_CANDIDATES = {"pow2": (32, 16, 64, 128), "non_pow2_even": (24, 40, 48, 96), "odd": (33, 17, 65)}
-_DV_CANDIDATES = (16, 17, 24, 32, 33, 40, 48, 64, 80, 96, 128)
+# Smallest (cheapest) first in effect: the wide ones, last, are taken only for what needs them (tiles of
+# another shape, which kernels pick past D = 128).
+_D_CANDIDATES = {"pow2": (32, 16, 64, 128, 256), "non_pow2_even": (24, 40, 48, 96, 192), "odd": (33, 17, 65, 129)}
+_DV_CANDIDATES = (16, 17, 24, 32, 33, 40, 48, 64, 80, 96, 128, 192, 256)
+# Every head dim a built case may have (D or D_v), ascending.
+CANDIDATE_HEAD_DIMS = tuple(sorted({d for ds in _D_CANDIDATES.values() for d in ds} | set(_DV_CANDIDATES)))
 _ATTEMPTS = 400
 
 
-def head_dims_for(head_dim_class: Optional[str], value_dim_class: Optional[str], caps) -> Optional[tuple[int, int]]:
-    """``(D, D_v)`` of the given classes (None: any) inside ``caps``, smallest first, or None."""
+def head_dims_for(head_dim_class: Optional[str], value_dim_class: Optional[str], caps,
+                  accept: Optional[Callable[[int, int], bool]] = None) -> Optional[tuple[int, int]]:
+    """``(D, D_v)`` of the given classes (None: any) inside ``caps`` for which ``accept(D, D_v)`` holds (None:
+    any), smallest first, or None."""
     d_classes = [head_dim_class] if head_dim_class else list(_D_CANDIDATES)
     for dc in d_classes:
         for d in _D_CANDIDATES[dc]:
@@ -50,7 +56,9 @@ def head_dims_for(head_dim_class: Optional[str], value_dim_class: Optional[str],
                 if not caps.supports_head_dim(dv) or (dv != d and not caps.distinct_value_head_dim):
                     continue
                 probe = Case(kv_lengths=(1,), head_dim=d, head_dim_v=dv)
-                if value_dim_class is None or value_dim_class in dimension("value_dim").classify(probe, None):
+                if value_dim_class is not None and value_dim_class not in dimension("value_dim").classify(probe, None):
+                    continue
+                if accept is None or accept(d, dv):
                     return d, dv
     return None
 
@@ -303,8 +311,8 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
         cls = classes.get(dim.name)
         if cls is not None and cls not in dim.classes:
             raise KeyError(f"class {cls!r} is not one of dimension {dim.name!r}'s {sorted(dim.classes)}")
-        if cls is None and (dim.lengths or dim.name in _MASK_DIMENSIONS):
-            continue  # left to the length search, or chosen together below
+        if cls is None and (dim.lengths or dim.name in _MASK_DIMENSIONS or dim.name == "tile_shape"):
+            continue  # left to the length search, chosen together below, or whatever the head dims give
         if cls is None:
             cls = _first_supported(dim.name, caps)
         if cls is None or dim.support(cls, caps) is not None:
@@ -320,7 +328,9 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
                                                           if dimension("mode").support(m, caps) is None]
     if chosen["offsets_start"] == "distinct":  # two starts need two offsets tensors
         modes = [m for m in modes if m == "cross"]
-    dims = head_dims_for(chosen["head_dim"], chosen["value_dim"], caps)
+    tiles_asked = chosen.get("tile_shape")
+    dims = head_dims_for(chosen["head_dim"], chosen["value_dim"], caps, None if tiles_asked is None else (
+        lambda d, dv: tile_shape(target.tiles(d, dv, chosen["dtype"])) == tiles_asked))
     if dims is None:
         return None
     d, dv = dims

@@ -31,7 +31,8 @@ from .dtypes import DTYPES, dtype_name
 from .protocol import Capabilities, Kernel, tiles_for_shape
 
 __all__ = ["DIMENSIONS", "Dimension", "LENGTH_DIMENSIONS", "Target", "classify", "dimension", "masks_supported",
-           "mask_class", "padded_width", "parse_mask_class", "relation_of", "tile_count", "window_shape"]
+           "mask_class", "padded_width", "parse_mask_class", "relation_of", "tile_count", "tile_shape",
+           "window_shape"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,6 +198,12 @@ def _tiles(case: Case, target: Target) -> set[str]:
         out.add("boundary_n")
     out.add("multi_tile" if any(n > bm for n in q) or any(n > bn for n in k) else "single_tile")
     return out
+
+
+def tile_shape(tiles: tuple[int, int]) -> str:
+    """The ``tile_shape`` class of ``(BLOCK_M, BLOCK_N)``: ``"square"``, ``"m_larger"`` or ``"n_larger"``."""
+    bm, bn = tiles
+    return "square" if bm == bn else ("m_larger" if bm > bn else "n_larger")
 
 
 def _batch(case: Case, target: Target) -> set[str]:
@@ -385,6 +392,14 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "empty_k": "a sequence with no key",
         "one_token": "a one-token query or key sequence",
     }, _edges, lengths=True),
+    # Kernels pick their tiles by head dim and dtype (triton_jfa on CUDA: 64 x 64 up to D = 128, 64 x 32 past
+    # it); a query-tile/key-tile mix-up (BLOCK_M where BLOCK_N belongs) computes right on square tiles only.
+    # Decided by the shape, not the lengths: :func:`jfa_verify.construct.build_case` picks head dims for it.
+    Dimension("tile_shape", "the tiles the kernel runs for the case's shape and dtype", {
+        "square": "BLOCK_M == BLOCK_N",
+        "m_larger": "BLOCK_M > BLOCK_N",
+        "n_larger": "BLOCK_M < BLOCK_N",
+    }, lambda c, t: {tile_shape(t.tiles_of(c))}),
     Dimension("tiles", "lengths against the kernel's own tiles", {
         "single_tile": "every sequence within one BLOCK_M x BLOCK_N tile",
         "boundary_m": "a query length at a multiple of BLOCK_M, +-1",

@@ -26,7 +26,7 @@ from typing import Iterable, Optional
 
 from .case import Case
 from .construct import HEADS, build_case, case_cost, head_dims_for, length_cost, lengths_for
-from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify
+from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, tile_shape
 
 __all__ = ["PairCoverage", "Universe", "VISIBILITY_DIMENSIONS", "computes_scores", "covering_array", "exercised",
            "pairs_of", "universe", "visibility_combinations"]
@@ -126,6 +126,10 @@ def _universe(target: Target) -> Universe:
                 if head_dims_for(c if d.name == "head_dim" else None, c if d.name == "value_dim" else None,
                                  caps) is None:
                     reason = "no head dim of this class inside the kernel's head dims"
+            if reason is None and d.name == "tile_shape" and not any(
+                    head_dims_for(None, None, caps, lambda hd, hv: tile_shape(target.tiles(hd, hv, dt)) == c)
+                    for dt in classes["dtype"]):
+                reason = f"the kernel runs no {c} tiles on {target.device_type} for any head dim and dtype tried"
             if reason is None:
                 ok.append(c)
             else:

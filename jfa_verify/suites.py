@@ -23,7 +23,7 @@ from .protocol import tiles_for_shape
 from .pairs import covering_array
 from .relations import Relation
 
-__all__ = ["Suite", "default_suite", "SUITES", "get_suite", "relation_checks"]
+__all__ = ["Suite", "default_suite", "SUITES", "get_suite", "relation_checks", "suite_inputs"]
 
 DTYPES = DIFFERENTIABLE
 
@@ -202,6 +202,22 @@ def mha_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
 
 
 SUITES = {"default": default_suite, "windows": windows_suite, "mha": mha_suite}
+
+
+def suite_inputs(kernel, device_type: str) -> tuple:
+    """What the default suite's cases depend on besides the seed: the kernel's capabilities, the SMs of the
+    device and the tiles the kernel runs for every head-dim pair the suite's construction may try
+    (:data:`jfa_verify.construct.CANDIDATE_HEAD_DIMS`) in every dtype. Kernels with equal inputs get the same
+    suite (``jfa-verify mutants`` builds it once for the catalogue's kernel and hands it to every planted-bug
+    copy whose bug leaves these alone). ``kernel``: a registered kernel; ``device_type``: ``"cpu"`` or
+    ``"cuda"``."""
+    from .construct import CANDIDATE_HEAD_DIMS
+    from .dtypes import DTYPES as ALL_DTYPES
+
+    target = Target(kernel, device_type)
+    tiles = tuple(target.tiles(d, dv, dtype) for d in CANDIDATE_HEAD_DIMS for dv in CANDIDATE_HEAD_DIMS
+                  for dtype in ALL_DTYPES)
+    return target.capabilities, target.num_sms, tiles
 
 
 def get_suite(name: str, device_type: str, seed: int = 0, kernel=None) -> Suite:

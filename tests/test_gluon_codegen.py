@@ -152,31 +152,41 @@ def test_registered_with_honest_capabilities_and_unsupported_off_hopper():
                                                         .problem(strided))
 
 
+_CONTROL_SCRIPT = """
+import json, torch
+from triton.runtime.driver import driver
+from jfa_verify.kernels.gluon_jfa import sanitizer_control
+from jfa_verify.target_driver import TargetOnlyDriver
+driver.set_active(TargetOnlyDriver(90))
+compiled = sanitizer_control.control_kernel().warmup(
+    torch.zeros(8, dtype=torch.int32), torch.zeros(5, dtype=torch.int32), num_warps=8, grid=(4,))
+print("FACTS" + json.dumps({"ptx": compiled.asm["ptx"], "shared": compiled.metadata.shared,
+                            "num_warps": compiled.metadata.num_warps}))
+"""
+
+
 def test_the_sanitizer_control_is_the_warp_specialization_scaffold_alone():
     # the gate judges gluon_jfa's racecheck reports against this control: it must carry the same lowering
-    # (named barrier 1, setmaxnreg for a 24-register worker) and one mbarrier hand-off, nothing else shared
-    import torch
-    from triton.runtime.driver import driver
-
+    # (named barrier 1, setmaxnreg for a 24-register worker) and one mbarrier hand-off, nothing else shared.
+    # Compiled in a subprocess without TRITON_INTERPRET, as _compile does: in this process the kernel may
+    # have been defined under the interpreter by an earlier test (CI saw "block_argument has no attribute
+    # get_element_ty" when one had).
     from jfa_verify.kernels.gluon_jfa import sanitizer_control
     from jfa_verify.registry import get_kernel
-    from jfa_verify.target_driver import TargetOnlyDriver
 
     assert get_kernel("gluon_jfa").sanitizer_control == sanitizer_control.__name__
-    previous = driver._active
-    driver.set_active(TargetOnlyDriver(90))
-    try:
-        compiled = sanitizer_control.control_kernel().warmup(
-            torch.zeros(8, dtype=torch.int32), torch.zeros(5, dtype=torch.int32), num_warps=8, grid=(4,))
-    finally:
-        driver.set_active(previous)
-    ptx = compiled.asm["ptx"]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", _CONTROL_SCRIPT], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    compiled = json.loads(next(x for x in run.stdout.splitlines() if x.startswith("FACTS"))[len("FACTS"):])
+    ptx = compiled["ptx"]
     assert re.search(r"barrier\.sync\s+1;", ptx), ptx[:2000]
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)
-    assert compiled.metadata.shared <= 64  # the lowering's captures and state bytes only
+    assert compiled["shared"] <= 64  # the lowering's captures and state bytes only
     assert [len(re.findall(rf"mbarrier\.{op}", ptx)) for op in ("init", "arrive", "try_wait")] == [1, 1, 1]
     assert "wgmma" not in ptx and "cp.async.bulk" not in ptx
-    assert compiled.metadata.num_warps == 12  # 8 default warps + the worker's warp group (with padding)
+    assert compiled["num_warps"] == 12  # 8 default warps + the worker's warp group (with padding)
 
 
 def test_a_gluon_mutant_is_judged_under_racecheck_with_the_kernels_control_and_sources():
