@@ -52,7 +52,7 @@ job gluon-campaign 300 jfa-verify fuzz --device cuda --kernel gluon_jfa --worker
 job gluon-mutants 330 env OUT="$out" PARALLEL=2 bash ci/gpu_gluon_mutants.sh
 job peers 300 env OUT="$out/peers" BUDGET=240 python3 ci/gpu_peers.py
 job bisect 150 env OUT="$out/bisect" python3 ci/gpu_bisect.py
-job detection 300 env OUT="$out/detection" JOBS=2 bash ci/gpu_detection.sh
+job detection 300 env OUT="$out/detection" STAGES=after SUITE_S=140 CAMPAIGN_S=140 JOBS=4 bash ci/gpu_detection.sh
 wait
 echo "[$(el) s] done"
 

@@ -51,9 +51,9 @@ def _moot(p: Pair) -> bool:
 
 
 # What a batch with no computed score (no sequence with both queries and keys) still exercises:
-# launching, empty tiles, writing O = 0 and LSE = -inf. Its values, scale, heads and head dims
-# decide nothing, so it counts for no pair of theirs.
-_WITHOUT_SCORES = {"mode", "mask", "relation", "window", "edges", "tiles", "batch", "waves", "dtype",
+# launching, empty tiles (of the kernel's tile shape), writing O = 0 and LSE = -inf. Its values, scale,
+# heads and head dims decide nothing, so it counts for no pair of theirs.
+_WITHOUT_SCORES = {"mode", "mask", "relation", "window", "edges", "tiles", "tile_shape", "batch", "waves", "dtype",
                    "offsets_dtype", "offsets_start", "offsets_layout", "layout", "variant"}
 
 

@@ -10,8 +10,15 @@ profile with ``HYPOTHESIS_PROFILE`` (tox environments of the same names).
 import os
 import textwrap
 
-import pytest
-from hypothesis import HealthCheck, settings
+# Under pytest-xdist every worker (and every process a test starts: mutant workers, CLI runs) would run torch
+# with one thread per core, so two workers on the 2-core CI machine ran several times more threads than
+# cores. One thread each, set before torch starts its pool (child processes inherit the variables).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("dev", max_examples=10, **_COMMON)
@@ -22,6 +29,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 def pytest_configure(config):
     from jfa_verify.device import select_device
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)  # (in case a plugin imported torch before the variables above were set)
 
     select_device(config.getoption("--jfa-device"))
 

@@ -59,10 +59,11 @@ def test_padding_is_the_power_of_two_tile_width():
 
 
 def test_build_case_lands_in_every_supported_class_of_every_dimension(cpu_target):
+    supported = universe(cpu_target).classes  # (the tile shapes the kernel runs depend on the device too)
     for d in DIMENSIONS:
         for c in d.classes:
             case = build_case({d.name: c}, cpu_target)
-            if d.support(c, cpu_target.capabilities) is not None:
+            if c not in supported[d.name]:
                 assert case is None, (d.name, c)
                 continue
             assert case is not None and c in classify(case, cpu_target)[d.name], (d.name, c, case)
@@ -107,7 +108,8 @@ def test_universe_names_the_infeasible_pairs_and_the_classes_outside_the_kernel(
         (("mask", m), ("window", w)) for m in masks for w in windows if ("window" in m) != (w != "none")
     } | {(("mask", m), ("window", w)) for m in masks if m.startswith("causal+window")
          for w in ("wider_right", "right_unbounded")} | empty_batch
-    assert set(uni.unsupported) == {("dtype", "float8_e4m3fn")}
+    # (the interpreter's tiles are 32 x 16 for every shape)
+    assert set(uni.unsupported) == {("dtype", "float8_e4m3fn"), ("tile_shape", "square"), ("tile_shape", "n_larger")}
     assert len(uni.supported) > 1000
     no_gqa = universe(Target(Capabilities(gqa=False, causal_alignments=("top_left",)), "cpu"))
     assert ("heads", "mqa") in no_gqa.unsupported and ("mask", "causal/bottom_right") in no_gqa.unsupported
@@ -133,9 +135,14 @@ def test_covering_array_covers_every_supported_pair_cheaply(cpu_target):
     assert cases[0].name.startswith("pairs/00/")
 
 
-def test_covering_array_on_the_gpu_has_batches_of_several_times_more_tiles_than_sms():
+@pytest.fixture(scope="module")
+def gpu_array():
     gpu = Target(get_kernel("triton_jfa"), "cuda", num_sms=132)
-    cases = covering_array(gpu)
+    return gpu, covering_array(gpu)
+
+
+def test_covering_array_on_the_gpu_has_batches_of_several_times_more_tiles_than_sms(gpu_array):
+    gpu, cases = gpu_array
     cov = PairCoverage(gpu).update(cases)
     assert not cov.missing_pairs, cov.format()
     assert cov.class_counts[("waves", "several_waves")] >= 3 and cov.class_counts[("batch", "over_sms")] >= 3
@@ -249,3 +256,29 @@ def test_the_covering_array_holds_every_combination_the_visibility_rule_takes_at
     cases = covering_array(cpu_target)
     for combo in combos:
         assert any(all(c in classify(case, cpu_target)[d] for d, c in combo) for case in cases), combo
+
+
+def test_tile_shape_is_what_the_kernel_picks_for_the_head_dims_dtype_and_device(cpu_target):
+    gpu = Target(get_kernel("triton_jfa"), "cuda", num_sms=132)
+    narrow, wide = Case(kv_lengths=(5,), head_dim=128), Case(kv_lengths=(5,), head_dim=32, head_dim_v=192)
+    assert gpu.tiles_of(narrow) == (64, 64) and classify(narrow, gpu)["tile_shape"] == {"square"}
+    assert gpu.tiles_of(wide) == (64, 32) and classify(wide, gpu)["tile_shape"] == {"m_larger"}
+    assert classify(narrow, cpu_target)["tile_shape"] == {"m_larger"}  # the interpreter's 32 x 16 tiles
+    assert universe(cpu_target).classes["tile_shape"] == ["m_larger"]
+    assert "square" in universe(cpu_target).unsupported[("tile_shape", "square")]
+
+
+def test_every_tile_shape_the_kernel_runs_on_the_gpu_meets_every_class(gpu_array):
+    """Regression (H200, 2026-12-02): the GPU covering array had no head dim past 128, so triton_jfa's only
+    oblong tiles there (64 x 32) never ran, and two blind bugs that take BLOCK_M for BLOCK_N (or the reverse)
+    survived the default suite on the H200 while the CPU, whose tiles are 32 x 16, killed them."""
+    gpu, cases = gpu_array
+    uni = universe(gpu)
+    assert uni.classes["tile_shape"] == ["square", "m_larger"] and ("tile_shape", "n_larger") in uni.unsupported
+    case = build_case({"tile_shape": "m_larger", "head_dim": "odd", "tiles": "multi_tile", "value_dim": "same"}, gpu)
+    assert case.head_dim == case.dv > 128 and gpu.tiles_of(case) == (64, 32)
+    cov = PairCoverage(gpu).update(cases)
+    oblong = [c for c in cases if "m_larger" in classify(c, gpu)["tile_shape"]]
+    assert oblong and not cov.missing_pairs
+    assert {p for p in uni.supported if ("tile_shape", "m_larger") in p} <= set().union(
+        *(pairs_of(exercised(c, gpu)) for c in oblong))

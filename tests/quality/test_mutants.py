@@ -234,3 +234,25 @@ def test_an_interrupted_mutants_command_keeps_the_verdicts_that_finished(tmp_pat
     assert "interrupted: 1 of 2 mutant(s) have a verdict" in stdout, stdout[-2000:]
     (kept,) = json.loads(out.read_text())
     assert kept["name"] == "host_aborts" and kept["status"] == "killed" and kept["stage"] == "crash", kept
+
+
+def test_mutants_take_the_shared_suite_only_when_their_suite_inputs_match(monkeypatch, jfa_device):
+    # jfa-verify mutants builds the default suite once and hands it to every mutant process (each built its own
+    # covering array before: 7 s a mutant on the CPU); a mutant whose bug changes what the suite is built from
+    # (capabilities, tiles) must build its own
+    from jfa_verify import Case
+    from jfa_verify.fuzz import mutation
+    from jfa_verify.suites import suite_inputs
+
+    cat = load_catalogue("triton_jfa")
+    name = next(n for n, m in cat.mutants.items() if not m.scheduler and not m.gpu_only)
+    own = Case(kv_lengths=(3, 5), head_dim=16, name="own")
+    shared = Case(kv_lengths=(4,), head_dim=16, name="shared")
+    built = []
+    monkeypatch.setattr(mutation, "_stage_cases", lambda *a: built.append(a) or ([own], []))
+    inputs = suite_inputs(cat.kernel_of(name), jfa_device.type)
+    taken = run_mutant(name, catalogue=cat, device=jfa_device, stage="suite", shared_suite=(inputs, (shared,), ()))
+    assert not built and taken.cases_run == 1 and (not taken.killed or taken.killing_case.name == "shared")
+    other = (inputs[0], inputs[1] + 1, inputs[2])  # another SM count: another suite
+    rebuilt = run_mutant(name, catalogue=cat, device=jfa_device, stage="suite", shared_suite=(other, (shared,), ()))
+    assert len(built) == 1 and rebuilt.cases_run == 1 and (not rebuilt.killed or rebuilt.killing_case.name == "own")
