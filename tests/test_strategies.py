@@ -425,3 +425,21 @@ def test_public_api_is_exported():
     public = {n for m in (_cases, _lengths) for n in m.__all__}
     assert set(S.__all__) == public and all(hasattr(S, n) for n in S.__all__)
     assert {"sequence_lengths", "jagged_lengths", "head_configs", "cases"} <= public
+
+
+def test_gpu_draws_reach_every_tile_shape_the_kernel_runs():
+    """Regression (H200, 2026-12-02): campaigns drew head dims up to 64, so triton_jfa's 64 x 32 tiles (its tiles
+    past D = 128 on CUDA) never ran in a drawn case, and a BLOCK_M/BLOCK_N mix-up computed right on every one."""
+    from jfa_verify.dimensions import tile_shape
+
+    kernel = get_kernel("triton_jfa")
+    shapes = {"cpu": set(), "cuda": set()}
+    for device_type, seen in shapes.items():
+        @settings(database=None, max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(case=cases(kernel, device_type=device_type, max_len=40))
+        def draw(case):
+            seen.add(tile_shape(tiles_for_shape(kernel, case.head_dim, case.dv, case.torch_dtype,
+                                                device_type).as_tuple()))
+
+        draw()
+    assert shapes == {"cpu": {"m_larger"}, "cuda": {"square", "m_larger"}}

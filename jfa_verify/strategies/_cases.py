@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ..case import LAYOUTS, OFFSETS_LAYOUTS, VALUE_DISTRIBUTIONS, Case
 from ..contract import MODES
-from ..dimensions import masks_supported
+from ..dimensions import masks_supported, tile_shape
 from ..dtypes import DTYPES, dtype_name
 from ..errors import InvalidInput
 from ..protocol import Capabilities, Kernel, tiles_for_shape
@@ -87,6 +87,25 @@ def _supported_dims(caps: Capabilities, candidates: Sequence[int]) -> list[int]:
         raise InvalidInput(f"head_dims={tuple(candidates)}: none of them is a head dim the kernel supports "
                            f"({allowed}; powers of two only: {not caps.non_power_of_two_head_dims})")
     return dims
+
+
+def _with_every_tile_shape(kernel, caps: Capabilities, dims: list[int], dtype_names: Sequence[str],
+                           device_type: str) -> list[int]:
+    """``dims`` and, for each tile shape (BLOCK_M against BLOCK_N) the kernel runs on ``device_type`` for
+    some head dim and none of ``dims`` gives, the smallest head dim that gives it (appended: drawn as
+    often as another, shrunk away from). ``triton_jfa`` on CUDA: 64 x 32 tiles past D = 128 only."""
+    from ..construct import CANDIDATE_HEAD_DIMS
+
+    def shapes(d: int) -> set:
+        return {tile_shape(tiles_for_shape(kernel, d, d, DTYPES[t], device_type).as_tuple()) for t in dtype_names}
+
+    seen = set().union(*(shapes(d) for d in dims))
+    out = list(dims)
+    for d in CANDIDATE_HEAD_DIMS:
+        if caps.supports_head_dim(d) and not shapes(d) <= seen:
+            seen |= shapes(d)
+            out.append(d)
+    return out
 
 
 def head_dims(kernel=None, *, candidates: Sequence[int] = DEFAULT_HEAD_DIMS) -> st.SearchStrategy[int]:
@@ -184,7 +203,8 @@ def cases(
         dtypes, modes: restrict to these names (default: all the kernel supports).
         max_batch, max_len: size limits (max_len None: :func:`reach_of` the kernel's tiles for the drawn
             shape on ``device_type``: 48, or ``2 * the largest tile + 1`` where 48 does not leave it).
-        head_dims: candidate head dims (odd ones included by default), filtered by the capabilities.
+        head_dims: candidate head dims (odd ones included by default), filtered by the capabilities; the
+            default adds a head dim for each tile shape the kernel runs that they leave out.
         causal: force masking on or off (default: drawn; both alignments).
         window: force a sliding window on or off (default: drawn when the kernel declares a window
             mask, :func:`windows`; never for a kernel without one).
@@ -210,6 +230,8 @@ def cases(
     if not dtype_names or not mode_names:
         raise InvalidInput(f"dtypes={dtypes}, modes={modes}: nothing left inside the kernel's capabilities")
     dims = _supported_dims(caps, head_dims)
+    if head_dims is DEFAULT_HEAD_DIMS:
+        dims = _with_every_tile_shape(kernel, caps, dims, dtype_names, device_type)
     dtype = draw(st.sampled_from(dtype_names))
     mode = draw(st.sampled_from(mode_names))
     head_dim = draw(st.sampled_from(dims))
