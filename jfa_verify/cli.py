@@ -228,6 +228,9 @@ def cmd_run(args) -> int:
     console = _console()
     device = select_device(args.device)
     kernel = _kernel(args)
+    # Until this run's report replaces it, the file says the run did not finish: a Ctrl-C while the suite
+    # is built, or a kill, must not leave an earlier run's report there to be read as this one's.
+    write_json(args.report, run_report([], kernel=kernel.name, device=device, extra={"finished": False}))
     suite = get_suite(args.suite, device.type, args.seed, kernel=kernel)
     cases = [c for c in suite.cases if not args.filter or args.filter in c.name]
     if not cases:
@@ -257,12 +260,15 @@ def cmd_run(args) -> int:
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report what was verified, then stop
             results, interrupted = done, True
     if not results and interrupted:
-        print("\njfa-verify run: interrupted before the first case finished; no report written", file=sys.stderr)
+        print(f"\njfa-verify run: interrupted before the first case finished; the report ({args.report}) says so",
+              file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     console.print(_results_table(results, f"{kernel.name} on {where}"), soft_wrap=False)  # its title centred
-    coverage = Coverage.for_kernel(kernel, device.type).update(r.case for r in results)
+    # Only the cases the kernel ran exercised anything (a new user saw 0 of 84 cases run reported as 100% of pairs)
+    ran = [r.case for r in results if r.status != "unsupported"]
+    coverage = Coverage.for_kernel(kernel, device.type).update(ran)
     print(coverage.format(device_type=device.type), flush=True)
-    pairs = PairCoverage(Target(kernel, device.type)).update(r.case for r in results)
+    pairs = PairCoverage(Target(kernel, device.type)).update(ran)
     print(pairs.format(), flush=True)
     for r in results:
         if r.failed:
@@ -276,7 +282,8 @@ def cmd_run(args) -> int:
     findings = check_relations(relations, kernel, device, args.reproducers, plugins=args.plugin)
     for line in findings:
         print(line, flush=True)
-    extra = {"interrupted": interrupted, "cases_planned": len(cases), "pairs": pairs.to_dict(), "relations": findings}
+    extra = {"interrupted": interrupted, "finished": not interrupted, "cases_planned": len(cases),
+             "pairs": pairs.to_dict(), "relations": findings}
     report = write_json(args.report, run_report(results, kernel=kernel.name, device=device, suite_note=suite.note,
                                                 coverage=coverage.to_dict(), extra=extra))
     unjudged = sum(r.unjudged for r in results)
@@ -289,8 +296,11 @@ def cmd_run(args) -> int:
               file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     if counts["unsupported"] == len(results):        # Nothing was checked: a gate must not read this as a pass.
-        print(f"jfa-verify run: error: no case of suite {suite.name!r} is inside kernel {kernel.name!r}'s "
-              f"capabilities ({results[0].message}); try jfa-verify fuzz --kernel {kernel.name}", file=sys.stderr)
+        print(f"jfa-verify run: error: no case of suite {suite.name!r} is inside the capabilities of kernel "
+              f"{kernel.name!r} ({results[0].message}); "
+              + ("`jfa-verify kernels` lists where each kernel runs" if results[0].message.startswith(
+                  ("device=", "compute capability")) else f"try jfa-verify fuzz --kernel {kernel.name}"),
+              file=sys.stderr)
         return EXIT_USAGE
     return int(exit_code_for([r.status for r in results] + ["fail"] * len(findings)))
 
@@ -332,6 +342,13 @@ def cmd_fuzz(args) -> int:
     report = run_fuzz(config, workers=args.workers, gpus=gpus or (), console=None if args.no_progress else console,
                       interval=args.progress_interval, report=args.report, png=args.png)
     _print_campaign(report, console)
+    statuses = report["statuses"]
+    if not report["interrupted"] and statuses and set(statuses) == {"unsupported"}:
+        # Nothing was checked: a CI job must not read this as a pass (as `run` in the same case).
+        print(f"jfa-verify fuzz: error: every one of the {statuses['unsupported']} case(s) run was outside the "
+              f"capabilities of kernel {kernel.name!r} on {device.type} (nothing checked); `jfa-verify kernels` "
+              f"lists where each kernel runs", file=sys.stderr)
+        return EXIT_USAGE
     return report["exit_code"]
 
 
@@ -826,7 +843,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "cases drawn (steered toward rarely drawn contract classes), each failure shrunk "
                                     "and kept as one finding per signature in --reproducers, with its replay command. "
                                     f"Exit status (jfa_verify/exits.py): 0 no finding; {FINDINGS_IN_WORDS}; 2 a bad "
-                                    "argument; 130 interrupted (the summary and report are written).")
+                                    "argument, or every case run outside the kernel's capabilities (nothing "
+                                    "checked); 130 interrupted (the summary and report are written).")
     kernel_options(fz)
     fz.add_argument("--max-examples", type=positive_int, default=None,
                     help="new cases to draw, over all workers (default 100, or no limit with --duration)")

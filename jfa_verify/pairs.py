@@ -399,8 +399,14 @@ class PairCoverage:
         shown = ", ".join(f"{a[0]}={a[1]} x {b[0]}={b[1]}" for a, b in miss[:limit])
         more = f" (+{len(miss) - limit} more)" if len(miss) > limit else ""
         lines.append(f"  pairs never exercised: {shown + more if miss else 'none'}")
-        if self.universe.unsupported:
-            lines.append("  outside the kernel: " + ", ".join(f"{d}={c}" for d, c in sorted(self.universe.unsupported)))
+        # The tile shapes a kernel runs depend on the device (the interpreter's tiles are not the GPU's): apart
+        outside = sorted(k for k in self.universe.unsupported if k[0] != "tile_shape")
+        elsewhere = sorted(k for k in self.universe.unsupported if k[0] == "tile_shape")
+        if outside:
+            lines.append("  outside the kernel: " + ", ".join(f"{d}={c}" for d, c in outside))
+        if elsewhere:
+            lines.append(f"  not run on {self.universe.target.device_type} (the kernel's tiles there are other "
+                         "shapes for every head dim and dtype tried): " + ", ".join(f"{d}={c}" for d, c in elsewhere))
         return "\n".join(lines)
 
     def to_dict(self) -> dict:

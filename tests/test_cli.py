@@ -195,6 +195,45 @@ def test_fuzz_finds_and_shrinks_planted_bug_then_replays_from_corpus(tmp_path, c
     assert rc == 1 and "replayed: fail (same)" in capsys.readouterr().out
 
 
+def test_fuzz_where_every_case_is_outside_the_kernel_is_nothing_checked_not_a_pass(tmp_path, capsys):
+    # A new user's CI job fuzzing gluon_jfa (CUDA sm_90 only) on a CPU runner exited 0 with "no findings"
+    rc = main(["fuzz", "--device", "cpu", "--kernel", "gluon_jfa", "--max-examples", "2", "--seed", "1",
+               "--reproducers", str(tmp_path / "r"), "--no-progress"])
+    captured = capsys.readouterr()
+    assert rc == 2, captured.out
+    assert "nothing checked" in captured.err and "gluon_jfa" in captured.err and "jfa-verify kernels" in captured.err
+
+
+def test_run_counts_coverage_over_the_cases_the_kernel_ran_only(tmp_path, capsys):
+    # A new user saw 0 of 84 cases run (gluon_jfa on the CPU) reported as "pairs of classes 1286/1286 (100.0%)"
+    report = tmp_path / "r.json"
+    rc = main(["run", "--device", "cpu", "--kernel", "gluon_jfa", "--max-cases", "3", "--no-progress",
+               "--report", str(report), "--reproducers", str(tmp_path / "repro")])
+    out = capsys.readouterr().out
+    assert rc == 2, out
+    assert "contract coverage over 0 case(s)" in out and "(100.0%)" not in out
+    assert json.loads(report.read_text())["coverage"]["total"] == 0
+
+
+def test_a_run_interrupted_while_its_suite_is_built_leaves_no_earlier_report_behind(tmp_path, monkeypatch, capsys):
+    # A new user's Ctrl-C 8 s into `run` (the covering array being built) exited 130 and left the previous run's
+    # report in place, which a CI step would read as this run's
+    from jfa_verify import suites
+
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps({"summary": {"pass": 176}, "interrupted": False}))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(suites, "get_suite", interrupted)
+    rc = main(["run", "--device", "cpu", "--report", str(report), "--reproducers", str(tmp_path / "repro"),
+               "--no-progress"])
+    assert rc == 130, capsys.readouterr()
+    payload = json.loads(report.read_text())
+    assert payload["finished"] is False and payload["cases"] == [] and payload["summary"] != {"pass": 176}
+
+
 def test_run_records_a_hung_kernel_and_exits(tmp_path, sleepy_plugin):
     import subprocess
     import sys

@@ -266,6 +266,10 @@ def test_tile_shape_is_what_the_kernel_picks_for_the_head_dims_dtype_and_device(
     assert classify(narrow, cpu_target)["tile_shape"] == {"m_larger"}  # the interpreter's 32 x 16 tiles
     assert universe(cpu_target).classes["tile_shape"] == ["m_larger"]
     assert "square" in universe(cpu_target).unsupported[("tile_shape", "square")]
+    # a new user read "outside the kernel: tile_shape=square" as a gap like float8; it is the device's tiles
+    lines = PairCoverage(cpu_target).format().splitlines()
+    assert lines[-2] == "  outside the kernel: dtype=float8_e4m3fn"
+    assert lines[-1].startswith("  not run on cpu") and lines[-1].endswith("tile_shape=n_larger, tile_shape=square")
 
 
 def test_every_tile_shape_the_kernel_runs_on_the_gpu_meets_every_class(gpu_array):
