@@ -41,7 +41,7 @@ from jfa_verify.protocol import GENERIC_TILES
 from jfa_verify.runner import FAILING_STATUSES, replay_command
 
 __all__ = ["Finding", "FindingIndex", "error_kind", "key_of", "list_findings", "mark_finding", "record_example",
-           "recover", "running_files", "signature", "size_key", "verdict_of"]
+           "recover", "running_files", "signature", "size_key", "unreadable_case_files", "verdict_of"]
 
 EXAMPLES_DIR = ".findings"
 
@@ -158,6 +158,19 @@ def _case_files(root: Path, kernel: Optional[str]) -> list[tuple[Path, Case, dic
             continue  # half-written by a killed writer, or not ours: leave it alone
         if kernel is None or payload.get("kernel") == kernel:
             out.append((path, case, payload))
+    return out
+
+
+def unreadable_case_files(root: "str | Path") -> list[tuple[Path, str]]:
+    """``(path, why)`` of every case file in a reproducer folder that cannot be read as one (truncated, not
+    JSON, a field the contract does not know): campaigns pass over them (a writer may have been killed), but
+    a listing must say so, since a finding may be lost in one."""
+    out = []
+    for path in Corpus(Path(root)).files():
+        try:
+            read_case_file(path)
+        except (InvalidInput, OSError, ValueError) as e:
+            out.append((path, f"{type(e).__name__}: {e}"[:200]))
     return out
 
 

@@ -389,7 +389,7 @@ def cmd_findings(args) -> int:
     import json
 
     from .exits import exit_code_for
-    from .fuzz.findings import list_findings
+    from .fuzz.findings import list_findings, unreadable_case_files
 
     if args.folder and args.reproducers and Path(args.folder).resolve() != Path(args.reproducers).resolve():
         raise UsageError(f"two folders given: {args.folder!r} and --reproducers {args.reproducers!r}; give one")
@@ -414,7 +414,12 @@ def cmd_findings(args) -> int:
             print(f"{r['id']} replay: {r['replay']}")
         if not rows:
             print(f"no findings in {root}")
-    return int(exit_code_for(r["status"] for r in rows))
+    code = int(exit_code_for(r["status"] for r in rows))
+    broken = unreadable_case_files(root)
+    for path, why in broken:
+        print(f"jfa-verify findings: error: {path} is not a readable case file ({why}); a finding may be lost in "
+              f"it: restore it, or remove it once you have read it", file=sys.stderr)
+    return EXIT_USAGE if broken and code in (EXIT_OK, EXIT_FAIL) else code
 
 
 def cmd_calibrate(args) -> int:
@@ -879,8 +884,9 @@ def build_parser() -> argparse.ArgumentParser:
         "findings", help="list the findings in a reproducer folder (one per signature), each with its replay command",
         description="List the findings in a reproducer folder, one per signature, each with its id and the command "
                     "that replays it. Exit status, as for the command that recorded them (jfa_verify/exits.py: "
-                    f"a finding is not a usage error): 0 no finding listed; {FINDINGS_IN_WORDS}; 2 no such folder "
-                    "or a bad argument. A case "
+                    f"a finding is not a usage error): 0 no finding listed; {FINDINGS_IN_WORDS}; 2 no such folder, "
+                    "a bad argument, or a case file that cannot be read (named; a finding may be lost in it) beside "
+                    "no crash or hang. A case "
                     "file still marked running (its process was killed) is listed but decides nothing.")
     fnd.add_argument("folder", nargs="?", default=None, help="the folder (default jfa-reproducers)")
     fnd.add_argument("--reproducers", default=None, metavar="FOLDER", help="the folder, as run and fuzz name it")

@@ -354,6 +354,17 @@ def test_findings_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):
     assert "is not a folder" in err and "typo" in err and "Traceback" not in err
 
 
+def test_findings_names_a_case_file_it_cannot_read_and_does_not_pass(tmp_path, capsys):
+    # A new user truncated a reproducer: `findings` said "no findings" and exited 0 (replay of it exits 2)
+    folder = tmp_path / "repro"
+    folder.mkdir()
+    broken = folder / "0123456789ab-triton_jfa.json"
+    broken.write_text('{"case": {"kv_lengths": [3, 5], "head_dim"')
+    rc = main(["findings", str(folder)])
+    err = capsys.readouterr().err
+    assert rc == 2 and str(broken) in err and "not a readable case file" in err
+
+
 def test_a_command_leaves_the_callers_device_and_interpreter_setting_alone(monkeypatch, tmp_path):
     """Regression (H200, GPU tests): ``main(["mutants", "--device", "cpu", ...])`` inside a CUDA test
     process left ``TRITON_INTERPRET=1`` behind, and every mutant kernel imported later in that process
