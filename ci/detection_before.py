@@ -5,7 +5,7 @@ The older package is the one first on ``PYTHONPATH`` (build it from the old comm
 ``git archive OLD | tar -x -C DIR/src && pip wheel --no-deps -w DIR/whl DIR/src && pip install --no-deps
 --target DIR/site DIR/whl/*.whl``). Each mutant runs in its own process (a crash takes only that mutant and
 counts as a kill: a crash is a finding), ``--jobs`` at a time; the first failing case kills it. The campaign
-stage runs the old package's ``run_campaign`` with seed 0 and no shrinking. Rows are written to ``--json`` as
+stage runs the old package's ``run_campaign`` with seed 0 and no shrinking, stopped at its first failing case. Rows are written to ``--json`` as
 they finish (fields as ``jfa-verify mutants --json``, so ``ci/kill_table.py`` reads them), and a SIGTERM
 keeps the rows already written.
 
@@ -67,7 +67,7 @@ def _one(name: str, stage: str, device: str, examples: int) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="jfa-before-campaign-") as corpus:
         summary = run_campaign(kernel, max_examples=examples, corpus_dir=corpus, device=device, seed=0, shrink=False,
-                               on_event=on_event)
+                               on_event=on_event, should_stop=lambda: seen["first"] is not None)
     row = {"name": name, "cases_total": summary.cases_run, "seconds": round(time.time() - start, 1)}
     if summary.failures or seen["first"]:
         return {**row, "status": "killed", "cases_run": seen["first"], "killing_status": seen["status"]}

@@ -437,9 +437,12 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
                 break
     campaign_examples = max_examples if stage in ("targeted", "campaign") else 0
     if not res.killed and campaign_examples > 0:
+        found: list = []  # the campaign stage's verdict is its first finding: the rest of its examples change nothing
         with tempfile.TemporaryDirectory(prefix="jfa-mutation-") as corpus:
             summary = run_campaign(kernel, max_examples=campaign_examples, corpus_dir=corpus_dir or corpus,
-                                   device=dev, seed=seed, shrink=stage != "campaign", covering=stage == "campaign")
+                                   device=dev, seed=seed, shrink=stage != "campaign", covering=stage == "campaign",
+                                   on_event=lambda e: e.get("event") == "finding" and found.append(e),
+                                   should_stop=(lambda: bool(found)) if stage == "campaign" else None)
             if stage == "campaign":
                 res.cases_run = summary.first_failure_at or summary.cases_run
             else:

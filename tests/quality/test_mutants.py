@@ -256,3 +256,18 @@ def test_mutants_take_the_shared_suite_only_when_their_suite_inputs_match(monkey
     other = (inputs[0], inputs[1] + 1, inputs[2])  # another SM count: another suite
     rebuilt = run_mutant(name, catalogue=cat, device=jfa_device, stage="suite", shared_suite=(other, (shared,), ()))
     assert len(built) == 1 and rebuilt.cases_run == 1 and (not rebuilt.killed or rebuilt.killing_case.name == "own")
+
+
+def test_the_campaign_stage_stops_at_its_first_finding(tmp_path, monkeypatch):
+    # regression (H200, 2026-12-02): the campaign stage ran the whole covering array and every example after the
+    # first failure (which alone is its verdict); on the H200 no mutant had a verdict in 250 s
+    from jfa_verify.fuzz import campaign
+
+    path = _one_host_mutant(tmp_path, "host_raises", "the host code raises", "raise RuntimeError('planted')")
+    summaries = []
+    real = campaign.run_campaign
+    monkeypatch.setattr(campaign, "run_campaign", lambda *a, **k: summaries.append(real(*a, **k)) or summaries[-1])
+    result = run_mutant("host_raises", catalogue=str(path), device="cpu", stage="campaign", max_examples=20)
+    (summary,) = summaries
+    assert result.status == "killed" and result.cases_run == 1, result
+    assert summary.cases_run == summary.first_failure_at == 1 and len(summary.failures) == 1, summary.to_dict()
