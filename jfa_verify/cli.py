@@ -757,11 +757,13 @@ def cmd_mutants(args) -> int:
     print(format_table(results))
     if args.json:
         write_json(args.json, [r.to_dict() for r in results])  # in catalogue order
-    survivors = [r.name for r in results if r.status in ("survived", "error")]
+    survivors = [r.name for r in results if r.status == "survived"]
+    unjudged = [f"{r.name} ({r.reason})" for r in results if r.status == "error"]
     if survivors:
         print(f"SURVIVED: {', '.join(survivors)}")
-        return EXIT_FAIL
-    return EXIT_OK
+    if unjudged:
+        print(f"NOT JUDGED (jfa-verify's own run of the mutant failed): {'; '.join(unjudged)}")
+    return EXIT_FAIL if survivors or unjudged else EXIT_OK
 
 
 def cmd_matrix(args) -> int:

@@ -16,7 +16,7 @@ from .case import Case
 from .corpus import Corpus
 from .errors import InvalidInput, KernelConfigError, PluginError
 from .protocol import Kernel
-from .runner import CaseResult, run_case
+from .runner import CaseResult, ran_out_of_memory, run_case
 
 __all__ = ["Verifier"]
 
@@ -83,6 +83,8 @@ class Verifier:
             self.workers = [CaseWorker(spec) for _ in range(jobs)]
         self.worker = self.workers[0] if self.workers else None
         self._interrupted = threading.Event()  # set by verify_all when it ends its workers mid-case
+        # verify_all's second runs of cases that ran out of device memory: [run again, no longer out of memory]
+        self.memory_reruns = [0, 0]
 
     @property
     def isolated(self) -> bool:
@@ -145,8 +147,27 @@ class Verifier:
                 running finish). A case not started by then has no result: its place in the list holds
                 None, and ``on_result`` is not called for it. None (the default): every case runs, and
                 every place holds its result.
+
+        A case that ran out of device memory (:func:`~jfa_verify.runner.ran_out_of_memory`) runs once more, alone,
+        after the others (before ``deadline``); that verdict is the one returned (``on_result`` is not called
+        again), and :attr:`memory_reruns` counts such runs and those no longer out of memory.
         """
         late = lambda: deadline is not None and time.monotonic() > deadline  # noqa: E731
+        cases = list(cases)
+        results = self._verify_pass(cases, on_result, late)
+        # Out of device memory beside other work on the card (this verifier's own workers, another job's: on an
+        # H200, 2026-12-02, two gates side by side lost 5 suite cases so), a verdict says nothing of the kernel:
+        # such a case runs once more, alone, after the others; what that run says stands.
+        for i, result in enumerate(results):
+            if result is None or not ran_out_of_memory(result.message) or late():
+                continue
+            results[i] = self.verify(cases[i], worker=self.worker)
+            self.memory_reruns[0] += 1
+            self.memory_reruns[1] += not ran_out_of_memory(results[i].message)
+        return results
+
+    def _verify_pass(self, cases: list, on_result, late) -> list[Optional[CaseResult]]:
+        """:meth:`verify_all`'s pass over ``cases``: in order in-process or on one worker, else on every worker."""
         if len(self.workers) <= 1:
             results = []
             for case in cases:
@@ -158,7 +179,6 @@ class Verifier:
                 if on_result is not None:
                     on_result(result)
             return results
-        cases = list(cases)
         idle = queue.SimpleQueue()
         for w in self.workers:
             idle.put(w)

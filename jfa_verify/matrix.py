@@ -399,8 +399,8 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
             Triton's compiling on the host. The verdicts do not depend on it; which cells a deadline leaves
             ``not run`` does. The campaigns do not use it.
 
-    Cells that ran out of device memory are run once more at the end of the cases' time, one at a time
-    (:func:`jfa_verify.runner.ran_out_of_memory`); the suite note says how many, and how many then ran.
+    Cells that ran out of device memory are run once more, one at a time, after the kernel's other cells
+    (:meth:`jfa_verify.loop.Verifier.verify_all`); the suite note says how many, and how many then ran.
     """
     from .loop import Verifier
 
@@ -410,6 +410,7 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
     # with campaigns, the cases get CASES_SHARE of the deadline: a slow suite must not starve the search
     cases_deadline = None if deadline_s is None else deadline_s * (CASES_SHARE if campaign_examples else 1.0)
     pending = {k.name: list(matrix.cases) for k in kernels}
+    memory_reruns = [0, 0]  # cells run again, alone, after running out of device memory; those that then did not
     matrix.seconds.update({k.name: 0.0 for k in kernels})
 
     def run_cells(kernel, cells: list, workers: int, until: Optional[float]) -> list:
@@ -420,6 +421,8 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
         with Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
                       accept=accept, isolate=isolate or jobs > 1, jobs=workers) as verifier:
             results = verifier.verify_all(cells, on_result=on_result, deadline=until)
+        memory_reruns[0] += verifier.memory_reruns[0]
+        memory_reruns[1] += verifier.memory_reruns[1]
         for case, result in zip(cells, results):
             if result is not None:  # None: not started by the deadline, so the cell stays "not run" for now
                 matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
@@ -442,7 +445,10 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
             break
         if cases_deadline is not None and time.monotonic() - start >= cases_deadline:
             break
-    _rerun_out_of_memory(matrix, kernels, run_cells, None if cases_deadline is None else start + cases_deadline)
+    if memory_reruns[0]:
+        note = (f"{memory_reruns[0]} cell(s) that ran out of device memory were run again, one at a time: "
+                f"{memory_reruns[1]} no longer did")
+        matrix.suite_note = f"{matrix.suite_note}; {note}" if matrix.suite_note else note
     # the cells in the cases' order, whichever pass or worker ran them
     matrix.cells = {key: matrix.cells[key] for key in ((k.name, c.case_id()) for k in kernels for c in matrix.cases)
                     if key in matrix.cells}
@@ -453,27 +459,6 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
             _campaign(matrix, kernel, device, Path(reproducers) / "campaign", plugins, backward, accept, timeout_s,
                       campaign_examples, seed, share, isolate)
     return matrix
-
-
-def _rerun_out_of_memory(matrix: Matrix, kernels, run_cells, deadline) -> None:
-    """Run once more, one at a time (``run_cells(kernel, cases, 1, deadline)``), the cells that ran out of device
-    memory: beside other work on the card (the matrix's own workers, or another job's: on an H200, 2026-12-02, 27
-    cells of a peer were lost so) such a cell says nothing of the kernel. What the second run says stands, and
-    the suite note counts them."""
-    from .runner import ran_out_of_memory
-
-    tried = passed = 0
-    for kernel in kernels:
-        again = [c for c in matrix.cases if ran_out_of_memory(matrix.cell(kernel.name, c).message)]
-        if not again or (deadline is not None and time.monotonic() >= deadline):
-            continue
-        results = [r for r in run_cells(kernel, again, 1, deadline) if r is not None]
-        tried += len(results)
-        passed += sum(not ran_out_of_memory(r.message) for r in results)
-    if tried:
-        note = (f"{tried} cell(s) that ran out of device memory were run again, one at a time: {passed} no longer "
-                f"did")
-        matrix.suite_note = f"{matrix.suite_note}; {note}" if matrix.suite_note else note
 
 
 def _campaign(matrix: Matrix, kernel, device, corpus, plugins, backward, accept, timeout_s, examples, seed,

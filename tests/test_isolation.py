@@ -351,3 +351,18 @@ def test_a_plugin_that_fails_to_load_in_the_case_worker_leaves_no_running_case_f
     assert proc.returncode == 2, proc.stdout[-1000:] + proc.stderr[-1000:]
     assert "cannot load kernel 'loads_in_main_only'" in proc.stderr and "main process only" in proc.stderr
     assert not list(repro.rglob("*.json")), [p.read_text()[:200] for p in repro.rglob("*.json")]
+
+
+def test_a_case_worker_returns_a_large_cached_peak_to_the_driver(monkeypatch):
+    # regression (H200, 2026-12-02): idle case workers of two gates held a past case's peak (4-14 GiB each) and a
+    # large case of either gate ran out of memory; a worker now keeps at most KEEP_CACHED_BYTES between cases
+    import torch
+
+    from jfa_verify import isolation
+
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    for reserved, released in ((isolation.KEEP_CACHED_BYTES + 1, True), (isolation.KEEP_CACHED_BYTES, False)):
+        monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None, n=reserved: n)
+        assert isolation.release_cached_memory(torch.device("cuda", 0)) is released
+    assert isolation.release_cached_memory(torch.device("cpu")) is False and emptied == [True]

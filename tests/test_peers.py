@@ -493,21 +493,43 @@ def test_run_matrix_with_jobs_gives_the_cells_of_one_at_a_time(tmp_path):
     assert late.counts("fa2_like")[NOT_RUN] == 3
 
 
-def test_matrix_runs_cells_that_ran_out_of_device_memory_again_one_at_a_time(tmp_path, misbehaving_plugin):
-    """Regression (H200, 2026-12-02): beside another job holding 112 GiB of the card, 27 cells of a peer came back
-    as out-of-memory errors and stood as its findings; run again once the card was free, they would have run."""
-    from jfa_verify.matrix import run_matrix
-
+def _short_of_memory(tmp_path, misbehaving_plugin, name: str):
+    """A plugin kernel whose first call of each batch size of 2 or more runs out of device memory (a busy card),
+    and whose batch of 3 always does (its own need); and three cases, of batch sizes 1, 2 and 3."""
     marks = tmp_path / "marks"
     marks.mkdir()
-    plugin = misbehaving_plugin("short_of_memory", wrong="B >= 2")
-    # the first call of each batch size runs out of memory (a busy card); a batch of 3 always does (its own need)
+    plugin = misbehaving_plugin(name, wrong="B >= 2")
     plugin.write_text(plugin.read_text().replace('raise RuntimeError("planted failure")', f"""mark = {str(marks)!r} + f"/{{B}}"
             if B == 3 or not os.path.exists(mark):
                 open(mark, "w").close()
                 raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 86.00 MiB")"""))
     load_plugin(plugin)
-    cases = [Case(kv_lengths=(5,) * n, dtype="float32", **H) for n in (1, 2, 3)]
+    return plugin, [Case(kv_lengths=(5,) * n, dtype="float32", **H) for n in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_cases_that_ran_out_of_device_memory_run_again_alone(tmp_path, misbehaving_plugin, jobs):
+    """Regression (H200 gate, 2026-12-02): two gates side by side, 8 case workers each, filled the card; 5 suite
+    cases came back as out-of-memory errors and failed the gate. Each passed when run alone."""
+    from jfa_verify.loop import Verifier
+
+    name = f"short_of_memory_{jobs}"
+    plugin, cases = _short_of_memory(tmp_path, misbehaving_plugin, name)
+    with Verifier(get_kernel(name), "cpu", tmp_path / "r", backward=False, plugins=[str(plugin)],
+                  isolate=jobs > 1, jobs=jobs) as verifier:
+        seen = []
+        results = verifier.verify_all(cases, on_result=seen.append)
+    assert [r.status for r in results] == ["pass", "pass", "error"] and "out of device memory" in results[2].message
+    assert verifier.memory_reruns == [2, 1] and len(seen) == 3  # progress saw each case once
+    assert [p.name for p in (tmp_path / "r").glob("*.json")] == [f"{cases[2].case_id()}-{name}.json"]
+
+
+def test_matrix_runs_cells_that_ran_out_of_device_memory_again_one_at_a_time(tmp_path, misbehaving_plugin):
+    """Regression (H200, 2026-12-02): beside another job holding 112 GiB of the card, 27 cells of a peer came back
+    as out-of-memory errors and stood as its findings; run again once the card was free, they would have run."""
+    from jfa_verify.matrix import run_matrix
+
+    plugin, cases = _short_of_memory(tmp_path, misbehaving_plugin, "short_of_memory")
     m = run_matrix([get_kernel("short_of_memory")], cases, torch.device("cpu"), reproducers=tmp_path / "r",
                    plugins=[str(plugin)], backward=False)
     assert [m.cell("short_of_memory", c).status for c in cases] == ["pass", "pass", "error"]

@@ -271,3 +271,30 @@ def test_the_campaign_stage_stops_at_its_first_finding(tmp_path, monkeypatch):
     (summary,) = summaries
     assert result.status == "killed" and result.cases_run == 1, result
     assert summary.cases_run == summary.first_failure_at == 1 and len(summary.failures) == 1, summary.to_dict()
+
+
+def test_a_mutant_process_dead_between_cases_is_killed_by_a_crash(tmp_path):
+    # regression (CPU campaign, 2026-12-02): a mutant's process died of "realloc(): invalid pointer" after a case
+    # had passed (memory its out-of-bounds write corrupted, found at a later allocation); with no case file left
+    # running it was listed as an error, and then as SURVIVED
+    from jfa_verify.fuzz.mutation import _crash_result
+
+    cat = load_catalogue("triton_jfa")
+    name = next(iter(cat.mutants))
+    result = _crash_result(name, cat[name], tmp_path, "BrokenProcessPool: terminated abruptly")
+    assert (result.status, result.stage, result.outputs, result.killing_case) == ("killed", "crash", ["crash"], None)
+    assert "between cases" in result.explanation and "BrokenProcessPool" in result.explanation
+
+
+def test_the_mutants_command_names_a_mutant_it_could_not_judge_apart_from_survivors(monkeypatch, capsys):
+    from jfa_verify.cli import main
+    from jfa_verify.fuzz import mutation
+    from jfa_verify.fuzz.mutation import MutantResult
+
+    a, b = list(load_catalogue("triton_jfa").mutants)[:2]
+    rows = [MutantResult(a, "", "error", reason="worker failed: MemoryError"), MutantResult(b, "", "survived")]
+    monkeypatch.setattr(mutation, "run_mutants", lambda *a, **k: rows)
+    assert main(["mutants", "--stage", "suite", "--device", "cpu", "--only", a, b]) == 1
+    out = capsys.readouterr().out
+    assert f"SURVIVED: {b}\n" in out and f"NOT JUDGED (jfa-verify's own run of the mutant failed): {a} (worker " \
+        "failed: MemoryError)" in out
