@@ -407,6 +407,12 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     if mutant.gpu_only and dev.type != "cuda":
         res.status, res.reason = "skipped", f"gpu-only: {mutant.gpu_reason}"
         return res
+    if not mutant.scheduler:
+        try:  # a patch that no longer applies would fail every case as the kernel's error: a "kill" of nothing
+            cat.mutated_source(name)
+        except InvalidInput as e:
+            res.status, res.reason = "error", f"stale: {e}"
+            return res
     kernel = cat.kernel_of(name)
     t0 = time.perf_counter()
     relations = []
