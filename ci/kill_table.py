@@ -4,7 +4,9 @@ usage: python ci/kill_table.py LABEL=FILE.json [LABEL=FILE.json ...]
 
 Prints a markdown table: killed, judged (gpu-only skipped mutants left out, and those with no verdict:
 status error or timeout, counted apart as "not judged"), kill rate, median cases run up to the first
-failure of the killed mutants, and how many were killed by a crash.
+failure of the killed mutants, and how many were killed by a crash. A "kill" by the mutation harness's own
+stale-patch error (files written before `run_mutant` checked that a mutant applies: every case failed on the patch,
+not on the bug) is not judged either.
 Names and descriptions of mutants are not printed (a blind catalogue is used by its verdicts only).
 """
 
@@ -14,10 +16,15 @@ import sys
 from pathlib import Path
 
 
+def stale(r: dict) -> bool:
+    """A row "killed" by the harness's message for a mutant whose patch did not apply (jfa_verify.fuzz.mutation)."""
+    return r["status"] == "killed" and "update the catalogue to the source" in (r.get("explanation") or "")
+
+
 def row(label: str, path: Path) -> str:
     if not path.is_file():
         return f"| {label} | - | - | not measured | - | - | - |"
-    rows = json.loads(path.read_text())
+    rows = [dict(r, status="error") if stale(r) else r for r in json.loads(path.read_text())]
     results = [r for r in rows if r["status"] in ("killed", "survived")]
     not_judged = sum(r["status"] in ("error", "timeout") for r in rows)
     killed = [r for r in results if r["status"] == "killed"]

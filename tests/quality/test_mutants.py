@@ -335,3 +335,20 @@ def test_a_stale_mutant_is_not_judged_never_killed(tmp_path):
     result = run_mutant("host_stale", catalogue=str(path), device="cpu", stage="suite", max_cases=2)
     assert result.status == "error" and not result.killed and result.cases_run == 0, result
     assert result.reason.startswith("stale: ") and "update the catalogue to the source" in result.reason
+
+
+def test_the_kill_table_counts_a_stale_patch_kill_as_not_judged(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    stale = {"name": "a", "status": "killed", "cases_run": 1, "killing_status": "error",
+             "explanation": "kernel raised: InvalidInput: mutant 'a': expected 1 occurrence(s) of 'x' in k.py, found 0; "
+                            "update the catalogue to the source"}
+    rows = [stale, {"name": "b", "status": "killed", "cases_run": 3, "explanation": "[FAIL] o"},
+            {"name": "c", "status": "survived", "cases_run": 9}]
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(rows))
+    out = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "ci" / "kill_table.py"), f"x={path}"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "| x | 1 | 2 | 50% | 3 | 0 | 1 |" in out, out
