@@ -244,7 +244,13 @@ def cmd_run(args) -> int:
         f"{len(cases)} of {len(suite.cases)} cases, by {by}"
     console.print(f"jfa-verify run: kernel [bold]{kernel.name}[/], suite {suite.name} ({picked}), {where}"
                   + ("" if args.isolate else ", in-process (--no-isolate)"))
-    console.print(f"  {suite.note}")
+    if len(cases) == len(suite.cases):
+        console.print(f"  {suite.note}")
+    else:  # the note tells of the whole suite; say what of it this run has
+        from .pairs import ROW_PREFIX
+
+        rows = sum(c.name.startswith(ROW_PREFIX) for c in cases)
+        console.print(f"  {suite.note} (the whole suite's; {rows} of them among the {len(cases)} picked)")
     results, interrupted = [], False
     with Verifier(kernel, device, args.reproducers, timeout_s=args.timeout, plugins=args.plugin,
                   isolate=args.isolate, jobs=args.jobs) as verifier, terminate_as_interrupt():

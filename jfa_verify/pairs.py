@@ -28,7 +28,7 @@ from .case import Case
 from .construct import HEADS, build_case, case_cost, head_dims_for, length_cost, lengths_for
 from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, tile_shape
 
-__all__ = ["PairCoverage", "Universe", "VISIBILITY_DIMENSIONS", "computes_scores", "covering_array", "exercised",
+__all__ = ["PairCoverage", "ROW_PREFIX", "Universe", "VISIBILITY_DIMENSIONS", "computes_scores", "covering_array", "exercised",
            "pairs_of", "universe", "visibility_combinations"]
 
 Pair = tuple  # ((dim, cls), (dim, cls)), dims in DIMENSIONS order
@@ -176,9 +176,12 @@ def _length_cost(want: tuple, target: Target) -> Optional[int]:
     return None if found is None else length_cost(found[1], found[2], bm, bn)
 
 
+ROW_PREFIX = "pairs/"  # the name of every covering-array row starts so
+
+
 def _row_name(i: int, case: Case) -> str:
     mask = f"-causal-{case.causal_alignment}" if case.causal else ""
-    return f"pairs/{i:02d}/{case.mode}{mask}/{case.dtype}"
+    return f"{ROW_PREFIX}{i:02d}/{case.mode}{mask}/{case.dtype}"
 
 
 def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] = None) -> list[Case]:
