@@ -304,8 +304,8 @@ def cmd_run(args) -> int:
     if counts["unsupported"] == len(results):        # Nothing was checked: a gate must not read this as a pass.
         print(f"jfa-verify run: error: no case of suite {suite.name!r} is inside the capabilities of kernel "
               f"{kernel.name!r} ({results[0].message}); "
-              + ("`jfa-verify kernels` lists where each kernel runs" if results[0].message.startswith(
-                  ("device=", "compute capability")) else f"try jfa-verify fuzz --kernel {kernel.name}"),
+              + ("`jfa-verify kernels` lists where each kernel runs" if kernel.device_reason(device)
+                 else f"try jfa-verify fuzz --kernel {kernel.name}"),
               file=sys.stderr)
         return EXIT_USAGE
     return int(exit_code_for([r.status for r in results] + ["fail"] * len(findings)))

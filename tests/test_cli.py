@@ -212,9 +212,10 @@ def test_run_counts_coverage_over_the_cases_the_kernel_ran_only(tmp_path, capsys
     report = tmp_path / "r.json"
     rc = main(["run", "--device", "cpu", "--kernel", "gluon_jfa", "--max-cases", "3", "--no-progress",
                "--report", str(report), "--reproducers", str(tmp_path / "repro")])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert rc == 2, out
     assert "contract coverage over 0 case(s)" in out and "(100.0%)" not in out
+    assert "`jfa-verify kernels` lists where each kernel runs" in err, err  # the device is why, not the suite
     assert json.loads(report.read_text())["coverage"]["total"] == 0
 
 
