@@ -85,18 +85,23 @@ def pairs_of(classes: dict) -> set:
 @dataclass
 class Universe:
     """The pairs of a :class:`Target`: ``supported`` (feasible inside the capabilities), ``infeasible``
-    (no valid case), ``unsupported`` (``{class: reason}`` for classes outside the kernel)."""
+    (no valid case), ``unsupported`` (``{class: reason}`` for classes outside the kernel), ``not_on_device``
+    (``{class: reason}`` for classes inside the kernel that it never runs on the target's device: tile shapes,
+    which the interpreter and a GPU pick differently)."""
 
     target: Target
     classes: dict  # dim -> supported classes, in the dimension's order
     supported: set
     infeasible: set
     unsupported: dict = field(default_factory=dict)
+    not_on_device: dict = field(default_factory=dict)
 
     def describe(self) -> str:
         outside = ", ".join(f"{d}={c}" for d, c in sorted(self.unsupported)) or "none"
+        elsewhere = ", ".join(f"{d}={c}" for d, c in sorted(self.not_on_device)) or "none"
         return (f"{len(self.supported)} pairs of classes the kernel supports, {len(self.infeasible)} infeasible "
-                f"by the contract; classes outside the kernel: {outside}")
+                f"by the contract; classes outside the kernel: {outside}; not run on "
+                f"{self.target.device_type}: {elsewhere}")
 
 
 def _feasible(pair: Pair, target: Target) -> bool:
@@ -117,7 +122,7 @@ def universe(target: Target) -> Universe:
 
 def _universe(target: Target) -> Universe:
     caps = target.capabilities
-    classes, unsupported = {}, {}
+    classes, unsupported, not_on_device = {}, {}, {}
     for d in DIMENSIONS:
         ok = []
         for c in d.classes:
@@ -129,7 +134,9 @@ def _universe(target: Target) -> Universe:
             if reason is None and d.name == "tile_shape" and not any(
                     head_dims_for(None, None, caps, lambda hd, hv: tile_shape(target.tiles(hd, hv, dt)) == c)
                     for dt in classes["dtype"]):
-                reason = f"the kernel runs no {c} tiles on {target.device_type} for any head dim and dtype tried"
+                not_on_device[(d.name, c)] = (f"the kernel runs no {c} tiles on {target.device_type} for any head dim "
+                                              "and dtype tried")
+                continue
             if reason is None:
                 ok.append(c)
             else:
@@ -143,7 +150,7 @@ def _universe(target: Target) -> Universe:
                 if _moot(p):
                     continue
                 (supported if _feasible(p, target) else infeasible).add(p)
-    return Universe(target, classes, supported, infeasible, unsupported)
+    return Universe(target, classes, supported, infeasible, unsupported, not_on_device)
 
 
 # ----------------------------------------------------------------------------- the covering array
@@ -402,9 +409,7 @@ class PairCoverage:
         shown = ", ".join(f"{a[0]}={a[1]} x {b[0]}={b[1]}" for a, b in miss[:limit])
         more = f" (+{len(miss) - limit} more)" if len(miss) > limit else ""
         lines.append(f"  pairs never exercised: {shown + more if miss else 'none'}")
-        # The tile shapes a kernel runs depend on the device (the interpreter's tiles are not the GPU's): apart
-        outside = sorted(k for k in self.universe.unsupported if k[0] != "tile_shape")
-        elsewhere = sorted(k for k in self.universe.unsupported if k[0] == "tile_shape")
+        outside, elsewhere = sorted(self.universe.unsupported), sorted(self.universe.not_on_device)
         if outside:
             lines.append("  outside the kernel: " + ", ".join(f"{d}={c}" for d, c in outside))
         if elsewhere:
@@ -421,4 +426,5 @@ class PairCoverage:
             "pairs_infeasible": len(self.universe.infeasible),
             "missing_pairs": [f"{a[0]}={a[1]} x {b[0]}={b[1]}" for a, b in self.missing_pairs],
             "outside_kernel": {f"{d}={c}": r for (d, c), r in sorted(self.universe.unsupported.items())},
+            "not_run_on_device": {f"{d}={c}": r for (d, c), r in sorted(self.universe.not_on_device.items())},
         }

@@ -109,7 +109,8 @@ def test_universe_names_the_infeasible_pairs_and_the_classes_outside_the_kernel(
     } | {(("mask", m), ("window", w)) for m in masks if m.startswith("causal+window")
          for w in ("wider_right", "right_unbounded")} | empty_batch
     # (the interpreter's tiles are 32 x 16 for every shape)
-    assert set(uni.unsupported) == {("dtype", "float8_e4m3fn"), ("tile_shape", "square"), ("tile_shape", "n_larger")}
+    assert set(uni.unsupported) == {("dtype", "float8_e4m3fn")}
+    assert set(uni.not_on_device) == {("tile_shape", "square"), ("tile_shape", "n_larger")}
     assert len(uni.supported) > 1000
     no_gqa = universe(Target(Capabilities(gqa=False, causal_alignments=("top_left",)), "cpu"))
     assert ("heads", "mqa") in no_gqa.unsupported and ("mask", "causal/bottom_right") in no_gqa.unsupported
@@ -265,7 +266,7 @@ def test_tile_shape_is_what_the_kernel_picks_for_the_head_dims_dtype_and_device(
     assert gpu.tiles_of(wide) == (64, 32) and classify(wide, gpu)["tile_shape"] == {"m_larger"}
     assert classify(narrow, cpu_target)["tile_shape"] == {"m_larger"}  # the interpreter's 32 x 16 tiles
     assert universe(cpu_target).classes["tile_shape"] == ["m_larger"]
-    assert "square" in universe(cpu_target).unsupported[("tile_shape", "square")]
+    assert "square" in universe(cpu_target).not_on_device[("tile_shape", "square")]
     # a new user read "outside the kernel: tile_shape=square" as a gap like float8; it is the device's tiles
     lines = PairCoverage(cpu_target).format().splitlines()
     assert lines[-2] == "  outside the kernel: dtype=float8_e4m3fn"
@@ -278,7 +279,7 @@ def test_every_tile_shape_the_kernel_runs_on_the_gpu_meets_every_class(gpu_array
     survived the default suite on the H200 while the CPU, whose tiles are 32 x 16, killed them."""
     gpu, cases = gpu_array
     uni = universe(gpu)
-    assert uni.classes["tile_shape"] == ["square", "m_larger"] and ("tile_shape", "n_larger") in uni.unsupported
+    assert uni.classes["tile_shape"] == ["square", "m_larger"] and ("tile_shape", "n_larger") in uni.not_on_device
     case = build_case({"tile_shape": "m_larger", "head_dim": "odd", "tiles": "multi_tile", "value_dim": "same"}, gpu)
     assert case.head_dim == case.dv > 128 and gpu.tiles_of(case) == (64, 32)
     cov = PairCoverage(gpu).update(cases)
