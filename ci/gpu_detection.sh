@@ -6,6 +6,7 @@
 #   before the contract-coverage model; ci/detection_before.py says how) through ci/detection_before.py.
 # Each stage runs the suite, then the campaign (EXAMPLES, default 200, seed 0), each cut by `timeout` after
 # SUITE_S / CAMPAIGN_S seconds (default 280 each; SIGTERM keeps every verdict that finished in the JSON).
+# ONLY="NAME ..." runs those mutants alone (a repaired one, or those a cut run left without a verdict).
 #
 # Needs allpairspy (pure Python, not on the H200 image): carry it as a wheel (ci/gpu_env.sh says how).
 # Outputs under ${OUT:-gpu-out}: {after,before}-{suite,campaign}.json (per-mutant verdicts), detection.md (the
@@ -32,6 +33,8 @@ print(cov.summary(), flush=True)
 print("several_waves cases:", cov.class_counts.get(("waves", "several_waves"), 0), "SMs:", t.num_sms)
 PY
 jobs=${JOBS:-12} examples=${EXAMPLES:-200}
+only=()
+[ -n "${ONLY:-}" ] && read -ra only_names <<<"$ONLY" && only=(--only "${only_names[@]}")
 rc_all=0
 for stage in ${STAGES:-after before}; do
   for kind in suite campaign; do
@@ -41,12 +44,12 @@ for stage in ${STAGES:-after before}; do
     if [ "$stage" = after ]; then
       # shellcheck disable=SC2086
       timeout -k 15 "$limit" jfa-verify mutants --catalogue "$cat" --stage "$kind" $extra --device cuda \
-        --jobs "$jobs" --json "$out/after-$kind.json" > "$out/after-$kind.log" 2>&1
+        --jobs "$jobs" "${only[@]}" --json "$out/after-$kind.json" > "$out/after-$kind.log" 2>&1
     else
       # (from / : in the checkout's root, "import jfa_verify" would find this checkout's package)
       (cd / && PYTHONPATH="$root/${BEFORE_SITE:-.gpu/before-site}${PYTHONPATH:+:$PYTHONPATH}" timeout -k 15 "$limit" \
         python3 "$root/ci/detection_before.py" --stage "$kind" --examples "$examples" --device cuda --jobs "$jobs" \
-        --json "$out/before-$kind.json") > "$out/before-$kind.log" 2>&1
+        "${only[@]}" --json "$out/before-$kind.json") > "$out/before-$kind.log" 2>&1
     fi
     rc=$?
     echo "detection: $stage $kind rc=$rc (1 = some mutant survived; 124 = cut by timeout)"
