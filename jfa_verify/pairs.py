@@ -28,8 +28,8 @@ from .case import Case
 from .construct import HEADS, build_case, case_cost, head_dims_for, length_cost, lengths_for
 from .dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, tile_shape
 
-__all__ = ["PairCoverage", "ROW_PREFIX", "Universe", "VISIBILITY_DIMENSIONS", "computes_scores", "covering_array", "exercised",
-           "pairs_of", "universe", "visibility_combinations"]
+__all__ = ["PairCoverage", "ROW_PREFIX", "Universe", "VISIBILITY_DIMENSIONS", "computes_scores", "covering_array",
+           "exercised", "pairs_of", "universe", "visibility_combinations"]
 
 Pair = tuple  # ((dim, cls), (dim, cls)), dims in DIMENSIONS order
 _ORDER = {d.name: i for i, d in enumerate(DIMENSIONS)}
