@@ -250,7 +250,8 @@ def cmd_run(args) -> int:
         from .pairs import ROW_PREFIX
 
         rows = sum(c.name.startswith(ROW_PREFIX) for c in cases)
-        console.print(f"  {suite.note} (the whole suite's; {rows} of them among the {len(cases)} picked)")
+        console.print(f"  {suite.note} (in the whole suite; {rows} of the {len(cases)} case(s) picked here are "
+                      f"covering-array rows)")
     results, interrupted = [], False
     with Verifier(kernel, device, args.reproducers, timeout_s=args.timeout, plugins=args.plugin,
                   isolate=args.isolate, jobs=args.jobs) as verifier, terminate_as_interrupt():

@@ -140,11 +140,11 @@ def test_run_to_a_log_prints_progress_lines_and_unbroken_replay_commands(tmp_pat
     assert "verifying raises_on_two: 2/2 cases (" in out and "by --filter/--max-cases" in out
     # the suite's note tells of the whole suite: a filtered run says how much of it it has (a new user read "145
     # covering-array cases run first" over a run of 2)
-    assert "(the whole suite's; 0 of them among the 2 picked)" in " ".join(out.split())
+    assert "(in the whole suite; 0 of the 2 case(s) picked here are covering-array rows)" in " ".join(out.split())
     replays = [line for line in out.splitlines() if "jfa-verify replay" in line]
     assert replays and all(len(line) > 160 and str(plugin) in line for line in replays), replays
     # the suite note (over 160 characters) on one line: it was folded at "4 / SMs) run first"
-    assert any(line.startswith("  CPU interpreter:") and line.endswith("among the 2 picked)") for line in out.splitlines())
+    assert any(line.startswith("  CPU interpreter:") and line.endswith("picked here are covering-array rows)") for line in out.splitlines())
 
 
 def test_unknown_kernel_is_a_clear_error(capsys):
