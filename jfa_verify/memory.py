@@ -151,7 +151,11 @@ def tracked_allocations(*, fill: Optional[str] = "nan", guard: int = 4096) -> It
             buf[guard: guard + span].fill_(value)
         log.allocations.append(Allocation(buf, guard, span, size, dtype, _caller(),
                                           raw[: guard * item].clone(), raw[(guard + span) * item:].clone()))
-        view = buf.as_strided(size, stride, guard)
+        # A tensor over buf's storage, not an autograd view of buf: a kernel writing into it in place with values
+        # that require grad must see what it would see in a fresh tensor (as a view of a leaf, a write into an
+        # empty slice left a later write raising "a leaf Variable that requires grad is being used in an in-place
+        # operation": the README's example kernel failed the gate so).
+        view = real["empty"]((0,), dtype=dtype, device=device).set_(buf.untyped_storage(), guard, size, stride)
         return view.requires_grad_(requires_grad) if requires_grad else view
 
     def parse(args, kwargs):

@@ -388,6 +388,12 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         return result
     t1 = time.perf_counter()
     result.contract_violations = output_violations(problem, got["o"], got.get("lse")) + changed
+    if backward and isinstance(run.o, torch.Tensor) and run.o.numel() and not run.o.requires_grad:
+        # (a new user's kernel returning o.detach() passed 99 cases with its gradients never judged)
+        result.contract_violations.append(
+            "o does not require grad, so no gradient reaches q, k, v: the kernel declares a backward "
+            "(Capabilities.backward), so dQ, dK, dV are due; return O attached to q, k, v (not detached, not "
+            "computed under torch.no_grad), or register the kernel with backward=False")
     if result.contract_violations:
         result.status = "fail"
         result.seconds["kernel"] = t1 - t0

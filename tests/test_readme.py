@@ -45,3 +45,45 @@ def test_readme_check_ignores_float_digits_but_not_counts_or_words():
     assert comparable(made) != comparable(made.replace("[18, 0, 0]", "[19, 0, 0]"))
     assert comparable(made) != comparable(made.replace("dq:", "dk:"))
     assert comparable("torch 2.13.0, Triton 3.6.0") == "torch 2.13.0, Triton 3.6.0"
+
+
+def test_readme_kernel_passes_the_gates_memory_checks_on_a_first_sequence_that_is_empty(tmp_path):
+    """Regression (a new user's trial): `jfa-verify gate` failed the README's kernel in its canaries and
+    recycled-memory checks: on a guard-banded allocation (then an autograd view of its buffer) the kernel's
+    `o[rows] = ...` into an empty first slice, then into the next, raised "a leaf Variable that requires grad is
+    being used in an in-place operation"."""
+    from jfa_verify import Case, run_case
+    from jfa_verify.registry import get_kernel, load_plugin
+
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"## Gate your own kernel.*?```python\n(.*?)```", text, re.S).group(1)
+    plugin = tmp_path / "my_kernel.py"
+    plugin.write_text(code.replace('"my_jfa"', '"my_jfa_memory"'))
+    load_plugin(plugin)
+    case = Case(kv_lengths=(0, 3), head_dim=32, head_dim_v=33, num_heads_q=4, num_heads_kv=2, dtype="bfloat16",
+                causal=True, causal_alignment="bottom_right", layout="head_dim_strided", values="large_logits")
+    for memory in (None, "nan", "large"):
+        result = run_case(case, get_kernel("my_jfa_memory"), "cpu", memory=memory)
+        assert result.status == "pass", (memory, result.explain())
+
+
+def test_a_kernel_whose_output_is_detached_fails_when_it_declares_a_backward(tmp_path):
+    """Regression (a new user's trial): the README's kernel returning `o.detach(), lse.detach()` passed all 99 cases
+    of `jfa-verify run` and a campaign with its gradients never judged (the backward was skipped without a word)."""
+    from jfa_verify import Case, run_case
+    from jfa_verify.registry import get_kernel, load_plugin
+
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"## Gate your own kernel.*?```python\n(.*?)```", text, re.S).group(1)
+    assert "    return o, lse\n" in code
+    plugin = tmp_path / "detached.py"
+    plugin.write_text(code.replace('"my_jfa"', '"my_jfa_detached"').replace("    return o, lse\n",
+                                                                            "    return o.detach(), lse.detach()\n"))
+    load_plugin(plugin)
+    kernel = get_kernel("my_jfa_detached")
+    case = Case(kv_lengths=(5, 3), head_dim=16, dtype="float32")
+    result = run_case(case, kernel, "cpu")
+    assert result.status == "fail" and "o does not require grad" in result.explain(), result.explain()
+    assert run_case(case, kernel, "cpu", backward=False).status == "pass"  # the forward itself is right
+    empty = Case(kv_lengths=(0, 0), head_dim=16, dtype="float32")  # no row of O: nothing for a gradient to reach
+    assert run_case(empty, kernel, "cpu").status == "pass"
