@@ -344,7 +344,7 @@ class Kernel:
 
         Raises:
             KernelUnavailable: an optional dependency is not installed.
-            KernelConfigError: the loader returned None or something neither callable nor with a
+            KernelConfigError: the loader raised, or returned None or something neither callable nor with a
                 ``launch`` method (a registration mistake, not a finding of the kernel).
         """
         if self._impl is None:
@@ -353,11 +353,19 @@ class Kernel:
                 raise KernelUnavailable(
                     f"kernel {self.name!r} needs {', '.join(missing)}; install it with pip install {' '.join(missing)}"
                 )
-            impl = self.loader()
+            code = getattr(self.loader, "__code__", None)
+            loader = (f"{code.co_filename}:{code.co_firstlineno}" if code is not None else
+                      getattr(self.loader, "__qualname__", repr(self.loader)))
+            try:
+                impl = self.loader()
+            except (KernelUnavailable, KernelConfigError):
+                raise
+            except Exception as e:  # a loader that raises: no case of it can run, so no verdict is the kernel's
+                raise KernelConfigError(
+                    f"kernel {self.name!r}: its load() ({loader}) raised {type(e).__name__}: {e}; fix the loader, or "
+                    f"name a dependency it needs in register_kernel(..., requires=[...]) so that a machine without it "
+                    f"reports the kernel unavailable", self.name) from e
             if impl is None or not (callable(impl) or callable(getattr(impl, "launch", None))):
-                code = getattr(self.loader, "__code__", None)
-                loader = (f"{code.co_filename}:{code.co_firstlineno}" if code is not None else
-                          getattr(self.loader, "__qualname__", repr(self.loader)))
                 raise KernelConfigError(
                     f"kernel {self.name!r}: its load() ({loader}) returned {reprlib.repr(impl)}, not an "
                     f"implementation; make it return the attention function (called as the contract's "

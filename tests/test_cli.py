@@ -63,25 +63,29 @@ def test_broken_kernel_fails_run_with_localized_message_and_replays(tmp_path, ca
     assert rc == 0 and files[0].is_file() and json.loads(files[0].read_text()) == payload
 
 
-@pytest.mark.parametrize("returned, isolate", [("None", "--isolate"), ("42", "--no-isolate")])
-def test_a_load_returning_no_implementation_is_a_usage_error_not_a_finding(tmp_path, capsys, returned, isolate):
+@pytest.mark.parametrize("name, body, said, isolate", [
+    ("returns_none", "return None", "returned None, not an implementation", "--isolate"),
+    ("returns_42", "return 42", "returned 42, not an implementation", "--no-isolate"),
+    # (a new user's trial: a load() raising ImportError failed every case as the kernel's error, exit 1)
+    ("raises_on_load", "raise ImportError('needs my_cuda_ext')", "raised ImportError: needs my_cuda_ext", "--isolate"),
+])
+def test_a_load_returning_no_implementation_is_a_usage_error_not_a_finding(tmp_path, capsys, name, body, said, isolate):
     """Regression: a kernel whose load() returned None failed every case as a kernel error (exit 1, findings)."""
-    name = f"returns_{returned.lower()}"
     plugin = tmp_path / f"{name}.py"
     plugin.write_text("from jfa_verify import Capabilities, register_kernel\n\n\n"
-                      f"@register_kernel({name!r}, capabilities=Capabilities())\ndef load():\n    return {returned}\n")
+                      f"@register_kernel({name!r}, capabilities=Capabilities())\ndef load():\n    {body}\n")
     repro = tmp_path / "repro"
     rc = main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", name, "--max-cases", "1", isolate,
                "--reproducers", str(repro), "--report", str(tmp_path / "r.json"), "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 2, err
-    assert f"kernel {name!r}: its load() ({plugin}:" in err and f"returned {returned}, not an implementation" in err
+    assert f"kernel {name!r}: its load() ({plugin}:" in err and said in err
     assert "Traceback" not in err and not list(repro.glob("*.json"))  # no finding recorded
     # a campaign stops at once with the same error (nothing to shrink), exit 2, not "no findings", exit 0
     rc = main(["fuzz", "--device", "cpu", "--plugin", str(plugin), "--kernel", name, "--max-examples", "2", isolate,
                "--seed", "1", "--reproducers", str(repro), "--no-progress"])
     out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
-    assert rc == 2 and f"returned {returned}, not an implementation" in out, out
+    assert rc == 2 and said in out, out
     assert not list(repro.glob("*.json"))
 
 
