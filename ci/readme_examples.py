@@ -29,9 +29,10 @@ BLOCK = re.compile(re.escape(MARK) + r"\n```\n\$ (?P<command>[^\n]+)\n(?P<output
 
 
 def normalize(text: str) -> str:
-    """Output that does not depend on the machine: no trailing spaces, temporary folders named ``$TMP``,
-    durations as ``<s>``."""
+    """Output that does not depend on the machine: no trailing spaces, temporary folders named ``$TMP``, this
+    checkout named ``$REPO`` (replay commands print absolute paths), durations as ``<s>``."""
     text = re.sub(r"[ \t]+$", "", text, flags=re.M)
+    text = text.replace(str(ROOT), "$REPO")
     text = re.sub(r"/tmp/jfa-readme-[^/\s]+", "$TMP", text)
     text = re.sub(r"\b\d+\.\d s\b", "<s>", text)
     text = re.sub(r"; \d+ s\.", "; <s>.", text)

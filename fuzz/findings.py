@@ -38,7 +38,8 @@ from jfa_verify.corpus import RUNNING, Corpus, read_case_file
 from jfa_verify.coverage import classify
 from jfa_verify.errors import InvalidInput
 from jfa_verify.protocol import GENERIC_TILES
-from jfa_verify.runner import FAILING_STATUSES, replay_command
+from jfa_verify.corpus import replay_command
+from jfa_verify.runner import FAILING_STATUSES
 
 __all__ = ["Finding", "FindingIndex", "error_kind", "key_of", "list_findings", "mark_finding", "record_example",
            "recover", "running_files", "signature", "size_key", "unreadable_case_files", "verdict_of"]

@@ -29,7 +29,7 @@ from typing import Callable, Optional
 from .bisect_config import StepConfig, read_records, step_script
 from .bisect_report import BisectReport, write_reports
 from .errors import InvalidInput, ToolError
-from .runner import replay_command
+from .corpus import replay_command
 
 __all__ = ["BisectRequest", "run_bisect"]
 

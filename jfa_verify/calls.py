@@ -87,7 +87,7 @@ def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str 
                     plugins: Sequence[str] = ()) -> list[str]:
     """Check each relation, its call file written first under ``corpus`` (None: no files) and kept
     only when the relation breaks; returns one finding line (with the replay command) per broken one."""
-    from .runner import replay_command
+    from .corpus import replay_command
 
     out = []
     for i, relation in enumerate(relations):

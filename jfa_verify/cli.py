@@ -284,20 +284,24 @@ def cmd_run(args) -> int:
                                                                  "unsupported")}
     # Checks across calls (permutation, batch invariance) run in this process: not after a crash or hang,
     # and not on a filtered or interrupted run.
-    relations = ([] if args.filter or args.max_cases or interrupted or counts["crash"] or counts["hang"]
-                 else list(suite.relations))
+    skipped = next((why for why, cond in (("--filter", args.filter), ("--max-cases", args.max_cases),
+                                          ("interrupted", interrupted), ("a crash", counts["crash"]),
+                                          ("a hang", counts["hang"])) if cond), None)
+    relations = [] if skipped else list(suite.relations)
     findings = check_relations(relations, kernel, device, args.reproducers, plugins=args.plugin)
     for line in findings:
         print(line, flush=True)
+    held = (f"relation checks not run ({skipped})" if skipped and suite.relations else
+            f"{len(relations) - len(findings)}/{len(relations)} relation checks held")
     extra = {"interrupted": interrupted, "finished": not interrupted, "cases_planned": len(cases),
-             "pairs": pairs.to_dict(), "relations": findings}
+             "pairs": pairs.to_dict(), "relations": findings,
+             "relation_checks": {"run": len(relations), "broken": len(findings), "not_run_because": skipped}}
     report = write_json(args.report, run_report(results, kernel=kernel.name, device=device, suite_note=suite.note,
                                                 coverage=coverage.to_dict(), extra=extra))
     unjudged = sum(r.unjudged for r in results)
     errors = f"{counts['error']} errors" + (f" ({unjudged} not judged)" if unjudged else "")
     console.print(f"{counts['pass']} passed, {counts['fail']} failed, {errors}, {counts['crash']} crashed, "
-                  f"{counts['hang']} hung, {counts['unsupported']} unsupported; {len(relations) - len(findings)}/"
-                  f"{len(relations)} relation checks held; report: {report}")
+                  f"{counts['hang']} hung, {counts['unsupported']} unsupported; {held}; report: {report}")
     if interrupted:
         print(f"jfa-verify run: interrupted after {len(results)} of {len(cases)} cases (report written)",
               file=sys.stderr)
@@ -360,7 +364,7 @@ def cmd_fuzz(args) -> int:
 
 
 def _print_campaign(report: dict, console) -> None:
-    from .runner import replay_command
+    from .corpus import replay_command
 
     new = set(report["new_findings"])
     console.print(f"campaign on {report['kernel']} ({report['device']}, {report['workers']} worker(s), seed "

@@ -17,13 +17,14 @@ import platform
 import sys
 import threading
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 from .case import Case
 from .errors import InvalidInput
 from .exits import ExitCode
 
-__all__ = ["Corpus", "read_case_file", "environment", "normalize_status", "replay_timeout", "TIMEOUT_EXIT_CODE"]
+__all__ = ["Corpus", "read_case_file", "environment", "normalize_status", "replay_command", "replay_timeout",
+           "TIMEOUT_EXIT_CODE"]
 
 FORMAT = "jfa-verify-case/1"
 TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchdog timeout
@@ -90,7 +91,6 @@ def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
         finally:
             # in-process there is no table or report after this: say which case it was and how to replay it
             try:
-                from .runner import replay_command
 
                 replay = replay_command(path, payload.get("kernel"), payload.get("plugins", ()))
             except Exception:  # the process is ending: the message must not depend on the file being readable
@@ -213,3 +213,32 @@ def read_case_file(path: str | Path) -> tuple[Case, dict]:
         return Case.from_dict(payload["case"]), payload
     except InvalidInput as e:
         raise InvalidInput(f"case file {str(path)!r}: {e}") from None
+
+
+def replay_command(target: "str | Path | Case", kernel: Optional[str], plugins: Iterable[str] = (),
+                   memory: Optional[str] = None, timeout_s: Optional[float] = None) -> str:
+    """The one form of the command that replays a case, as every command prints it.
+
+    Args:
+        target: a case or call file (a path), or a :class:`Case`, given inline (``--case '<json>'``).
+        kernel: the registry name to replay it on; None (a case file that names no kernel) leaves
+            ``--kernel`` out, and ``replay`` takes the file's kernel or its default.
+        plugins: the ``--plugin`` files that register the kernel, in order; none given: the plugin file that
+            registered ``kernel`` (:func:`jfa_verify.registry.plugin_of`), if any.
+        memory: the memory mode the case failed under (``"nan"``/``"large"``, the gate's canary and
+            recycled-memory runs); a case file records it too, an inline case needs ``--memory``.
+        timeout_s: ``--timeout``: the replay runs in a case worker with this limit (an inline case that crashed or
+            hung: in-process, it would take the replaying process down or hold it; a case file records its status).
+
+    Paths are absolute, so that the command works pasted in any folder.
+    """
+    import shlex
+
+    from .registry import plugin_of
+
+    if not plugins and kernel and plugin_of(kernel):
+        plugins = (plugin_of(kernel),)
+    where = f"--case '{target.to_json()}'" if isinstance(target, Case) else shlex.quote(os.path.abspath(target))
+    return (f"jfa-verify replay {where}" + (f" --kernel {kernel}" if kernel else "")
+            + "".join(f" --plugin {shlex.quote(os.path.abspath(p))}" for p in plugins)
+            + (f" --memory {memory}" if memory else "") + (f" --timeout {timeout_s:g}" if timeout_s else ""))

@@ -289,7 +289,7 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
 
 def _campaign_finding(case: str, status: str, explanation: str, path: Optional[str], kernel, plugins) -> Finding:
     """A campaign failure (from one process or from campaign workers) as a gate finding."""
-    from .runner import replay_command
+    from .corpus import replay_command
 
     summary = next((x.strip() for x in explanation.splitlines()[1:] if x.strip()), status)
     return Finding("campaign", case, status, summary, explanation,
@@ -369,7 +369,7 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
 
 def _check_determinism(kernel, device, options, plugins) -> CheckResult:
     from .determinism import check_reruns
-    from .runner import replay_command
+    from .corpus import replay_command
 
     verdicts = [check_reruns(c, kernel, device, reruns=options.reruns)
                 for c in small_cases(kernel, device, options.small_cases, options.seed)]

@@ -464,7 +464,7 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
 def _campaign(matrix: Matrix, kernel, device, corpus, plugins, backward, accept, timeout_s, examples, seed,
               deadline_s, isolate) -> None:
     from .fuzz import run_campaign
-    from .runner import replay_command
+    from .corpus import replay_command
 
     t0 = time.monotonic()
     deadline = None if deadline_s is None else time.time() + max(0.0, deadline_s)

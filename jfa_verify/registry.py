@@ -221,3 +221,14 @@ def load_plugin(path: "str | Path") -> None:
         raise PluginError(f"plugin {_where(e, path)}: {type(e).__name__}: {e}") from None
     if len(_REGISTRY) == registered:  # (a plugin may only patch things; named when a kernel is not found)
         _EMPTY_PLUGINS.append(str(path))
+    for name in list(_REGISTRY)[registered:]:
+        _PLUGIN_OF[name] = str(path)
+
+
+_PLUGIN_OF: dict = {}  # kernel name -> the plugin file that registered it
+
+
+def plugin_of(name: str) -> Optional[str]:
+    """The absolute path of the plugin file (:func:`load_plugin`) that registered kernel ``name``; None for a kernel
+    of an installed package or registered in code."""
+    return _PLUGIN_OF.get(name)

@@ -14,8 +14,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 import torch
 
@@ -31,7 +30,7 @@ from .oracles import padded_sdpa_attention, reference_attention
 from .protocol import PASSES, Kernel, KernelRun
 
 __all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "not_judged", "ran_out_of_memory",
-           "replay_command", "run_case", "poisoned_allocations"]
+           "run_case", "poisoned_allocations"]
 
 # Every verdict a case can get. "crash" and "hang" come from an isolated run
 # (jfa_verify.isolation): the worker process died, or ran past the timeout and was killed.
@@ -70,24 +69,6 @@ def poisoned_allocations():
     finally:
         det.fill_uninitialized_memory = was_fill
         _set_deterministic(was_on, warn_only=was_warn)
-
-
-def replay_command(target: "str | Path | Case", kernel: Optional[str], plugins: Iterable[str] = (),
-                   memory: Optional[str] = None) -> str:
-    """The one form of the command that replays a case, as every command prints it.
-
-    Args:
-        target: a case or call file (a path), or a :class:`Case`, given inline (``--case '<json>'``).
-        kernel: the registry name to replay it on; None (a case file that names no kernel) leaves
-            ``--kernel`` out, and ``replay`` takes the file's kernel or its default.
-        plugins: the ``--plugin`` files that register the kernel, in order.
-        memory: the memory mode the case failed under (``"nan"``/``"large"``, the gate's canary and
-            recycled-memory runs); a case file records it too, an inline case needs ``--memory``.
-    """
-    where = f"--case '{target.to_json()}'" if isinstance(target, Case) else str(target)
-    return (f"jfa-verify replay {where}" + (f" --kernel {kernel}" if kernel else "")
-            + "".join(f" --plugin {p}" for p in plugins)
-            + (f" --memory {memory}" if memory else ""))
 
 
 @dataclass
@@ -148,7 +129,12 @@ class CaseResult:
     def replay_command(self) -> str:
         """The command that replays this case as printed: the reproducer (or the case inline), the kernel,
         and every ``--plugin`` the kernel needs (:func:`replay_command`)."""
-        return replay_command(self.reproducer or self.case, self.kernel, self.plugins, self.memory)
+        from .corpus import HANG_REPLAY_S, replay_command, replay_timeout
+
+        inline_death = self.reproducer is None and self.status in ("crash", "hang")
+        return replay_command(self.reproducer or self.case, self.kernel, self.plugins, self.memory,
+                              replay_timeout({"status": self.status, "verdict": {"seconds": self.seconds}}) or
+                              HANG_REPLAY_S if inline_death else None)
 
     def explain(self) -> str:
         """A multi-line verdict: every failing output with its location, then the replay command."""

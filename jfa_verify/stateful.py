@@ -81,7 +81,8 @@ def call_sequence_machine(kernel, device, *, corpus: "str | Path", case_strategy
         plugins: plugin files the kernel came from (named in the call file).
     """
     from .calls import write_call_file
-    from .runner import replay_command, run_case
+    from .corpus import replay_command
+    from .runner import run_case
     from .strategies import cases
 
     if case_strategy is None:

@@ -145,6 +145,10 @@ def test_run_to_a_log_prints_progress_lines_and_unbroken_replay_commands(tmp_pat
     # the suite's note tells of the whole suite: a filtered run says how much of it it has (a new user read "145
     # covering-array cases run first" over a run of 2)
     assert "(in the whole suite; 0 of the 2 case(s) picked here are covering-array rows)" in " ".join(out.split())
+    # (a new user read "0/0 relation checks held" as checks that ran)
+    assert "relation checks not run (--filter)" in out and "relation checks held" not in out
+    assert json.loads((tmp_path / "r.json").read_text())["relation_checks"] == {
+        "run": 0, "broken": 0, "not_run_because": "--filter"}
     replays = [line for line in out.splitlines() if "jfa-verify replay" in line]
     assert replays and all(len(line) > 160 and str(plugin) in line for line in replays), replays
     # the suite note (over 160 characters) on one line: it was folded at "4 / SMs) run first"

@@ -34,3 +34,33 @@ def test_jfa_corpus_fixture_keeps_failures_only(jfa_corpus, jfa_kernel, jfa_devi
         assert path.is_file()  # written before the kernel runs
         kept = jfa_corpus.record(path, run_case(case, jfa_kernel, jfa_device, backward=False))
     assert kept is None and not path.exists()
+
+
+def test_replay_commands_work_pasted_in_any_folder_and_name_the_plugin_of_the_kernel(tmp_path, monkeypatch,
+                                                                                     misbehaving_plugin):
+    # a new user's trial: a replay command printed with relative paths failed pasted in another folder, and one
+    # printed for a relation check's failing call named no --plugin ("no kernel named 'gqa_bug'")
+    import shlex
+
+    from jfa_verify.case import Case
+    from jfa_verify.corpus import replay_command
+    from jfa_verify.registry import load_plugin
+
+    plugin = misbehaving_plugin("replays_anywhere")
+    load_plugin(plugin)
+    monkeypatch.chdir(plugin.parent)
+    words = shlex.split(replay_command("repro/a b.json", "replays_anywhere"))
+    assert words[:3] == ["jfa-verify", "replay", str(tmp_path / "repro" / "a b.json")]
+    assert words[words.index("--plugin") + 1] == str(plugin)  # the file that registered the kernel
+    assert "--plugin" not in replay_command("x.json", "triton_jfa")  # a built-in needs none
+    inline = shlex.split(replay_command(Case(kv_lengths=(3,)), "triton_jfa", timeout_s=2.4))
+    assert inline[2] == "--case" and inline[-2:] == ["--timeout", "2.4"]
+    from jfa_verify.corpus import HANG_REPLAY_S
+    from jfa_verify.runner import CaseResult
+
+    # an inline crash replayed in-process took the replaying tool down (abort, exit 134, no message)
+    crashed = CaseResult(Case(kv_lengths=(3,)), "triton_jfa", "crash")
+    assert crashed.replay_command().endswith(f"--timeout {HANG_REPLAY_S:g}")
+    hung = CaseResult(Case(kv_lengths=(3,)), "triton_jfa", "hang", seconds={"kernel": 5.0042})
+    assert hung.replay_command().endswith("--timeout 5") and "--timeout" not in CaseResult(
+        Case(kv_lengths=(3,)), "triton_jfa", "fail").replay_command()
