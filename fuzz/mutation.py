@@ -407,6 +407,12 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     if mutant.gpu_only and dev.type != "cuda":
         res.status, res.reason = "skipped", f"gpu-only: {mutant.gpu_reason}"
         return res
+    from jfa_verify.registry import get_kernel
+
+    elsewhere = get_kernel(cat.kernel).device_reason(dev)
+    if elsewhere:  # (the gluon_jfa catalogue on a CPU: every case unsupported, each mutant a "survivor")
+        res.status, res.reason = "skipped", f"the catalogue's kernel {cat.kernel!r} does not run here: {elsewhere}"
+        return res
     if not mutant.scheduler:
         try:  # a patch that no longer applies would fail every case as the kernel's error: a "kill" of nothing
             cat.mutated_source(name)

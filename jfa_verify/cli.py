@@ -768,6 +768,10 @@ def cmd_mutants(args) -> int:
     print(format_table(results))
     if args.json:
         write_json(args.json, [r.to_dict() for r in results])  # in catalogue order
+    if results and all(r.status == "skipped" for r in results):  # a CI step must not read this as all killed
+        print(f"jfa-verify mutants: error: nothing checked: every mutant was skipped on {dev} "
+              f"({results[0].reason}); run them where their kernel runs (`jfa-verify kernels`)", file=sys.stderr)
+        return EXIT_USAGE
     survivors = [r.name for r in results if r.status == "survived"]
     unjudged = [f"{r.name} ({r.reason})" for r in results if r.status == "error"]
     if survivors:

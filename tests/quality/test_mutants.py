@@ -352,3 +352,18 @@ def test_the_kill_table_counts_a_stale_patch_kill_as_not_judged(tmp_path):
     out = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "ci" / "kill_table.py"), f"x={path}"],
                          capture_output=True, text=True, check=True).stdout
     assert "| x | 1 | 2 | 50% | 3 | 0 | 1 |" in out, out
+
+
+def test_mutants_of_a_kernel_that_does_not_run_here_are_skipped_and_nothing_checked_is_exit_2(capsys):
+    # a new user's trial: the gluon_jfa catalogue on a CPU listed its 10 mutants as SURVIVED (exit 1) after 42 s, and
+    # a GPU-only mutant alone gave "0/0 mutants killed (1 gpu-only skipped)", exit 0
+    from jfa_verify.cli import main
+
+    gluon = load_catalogue("gluon_jfa")
+    name = next(iter(gluon.mutants))
+    result = run_mutant(name, catalogue=gluon, device="cpu", stage="suite")
+    assert result.status == "skipped" and "gluon_jfa" in result.reason and "does not run here" in result.reason
+    gpu_only = next(n for n, m in load_catalogue("triton_jfa").mutants.items() if m.gpu_only)
+    for argv in (["--catalogue", "gluon_jfa", "--only", name], ["--only", gpu_only]):
+        assert main(["mutants", "--stage", "suite", "--device", "cpu", *argv]) == 2, argv
+        assert "nothing checked" in capsys.readouterr().err
