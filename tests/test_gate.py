@@ -193,6 +193,10 @@ def test_jobs_run_the_suite_and_the_campaign_in_worker_processes_with_the_same_f
     assert campaign["status"] == "fail" and campaign["findings"], campaign
     assert all(f"--plugin {plugin}" in f["replay"] and Path(f["reproducer"]).is_file() for f in campaign["findings"])
     assert "over 2 workers" in " ".join(campaign["details"])
+    # the campaign's findings are its own draws, not the suite's reproducers replayed (a new user's gate counted
+    # one bug's suite failures again as 47 campaign findings)
+    assert all(Path(f["reproducer"]).parent.name == "campaign" for f in campaign["findings"])
+    assert not {f["case"] for f in campaign["findings"]} & set(want)
 
 
 def test_the_sanitizer_runs_the_kernel_alone_without_the_oracles(monkeypatch, capsys, misbehaving_plugin, jfa_device):
