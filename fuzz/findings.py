@@ -34,11 +34,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from jfa_verify.case import Case
-from jfa_verify.corpus import RUNNING, Corpus, read_case_file
+from jfa_verify.corpus import RUNNING, Corpus, read_case_file, replay_command
 from jfa_verify.coverage import classify
 from jfa_verify.errors import InvalidInput
 from jfa_verify.protocol import GENERIC_TILES
-from jfa_verify.corpus import replay_command
 from jfa_verify.runner import FAILING_STATUSES
 
 __all__ = ["Finding", "FindingIndex", "error_kind", "key_of", "list_findings", "mark_finding", "record_example",
@@ -166,12 +165,15 @@ def unreadable_case_files(root: "str | Path") -> list[tuple[Path, str]]:
     """``(path, why)`` of every case file in a reproducer folder that cannot be read as one (truncated, not
     JSON, a field the contract does not know): campaigns pass over them (a writer may have been killed), but
     a listing must say so, since a finding may be lost in one."""
+    from jfa_verify.calls import read_call_file
+
     out = []
-    for path in Corpus(Path(root)).files():
-        try:
-            read_case_file(path)
-        except (InvalidInput, OSError, ValueError) as e:
-            out.append((path, f"{type(e).__name__}: {e}"[:200]))
+    for files, read in ((Corpus(Path(root)).files(), read_case_file), (Corpus(Path(root)).call_files(), read_call_file)):
+        for path in files:
+            try:
+                read(path)
+            except (InvalidInput, OSError, ValueError) as e:
+                out.append((path, f"{type(e).__name__}: {e}"[:200]))
     return out
 
 
@@ -319,5 +321,28 @@ def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict
             "replay": replay_command(p, d.get("kernel"), _plugins_from_here(d)),
             "found_by": d.get("found_by", "-"),
         })
+    rows.extend(_relation_rows(root, kernel))
     rows.sort(key=lambda r: (-r["examples"], r["kernel"] or "", r["path"]))
+    return rows
+
+
+def _relation_rows(root: Path, kernel: Optional[str]) -> list[dict]:
+    """The broken relation checks and call sequences kept in ``root`` (call files), as finding rows: a new user's
+    ``findings`` rejected the call file ``run`` had written for a broken relation as an unreadable case file."""
+    from jfa_verify.calls import read_call_file
+
+    rows = []
+    for p in Corpus(root).call_files():
+        try:
+            relation, d = read_call_file(p)
+        except InvalidInput:
+            continue  # (named by unreadable_case_files)
+        if d.get("status") not in FAILING_STATUSES or (kernel and d.get("kernel") != kernel):
+            continue
+        rows.append({
+            "id": p.name[:12], "kernel": d.get("kernel"), "status": d["status"],
+            "error_kind": f"relation {relation.name}", "outputs": [], "classes": [], "examples": 1,
+            "case": relation.case.describe(), "path": str(p),
+            "replay": replay_command(p, d.get("kernel"), _plugins_from_here(d)), "found_by": "-",
+        })
     return rows

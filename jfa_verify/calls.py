@@ -87,13 +87,13 @@ def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str 
                     plugins: Sequence[str] = ()) -> list[str]:
     """Check each relation, its call file written first under ``corpus`` (None: no files) and kept
     only when the relation breaks; returns one finding line (with the replay command) per broken one."""
-    from .corpus import replay_command
+    from .corpus import CALL_FILE_SUFFIX, replay_command
 
     out = []
     for i, relation in enumerate(relations):
         path = None
         if corpus is not None:
-            name = f"{relation.case.case_id()}-{relation.name}-{kernel.name}.calls.json"
+            name = f"{relation.case.case_id()}-{relation.name}-{kernel.name}{CALL_FILE_SUFFIX}"
             path = write_call_file(Path(corpus) / name, relation, kernel=kernel.name, device=str(device),
                                    plugins=tuple(plugins))
         finding = relation.check(kernel, device)

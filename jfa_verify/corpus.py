@@ -183,7 +183,17 @@ class Corpus:
         _write_atomic(path, payload)
 
     def files(self) -> list[Path]:
-        return sorted(self.root.glob("*.json")) if self.root.is_dir() else []
+        """The case files (call files, :data:`CALL_FILE_SUFFIX`, are not: :meth:`call_files`)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.glob("*.json") if not p.name.endswith(CALL_FILE_SUFFIX))
+
+    def call_files(self) -> list[Path]:
+        """The call files of relation checks and call sequences (:mod:`jfa_verify.calls`) kept here."""
+        return sorted(self.root.glob(f"*{CALL_FILE_SUFFIX}")) if self.root.is_dir() else []
+
+
+CALL_FILE_SUFFIX = ".calls.json"  # a relation check's or call sequence's file (jfa_verify.calls), beside case files
 
 
 def read_case_file(path: str | Path) -> tuple[Case, dict]:

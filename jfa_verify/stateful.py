@@ -81,7 +81,7 @@ def call_sequence_machine(kernel, device, *, corpus: "str | Path", case_strategy
         plugins: plugin files the kernel came from (named in the call file).
     """
     from .calls import write_call_file
-    from .corpus import replay_command
+    from .corpus import CALL_FILE_SUFFIX, replay_command
     from .runner import run_case
     from .strategies import cases
 
@@ -90,7 +90,7 @@ def call_sequence_machine(kernel, device, *, corpus: "str | Path", case_strategy
         # small on the interpreter; on a GPU the kernel's own tiles decide (40 would never leave a 64-row one)
         case_strategy = cases(kernel, device_type=dev, max_batch=4, max_len=None if dev == "cuda" else 40,
                               offsets_layouts=["contiguous"])
-    path = Path(corpus) / f"sequence-{kernel.name}.calls.json"
+    path = Path(corpus) / f"sequence-{kernel.name}{CALL_FILE_SUFFIX}"
 
     class CallSequence(RuleBasedStateMachine):
         def __init__(self):

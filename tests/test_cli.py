@@ -458,3 +458,22 @@ def test_a_folder_or_a_finding_id_given_as_a_file_says_what_to_give(tmp_path, ca
     assert "a folder; give a file in it" in capsys.readouterr().err
     assert main(["replay", "3d52e5fd07a5", "--device", "cpu"]) == 2
     assert "jfa-verify findings DIR" in capsys.readouterr().err
+
+
+def test_findings_lists_a_broken_relation_check_from_its_call_file(tmp_path, capsys):
+    # a new user's trial: `findings` called the call file that `run` wrote for a broken relation check "not a
+    # readable case file ... a finding may be lost in it", exit 2
+    from jfa_verify.calls import write_call_file
+    from jfa_verify.relations import Relation
+
+    relation = Relation("permutation", Case(kv_lengths=(3, 5), head_dim=16, name="relations/0/self"), ())
+    path = write_call_file(tmp_path / "abc-permutation-triton_jfa.calls.json", relation, kernel="triton_jfa",
+                           device="cpu", status="fail", finding="rows moved")
+    assert main(["findings", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "not a readable" not in captured.err and "relation permutation" in captured.out
+    assert f"replay: jfa-verify replay {path} --kernel triton_jfa" in captured.out
+    assert main(["findings", str(tmp_path), "--kernel", "other"]) == 0
+    capsys.readouterr()
+    path.write_text("{")  # a truncated call file is named, as a truncated case file is
+    assert main(["findings", str(tmp_path)]) == 2 and "a finding may be lost" in capsys.readouterr().err
