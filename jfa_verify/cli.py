@@ -16,6 +16,7 @@ naming it (:class:`~jfa_verify.exits.ExitCode` lists every exit status).
 from __future__ import annotations
 
 import argparse
+import tempfile
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -95,8 +96,17 @@ def new_file(text: str) -> str:
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
-    if not path.resolve().parent.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: folder {str(path.resolve().parent)!r} does not exist; create it first")
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: folder {str(folder)!r} does not exist; create it first")
+    # The file is written beside itself first, then moved into place: try that now, not after the work (a new
+    # user's --report /proc/r.json ended a whole run with a traceback).
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".check"):
+            pass
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"{text}: cannot write in {str(folder)!r} ({e.strerror or e}); give a "
+                                         f"file in a folder you can write to") from None
     return text
 
 
