@@ -419,6 +419,13 @@ def cmd_findings(args) -> int:
         raise UsageError(f"{root!r} is not a folder; give the folder that `run`, `fuzz` or `gate` wrote its "
                          f"reproducers into")
     rows = list_findings(root, args.kernel)
+    if args.kernel and not rows:
+        from .registry import kernel_names
+
+        here = sorted({r["kernel"] for r in list_findings(root) if r["kernel"]})
+        if args.kernel not in here and args.kernel not in kernel_names():  # a typo reads as "no findings", 0
+            raise UsageError(f"--kernel {args.kernel!r}: no kernel of that name is registered or has files in "
+                             f"{root!r} (kernels with findings there: {', '.join(here) or 'none'})")
     if args.json:
         print(json.dumps(rows, indent=2))
     else:

@@ -473,7 +473,8 @@ def test_findings_lists_a_broken_relation_check_from_its_call_file(tmp_path, cap
     captured = capsys.readouterr()
     assert "not a readable" not in captured.err and "relation permutation" in captured.out
     assert f"replay: jfa-verify replay {path} --kernel triton_jfa" in captured.out
-    assert main(["findings", str(tmp_path), "--kernel", "other"]) == 0
-    capsys.readouterr()
+    assert main(["findings", str(tmp_path), "--kernel", "triton_jfa_tf32"]) == 0  # registered, no findings here
+    assert main(["findings", str(tmp_path), "--kernel", "tritn_jfa"]) == 2  # (a typo read as "no findings", 0)
+    assert "kernels with findings there: triton_jfa" in capsys.readouterr().err
     path.write_text("{")  # a truncated call file is named, as a truncated case file is
     assert main(["findings", str(tmp_path)]) == 2 and "a finding may be lost" in capsys.readouterr().err
