@@ -91,6 +91,13 @@ def existing_file(text: str) -> str:
     return text
 
 
+def name_part(text: str) -> str:
+    """A non-empty part of a case name (``--filter``): an empty one matched every case without a word."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is empty; give part of a case name (leave --filter out for all)")
+    return text
+
+
 def new_file(text: str) -> str:
     """A file to write: its folder must exist and it must not be a folder."""
     path = Path(text)
@@ -859,7 +866,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: %(default)s)")
     run.add_argument("--seed", type=seed_int, default=0,
                      help="seed of the suite's values and of its covering array (default: %(default)s)")
-    run.add_argument("--filter", default="", help="only cases whose name contains this text")
+    run.add_argument("--filter", default="", type=name_part, help="only cases whose name contains this text")
     run.add_argument("--max-cases", type=positive_int, default=None,
                      help="run at most this many cases, in the suite's order (covering array first)")
     run.add_argument("--report", default="jfa-report.json", type=new_file,
@@ -1075,7 +1082,7 @@ def build_parser() -> argparse.ArgumentParser:
     mat.add_argument("--accept", action="append", default=[], metavar="CONVENTION", choices=sorted(CONVENTIONS),
                      help="accept a kernel's declared convention (e.g. lse_plus_inf_empty_rows): its findings pass, "
                           "marked accepted")
-    mat.add_argument("--filter", default="", help="only cases whose name contains this text")
+    mat.add_argument("--filter", default="", type=name_part, help="only cases whose name contains this text")
     mat.add_argument("--max-cases", type=positive_int, default=None, help="only the first N cases of the suites")
     mat.add_argument("--seed", type=seed_int, default=0, help="seed of the suites' values and of the campaigns")
     mat.add_argument("--timeout", type=positive_float, default=None,
@@ -1136,7 +1143,7 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--suite", default=None, help="a built-in suite (with --filter, --max-cases)")
     what.add_argument("--campaign", default=None, type=positive_int, metavar="N",
                       help="a Hypothesis campaign of N examples with --seed")
-    bis.add_argument("--filter", default="", help="only suite cases whose name contains this text")
+    bis.add_argument("--filter", default="", type=name_part, help="only suite cases whose name contains this text")
     bis.add_argument("--max-cases", type=positive_int, default=None, help="only the first N suite cases")
     bis.add_argument("--seed", type=seed_int, default=0, help="seed of the suite's values or the campaign (default: 0)")
     bis.add_argument("--perf", action="store_true", help="performance bisect: slower than --good by --threshold")
