@@ -817,7 +817,7 @@ def cmd_bisect(args) -> int:
 
     req = BisectRequest(
         repo=args.repo, good=args.good, bad=args.bad, kernel=args.kernel, plugins=tuple(args.plugin),
-        module=args.module, module_root=args.module_root, case_file=args.case, suite=args.suite, filter=args.filter,
+        module=args.module, module_root=args.module_root, case_file=args.case, suite=args.suite, filter=args.filter or "",
         max_cases=args.max_cases, campaign=args.campaign, seed=args.seed, perf=args.perf, batch=args.batch,
         threshold=args.threshold, confidence=args.confidence, rounds=args.rounds, max_rounds=args.max_rounds,
         block_ms=args.block_ms, perf_backward=args.perf_backward, drift=args.drift, atol=args.atol, build=args.build,
@@ -866,7 +866,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: %(default)s)")
     run.add_argument("--seed", type=seed_int, default=0,
                      help="seed of the suite's values and of its covering array (default: %(default)s)")
-    run.add_argument("--filter", default="", type=name_part, help="only cases whose name contains this text")
+    run.add_argument("--filter", default=None, type=name_part, help="only cases whose name contains this text")
     run.add_argument("--max-cases", type=positive_int, default=None,
                      help="run at most this many cases, in the suite's order (covering array first)")
     run.add_argument("--report", default="jfa-report.json", type=new_file,
@@ -1082,7 +1082,7 @@ def build_parser() -> argparse.ArgumentParser:
     mat.add_argument("--accept", action="append", default=[], metavar="CONVENTION", choices=sorted(CONVENTIONS),
                      help="accept a kernel's declared convention (e.g. lse_plus_inf_empty_rows): its findings pass, "
                           "marked accepted")
-    mat.add_argument("--filter", default="", type=name_part, help="only cases whose name contains this text")
+    mat.add_argument("--filter", default=None, type=name_part, help="only cases whose name contains this text")
     mat.add_argument("--max-cases", type=positive_int, default=None, help="only the first N cases of the suites")
     mat.add_argument("--seed", type=seed_int, default=0, help="seed of the suites' values and of the campaigns")
     mat.add_argument("--timeout", type=positive_float, default=None,
@@ -1143,7 +1143,7 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--suite", default=None, help="a built-in suite (with --filter, --max-cases)")
     what.add_argument("--campaign", default=None, type=positive_int, metavar="N",
                       help="a Hypothesis campaign of N examples with --seed")
-    bis.add_argument("--filter", default="", type=name_part, help="only suite cases whose name contains this text")
+    bis.add_argument("--filter", default=None, type=name_part, help="only suite cases whose name contains this text")
     bis.add_argument("--max-cases", type=positive_int, default=None, help="only the first N suite cases")
     bis.add_argument("--seed", type=seed_int, default=0, help="seed of the suite's values or the campaign (default: 0)")
     bis.add_argument("--perf", action="store_true", help="performance bisect: slower than --good by --threshold")
