@@ -620,7 +620,14 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     for n in names:
         cat[n]  # every name must exist before anything runs
     options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage, max_cases=max_cases)
-    if stage == "suite" and len(names) > 1:
+    from jfa_verify.device import select_device
+    from jfa_verify.registry import get_kernel
+
+    import torch
+
+    if get_kernel(cat.kernel).device_reason(select_device(torch.device(device).type)):
+        isolate = False  # every mutant is skipped (run_mutant says why) before any process or suite is made
+    elif stage == "suite" and len(names) > 1:
         options["shared_suite"] = shared_suite(cat, device, seed)
     report = on_result or (lambda result: None)
     if not (jobs > 1 if isolate is None else isolate):
@@ -653,7 +660,7 @@ def format_table(results: Sequence[MutantResult]) -> str:
     for r in results:
         verdict = r.status if r.status != "killed" else f"killed ({r.stage})"
         if r.status == "skipped":
-            verdict = "gpu-only (skipped)"
+            verdict = "skipped (gpu-only)" if r.reason.startswith("gpu-only") else "skipped (not on this device)"
         lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
             r.name, r.description, verdict, ", ".join(r.outputs) or "-",
             ", ".join(r.input_classes) or "-",
@@ -662,5 +669,5 @@ def format_table(results: Sequence[MutantResult]) -> str:
     killed = sum(r.killed for r in results)
     eligible = sum(r.status != "skipped" for r in results)
     lines.append("")
-    lines.append(f"{killed}/{eligible} mutants killed ({len(results) - eligible} gpu-only skipped)")
+    lines.append(f"{killed}/{eligible} mutants killed ({len(results) - eligible} skipped)")
     return "\n".join(lines)
