@@ -999,7 +999,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=cmd_replay)
 
     ker = sub.add_parser("kernels", help="list registered kernels and whether each runs on this machine's device "
-                         "(why not, if not)")
+                         "(why not, if not)",
+                         description="List the registered kernels (built in, installed packages' entry points, "
+                         "--plugin files) and whether each runs on the device, with the reason when not, from its "
+                         "declared capabilities; entry points that failed to import are named. Exit status: 0; 2 a "
+                         "bad argument (a device torch does not see, a plugin that cannot be loaded).")
     ker.add_argument("--device", choices=("cuda", "cpu"), default=None,
                      help="the device to ask about (default: cuda when available, else the CPU interpreter)")
     ker.add_argument("--plugin", action="append", default=[], type=existing_file, metavar="FILE.py",
@@ -1110,7 +1114,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "seed", "timeout", "deadline", "forward_only", "isolate", "jobs")
     mat.set_defaults(func=cmd_matrix, run_defaults={dest: mat.get_default(dest) for dest in run_options})
 
-    mut = sub.add_parser("mutants", help="mutation testing: the CI profile against each planted-bug kernel")
+    mut = sub.add_parser("mutants", help="mutation testing: the CI profile against each planted-bug kernel",
+                         description="Mutation testing: each planted bug of a catalogue (a one-line change of the "
+                         "kernel's source, or a corrupted scheduler) runs in its own process through the stage's "
+                         "cases up to its first failure: killed, survived, skipped (its kernel does not run on this "
+                         "device, or it needs a GPU) or not judged (the run of it failed, or its patch no longer "
+                         "applies). Exit status: 0 every mutant run was killed; 1 a mutant survived or was not "
+                         "judged; 2 a bad argument, or nothing checked (every mutant skipped); 130 interrupted (the "
+                         "verdicts that finished are kept in --json).")
     mut.add_argument("--catalogue", default="triton_jfa", help="packaged catalogue name or a catalogue JSON file")
     mut.add_argument("--only", nargs="+", action="extend", default=[], metavar="NAME", help="only these mutants")
     mut.add_argument("--max-examples", type=nonneg_int, default=10,

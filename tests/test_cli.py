@@ -124,7 +124,7 @@ def test_every_option_of_every_command_says_what_it_does(capsys):
     assert not {n: b for n, b in bare.items() if b}, bare
     # the commands a CI job or a campaign runs say what their exit statuses mean
     assert all("exit status" in (commands[n].description or "").lower()
-               for n in ("run", "fuzz", "matrix", "replay", "findings", "gate")), "exit statuses"
+               for n in ("run", "fuzz", "matrix", "replay", "findings", "gate", "mutants", "kernels")), "exit statuses"
     assert main(["run", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert all(name in text for name in SUITES) and "Exit status" in text
