@@ -252,6 +252,9 @@ def _check_sequence(cases: Sequence[Case], kernel, device) -> Optional[str]:
 
     for i, case in enumerate(cases):
         result = run_case(case, kernel, device)
+        if result.failed and i == 0:  # (a new user read this as host state carried over; there was none yet)
+            return (f"call 1 of {len(cases)} failed on its own, before any other call: a wrong result of this "
+                    f"case, not state carried between calls:\n" + result.explain())
         if result.failed:
             return (f"call {i + 1} of {len(cases)} failed after {i} earlier call(s) on the same kernel object:\n"
                     + result.explain())

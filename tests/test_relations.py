@@ -166,3 +166,14 @@ def test_the_sequence_of_related_calls_ends_with_the_same_lengths_at_another_hea
     assert last.kv_lengths == CASE.kv_lengths and last.q_lengths == CASE.q_lengths
     assert padded_width(last.head_dim) != padded_width(CASE.head_dim)
     assert len(related_calls(CASE)) == len(calls) - 1  # no capabilities: no head dim is assumed
+
+
+def test_a_sequence_whose_first_call_fails_says_no_state_was_carried(jfa_device):
+    # a new user's stateless kernel, wrong on every call, was reported as breaking "no host state carries over"
+    # ("call 1 of 4 failed after 0 earlier call(s)")
+    def doubled(problem, q, k, v, run):
+        run.o = run.o * 2
+
+    finding = Relation("sequence", CASE, (dataclasses.replace(CASE, seed=9),)).check(
+        _wrapped("planted-always-wrong", doubled), jfa_device)
+    assert finding.startswith("call 1 of 2 failed on its own, before any other call") and "not state" in finding
