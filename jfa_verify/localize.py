@@ -8,7 +8,7 @@ from typing import Optional
 from .contract import JaggedProblem
 from .protocol import TileSizes
 
-__all__ = ["Location", "locate"]
+__all__ = ["Location", "locate", "spread"]
 
 
 @dataclass(frozen=True)
@@ -75,3 +75,32 @@ def locate(problem: JaggedProblem, output: str, index: tuple[int, ...], tiles: O
         return Location(output, index, None, head, None, None, kind)
     token = row - starts[b]
     return Location(output, index, b, head, token, tile(token), kind)
+
+
+def _listed(indices: list, total: int, what: str, most: int = 8) -> str:
+    shown = ", ".join(map(str, indices[:most])) + (f", ... ({len(indices)} in all)" if len(indices) > most else "")
+    return f"{what} {shown} of {total}"
+
+
+def spread(problem: JaggedProblem, output: str, kernel, reference, allowance: float) -> Optional[str]:
+    """Which heads and which sequences of output ``output`` hold a wrong element: one past ``allowance`` from the
+    reference, or non-finite where the reference is not (shapes as :func:`locate`; tensors on any device). A
+    bug's pattern is in it, where the worst element alone hides it: a GQA head map wrong in heads 1 and 2 of 4,
+    a tile-edge bug in the sequences of one length. None when no element is wrong.
+    """
+    import torch
+
+    k, r = kernel.detach().double(), reference.detach().double()
+    bad = ~((k - r).abs() <= allowance) & torch.isfinite(r) | ~torch.isfinite(r) & ~(k == r)
+    if not bool(bad.any()):
+        return None
+    head_axis, row_axis = (0, 1) if output == "lse" else (1, 0)
+    per_head = bad.transpose(0, head_axis).reshape(bad.shape[head_axis], -1).any(1)
+    per_row = bad.transpose(0, row_axis).reshape(bad.shape[row_axis], -1).any(1).cpu()
+    parts = [_listed(per_head.nonzero().flatten().tolist(), bad.shape[head_axis], "heads")]
+    if not (output == "dq" and problem.mode == "broadcast_q"):  # (the dense Q's dQ sums over every sequence)
+        starts, lengths = ((problem.k_starts, problem.k_lengths) if output in ("dk", "dv") else
+                           (problem.q_starts if output == "dq" else problem.out_starts, problem.q_lengths))
+        wrong = [b for b, (s, n) in enumerate(zip(starts, lengths)) if n and bool(per_row[s:s + n].any())]
+        parts.append(_listed(wrong, len(lengths), "sequences"))
+    return "wrong in " + "; ".join(parts)

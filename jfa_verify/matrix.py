@@ -323,7 +323,8 @@ def _symptom(explanation: str) -> str:
     the failing outputs, the worst one (a problem such as NaN before any error over its allowance, then the
     largest error / allowance), as the cell's headroom is; otherwise the first line that says what happened."""
     lines = [line.strip() for line in explanation.splitlines()[1:] if line.strip()]
-    lines = [line for line in lines if not line.startswith(("replay:", "explained by", "accepted", "worst at"))]
+    lines = [line for line in lines
+             if not line.startswith(("replay:", "explained by", "accepted", "worst at", "wrong in"))]
 
     def badness(line: str) -> float:
         m = _OUTPUT_LINE.match(line)

@@ -25,7 +25,7 @@ from .conventions import normalized
 from .contract import JaggedProblem, output_violations
 from .errors import InvalidInput, KernelConfigError, KernelUnavailable, UnsupportedCase
 from .immutability import changed_inputs, copy_keeping_strides, snapshot
-from .localize import Location, locate
+from .localize import Location, locate, spread
 from .oracles import padded_sdpa_attention, reference_attention
 from .protocol import PASSES, Kernel, KernelRun
 
@@ -94,6 +94,7 @@ class CaseResult:
     status: str
     comparisons: list[OutputComparison] = field(default_factory=list)
     locations: dict[str, Location] = field(default_factory=dict)
+    spreads: dict[str, str] = field(default_factory=dict)  # failing output -> its wrong heads and sequences
     message: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
     block_sizes: Optional[tuple[int, int]] = None
@@ -168,6 +169,8 @@ class CaseResult:
                 lines.append(
                     f"      worst at {where.describe()}: kernel {c.kernel_value!r}, reference {c.reference_value!r}"
                 )
+            if c.name in self.spreads:
+                lines.append(f"      {self.spreads[c.name]}")
         if self.failed:
             lines.append(f"  replay: {self.replay_command()}")
         return "\n".join(lines)
@@ -203,6 +206,7 @@ class CaseResult:
                     "kernel_value": c.kernel_value,
                     "reference_value": c.reference_value,
                     "location": self.locations[c.name].describe() if c.name in self.locations else None,
+                    "spread": self.spreads.get(c.name),
                 }
                 for c in self.comparisons
             },
@@ -441,6 +445,10 @@ def _compare_outputs(result: CaseResult, problem: JaggedProblem, got: dict, ref:
         result.comparisons.append(cmp)
         if cmp.worst_index is not None:
             result.locations[out_name] = locate(problem, out_name, cmp.worst_index, tiles)
+        if not cmp.passed and isinstance(got[out_name], torch.Tensor) and got[out_name].shape == ref[out_name].shape:
+            where = spread(problem, out_name, got[out_name], ref[out_name], cmp.allowance)
+            if where:
+                result.spreads[out_name] = where
     return explained_outputs
 
 

@@ -192,3 +192,34 @@ def test_runner_judges_a_tf32_kernel_by_the_tf32_row():
     a, b = {c.name: c for c in plain.comparisons}, {c.name: c for c in tf32.comparisons}
     # same float32 numbers under the interpreter, a wider allowance from the TF32 row
     assert b["o"].kernel_error == a["o"].kernel_error and b["o"].allowance > a["o"].allowance
+
+
+def test_a_failure_names_the_heads_and_sequences_it_is_wrong_in():
+    # a new user's trial: a GQA head map bug (h % H_kv) printed 51 failures, each naming its single worst element;
+    # nothing said "heads 1 and 2 of 4 wrong, 0 and 3 right", which points at the head map at once
+    import dataclasses
+
+    from jfa_verify import Case, run_case
+    from jfa_verify.localize import spread
+    from jfa_verify.protocol import Kernel
+    from jfa_verify.registry import add_kernel, get_kernel
+
+    base = get_kernel("triton_jfa")
+    case = Case(kv_lengths=(5, 0, 9), num_heads_q=4, num_heads_kv=2, head_dim=16, dtype="float32")
+
+    class HeadsSwapped:  # query heads 1 and 2 take each other's output: what an interleaved GQA map gives
+        def launch(self, problem, q, k, v, q_off, k_off, *, instrument=False):
+            run = base.impl.launch(problem, q, k, v, q_off, k_off, instrument=instrument)
+            run.o = run.o[:, [0, 2, 1, 3]]
+            return run
+
+    kernel = add_kernel(Kernel("planted-heads-swapped", "planted", HeadsSwapped, dataclasses.replace(
+        base.capabilities, backward=False), base.tile_sizes_fn))
+    result = run_case(case, kernel, "cpu")
+    assert result.status == "fail" and result.spreads["o"] == "wrong in heads 1, 2 of 4; sequences 0, 2 of 3"
+    assert "      wrong in heads 1, 2 of 4; sequences 0, 2 of 3" in result.explain()
+    assert result.to_dict()["outputs"]["o"]["spread"] == result.spreads["o"]
+    tensors = case.materialize("cpu")
+    problem = case.problem(tensors)
+    ref = torch.zeros(3, 4)
+    assert spread(problem, "lse", ref, ref, 1e-6) is None  # nothing wrong: nothing to say
