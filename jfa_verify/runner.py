@@ -422,6 +422,11 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     return result
 
 
+# Outputs past this many elements get no spread (:func:`~jfa_verify.localize.spread` holds a few float64 copies: a
+# 2^31-element case's would not fit beside its references on an H200).
+SPREAD_MAX_ELEMENTS = 1 << 27
+
+
 def _compare_outputs(result: CaseResult, problem: JaggedProblem, got: dict, ref: dict, sdpa: dict, kernel: Kernel,
                      budgets, tiles) -> list[bool]:
     """Judge each output the kernel returned against the references (into ``result``); returns, per failing
@@ -445,7 +450,8 @@ def _compare_outputs(result: CaseResult, problem: JaggedProblem, got: dict, ref:
         result.comparisons.append(cmp)
         if cmp.worst_index is not None:
             result.locations[out_name] = locate(problem, out_name, cmp.worst_index, tiles)
-        if not cmp.passed and isinstance(got[out_name], torch.Tensor) and got[out_name].shape == ref[out_name].shape:
+        if (not cmp.passed and isinstance(got[out_name], torch.Tensor) and got[out_name].shape == ref[out_name].shape
+                and got[out_name].numel() <= SPREAD_MAX_ELEMENTS):
             where = spread(problem, out_name, got[out_name], ref[out_name], cmp.allowance)
             if where:
                 result.spreads[out_name] = where
