@@ -378,12 +378,7 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         return result
     t1 = time.perf_counter()
     result.contract_violations = output_violations(problem, got["o"], got.get("lse")) + changed
-    if backward and isinstance(run.o, torch.Tensor) and run.o.numel() and not run.o.requires_grad:
-        # (a new user's kernel returning o.detach() passed 99 cases with its gradients never judged)
-        result.contract_violations.append(
-            "o does not require grad, so no gradient reaches q, k, v: the kernel declares a backward "
-            "(Capabilities.backward), so dQ, dK, dV are due; return O attached to q, k, v (not detached, not "
-            "computed under torch.no_grad), or register the kernel with backward=False")
+    detached = backward and isinstance(run.o, torch.Tensor) and not run.o.requires_grad
     if result.contract_violations:
         result.status = "fail"
         result.seconds["kernel"] = t1 - t0
@@ -402,6 +397,13 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         result.seconds["oracles"] = t2 - t1
         stage = "judging the outputs"
         explained_outputs = _compare_outputs(result, problem, got, ref, sdpa, kernel, budgets, tiles)
+        if detached and any(g in ref and bool(ref[g].ne(0).any()) for g in ("dq", "dk", "dv")):
+            # (a new user's kernel returning o.detach() passed 99 cases with its gradients never judged; an O that
+            # no gradient can reach is right only where every true gradient is zero: no sequence with a score)
+            result.contract_violations.append(
+                "o does not require grad, so no gradient reaches q, k, v, and theirs are not all zero: the kernel "
+                "declares a backward (Capabilities.backward); return O attached to q, k, v (not detached, not "
+                "computed under torch.no_grad), or register the kernel with backward=False")
         t3 = time.perf_counter()
         result.seconds["compare"] = t3 - t2
         if run.plan is not None and run.visits is not None:
@@ -411,9 +413,10 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         _sync(device)  # the judging's own device work: an error in it shows in this case, not in the next one
     except Exception as e:
         return not_judged(result, stage, e)
-    if result.failing or result.schedule_violations or result.memory_violations:
+    if result.failing or result.schedule_violations or result.memory_violations or result.contract_violations:
         result.status = "fail"
-    if not all(explained_outputs) or result.schedule_violations or result.memory_violations:
+    if (not all(explained_outputs) or result.schedule_violations or result.memory_violations
+            or result.contract_violations):
         result.conventions = []  # a failure no declared convention explains: the whole case is a plain finding
     elif result.conventions and set(result.conventions) <= set(accept):
         result.status, result.accepted = "pass", True
