@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from jfa_verify.case import Case
-from jfa_verify.corpus import RUNNING, Corpus, read_case_file, replay_command
+from jfa_verify.corpus import RUNNING, Corpus, read_case_file, replay_command, reproducer_folders
 from jfa_verify.coverage import classify
 from jfa_verify.errors import InvalidInput
 from jfa_verify.protocol import GENERIC_TILES
@@ -168,7 +168,9 @@ def unreadable_case_files(root: "str | Path") -> list[tuple[Path, str]]:
     from jfa_verify.calls import read_call_file
 
     out = []
-    for files, read in ((Corpus(Path(root)).files(), read_case_file), (Corpus(Path(root)).call_files(), read_call_file)):
+    folders = reproducer_folders(root)
+    for files, read in (([p for f in folders for p in Corpus(f).files()], read_case_file),
+                        ([p for f in folders for p in Corpus(f).call_files()], read_call_file)):
         for path in files:
             try:
                 read(path)
@@ -300,7 +302,12 @@ def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict
     failure, a killed campaign's shrink step) are listed too, with the id a campaign would give them
     (``found_by`` ``"-"``); ``"running"`` files with status ``running``.
     """
-    root = Path(root)
+    rows = [row for folder in reproducer_folders(root) for row in _folder_rows(folder, kernel)]
+    rows.sort(key=lambda r: (-r["examples"], r["kernel"] or "", r["path"]))
+    return rows
+
+
+def _folder_rows(root: Path, kernel: Optional[str]) -> list[dict]:
     rows = []
     for p, c, d in _case_files(root, kernel):
         status = d.get("status")
@@ -322,7 +329,6 @@ def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict
             "found_by": d.get("found_by", "-"),
         })
     rows.extend(_relation_rows(root, kernel))
-    rows.sort(key=lambda r: (-r["examples"], r["kernel"] or "", r["path"]))
     return rows
 
 

@@ -138,6 +138,14 @@ def folder(text: str) -> str:
     return text
 
 
+def existing_folder(text: str) -> str:
+    """A folder to read (``gate --replay``): it must exist (a missing one was named only after the whole gate ran)."""
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such folder; give the folder an earlier run or campaign wrote "
+                                         f"its case files into")
+    return text
+
+
 def percent(text: str) -> float:
     """``5%`` or ``5`` (percent) -> 0.05."""
     value = _number(float, minimum=0)(text[:-1] if text.endswith("%") else text)
@@ -1051,7 +1059,7 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--perf-baseline", type=existing_file, help="committed timings to compare with (jfa-verify-perf/1)")
     gate.add_argument("--perf-record", type=new_file, help="write this run's timings as a baseline")
     gate.add_argument("--perf-threshold", type=positive_float, default=0.05, help="slowdown tolerated beyond noise")
-    gate.add_argument("--replay", action="append", default=[], type=folder,
+    gate.add_argument("--replay", action="append", default=[], type=existing_folder,
                       help="replay the case files in this folder (e.g. a nightly campaign's artifacts)")
     gate.add_argument("--reproducers", default="jfa-reproducers", type=folder, help="folder for failing-case files")
     gate.add_argument("--timeout", type=positive_float, default=None, help="seconds per case before it is a hang")

@@ -24,7 +24,7 @@ from .errors import InvalidInput
 from .exits import ExitCode
 
 __all__ = ["Corpus", "read_case_file", "environment", "normalize_status", "replay_command", "replay_timeout",
-           "TIMEOUT_EXIT_CODE"]
+           "reproducer_folders", "TIMEOUT_EXIT_CODE"]
 
 FORMAT = "jfa-verify-case/1"
 TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchdog timeout
@@ -191,6 +191,13 @@ class Corpus:
     def call_files(self) -> list[Path]:
         """The call files of relation checks and call sequences (:mod:`jfa_verify.calls`) kept here."""
         return sorted(self.root.glob(f"*{CALL_FILE_SUFFIX}")) if self.root.is_dir() else []
+
+
+def reproducer_folders(root: "str | Path") -> list[Path]:
+    """``root`` and the campaign folder a gate keeps inside it (``root/campaign``, when there is one): where a
+    listing or a replay of what a run, fuzz or gate wrote into ``root`` looks."""
+    root = Path(root)
+    return [root] + ([root / "campaign"] if (root / "campaign").is_dir() else [])
 
 
 CALL_FILE_SUFFIX = ".calls.json"  # a relation check's or call sequence's file (jfa_verify.calls), beside case files

@@ -42,7 +42,7 @@ import torch
 
 from .case import Case
 from .contract import JaggedProblem
-from .corpus import Corpus, environment, read_case_file, replay_timeout
+from .corpus import Corpus, environment, read_case_file, replay_timeout, reproducer_folders
 from .errors import InvalidInput
 from .exits import ExitCode
 from . import sanitizer
@@ -350,7 +350,7 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
 def _check_replay(kernel, device, options, plugins) -> CheckResult:
     from .isolation import CaseWorker, WorkerSpec
 
-    files = [p for d in options.replay_dirs for p in Corpus(d).files()]
+    files = [p for d in options.replay_dirs for f in reproducer_folders(d) for p in Corpus(f).files()]
     if not options.replay_dirs:
         return CheckResult(kernel.name, "replay", "skip", reason="no --replay folder given")
     results = []

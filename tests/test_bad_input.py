@@ -172,7 +172,7 @@ def _cli_cases(tmp_path, broken_plugins):
         (["run", "--device", "tpu"], "--device"), (["run", "--kernel", "nope"], "nope"),
         (["run", "--suite", "nope"], "suite='nope'"), (["run", "--filter", "no-such-case-name", "--report",
                                                          str(tmp_path / "r.json")], "--filter"),
-        (["run", "--bogus"], "--bogus"), (["run", "--filter", ""], "--filter: '' is empty"),
+        (["run", "--bogus"], "--bogus"), (["gate", "--replay", str(tmp_path / "none")], "--replay"), (["run", "--filter", ""], "--filter: '' is empty"),
         (["fuzz", "--max-examples", "0"], "--max-examples"), (["fuzz", "--max-examples", "-5"], "--max-examples"),
         (["fuzz", "--max-examples", "ten"], "--max-examples"), (["fuzz", "--timeout", "-2"], "--timeout"),
         (["fuzz", "--seed", "-1"], "--seed"), (["fuzz", "--reproducers", str(afile)], "--reproducers"),

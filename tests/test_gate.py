@@ -197,6 +197,11 @@ def test_jobs_run_the_suite_and_the_campaign_in_worker_processes_with_the_same_f
     # one bug's suite failures again as 47 campaign findings)
     assert all(Path(f["reproducer"]).parent.name == "campaign" for f in campaign["findings"])
     assert not {f["case"] for f in campaign["findings"]} & set(want)
+    # and a listing of the gate's folder has them (a second trial: `findings REPRODUCERS` did not look there)
+    from jfa_verify.fuzz.findings import list_findings
+
+    listed = {r["path"] for r in list_findings(tmp_path / "repro")}
+    assert {f["reproducer"] for f in campaign["findings"]} <= listed
 
 
 def test_the_sanitizer_runs_the_kernel_alone_without_the_oracles(monkeypatch, capsys, misbehaving_plugin, jfa_device):
