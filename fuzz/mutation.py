@@ -142,6 +142,12 @@ class Catalogue:
             raise InvalidInput(f"mutant={name!r} is not in catalogue {self.name!r}; choose from "
                                f"{sorted(self.mutants)}") from None
 
+    def device_reason(self, device) -> Optional[str]:
+        """Why the catalogue's kernel cannot run on ``device`` (then every mutant is skipped), or None."""
+        from jfa_verify.registry import get_kernel
+
+        return get_kernel(self.kernel).device_reason(device)
+
     def mutated_source(self, name: str) -> str:
         """The edited source of mutant ``name``'s target module.
 
@@ -153,6 +159,7 @@ class Catalogue:
         text = Path(origin).read_text()
         found = text.count(mutant.old)
         if found != mutant.count:
+            # (ci/kill_table.py knows old JSON rows "killed" by this message by its last words: keep them)
             raise InvalidInput(f"mutant {name!r} of catalogue {self.name!r}: expected {mutant.count} occurrence(s) "
                                f"of {mutant.old!r} in {origin}, found {found}; update the catalogue to the source")
         return text.replace(mutant.old, mutant.new)
@@ -407,9 +414,7 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     if mutant.gpu_only and dev.type != "cuda":
         res.status, res.reason = "skipped", f"gpu-only: {mutant.gpu_reason}"
         return res
-    from jfa_verify.registry import get_kernel
-
-    elsewhere = get_kernel(cat.kernel).device_reason(dev)
+    elsewhere = cat.device_reason(dev)
     if elsewhere:  # (the gluon_jfa catalogue on a CPU: every case unsupported, each mutant a "survivor")
         res.status, res.reason = "skipped", f"the catalogue's kernel {cat.kernel!r} does not run here: {elsewhere}"
         return res
@@ -621,11 +626,10 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
         cat[n]  # every name must exist before anything runs
     options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage, max_cases=max_cases)
     from jfa_verify.device import select_device
-    from jfa_verify.registry import get_kernel
 
     import torch
 
-    if get_kernel(cat.kernel).device_reason(select_device(torch.device(device).type)):
+    if cat.device_reason(select_device(torch.device(device).type)):
         isolate = False  # every mutant is skipped (run_mutant says why) before any process or suite is made
     elif stage == "suite" and len(names) > 1:
         options["shared_suite"] = shared_suite(cat, device, seed)

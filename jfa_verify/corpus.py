@@ -24,7 +24,7 @@ from .errors import InvalidInput
 from .exits import ExitCode
 
 __all__ = ["Corpus", "read_case_file", "environment", "normalize_status", "replay_command", "replay_timeout",
-           "reproducer_folders", "TIMEOUT_EXIT_CODE"]
+           "campaign_folder", "reproducer_folders", "TIMEOUT_EXIT_CODE"]
 
 FORMAT = "jfa-verify-case/1"
 TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchdog timeout
@@ -193,11 +193,16 @@ class Corpus:
         return sorted(self.root.glob(f"*{CALL_FILE_SUFFIX}")) if self.root.is_dir() else []
 
 
+def campaign_folder(root: "str | Path") -> Path:
+    """The folder a gate's or a matrix's campaign keeps its corpus in, inside their reproducers ``root``: apart from
+    the suite's case files, which a campaign would otherwise replay first as its own findings."""
+    return Path(root) / "campaign"
+
+
 def reproducer_folders(root: "str | Path") -> list[Path]:
-    """``root`` and the campaign folder a gate keeps inside it (``root/campaign``, when there is one): where a
-    listing or a replay of what a run, fuzz or gate wrote into ``root`` looks."""
-    root = Path(root)
-    return [root] + ([root / "campaign"] if (root / "campaign").is_dir() else [])
+    """``root`` and its :func:`campaign_folder` when there is one: where a listing or a replay of what a run, fuzz,
+    gate or matrix wrote into ``root`` looks."""
+    return [Path(root)] + ([campaign_folder(root)] if campaign_folder(root).is_dir() else [])
 
 
 CALL_FILE_SUFFIX = ".calls.json"  # a relation check's or call sequence's file (jfa_verify.calls), beside case files

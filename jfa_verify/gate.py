@@ -42,7 +42,7 @@ import torch
 
 from .case import Case
 from .contract import JaggedProblem
-from .corpus import Corpus, environment, read_case_file, replay_timeout, reproducer_folders
+from .corpus import Corpus, campaign_folder, environment, read_case_file, replay_timeout, reproducer_folders
 from .errors import InvalidInput
 from .exits import ExitCode
 from . import sanitizer
@@ -304,19 +304,15 @@ def _campaign_status(findings: Sequence[Finding]) -> str:
     return "hang" if statuses & {"timeout", "hang"} else "crash" if "crash" in statuses else "fail"
 
 
-def _campaign_corpus(options) -> Path:
-    """The campaign's own folder under the reproducers: a campaign replays the saved findings of its corpus first,
-    and in the suite's folder it replayed the suite's failures as its own (a new user's gate counted one bug's 51
-    suite failures again as 47 campaign findings)."""
-    return Path(options.reproducers) / "campaign"
-
-
 def _check_campaign(kernel, device, options, plugins) -> CheckResult:
     from .fuzz import run_campaign
 
     if options.jobs > 1:
         return _check_campaign_workers(kernel, device, options, plugins)
-    summary = run_campaign(kernel, max_examples=options.campaign_examples, corpus_dir=_campaign_corpus(options),
+    # (in the suite's folder the campaign replayed the suite's failures as its own: a new user's gate counted one
+    # bug's 51 suite failures again as 47 campaign findings)
+    summary = run_campaign(kernel, max_examples=options.campaign_examples,
+                           corpus_dir=campaign_folder(options.reproducers),
                            device=device, seed=options.seed, timeout_s=options.timeout_s, plugins=plugins,
                            isolate=True)
     if summary.interrupted:  # the campaign kept Ctrl-C to itself; the gate stops too
@@ -332,7 +328,8 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
     """The campaign with ``options.jobs`` campaign workers (``jfa-verify fuzz --workers``) on one database."""
     from .fuzz.workers import FuzzConfig, run_fuzz
 
-    config = FuzzConfig(kernel.name, device.type, str(_campaign_corpus(options)), plugins=tuple(plugins), seed=options.seed,
+    config = FuzzConfig(kernel.name, device.type, str(campaign_folder(options.reproducers)), plugins=tuple(plugins),
+                        seed=options.seed,
                         max_examples=options.campaign_examples, timeout_s=options.timeout_s)
     payload = run_fuzz(config, workers=options.jobs)
     if payload["interrupted"]:  # the campaign kept Ctrl-C (or SIGTERM) to itself; the gate stops too

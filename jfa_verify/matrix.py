@@ -403,6 +403,7 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
     Cells that ran out of device memory are run once more, one at a time, after the kernel's other cells
     (:meth:`jfa_verify.loop.Verifier.verify_all`); the suite note says how many, and how many then ran.
     """
+    from .corpus import campaign_folder
     from .loop import Verifier
 
     start = time.monotonic()
@@ -457,7 +458,7 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
         if campaign_examples and not late():
             # the time left is shared by the campaigns still to run
             share = None if deadline_s is None else (deadline_s - (time.monotonic() - start)) / (len(kernels) - i)
-            _campaign(matrix, kernel, device, Path(reproducers) / "campaign", plugins, backward, accept, timeout_s,
+            _campaign(matrix, kernel, device, campaign_folder(reproducers), plugins, backward, accept, timeout_s,
                       campaign_examples, seed, share, isolate)
     return matrix
 
