@@ -20,6 +20,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
+pytest_plugins = ["pytester"]  # (tests that run a small pytest session of their own)
+
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("dev", max_examples=10, **_COMMON)
 settings.register_profile("ci", max_examples=25, derandomize=True, print_blob=True, **_COMMON)
@@ -35,7 +37,27 @@ def pytest_configure(config):
 
         torch.set_num_threads(1)  # (in case a plugin imported torch before the variables above were set)
 
-    select_device(config.getoption("--jfa-device"))
+    if select_device(config.getoption("--jfa-device")).type == "cuda":
+        # A kernel module keeps the mode of its first import: a CPU test run in-process first in a GPU worker
+        # (inside device_scope) would otherwise leave the shipped kernels interpreted for every later CUDA test.
+        from jfa_verify.registry import get_kernel
+
+        for name in ("triton_jfa", "gluon_jfa"):
+            get_kernel(name).impl
+
+
+@pytest.fixture(autouse=True)
+def _device_choice_restored():
+    """Each test leaves the device choice and ``TRITON_INTERPRET`` as it found them.
+
+    On the H200 (2026-12-02) a test calling ``run_mutant(..., device="cpu")`` in a CUDA worker left
+    ``TRITON_INTERPRET=1`` set; kernel modules that worker imported later were decorated for the interpreter
+    and nine CUDA tests failed with "Cannot call @triton.jit'd outside of the scope of a kernel".
+    """
+    from jfa_verify.device import device_scope
+
+    with device_scope():
+        yield
 
 
 @pytest.fixture

@@ -78,3 +78,28 @@ def test_a_refused_cuda_leaves_no_device_chosen(monkeypatch):
     with pytest.raises(InvalidInput, match="TRITON_INTERPRET"):
         device.select_device("cuda")
     assert device.selected_device() is None
+
+
+def test_a_test_that_selects_the_cpu_leaves_the_next_test_the_callers_choice(pytester):
+    """Regression (H200 GPU tests, 2026-12-02): a test that selected the CPU in-process left ``TRITON_INTERPRET=1``
+    for the tests after it in the same worker (nine CUDA tests then failed on interpreted kernels). The suite's
+    autouse fixture restores the choice; shown here on a pytest run of two tests using this suite's conftest."""
+    from pathlib import Path
+
+    conftest = (Path(__file__).parent / "conftest.py").read_text()
+    pytester.makeconftest(conftest.replace('pytest_plugins = ["pytester"]', ""))
+    pytester.makepyfile(test_two="""
+        import os
+        import torch
+        import jfa_verify.device as device
+
+        def test_a_changes_the_choice():
+            device._chosen = torch.device("meta")  # as select_device would, to a device the next test did not pick
+            os.environ["TRITON_INTERPRET"] = "leaked"
+
+        def test_b_finds_the_choice_of_the_session():
+            assert device.selected_device() == torch.device("cpu")  # the conftest's --jfa-device
+            assert os.environ["TRITON_INTERPRET"] == "1"
+    """)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--jfa-device", "cpu", "test_two.py")
+    result.assert_outcomes(passed=2)
