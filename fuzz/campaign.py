@@ -38,6 +38,7 @@ from hypothesis.database import ExampleDatabase
 from jfa_verify.case import Case
 from jfa_verify.corpus import TIMEOUT_EXIT_CODE, Corpus, read_case_file
 from jfa_verify.coverage import Coverage, classify
+from jfa_verify.device import keeps_device_choice
 from jfa_verify.errors import InvalidInput, KernelConfigError
 
 from .database import CampaignDatabase, open_database
@@ -212,6 +213,7 @@ class _Round:
     keep_last: bool = False  # the last case was a known finding's example: keep its database entry
 
 
+@keeps_device_choice
 def run_campaign(
     kernel,
     *,

@@ -46,6 +46,7 @@ from typing import Callable, Optional, Sequence
 
 from jfa_verify.case import Case
 from jfa_verify.coverage import classify
+from jfa_verify.device import keeps_device_choice
 from jfa_verify.errors import InvalidInput
 from jfa_verify.protocol import Kernel, tiles_for_shape
 
@@ -377,6 +378,7 @@ def _stage_cases(stage: str, kernel, dev, mutant, seed: int):
     return (gpu_only_cases() + cases if mutant.gpu_only else cases), []
 
 
+@keeps_device_choice
 def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device="cpu", max_examples: int = 10,
                seed: int = 0, cases: Optional[Sequence[Case]] = None, stage: str = "targeted",
                corpus_dir: Optional[str] = None, max_cases: Optional[int] = None,
@@ -472,6 +474,7 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     return res
 
 
+@keeps_device_choice
 def shared_suite(catalogue: "Catalogue | str", device, seed: int = 0) -> tuple:
     """``(inputs, cases, relations)``: the default suite of the catalogue's own kernel on ``device``, built once
     for :func:`run_mutant`'s ``shared_suite`` (each mutant process otherwise builds its covering array again:
@@ -599,6 +602,7 @@ def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, case_timeou
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+@keeps_device_choice
 def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "triton_jfa", device="cpu",
                 max_examples: int = 10, seed: int = 0, jobs: int = 1, stage: str = "targeted",
                 isolate: Optional[bool] = None, max_cases: Optional[int] = None,

@@ -5,9 +5,10 @@ Nothing here runs at import time; callers decide when to probe.
 
 from __future__ import annotations
 
+import functools
 import os
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional, TypeVar
 
 import torch
 
@@ -44,6 +45,8 @@ def select_device(name: Optional[str] = None) -> torch.device:
     if device.type == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
         _patch_interpreter_index()
+    else:  # a kernel module imported from now on must compile, even if a CPU choice before left the variable set
+        os.environ.pop("TRITON_INTERPRET", None)
     return device
 
 
@@ -99,6 +102,24 @@ def device_scope() -> Iterator[None]:
             os.environ.pop("TRITON_INTERPRET", None)
         else:
             os.environ["TRITON_INTERPRET"] = interpret
+
+
+_F = TypeVar("_F", bound=Callable)
+
+
+def keeps_device_choice(fn: _F) -> _F:
+    """Run ``fn`` inside :func:`device_scope`: for library functions that take a ``device`` and select it.
+
+    Without it ``run_mutant(..., device="cpu")`` called in a GPU process (a test on the H200) left
+    ``TRITON_INTERPRET=1`` behind, and kernel modules imported afterwards in that process were decorated for
+    the interpreter ("Cannot call @triton.jit'd outside of the scope of a kernel" on CUDA tensors).
+    """
+    @functools.wraps(fn)
+    def scoped(*args, **kwargs):
+        with device_scope():
+            return fn(*args, **kwargs)
+
+    return scoped  # type: ignore[return-value]
 
 
 def interpreting() -> bool:

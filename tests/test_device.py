@@ -103,3 +103,26 @@ def test_a_test_that_selects_the_cpu_leaves_the_next_test_the_callers_choice(pyt
     """)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--jfa-device", "cpu", "test_two.py")
     result.assert_outcomes(passed=2)
+
+
+def test_library_functions_that_select_a_device_leave_the_callers_choice_alone(monkeypatch, tmp_path):
+    """Regression (H200 GPU tests, 2026-12-02): ``run_mutant(..., device="cpu")``, called directly by a test in a
+    CUDA pytest worker, left ``TRITON_INTERPRET=1`` behind; kernel modules that worker imported later were
+    decorated for the interpreter and nine CUDA tests failed with "Cannot call @triton.jit'd outside of the scope
+    of a kernel". ``run_mutant``, ``run_mutants``, ``shared_suite`` and ``run_campaign`` now restore both."""
+    import torch
+
+    from jfa_verify.fuzz.campaign import run_campaign
+    from jfa_verify.fuzz.mutation import load_catalogue, run_mutant, run_mutants
+
+    gluon = load_catalogue("gluon_jfa")
+    name = next(iter(gluon.mutants))
+    calls = [lambda: run_mutant(name, catalogue=gluon, device="cpu", stage="suite"),
+             lambda: run_mutants([name], catalogue="gluon_jfa", device="cpu", stage="suite"),
+             lambda: run_campaign("triton_jfa", max_examples=1, corpus_dir=str(tmp_path), device="cpu")]
+    for call in calls:
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+        monkeypatch.setattr(device, "_chosen", torch.device("meta"))  # stands in for the caller's CUDA choice
+        call()
+        assert "TRITON_INTERPRET" not in os.environ
+        assert device.selected_device() == torch.device("meta")
