@@ -37,13 +37,15 @@ def pytest_configure(config):
 
         torch.set_num_threads(1)  # (in case a plugin imported torch before the variables above were set)
 
-    if select_device(config.getoption("--jfa-device")).type == "cuda":
+    device = select_device(config.getoption("--jfa-device"))
+    if device.type == "cuda":
         # A kernel module keeps the mode of its first import: a CPU test run in-process first in a GPU worker
         # (inside device_scope) would otherwise leave the shipped kernels interpreted for every later CUDA test.
         from jfa_verify.registry import get_kernel
 
-        for name in ("triton_jfa", "gluon_jfa"):
-            get_kernel(name).impl
+        for kernel in (get_kernel("triton_jfa"), get_kernel("gluon_jfa")):
+            if kernel.device_reason(device) is None:
+                kernel.impl
 
 
 @pytest.fixture(autouse=True)
