@@ -296,6 +296,28 @@ def visible_mask(q_len: int, k_len: int, causal: bool, alignment: str, device,
     return mask
 
 
+def visible_masks(q_lens: torch.Tensor, k_lens: torch.Tensor, rows: int, cols: int, causal: bool, alignment: str,
+                  window: Optional[tuple[int, int]] = None) -> torch.Tensor:
+    """Bool ``[n, rows, cols]``: :func:`visible_mask` of ``n`` sequences at once, padded with False.
+
+    ``q_lens``, ``k_lens``: int tensors ``[n]`` of each sequence's lengths (at most ``rows`` and ``cols``), on
+    the device the masks are made on. Entry ``[s, i, j]`` is True iff ``i < q_lens[s]``, ``j < k_lens[s]`` and
+    query ``i`` of sequence ``s`` may see key ``j``; the same rule as :func:`visible_mask`, one launch per term
+    instead of per sequence.
+    """
+    dev = q_lens.device
+    i = torch.arange(rows, device=dev)[None, :, None]
+    j = torch.arange(cols, device=dev)[None, None, :]
+    q_len, k_len = q_lens[:, None, None], k_lens[:, None, None]
+    mask = (i < q_len) & (j < k_len)
+    lo, hi = _diagonal_bounds(i, q_len, k_len, causal, alignment, window)
+    if lo is not None:
+        mask &= j >= lo
+    if hi is not None:
+        mask &= j < hi
+    return mask
+
+
 # ----------------------------------------------------------------------------- inputs
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from jfa_verify.contract import JaggedProblem, visible_mask
+from jfa_verify.contract import JaggedProblem, visible_mask, visible_masks
 
-__all__ = ["expand_kv_heads", "reduce_kv_heads", "sequence_slices", "visible_mask"]
+__all__ = ["expand_kv_heads", "reduce_kv_heads", "sequence_slices", "visible_mask", "visible_masks"]
 
 
 def sequence_slices(problem: JaggedProblem, b: int) -> tuple[slice, slice, slice]:

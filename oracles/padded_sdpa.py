@@ -16,7 +16,7 @@ from jfa_verify.contract import JaggedProblem
 from jfa_verify.dtypes import FORWARD_ONLY
 from jfa_verify.errors import InvalidInput
 
-from ._common import expand_kv_heads, visible_mask
+from ._common import expand_kv_heads, visible_masks
 
 __all__ = ["padded_sdpa_attention"]
 
@@ -56,12 +56,9 @@ def _scatter_grad(x: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, vali
 
 
 def _masks(p: JaggedProblem, device) -> torch.Tensor:
-    lq_max, lk_max = p.max_seqlen_q, p.max_seqlen_k
-    mask = torch.zeros(p.batch, lq_max, lk_max, dtype=torch.bool, device=device)
-    for b in range(p.batch):
-        lq, lk = p.q_lengths[b], p.k_lengths[b]
-        mask[b, :lq, :lk] = visible_mask(lq, lk, p.causal, p.causal_alignment, device, p.window)
-    return mask
+    lengths = torch.tensor([p.q_lengths, p.k_lengths], device=device).reshape(2, p.batch)
+    return visible_masks(lengths[0], lengths[1], p.max_seqlen_q, p.max_seqlen_k, p.causal, p.causal_alignment,
+                         p.window)
 
 
 # Largest padded score block the LSE is computed from at once (elements; 1 GiB in float32).

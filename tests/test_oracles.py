@@ -191,3 +191,37 @@ def test_padded_oracle_gradients_land_on_the_rows_read_and_nowhere_else():
         assert sdpa[name].shape == ref[name].shape
         _finite_close(sdpa[name], ref[name], 2e-5)
         assert not sdpa[name][:6].any(), name  # the rows before offsets_start belong to no sequence
+
+
+GROUPED = [
+    Case(kv_lengths=(5, 7, 0, 6, 17, 1, 20, 31, 16), dtype="float32", num_heads_q=6, num_heads_kv=2, head_dim=16,
+         causal=True, causal_alignment="bottom_right", values="large_logits", seed=5),
+    Case(kv_lengths=(6, 5, 0, 7, 12, 5), mode="cross", q_lengths=(9, 0, 4, 6, 13, 10), dtype="bfloat16",
+         causal=True, causal_alignment="bottom_right", window=(3, 1), head_dim=16, head_dim_v=24, seed=6),
+    Case(kv_lengths=(4, 11, 0, 7, 9, 5), mode="broadcast_q", broadcast_q_len=5, dtype="float32", num_heads_q=3,
+         num_heads_kv=1, head_dim=16, window=(2, 4), seed=7, offsets_start=3),
+]
+
+
+@pytest.mark.parametrize("case", GROUPED, ids=lambda c: c.describe())
+def test_the_reference_padded_in_groups_equals_it_one_sequence_at_a_time(case, monkeypatch):
+    """The float64 reference pads sequences of similar lengths into one batch (``sequence_groups``); with
+    ``GROUP_SCORE_ELEMENTS = 1`` every sequence runs alone, unpadded. Both must give the same outputs,
+    gradients and error-scale terms (to float64 rounding): padded rows and keys add exact zeros."""
+    import jfa_verify.oracles.float64 as mod
+
+    t = case.materialize("cpu")
+    problem = case.problem(t)
+    groups = mod.sequence_groups(problem)
+    assert any(len(g) > 1 for g in groups) and sorted(b for g in groups for b in g) == [
+        b for b in range(problem.batch) if problem.q_lengths[b]]
+    grouped = reference_attention(problem, t.q, t.k, t.v, do=t.do)
+    monkeypatch.setattr(mod, "GROUP_SCORE_ELEMENTS", 1)
+    assert all(len(g) == 1 for g in mod.sequence_groups(problem))
+    alone = reference_attention(problem, t.q, t.k, t.v, do=t.do)
+    assert grouped.keys() == alone.keys()
+    for name in grouped:
+        a, b = grouped[name], alone[name]
+        assert torch.equal(torch.isinf(a), torch.isinf(b)) and not a.isnan().any(), name
+        fin = torch.isfinite(b)
+        assert torch.allclose(a[fin], b[fin], rtol=1e-12, atol=1e-12), name
