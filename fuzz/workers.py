@@ -58,6 +58,9 @@ class FuzzConfig:
 def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], replay: list, deadline: Optional[float],
                  gpu: Optional[str], events, stop) -> None:
     """One campaign worker process: pin the GPU, load the kernel as the coordinator did, search, report."""
+    from jfa_verify.interrupts import exit_with_parent
+
+    exit_with_parent()
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before anything touches CUDA in this process or its children
     from jfa_verify.interrupts import terminate_as_interrupt

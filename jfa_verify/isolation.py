@@ -95,9 +95,13 @@ def release_cached_memory(device) -> bool:
     return True
 
 
-def _serve(conn, spec: WorkerSpec) -> None:
-    """The child: load the kernel as the parent did, then answer one case per message until told to stop."""
+def _serve(conn, spec: WorkerSpec, owner: int) -> None:
+    """The child: load the kernel as ``owner`` (the process that started it) did, then answer one case per message
+    until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
+    from .interrupts import exit_with_parent
+
+    exit_with_parent(owner)  # (a case that hangs never reads the closed pipe that would tell us)
     os.environ.update(spec.env)
     try:
         from .device import select_device
@@ -180,7 +184,8 @@ class CaseWorker:
         t0 = time.perf_counter()
         ctx = _context()
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child, self.spec), daemon=True, name="jfa-verify-case-worker")
+        proc = ctx.Process(target=_serve, args=(child, self.spec, os.getpid()), daemon=True,
+                           name="jfa-verify-case-worker")
         proc.start()
         child.close()
         # Known at once, so that kill() from another thread (Ctrl-C under Verifier.verify_all) ends a child

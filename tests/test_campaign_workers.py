@@ -162,3 +162,33 @@ def test_workers_pinned_to_a_gpu_see_the_gpu_of_that_index_under_cuda_visible_de
     assert [visible_device(i) for i in (0, "1")] == ["2", "3"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1a2b,GPU-3c4d")
     assert visible_device("1") == "GPU-3c4d" and visible_device("MIG-5e6f") == "MIG-5e6f"
+
+
+def test_kill_9_of_the_campaign_process_alone_ends_its_workers(tmp_path, sleepy_plugin):
+    """Regression (a new user's trial): ``kill -9`` of ``jfa-verify fuzz`` itself (not its process group, as an
+    OOM killer or a CI timeout may do) left its campaign workers and their case workers running for good (one at
+    95% of a core in a hanging kernel), writing into the reproducer folder. Workers now end with their parent."""
+    repro = tmp_path / "repro"
+    proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--device", "cpu", "--no-progress",
+                             "--plugin", str(sleepy_plugin), "--kernel", "sleepy", "--workers", "2",
+                             "--max-examples", "5", "--timeout", "120", "--reproducers", str(repro)], cwd=ROOT,
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # a case in flight in the case worker (the sleepy kernel hangs in it): all three processes are up
+        _wait_for(lambda: repro.is_dir() and any(d["status"] == "running" for _, _, d in _files(repro)), proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)  # anything left of the campaign's process group?
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("campaign workers still running 20 s after the campaign process was killed")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
