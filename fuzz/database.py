@@ -21,6 +21,7 @@ from hypothesis.database import (DirectoryBasedExampleDatabase, ExampleDatabase,
                                  ReadOnlyDatabase)
 
 from jfa_verify.errors import InvalidInput
+from jfa_verify.paths import folder_problem
 
 __all__ = ["CampaignDatabase", "open_database", "parse_redis_url"]
 
@@ -62,6 +63,9 @@ def _one(spec: str) -> ExampleDatabase:
     path = Path(spec)
     if path.exists() and not path.is_dir():
         raise InvalidInput(f"--database {spec}: is a file; give a folder (created if missing)")
+    problem = folder_problem(path)
+    if problem:  # (Hypothesis would drop every example it saves there without a word)
+        raise InvalidInput(f"--database {spec}: {problem}; give a folder you can write to (created if missing)")
     return DirectoryBasedExampleDatabase(str(path))
 
 
@@ -74,6 +78,10 @@ def open_database(spec: str, read_from: Sequence[str] = ()) -> ExampleDatabase:
     main = _one(spec)
     if not read_from:
         return main
+    for other in read_from:
+        if "://" not in other and not Path(other).is_dir():
+            raise InvalidInput(f"--read-from {other}: no such folder; give the database folder of another campaign "
+                               f"(its --database, or REPRODUCERS/.hypothesis)")
     return MultiplexedDatabase(main, *(ReadOnlyDatabase(_one(s)) for s in read_from))
 
 

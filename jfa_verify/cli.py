@@ -129,12 +129,18 @@ def png_file(text: str) -> str:
 
 
 def folder(text: str) -> str:
-    """A folder to write into (created if missing, under an existing parent); not a file."""
+    """A folder to write into (created if missing, under an existing parent); not a file; writable (tried now: a new
+    user's ``--reproducers /proc/r`` ended a campaign with a traceback and exit 1, the code of a finding)."""
+    from .paths import folder_problem
+
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a file; give a folder")
     if not path.exists() and not path.resolve().parent.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: parent folder {str(path.resolve().parent)!r} does not exist")
+    problem = folder_problem(path)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text}: {problem}; give a folder you can write to")
     return text
 
 
@@ -350,6 +356,10 @@ def cmd_fuzz(args) -> int:
     console = _console()
     device = select_device(args.device)
     kernel = _kernel(args)
+    elsewhere = kernel.device_reason(device)
+    if elsewhere:  # (else every drawn case is unsupported: a whole --duration spent, then "nothing checked")
+        raise UsageError(f"kernel {kernel.name!r} does not run on {device.type}: {elsewhere}; `jfa-verify kernels` "
+                         f"lists where each kernel runs")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     max_examples = args.max_examples if args.max_examples or args.duration else 100
     gpus = args.gpus
@@ -599,7 +609,7 @@ def cmd_refloor(args) -> int:
 def cmd_replay(args) -> int:
     """Re-run one case; never writes, moves or deletes the file it was given."""
     from .case import Case
-    from .corpus import read_case_file, replay_timeout
+    from .corpus import RUNNING, read_case_file, replay_timeout
     from .device import select_device
     from .runner import run_case
 
@@ -627,13 +637,16 @@ def cmd_replay(args) -> int:
                          f"{' '.join(f'--plugin {p}' for p in recorded)}: add that to the command") from None
     memory = args.memory or payload.get("memory")
     timeout = replay_timeout(payload, args.timeout)
-    if payload.get("status") in ("crash", "hang") or timeout:
-        # A recorded crash or hang replays in a case worker, so it cannot take this command down with it.
+    if payload.get("status") in ("crash", "hang", RUNNING) or timeout:
+        # A recorded crash or hang (or a case whose process died mid-case) replays in a case worker, so it cannot
+        # take this command down with it.
         from .isolation import CaseWorker, WorkerSpec
 
         if timeout and not args.timeout:
             print(f"a recorded hang: replayed with a limit of {timeout:g} s, as long as its run waited "
-                  f"(--timeout S to change)", flush=True)
+                  f"(--timeout S to change)" if payload.get("status") != RUNNING else
+                  f"a case whose run ended mid-case (a crash, a hang or a kill): replayed in a case worker with a "
+                  f"limit of {timeout:g} s (--timeout S to change)", flush=True)
         with CaseWorker(WorkerSpec(kernel.name, device.type, tuple(args.plugin))) as worker:
             result = worker.run(case, timeout, memory=memory)
     else:
@@ -1194,6 +1207,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_OUTPUT_FILES = ("report", "png", "json", "junit", "markdown")
+
+
+def _outputs_apart(args) -> None:
+    """Refuse an output file named like the ``--reproducers`` folder, or two outputs on one file (a new user's
+    ``--reproducers r --report r --png r``: a traceback after the whole campaign, or a PNG silently not written).
+
+    Raises:
+        UsageError: naming the clashing options.
+    """
+    named = {f"--{a}": getattr(args, a) for a in _OUTPUT_FILES if isinstance(getattr(args, a, None), str)}
+    seen: dict = {}
+    folder = getattr(args, "reproducers", None)
+    for option, value in named.items():
+        where = Path(value).resolve()
+        if folder and where == Path(folder).resolve():
+            raise UsageError(f"{option} {value} is the --reproducers folder; give the file another name")
+        if where in seen:
+            raise UsageError(f"{seen[where]} and {option} are both {value}; give each its own file")
+        seen[where] = option
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``jfa-verify`` console script; returns the exit status (:class:`ExitCode`)."""
     try:
@@ -1204,6 +1239,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .interrupts import terminate_as_interrupt
 
     try:
+        _outputs_apart(args)
         # SIGTERM (a CI job's timeout, `kill`) ends any command as Ctrl-C does: exit 130 with what it has
         with device_scope(), terminate_as_interrupt():  # and a caller's own device choice survives the command
             return args.func(args)

@@ -46,9 +46,14 @@ def replay_timeout(payload: dict, timeout_s: Optional[float] = None) -> Optional
     """Seconds a replay of a case file (its ``payload``) may run before it is a hang: ``timeout_s`` when given;
     else, for a recorded hang, as long as its run waited (its verdict's kernel seconds; else
     :data:`HANG_REPLAY_S`), since a hung kernel replayed without a limit holds the replay for as long as it
-    hangs; else None (no limit). The recorded wait is the run's limit plus the watchdog's slack (under 0.1 s),
-    so it is cut to tenths of a second: a limit of 5 s replays with 5 s (not 5.00423), one of 2.4 s with 2.4 s."""
-    if timeout_s or normalize_status(payload.get("status", "")) != "hang":
+    hangs; for a ``"running"`` file (its process died or was killed mid-case: most often a crash or a hang)
+    :data:`HANG_REPLAY_S`; else None (no limit). The recorded wait is the run's limit plus the watchdog's slack
+    (under 0.1 s), so it is cut to tenths of a second: a limit of 5 s replays with 5 s (not 5.00423), one of
+    2.4 s with 2.4 s."""
+    status = normalize_status(payload.get("status", ""))
+    if not timeout_s and status == RUNNING:
+        return HANG_REPLAY_S
+    if timeout_s or status != "hang":
         return timeout_s
     waited = ((payload.get("verdict") or {}).get("seconds") or {}).get("kernel")
     return max(0.1, math.floor(float(waited) * 10) / 10) if waited else HANG_REPLAY_S

@@ -207,12 +207,14 @@ def test_fuzz_finds_and_shrinks_planted_bug_then_replays_from_corpus(tmp_path, c
 
 
 def test_fuzz_where_every_case_is_outside_the_kernel_is_nothing_checked_not_a_pass(tmp_path, capsys):
-    # A new user's CI job fuzzing gluon_jfa (CUDA sm_90 only) on a CPU runner exited 0 with "no findings"
+    # A new user's CI job fuzzing gluon_jfa (CUDA sm_90 only) on a CPU runner exited 0 with "no findings"; a later
+    # trial's --duration 3600 would have spent the hour drawing cases first: it is refused before any case now
     rc = main(["fuzz", "--device", "cpu", "--kernel", "gluon_jfa", "--max-examples", "2", "--seed", "1",
                "--reproducers", str(tmp_path / "r"), "--no-progress"])
     captured = capsys.readouterr()
     assert rc == 2, captured.out
-    assert "nothing checked" in captured.err and "gluon_jfa" in captured.err and "jfa-verify kernels" in captured.err
+    assert "does not run on cpu" in captured.err and "gluon_jfa" in captured.err
+    assert "jfa-verify kernels" in captured.err and not (tmp_path / "r").exists()
 
 
 def test_run_counts_coverage_over_the_cases_the_kernel_ran_only(tmp_path, capsys):
@@ -478,3 +480,48 @@ def test_findings_lists_a_broken_relation_check_from_its_call_file(tmp_path, cap
     assert "kernels with findings there: triton_jfa" in capsys.readouterr().err
     path.write_text("{")  # a truncated call file is named, as a truncated case file is
     assert main(["findings", str(tmp_path)]) == 2 and "a finding may be lost" in capsys.readouterr().err
+
+
+def test_outputs_that_cannot_be_written_are_refused_before_any_work(tmp_path, capsys):
+    """Regression (a new user's trial): ``--reproducers /proc/r`` ended a campaign with a traceback and exit 1 (the
+    code of a finding); ``--database`` under a file or in /proc ran and saved nothing; ``--read-from`` a missing
+    folder was read as empty; ``--report``/``--png`` named like the reproducer folder gave a traceback after the
+    campaign or no PNG; a kernel that does not run on the device spent the whole ``--duration`` first. Each is now
+    a usage error (exit 2) naming the value, before any case runs."""
+    import time
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    repro = str(tmp_path / "r")
+    cases = [(["--reproducers", "/proc/r"], "cannot write in '/proc'"),
+             (["--database", str(afile / "sub")], "is a file, so no folder can be made under it"),
+             (["--database", "/proc/nope"], "cannot write in '/proc'"),
+             (["--read-from", str(tmp_path / "missing")], "no such folder"),
+             (["--reproducers", repro, "--report", repro], "--report"),
+             (["--reproducers", repro, "--png", repro], "is the --reproducers folder"),
+             (["--report", str(tmp_path / "a.json"), "--png", str(tmp_path / "a.json")], "give each its own file"),
+             (["--kernel", "gluon_jfa", "--duration", "600"], "does not run on cpu")]
+    for extra, words in cases:
+        t0 = time.monotonic()
+        assert main(["fuzz", "--device", "cpu", "--max-examples", "1", "--no-progress", *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err, (extra, err)
+        assert time.monotonic() - t0 < 30, extra
+    assert not any(p.name.startswith(".jfa-write-check") for p in tmp_path.iterdir())  # the checks leave nothing
+
+
+def test_fuzz_of_a_kernel_that_declines_every_case_is_nothing_checked_not_a_pass(tmp_path, capsys):
+    """The device check up front cannot know a kernel that runs here but declines every case it is given (raises
+    UnsupportedCase): that campaign still ends as "nothing checked", exit 2, never as a pass."""
+    plugin = tmp_path / "declines.py"
+    plugin.write_text(
+        "from jfa_verify import Capabilities, UnsupportedCase, register_kernel\n\n"
+        "@register_kernel('declines_all', capabilities=Capabilities(backward=False))\n"
+        "def load():\n"
+        "    def forward(*args, **kwargs):\n"
+        "        raise UnsupportedCase('this build takes no case')\n"
+        "    return forward\n")
+    rc = main(["fuzz", "--device", "cpu", "--plugin", str(plugin), "--kernel", "declines_all", "--max-examples", "3",
+               "--seed", "1", "--reproducers", str(tmp_path / "r"), "--no-progress", "--no-isolate"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "nothing checked" in err and "declines_all" in err, err

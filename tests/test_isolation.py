@@ -366,3 +366,26 @@ def test_a_case_worker_returns_a_large_cached_peak_to_the_driver(monkeypatch):
         monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None, n=reserved: n)
         assert isolation.release_cached_memory(torch.device("cuda", 0)) is released
     assert isolation.release_cached_memory(torch.device("cpu")) is False and emptied == [True]
+
+
+def test_replay_of_a_running_file_runs_in_a_case_worker_with_a_limit(tmp_path, misbehaving_plugin, monkeypatch,
+                                                                     capsys):
+    """Regression (a new user's trial): the replay command ``findings`` prints for a ``"running"`` file (its process
+    died mid-case: most often a crash or a hang) ran the case in the replaying process: it hung for good, or
+    aborted with exit 134 and no word. It now runs in a case worker, with a limit."""
+    import jfa_verify.corpus as corpus_mod
+    from jfa_verify.cli import main
+    from jfa_verify.corpus import Corpus
+
+    case = Case(kv_lengths=(5, 6), head_dim=16, dtype="float32")
+    for name, misbehaviour, want in (("aborts", dict(crash="True"), ExitCode.CRASH),
+                                     ("hangs", dict(hang="True"), ExitCode.HANG)):
+        plugin = misbehaving_plugin(name, **misbehaviour)
+        left = Corpus(tmp_path / name).guard(case, name, "cpu", plugins=(str(plugin),))
+        path = left.__enter__()  # never left: the file stays "running", as after a kill -9
+        assert json.loads(path.read_text())["status"] == "running"
+        monkeypatch.setattr(corpus_mod, "HANG_REPLAY_S", 3.0)
+        t0 = time.monotonic()
+        assert main(["replay", str(path), "--device", "cpu", "--plugin", str(plugin)]) == want
+        assert time.monotonic() - t0 < 60
+        assert "ended mid-case" in capsys.readouterr().out
