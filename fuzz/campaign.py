@@ -468,6 +468,15 @@ def run_campaign(
             raise _StopRound()
         _fail(result)
 
+    def cut_short(why: str) -> None:
+        """The campaign ended while a failure was being shrunk: its smallest case so far is kept, marked unshrunk
+        (a new user's two-worker campaign on one bug kept eight findings, each half-shrunk case's incidental
+        classes required of every later match)."""
+        if state.best is not None and not state.cut_short and shrink:
+            state.cut_short = True
+            summary.notes.append(f"shrinking of a {state.best[1].status} stopped by {why}; the smallest case so far "
+                                 f"is kept, matched on its failing outputs alone")
+
     def finish_round() -> None:
         if state.best is None:
             return
@@ -519,6 +528,7 @@ def run_campaign(
             try:
                 run()
             except _StopCampaign:
+                cut_short("the campaign's end (its examples, --duration or a stop)")
                 finish_round()
                 break
             except _Misregistered as e:
@@ -527,11 +537,13 @@ def run_campaign(
                 pass
             except Exception as e:  # Hypothesis's own verdicts (flaky, unsatisfiable): note, next round
                 summary.notes.append(f"round {r}: Hypothesis ended with {type(e).__name__}: {str(e)[:300]}")
+                cut_short(f"Hypothesis's {type(e).__name__}")
             finish_round()
             if state.best is None and summary.generated - before < budget:
                 break  # Hypothesis exhausted the strategy's search space
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was found, leave no running file
         summary.interrupted = True
+        cut_short("an interrupt")
         finish_round()
     finally:
         verifier.close()

@@ -106,3 +106,27 @@ def test_watchdog_marks_a_hung_case_and_exits(tmp_path, sleepy_plugin):
     payload = json.loads(path.read_text())
     assert payload["status"] == "hang" and payload["kernel"] == "sleepy"
     read_case_file(path)  # still a valid, replayable case file
+
+
+def test_a_shrink_cut_short_by_the_campaigns_end_is_kept_as_unshrunk(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial): a failure whose shrinking was stopped by the campaign's end (its examples,
+    --duration, Ctrl-C) was kept as a shrunk finding, so its incidental classes were required of every later
+    failure of the same bug: one bug, eight findings. It is now kept with ``"shrunk": false`` and a note, and
+    matched on its failing outputs alone."""
+    plugin = misbehaving_plugin("wrong_on_two", wrong="B >= 2")
+    load_plugin(str(plugin))
+    kernel = get_kernel("wrong_on_two")
+    shrink_steps = []
+
+    def on_event(event):
+        if event.get("event") == "case" and event.get("phase") == "shrink":
+            shrink_steps.append(event)
+
+    summary = run_campaign(kernel, strategy=cases(kernel, device_type="cpu", max_batch=4, max_len=12,
+                                                  dtypes=["float32"]),
+                           max_examples=50, corpus_dir=str(tmp_path / "r"), device="cpu", seed=3,
+                           on_event=on_event, should_stop=lambda: len(shrink_steps) >= 2)
+    (failure,) = summary.failures
+    assert failure.signature.get("shrunk") is False
+    assert read_case_file(failure.path)[1]["finding"]["shrunk"] is False
+    assert any("stopped by the campaign's end" in n for n in summary.notes), summary.notes
