@@ -194,6 +194,10 @@ def kernel_names() -> list[str]:
 def load_plugin(path: "str | Path") -> None:
     """Import a Python file that registers kernels (out-of-tree or planted-bug kernels). Idempotent per path.
 
+    The file's folder is appended to ``sys.path`` first, so the plugin can import modules beside it (its kernel
+    package, a helper) as a script run from that folder could (a new user's ``from base import attention`` was a
+    ``ModuleNotFoundError``); appended, not put first, so it never shadows an installed package.
+
     Raises:
         PluginError: the file does not exist, is not a file, or raises while importing (syntax or
             import error, a kernel name another kernel has, anything): the message names the file and line.
@@ -210,6 +214,8 @@ def load_plugin(path: "str | Path") -> None:
     if spec is None or spec.loader is None:
         raise PluginError(f"plugin file {str(path)!r} cannot be imported as Python; give a .py file")
     module = importlib.util.module_from_spec(spec)
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
     sys.modules[mod_name] = module
     registered = len(_REGISTRY)
     try:
