@@ -15,6 +15,7 @@ at once) and the JSON report (``report``) and the PNG (``png``) are written.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import multiprocessing
 import os
@@ -23,7 +24,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 __all__ = ["FuzzConfig", "run_fuzz"]
 
@@ -125,21 +126,11 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
         report, png: where to write the JSON report and the PNG of cases and findings over time.
 
     Raises:
-        InvalidInput, PluginError: a bad kernel, plugin, device or database (before any worker starts).
+        InvalidInput, PluginError: a bad kernel, plugin, device or database (before any worker starts), or another
+            campaign running on ``config.corpus_dir`` (:func:`campaign_lock`).
     """
-    from jfa_verify.corpus import environment
-    from jfa_verify.coverage import unsupported_classes
     from jfa_verify.device import select_device
-    from jfa_verify.exits import ExitCode, exit_code_for
-    from jfa_verify.interrupts import terminate_as_interrupt
-    from jfa_verify.loop import Verifier
     from jfa_verify.registry import get_kernel, load_plugin
-    from jfa_verify.report import write_json
-
-    from .campaign import classifier, prepare_corpus, saved_findings
-    from .database import open_database
-    from .findings import list_findings, recover
-    from .progress import CampaignProgress, plot_timeline
 
     device = select_device(config.device_type)
     for p in config.plugins:
@@ -147,6 +138,64 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
     kernel = get_kernel(config.kernel)
     corpus_dir = Path(config.corpus_dir)
     corpus_dir.mkdir(parents=True, exist_ok=True)
+    with campaign_lock(corpus_dir):
+        return _run_fuzz(config, device, kernel, corpus_dir, workers=workers, gpus=gpus, console=console,
+                         interval=interval, report=report, png=png)
+
+
+LOCK_FILE = ".campaign.lock"
+
+
+@contextlib.contextmanager
+def campaign_lock(folder: Path) -> Iterator[None]:
+    """Hold ``folder`` for one campaign (an advisory ``flock`` on its :data:`LOCK_FILE`, released by the system
+    when the process dies, even by ``kill -9``).
+
+    A new user's second campaign on the same folder took the first one's in-flight ``"running"`` file for a
+    killed campaign's leftover, replayed it and kept it as its own finding. Campaigns share examples through
+    ``--database``/``--read-from``, never a reproducer folder.
+
+    Raises:
+        InvalidInput: another live process holds the folder (its pid named).
+    """
+    import fcntl
+
+    from jfa_verify.errors import InvalidInput
+
+    handle = open(folder / LOCK_FILE, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "a process"
+        handle.close()
+        raise InvalidInput(f"--reproducers {folder}: another campaign ({holder}) is running on this folder; wait "
+                           f"for it, or give this one its own folder (add --read-from {folder / '.hypothesis'} to "
+                           f"start from its examples)") from None
+    try:
+        handle.truncate(0)
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # (closing releases the lock)
+
+
+def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: int, gpus: Sequence[str], console,
+              interval: float, report, png) -> dict:
+    """:func:`run_fuzz` once its folder is held."""
+    from jfa_verify.corpus import environment
+    from jfa_verify.coverage import unsupported_classes
+    from jfa_verify.exits import ExitCode, exit_code_for
+    from jfa_verify.interrupts import terminate_as_interrupt
+    from jfa_verify.loop import Verifier
+    from jfa_verify.report import write_json
+
+    from .campaign import classifier, prepare_corpus, saved_findings
+    from .database import open_database
+    from .findings import list_findings, recover
+    from .progress import CampaignProgress, plot_timeline
+
     database = config.database or str(corpus_dir / ".hypothesis")
     open_database(database, config.read_from)  # a bad spec or an absent server fails here, once
     config = FuzzConfig(**{**asdict(config), "database": database})

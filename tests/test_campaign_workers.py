@@ -192,3 +192,21 @@ def test_kill_9_of_the_campaign_process_alone_ends_its_workers(tmp_path, sleepy_
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_a_second_campaign_on_a_folder_in_use_is_refused(tmp_path, capsys):
+    """Regression (a new user's trial): a second campaign on the reproducer folder of a running one replayed the
+    first one's in-flight "running" file as a killed campaign's leftover and kept it as its own finding. The folder
+    is held for the campaign; the second is a usage error naming the holder."""
+    from jfa_verify.cli import main
+    from jfa_verify.fuzz.workers import campaign_lock
+
+    repro = tmp_path / "repro"
+    repro.mkdir()
+    with campaign_lock(repro):  # stands in for the running campaign
+        assert main(["fuzz", "--device", "cpu", "--max-examples", "1", "--no-progress", "--reproducers",
+                     str(repro)]) == 2
+        err = capsys.readouterr().err
+        assert f"another campaign (pid {os.getpid()}) is running on this folder" in err, err
+    assert main(["fuzz", "--device", "cpu", "--max-examples", "1", "--no-progress", "--reproducers", str(repro),
+                 "--no-isolate"]) == 0  # free again once it ends
