@@ -285,15 +285,8 @@ def rows_seeing(first_key: int, end_key: int, q_len: int, k_len: int, causal: bo
 def visible_mask(q_len: int, k_len: int, causal: bool, alignment: str, device,
                  window: Optional[tuple[int, int]] = None) -> torch.Tensor:
     """Bool ``[q_len, k_len]``: True where query ``i`` may see key ``j`` (:func:`key_range` as a mask)."""
-    i = torch.arange(q_len, device=device)[:, None]
-    j = torch.arange(k_len, device=device)[None, :]
-    mask = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
-    lo, hi = _diagonal_bounds(i, q_len, k_len, causal, alignment, window)
-    if lo is not None:
-        mask &= j >= lo
-    if hi is not None:
-        mask &= j < hi
-    return mask
+    lengths = torch.tensor([[q_len], [k_len]], device=device)
+    return visible_masks(lengths[0], lengths[1], q_len, k_len, causal, alignment, window)[0]
 
 
 def visible_masks(q_lens: torch.Tensor, k_lens: torch.Tensor, rows: int, cols: int, causal: bool, alignment: str,
