@@ -16,7 +16,6 @@ naming it (:class:`~jfa_verify.exits.ExitCode` lists every exit status).
 from __future__ import annotations
 
 import argparse
-import tempfile
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -108,12 +107,11 @@ def new_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text}: folder {str(folder)!r} does not exist; create it first")
     # The file is written beside itself first, then moved into place: try that now, not after the work (a new
     # user's --report /proc/r.json ended a whole run with a traceback).
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".check"):
-            pass
-    except OSError as e:
-        raise argparse.ArgumentTypeError(f"{text}: cannot write in {str(folder)!r} ({e.strerror or e}); give a "
-                                         f"file in a folder you can write to") from None
+    from .paths import folder_problem
+
+    problem = folder_problem(folder)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text}: {problem}; give a file in a folder you can write to")
     return text
 
 

@@ -51,10 +51,10 @@ def replay_timeout(payload: dict, timeout_s: Optional[float] = None) -> Optional
     (under 0.1 s), so it is cut to tenths of a second: a limit of 5 s replays with 5 s (not 5.00423), one of
     2.4 s with 2.4 s."""
     status = normalize_status(payload.get("status", ""))
-    if not timeout_s and status == RUNNING:
-        return HANG_REPLAY_S
-    if timeout_s or status != "hang":
+    if timeout_s or status not in ("hang", RUNNING):
         return timeout_s
+    if status == RUNNING:
+        return HANG_REPLAY_S
     waited = ((payload.get("verdict") or {}).get("seconds") or {}).get("kernel")
     return max(0.1, math.floor(float(waited) * 10) / 10) if waited else HANG_REPLAY_S
 

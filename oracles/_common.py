@@ -6,7 +6,8 @@ import torch
 
 from jfa_verify.contract import JaggedProblem, visible_mask, visible_masks
 
-__all__ = ["expand_kv_heads", "reduce_kv_heads", "sequence_slices", "visible_mask", "visible_masks"]
+__all__ = ["expand_kv_heads", "padded_row_index", "reduce_kv_heads", "sequence_slices", "visible_mask",
+           "visible_masks"]
 
 
 def sequence_slices(problem: JaggedProblem, b: int) -> tuple[slice, slice, slice]:
@@ -27,3 +28,13 @@ def reduce_kv_heads(x: torch.Tensor, group: int) -> torch.Tensor:
         return x
     length, heads, dim = x.shape
     return x.reshape(length, heads // group, group, dim).sum(2)
+
+
+def padded_row_index(starts, lengths, width: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(index, valid)``, both ``[n, width]``: row ``starts[s] + i`` of the packed tensor for sequence ``s``, valid
+    for ``i < lengths[s]`` (index 0 on padding, a row that exists whenever some sequence has one)."""
+    pos = torch.arange(width, device=device)[None, :]
+    start = torch.tensor(list(starts), dtype=torch.long, device=device)[:, None]
+    length = torch.tensor(list(lengths), dtype=torch.long, device=device)[:, None]
+    valid = pos < length
+    return torch.where(valid, start + pos, torch.zeros_like(pos)), valid

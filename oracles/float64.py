@@ -21,7 +21,7 @@ import torch
 
 from jfa_verify.contract import JaggedProblem
 
-from ._common import expand_kv_heads, reduce_kv_heads, visible_masks
+from ._common import expand_kv_heads, padded_row_index, reduce_kv_heads, visible_masks
 
 __all__ = ["reference_attention", "sequence_groups"]
 
@@ -48,15 +48,6 @@ def sequence_groups(problem: JaggedProblem) -> list[list[int]]:
         step = max(1, GROUP_SCORE_ELEMENTS // max(1, p.num_heads_q * lq * lk))
         groups += [members[i:i + step] for i in range(0, len(members), step)]
     return groups
-
-
-def _row_index(starts: list[int], lengths: list[int], width: int, dev) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(index, valid)``, both ``[n, width]``: row ``starts[s] + i`` of sequence ``s``, valid for ``i < lengths[s]``
-    (index 0 on padding, a row that exists whenever some sequence of the group has one)."""
-    cols = torch.arange(width, device=dev)[None, :]
-    table = torch.tensor([starts, lengths], device=dev)
-    valid = cols < table[1][:, None]
-    return torch.where(valid, table[0][:, None] + cols, torch.zeros_like(cols)), valid
 
 
 def _gather(x: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, group: int) -> torch.Tensor:
@@ -132,15 +123,16 @@ def reference_attention(
 
     for group in sequence_groups(p):
         n = len(group)
-        lq_max, lk_max = max(p.q_lengths[b] for b in group), max(p.k_lengths[b] for b in group)
-        q_idx, q_ok = _row_index([p.q_starts[b] for b in group], [p.q_lengths[b] for b in group], lq_max, dev)
-        o_idx, _ = _row_index([p.out_starts[b] for b in group], [p.q_lengths[b] for b in group], lq_max, dev)
-        k_idx, k_ok = _row_index([p.k_starts[b] for b in group], [p.k_lengths[b] for b in group], lk_max, dev)
+        q_lens, k_lens = [p.q_lengths[b] for b in group], [p.k_lengths[b] for b in group]
+        lq_max, lk_max = max(q_lens), max(k_lens)
+        q_idx, q_ok = padded_row_index([p.q_starts[b] for b in group], q_lens, lq_max, dev)
+        o_idx, _ = padded_row_index([p.out_starts[b] for b in group], q_lens, lq_max, dev)
+        k_idx, k_ok = padded_row_index([p.k_starts[b] for b in group], k_lens, lk_max, dev)
         qb = _gather(q, q_idx, q_ok, 1)  # [n, Lq, H, D], zero on padded rows
         kb = _gather(k, k_idx, k_ok, g)  # [n, Lk, H, D]: KV heads expanded to the query heads
         vb = _gather(v, k_idx, k_ok, g)
-        lengths = torch.tensor([[p.q_lengths[b], p.k_lengths[b]] for b in group], device=dev)
-        mask = visible_masks(lengths[:, 0], lengths[:, 1], lq_max, lk_max, p.causal, p.causal_alignment,
+        lengths = torch.tensor([q_lens, k_lens], device=dev)
+        mask = visible_masks(lengths[0], lengths[1], lq_max, lk_max, p.causal, p.causal_alignment,
                              p.window)[:, None]  # [n, 1, Lq, Lk], False on padding
         s = torch.einsum("nihd,njhd->nhij", qb, kb) * p.sm_scale
         s = s.masked_fill(~mask, float("-inf"))

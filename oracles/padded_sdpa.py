@@ -16,18 +16,9 @@ from jfa_verify.contract import JaggedProblem
 from jfa_verify.dtypes import FORWARD_ONLY
 from jfa_verify.errors import InvalidInput
 
-from ._common import expand_kv_heads, visible_masks
+from ._common import expand_kv_heads, padded_row_index, visible_masks
 
 __all__ = ["padded_sdpa_attention"]
-
-
-def _pad_index(starts, lengths, max_len: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row index ``[B, max_len]`` into the packed tensor (0 for padding) and the valid mask."""
-    pos = torch.arange(max_len, device=device)[None, :]
-    start = torch.tensor(list(starts), dtype=torch.long, device=device)[:, None]
-    length = torch.tensor(list(lengths), dtype=torch.long, device=device)[:, None]
-    valid = pos < length
-    return torch.where(valid, start + pos, torch.zeros_like(pos)), valid
 
 
 def _gather(x: torch.Tensor, index: torch.Tensor, requires_grad: bool) -> torch.Tensor:
@@ -104,9 +95,9 @@ def padded_sdpa_attention(
     if p.batch == 0 or p.max_seqlen_q == 0 or p.max_seqlen_k == 0:
         return result
 
-    qi, qvalid = _pad_index(p.q_starts, p.q_lengths, p.max_seqlen_q, dev)
-    ki, kvalid = _pad_index(p.k_starts, p.k_lengths, p.max_seqlen_k, dev)
-    oi, _ = _pad_index(p.out_starts, p.q_lengths, p.max_seqlen_q, dev)
+    qi, qvalid = padded_row_index(p.q_starts, p.q_lengths, p.max_seqlen_q, dev)
+    ki, kvalid = padded_row_index(p.k_starts, p.k_lengths, p.max_seqlen_k, dev)
+    oi, _ = padded_row_index(p.out_starts, p.q_lengths, p.max_seqlen_q, dev)
     q_, k_, v_ = (_gather(x, i, do is not None) for x, i in ((q, qi), (k, ki), (v, ki)))
     qp = _pad(q_, qvalid)
     kp = _pad(k_, kvalid, p.group_size)
