@@ -19,3 +19,17 @@ def test_bench_verify_short_cpu_run(tmp_path):
     share = row["breakdown_share"]
     assert share["kernel"] > 0 and share["oracles"] > 0 and 0.5 < sum(share.values()) <= 1.001
     assert "cases/min" in proc.stdout
+
+
+def test_bench_reference_times_both_forms_and_checks_they_agree():
+    """benchmarks/bench_reference.py (the script behind the grouped reference's timings in docs/campaigns.md): both
+    workloads, three timings each, and the grouped and one-at-a-time references agreeing."""
+    import re
+
+    proc = subprocess.run([sys.executable, "benchmarks/bench_reference.py", "--device", "cpu", "--repeats", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for name in ("pareto-256", "campaign-mix"):
+        line = next(x for x in proc.stdout.splitlines() if x.strip().startswith(name))
+        assert re.search(r"grouped [\d.]+ ms, one sequence at a time [\d.]+ ms \(grouped [\d.]+x", line), line
+        assert line.endswith("ok"), line

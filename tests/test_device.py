@@ -126,3 +126,16 @@ def test_library_functions_that_select_a_device_leave_the_callers_choice_alone(m
         call()
         assert "TRITON_INTERPRET" not in os.environ
         assert device.selected_device() == torch.device("meta")
+
+
+def test_selecting_cuda_clears_a_leftover_interpreter_setting(monkeypatch):
+    """Regression (H200 GPU tests, 2026-12-02): ``TRITON_INTERPRET=1`` left by an earlier CPU choice made kernel
+    modules imported after a CUDA choice interpreted. Selecting CUDA now clears it (the GPU stood in for here)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(device, "_pin_triton_compiled", lambda: None)
+    monkeypatch.setattr(device, "_chosen", None)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert device.select_device("cuda") == torch.device("cuda")
+    assert "TRITON_INTERPRET" not in os.environ

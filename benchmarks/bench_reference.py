@@ -1,0 +1,112 @@
+"""Time of the float64 reference (forward and backward) padded in groups, against the same reference one sequence
+at a time, and against the padded SDPA oracle (the other reference every case runs), on one device.
+
+``oracles.float64.reference_attention`` pads sequences of similar lengths into one batch per group
+(``sequence_groups``); with ``GROUP_SCORE_ELEMENTS = 1`` every sequence runs alone, unpadded, as the reference did
+before (about 40 device operations per sequence). Two workloads, random normal inputs (never zeros):
+
+* ``pareto-256``: 256 sequences of Pareto(1.2) lengths (x8, at most 256), causal, H=2, D=32 (H=8, D=128 with
+  ``--device cuda``);
+* ``campaign-mix``: 150 cases drawn from the CPU campaign's own strategy for ``triton_jfa`` (batches of 0 to 5).
+
+Prints median milliseconds per call and the ratios; checks that grouped and one-at-a-time agree to 1e-12
+(exit 1 if not). Usage: ``python benchmarks/bench_reference.py [--device cpu|cuda] [--repeats N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import statistics
+import sys
+import time
+
+import torch
+
+
+def _timed(fn, repeats: int, sync) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def _pareto_problem(device: str):
+    from jfa_verify.contract import validate_inputs
+
+    rng = random.Random(0)
+    torch.manual_seed(0)
+    lengths = [min(256, max(1, int(rng.paretovariate(1.2) * 8))) for _ in range(256)]
+    heads, dim = (8, 128) if device == "cuda" else (2, 32)
+    offsets = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32, device=device)
+    q, k, v, do = (torch.randn(sum(lengths), heads, dim, device=device) for _ in range(4))
+    return [(validate_inputs(q, k, v, offsets, offsets, causal=True), q, k, v, do)]
+
+
+def _campaign_problems(device: str, count: int):
+    from hypothesis import HealthCheck, given, seed, settings
+
+    from jfa_verify.registry import get_kernel
+    from jfa_verify.strategies import cases
+
+    drawn = []
+
+    @seed(1)
+    @settings(max_examples=count, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(cases(get_kernel("triton_jfa"), device_type=device))
+    def collect(case):
+        drawn.append(case)
+
+    collect()
+    problems = []
+    for case in drawn:
+        t = case.materialize(device)
+        problems.append((case.problem(t), t.q, t.k, t.v, t.do))
+    return problems
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args(argv)
+
+    import jfa_verify.oracles.float64 as f64
+    from jfa_verify.device import select_device
+    from jfa_verify.oracles import padded_sdpa_attention
+
+    device = select_device(args.device).type
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    grouped_size = f64.GROUP_SCORE_ELEMENTS
+    status = 0
+    print(f"bench_reference on {device} (median of {args.repeats}; ms per workload, forward and backward)")
+    for name, problems in (("pareto-256", _pareto_problem(device)), ("campaign-mix", _campaign_problems(device, 150))):
+        def run_all(fn):
+            return lambda: [fn(p, q, k, v, do=do) for p, q, k, v, do in problems]
+
+        f64.GROUP_SCORE_ELEMENTS = grouped_size
+        grouped = _timed(run_all(f64.reference_attention), args.repeats, sync)
+        ours = run_all(f64.reference_attention)()
+        f64.GROUP_SCORE_ELEMENTS = 1
+        alone = _timed(run_all(f64.reference_attention), args.repeats, sync)
+        theirs = run_all(f64.reference_attention)()
+        f64.GROUP_SCORE_ELEMENTS = grouped_size
+        sdpa = _timed(run_all(padded_sdpa_attention), args.repeats, sync)
+        worst = max((float((a[n] - b[n]).nan_to_num(posinf=0, neginf=0).abs().max()) if a[n].numel() else 0.0)
+                    for a, b in zip(ours, theirs) for n in a)
+        ok = worst <= 1e-12
+        status |= not ok
+        print(f"  {name}: {len(problems)} problem(s); grouped {grouped:.1f} ms, one sequence at a time {alone:.1f} ms "
+              f"(grouped {alone / grouped:.2f}x as fast), padded SDPA oracle {sdpa:.1f} ms (reference / SDPA "
+              f"{grouped / sdpa:.2f}); largest difference {worst:.1e} {'ok' if ok else 'TOO LARGE'}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
