@@ -213,6 +213,10 @@ class _Round:
     keep_last: bool = False  # the last case was a known finding's example: keep its database entry
 
 
+# Rounds in a row that end in a Hypothesis error without drawing a case before a worker gives up.
+STALLED_ROUNDS = 3
+
+
 @keeps_device_choice
 def run_campaign(
     kernel,
@@ -517,6 +521,7 @@ def run_campaign(
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])
     try:
+        stalled = 0  # rounds in a row that drew no case
         for r in itertools.count():
             if stop_now() or (max_examples is not None and summary.generated >= max_examples):
                 break
@@ -525,6 +530,7 @@ def run_campaign(
             summary.rounds += 1
             before = summary.generated
             run = settings(base, max_examples=budget)(hypothesis_seed(seed + 1000003 * r)(given(case=strategy)(probe)))
+            hypothesis_error = False
             try:
                 run()
             except _StopCampaign:
@@ -538,8 +544,18 @@ def run_campaign(
             except Exception as e:  # Hypothesis's own verdicts (flaky, unsatisfiable): note, next round
                 summary.notes.append(f"round {r}: Hypothesis ended with {type(e).__name__}: {str(e)[:300]}")
                 cut_short(f"Hypothesis's {type(e).__name__}")
+                hypothesis_error = True
             finish_round()
-            if state.best is None and summary.generated - before < budget:
+            stalled = stalled + 1 if summary.generated == before else 0
+            if hypothesis_error:
+                # A round cut short by Hypothesis drew fewer cases than its budget: that says nothing of the search
+                # space (a new user's worker took a FlakyFailure for exhaustion and drew 2 cases in 30 s). Go on,
+                # unless rounds keep ending so without drawing anything.
+                if stalled >= STALLED_ROUNDS:
+                    summary.notes.append(f"stopped: {stalled} rounds in a row ended in Hypothesis errors before "
+                                         f"drawing a case")
+                    break
+            elif state.best is None and summary.generated - before < budget:
                 break  # Hypothesis exhausted the strategy's search space
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was found, leave no running file
         summary.interrupted = True

@@ -69,6 +69,11 @@ def _one(spec: str) -> ExampleDatabase:
     return DirectoryBasedExampleDatabase(str(path))
 
 
+def default_database(corpus_dir: "str | Path") -> str:
+    """The database folder of a campaign given no ``--database``: ``.hypothesis`` in its reproducer folder."""
+    return str(Path(corpus_dir) / ".hypothesis")
+
+
 def open_database(spec: str, read_from: Sequence[str] = ()) -> ExampleDatabase:
     """The database named by ``spec`` (folder or Redis URL), reading through ``read_from`` without writing it.
 

@@ -137,6 +137,10 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
         load_plugin(p)
     kernel = get_kernel(config.kernel)
     corpus_dir = Path(config.corpus_dir)
+    from .database import default_database, open_database
+
+    # a bad spec or an absent server fails here, once, before the folder is made or held
+    open_database(config.database or default_database(corpus_dir), config.read_from)
     corpus_dir.mkdir(parents=True, exist_ok=True)
     with campaign_lock(corpus_dir):
         return _run_fuzz(config, device, kernel, corpus_dir, workers=workers, gpus=gpus, console=console,
@@ -162,6 +166,8 @@ def campaign_lock(folder: Path) -> Iterator[None]:
 
     from jfa_verify.errors import InvalidInput
 
+    from .database import default_database
+
     handle = open(folder / LOCK_FILE, "a+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -170,7 +176,7 @@ def campaign_lock(folder: Path) -> Iterator[None]:
         holder = handle.read().strip() or "a process"
         handle.close()
         raise InvalidInput(f"--reproducers {folder}: another campaign ({holder}) is running on this folder; wait "
-                           f"for it, or give this one its own folder (add --read-from {folder / '.hypothesis'} to "
+                           f"for it, or give this one its own folder (add --read-from {default_database(folder)} to "
                            f"start from its examples)") from None
     try:
         handle.truncate(0)
@@ -192,12 +198,11 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     from jfa_verify.report import write_json
 
     from .campaign import classifier, prepare_corpus, saved_findings
-    from .database import open_database
+    from .database import default_database
     from .findings import list_findings, recover
     from .progress import CampaignProgress, plot_timeline
 
-    database = config.database or str(corpus_dir / ".hypothesis")
-    open_database(database, config.read_from)  # a bad spec or an absent server fails here, once
+    database = config.database or default_database(corpus_dir)
     config = FuzzConfig(**{**asdict(config), "database": database})
     classes_of = classifier(kernel, device.type)
     started = time.time()

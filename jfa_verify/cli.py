@@ -103,6 +103,8 @@ def new_file(text: str) -> str:
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
     folder = path.resolve().parent
+    if folder.exists() and not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {str(folder)!r} is a file, not a folder; give a file in a folder")
     if not folder.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: folder {str(folder)!r} does not exist; create it first")
     # The file is written beside itself first, then moved into place: try that now, not after the work (a new
@@ -378,11 +380,16 @@ def cmd_fuzz(args) -> int:
                         seed=seed, max_examples=max_examples, duration_s=args.duration, timeout_s=args.timeout,
                         backward=not args.forward_only, isolate=args.isolate, shrink_seconds=args.shrink_seconds,
                         covering=args.covering)
+    from .fuzz.database import default_database, open_database
+
+    # the database before the banner: a bad one is a usage error of one line (run_fuzz opens it again, for workers)
+    database = args.database or default_database(args.reproducers)
+    open_database(database, tuple(args.read_from))
     limit = " and ".join(x for x in (f"{max_examples} new cases drawn" if max_examples else "",
                                      f"{args.duration:g} s" if args.duration else "") if x)
     console.print(f"jfa-verify fuzz: kernel [bold]{kernel.name}[/] on {device}, {args.workers} worker(s)"
                   + (f" on GPU(s) {','.join(gpus)}" if gpus else "") + f", up to {limit}, seed {seed} "
-                  f"(repeat the draws with --seed {seed}), database {args.database or args.reproducers + '/.hypothesis'}")
+                  f"(repeat the draws with --seed {seed}), database {database}")
     report = run_fuzz(config, workers=args.workers, gpus=gpus or (), console=None if args.no_progress else console,
                       interval=args.progress_interval, report=args.report, png=args.png)
     _print_campaign(report, console)

@@ -130,3 +130,25 @@ def test_a_shrink_cut_short_by_the_campaigns_end_is_kept_as_unshrunk(tmp_path, m
     assert failure.signature.get("shrunk") is False
     assert read_case_file(failure.path)[1]["finding"]["shrunk"] is False
     assert any("stopped by the campaign's end" in n for n in summary.notes), summary.notes
+
+
+def test_a_round_ended_by_a_hypothesis_error_does_not_retire_the_worker(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial): a round that Hypothesis ended with an error (a FlakyFailure) drew fewer
+    cases than its budget, which the campaign took for an exhausted search space: the worker stopped for good
+    (2 cases in 30 s beside another worker's 287). It now goes on with the next round."""
+    plugin = misbehaving_plugin("correct_here")
+    load_plugin(str(plugin))
+    kernel = get_kernel("correct_here")
+    draws = []
+
+    def once_broken(case):
+        draws.append(case)
+        if len(draws) == 3:  # the first round ends in an error of Hypothesis's run, not of the kernel
+            raise RuntimeError("a strategy error standing in for Hypothesis's FlakyFailure")
+        return case
+
+    strategy = cases(kernel, device_type="cpu", max_batch=2, max_len=8, dtypes=["float32"]).map(once_broken)
+    summary = run_campaign(kernel, strategy=strategy, max_examples=12, corpus_dir=str(tmp_path / "r"),
+                           device="cpu", seed=5)
+    assert any(n.startswith("round 0: Hypothesis ended with") for n in summary.notes), summary.notes
+    assert summary.rounds >= 2 and summary.generated >= 10, (summary.rounds, summary.generated)

@@ -500,12 +500,16 @@ def test_outputs_that_cannot_be_written_are_refused_before_any_work(tmp_path, ca
              (["--reproducers", repro, "--report", repro], "--report"),
              (["--reproducers", repro, "--png", repro], "is the --reproducers folder"),
              (["--report", str(tmp_path / "a.json"), "--png", str(tmp_path / "a.json")], "give each its own file"),
-             (["--kernel", "gluon_jfa", "--duration", "600"], "does not run on cpu")]
+             (["--kernel", "gluon_jfa", "--duration", "600"], "does not run on cpu"),
+             (["--report", str(afile / "x.json")], "is a file, not a folder")]
     for extra, words in cases:
         t0 = time.monotonic()
-        assert main(["fuzz", "--device", "cpu", "--max-examples", "1", "--no-progress", *extra]) == 2, extra
-        err = capsys.readouterr().err
+        fresh = str(tmp_path / "never-made")  # a bad database must not leave the reproducer folder behind either
+        assert main(["fuzz", "--device", "cpu", "--max-examples", "1", "--no-progress", "--reproducers", fresh,
+                     *extra]) == 2, extra
+        out, err = capsys.readouterr()
         assert words in err and "Traceback" not in err, (extra, err)
+        assert "jfa-verify fuzz: kernel" not in out and not Path(fresh).exists(), (extra, out)  # before any work
         assert time.monotonic() - t0 < 30, extra
     assert not any(p.name.startswith(".jfa-write-check") for p in tmp_path.iterdir())  # the checks leave nothing
 
