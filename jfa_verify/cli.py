@@ -805,6 +805,8 @@ def cmd_mutants(args) -> int:
         results = run_mutants(args.only or None, catalogue=args.catalogue, device=dev, max_examples=args.max_examples,
                               seed=args.seed, jobs=args.jobs, stage=args.stage, isolate=args.isolate, on_result=keep)
     except KeyboardInterrupt:
+        if args.json:  # also when none finished: the JSON says so rather than being absent (or a stale earlier run's)
+            write_json(args.json, [r.to_dict() for r in done])
         total = len(args.only) if args.only else len(catalogue.mutants)
         print(f"interrupted: {len(done)} of {total} mutant(s) have a verdict"
               + (f", written to {args.json}" if args.json else ""), flush=True)

@@ -367,3 +367,26 @@ def test_mutants_of_a_kernel_that_does_not_run_here_are_skipped_and_nothing_chec
     for argv in (["--catalogue", "gluon_jfa", "--only", name], ["--only", gpu_only]):
         assert main(["mutants", "--stage", "suite", "--device", "cpu", *argv]) == 2, argv
         assert "nothing checked" in capsys.readouterr().err
+
+
+def test_a_mutants_run_interrupted_before_any_verdict_writes_an_empty_json(tmp_path, monkeypatch, capsys, jfa_device):
+    # regression (H200, 2026-12-02): a detection stage cut by `timeout` before its one mutant finished printed
+    # "0 of 1 mutant(s) have a verdict, written to after-suite.json", but no file was written
+    import json
+
+    from jfa_verify import cli
+    from jfa_verify.fuzz import mutation
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mutation, "run_mutants", interrupted)
+    out = tmp_path / "m.json"
+    out.write_text('[{"name": "stale", "status": "killed"}]')  # an earlier run's verdicts must not stand for this one's
+    catalogue = Path(__file__).parent / "blind_catalogue.json"
+    name = json.loads(catalogue.read_text())["mutants"][0]["name"]
+    rc = cli.main(["mutants", "--catalogue", str(catalogue), "--only", name, "--device", jfa_device.type,
+                   "--json", str(out)])
+    assert rc == 130
+    assert json.loads(out.read_text()) == []
+    assert f"0 of 1 mutant(s) have a verdict, written to {out}" in capsys.readouterr().out
