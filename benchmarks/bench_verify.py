@@ -31,6 +31,31 @@ from pathlib import Path
 PARTS = ("draw", "materialize", "validate", "kernel", "oracles", "compare", "invariants", "io", "ipc")
 
 
+def _compile_counter():
+    """``{"variants": n, "seconds": s}``, kept up to date by Triton's JIT hooks: each kernel variant this process
+    builds (compiled, or loaded from the on-disk cache) and the seconds that took. None where Triton has no hooks
+    (the hooks are ``triton.knobs.runtime.jit_cache_hook``, called before a build, and ``jit_post_compile_hook``,
+    after it; Triton 3.6)."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return None
+    counts, started = {"variants": 0, "seconds": 0.0}, []
+
+    def before(**_):
+        started.append(time.perf_counter())
+        return False  # False: go on and build it
+
+    def after(**_):
+        if started:
+            counts["seconds"] += time.perf_counter() - started.pop()
+        counts["variants"] += 1
+        return False
+
+    knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = before, after
+    return counts
+
+
 class _Done(BaseException):
     """Ends the Hypothesis loop at the deadline (a BaseException: Hypothesis lets it through)."""
 
@@ -49,6 +74,8 @@ def _worker(args: dict, worker: int, results) -> None:
     device = select_device(args["device"])
     kernel = get_kernel(args["kernel"])
     spent, statuses = Counter(), Counter()
+    # (the interpreter builds nothing; an --isolate case worker builds in its own process)
+    compiles = _compile_counter() if device.type == "cuda" and not args["isolate"] else None
     state = {"n": 0, "last": None, "start": time.perf_counter() + args["warmup"], "end": None}
     state["end"] = state["start"] + args["seconds"]
     with tempfile.TemporaryDirectory() as folder, \
@@ -60,6 +87,7 @@ def _worker(args: dict, worker: int, results) -> None:
                 raise _Done()
             counted = now >= state["start"]
             draw = now - state["last"] if state["last"] is not None else 0.0
+            before = dict(compiles) if compiles is not None else None
             result = verifier.verify(case)
             state["last"] = time.perf_counter()
             if counted:
@@ -68,6 +96,9 @@ def _worker(args: dict, worker: int, results) -> None:
                 spent["draw"] += draw
                 for part in PARTS[1:]:
                     spent[part] += result.seconds.get(part, 0.0)
+                if before is not None:  # inside the kernel part: Triton builds a variant at its first launch
+                    spent["compile"] += compiles["seconds"] - before["seconds"]
+                    spent["variants"] += compiles["variants"] - before["variants"]
                 spent["total"] += state["last"] - now + draw
 
         test = settings(database=None, deadline=None, max_examples=10**9, phases=[Phase.generate],
@@ -90,7 +121,7 @@ def _worker(args: dict, worker: int, results) -> None:
             movielens = {"seconds": time.perf_counter() - t, "status": r.status, "tokens": sum(case.kv_lengths),
                          "breakdown": {k: round(v, 4) for k, v in r.seconds.items()}}
     results.put({"worker": worker, "cases": state["n"], "statuses": dict(statuses), "spent": dict(spent),
-                 "movielens": movielens})
+                 "movielens": movielens, "compiles": compiles is not None})
 
 
 def run(workers: int, args: argparse.Namespace) -> dict:
@@ -121,12 +152,16 @@ def run(workers: int, args: argparse.Namespace) -> dict:
     for g in got:
         spent.update(g["spent"])
     total = spent.pop("total", 0.0) or 1e-9
+    compiled = any(g["compiles"] for g in got)
     return {
         "workers": workers, "finished_workers": len(got), "cases": cases,
         "cases_per_minute": round(60 * cases / args.seconds, 1),
         "per_worker_cases_per_minute": round(60 * cases / args.seconds / max(1, workers), 1),
         "statuses": dict(sum((Counter(g["statuses"]) for g in got), Counter())),
         "breakdown_share": {k: round(spent.get(k, 0.0) / total, 3) for k in PARTS},
+        # of the kernel part: building variants (None: not counted, see _compile_counter)
+        "compile_share": round(spent.get("compile", 0.0) / total, 3) if compiled else None,
+        "variants_built": int(spent.get("variants", 0)) if compiled else None,
         "mean_case_ms": round(1000 * total / max(1, cases), 1),
         "movielens": next((g["movielens"] for g in got if g["movielens"]), None),
     }
@@ -148,24 +183,28 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.environ.get("OUT", "gpu-out"))
     args = p.parse_args(argv)
     counts = [int(w) for w in args.workers.split(",") if w.strip()]
-    rows = []
+    rows, out = [], Path(args.out)
     for n in counts:
         print(f"bench_verify: {n} worker(s), {args.warmup:g} s warm-up + {args.seconds:g} s on {args.device} ...",
               flush=True)
         row = run(n, args)
         rows.append(row)
         share = ", ".join(f"{k} {100 * v:.0f}%" for k, v in row["breakdown_share"].items() if v >= 0.005)
+        built = ("" if row["compile_share"] is None else
+                 f"; {row['variants_built']} kernel variant(s) built while counted, {100 * row['compile_share']:.0f}%"
+                 f" of the time")
         print(f"  {n:3d} worker(s): {row['cases']} cases, {row['cases_per_minute']:.0f} cases/min "
               f"({row['per_worker_cases_per_minute']:.0f} per worker), mean case {row['mean_case_ms']:.0f} ms; "
-              f"statuses {row['statuses']}; time: {share}", flush=True)
+              f"statuses {row['statuses']}; time: {share}{built}", flush=True)
         if row["movielens"]:
+            parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in row["movielens"]["breakdown"].items() if v >= 0.0005)
             print(f"  MovieLens 256-sequence batch: {row['movielens']['seconds']:.2f} s "
-                  f"({row['movielens']['status']})", flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_verify.json").write_text(json.dumps({"device": args.device, "kernel": args.kernel,
-                                                       "seconds": args.seconds, "warmup": args.warmup, "rows": rows},
-                                                      indent=2))
+                  f"({row['movielens']['status']}; {parts})", flush=True)
+        # after every row: a run cut by a time limit keeps the rows it finished
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "bench_verify.json").write_text(json.dumps({"device": args.device, "kernel": args.kernel,
+                                                           "seconds": args.seconds, "warmup": args.warmup,
+                                                           "rows": rows}, indent=2))
     print(f"wrote {out / 'bench_verify.json'}", flush=True)
     bad = any(r["finished_workers"] < r["workers"] or r["cases"] == 0 for r in rows)
     return 1 if bad else 0

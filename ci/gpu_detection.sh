@@ -7,6 +7,8 @@
 # Each stage runs the suite, then the campaign (EXAMPLES, default 200, seed 0), each cut by `timeout` after
 # SUITE_S / CAMPAIGN_S seconds (default 280 each; SIGTERM keeps every verdict that finished in the JSON).
 # ONLY="NAME ..." runs those mutants alone (a repaired one, or those a cut run left without a verdict).
+# SIDE_BY_SIDE=1 runs a stage's suite and campaign at the same time (one mutant alone spends minutes compiling its
+# variants one after another in each: on the H200, 2026-12-02, one mutant's suite had no verdict after 190 s).
 #
 # Needs allpairspy (pure Python, not on the H200 image): carry it as a wheel (ci/gpu_env.sh says how).
 # Outputs under ${OUT:-gpu-out}: {after,before}-{suite,campaign}.json (per-mutant verdicts), detection.md (the
@@ -36,23 +38,34 @@ jobs=${JOBS:-12} examples=${EXAMPLES:-200}
 only=()
 [ -n "${ONLY:-}" ] && read -ra only_names <<<"$ONLY" && only=(--only "${only_names[@]}")
 rc_all=0
+run_kind() {  # run_kind STAGE KIND: one detection run, cut at its limit; its exit status is the run's
+  local stage=$1 kind=$2 limit extra
+  limit=$([ "$kind" = suite ] && echo "${SUITE_S:-280}" || echo "${CAMPAIGN_S:-280}")
+  extra=$([ "$kind" = campaign ] && echo "--max-examples $examples" || true)
+  echo "detection: $stage $kind (limit $limit s) from $(date -u +%H:%M:%S)"
+  if [ "$stage" = after ]; then
+    # shellcheck disable=SC2086
+    timeout -k 15 "$limit" jfa-verify mutants --catalogue "$cat" --stage "$kind" $extra --device cuda \
+      --jobs "$jobs" "${only[@]}" --json "$out/after-$kind.json" > "$out/after-$kind.log" 2>&1
+  else
+    # (from / : in the checkout's root, "import jfa_verify" would find this checkout's package)
+    (cd / && PYTHONPATH="$root/${BEFORE_SITE:-.gpu/before-site}${PYTHONPATH:+:$PYTHONPATH}" timeout -k 15 "$limit" \
+      python3 "$root/ci/detection_before.py" --stage "$kind" --examples "$examples" --device cuda --jobs "$jobs" \
+      "${only[@]}" --json "$out/before-$kind.json") > "$out/before-$kind.log" 2>&1
+  fi
+}
 for stage in ${STAGES:-after before}; do
+  pids=() kinds=()
   for kind in suite campaign; do
-    limit=$([ "$kind" = suite ] && echo "${SUITE_S:-280}" || echo "${CAMPAIGN_S:-280}")
-    extra=$([ "$kind" = campaign ] && echo "--max-examples $examples" || true)
-    echo "detection: $stage $kind (limit $limit s) from $(date -u +%H:%M:%S)"
-    if [ "$stage" = after ]; then
-      # shellcheck disable=SC2086
-      timeout -k 15 "$limit" jfa-verify mutants --catalogue "$cat" --stage "$kind" $extra --device cuda \
-        --jobs "$jobs" "${only[@]}" --json "$out/after-$kind.json" > "$out/after-$kind.log" 2>&1
-    else
-      # (from / : in the checkout's root, "import jfa_verify" would find this checkout's package)
-      (cd / && PYTHONPATH="$root/${BEFORE_SITE:-.gpu/before-site}${PYTHONPATH:+:$PYTHONPATH}" timeout -k 15 "$limit" \
-        python3 "$root/ci/detection_before.py" --stage "$kind" --examples "$examples" --device cuda --jobs "$jobs" \
-        "${only[@]}" --json "$out/before-$kind.json") > "$out/before-$kind.log" 2>&1
+    if [ -n "${SIDE_BY_SIDE:-}" ]; then run_kind "$stage" "$kind" & pids+=($!) kinds+=("$kind")
+    else run_kind "$stage" "$kind"; rc=$?
+      echo "detection: $stage $kind rc=$rc (1 = some mutant survived; 124 = cut by timeout)"
+      [ "$rc" = 0 ] || [ "$rc" = 1 ] || rc_all=1
     fi
-    rc=$?
-    echo "detection: $stage $kind rc=$rc (1 = some mutant survived; 124 = cut by timeout)"
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"; rc=$?
+    echo "detection: $stage ${kinds[$i]} rc=$rc (1 = some mutant survived; 124 = cut by timeout)"
     [ "$rc" = 0 ] || [ "$rc" = 1 ] || rc_all=1
   done
 done

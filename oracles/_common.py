@@ -1,4 +1,5 @@
-"""Pieces shared by the references: slicing one sequence, GQA head expansion and reduction."""
+"""Pieces shared by the references: slicing one sequence, grouping sequences by length, GQA head expansion and
+reduction, padded row indices."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import torch
 
 from jfa_verify.contract import JaggedProblem, visible_mask, visible_masks
 
-__all__ = ["expand_kv_heads", "padded_row_index", "reduce_kv_heads", "sequence_slices", "visible_mask",
-           "visible_masks"]
+__all__ = ["expand_kv_heads", "length_groups", "padded_row_index", "reduce_kv_heads", "sequence_slices",
+           "visible_mask", "visible_masks"]
 
 
 def sequence_slices(problem: JaggedProblem, b: int) -> tuple[slice, slice, slice]:
@@ -15,6 +16,42 @@ def sequence_slices(problem: JaggedProblem, b: int) -> tuple[slice, slice, slice
     lq, lk = problem.q_lengths[b], problem.k_lengths[b]
     qs, os_, ks = problem.q_starts[b], problem.out_starts[b], problem.k_starts[b]
     return slice(qs, qs + lq), slice(os_, os_ + lq), slice(ks, ks + lk)
+
+
+# A batch this small (padded scores per head) runs as one group: another call costs more than its padding.
+SMALL_BATCH_SCORES = 1 << 14
+# A batch whose padding to its longest sequence multiplies its scores by at most this runs as one group.
+PADDING_FACTOR = 4
+
+
+def length_groups(problem: JaggedProblem, max_scores: int) -> list[list[int]]:
+    """The sequences with queries, as groups that a reference pads into one ``[n, H, Lq, Lk]`` batch each.
+
+    The whole batch is one group when that pads it no more than the buckets below may (to 4x its scores), or when
+    it is small (:data:`SMALL_BATCH_SCORES`), and fits ``max_scores``. Otherwise a group's sequences share the
+    power-of-two range of their query length and of their key length (``[2^(k-1), 2^k)``: padding stays under
+    twice each length, so a skewed batch is not padded to its longest sequence), and hold at most ``max_scores``
+    padded scores (``n * H_q * Lq * Lk``; a sequence larger than that runs alone). Sequences with no query row are
+    left out (they have no output).
+    """
+    p = problem
+    members = [b for b in range(p.batch) if p.q_lengths[b]]
+    if members:  # one group when padding the whole batch costs no more than the buckets' own padding may
+        lq, lk = max(p.q_lengths[b] for b in members), max(p.k_lengths[b] for b in members)
+        padded = len(members) * lq * lk
+        if p.num_heads_q * padded <= max_scores and (
+                padded <= PADDING_FACTOR * sum(p.q_lengths[b] * p.k_lengths[b] for b in members) or padded <= SMALL_BATCH_SCORES):
+            return [members]
+    by_size: dict[tuple[int, int], list[int]] = {}
+    for b in range(p.batch):
+        if p.q_lengths[b]:
+            by_size.setdefault((p.q_lengths[b].bit_length(), p.k_lengths[b].bit_length()), []).append(b)
+    groups = []
+    for members in (by_size[key] for key in sorted(by_size)):
+        lq, lk = max(p.q_lengths[b] for b in members), max(p.k_lengths[b] for b in members)
+        step = max(1, max_scores // max(1, p.num_heads_q * lq * lk))
+        groups += [members[i:i + step] for i in range(0, len(members), step)]
+    return groups
 
 
 def expand_kv_heads(x: torch.Tensor, group: int) -> torch.Tensor:

@@ -21,7 +21,7 @@ import torch
 
 from jfa_verify.contract import JaggedProblem
 
-from ._common import expand_kv_heads, padded_row_index, reduce_kv_heads, visible_masks
+from ._common import expand_kv_heads, length_groups, padded_row_index, reduce_kv_heads, visible_masks
 
 __all__ = ["reference_attention", "sequence_groups"]
 
@@ -31,23 +31,9 @@ GROUP_SCORE_ELEMENTS = 1 << 24
 
 
 def sequence_groups(problem: JaggedProblem) -> list[list[int]]:
-    """The sequences with queries, as groups that :func:`reference_attention` pads into one batch each.
-
-    A group's sequences share the power-of-two range of their query length and of their key length
-    (``[2^(k-1), 2^k)``: padding stays under twice each length), and at most :data:`GROUP_SCORE_ELEMENTS`
-    padded scores; sequences with no query row are left out (they have no output).
-    """
-    p = problem
-    by_size: dict[tuple[int, int], list[int]] = {}
-    for b in range(p.batch):
-        if p.q_lengths[b]:
-            by_size.setdefault((p.q_lengths[b].bit_length(), p.k_lengths[b].bit_length()), []).append(b)
-    groups = []
-    for members in (by_size[key] for key in sorted(by_size)):
-        lq, lk = max(p.q_lengths[b] for b in members), max(p.k_lengths[b] for b in members)
-        step = max(1, GROUP_SCORE_ELEMENTS // max(1, p.num_heads_q * lq * lk))
-        groups += [members[i:i + step] for i in range(0, len(members), step)]
-    return groups
+    """The groups :func:`reference_attention` pads into one batch each: :func:`~._common.length_groups` with at most
+    :data:`GROUP_SCORE_ELEMENTS` padded scores a group."""
+    return length_groups(problem, GROUP_SCORE_ELEMENTS)
 
 
 def _gather(x: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, group: int) -> torch.Tensor:

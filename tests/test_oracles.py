@@ -102,22 +102,54 @@ def test_broadcast_q_dq_is_sum_over_sequences():
     assert torch.allclose(full["dq"], parts[0] + parts[1], atol=1e-12)
 
 
-def test_padded_sdpa_lse_in_batch_chunks_equals_one_block(monkeypatch):
-    """Regression: the LSE scores were one padded [B, H, Lq, Lk] block, 128.5 GiB for the
-    2^31-element case on the H200 (out of memory); they are now computed in batch chunks."""
+@pytest.fixture
+def buckets_only(monkeypatch):
+    """Small test batches are padded by length bucket as large skewed ones are, not merged into one group."""
+    import jfa_verify.oracles._common as common
+
+    monkeypatch.setattr(common, "SMALL_BATCH_SCORES", 0)
+    monkeypatch.setattr(common, "PADDING_FACTOR", 0)
+
+
+def test_a_batch_is_one_group_unless_padding_it_whole_costs_more_than_its_buckets():
+    from jfa_verify.oracles._common import length_groups
+
+    def groups(lengths, heads=1, max_scores=1 << 30):
+        t = Case(kv_lengths=lengths, num_heads_q=heads, num_heads_kv=heads, head_dim=16, dtype="float32")
+        return length_groups(t.problem(t.materialize("cpu")), max_scores)
+
+    assert groups((5, 0, 17, 9)) == [[0, 2, 3]]  # small: one call
+    assert groups((200,) * 6 + (150, 130)) == [list(range(8))]  # padded to 200: under 4x its scores
+    skewed = groups((1,) * 20 + (300,))  # padding every sequence to 300 keys: 21 x 300^2 scores for 300^2 + 20
+    assert len(skewed) == 2 and skewed[-1] == [20]
+    assert len(groups((200,) * 6, max_scores=200 * 200 * 3)) == 2  # the cap splits even a uniform batch
+
+
+def test_padded_sdpa_in_length_groups_equals_it_one_sequence_at_a_time(monkeypatch, buckets_only):
+    """The padded SDPA oracle pads sequences of similar lengths together (``sequence_groups``), no longer the whole
+    batch to its longest sequence (a skewed batch's cost); each group also bounds the LSE's float32 score block
+    (the whole-batch block was 128.5 GiB for the 2^31-element case on the H200). With ``GROUP_SCORE_ELEMENTS = 1``
+    every sequence runs alone, unpadded: the same outputs and gradients, and both agree with the float64 reference."""
     import jfa_verify.oracles.padded_sdpa as mod
 
-    case = Case(kv_lengths=(5, 0, 17, 9, 1), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32",
-                causal=True, seed=4)
+    case = Case(kv_lengths=(5, 0, 17, 9, 1, 30, 6, 7, 18), num_heads_q=2, num_heads_kv=1, head_dim=16,
+                dtype="float32", causal=True, causal_alignment="bottom_right", seed=4)
     t = case.materialize("cpu")
-    whole = oracle(padded_sdpa_attention, *t.call_args(), causal=True)
-    monkeypatch.setattr(mod, "LSE_CHUNK_ELEMENTS", 2 * 17 * 17)  # one sequence per chunk
-    chunked = oracle(padded_sdpa_attention, *t.call_args(), causal=True)
-    assert torch.equal(whole["lse"], chunked["lse"]) and torch.equal(whole["o"], chunked["o"])
-    ref = oracle(reference_attention, *t.call_args(), causal=True)
-    finite = torch.isfinite(ref["lse"])
-    assert torch.equal(finite, torch.isfinite(chunked["lse"]))
-    assert torch.allclose(chunked["lse"][finite].double(), ref["lse"][finite], atol=1e-5)
+    problem = case.problem(t)
+    groups = mod.sequence_groups(problem)
+    assert any(len(g) > 1 for g in groups) and len(groups) > 1  # grouped, and not the whole batch as one
+    assert sorted(b for g in groups for b in g) == [b for b in range(problem.batch) if problem.q_lengths[b]]
+    kw = dict(causal=True, causal_alignment="bottom_right", do=t.do)
+    grouped = oracle(padded_sdpa_attention, *t.call_args(), **kw)
+    monkeypatch.setattr(mod, "GROUP_SCORE_ELEMENTS", 1)
+    assert all(len(g) == 1 for g in mod.sequence_groups(problem))
+    alone = oracle(padded_sdpa_attention, *t.call_args(), **kw)
+    ref = oracle(reference_attention, *t.call_args(), **kw)
+    for name in ("o", "lse", "dq", "dk", "dv"):
+        assert torch.equal(torch.isinf(grouped[name]), torch.isinf(alone[name])), name
+        assert torch.equal(torch.isinf(grouped[name]), torch.isinf(ref[name])), name
+        _finite_close(grouped[name], alone[name], 1e-5)
+        _finite_close(grouped[name].double(), ref[name], 2e-5)
 
 
 def test_forward_only_reference_keeps_the_forward_floor_terms():
@@ -204,7 +236,7 @@ GROUPED = [
 
 
 @pytest.mark.parametrize("case", GROUPED, ids=lambda c: c.describe())
-def test_the_reference_padded_in_groups_equals_it_one_sequence_at_a_time(case, monkeypatch):
+def test_the_reference_padded_in_groups_equals_it_one_sequence_at_a_time(case, monkeypatch, buckets_only):
     """The float64 reference pads sequences of similar lengths into one batch (``sequence_groups``); with
     ``GROUP_SCORE_ELEMENTS = 1`` every sequence runs alone, unpadded. Both must give the same outputs,
     gradients and error-scale terms (to float64 rounding): padded rows and keys add exact zeros."""
@@ -225,3 +257,18 @@ def test_the_reference_padded_in_groups_equals_it_one_sequence_at_a_time(case, m
         assert torch.equal(torch.isinf(a), torch.isinf(b)) and not a.isnan().any(), name
         fin = torch.isfinite(b)
         assert torch.allclose(a[fin], b[fin], rtol=1e-12, atol=1e-12), name
+
+
+@pytest.mark.parametrize("case", [c for c in GROUPED if c.dtype == "float32"], ids=lambda c: c.describe())
+def test_the_padded_sdpa_oracle_in_groups_agrees_with_the_reference(case, buckets_only):
+    # windows, GQA, bottom-right masks and broadcast-Q (whose sequences share query rows, so dQ sums over groups)
+    t = case.materialize("cpu")
+    problem = case.problem(t)
+    from jfa_verify.oracles.padded_sdpa import sequence_groups
+
+    assert len(sequence_groups(problem)) > 1
+    ref = reference_attention(problem, t.q, t.k, t.v, do=t.do)
+    sdpa = padded_sdpa_attention(problem, t.q, t.k, t.v, do=t.do)
+    for name in ("o", "lse", "dq", "dk", "dv"):  # float32 rounding, relative to the largest magnitude (large logits)
+        fin = torch.isfinite(ref[name])
+        _finite_close(sdpa[name], ref[name], 1e-5 * max(1.0, ref[name][fin].abs().max().item()))
