@@ -61,6 +61,9 @@ class _Done(BaseException):
 
 
 def _worker(args: dict, worker: int, results) -> None:
+    from jfa_verify.interrupts import exit_with_parent
+
+    exit_with_parent()  # a benchmark killed mid-row must not leave its workers running (new-user trial)
     if args.get("gpu") is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = args["gpu"]
     from hypothesis import HealthCheck, Phase, given, settings
@@ -180,9 +183,18 @@ def main(argv=None) -> int:
     p.add_argument("--isolate", action="store_true", help="cases in a case-worker process, as fuzz runs them")
     p.add_argument("--timeout", type=float, default=None)
     p.add_argument("--movielens", action="store_true", help="also time one 256-sequence MovieLens batch (H=8, D=128, bf16)")
-    p.add_argument("--out", default=os.environ.get("OUT", "gpu-out"))
+    p.add_argument("--out", default=os.environ.get("OUT", "gpu-out"),
+                   help="folder that bench_verify.json is written into (default: $OUT, else gpu-out)")
     args = p.parse_args(argv)
-    counts = [int(w) for w in args.workers.split(",") if w.strip()]
+    try:
+        counts = [int(w) for w in args.workers.split(",") if w.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        p.error(f"--workers {args.workers!r}: give worker counts of at least 1, comma-separated, e.g. 1,4,8")
+    if args.seconds <= 0 or args.warmup < 0:
+        p.error(f"--seconds {args.seconds:g} / --warmup {args.warmup:g}: the counted seconds must be > 0 and the "
+                f"warm-up >= 0")
     rows, out = [], Path(args.out)
     for n in counts:
         print(f"bench_verify: {n} worker(s), {args.warmup:g} s warm-up + {args.seconds:g} s on {args.device} ...",

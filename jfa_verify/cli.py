@@ -789,6 +789,9 @@ def cmd_mutants(args) -> int:
     from .fuzz.mutation import format_table, load_catalogue, run_mutants
     from .report import write_json
 
+    if args.stage == "campaign" and args.max_examples == 0:
+        raise UsageError("--max-examples 0 with --stage campaign checks nothing (every mutant would 'survive'): "
+                         "give at least 1, or --stage suite / targeted")
     catalogue = load_catalogue(args.catalogue)
     for name in args.only:
         catalogue[name]  # unknown names fail before any work
@@ -1242,14 +1245,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # a bad argument (exit 2, one line already printed) or --help (0)
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
+    from .closed_reader import output_outlives_reader
     from .device import device_scope
     from .interrupts import terminate_as_interrupt
 
     try:
         _outputs_apart(args)
         # SIGTERM (a CI job's timeout, `kill`) ends any command as Ctrl-C does: exit 130 with what it has
-        with device_scope(), terminate_as_interrupt():  # and a caller's own device choice survives the command
-            return args.func(args)
+        with device_scope(), terminate_as_interrupt(), output_outlives_reader():  # and a caller's own device choice
+            return args.func(args)  # survives the command; `| head` does not end it
     except (JFAError, UsageError) as e:
         print(f"jfa-verify {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -21,7 +21,7 @@ import torch
 
 from jfa_verify.contract import JaggedProblem
 
-from ._common import expand_kv_heads, length_groups, padded_row_index, reduce_kv_heads, visible_masks
+from ._common import check_output_grad, expand_kv_heads, length_groups, padded_row_index, reduce_kv_heads, visible_masks
 
 __all__ = ["reference_attention", "sequence_groups"]
 
@@ -91,11 +91,8 @@ def reference_attention(
     g = p.group_size
     o = torch.zeros(p.total_q_rows, p.num_heads_q, p.head_dim_v, dtype=f64, device=dev)
     lse = torch.full((p.num_heads_q, p.total_q_rows), float("-inf"), dtype=f64, device=dev)
+    check_output_grad(p, do)
     if do is not None:
-        if tuple(do.shape) != tuple(o.shape):
-            from jfa_verify.errors import InvalidInput
-
-            raise InvalidInput(f"do.shape={tuple(do.shape)} must equal o.shape={tuple(o.shape)}")
         dq = torch.zeros(q.shape, dtype=f64, device=dev)
         dk = torch.zeros(k.shape, dtype=f64, device=dev)
         dv = torch.zeros(v.shape, dtype=f64, device=dev)

@@ -20,7 +20,7 @@ from jfa_verify.contract import JaggedProblem
 from jfa_verify.dtypes import FORWARD_ONLY
 from jfa_verify.errors import InvalidInput
 
-from ._common import expand_kv_heads, length_groups, padded_row_index, visible_masks
+from ._common import check_output_grad, expand_kv_heads, length_groups, padded_row_index, visible_masks
 
 __all__ = ["padded_sdpa_attention", "sequence_groups"]
 
@@ -81,9 +81,10 @@ def padded_sdpa_attention(
     gradient contributions.
 
     Raises:
-        InvalidInput: ``do`` given for float8 (forward-only) inputs.
+        InvalidInput: ``do`` given for float8 (forward-only) inputs, or not shaped like ``o``.
     """
     p = problem
+    check_output_grad(p, do)
     if q.dtype in FORWARD_ONLY:
         # SDPA has no float8 path: run it in bfloat16 on the exactly upcast values (e4m3 fits in bf16).
         if do is not None:

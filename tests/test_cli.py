@@ -529,3 +529,48 @@ def test_fuzz_of_a_kernel_that_declines_every_case_is_nothing_checked_not_a_pass
                "--seed", "1", "--reproducers", str(tmp_path / "r"), "--no-progress", "--no-isolate"])
     err = capsys.readouterr().err
     assert rc == 2 and "nothing checked" in err and "declines_all" in err, err
+
+
+def test_a_reader_that_leaves_early_neither_changes_the_exit_status_nor_loses_the_report(tmp_path):
+    # regression (new-user trial): `jfa-verify run ... | head -2` exited 1, the code of a finding, with every case
+    # passed: rich's console answers the broken pipe with SystemExit(1), before the report is completed
+    import json
+    import subprocess
+    import sys
+
+    report = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--max-cases", "1",
+                             "--no-progress", "--report", str(report), "--reproducers", str(tmp_path / "repro")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # the reader is gone before the first line
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    data = json.loads(report.read_text())
+    assert data["finished"] is True and data["summary"]["pass"] == 1, data["summary"]
+
+
+def test_the_standard_output_keeps_working_after_its_reader_left():
+    import os
+
+    from jfa_verify.closed_reader import _ReaderMayLeave
+
+    read, write = os.pipe()
+    stream = os.fdopen(write, "w")
+    os.close(read)
+    out = _ReaderMayLeave(stream)
+    assert out.write("x" * 100) == 100  # buffered: the pipe is not written yet
+    out.flush()  # EPIPE here: from now on the text goes to os.devnull
+    assert out.reader_gone
+    assert out.write("more") == 4
+    out.flush()
+    stream.close()  # its buffer is flushed onto os.devnull, not the closed pipe
+
+
+def test_a_campaign_stage_of_no_examples_is_a_usage_error_not_a_survivor(capsys):
+    # regression (new-user trial): `mutants --stage campaign --max-examples 0` ran nothing and reported SURVIVED, rc 1
+    from jfa_verify import cli
+
+    rc = cli.main(["mutants", "--stage", "campaign", "--max-examples", "0", "--only", "kv_bound_minus_one"])
+    assert rc == 2
+    assert "--max-examples 0 with --stage campaign checks nothing" in capsys.readouterr().err
