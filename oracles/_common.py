@@ -7,8 +7,8 @@ import torch
 
 from jfa_verify.contract import JaggedProblem, visible_mask, visible_masks
 
-__all__ = ["check_output_grad", "expand_kv_heads", "length_groups", "padded_row_index", "reduce_kv_heads", "sequence_slices",
-           "visible_mask", "visible_masks"]
+__all__ = ["check_output_grad", "expand_kv_heads", "length_groups", "padded_row_index", "reduce_kv_heads",
+           "sequence_slices", "visible_mask", "visible_masks"]
 
 
 def sequence_slices(problem: JaggedProblem, b: int) -> tuple[slice, slice, slice]:
@@ -35,17 +35,16 @@ def length_groups(problem: JaggedProblem, max_scores: int) -> list[list[int]]:
     left out (they have no output).
     """
     p = problem
-    members = [b for b in range(p.batch) if p.q_lengths[b]]
-    if members:  # one group when padding the whole batch costs no more than the buckets' own padding may
-        lq, lk = max(p.q_lengths[b] for b in members), max(p.k_lengths[b] for b in members)
-        padded = len(members) * lq * lk
-        if p.num_heads_q * padded <= max_scores and (
-                padded <= PADDING_FACTOR * sum(p.q_lengths[b] * p.k_lengths[b] for b in members) or padded <= SMALL_BATCH_SCORES):
-            return [members]
+    with_queries = [b for b in range(p.batch) if p.q_lengths[b]]
+    if with_queries:
+        lq, lk = max(p.q_lengths[b] for b in with_queries), max(p.k_lengths[b] for b in with_queries)
+        padded = len(with_queries) * lq * lk
+        scores = sum(p.q_lengths[b] * p.k_lengths[b] for b in with_queries)
+        if p.num_heads_q * padded <= max_scores and (padded <= PADDING_FACTOR * scores or padded <= SMALL_BATCH_SCORES):
+            return [with_queries]
     by_size: dict[tuple[int, int], list[int]] = {}
-    for b in range(p.batch):
-        if p.q_lengths[b]:
-            by_size.setdefault((p.q_lengths[b].bit_length(), p.k_lengths[b].bit_length()), []).append(b)
+    for b in with_queries:
+        by_size.setdefault((p.q_lengths[b].bit_length(), p.k_lengths[b].bit_length()), []).append(b)
     groups = []
     for members in (by_size[key] for key in sorted(by_size)):
         lq, lk = max(p.q_lengths[b] for b in members), max(p.k_lengths[b] for b in members)
