@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import sys
@@ -192,9 +193,9 @@ def main(argv=None) -> int:
         counts = []
     if not counts or min(counts) < 1:
         p.error(f"--workers {args.workers!r}: give worker counts of at least 1, comma-separated, e.g. 1,4,8")
-    if args.seconds <= 0 or args.warmup < 0:
+    if not (math.isfinite(args.seconds) and math.isfinite(args.warmup)) or args.seconds <= 0 or args.warmup < 0:
         p.error(f"--seconds {args.seconds:g} / --warmup {args.warmup:g}: the counted seconds must be > 0 and the "
-                f"warm-up >= 0")
+                f"warm-up >= 0, both finite")
     rows, out = [], Path(args.out)
     for n in counts:
         print(f"bench_verify: {n} worker(s), {args.warmup:g} s warm-up + {args.seconds:g} s on {args.device} ...",

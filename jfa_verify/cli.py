@@ -1249,17 +1249,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .device import device_scope
     from .interrupts import terminate_as_interrupt
 
-    try:
-        _outputs_apart(args)
-        # SIGTERM (a CI job's timeout, `kill`) ends any command as Ctrl-C does: exit 130 with what it has
-        with device_scope(), terminate_as_interrupt(), output_outlives_reader():  # and a caller's own device choice
-            return args.func(args)  # survives the command; `| head` does not end it
-    except (JFAError, UsageError) as e:
-        print(f"jfa-verify {args.command}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"\njfa-verify {args.command}: interrupted", file=sys.stderr)
-        return int(ExitCode.INTERRUPTED)
+    with output_outlives_reader():  # `| head` ends neither the command nor its exit status
+        try:
+            _outputs_apart(args)
+            # SIGTERM (a CI job's timeout, `kill`) ends any command as Ctrl-C does: exit 130 with what it has
+            with device_scope(), terminate_as_interrupt():  # and a caller's own device choice survives the command
+                return args.func(args)
+        except (JFAError, UsageError) as e:
+            print(f"jfa-verify {args.command}: error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print(f"\njfa-verify {args.command}: interrupted", file=sys.stderr)
+            return int(ExitCode.INTERRUPTED)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -51,10 +51,11 @@ class _ReaderMayLeave:
 
 @contextlib.contextmanager
 def output_outlives_reader() -> Iterator[None]:
-    """Within the block, ``sys.stdout`` survives its reader leaving (see the module docstring)."""
-    saved = sys.stdout
-    sys.stdout = _ReaderMayLeave(saved)
+    """Within the block, ``sys.stdout`` and ``sys.stderr`` survive their readers leaving (see the module docstring;
+    ``jfa-verify findings nodir 2>&1 | true`` exited 1 instead of 2 when the error line met the closed pipe)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _ReaderMayLeave(saved[0]), _ReaderMayLeave(saved[1])
     try:
         yield
     finally:
-        sys.stdout = saved
+        sys.stdout, sys.stderr = saved

@@ -21,7 +21,7 @@ import torch
 
 from jfa_verify.contract import JaggedProblem
 
-from ._common import expand_kv_heads, reduce_kv_heads, sequence_slices, visible_mask
+from ._common import check_output_grad, expand_kv_heads, reduce_kv_heads, sequence_slices, visible_mask
 
 __all__ = ["blockwise_attention"]
 
@@ -49,9 +49,10 @@ def blockwise_attention(
     ``compute_dtype`` (``lse`` in ``compute_dtype`` too).
 
     Raises:
-        InvalidInput: a block size < 1.
+        InvalidInput: a block size < 1, or ``do`` not shaped like ``o``.
     """
     p = problem
+    check_output_grad(p, do)
     if block_m < 1 or block_n < 1:
         from jfa_verify.errors import InvalidInput
 

@@ -64,7 +64,8 @@ def test_bench_reference_times_both_forms_and_checks_they_agree():
 def test_bench_verify_refuses_bad_counts_before_starting_a_worker():
     # regression (new-user trial): --workers x and --seconds 0 ended in raw tracebacks (the latter after a worker ran)
     for bad, said in ((["--workers", "x"], "--workers 'x'"), (["--workers", "0"], "--workers '0'"),
-                      (["--seconds", "0"], "--seconds 0")):
+                      (["--seconds", "0"], "--seconds 0"), (["--seconds", "nan"], "--seconds nan"),
+                      (["--seconds", "inf"], "--seconds inf"), (["--warmup", "nan"], "--warmup nan")):
         proc = subprocess.run([sys.executable, "benchmarks/bench_verify.py", *bad], cwd=ROOT, capture_output=True,
                               text=True, timeout=120)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -574,3 +574,16 @@ def test_a_campaign_stage_of_no_examples_is_a_usage_error_not_a_survivor(capsys)
     rc = cli.main(["mutants", "--stage", "campaign", "--max-examples", "0", "--only", "kv_bound_minus_one"])
     assert rc == 2
     assert "--max-examples 0 with --stage campaign checks nothing" in capsys.readouterr().err
+
+
+def test_an_error_line_meeting_a_closed_pipe_keeps_the_usage_exit_status():
+    # regression (second new-user trial): `jfa-verify findings nodir 2>&1 | true` exited 1, not 2: the error
+    # line went to a closed stderr and the BrokenPipeError replaced the usage error
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--kernel", "nope"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    proc.stderr.close()
+    assert proc.wait(timeout=300) == 2

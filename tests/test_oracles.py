@@ -274,7 +274,7 @@ def test_the_padded_sdpa_oracle_in_groups_agrees_with_the_reference(case, bucket
         _finite_close(sdpa[name], ref[name], 1e-5 * max(1.0, ref[name][fin].abs().max().item()))
 
 
-@pytest.mark.parametrize("shape", [(7, 4, 16), (8, 2, 16), (8, 4, 8)])
+@pytest.mark.parametrize("shape", [(7, 4, 16), (8, 2, 16), (8, 4, 8), (8, 1, 16)])
 def test_both_references_refuse_an_output_gradient_not_shaped_like_the_output(shape):
     # regression (new-user trial): the padded SDPA oracle took a wrong `do` and failed deep inside with an
     # IndexError or an autograd shape mismatch; the float64 reference named the bad shape
@@ -283,6 +283,6 @@ def test_both_references_refuse_an_output_gradient_not_shaped_like_the_output(sh
     case = Case(kv_lengths=(3, 5), num_heads_q=4, num_heads_kv=2, head_dim=16, dtype="float32")
     t = case.materialize("cpu")
     problem = case.problem(t)
-    for fn in (reference_attention, padded_sdpa_attention):
+    for fn in (reference_attention, padded_sdpa_attention, blockwise_attention):  # (blockwise broadcast some)
         with pytest.raises(InvalidInput, match=r"do.shape=\(%d, %d, %d\) must equal o.shape=\(8, 4, 16\)" % shape):
             fn(problem, t.q, t.k, t.v, do=torch.zeros(shape))
