@@ -1,0 +1,74 @@
+"""How many compiled variants ``triton_jfa`` needs: what its launches specialize on, checked on the CPU.
+
+On the H200 a campaign's throughput is bound by Triton building kernel variants (issue 19), so the kernels
+leave unspecialized what changes no code. Triton's own binder computes the cache key of a launch; with the
+target-only driver it runs without a GPU, in a subprocess without ``TRITON_INTERPRET`` (the interpreter has
+no binder).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_SCRIPT = """
+import json, torch
+from triton.runtime import driver
+from triton.runtime.jit import compute_cache_key
+from jfa_verify.target_driver import TargetOnlyDriver
+driver.set_active(TargetOnlyDriver(90))
+from jfa_verify.kernels.triton_jfa import _kernels as K
+
+def key(fn, offsets, data, scalar):
+    args = {}
+    for p in fn.params:
+        if p.is_constexpr:
+            args[p.name] = 64 if p.name.startswith("BLOCK") else False
+        elif p.name in ("Q_OFF", "K_OFF"):
+            args[p.name] = offsets
+        elif p.name[0].isupper():
+            args[p.name] = data
+        elif p.name.endswith("scale"):  # qk_scale, sm_scale: floats, never specialized
+            args[p.name] = 0.5
+        else:
+            args[p.name] = scalar
+    cache = fn.device_caches[0]
+    _, spec, opts = cache[4](**args, num_warps=4, num_stages=2)
+    return compute_cache_key(cache[1], spec, opts)
+
+offsets, data = torch.zeros(64, dtype=torch.int32), torch.zeros(72, dtype=torch.bfloat16)
+out = {}
+for fn in (K._fwd_kernel, K._bwd_preprocess_kernel, K._bwd_dkdv_kernel, K._bwd_dq_kernel):
+    same = key(fn, offsets[0:9], data[:64], 16)
+    out[fn.fn.__name__] = dict(
+        # the strided offsets layout: offsets 4 bytes past a 16-byte boundary
+        offsets=same == key(fn, offsets[1:10], data[:64], 16),
+        # strides, head counts, head dims, window spans: values that address memory or bound masks
+        scalars=same == key(fn, offsets[0:9], data[:64], 7),
+        # data 2 bytes past a boundary: here alignment changes the code (16-byte vector loads or not)
+        data=same == key(fn, offsets[0:9], data[1:65], 16),
+    )
+print("KEYS" + json.dumps(out))
+"""
+
+
+def _keys() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-4000:]
+    line = next(x for x in run.stdout.splitlines() if x.startswith("KEYS"))
+    return json.loads(line[len("KEYS"):])
+
+
+def test_offsets_alignment_and_scalars_build_no_new_variant_but_data_alignment_does():
+    keys = _keys()
+    assert set(keys) == {"_fwd_kernel", "_bwd_preprocess_kernel", "_bwd_dkdv_kernel", "_bwd_dq_kernel"}
+    for name, same in keys.items():
+        assert same["offsets"] is True, f"{name}: offsets 4 bytes off a 16-byte boundary build a second variant"
+        assert same["scalars"] is True, f"{name}: a stride or head-count value builds a new variant"
+        # the control: the key does see alignment where the kernel specializes on it
+        assert same["data"] is False, f"{name}: the key ignores the data pointers' alignment"
