@@ -76,6 +76,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
+    if args.repeats < 1:  # (a median of no timing was a traceback)
+        ap.error(f"--repeats {args.repeats}: give 1 or more timed runs per workload (default 5)")
 
     import jfa_verify.oracles.float64 as f64
     from jfa_verify.device import select_device

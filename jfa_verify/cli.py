@@ -297,16 +297,26 @@ def cmd_run(args) -> int:
                                                                           lines and lines.add(r)))
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report what was verified, then stop
             results, interrupted = done, True
+    # Only the cases the kernel ran exercised anything (a new user saw 0 of 84 cases run reported as 100% of pairs)
+    ran = [r.case for r in results if r.status != "unsupported"]
+    coverage = Coverage.for_kernel(kernel, device.type).update(ran)
+    pairs = PairCoverage(Target(kernel, device.type)).update(ran)
+
+    def write_report(relations_run: int, broken: list, not_run_because):
+        extra = {"interrupted": interrupted, "finished": not interrupted, "cases_planned": len(cases),
+                 "pairs": pairs.to_dict(), "relations": broken,
+                 "relation_checks": {"run": relations_run, "broken": len(broken), "not_run_because": not_run_because}}
+        return write_json(args.report, run_report(results, kernel=kernel.name, device=device, suite_note=suite.note,
+                                                  coverage=coverage.to_dict(), extra=extra))
+
     if not results and interrupted:
+        # (this report once went unwritten while the line said it was there: an earlier run's file stood in for it)
+        write_report(0, [], "interrupted")
         print(f"\njfa-verify run: interrupted before the first case finished; the report ({args.report}) says so",
               file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     console.print(_results_table(results, f"{kernel.name} on {where}"), soft_wrap=False)  # its title centred
-    # Only the cases the kernel ran exercised anything (a new user saw 0 of 84 cases run reported as 100% of pairs)
-    ran = [r.case for r in results if r.status != "unsupported"]
-    coverage = Coverage.for_kernel(kernel, device.type).update(ran)
     print(coverage.format(device_type=device.type), flush=True)
-    pairs = PairCoverage(Target(kernel, device.type)).update(ran)
     print(pairs.format(), flush=True)
     for r in results:
         if r.failed:
@@ -324,11 +334,7 @@ def cmd_run(args) -> int:
         print(line, flush=True)
     held = (f"relation checks not run ({skipped})" if skipped and suite.relations else
             f"{len(relations) - len(findings)}/{len(relations)} relation checks held")
-    extra = {"interrupted": interrupted, "finished": not interrupted, "cases_planned": len(cases),
-             "pairs": pairs.to_dict(), "relations": findings,
-             "relation_checks": {"run": len(relations), "broken": len(findings), "not_run_because": skipped}}
-    report = write_json(args.report, run_report(results, kernel=kernel.name, device=device, suite_note=suite.note,
-                                                coverage=coverage.to_dict(), extra=extra))
+    report = write_report(len(relations), findings, skipped)
     unjudged = sum(r.unjudged for r in results)
     errors = f"{counts['error']} errors" + (f" ({unjudged} not judged)" if unjudged else "")
     console.print(f"{counts['pass']} passed, {counts['fail']} failed, {errors}, {counts['crash']} crashed, "
@@ -383,6 +389,10 @@ def cmd_fuzz(args) -> int:
     from .fuzz.database import default_database, open_database
 
     # the database before the banner: a bad one is a usage error of one line (run_fuzz opens it again, for workers)
+    if args.database is not None and not args.database.strip():
+        # (an empty value, as from an unset shell variable, once fell back to the default without a word)
+        raise UsageError(f"--database {args.database!r} is empty; give a folder or redis://HOST:PORT, or leave "
+                         f"--database out for {default_database(args.reproducers)}")
     database = args.database or default_database(args.reproducers)
     open_database(database, tuple(args.read_from))
     limit = " and ".join(x for x in (f"{max_examples} new cases drawn" if max_examples else "",

@@ -69,3 +69,12 @@ def test_bench_verify_refuses_bad_counts_before_starting_a_worker():
         proc = subprocess.run([sys.executable, "benchmarks/bench_verify.py", *bad], cwd=ROOT, capture_output=True,
                               text=True, timeout=120)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_bench_reference_refuses_no_repeats_before_timing():
+    # regression (new-user trial): --repeats 0 took the median of no timing, a raw traceback
+    for bad in ("0", "-2"):
+        proc = subprocess.run([sys.executable, "benchmarks/bench_reference.py", "--repeats", bad], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and f"--repeats {bad}: give 1 or more" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and proc.stdout == ""

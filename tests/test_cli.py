@@ -587,3 +587,16 @@ def test_an_error_line_meeting_a_closed_pipe_keeps_the_usage_exit_status():
     proc.stdout.close()
     proc.stderr.close()
     assert proc.wait(timeout=300) == 2
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_database_is_a_usage_error_not_the_default_folder(tmp_path, capsys, empty):
+    # regression (new-user trial): `--database "$DB"` with DB unset ran on REPRODUCERS/.hypothesis without a word
+    from jfa_verify import cli
+
+    rc = cli.main(["fuzz", "--device", "cpu", "--max-examples", "1", "--no-progress",
+                   "--reproducers", str(tmp_path / "r"), "--database", empty])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert f"--database {empty!r} is empty" in err and str(tmp_path / "r" / ".hypothesis") in err
+    assert not (tmp_path / "r" / ".hypothesis").exists()  # nothing ran

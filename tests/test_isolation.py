@@ -87,10 +87,16 @@ def test_ctrl_c_ends_run_with_table_and_report_and_no_running_file(tmp_path, mis
 def test_sigterm_ends_run_like_ctrl_c(tmp_path, misbehaving_plugin):
     plugin = misbehaving_plugin("hangs_term", hang="True")
     repro, report = tmp_path / "repro", tmp_path / "r.json"
+    report.write_text('{"stale": "an earlier run"}')
     proc = _start_run(plugin, "hangs_term", repro, report)
     out, err = signal_when(proc, lambda: repro.is_dir() and list(repro.glob("*.json")), signal.SIGTERM)
     assert proc.returncode == ExitCode.INTERRUPTED, out[-2000:] + err[-2000:]
     assert "interrupted before the first case finished" in err and not list(repro.glob("*.json"))
+    # regression (new-user trial): the line said the report told of it, yet no report was written
+    payload = json.loads(report.read_text())
+    assert "stale" not in payload and payload["interrupted"] is True and payload["finished"] is False
+    assert payload["cases_planned"] == 6 and payload["cases"] == [] and "pairs" in payload
+    assert payload["relation_checks"]["not_run_because"] == "interrupted"
 
 
 def test_case_worker_restarts_after_a_crash_and_reports_sticky_cuda_errors_as_crashes(misbehaving_plugin):
