@@ -449,6 +449,7 @@ def cmd_findings(args) -> int:
     """List a reproducer folder's findings; the exit status is the one their verdicts give (see the help)."""
     import json
 
+    from .corpus import RUNNING
     from .exits import exit_code_for
     from .fuzz.findings import list_findings, unreadable_case_files
 
@@ -487,7 +488,15 @@ def cmd_findings(args) -> int:
     for path, why in broken:
         print(f"jfa-verify findings: error: {path} is not a readable case file ({why}); a finding may be lost in "
               f"it: restore it, or remove it once you have read it", file=sys.stderr)
-    return EXIT_USAGE if broken and code in (EXIT_OK, EXIT_FAIL) else code
+    # A case left running has no verdict: its process was killed, or the kernel took it down (a crash or a hang
+    # of an in-process run). Listing only such rows once exited 0, which a CI step reads as "nothing found".
+    running = [r for r in rows if r["status"] == RUNNING]
+    if running:
+        print(f"jfa-verify findings: {len(running)} case(s) left running by a process that died mid-case, not judged "
+              f"yet: the next `fuzz` on {root} replays them first, or replay one with its line above", file=sys.stderr)
+    if broken and code in (EXIT_OK, EXIT_FAIL):
+        return EXIT_USAGE
+    return EXIT_USAGE if running and code == EXIT_OK else code  # (a finding's own status says more)
 
 
 def cmd_calibrate(args) -> int:
@@ -968,8 +977,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "that replays it. Exit status, as for the command that recorded them (jfa_verify/exits.py: "
                     f"a finding is not a usage error): 0 no finding listed; {FINDINGS_IN_WORDS}; 2 no such folder, "
                     "a bad argument, or a case file that cannot be read (named; a finding may be lost in it) beside "
-                    "no crash or hang. A case "
-                    "file still marked running (its process was killed) is listed but decides nothing.")
+                    "no crash or hang, or a case file still marked running (its process died mid-case: killed, or "
+                    "taken down by the kernel; no verdict yet) beside no finding.")
     fnd.add_argument("folder", nargs="?", default=None, help="the folder (default jfa-reproducers)")
     fnd.add_argument("--reproducers", default=None, metavar="FOLDER", help="the folder, as run and fuzz name it")
     fnd.add_argument("--kernel", default=None, help="only this kernel's findings")

@@ -600,3 +600,27 @@ def test_an_empty_database_is_a_usage_error_not_the_default_folder(tmp_path, cap
     err = capsys.readouterr().err
     assert f"--database {empty!r} is empty" in err and str(tmp_path / "r" / ".hypothesis") in err
     assert not (tmp_path / "r" / ".hypothesis").exists()  # nothing ran
+
+
+def test_findings_listing_only_cases_left_running_does_not_exit_0(tmp_path, capsys):
+    # regression (new-user trial): a folder holding only a case left "running" (its process killed or taken down
+    # mid-case) was listed with exit 0, which a CI step reads as "nothing found"
+    import json
+
+    from jfa_verify import Case
+    from jfa_verify.corpus import Corpus, read_case_file
+
+    folder = tmp_path / "repro"
+    corpus = Corpus(folder)
+    with corpus.guard(Case(kv_lengths=(3, 5)), "triton_jfa", "cpu") as path:
+        pass  # no record: the file stays as a killed run leaves it
+    assert read_case_file(path)[1]["status"] == "running"
+    rc = main(["findings", str(folder), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and [r["status"] for r in json.loads(out)] == ["running"]
+    assert "1 case(s) left running" in err and "not judged" in err
+    # beside a real finding, the finding's status decides
+    failed = json.loads(path.read_text())
+    failed.update(status="crash", case=Case(kv_lengths=(4,)).to_dict())
+    (folder / f"{Case(kv_lengths=(4,)).case_id()}-triton_jfa.json").write_text(json.dumps(failed))
+    assert main(["findings", str(folder), "--json"]) == 4
