@@ -494,9 +494,9 @@ def cmd_findings(args) -> int:
     if running:
         print(f"jfa-verify findings: {len(running)} case(s) left running by a process that died mid-case, not judged "
               f"yet: the next `fuzz` on {root} replays them first, or replay one with its line above", file=sys.stderr)
-    if broken and code in (EXIT_OK, EXIT_FAIL):
-        return EXIT_USAGE
-    return EXIT_USAGE if running and code == EXIT_OK else code  # (a finding's own status says more)
+    # (beside a finding, the finding's own status says more)
+    unjudged = (broken and code in (EXIT_OK, EXIT_FAIL)) or (running and code == EXIT_OK)
+    return EXIT_USAGE if unjudged else code
 
 
 def cmd_calibrate(args) -> int:
