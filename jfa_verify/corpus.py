@@ -122,6 +122,9 @@ class Corpus:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
+        # path -> the text a case file had before :meth:`guard` rewrote it as "running" (a saved finding replayed):
+        # what :meth:`discard` puts back
+        self._before: dict[Path, str] = {}
 
     def path_for(self, case: Case, kernel: str, memory: Optional[str] = None) -> Path:
         """The case file of ``case`` on ``kernel``; a run under a memory mode (the gate's canary and
@@ -146,7 +149,9 @@ class Corpus:
         kept = {}
         if path.exists():  # the case ran before (a finding replayed): its file keeps what marks it
             try:
-                old = json.loads(path.read_text())
+                text = path.read_text()
+                self._before[path] = text
+                old = json.loads(text)
                 kept = {k: old[k] for k in FILE_KEYS if k in old}
             except (OSError, ValueError):
                 pass
@@ -161,6 +166,7 @@ class Corpus:
         finally:
             if timer is not None:
                 timer.cancel()
+            self._before.pop(path, None)
 
     def record(self, path: Path, result) -> Optional[Path]:
         """Keep ``path`` with the verdict when ``result`` failed; delete it otherwise."""
@@ -178,8 +184,19 @@ class Corpus:
             return self.record(path, result)
 
     def discard(self, path: Path) -> None:
-        """Remove a case file whose case was interrupted (Ctrl-C, SIGTERM): no verdict, so no finding."""
-        path.unlink(missing_ok=True)
+        """Undo :meth:`guard` for a case that got no verdict (Ctrl-C, SIGTERM, a kernel that cannot load): a file
+        that stood there before (a saved finding, or a killed run's ``"running"`` file, being replayed) is put back
+        as it was; a file the guard made is removed.
+
+        A new user's Ctrl-C while a campaign replayed its saved findings deleted the finding's file, hangs
+        included: a finding must outlive any interrupt."""
+        before = self._before.pop(path, None)
+        if before is None:
+            path.unlink(missing_ok=True)
+            return
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(before)
+        os.replace(tmp, path)
 
     def update(self, path: Path, **fields) -> None:
         """Add or replace top-level keys of a case file (atomically)."""

@@ -35,7 +35,8 @@ class Verifier:
     is the case's verdict (status ``"crash"``), a hang past ``timeout_s`` too
     (``"hang"``, the child is killed), the child is restarted, and the caller
     goes on with the next case. An interrupted case (Ctrl-C, SIGTERM as
-    :class:`KeyboardInterrupt`) leaves no file: it has no verdict.
+    :class:`KeyboardInterrupt`) has no verdict: its file is removed, or put
+    back as it was when it stood there before (a saved finding replayed).
 
     Args:
         kernel: the registered kernel under test.

@@ -152,3 +152,29 @@ def test_a_round_ended_by_a_hypothesis_error_does_not_retire_the_worker(tmp_path
                            device="cpu", seed=5)
     assert any(n.startswith("round 0: Hypothesis ended with") for n in summary.notes), summary.notes
     assert summary.rounds >= 2 and summary.generated >= 10, (summary.rounds, summary.generated)
+
+
+def test_an_interrupt_while_a_saved_finding_is_replayed_keeps_its_case_file(jfa_kernel, jfa_device, tmp_path,
+                                                                            monkeypatch):
+    """Regression (a new user's trial): Ctrl-C or SIGTERM while a campaign replayed its saved findings (they replay
+    first) deleted the finding's case file, a hang's too: the interrupted case had no verdict, and its file was
+    removed as if the campaign had made it. The file is put back as it was."""
+    from jfa_verify import Case
+    from jfa_verify.corpus import Corpus
+    from jfa_verify.fuzz.findings import mark_finding, signature
+    from jfa_verify.runner import CaseResult
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # what Ctrl-C (or SIGTERM, under terminate_as_interrupt) raises mid-case
+
+    monkeypatch.setattr("jfa_verify.loop.run_case", interrupted)
+    corpus = Corpus(tmp_path)
+    for status, lengths in (("fail", (3,)), ("hang", (5,))):
+        case = Case(kv_lengths=lengths, dtype="float32", head_dim=16)
+        result = CaseResult(case, jfa_kernel.name, status, message="no verdict after 1 s (--timeout)")
+        path = corpus.write(case, jfa_kernel.name, str(jfa_device), result)
+        mark_finding(corpus, path, signature(result.to_dict(), {"self"}), found_by="search (worker 0)")
+    saved = {p: p.read_text() for p in tmp_path.glob("*.json")}
+    summary = run_campaign(jfa_kernel, max_examples=1, corpus_dir=tmp_path, device=jfa_device, backward=False)
+    assert summary.interrupted
+    assert {p: p.read_text() for p in tmp_path.glob("*.json")} == saved  # both findings, byte for byte
