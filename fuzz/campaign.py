@@ -377,9 +377,11 @@ def run_campaign(
               "case": case.describe(), "error_kind": sig["error_kind"], "outputs": sig["outputs"]})
 
     def as_example(finding: Finding, case: Case, path: Optional[Path]) -> None:
-        record_example(corpus.root, finding.id, case, worker)
+        new = record_example(corpus.root, finding.id, case, worker, own=finding.case)
         if path is not None and path not in {f.path for f in index.findings.values()}:
             path.unlink(missing_ok=True)  # (a finding's own file, met again, is never an example's to remove)
+        if not new:  # its own case (the database hands it back every round), or an example met before
+            return
         summary.known_examples[finding.id] += 1
         for f in summary.failures:
             if f.signature.get("id") == finding.id:

@@ -131,22 +131,46 @@ def _examples_log(root: Path, sig_id: str) -> Path:
     return root / EXAMPLES_DIR / f"{sig_id}.jsonl"
 
 
-def record_example(root: Path, sig_id: str, case: Case, worker: int = 0) -> None:
-    """Append one more example of finding ``sig_id`` (one JSON line; ``O_APPEND`` keeps workers' lines whole)."""
+def _example_ids(path: Path) -> set[str]:
+    """The case ids of the examples logged in ``path`` (lines written before ids were logged: from their case)."""
+    ids = set()
+    if not path.is_file():
+        return ids
+    for line in path.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+            ids.add(entry.get("id") or Case.from_dict(entry["case"]).case_id())
+        except (ValueError, KeyError, TypeError, InvalidInput):
+            continue  # a line cut short by a killed writer
+    return ids
+
+
+def record_example(root: Path, sig_id: str, case: Case, worker: int = 0, *, own: Optional[Case] = None) -> bool:
+    """Log ``case`` as an example of finding ``sig_id`` (one JSON line; ``O_APPEND`` keeps workers' lines whole);
+    True when it is a new one.
+
+    Examples are distinct cases: ``own`` (the finding's own case, which the shared database hands back every
+    round) and a case logged before are not logged again (a new user's finding counted its own shrunk case three
+    times, and once more on every rerun)."""
+    if own is not None and case.case_id() == own.case_id():
+        return False
     path = _examples_log(root, sig_id)
+    if case.case_id() in _example_ids(path):
+        return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"case": case.to_dict(), "worker": worker, "time": time.time()}, sort_keys=True) + "\n"
+    line = json.dumps({"case": case.to_dict(), "id": case.case_id(), "worker": worker, "time": time.time()},
+                      sort_keys=True) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+    return True
 
 
-def example_count(root: Path, sig_id: str) -> int:
-    """Examples recorded for ``sig_id`` besides its own case file."""
-    path = _examples_log(root, sig_id)
-    return sum(1 for _ in path.open()) if path.is_file() else 0
+def example_count(root: Path, sig_id: str, own: Optional[Case] = None) -> int:
+    """Distinct cases logged as examples of ``sig_id``, less ``own`` (its own case, which older logs repeat)."""
+    return len(_example_ids(_examples_log(root, sig_id)) - ({own.case_id()} if own is not None else set()))
 
 
 def _case_files(root: Path, kernel: Optional[str]) -> list[tuple[Path, Case, dict]]:
@@ -322,7 +346,7 @@ def _folder_rows(root: Path, kernel: Optional[str]) -> list[dict]:
             "error_kind": sig["error_kind"] if status != RUNNING else "-",
             "outputs": sig["outputs"],
             "classes": sig["classes"],
-            "examples": 1 + (example_count(root, sig["id"]) if found else 0),
+            "examples": 1 + (example_count(root, sig["id"], c) if found else 0),
             "case": c.describe(),
             "path": str(p),
             "replay": replay_command(p, d.get("kernel"), _plugins_from_here(d)),

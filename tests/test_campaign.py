@@ -178,3 +178,36 @@ def test_an_interrupt_while_a_saved_finding_is_replayed_keeps_its_case_file(jfa_
     summary = run_campaign(jfa_kernel, max_examples=1, corpus_dir=tmp_path, device=jfa_device, backward=False)
     assert summary.interrupted
     assert {p: p.read_text() for p in tmp_path.glob("*.json")} == saved  # both findings, byte for byte
+
+
+def test_a_findings_examples_are_distinct_cases_and_a_rerun_of_the_same_cases_adds_none(tmp_path,
+                                                                                       misbehaving_plugin):
+    """Regression (a new user's trial): every round the shared database handed back the finding's own shrunk case,
+    which was logged as one more example of it (three identical lines in ``.findings/<id>.jsonl``, the listing's
+    count 3 against the campaign's 2), and every rerun logged it again. Examples are distinct cases, never the
+    finding's own."""
+    from jfa_verify import Case
+    from jfa_verify.fuzz.findings import list_findings
+
+    plugin = misbehaving_plugin("wrong_on_two_or_more", wrong="B >= 2")
+    load_plugin(str(plugin))
+    kernel = get_kernel("wrong_on_two_or_more")
+    strategy = cases(kernel, device_type="cpu", max_batch=4, max_len=12, dtypes=["float32"])
+    first = run_campaign(kernel, strategy=strategy, max_examples=24, round_examples=6, corpus_dir=tmp_path,
+                         device="cpu", seed=3, backward=False)
+    (failure,) = first.failures
+    log = tmp_path / ".findings" / f"{failure.signature['id']}.jsonl"
+
+    def logged():
+        return [Case.from_dict(json.loads(line)["case"]).case_id() for line in log.read_text().splitlines()]
+
+    ids = logged()
+    assert len(ids) == len(set(ids)) and failure.case.case_id() not in ids, ids
+    (row,) = list_findings(tmp_path)
+    assert row["examples"] == 1 + failure.examples == 1 + len(ids), (row["examples"], failure.examples, ids)
+    # A rerun replays the saved finding and the database's examples (the same cases): none of them is logged again.
+    again = run_campaign(kernel, strategy=strategy, max_examples=24, round_examples=6, corpus_dir=tmp_path,
+                         device="cpu", seed=3, backward=False)
+    rerun = logged()
+    assert rerun[:len(ids)] == ids and len(rerun) == len(set(rerun)) and failure.case.case_id() not in rerun, rerun
+    assert list_findings(tmp_path)[0]["examples"] == row["examples"] + sum(again.known_examples.values())
