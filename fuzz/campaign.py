@@ -187,8 +187,10 @@ def prepare_corpus(corpus_dir: "str | Path", kernel, verifier, classes_of) -> di
     "new_findings"}``.
     """
     leftovers = []
-    for path, case, _ in running_files(corpus_dir, kernel.name):
-        result = verifier.verify(case)
+    for path, case, payload in running_files(corpus_dir, kernel.name):
+        # a shrink step keeps its round's marks, so recover() collapses the round with it
+        marks = {k: payload[k] for k in ("shrink_round", "shrink_step") if k in payload}
+        result = verifier.verify(case, marks or None)
         leftovers.append({"path": str(path), "status": result.status, "case": case})
     done = recover(corpus_dir, kernel.name, classes_of)
     return {"leftovers": leftovers, **done}

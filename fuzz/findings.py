@@ -40,8 +40,9 @@ from jfa_verify.errors import InvalidInput
 from jfa_verify.protocol import GENERIC_TILES
 from jfa_verify.runner import FAILING_STATUSES
 
-__all__ = ["Finding", "FindingIndex", "error_kind", "key_of", "list_findings", "mark_finding", "record_example",
-           "recover", "running_files", "signature", "size_key", "unreadable_case_files", "verdict_of"]
+__all__ = ["Finding", "FindingIndex", "error_kind", "key_of", "list_findings", "mark_finding", "match_finding",
+           "record_example", "recover", "running_files", "signature", "size_key", "unreadable_case_files",
+           "verdict_of"]
 
 EXAMPLES_DIR = ".findings"
 
@@ -203,6 +204,15 @@ def unreadable_case_files(root: "str | Path") -> list[tuple[Path, str]]:
     return out
 
 
+def match_finding(findings: Iterable[Finding], key: tuple, classes: set[str]) -> Optional[Finding]:
+    """The first of ``findings`` that a failing case of ``key`` and input ``classes`` is an example of
+    (:meth:`FindingIndex.match`)."""
+    for f in findings:
+        if f.key == key and (not f.signature.get("shrunk", True) or set(f.signature["classes"]) <= classes):
+            return f
+    return None
+
+
 class FindingIndex:
     """The findings of one kernel in a reproducer folder (reload with :meth:`refresh`: other workers add)."""
 
@@ -227,10 +237,7 @@ class FindingIndex:
         A finding whose shrinking was cut short (``"shrunk": false``: a hang, each step a whole timeout)
         matches on the key alone: its many classes are not the bug's features, and shrinking every new
         example of it again would spend the campaign on timeouts."""
-        for f in self.findings.values():
-            if f.key == key and (not f.signature.get("shrunk", True) or set(f.signature["classes"]) <= classes):
-                return f
-        return None
+        return match_finding(self.findings.values(), key, classes)
 
     def add(self, finding: Finding) -> None:
         self.findings[finding.id] = finding
@@ -250,13 +257,18 @@ def mark_finding(corpus: Corpus, path: Path, sig: dict, **extra) -> None:
 def recover(root: "str | Path", kernel: str, classes_of: Callable[[Case], set[str]]) -> dict:
     """Put the folder's failing case files of ``kernel`` in order (one process at a time: before a campaign).
 
-    1. Files of one unfinished shrink round (a killed campaign): the last step is kept, the others removed
-       (shrink steps are not examples: they were made from one).
-    2. Every failing file without a finding gets its signature; one whose signature a finding already has
-       becomes that finding's example (file removed).
+    1. Files of one unfinished shrink round (a killed campaign): the round's bug is the key of its first file (the
+       drawn case that started the shrinking); its last step of that key is kept, marked unshrunk
+       (``"shrunk": false``: the kill cut its shrinking short), and the others are removed (shrink steps are not
+       examples: they were made from one; a step that failed otherwise is a side failure, as in a live round).
+    2. Every failing file without a finding gets its signature; one that a finding already has, or that a finding
+       matches as a campaign would (:meth:`FindingIndex.match`: same key, and the finding's classes among the
+       file's, or the finding unshrunk), becomes that finding's example (file removed).
     3. Two files of one signature (two workers finding the same bug at once): the smaller case is kept.
 
-    ``"running"`` files are left alone (replay them first). Returns counts of what was done.
+    ``"running"`` files are left alone (replay them first, keeping their shrink-round marks: a new user's kill -9
+    mid-shrink left two findings of one bug, the replayed in-flight step no longer part of its round). Returns
+    counts of what was done.
     """
     root = Path(root)
     corpus = Corpus(root)
@@ -266,24 +278,40 @@ def recover(root: "str | Path", kernel: str, classes_of: Callable[[Case], set[st
     for p, c, d in files:
         if "finding" not in d and d.get("shrink_round"):
             rounds.setdefault(d["shrink_round"], []).append((p, c, d))
-    dropped = set()
+    dropped, unshrunk = set(), set()
     for steps in rounds.values():
         steps.sort(key=lambda s: s[2].get("shrink_step", 0))
-        for p, c, _ in steps[:-1]:
-            p.unlink(missing_ok=True)
-            dropped.add(p)
-            done["shrink_steps_removed"] += 1
+        target = key_of(verdict_of(steps[0][2]))
+        last = [s for s in steps if key_of(verdict_of(s[2])) == target][-1]
+        unshrunk.add(last[0])
+        for p, c, _ in steps:
+            if p != last[0]:
+                p.unlink(missing_ok=True)
+                dropped.add(p)
+                done["shrink_steps_removed"] += 1
     kept: dict[str, tuple] = {}
-    for p, c, d in files:
-        if p in dropped:
-            continue
-        sig = d.get("finding") or signature(verdict_of(d), classes_of(c))
+    findings_first = sorted((f for f in files if f[0] not in dropped),
+                            key=lambda f: ("finding" not in f[2], size_key(f[1])))
+    for p, c, d in findings_first:
+        if "finding" in d:
+            sig = d["finding"]
+        else:
+            classes = classes_of(c)
+            sig = signature(verdict_of(d), classes)
+            if p in unshrunk:
+                sig["shrunk"] = False
+            known = match_finding([Finding(k[3], k[0], k[1]) for k in kept.values()], key_of(verdict_of(d)), classes)
+            if known is not None and known.id != sig["id"]:
+                record_example(root, known.id, c, own=known.case)
+                p.unlink(missing_ok=True)
+                done["duplicates_removed"] += 1
+                continue
         best = kept.get(sig["id"])
         if best is None:
             kept[sig["id"]] = (p, c, d, sig)
             continue
         loser, winner = ((p, c, d, sig), best) if size_key(best[1]) <= size_key(c) else (best, (p, c, d, sig))
-        record_example(root, sig["id"], loser[1])
+        record_example(root, sig["id"], loser[1], own=winner[1])
         loser[0].unlink(missing_ok=True)
         kept[sig["id"]] = winner
         done["duplicates_removed"] += 1

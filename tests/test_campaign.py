@@ -211,3 +211,30 @@ def test_a_findings_examples_are_distinct_cases_and_a_rerun_of_the_same_cases_ad
     rerun = logged()
     assert rerun[:len(ids)] == ids and len(rerun) == len(set(rerun)) and failure.case.case_id() not in rerun, rerun
     assert list_findings(tmp_path)[0]["examples"] == row["examples"] + sum(again.known_examples.values())
+
+
+def test_recovery_after_a_kill_mid_shrink_keeps_one_unshrunk_finding_of_the_bug(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial): kill -9 while a failure was shrinking left the round's steps and its
+    in-flight step ("running"); the next campaign replayed that step without its round's marks, so recovery kept
+    it beside the round's last step: two findings of one bug. The replay keeps the marks, the round collapses to
+    one finding, marked unshrunk (matched on its failing outputs alone)."""
+    from jfa_verify import Case, Verifier
+    from jfa_verify.corpus import Corpus
+    from jfa_verify.fuzz.campaign import classifier, prepare_corpus
+    from jfa_verify.fuzz.findings import list_findings
+
+    plugin = misbehaving_plugin("wrong_when_batched", wrong="B >= 2")
+    load_plugin(str(plugin))
+    kernel = get_kernel("wrong_when_batched")
+    corpus = Corpus(tmp_path)
+    steps = [Case(kv_lengths=lengths, dtype="float32", head_dim=16) for lengths in ((5, 6, 7), (2, 3), (1, 1))]
+    with Verifier(kernel, "cpu", corpus, backward=False) as verifier:
+        for step, case in enumerate(steps[:2]):  # the drawn failure and a smaller shrink step, both failing
+            assert verifier.verify(case, {"shrink_round": "r1-w0", "shrink_step": step}).status == "error"
+        with corpus.guard(steps[2], kernel.name, "cpu", annotations={"shrink_round": "r1-w0", "shrink_step": 2}):
+            pass  # the step in flight at the kill: left "running"
+        done = prepare_corpus(tmp_path, kernel, verifier, classifier(kernel, "cpu"))
+    assert done["new_findings"] == 1 and [left["status"] for left in done["leftovers"]] == ["error"], done
+    (row,) = list_findings(tmp_path)
+    payload = read_case_file(row["path"])[1]
+    assert payload["finding"]["shrunk"] is False and read_case_file(row["path"])[0] == steps[2]
