@@ -113,7 +113,7 @@ def visible_device(index) -> str:
     return index
 
 
-def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), console=None,
+def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), console=None, live: bool = True,
              interval: float = 10.0, report: "str | Path | None" = None, png: "str | Path | None" = None) -> dict:
     """Run a campaign with ``workers`` processes; returns its report (also written to ``report``).
 
@@ -121,7 +121,9 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
         config: the campaign's settings.
         workers: worker processes (several per GPU for small cases).
         gpus: GPU indices the workers are pinned to, round-robin (CUDA only; empty: none pinned).
-        console: a rich console for live progress (None: silent).
+        console: a rich console for notes (leftovers replayed, a folder put in order after a kill, an interrupt)
+            and live progress (None: silent).
+        live: show live progress on ``console`` (False: its notes only, as ``--no-progress``).
         interval: seconds between progress lines when the console is not a terminal (a log).
         report, png: where to write the JSON report and the PNG of cases and findings over time.
 
@@ -143,7 +145,7 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
     open_database(config.database or default_database(corpus_dir), config.read_from)
     corpus_dir.mkdir(parents=True, exist_ok=True)
     with campaign_lock(corpus_dir):
-        return _run_fuzz(config, device, kernel, corpus_dir, workers=workers, gpus=gpus, console=console,
+        return _run_fuzz(config, device, kernel, corpus_dir, workers=workers, gpus=gpus, console=console, live=live,
                          interval=interval, report=report, png=png)
 
 
@@ -188,7 +190,7 @@ def campaign_lock(folder: Path) -> Iterator[None]:
 
 
 def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: int, gpus: Sequence[str], console,
-              interval: float, report, png) -> dict:
+              live: bool, interval: float, report, png) -> dict:
     """:func:`run_fuzz` once its folder is held."""
     from jfa_verify.corpus import environment
     from jfa_verify.coverage import unsupported_classes
@@ -212,9 +214,15 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     with Verifier(kernel, device, corpus_dir, backward=config.backward, timeout_s=config.timeout_s,
                   plugins=config.plugins, isolate=config.isolate, worker_env=gpu_env) as verifier:
         prep = prepare_corpus(corpus_dir, kernel, verifier, classes_of)
-    for left in prep["leftovers"]:
-        say(f"  left 'running' by a killed process: {left['path']}: {left['status']} on replay"
-            + ("" if left["status"] in ("pass", "unsupported") else " (kept as a finding)"))
+    # (plain notes, with or without live progress: a new user's --no-progress campaign recovered findings silently)
+    notes = [f"left 'running' by a killed process: {left['path']}: {left['status']} on replay"
+             + ("" if left["status"] in ("pass", "unsupported") else " (kept as a finding)") for left in prep["leftovers"]]
+    if prep["shrink_steps_removed"] or prep["duplicates_removed"] or prep["new_findings"]:
+        notes.append(f"folder put in order before the campaign (a killed campaign's files): {prep['new_findings']} "
+                     f"finding(s) recovered, {prep['shrink_steps_removed']} shrink step(s) and "
+                     f"{prep['duplicates_removed']} duplicate(s) removed")
+    for note in notes:
+        say(f"  note: {note}")
     saved = saved_findings(corpus_dir, kernel.name)
     leftover_paths = {left["path"] for left in prep["leftovers"]}
     replay = [p for p in saved if str(p) not in leftover_paths]
@@ -224,8 +232,8 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     events, stop = ctx.Queue(), ctx.Event()
     shares = _shares(config.max_examples, workers)
     procs = {}
-    progress = CampaignProgress(workers, device_type=device.type, console=console, interval=interval,
-                                capabilities=kernel.capabilities)
+    progress = CampaignProgress(workers, device_type=device.type, console=console if live else None,
+                                interval=interval, capabilities=kernel.capabilities)
     summaries, deaths, interrupted = {}, {}, False
     with progress, terminate_as_interrupt():
         for w in range(workers):
@@ -308,7 +316,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
                         "cases_per_minute": round(s.rate(time.time()), 1), "failing": s.failing,
                         "findings": s.findings, "seconds": dict(s.seconds)} for s in progress.workers.values()],
         "worker_errors": {str(w): d for w, d in deaths.items()},
-        "notes": sorted({n for s in summaries.values() for n in s["notes"]}),
+        "notes": notes + sorted({n for s in summaries.values() for n in s["notes"]}),
         "breakdown_seconds": progress.breakdown(),
         "timeline": [list(p) for p in progress.timeline],
         "finding_times": [list(f) for f in progress.finding_times],

@@ -400,7 +400,7 @@ def cmd_fuzz(args) -> int:
     console.print(f"jfa-verify fuzz: kernel [bold]{kernel.name}[/] on {device}, {args.workers} worker(s)"
                   + (f" on GPU(s) {','.join(gpus)}" if gpus else "") + f", up to {limit}, seed {seed} "
                   f"(repeat the draws with --seed {seed}), database {database}")
-    report = run_fuzz(config, workers=args.workers, gpus=gpus or (), console=None if args.no_progress else console,
+    report = run_fuzz(config, workers=args.workers, gpus=gpus or (), console=console, live=not args.no_progress,
                       interval=args.progress_interval, report=args.report, png=args.png)
     _print_campaign(report, console)
     statuses = report["statuses"]
@@ -963,7 +963,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run cases in a case-worker process, so crashes and hangs are findings (default)")
     fz.add_argument("--shrink-seconds", type=positive_float, default=120.0,
                     help="longest time spent shrinking one failure (default 120)")
-    fz.add_argument("--no-progress", action="store_true", help="no live progress")
+    fz.add_argument("--no-progress", action="store_true",
+                    help="no live progress (notes, such as findings recovered after a killed campaign, still print)")
     fz.add_argument("--progress-interval", type=positive_float, default=10.0,
                     help="seconds between progress lines when the output is not a terminal (default 10)")
     fz.add_argument("--covering", action="store_true",

@@ -624,3 +624,20 @@ def test_findings_listing_only_cases_left_running_does_not_exit_0(tmp_path, caps
     failed.update(status="crash", case=Case(kv_lengths=(4,)).to_dict())
     (folder / f"{Case(kv_lengths=(4,)).case_id()}-triton_jfa.json").write_text(json.dumps(failed))
     assert main(["findings", str(folder), "--json"]) == 4
+
+
+def test_fuzz_without_live_progress_still_says_what_it_recovered(tmp_path, capsys):
+    # regression (new-user trial): with --no-progress the notes on a killed campaign's leftovers and recovered
+    # findings were dropped (they went to the live display only); they print as plain lines, and the report has them
+    from jfa_verify.corpus import Corpus
+
+    folder = tmp_path / "repro"
+    with Corpus(folder).guard(Case(kv_lengths=(3,), dtype="float32", head_dim=16), "triton_jfa", "cpu") as path:
+        pass  # left "running", as a kill -9 leaves it
+    rc = main(["fuzz", "--device", "cpu", "--max-examples", "1", "--no-progress", "--no-isolate", "--seed", "0",
+               "--reproducers", str(folder), "--report", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    note = f"left 'running' by a killed process: {path}: pass on replay"
+    assert out.count(note) == 2, out  # when it happens, and in the summary
+    assert note in json.loads((tmp_path / "r.json").read_text())["notes"]
