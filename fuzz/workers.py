@@ -201,7 +201,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
 
     from .campaign import classifier, prepare_corpus, saved_findings
     from .database import default_database
-    from .findings import list_findings, recover
+    from .findings import list_findings, recover, unreadable_case_files
     from .progress import CampaignProgress, plot_timeline
 
     database = config.database or default_database(corpus_dir)
@@ -223,6 +223,9 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
                      f"{prep['duplicates_removed']} duplicate(s) removed")
     for note in notes:
         say(f"  note: {note}")
+    for path, why in unreadable_case_files(corpus_dir):  # (left untouched: a finding may be lost in one)
+        say(f"  error: {path} is not a readable case file ({why}); this campaign cannot replay it and leaves it as it "
+            f"is: restore it, or remove it once you have read it")
     saved = saved_findings(corpus_dir, kernel.name)
     leftover_paths = {left["path"] for left in prep["leftovers"]}
     replay = [p for p in saved if str(p) not in leftover_paths]
@@ -293,6 +296,11 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     code = ExitCode.INTERRUPTED if interrupted else exit_code_for(statuses)
     if deaths and code == ExitCode.OK:
         code = ExitCode.USAGE  # a worker could not run: nothing meaningful was checked by it
+    # A case file that cannot be read may hold a finding this campaign could not replay: as `jfa-verify findings`,
+    # that is not a pass (nor only an ordinary finding); a crash or hang still says more.
+    unreadable = [{"path": str(p), "why": why} for p, why in unreadable_case_files(corpus_dir)]
+    if unreadable and code in (ExitCode.OK, ExitCode.FINDING):
+        code = ExitCode.USAGE
     payload = {
         "format": "jfa-verify-campaign/1",
         "kernel": kernel.name, "device": str(device), "workers": workers, "gpus": [str(g) for g in gpus],
@@ -316,6 +324,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
                         "cases_per_minute": round(s.rate(time.time()), 1), "failing": s.failing,
                         "findings": s.findings, "seconds": dict(s.seconds)} for s in progress.workers.values()],
         "worker_errors": {str(w): d for w, d in deaths.items()},
+        "unreadable_case_files": unreadable,
         "notes": notes + sorted({n for s in summaries.values() for n in s["notes"]}),
         "breakdown_seconds": progress.breakdown(),
         "timeline": [list(p) for p in progress.timeline],

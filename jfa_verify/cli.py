@@ -403,6 +403,11 @@ def cmd_fuzz(args) -> int:
     report = run_fuzz(config, workers=args.workers, gpus=gpus or (), console=console, live=not args.no_progress,
                       interval=args.progress_interval, report=args.report, png=args.png)
     _print_campaign(report, console)
+    for broken in report["unreadable_case_files"]:  # (as `findings` says it; the exit status is 2 beside no crash
+        # or hang)
+        print(f"jfa-verify fuzz: error: {broken['path']} is not a readable case file ({broken['why']}); a finding may "
+              f"be lost in it (not replayed, left as it is): restore it, or remove it once you have read it",
+              file=sys.stderr)
     statuses = report["statuses"]
     if not report["interrupted"] and statuses and set(statuses) == {"unsupported"}:
         # Nothing was checked: a CI job must not read this as a pass (as `run` in the same case).
@@ -939,8 +944,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "cases drawn (steered toward rarely drawn contract classes), each failure shrunk "
                                     "and kept as one finding per signature in --reproducers, with its replay command. "
                                     f"Exit status (jfa_verify/exits.py): 0 no finding; {FINDINGS_IN_WORDS}; 2 a bad "
-                                    "argument, or every case run outside the kernel's capabilities (nothing "
-                                    "checked); 130 interrupted (the summary and report are written).")
+                                    "argument, every case run outside the kernel's capabilities (nothing "
+                                    "checked), or a case file in --reproducers that cannot be read (named, left as "
+                                    "it is: a finding may be lost in it) beside no crash or hang; 130 interrupted "
+                                    "(the summary and report are written).")
     kernel_options(fz)
     fz.add_argument("--max-examples", type=positive_int, default=None,
                     help="new cases to draw, over all workers (default 100, or no limit with --duration)")

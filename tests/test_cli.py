@@ -641,3 +641,22 @@ def test_fuzz_without_live_progress_still_says_what_it_recovered(tmp_path, capsy
     note = f"left 'running' by a killed process: {path}: pass on replay"
     assert out.count(note) == 2, out  # when it happens, and in the summary
     assert note in json.loads((tmp_path / "r.json").read_text())["notes"]
+
+
+def test_fuzz_names_a_case_file_it_cannot_read_leaves_it_and_does_not_pass(tmp_path, capsys):
+    # regression (new-user trial): fuzz passed over a truncated case file in its folder without a word (and exited
+    # 0), where `jfa-verify findings` exits 2 on it: a finding may be lost in it. It is named, with the fix, left as
+    # it is, listed in the report, and the exit status is `findings`' (2 beside no crash or hang)
+    folder = tmp_path / "repro"
+    folder.mkdir()
+    broken = folder / f"{Case(kv_lengths=(3,)).case_id()}-triton_jfa.json"
+    broken.write_text('{"format": "jfa-verify-case/1", "case": {"kv_len')  # cut short by a killed writer
+    rc = main(["fuzz", "--device", "cpu", "--max-examples", "1", "--no-progress", "--no-isolate", "--seed", "0",
+               "--reproducers", str(folder), "--report", str(tmp_path / "r.json")])
+    out, err = capsys.readouterr()
+    assert rc == 2 == main(["findings", str(folder)]), out + err
+    assert f"jfa-verify fuzz: error: {broken} is not a readable case file" in err and "restore it, or remove it" in err
+    assert f"error: {broken} is not a readable case file" in out  # said before the campaign runs, too
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [b["path"] for b in report["unreadable_case_files"]] == [str(broken)] and report["exit_code"] == 2
+    assert broken.read_text().endswith('"kv_len')  # untouched
