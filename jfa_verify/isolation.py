@@ -17,6 +17,7 @@ parent need not initialise CUDA at all.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import re
@@ -106,21 +107,28 @@ def _serve(conn, spec: WorkerSpec, owner: int) -> None:
     try:
         from .device import select_device
         from .registry import get_kernel, load_plugin
-        from .runner import run_case
 
         device = select_device(spec.device_type)
         for p in spec.plugins:
             load_plugin(p)
         kernel = get_kernel(spec.kernel)
     except Exception as e:  # reported to the parent, which raises it with the worker's words
-        conn.send(("setup-error", f"{type(e).__name__}: {e}"))
+        with contextlib.suppress(OSError):
+            conn.send(("setup-error", f"{type(e).__name__}: {e}"))
         return
-    conn.send(("ready", os.getpid()))
+    try:
+        conn.send(("ready", os.getpid()))
+        _answer(conn, spec, kernel, device)
+    except (EOFError, OSError):  # the parent went away (killed: a broken pipe or a reset connection): end quietly,
+        return  # not with a traceback on the terminal (a new user's kill -9 of a campaign printed one per orphan)
+
+
+def _answer(conn, spec: WorkerSpec, kernel, device) -> None:
+    """:func:`_serve`'s loop: one verdict per case received, until told to stop."""
+    from .runner import run_case
+
     while True:
-        try:
-            msg = conn.recv()
-        except EOFError:  # the parent went away
-            return
+        msg = conn.recv()
         if msg is None:
             return
         case, backward, memory = msg

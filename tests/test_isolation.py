@@ -4,6 +4,7 @@ import json
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -395,3 +396,40 @@ def test_replay_of_a_running_file_runs_in_a_case_worker_with_a_limit(tmp_path, m
         assert main(["replay", str(path), "--device", "cpu", "--plugin", str(plugin)]) == want
         assert time.monotonic() - t0 < 60
         assert "ended mid-case" in capsys.readouterr().out
+
+
+def test_a_case_worker_whose_parent_is_gone_ends_quietly(tmp_path):
+    """Regression (a new user's trial): after kill -9 of a campaign, its orphaned case worker finished its case,
+    wrote the verdict into the dead parent's pipe and printed a BrokenPipeError (or ConnectionResetError)
+    traceback on the terminal. It ends at once, quietly."""
+    plugin = tmp_path / "slow.py"
+    plugin.write_text(textwrap.dedent("""
+        import time
+        from jfa_verify import Capabilities, register_kernel
+        from jfa_verify.oracles import reference_attention
+        from jfa_verify.contract import validate_inputs
+
+        @register_kernel("slow_once", capabilities=Capabilities(backward=False))
+        def load():
+            def forward(q, k, v, q_offsets, k_offsets, **kwargs):
+                time.sleep(1.0)  # the parent is gone before the verdict is sent
+                ref = reference_attention(validate_inputs(q, k, v, q_offsets, k_offsets, **kwargs), q, k, v)
+                return ref["o"].to(q.dtype), ref["lse"].float()
+            return forward
+    """))
+    script = textwrap.dedent(f"""
+        from jfa_verify import Case
+        from jfa_verify.isolation import CaseWorker, WorkerSpec
+
+        if __name__ == "__main__":
+            worker = CaseWorker(WorkerSpec("slow_once", "cpu", ({str(plugin)!r},), backward=False))
+            case = Case(kv_lengths=(3,), dtype="float32", head_dim=16)
+            assert worker.run(case, 60).status == "pass"
+            child = worker._proc
+            worker._conn.send((case, False, None))
+            worker._conn.close()  # what the parent's death does to the pipe
+            child.join(30)
+            print("exit", child.exitcode)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "exit 0" and "Traceback" not in proc.stderr, proc.stdout + proc.stderr[-3000:]
