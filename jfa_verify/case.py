@@ -3,8 +3,10 @@
 A :class:`Case` names everything that decides the inputs (lengths, heads, head
 dims, dtype, masking, offsets layout, value distribution, seed), is validated
 when it is built, and materializes the same bits on any machine: values are
-drawn with NumPy's PCG64 generator on the host in float32, rounded to the case
-dtype by torch on the CPU, then moved to the target device.
+computed in float32 by a counter-based generator (:mod:`.counter_normals`) on
+the target device itself, then rounded to the case dtype there. Case files written
+before that generator existed (no ``generator`` field) replay with NumPy's PCG64
+stream drawn on the host, as they were made.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import numpy as np
 import torch
 
 from .contract import CAUSAL_ALIGNMENTS, MODES, JaggedProblem, check_window, validate_inputs
+from .counter_normals import counter_normals
 from .dtypes import DTYPES, OFFSET_DTYPES, output_dtype
 from .errors import InvalidInput
 
-__all__ = ["Case", "CaseTensors", "LAYOUTS", "OFFSETS_LAYOUTS", "VALUE_DISTRIBUTIONS"]
+__all__ = ["Case", "CaseTensors", "GENERATORS", "LAYOUTS", "OFFSETS_LAYOUTS", "VALUE_DISTRIBUTIONS"]
 
 VALUE_DISTRIBUTIONS = ("normal", "large_logits", "correlated", "near_ties", "tiny")
 LAYOUTS = ("contiguous", "strided", "mixed", "head_dim_strided", "padded_to_16")
@@ -34,10 +37,14 @@ OFFSETS_LAYOUTS = ("contiguous", "strided")
 # Tensor-layout names that the strategies drew for offsets by a copying slip (cd50883 until this list was
 # fixed): laid out as "contiguous", and case files that recorded them still replay so.
 _LEGACY_OFFSETS_LAYOUTS = ("mixed", "head_dim_strided")
-# Fields added after the first case-file format: left out of ``to_dict`` (and so of
-# ``case_id``) while they hold their default, so old case files and ids stay valid.
+# "counter": values computed on the target device by a counter-based hash (the default); "pcg64": NumPy's
+# PCG64 stream on the host, what every case file without a ``generator`` field was made with.
+GENERATORS = ("counter", "pcg64")
+# Fields added after the first case-file format, with the value a case file that lacks them means: left
+# out of ``to_dict`` (and so of ``case_id``) while they hold it, so old case files and ids stay valid.
+# ``generator`` is the one whose file meaning ("pcg64") differs from the dataclass default ("counter").
 _LATE_FIELDS = {"layout": "contiguous", "offsets_layout": "contiguous", "instrument": True, "window": None,
-                "q_offsets_start": None}
+                "q_offsets_start": None, "generator": "pcg64"}
 
 
 @dataclass(frozen=True)
@@ -83,19 +90,20 @@ def _head_major(t: torch.Tensor, device) -> torch.Tensor:
 def _nan_padded(t: torch.Tensor, device, heads: int = 0, cols: int = 0) -> torch.Tensor:
     # ``t`` as a slice of a NaN-filled buffer with ``heads`` more heads and ``cols`` more head-dim columns
     # (sliced on the device: moving a slice would make it contiguous)
-    wide = torch.full((t.shape[0], t.shape[1] + heads, t.shape[2] + cols), float("nan"), dtype=t.dtype)
+    wide = torch.full((t.shape[0], t.shape[1] + heads, t.shape[2] + cols), float("nan"), dtype=t.dtype,
+                      device=t.device)
     wide[:, : t.shape[1], : t.shape[2]] = t
     return wide.to(device)[:, : t.shape[1], : t.shape[2]]
 
 
 def _lay_out(t: torch.Tensor, role: str, layout: str, device) -> torch.Tensor:
-    """``t`` (``[rows, heads, dim]``, contiguous, on the CPU) stored on ``device`` in ``layout`` for its
+    """``t`` (``[rows, heads, dim]``, contiguous, on the CPU or on ``device``) stored on ``device`` in ``layout`` for its
     ``role`` (``"q"``, ``"k"``, ``"v"``, ``"do"``); same values, other strides."""
     if layout == "contiguous":
         return t.to(device)
     if layout == "head_dim_strided":
         # every other element of a NaN-filled buffer: stride 2 along D (a kernel assuming 1 reads NaN)
-        wide = torch.full((*t.shape[:2], 2 * t.shape[2]), float("nan"), dtype=t.dtype)
+        wide = torch.full((*t.shape[:2], 2 * t.shape[2]), float("nan"), dtype=t.dtype, device=t.device)
         wide[..., ::2] = t
         return wide.to(device)[..., ::2]
     if layout == "strided":
@@ -171,6 +179,12 @@ class Case:
             production (uninstrumented) launch, which is judged by the same
             oracles. No effect on a kernel without instrumentation.
         seed: seed of the value generator.
+        generator: ``"counter"`` (default): every value a pure function of
+            (seed, tensor, index), computed on the target device, so a large case
+            is not drawn on the host and copied (see :mod:`jfa_verify.counter_normals`);
+            ``"pcg64"``: NumPy's PCG64 stream on the host, what case files
+            written without this field replay with. Both give the same bits on
+            every device.
         name: a label for reports; not part of the inputs.
 
     Raises:
@@ -198,6 +212,7 @@ class Case:
     seed: int = 0
     instrument: bool = True
     q_offsets_start: Optional[int] = None
+    generator: str = "counter"
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -214,7 +229,7 @@ class Case:
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInput(f"{name}={getattr(self, name)!r} is not a bool; use true or false")
         for name in ("mode", "dtype", "causal_alignment", "offsets_dtype", "offsets_layout", "values", "layout",
-                     "name"):
+                     "generator", "name"):
             if not isinstance(getattr(self, name), str):
                 raise InvalidInput(f"{name}={getattr(self, name)!r} is not a string")
         if self.sm_scale is not None and (isinstance(self.sm_scale, bool) or not isinstance(self.sm_scale, numbers.Real)
@@ -264,6 +279,8 @@ class Case:
                 raise InvalidInput(f"q_offsets_start={self.q_offsets_start} must be >= 0 or null")
         if self.values not in VALUE_DISTRIBUTIONS:
             raise InvalidInput(f"values={self.values!r} is not one of {VALUE_DISTRIBUTIONS}")
+        if self.generator not in GENERATORS:
+            raise InvalidInput(f"generator={self.generator!r} is not one of {GENERATORS}")
         if self.layout not in LAYOUTS:
             raise InvalidInput(f"layout={self.layout!r} is not one of {LAYOUTS}")
         if self.offsets_layout not in OFFSETS_LAYOUTS + _LEGACY_OFFSETS_LAYOUTS:
@@ -350,7 +367,7 @@ class Case:
             raise InvalidInput(f"unknown case fields {sorted(unknown)}; known: {sorted(known)}")
         if "kv_lengths" not in d:
             raise InvalidInput(f"a case needs kv_lengths (a list of key lengths); got only {sorted(d) or 'no fields'}")
-        return cls(**d)
+        return cls(**{**_LATE_FIELDS, **d})
 
     @classmethod
     def from_json(cls, text: str) -> "Case":
@@ -390,7 +407,8 @@ class Case:
             ("layout", self.layout, "contiguous"), ("values", self.values, "normal"),
             # rows before the first sequence change what a kernel's views look like (a known peer trigger)
             ("offsets_start", self.offsets_start, 0), ("q_offsets_start", self.q_offsets_start, None),
-            ("offsets_dtype", self.offsets_dtype, "int32")) if value != default)
+            ("offsets_dtype", self.offsets_dtype, "int32"), ("generator", self.generator, "counter"))
+            if value != default)
         return (
             f"{self.mode} {mask} {self.dtype} B={self.batch} Tk={sum(self.kv_lengths)}{q} "
             f"H={self.num_heads_q}/{self.num_heads_kv} D={self.head_dim}{dv}{extra}"
@@ -398,8 +416,12 @@ class Case:
 
     # -- tensors -------------------------------------------------------------------
     def materialize(self, device: torch.device | str = "cpu") -> CaseTensors:
-        """Deterministic tensors of this case on ``device`` (same bits on any machine)."""
-        rng = np.random.Generator(np.random.PCG64(self.seed))
+        """Deterministic tensors of this case on ``device`` (same bits on any machine).
+
+        ``generator="counter"`` computes the values on ``device``; ``"pcg64"`` draws them on the host and
+        copies them over (the cost of a large case: 2.4 s of the MovieLens batch's 2.7 s on an H200 host).
+        """
+        device = torch.device(device)
         dt, odt = self.torch_dtype, OFFSET_DTYPES[self.offsets_dtype]
         pad = self.offsets_start
         t_k = sum(self.kv_lengths) + pad
@@ -410,15 +432,23 @@ class Case:
             q_off = _offsets(self.query_lengths, self.q_start)
             t_q, rows = q_off[-1], q_off[-1]
             q_offsets = q_off
-        q = self._draw(rng, (t_q, self.num_heads_q, self.head_dim), "q")
-        k = self._draw(rng, (t_k, self.num_heads_kv, self.head_dim), "k")
-        v = self._draw(rng, (t_k, self.num_heads_kv, self.dv), "v")
-        do = rng.standard_normal((rows, self.num_heads_q, self.dv), dtype=np.float32)
+        shapes = {"q": (t_q, self.num_heads_q, self.head_dim), "k": (t_k, self.num_heads_kv, self.head_dim),
+                  "v": (t_k, self.num_heads_kv, self.dv), "do": (rows, self.num_heads_q, self.dv)}
+        if self.generator == "pcg64":
+            rng = np.random.Generator(np.random.PCG64(self.seed))
+            # one host stream, drawn in this order: q, k, v, then dO (plain normal)
+            values = {role: torch.from_numpy(np.ascontiguousarray(
+                self._draw(rng, shape, role) if role != "do" else rng.standard_normal(shape, dtype=np.float32)))
+                for role, shape in shapes.items()}
+        else:
+            values = {role: self._draw_counter(shape, role, device) if role != "do"
+                      else counter_normals(self.seed, role, shape, device) for role, shape in shapes.items()}
         k_off = _offsets(self.kv_lengths, pad)
 
-        def tensor(a: np.ndarray, role: str = "") -> torch.Tensor:
-            # dO of a forward-only (float8) case is shaped like O, which is bfloat16
-            t = torch.from_numpy(np.ascontiguousarray(a)).to(output_dtype(dt) if role == "do" else dt)
+        def tensor(role: str) -> torch.Tensor:
+            # dO of a forward-only (float8) case is shaped like O, which is bfloat16; rounding float32 to the
+            # case dtype is round-to-nearest-even on every device
+            t = values[role].to(output_dtype(dt) if role == "do" else dt)
             return _lay_out(t, role, self.layout, device)
 
         def offsets(o: list[int]) -> torch.Tensor:
@@ -433,7 +463,32 @@ class Case:
                 q_offsets_t = k_offsets
             else:
                 q_offsets_t = None if q_offsets is None else offsets(q_offsets)
-        return CaseTensors(tensor(q, "q"), tensor(k, "k"), tensor(v, "v"), q_offsets_t, k_offsets, tensor(do, "do"))
+        return CaseTensors(tensor("q"), tensor("k"), tensor("v"), q_offsets_t, k_offsets, tensor("do"))
+
+    def _draw_counter(self, shape: tuple[int, ...], role: str, device: torch.device) -> torch.Tensor:
+        # The value distributions of ``_draw``, built from independent counter streams with one
+        # elementwise torch op at a time (no matmul: its summation order and TF32 differ across devices).
+        def normals(stream: str, shp: tuple[int, ...]) -> torch.Tensor:
+            return counter_normals(self.seed, stream, shp, device)
+
+        x = normals(role, shape)
+        if self.values == "large_logits" and role in ("q", "k"):
+            x = x * 8.0
+        elif self.values == "correlated":
+            tokens, heads, dim = shape
+            rank = min(4, dim)
+            basis = normals(f"{role}.basis", (rank, dim))
+            coef = normals(f"{role}.coef", (tokens, heads, rank))
+            offset = normals(f"{role}.offset", (1, 1, dim)) * 2.0
+            low = coef[..., 0:1] * basis[0]
+            for r in range(1, rank):
+                low = low + coef[..., r: r + 1] * basis[r]
+            x = low * float(np.float32(1.0 / np.sqrt(rank))) + offset + x * 0.1
+        elif self.values == "near_ties" and role == "k":
+            x = normals(f"{role}.shared", (1, shape[1], shape[2])) + x * 2.0**-12
+        elif self.values == "tiny":
+            x = x * 2.0**-10
+        return x
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...], role: str) -> np.ndarray:
         x = rng.standard_normal(shape, dtype=np.float32)

@@ -20,9 +20,17 @@ GOLDEN = Case(kv_lengths=(3, 0, 5), mode="cross", q_lengths=(2, 4, 1), dtype="bf
 
 
 def test_materialize_gives_golden_bits():
-    # Recorded once; NumPy's PCG64 stream and round-to-nearest casts make it machine-independent.
-    assert _digest(GOLDEN.materialize()) == "7e3453e350932f4365e7e8b5bd4605fc8a7e9d512f881f3e4067eff664ecb262"
-    assert GOLDEN.case_id() == "5b3c6313bf73"
+    # Recorded once; the counter hash's integer arithmetic and round-to-nearest casts make it machine-independent.
+    assert _digest(GOLDEN.materialize()) == "32550e6f7528c10d2f13474aebf0c74516e1e6ecd7b5ab8c74c67e12733bd07d"
+    assert GOLDEN.case_id() == "50f4b1e5ba6f"
+
+
+def test_case_files_from_before_the_counter_generator_keep_their_bits_and_ids():
+    # Recorded with NumPy's PCG64 stream in the first case-file format, which has no generator field.
+    old = Case(kv_lengths=(3, 0, 5), mode="cross", q_lengths=(2, 4, 1), dtype="bfloat16", head_dim=16, seed=7,
+               offsets_start=2, generator="pcg64")
+    assert _digest(old.materialize()) == "7e3453e350932f4365e7e8b5bd4605fc8a7e9d512f881f3e4067eff664ecb262"
+    assert old.case_id() == "5b3c6313bf73"
 
 
 def test_materialize_shapes_and_offsets():
