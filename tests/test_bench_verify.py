@@ -29,6 +29,8 @@ def test_bench_verify_counts_the_variants_triton_builds(monkeypatch):
 
     from triton import knobs
 
+    import torch
+
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import bench_verify
@@ -59,6 +61,23 @@ def test_bench_reference_times_both_forms_and_checks_they_agree():
         line = next(x for x in proc.stdout.splitlines() if x.strip().startswith(name))
         assert re.search(r"grouped [\d.]+ ms, one sequence at a time [\d.]+ ms \(grouped [\d.]+x", line), line
         assert line.endswith("ok"), line
+
+
+def test_bench_reference_judges_differences_relative_to_the_output_size():
+    # regression: an absolute 1e-12 failed a float64 dK accumulator of 3e4 whose two summation orders differed by
+    # 2.5e-11 (under one ulp per term); a real disagreement of 1e-9 at unit size must still fail
+    import torch
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from bench_reference import largest_difference
+    finally:
+        sys.path.pop(0)
+    big = torch.tensor([29922.313041607427, -1.0], dtype=torch.float64)
+    assert largest_difference([{"dk_acc": big + 2.5e-11}], [{"dk_acc": big}]) < 1e-12
+    unit = torch.tensor([0.5, float("-inf")], dtype=torch.float64)
+    assert largest_difference([{"o": unit + torch.tensor([1e-9, 0.0], dtype=torch.float64)}], [{"o": unit}]) > 1e-12
+    assert largest_difference([{"o": unit}], [{"o": unit}]) == 0.0
 
 
 def test_bench_verify_refuses_bad_counts_before_starting_a_worker():
