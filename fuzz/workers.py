@@ -20,6 +20,7 @@ import datetime
 import multiprocessing
 import os
 import queue as queue_module
+import signal
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -59,17 +60,17 @@ class FuzzConfig:
 def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], replay: list, deadline: Optional[float],
                  gpu: Optional[str], events, stop) -> None:
     """One campaign worker process: pin the GPU, load the kernel as the coordinator did, search, report."""
-    from jfa_verify.interrupts import exit_with_parent
+    from jfa_verify.interrupts import exit_with_parent, hear_interrupts, terminate_as_interrupt
 
     exit_with_parent()
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before anything touches CUDA in this process or its children
-    from jfa_verify.interrupts import terminate_as_interrupt
 
     def send(event: dict) -> None:
         events.put((worker, event))
 
     try:
+        hear_interrupts()  # (started deaf to them: its imports are not a place to die of a Ctrl-C)
         with terminate_as_interrupt():
             from jfa_verify.device import select_device
             from jfa_verify.registry import get_kernel, load_plugin
@@ -92,6 +93,10 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
                 on_event=send, should_stop=stop.is_set, shrink_seconds=config.shrink_seconds,
                 round_examples=config.round_examples, covering=config.covering and worker == 0)
         send({"event": "done", "summary": summary.to_dict()})
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the campaign had a summary (loading, setting up): an
+        # interrupt with nothing done, not a dead worker (a new user's early Ctrl-C read "worker 0 died")
+        send({"event": "done", "summary": {"interrupted": True, "generated": 0, "failures": [], "fixed": [],
+                                           "notes": []}})
     except BaseException as e:  # the worker itself failed (not a kernel: those are verdicts)
         send({"event": "died", "why": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]})
 
@@ -195,7 +200,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     from jfa_verify.corpus import environment
     from jfa_verify.coverage import unsupported_classes
     from jfa_verify.exits import ExitCode, exit_code_for
-    from jfa_verify.interrupts import terminate_as_interrupt
+    from jfa_verify.interrupts import children_start_deaf, terminate_as_interrupt
     from jfa_verify.loop import Verifier
     from jfa_verify.report import write_json
 
@@ -211,9 +216,17 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     say = (lambda text: console.print(text, highlight=False)) if console is not None else (lambda text: None)
     gpus = [visible_device(g) for g in gpus]
     gpu_env = {"CUDA_VISIBLE_DEVICES": gpus[0]} if gpus else {}
-    with Verifier(kernel, device, corpus_dir, backward=config.backward, timeout_s=config.timeout_s,
-                  plugins=config.plugins, isolate=config.isolate, worker_env=gpu_env) as verifier:
-        prep = prepare_corpus(corpus_dir, kernel, verifier, classes_of)
+    interrupted = False
+    try:
+        with terminate_as_interrupt(), Verifier(kernel, device, corpus_dir, backward=config.backward,
+                                                timeout_s=config.timeout_s, plugins=config.plugins,
+                                                isolate=config.isolate, worker_env=gpu_env) as verifier:
+            prep = prepare_corpus(corpus_dir, kernel, verifier, classes_of)
+    except KeyboardInterrupt:  # while a killed campaign's files were replayed: each is kept as it was; no worker starts
+        interrupted = True
+        prep = {"leftovers": [], "shrink_steps_removed": 0, "duplicates_removed": 0, "new_findings": 0}
+        say("interrupted while the folder was put in order (files left 'running' by a killed process are kept for "
+            "the next campaign); the report is written")
     # (plain notes, with or without live progress: a new user's --no-progress campaign recovered findings silently)
     notes = [f"left 'running' by a killed process: {left['path']}: {left['status']} on replay"
              + ("" if left["status"] in ("pass", "unsupported") else " (kept as a finding)") for left in prep["leftovers"]]
@@ -237,14 +250,20 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     procs = {}
     progress = CampaignProgress(workers, device_type=device.type, console=console if live else None,
                                 interval=interval, capabilities=kernel.capabilities)
-    summaries, deaths, interrupted = {}, {}, False
+    summaries, deaths = {}, {}
     with progress, terminate_as_interrupt():
-        for w in range(workers):
-            gpu = str(gpus[w % len(gpus)]) if gpus else None
-            procs[w] = ctx.Process(target=_worker_main, name=f"jfa-verify-fuzz-worker-{w}",
-                                   args=(config, w, shares[w], [str(p) for p in replay[w::workers]], deadline, gpu,
-                                         events, stop))
-            procs[w].start()
+        try:
+            for w in range(workers if not interrupted else 0):
+                gpu = str(gpus[w % len(gpus)]) if gpus else None
+                procs[w] = ctx.Process(target=_worker_main, name=f"jfa-verify-fuzz-worker-{w}",
+                                       args=(config, w, shares[w], [str(p) for p in replay[w::workers]], deadline, gpu,
+                                             events, stop))
+                with children_start_deaf():
+                    procs[w].start()
+        except KeyboardInterrupt:  # (the workers started hear of it through stop, as below)
+            interrupted = True
+            stop.set()
+            say("interrupted: workers finish their current case, then the report is written")
         pending, dead_at = set(procs), {}
         while pending:
             try:
@@ -265,8 +284,14 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
                     if not procs[w].is_alive():
                         dead_at.setdefault(w, now)
                         if now - dead_at[w] > _GRACE_S:  # no last word: killed from outside, or crashed in-process
-                            deaths[w] = {"event": "died", "why": f"exit status {procs[w].exitcode}"}
-                            progress.event(w, deaths[w])
+                            if interrupted and procs[w].exitcode in (-signal.SIGINT, -signal.SIGTERM):
+                                # (the user's Ctrl-C or SIGTERM reached it too): interrupted, not dead
+                                summaries[w] = {"interrupted": True, "generated": 0, "failures": [], "fixed": [],
+                                                "notes": []}
+                                progress.event(w, {"event": "done", "summary": summaries[w]})
+                            else:
+                                deaths[w] = {"event": "died", "why": f"exit status {procs[w].exitcode}"}
+                                progress.event(w, deaths[w])
                             pending.discard(w)
                 progress.tick()
             except KeyboardInterrupt:

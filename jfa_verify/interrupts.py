@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Iterator, Optional
 
-__all__ = ["exit_with_parent", "terminate_as_interrupt"]
+__all__ = ["children_start_deaf", "exit_with_parent", "hear_interrupts", "terminate_as_interrupt"]
 
 # How often a worker checks that its parent is still there (where the kernel cannot tell it).
 PARENT_POLL_S = 1.0
@@ -76,3 +76,31 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def children_start_deaf() -> Iterator[None]:
+    """Inside the block, processes started (spawned, or a fork server) begin with SIGINT and SIGTERM ignored.
+
+    A Ctrl-C reaches a terminal's whole process group: a worker still importing torch (Python's start-up, before
+    any code of ours) died of it with a traceback, and the campaign reported "worker 0 died: KeyboardInterrupt"
+    instead of an interrupt. A child started so imports undisturbed (an ignored signal stays ignored across exec,
+    and Python then installs no handler); a campaign worker takes the signals again once in its own code
+    (:func:`hear_interrupts`), where the coordinator's stop (or the signal) ends it cleanly. The block's own
+    process ignores them for as long as the start takes (milliseconds). Outside the main thread it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def hear_interrupts() -> None:
+    """Ctrl-C raises :class:`KeyboardInterrupt` again in a process started by :func:`children_start_deaf` (SIGTERM:
+    see :func:`terminate_as_interrupt`)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)

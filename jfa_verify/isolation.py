@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import re
 import signal
@@ -194,7 +195,16 @@ class CaseWorker:
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child, self.spec, os.getpid()), daemon=True,
                            name="jfa-verify-case-worker")
-        proc.start()
+        from .interrupts import children_start_deaf
+
+        forks = ctx.get_start_method() == "forkserver"
+        with children_start_deaf():  # (the fork server's imports, or a spawned child's, would die of a Ctrl-C)
+            if forks:  # (started on its own: proc.start() waits for its imports, and this process must not be
+                multiprocessing.forkserver.ensure_running()  # deaf that long)
+            else:
+                proc.start()
+        if forks:
+            proc.start()
         child.close()
         # Known at once, so that kill() from another thread (Ctrl-C under Verifier.verify_all) ends a child
         # still loading too, instead of leaving it to run its case to the end (or hang in it).

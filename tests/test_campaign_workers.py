@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -210,3 +211,38 @@ def test_a_second_campaign_on_a_folder_in_use_is_refused(tmp_path, capsys):
         assert f"another campaign (pid {os.getpid()}) is running on this folder" in err, err
     assert main(["fuzz", "--device", "cpu", "--max-examples", "1", "--no-progress", "--reproducers", str(repro),
                  "--no-isolate"]) == 0  # free again once it ends
+
+
+def test_ctrl_c_while_workers_load_is_an_interrupt_not_a_dead_worker(tmp_path):
+    """Regression (a new user's trial): Ctrl-C in a campaign's first seconds (it reaches the terminal's whole process
+    group) found its worker still loading and was reported "worker 0 died: KeyboardInterrupt", with worker_errors in
+    the report. It is an interrupt: summary, report, exit 130, no worker error."""
+    plugin, marks = tmp_path / "slow_to_load.py", tmp_path / "marks"
+    marks.mkdir()
+    plugin.write_text(textwrap.dedent(f"""
+        import os, pathlib, time
+        from jfa_verify import Capabilities, register_kernel
+
+        pathlib.Path({str(marks)!r}, str(os.getpid())).touch()  # loading, in this process
+        time.sleep(2)
+
+        @register_kernel("slow_to_load", capabilities=Capabilities(backward=False))
+        def load():
+            raise AssertionError("never run: the campaign is interrupted while its worker loads the plugin")
+    """))
+    report = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--device", "cpu", "--no-progress",
+                             "--plugin", str(plugin), "--kernel", "slow_to_load", "--max-examples", "5",
+                             "--reproducers", str(tmp_path / "repro"), "--report", str(report)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=interruptible)
+    try:  # the coordinator loads the plugin first, then its worker does: Ctrl-C then, to the whole group
+        _wait_for(lambda: len(list(marks.iterdir())) >= 2, proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == ExitCode.INTERRUPTED, out[-3000:] + err[-3000:]
+    payload = json.loads(report.read_text())
+    assert payload["interrupted"] and payload["worker_errors"] == {}, payload["worker_errors"]
+    assert "died" not in out and "Traceback" not in err, out[-3000:] + err[-3000:]
