@@ -14,16 +14,38 @@ Hypothesis strategies live in :mod:`jfa_verify.strategies`, the references in
 :mod:`jfa_verify.oracles`, campaigns and mutation testing in :mod:`jfa_verify.fuzz`.
 """
 
-from .case import Case, CaseTensors
-from .compare import OUTPUTS, OutputComparison, compare_output
-from .contract import JaggedProblem, key_range, validate_inputs
-from .errors import (InvalidInput, JFAError, KernelConfigError, KernelProtocolError, KernelUnavailable, PluginError,
-                     UnknownKernel, UnsupportedCase)
-from .localize import Location, locate
-from .loop import Verifier
-from .protocol import Capabilities, Kernel, KernelRun, LaunchPlan, PassPlan, TileSizes, Visits
-from .registry import get_kernel, kernel_names, load_plugin, register_kernel
-from .runner import CaseResult, run_case
+import importlib
+
+# Each public name, and the module that defines it: imported on first use (PEP 562), so that ``jfa-verify`` (whose
+# ``jfa_verify.cli`` imports this package first) starts without torch, and a Ctrl-C while torch loads reaches the
+# command's own handling (a short line, exit 130), not a traceback from the console script.
+_EXPORTS = {
+    "Case": "case", "CaseTensors": "case",
+    "OUTPUTS": "compare", "OutputComparison": "compare", "compare_output": "compare",
+    "JaggedProblem": "contract", "key_range": "contract", "validate_inputs": "contract",
+    "InvalidInput": "errors", "JFAError": "errors", "KernelConfigError": "errors", "KernelProtocolError": "errors",
+    "KernelUnavailable": "errors", "PluginError": "errors", "UnknownKernel": "errors", "UnsupportedCase": "errors",
+    "Location": "localize", "locate": "localize",
+    "Verifier": "loop",
+    "Capabilities": "protocol", "Kernel": "protocol", "KernelRun": "protocol", "LaunchPlan": "protocol",
+    "PassPlan": "protocol", "TileSizes": "protocol", "Visits": "protocol",
+    "get_kernel": "registry", "kernel_names": "registry", "load_plugin": "registry", "register_kernel": "registry",
+    "CaseResult": "runner", "run_case": "runner",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "Capabilities",
@@ -60,3 +82,5 @@ __all__ = [
     "validate_inputs",
 ]
 __version__ = "0.2.0"
+
+assert set(_EXPORTS) == set(__all__), "every public name has its module, and only those"

@@ -1267,7 +1267,28 @@ def _outputs_apart(args) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``jfa-verify`` console script; returns the exit status (:class:`ExitCode`)."""
+    """Entry point of the ``jfa-verify`` console script; returns the exit status (:class:`ExitCode`).
+
+    Ctrl-C at any point, from the first import on (torch's loading takes seconds), ends it with one line and exit
+    130, never a traceback: ``import jfa_verify`` loads nothing heavy, and everything after is in here."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # (before a command runs: while torch and the rest load, or arguments are checked)
+        print("\njfa-verify: interrupted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
+    for token in (sys.argv[1:] if argv is None else argv):
+        if token == "--":
+            break
+        # argparse drops a lone "--" from an option's value, so `--lengths=--` parsed as no value at all
+        # and the command ran on its defaults
+        name, eq, value = token.partition("=")
+        if eq and name.startswith("--") and value == "--":
+            print(f"jfa-verify: error: argument {name}: '--' is not a value (it marks the end of the options); "
+                  f"give {name}=VALUE", file=sys.stderr)
+            return EXIT_USAGE
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # a bad argument (exit 2, one line already printed) or --help (0)

@@ -660,3 +660,24 @@ def test_fuzz_names_a_case_file_it_cannot_read_leaves_it_and_does_not_pass(tmp_p
     report = json.loads((tmp_path / "r.json").read_text())
     assert [b["path"] for b in report["unreadable_case_files"]] == [str(broken)] and report["exit_code"] == 2
     assert broken.read_text().endswith('"kv_len')  # untouched
+
+
+def test_ctrl_c_before_a_command_runs_is_one_line_and_exit_130(monkeypatch, capsys):
+    # regression (new-user trial): Ctrl-C in a command's first second (torch loading) printed a raw traceback from the
+    # console script, exit -2 and no word: `import jfa_verify.cli` loaded torch through the package before main ran.
+    # It loads nothing heavy now, and main turns an interrupt anywhere before the command into one line and 130
+    import subprocess
+    import sys
+
+    from jfa_verify import cli
+
+    probe = "import sys, jfa_verify.cli; print(sorted(m for m in ('torch', 'triton', 'hypothesis') if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
+
+    def interrupted():
+        raise KeyboardInterrupt  # as a Ctrl-C while build_parser's imports load torch
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["fuzz", "--device", "cpu"]) == 130
+    assert capsys.readouterr().err.strip() == "jfa-verify: interrupted"
