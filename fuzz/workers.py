@@ -58,8 +58,10 @@ class FuzzConfig:
 
 
 def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], replay: list, deadline: Optional[float],
-                 gpu: Optional[str], events, stop) -> None:
-    """One campaign worker process: pin the GPU, load the kernel as the coordinator did, search, report."""
+                 gpu: Optional[str], events, stop, ctrl_c: bool = True) -> None:
+    """One campaign worker process: pin the GPU, load the kernel as the coordinator did, search, report.
+
+    ``ctrl_c``: Ctrl-C interrupts it (False where the coordinator itself ignores SIGINT, as a background job does)."""
     from jfa_verify.interrupts import exit_with_parent, hear_interrupts, terminate_as_interrupt
 
     exit_with_parent()
@@ -70,7 +72,8 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
         events.put((worker, event))
 
     try:
-        hear_interrupts()  # (started deaf to them: its imports are not a place to die of a Ctrl-C)
+        if ctrl_c:
+            hear_interrupts()  # (started deaf to them: its imports are not a place to die of a Ctrl-C)
         with terminate_as_interrupt():
             from jfa_verify.device import select_device
             from jfa_verify.registry import get_kernel, load_plugin
@@ -251,13 +254,14 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     progress = CampaignProgress(workers, device_type=device.type, console=console if live else None,
                                 interval=interval, capabilities=kernel.capabilities)
     summaries, deaths = {}, {}
+    ctrl_c = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # (a background job's workers ignore it as it does)
     with progress, terminate_as_interrupt():
         try:
             for w in range(workers if not interrupted else 0):
                 gpu = str(gpus[w % len(gpus)]) if gpus else None
                 procs[w] = ctx.Process(target=_worker_main, name=f"jfa-verify-fuzz-worker-{w}",
                                        args=(config, w, shares[w], [str(p) for p in replay[w::workers]], deadline, gpu,
-                                             events, stop))
+                                             events, stop, ctrl_c))
                 with children_start_deaf():
                     procs[w].start()
         except KeyboardInterrupt:  # (the workers started hear of it through stop, as below)
