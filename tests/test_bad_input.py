@@ -247,3 +247,14 @@ def test_cli_refuses_random_bad_values_cleanly(data):
     assert rc == 2 and "Traceback" not in err, err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and option in lines[0], err
+
+
+def test_an_option_given_a_lone_double_dash_is_refused_not_dropped():
+    # regression (found by the test above): argparse strips "--" from `--lengths=--`, so `schedule` ran on its default
+    # MovieLens lengths and exited 0, and `fuzz --max-examples=--` took an empty list for a count
+    for argv in (["schedule", "--lengths=--"], ["fuzz", "--max-examples=--"], ["run", "--report=--"]):
+        rc, err = _cli(argv)
+        option = argv[1].split("=")[0]
+        assert rc == 2 and "Traceback" not in err, (argv, err)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and f"argument {option}: '--' is not a value" in lines[0], (argv, err)
