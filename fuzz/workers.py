@@ -232,7 +232,8 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
             "the next campaign); the report is written")
     # (plain notes, with or without live progress: a new user's --no-progress campaign recovered findings silently)
     notes = [f"left 'running' by a killed process: {left['path']}: {left['status']} on replay"
-             + ("" if left["status"] in ("pass", "unsupported") else " (kept as a finding)") for left in prep["leftovers"]]
+             + ("" if left["status"] in ("pass", "unsupported") else " (kept as a finding)")
+             for left in prep["leftovers"]]
     if prep["shrink_steps_removed"] or prep["duplicates_removed"] or prep["new_findings"]:
         notes.append(f"folder put in order before the campaign (a killed campaign's files): {prep['new_findings']} "
                      f"finding(s) recovered, {prep['shrink_steps_removed']} shrink step(s) and "

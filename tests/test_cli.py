@@ -671,7 +671,8 @@ def test_ctrl_c_before_a_command_runs_is_one_line_and_exit_130(monkeypatch, caps
 
     from jfa_verify import cli
 
-    probe = "import sys, jfa_verify.cli; print(sorted(m for m in ('torch', 'triton', 'hypothesis') if m in sys.modules))"
+    probe = ("import sys, jfa_verify.cli; "
+             "print(sorted(m for m in ('torch', 'triton', 'hypothesis') if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
 
