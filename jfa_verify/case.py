@@ -441,8 +441,8 @@ class Case:
                 self._draw(rng, shape, role) if role != "do" else rng.standard_normal(shape, dtype=np.float32)))
                 for role, shape in shapes.items()}
         else:
-            values = {role: self._draw_counter(shape, role, device) if role != "do"
-                      else counter_normals(self.seed, role, shape, device) for role, shape in shapes.items()}
+            values = {role: self._counter_values(shape, role, output_dtype(dt) if role == "do" else dt, device)
+                      for role, shape in shapes.items()}
         k_off = _offsets(self.kv_lengths, pad)
 
         def tensor(role: str) -> torch.Tensor:
@@ -464,6 +464,14 @@ class Case:
             else:
                 q_offsets_t = None if q_offsets is None else offsets(q_offsets)
         return CaseTensors(tensor("q"), tensor("k"), tensor("v"), q_offsets_t, k_offsets, tensor("do"))
+
+    def _counter_values(self, shape: tuple[int, ...], role: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        # A plain or power-of-two-scaled normal is rounded to the dtype pass by pass (a 2**31-element case holds no
+        # float32 copy on the device); the others are built in float32 first. Same bits either way.
+        scale = {"large_logits": 8.0 if role in ("q", "k") else None, "tiny": 2.0**-10}.get(self.values)
+        if role == "do" or self.values in ("normal", "large_logits", "tiny") or (self.values == "near_ties" and role != "k"):
+            return counter_normals(self.seed, role, shape, device, dtype=dtype, scale=None if role == "do" else scale)
+        return self._draw_counter(shape, role, device).to(dtype)
 
     def _draw_counter(self, shape: tuple[int, ...], role: str, device: torch.device) -> torch.Tensor:
         # The value distributions of ``_draw``, built from independent counter streams with one

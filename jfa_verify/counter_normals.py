@@ -37,7 +37,9 @@ _TABLE_BITS = 16
 # elements per pass (powers of two, so a pass never crosses a multiple of 2**32): NumPy's temporaries stay
 # in cache at 2**16 (42 M values: 0.25 s against 0.6 s at 2**24 on an EPYC core); a GPU wants big passes
 _CHUNK_NUMPY = 1 << 16
-_CHUNK_TORCH = 1 << 26
+# (2**24: the int64 temporaries of a pass stay near 1 GiB, which the caching allocator keeps; at 2**26 a 2**31-element
+# case's passes left 25 GiB reserved and its references ran out of memory on the H200)
+_CHUNK_TORCH = 1 << 24
 
 
 def stream_key(seed: int, role: str) -> tuple[int, int]:
@@ -55,6 +57,15 @@ def _table() -> tuple[np.ndarray, np.ndarray]:
         raise RuntimeError(f"jfa_verify/data/normal_quantiles.npy is damaged (dtype {t.dtype}, shape {t.shape}); "
                            f"reinstall jfa-verify")
     return t[:-1].copy(), t[1:] - t[:-1]
+
+
+_DEVICE_TABLES: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _device_table(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    if device not in _DEVICE_TABLES:
+        _DEVICE_TABLES[device] = tuple(torch.from_numpy(a).to(device) for a in _table())
+    return _DEVICE_TABLES[device]
 
 
 def _mix_np(x: np.ndarray) -> np.ndarray:
@@ -100,7 +111,7 @@ def _chunk_torch(start: int, n: int, k1: int, k2: int, device: torch.device) -> 
     x = torch.arange(lo0, lo0 + n, dtype=torch.int64, device=device) ^ k1
     x = _mix_torch(x) ^ ((k2 + hi * _GOLDEN) & _MASK)
     h = _mix_torch(x)
-    t, slope = (torch.from_numpy(a).to(device) for a in _table())
+    t, slope = _device_table(device)
     j = h >> _TABLE_BITS
     f = (h & 0xFFFF).to(torch.float32) * 2.0**-16
     # two separate kernels (product, then sum), each rounded as IEEE float32: no fused multiply-add
@@ -108,8 +119,9 @@ def _chunk_torch(start: int, n: int, k1: int, k2: int, device: torch.device) -> 
 
 
 def counter_normals(seed: int, role: str, shape: tuple[int, ...], device: torch.device | str = "cpu",
-                    *, use_numpy: bool | None = None) -> torch.Tensor:
-    """A float32 tensor of ``shape`` on ``device`` holding stream ``role`` of ``seed`` in row-major order.
+                    *, dtype: torch.dtype = torch.float32, scale: float | None = None,
+                    use_numpy: bool | None = None) -> torch.Tensor:
+    """A tensor of ``shape`` on ``device`` holding stream ``role`` of ``seed`` in row-major order.
 
     Args:
         seed: integer in ``[0, 2**63)``.
@@ -117,12 +129,15 @@ def counter_normals(seed: int, role: str, shape: tuple[int, ...], device: torch.
             independent stream.
         shape: any shape; element ``i`` of the flattened result is stream element ``i``.
         device: where the values are computed and returned.
+        dtype: the result's dtype: each float32 value (times ``scale``) rounded to it, round-to-nearest-even,
+            pass by pass, so that no float32 copy of a large tensor is held on the device.
+        scale: a power of two multiplying every float32 value before the rounding (exact), or None.
         use_numpy: compute with NumPy on the host (the default for a CPU device) or with torch on
             ``device`` (the default elsewhere); both give the same bits.
 
     Returns:
-        float32 tensor, values of a standard normal quantized to the 2**32 interpolation points of the
-        table, in about [-4.33, 4.33].
+        ``dtype`` tensor of standard normal values (times ``scale``), quantized to the 2**32
+        interpolation points of the table, in about [-4.33, 4.33].
     """
     device = torch.device(device)
     if use_numpy is None:
@@ -133,8 +148,10 @@ def counter_normals(seed: int, role: str, shape: tuple[int, ...], device: torch.
         flat = np.empty(n, dtype=np.float32)
         for s in range(0, n, _CHUNK_NUMPY):
             flat[s: s + _CHUNK_NUMPY] = _chunk_np(s, min(_CHUNK_NUMPY, n - s), k1, k2)
-        return torch.from_numpy(flat).reshape(shape).to(device)
-    flat = torch.empty(n, dtype=torch.float32, device=device)
+        x = torch.from_numpy(flat)
+        return (x if scale is None else x * scale).to(dtype).reshape(shape).to(device)
+    out = torch.empty(n, dtype=dtype, device=device)
     for s in range(0, n, _CHUNK_TORCH):
-        flat[s: s + _CHUNK_TORCH] = _chunk_torch(s, min(_CHUNK_TORCH, n - s), k1, k2, device)
-    return flat.reshape(shape)
+        x = _chunk_torch(s, min(_CHUNK_TORCH, n - s), k1, k2, device)
+        out[s: s + _CHUNK_TORCH] = x if scale is None else x * scale  # (the copy rounds to dtype)
+    return out.reshape(shape)

@@ -29,8 +29,6 @@ def test_bench_verify_counts_the_variants_triton_builds(monkeypatch):
 
     from triton import knobs
 
-    import torch
-
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import bench_verify

@@ -24,6 +24,18 @@ def test_numpy_and_torch_give_the_same_bits(seed, role, shape):
     assert torch.equal(a.view(torch.int32), b.view(torch.int32))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float8_e4m3fn])
+@pytest.mark.parametrize("scale", [None, 8.0, 2.0**-10])
+def test_rounding_pass_by_pass_is_rounding_the_float32_tensor(dtype, scale):
+    # the 2**31-element cases are rounded to their dtype pass by pass on a GPU (a whole float32 copy ran the H200 out
+    # of memory): the same bits as scaling and rounding the float32 values at once, from both implementations
+    f = counter_normals(3, "k", (300_000,), "cpu")
+    want = (f if scale is None else f * scale).to(dtype).view(torch.uint8)
+    for use_numpy in (True, False):
+        got = counter_normals(3, "k", (300_000,), "cpu", dtype=dtype, scale=scale, use_numpy=use_numpy)
+        assert got.dtype == dtype and torch.equal(got.view(torch.uint8), want)
+
+
 def test_indices_past_two_to_the_32_are_a_different_stream_and_agree():
     k1, k2 = stream_key(3, "q")
     high = _chunk_np(2**32 + 100, 1000, k1, k2)
