@@ -1269,10 +1269,14 @@ def _outputs_apart(args) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``jfa-verify`` console script; returns the exit status (:class:`ExitCode`).
 
-    Ctrl-C at any point, from the first import on (torch's loading takes seconds), ends it with one line and exit
-    130, never a traceback: ``import jfa_verify`` loads nothing heavy, and everything after is in here."""
+    Ctrl-C or SIGTERM at any point, from the first import on (torch's loading takes seconds), ends it with one line
+    and exit 130, never a traceback or a death by the signal: ``import jfa_verify`` loads nothing heavy, and everything
+    after is in here."""
+    from .interrupts import terminate_as_interrupt
+
     try:
-        return _main(argv)
+        with terminate_as_interrupt():  # (a CI timeout's SIGTERM while torch loads killed it without a word)
+            return _main(argv)
     except KeyboardInterrupt:  # (before a command runs: while torch and the rest load, or arguments are checked)
         print("\njfa-verify: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)

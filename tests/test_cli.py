@@ -682,3 +682,21 @@ def test_ctrl_c_before_a_command_runs_is_one_line_and_exit_130(monkeypatch, caps
     monkeypatch.setattr(cli, "build_parser", interrupted)
     assert cli.main(["fuzz", "--device", "cpu"]) == 130
     assert capsys.readouterr().err.strip() == "jfa-verify: interrupted"
+
+
+def test_sigterm_before_a_command_runs_is_one_line_and_exit_130():
+    # regression (new-user trial): SIGTERM in a campaign's first seconds (a CI job's timeout while torch loads) killed
+    # it by the signal, exit -15, no word and no report; it ends as Ctrl-C does now. (In a subprocess: on the old code
+    # the signal kills the process that receives it.)
+    import subprocess
+    import sys
+
+    probe = ("import os, signal, sys, time\n"
+             "from jfa_verify import cli\n"
+             "def loading():\n"
+             "    os.kill(os.getpid(), signal.SIGTERM)  # as a CI timeout while build_parser's imports load torch\n"
+             "    time.sleep(10)\n"
+             "cli.build_parser = loading\n"
+             "sys.exit(cli.main(['fuzz', '--device', 'cpu']))\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130 and proc.stderr.strip() == "jfa-verify: interrupted", (proc.returncode, proc.stderr)
