@@ -200,7 +200,9 @@ def unreadable_case_files(root: "str | Path") -> list[tuple[Path, str]]:
             try:
                 read(path)
             except (InvalidInput, OSError, ValueError) as e:
-                out.append((path, f"{type(e).__name__}: {e}"[:200]))
+                why = f"{type(e).__name__}: {e}"
+                # (cut at 200 characters, an unknown field's message lost the end of the known fields' list mid-word)
+                out.append((path, why if len(why) <= 2000 else why[:2000] + " ..."))
     return out
 
 

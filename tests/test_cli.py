@@ -662,6 +662,20 @@ def test_fuzz_names_a_case_file_it_cannot_read_leaves_it_and_does_not_pass(tmp_p
     assert broken.read_text().endswith('"kv_len')  # untouched
 
 
+def test_an_unreadable_case_files_reason_is_said_whole(tmp_path):
+    # regression (new-user trial): the reason was cut at 200 characters, so an unknown field's message ended
+    # mid-word inside the list of known fields
+    from jfa_verify.fuzz.findings import unreadable_case_files
+
+    folder = tmp_path / "repro"
+    folder.mkdir()
+    doc = {"format": "jfa-verify-case/1", "kernel": "triton_jfa", "status": "fail",
+           "case": {**Case(kv_lengths=(3,)).to_dict(), "bogus_field": 1}}
+    (folder / f"{Case(kv_lengths=(3,)).case_id()}-triton_jfa.json").write_text(json.dumps(doc))
+    [(_, why)] = unreadable_case_files(folder)
+    assert "unknown case fields ['bogus_field']" in why and why.endswith("'window']"), why
+
+
 def test_ctrl_c_before_a_command_runs_is_one_line_and_exit_130(monkeypatch, capsys):
     # regression (new-user trial): Ctrl-C in a command's first second (torch loading) printed a raw traceback from the
     # console script, exit -2 and no word: `import jfa_verify.cli` loaded torch through the package before main ran.
