@@ -228,10 +228,13 @@ class Case:
         for name in ("causal", "instrument"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInput(f"{name}={getattr(self, name)!r} is not a bool; use true or false")
-        for name in ("mode", "dtype", "causal_alignment", "offsets_dtype", "offsets_layout", "values", "layout",
-                     "generator", "name"):
+        choices = {"mode": MODES, "dtype": tuple(DTYPES), "causal_alignment": CAUSAL_ALIGNMENTS,
+                   "offsets_dtype": tuple(OFFSET_DTYPES), "offsets_layout": OFFSETS_LAYOUTS, "values": VALUE_DISTRIBUTIONS,
+                   "layout": LAYOUTS, "generator": GENERATORS, "name": None}
+        for name, options in choices.items():
             if not isinstance(getattr(self, name), str):
-                raise InvalidInput(f"{name}={getattr(self, name)!r} is not a string")
+                fix = f"; give one of {options}" if options else ""
+                raise InvalidInput(f"{name}={getattr(self, name)!r} is not a string{fix}")
         if self.sm_scale is not None and (isinstance(self.sm_scale, bool) or not isinstance(self.sm_scale, numbers.Real)
                                           or not math.isfinite(self.sm_scale)):
             raise InvalidInput(f"sm_scale={self.sm_scale!r} is not a finite number (or null for 1/sqrt(head_dim))")

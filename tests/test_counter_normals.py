@@ -3,6 +3,7 @@ host and from torch on any device, and case files made before it replaying with 
 with."""
 
 import itertools
+import re
 from statistics import NormalDist
 
 import numpy as np
@@ -92,6 +93,10 @@ def test_new_cases_use_the_counter_generator_and_say_so_in_their_files():
 def test_an_unknown_generator_is_refused_by_name():
     with pytest.raises(InvalidInput, match="generator='philox' is not one of"):
         Case(kv_lengths=(2,), generator="philox")
+    # regression (new-user trial): null or a number said only "is not a string", without the choices
+    for bad in (None, 1):
+        with pytest.raises(InvalidInput, match=re.escape(f"generator={bad!r} is not a string; give one of ('counter', 'pcg64')")):
+            Case.from_dict({"kv_lengths": [2], "generator": bad})
 
 
 @pytest.mark.parametrize("values", ["normal", "large_logits", "correlated", "near_ties", "tiny"])
