@@ -183,8 +183,9 @@ def prepare_corpus(corpus_dir: "str | Path", kernel, verifier, classes_of) -> di
     killed the process): a failure of any kind is kept as a finding (source ``"leftover"``); a pass means
     the process was killed mid-case and the file is removed -- it is never reported as "fixed".
 
-    Returns ``{"leftovers": [{"path", "status"}...], "shrink_steps_removed", "duplicates_removed",
-    "new_findings"}``.
+    Returns ``{"leftovers": [{"path", "status", "case", "kept"}...], "shrink_steps_removed", "duplicates_removed",
+    "new_findings"}``; ``kept``: the leftover's file is still there after recovery (a finding, or a shrink round's
+    survivor), False when it was removed (a pass, or a failure folded into a known finding as an example).
     """
     leftovers = []
     for path, case, payload in running_files(corpus_dir, kernel.name):
@@ -193,6 +194,8 @@ def prepare_corpus(corpus_dir: "str | Path", kernel, verifier, classes_of) -> di
         result = verifier.verify(case, marks or None)
         leftovers.append({"path": str(path), "status": result.status, "case": case})
     done = recover(corpus_dir, kernel.name, classes_of)
+    for left in leftovers:
+        left["kept"] = Path(left["path"]).exists()
     return {"leftovers": leftovers, **done}
 
 

@@ -121,6 +121,15 @@ def visible_device(index) -> str:
     return index
 
 
+def leftover_note(left: dict) -> str:
+    """The note on one file a killed process left "running", replayed before the campaign (a
+    :func:`~jfa_verify.fuzz.campaign.prepare_corpus` leftover)."""
+    fate = ("" if left["status"] in ("pass", "unsupported") else
+            " (kept as a finding)" if left.get("kept", True) else
+            " (an example of a finding already kept: its file is folded into that finding's examples)")
+    return f"left 'running' by a killed process: {left['path']}: {left['status']} on replay{fate}"
+
+
 def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), console=None, live: bool = True,
              interval: float = 10.0, report: "str | Path | None" = None, png: "str | Path | None" = None) -> dict:
     """Run a campaign with ``workers`` processes; returns its report (also written to ``report``).
@@ -231,9 +240,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
         say("interrupted while the folder was put in order (files left 'running' by a killed process are kept for "
             "the next campaign); the report is written")
     # (plain notes, with or without live progress: a new user's --no-progress campaign recovered findings silently)
-    notes = [f"left 'running' by a killed process: {left['path']}: {left['status']} on replay"
-             + ("" if left["status"] in ("pass", "unsupported") else " (kept as a finding)")
-             for left in prep["leftovers"]]
+    notes = [leftover_note(left) for left in prep["leftovers"]]
     if prep["shrink_steps_removed"] or prep["duplicates_removed"] or prep["new_findings"]:
         notes.append(f"folder put in order before the campaign (a killed campaign's files): {prep['new_findings']} "
                      f"finding(s) recovered, {prep['shrink_steps_removed']} shrink step(s) and "

@@ -213,6 +213,34 @@ def test_a_findings_examples_are_distinct_cases_and_a_rerun_of_the_same_cases_ad
     assert list_findings(tmp_path)[0]["examples"] == row["examples"] + sum(again.known_examples.values())
 
 
+def test_a_leftover_folded_into_a_known_finding_is_not_said_to_be_kept(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial): a "running" file left by a kill that failed on replay was noted "(kept as a
+    finding)" while recovery had folded it into a finding already kept (its file gone, an example line instead)."""
+    from jfa_verify import Case, Verifier
+    from jfa_verify.corpus import Corpus
+    from jfa_verify.fuzz.campaign import classifier, prepare_corpus
+    from jfa_verify.fuzz.findings import list_findings
+
+    plugin = misbehaving_plugin("wrong_when_batched", wrong="B >= 2")
+    load_plugin(str(plugin))
+    kernel = get_kernel("wrong_when_batched")
+    corpus = Corpus(tmp_path)
+    known, left_running = (Case(kv_lengths=lengths, dtype="float32", head_dim=16) for lengths in ((2, 3), (2, 3, 1)))
+    with Verifier(kernel, "cpu", corpus, backward=False) as verifier:
+        assert verifier.verify(known).status == "error"
+        assert prepare_corpus(tmp_path, kernel, verifier, classifier(kernel, "cpu"))["new_findings"] == 1
+        with corpus.guard(left_running, kernel.name, "cpu"):
+            pass  # in flight at a kill -9
+        (left,) = prepare_corpus(tmp_path, kernel, verifier, classifier(kernel, "cpu"))["leftovers"]
+    assert left["status"] == "error" and left["kept"] == Path(left["path"]).exists()
+    rows = list_findings(tmp_path)
+    assert len(rows) == 1 and left["kept"] is False, (rows, left)
+    from jfa_verify.fuzz.workers import leftover_note
+
+    note = leftover_note(left)
+    assert "kept as a finding" not in note and "folded into that finding's examples" in note, note
+
+
 def test_recovery_after_a_kill_mid_shrink_keeps_one_unshrunk_finding_of_the_bug(tmp_path, misbehaving_plugin):
     """Regression (a new user's trial): kill -9 while a failure was shrinking left the round's steps and its
     in-flight step ("running"); the next campaign replayed that step without its round's marks, so recovery kept
