@@ -425,8 +425,8 @@ def _print_campaign(report: dict, console) -> None:
     console.print(f"campaign on {report['kernel']} ({report['device']}, {report['workers']} worker(s), seed "
                   f"{report['seed']}): {report['cases']} cases run in {report['seconds']:.1f} s "
                   f"({report['cases_per_minute']:.0f}/min; {report['drawn']} drawn, and saved findings replayed and "
-                  f"shrink steps run besides; a draw of a case judged before runs nothing), "
-                  + ", ".join(f"{k} {v}" for k, v in sorted(report["statuses"].items()))
+                  f"shrink steps run besides; a draw of a case judged before runs nothing)"
+                  + "".join(f", {k} {v}" for k, v in sorted(report["statuses"].items()))
                   + (" -- interrupted" if report["interrupted"] else ""), highlight=False, markup=False)
     for f in report["findings"]:
         tag = "NEW " if f["id"] in new else ""
