@@ -221,9 +221,10 @@ def test_a_leftover_folded_into_a_known_finding_is_not_said_to_be_kept(tmp_path,
     from jfa_verify.fuzz.campaign import classifier, prepare_corpus
     from jfa_verify.fuzz.findings import list_findings
 
-    plugin = misbehaving_plugin("wrong_when_batched", wrong="B >= 2")
+    # (a name of its own: a kernel name is registered once per process, and the next test registers its own)
+    plugin = misbehaving_plugin("wrong_when_batched_folded", wrong="B >= 2")
     load_plugin(str(plugin))
-    kernel = get_kernel("wrong_when_batched")
+    kernel = get_kernel("wrong_when_batched_folded")
     corpus = Corpus(tmp_path)
     known, left_running = (Case(kv_lengths=lengths, dtype="float32", head_dim=16) for lengths in ((2, 3), (2, 3, 1)))
     with Verifier(kernel, "cpu", corpus, backward=False) as verifier:
