@@ -153,13 +153,12 @@ def record_example(root: Path, sig_id: str, case: Case, worker: int = 0, *, own:
     Examples are distinct cases: ``own`` (the finding's own case, which the shared database hands back every
     round) and a case logged before are not logged again (a new user's finding counted its own shrunk case three
     times, and once more on every rerun)."""
-    if own is not None and case.case_id() == own.case_id():
-        return False
+    case_id = case.case_id()
     path = _examples_log(root, sig_id)
-    if case.case_id() in _example_ids(path):
+    if (own is not None and case_id == own.case_id()) or case_id in _example_ids(path):
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"case": case.to_dict(), "id": case.case_id(), "worker": worker, "time": time.time()},
+    line = json.dumps({"case": case.to_dict(), "id": case_id, "worker": worker, "time": time.time()},
                       sort_keys=True) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

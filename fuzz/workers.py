@@ -57,6 +57,11 @@ class FuzzConfig:
     strategy: dict = field(default_factory=dict)
 
 
+def _interrupted_summary() -> dict:
+    """The summary of a worker interrupted before its campaign had one: nothing drawn, nothing found."""
+    return {"interrupted": True, "generated": 0, "failures": [], "fixed": [], "notes": []}
+
+
 def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], replay: list, deadline: Optional[float],
                  gpu: Optional[str], events, stop, ctrl_c: bool = True) -> None:
     """One campaign worker process: pin the GPU, load the kernel as the coordinator did, search, report.
@@ -98,8 +103,7 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
         send({"event": "done", "summary": summary.to_dict()})
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the campaign had a summary (loading, setting up): an
         # interrupt with nothing done, not a dead worker (a new user's early Ctrl-C read "worker 0 died")
-        send({"event": "done", "summary": {"interrupted": True, "generated": 0, "failures": [], "fixed": [],
-                                           "notes": []}})
+        send({"event": "done", "summary": _interrupted_summary()})
     except BaseException as e:  # the worker itself failed (not a kernel: those are verdicts)
         send({"event": "died", "why": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]})
 
@@ -298,8 +302,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
                         if now - dead_at[w] > _GRACE_S:  # no last word: killed from outside, or crashed in-process
                             if interrupted and procs[w].exitcode in (-signal.SIGINT, -signal.SIGTERM):
                                 # (the user's Ctrl-C or SIGTERM reached it too): interrupted, not dead
-                                summaries[w] = {"interrupted": True, "generated": 0, "failures": [], "fixed": [],
-                                                "notes": []}
+                                summaries[w] = _interrupted_summary()
                                 progress.event(w, {"event": "done", "summary": summaries[w]})
                             else:
                                 deaths[w] = {"event": "died", "why": f"exit status {procs[w].exitcode}"}

@@ -121,6 +121,16 @@ def _lay_out(t: torch.Tensor, role: str, layout: str, device) -> torch.Tensor:
     return _head_major(t, device)
 
 
+def _value_scale(values: str, role: str) -> Optional[float]:
+    """The power of two a value distribution scales ``role``'s normals by, or None: ``"large_logits"`` q and k by 8
+    (|score| ~ 8 * 8 / sqrt(D) * sqrt(D) = 64: softmax rows nearly one-hot), ``"tiny"`` q, k and v by 2**-10."""
+    if values == "large_logits" and role in ("q", "k"):
+        return 8.0
+    if values == "tiny" and role != "do":
+        return 2.0**-10
+    return None
+
+
 def _offsets(lengths: tuple[int, ...], start: int) -> list[int]:
     out = [start]
     for n in lengths:
@@ -470,22 +480,19 @@ class Case:
 
     def _counter_values(self, shape: tuple[int, ...], role: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         # A plain or power-of-two-scaled normal is rounded to the dtype pass by pass (a 2**31-element case holds no
-        # float32 copy on the device); the others are built in float32 first. Same bits either way.
-        scale = {"large_logits": 8.0 if role in ("q", "k") else None, "tiny": 2.0**-10}.get(self.values)
-        if role == "do" or self.values in ("normal", "large_logits", "tiny") or (self.values == "near_ties" and role != "k"):
-            return counter_normals(self.seed, role, shape, device, dtype=dtype, scale=None if role == "do" else scale)
-        return self._draw_counter(shape, role, device).to(dtype)
+        # float32 copy on the device); the structured ones are built in float32 first. Same bits either way.
+        if (self.values == "correlated" and role != "do") or (self.values == "near_ties" and role == "k"):
+            return self._draw_counter(shape, role, device).to(dtype)
+        return counter_normals(self.seed, role, shape, device, dtype=dtype, scale=_value_scale(self.values, role))
 
     def _draw_counter(self, shape: tuple[int, ...], role: str, device: torch.device) -> torch.Tensor:
-        # The value distributions of ``_draw``, built from independent counter streams with one
+        # The structured distributions of ``_draw``, built from independent counter streams with one
         # elementwise torch op at a time (no matmul: its summation order and TF32 differ across devices).
         def normals(stream: str, shp: tuple[int, ...]) -> torch.Tensor:
             return counter_normals(self.seed, stream, shp, device)
 
         x = normals(role, shape)
-        if self.values == "large_logits" and role in ("q", "k"):
-            x = x * 8.0
-        elif self.values == "correlated":
+        if self.values == "correlated":
             tokens, heads, dim = shape
             rank = min(4, dim)
             basis = normals(f"{role}.basis", (rank, dim))
@@ -494,19 +501,12 @@ class Case:
             low = coef[..., 0:1] * basis[0]
             for r in range(1, rank):
                 low = low + coef[..., r: r + 1] * basis[r]
-            x = low * float(np.float32(1.0 / np.sqrt(rank))) + offset + x * 0.1
-        elif self.values == "near_ties" and role == "k":
-            x = normals(f"{role}.shared", (1, shape[1], shape[2])) + x * 2.0**-12
-        elif self.values == "tiny":
-            x = x * 2.0**-10
-        return x
+            return low * float(np.float32(1.0 / np.sqrt(rank))) + offset + x * 0.1
+        return normals(f"{role}.shared", (1, shape[1], shape[2])) + x * 2.0**-12  # near_ties keys
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...], role: str) -> np.ndarray:
         x = rng.standard_normal(shape, dtype=np.float32)
-        if self.values == "large_logits" and role in ("q", "k"):
-            # |score| ~ 8 * 8 / sqrt(D) * sqrt(D) = 64: softmax rows are nearly one-hot.
-            x = x * np.float32(8.0)
-        elif self.values == "correlated":
+        if self.values == "correlated":
             # Low-rank (rank 4) structure plus a shared offset per head dim, as real
             # activations have; such inputs broke gradients that Gaussian noise did not.
             tokens, heads, dim = shape
@@ -520,6 +520,6 @@ class Case:
             # tie to within bf16/fp16 rounding, so max-subtraction and sums decide the result.
             shared = rng.standard_normal((1, shape[1], shape[2]), dtype=np.float32)
             x = shared + np.float32(2.0**-12) * x
-        elif self.values == "tiny":
-            x = x * np.float32(2.0**-10)
+        elif _value_scale(self.values, role) is not None:
+            x = x * np.float32(_value_scale(self.values, role))
         return x
