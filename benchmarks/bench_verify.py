@@ -11,6 +11,11 @@ checks), io (case file) and ipc (``--isolate``: the round trip to the case worke
 
     python benchmarks/bench_verify.py --device cpu --workers 1,2 --seconds 20
     python benchmarks/bench_verify.py --device cuda --workers 1,4,8,16 --seconds 25 --warmup 10 --movielens
+    python benchmarks/bench_verify.py --device cuda --workers 16 --pack 1,8 --seconds 25 --warmup 10
+
+``--pack N`` draws packs of up to N cases (:func:`jfa_verify.strategies.packs`), each run as one launch and
+judged per part (:mod:`jfa_verify.packing`); every part counts as a verified case. Several pack sizes give one
+row each per worker count, and the ratio of each to the unpacked row (what packing buys) is printed.
 
 Writes ``bench_verify.json`` under ``--out`` (default ``$OUT`` or ``gpu-out``). Exit 0, or 1 when a
 worker died or no case was verified.
@@ -73,14 +78,15 @@ def _worker(args: dict, worker: int, results) -> None:
     from jfa_verify.device import select_device
     from jfa_verify.loop import Verifier
     from jfa_verify.registry import get_kernel
-    from jfa_verify.strategies import cases
+    from jfa_verify.packing import part_statuses
+    from jfa_verify.strategies import cases, packs
 
     device = select_device(args["device"])
     kernel = get_kernel(args["kernel"])
     spent, statuses = Counter(), Counter()
     # (the interpreter builds nothing; an --isolate case worker builds in its own process)
     compiles = _compile_counter() if device.type == "cuda" and not args["isolate"] else None
-    state = {"n": 0, "last": None, "start": time.perf_counter() + args["warmup"], "end": None}
+    state = {"n": 0, "launches": 0, "last": None, "start": time.perf_counter() + args["warmup"], "end": None}
     state["end"] = state["start"] + args["seconds"]
     with tempfile.TemporaryDirectory() as folder, \
             Verifier(kernel, device, folder, backward=not args["forward_only"], isolate=args["isolate"],
@@ -95,8 +101,9 @@ def _worker(args: dict, worker: int, results) -> None:
             result = verifier.verify(case)
             state["last"] = time.perf_counter()
             if counted:
-                state["n"] += 1
-                statuses[result.status] += 1
+                state["n"] += len(case.split())
+                state["launches"] += 1
+                statuses.update(part_statuses(result))
                 spent["draw"] += draw
                 for part in PARTS[1:]:
                     spent[part] += result.seconds.get(part, 0.0)
@@ -105,9 +112,11 @@ def _worker(args: dict, worker: int, results) -> None:
                     spent["variants"] += compiles["variants"] - before["variants"]
                 spent["total"] += state["last"] - now + draw
 
+        strategy = (cases(kernel, device_type=device.type) if args["pack"] == 1 else
+                    packs(kernel, device_type=device.type, size=args["pack"]))
         test = settings(database=None, deadline=None, max_examples=10**9, phases=[Phase.generate],
                         suppress_health_check=list(HealthCheck))(
-            hypothesis_seed(args["seed"] + worker)(given(case=cases(kernel, device_type=device.type))(probe)))
+            hypothesis_seed(args["seed"] + worker)(given(case=strategy)(probe)))
         try:
             test()
         except _Done:
@@ -124,17 +133,17 @@ def _worker(args: dict, worker: int, results) -> None:
             r = verifier.verify(case)
             movielens = {"seconds": time.perf_counter() - t, "status": r.status, "tokens": sum(case.kv_lengths),
                          "breakdown": {k: round(v, 4) for k, v in r.seconds.items()}}
-    results.put({"worker": worker, "cases": state["n"], "statuses": dict(statuses), "spent": dict(spent),
+    results.put({"worker": worker, "cases": state["n"], "launches": state["launches"], "statuses": dict(statuses), "spent": dict(spent),
                  "movielens": movielens, "compiles": compiles is not None})
 
 
-def run(workers: int, args: argparse.Namespace) -> dict:
+def run(workers: int, args: argparse.Namespace, pack: int = 1) -> dict:
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     gpus = [g for g in (args.gpus or "").split(",") if g]
     common = dict(device=args.device, kernel=args.kernel, seconds=args.seconds, warmup=args.warmup, seed=args.seed,
                   forward_only=args.forward_only, isolate=args.isolate, timeout=args.timeout,
-                  movielens=args.movielens)
+                  movielens=args.movielens, pack=pack)
     procs = [ctx.Process(target=_worker, args=({**common, "gpu": gpus[w % len(gpus)] if gpus else None}, w, results))
              for w in range(workers)]
     for p in procs:
@@ -158,7 +167,8 @@ def run(workers: int, args: argparse.Namespace) -> dict:
     total = spent.pop("total", 0.0) or 1e-9
     compiled = any(g["compiles"] for g in got)
     return {
-        "workers": workers, "finished_workers": len(got), "cases": cases,
+        "workers": workers, "pack": pack, "finished_workers": len(got), "cases": cases,
+        "launches": sum(g["launches"] for g in got),
         "cases_per_minute": round(60 * cases / args.seconds, 1),
         "per_worker_cases_per_minute": round(60 * cases / args.seconds / max(1, workers), 1),
         "statuses": dict(sum((Counter(g["statuses"]) for g in got), Counter())),
@@ -183,6 +193,7 @@ def main(argv=None) -> int:
     p.add_argument("--forward-only", action="store_true")
     p.add_argument("--isolate", action="store_true", help="cases in a case-worker process, as fuzz runs them")
     p.add_argument("--timeout", type=float, default=None)
+    p.add_argument("--pack", default="1", help="comma-separated pack sizes, e.g. 1,8 (1: every case alone)")
     p.add_argument("--movielens", action="store_true", help="also time one 256-sequence MovieLens batch (H=8, D=128, bf16)")
     p.add_argument("--out", default=os.environ.get("OUT", "gpu-out"),
                    help="folder that bench_verify.json is written into (default: $OUT, else gpu-out)")
@@ -193,22 +204,34 @@ def main(argv=None) -> int:
         counts = []
     if not counts or min(counts) < 1:
         p.error(f"--workers {args.workers!r}: give worker counts of at least 1, comma-separated, e.g. 1,4,8")
+    try:
+        pack_sizes = [int(n) for n in args.pack.split(",") if n.strip()]
+    except ValueError:
+        pack_sizes = []
+    if not pack_sizes or min(pack_sizes) < 1:
+        p.error(f"--pack {args.pack!r}: give pack sizes of at least 1, comma-separated, e.g. 1,8")
     if not (math.isfinite(args.seconds) and math.isfinite(args.warmup)) or args.seconds <= 0 or args.warmup < 0:
         p.error(f"--seconds {args.seconds:g} / --warmup {args.warmup:g}: the counted seconds must be > 0 and the "
                 f"warm-up >= 0, both finite")
     rows, out = [], Path(args.out)
-    for n in counts:
-        print(f"bench_verify: {n} worker(s), {args.warmup:g} s warm-up + {args.seconds:g} s on {args.device} ...",
+    for n, pack in [(n, pack) for n in counts for pack in pack_sizes]:
+        packed = f", packs of up to {pack}" if pack > 1 else ""
+        print(f"bench_verify: {n} worker(s){packed}, {args.warmup:g} s warm-up + {args.seconds:g} s on {args.device} ...",
               flush=True)
-        row = run(n, args)
+        row = run(n, args, pack)
         rows.append(row)
         share = ", ".join(f"{k} {100 * v:.0f}%" for k, v in row["breakdown_share"].items() if v >= 0.005)
         built = ("" if row["compile_share"] is None else
                  f"; {row['variants_built']} kernel variant(s) built while counted, {100 * row['compile_share']:.0f}%"
                  f" of the time")
-        print(f"  {n:3d} worker(s): {row['cases']} cases, {row['cases_per_minute']:.0f} cases/min "
+        launches = f" in {row['launches']} launches" if pack > 1 else ""
+        print(f"  {n:3d} worker(s){packed}: {row['cases']} cases{launches}, {row['cases_per_minute']:.0f} cases/min "
               f"({row['per_worker_cases_per_minute']:.0f} per worker), mean case {row['mean_case_ms']:.0f} ms; "
               f"statuses {row['statuses']}; time: {share}{built}", flush=True)
+        alone = next((r for r in rows if r["workers"] == n and r["pack"] == 1), None)
+        if pack > 1 and alone and alone["cases_per_minute"]:
+            print(f"  packing buys {row['cases_per_minute'] / alone['cases_per_minute']:.2f}x over one case a launch "
+                  f"({n} worker(s))", flush=True)
         if row["movielens"]:
             parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in row["movielens"]["breakdown"].items() if v >= 0.0005)
             print(f"  MovieLens 256-sequence batch: {row['movielens']['seconds']:.2f} s "

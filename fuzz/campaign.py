@@ -88,6 +88,8 @@ class CampaignSummary:
     interrupted: bool = False
     side_failures: int = 0  # failures of another kind met while shrinking (not drawn cases; files removed)
     notes: list[str] = field(default_factory=list)
+    packs: int = 0  # packed launches run (--pack): each also counts its parts in cases_run
+    packs_failed: int = 0  # of those, launches that failed and were split (jfa_verify.packing.stand_alone)
 
     @property
     def failed(self) -> bool:
@@ -98,7 +100,7 @@ class CampaignSummary:
             "kernel": self.kernel, "device": self.device, "seed": self.seed, "cases_run": self.cases_run,
             "generated": self.generated, "rounds": self.rounds, "statuses": dict(self.statuses),
             "seconds": self.seconds, "interrupted": self.interrupted, "notes": self.notes,
-            "side_failures": self.side_failures,
+            "side_failures": self.side_failures, "packs": self.packs, "packs_failed": self.packs_failed,
             "failures": [{"case": f.case.to_dict(), "status": f.status, "path": str(f.path) if f.path else None,
                           "source": f.source, "signature": f.signature, "examples": f.examples, "found_at": f.found_at,
                           "explanation": f.explanation} for f in self.failures],
@@ -111,8 +113,9 @@ class CampaignSummary:
     def format(self, *, coverage: bool = True) -> str:
         """A human report: counts, each finding with its verdict and replay command, then coverage."""
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items())) or "none"
+        packed = (f", {self.packs} packed launch(es), {self.packs_failed} split" if self.packs else "")
         lines = [f"campaign on {self.kernel} ({self.device}, seed {self.seed}): {self.cases_run} case(s) "
-                 f"({self.generated} drawn) in {self.seconds:.1f} s: {counts}"
+                 f"({self.generated} drawn{packed}) in {self.seconds:.1f} s: {counts}"
                  + (" -- interrupted" if self.interrupted else "")]
         for p in self.fixed:
             lines.append(f"  fixed (now passes, file removed): {p}")
@@ -249,6 +252,7 @@ def run_campaign(
     worker_env: Optional[dict] = None,
     accept: Sequence[str] = (),
     covering: bool = False,
+    pack: int = 1,
 ) -> CampaignSummary:
     """Fuzz ``kernel`` with Hypothesis; findings are written to ``corpus_dir``, shrunk and deduplicated.
 
@@ -286,6 +290,12 @@ def run_campaign(
         covering: run the covering array of the contract's dimensions first
             (:func:`jfa_verify.pairs.covering_array`, cheap and dense first), before drawing: every pair
             of classes the kernel supports is exercised in the first cases, whatever the draws.
+        pack: draw packs of up to this many cases that share every field but lengths and seed, each pack run as
+            one launch (:func:`jfa_verify.strategies.packs`, :mod:`jfa_verify.packing`); 1 (the default) runs
+            every case alone. Each part counts as a verified case; a failing pack is split until the failure
+            stands in a case of its own, and that case is the finding Hypothesis shrinks (a pack whose parts
+            all pass alone is a finding of its own). With a given ``strategy``, the most cases its packs hold
+            (it draws them itself, as ``packs(..., size=pack)`` does): ``max_examples`` counts cases, not packs.
 
     Drawn cases are steered toward rarely drawn classes of the contract model
     (:mod:`jfa_verify.dimensions`) with Hypothesis ``target()``; the summary's ``pairs`` counts the
@@ -296,18 +306,21 @@ def run_campaign(
         campaign with ``summary.interrupted`` set and no ``"running"`` file left behind.
 
     Raises:
-        InvalidInput: neither ``max_examples`` nor a duration; a bad database spec.
+        InvalidInput: neither ``max_examples`` nor a duration; a bad database spec; ``pack`` < 1.
         KernelConfigError: the kernel's ``load()`` returned no implementation (at its first case).
     """
     from jfa_verify.device import current_device, select_device
     from jfa_verify.loop import Verifier
     from jfa_verify.registry import get_kernel
-    from jfa_verify.strategies import cases
+    from jfa_verify.packing import part_statuses, stand_alone
+    from jfa_verify.strategies import cases, packs
 
     import torch
 
     if max_examples is None and duration_s is None and deadline is None:
         raise InvalidInput("a campaign needs max_examples or a duration (--max-examples N or --duration S)")
+    if isinstance(pack, bool) or not isinstance(pack, int) or pack < 1:
+        raise InvalidInput(f"pack={pack!r}: give the most cases one launch holds, an integer >= 1 (1: no packing)")
     dev = current_device() if device is None else select_device(torch.device(device).type)
     if isinstance(kernel, str):
         kernel = get_kernel(kernel)
@@ -317,7 +330,7 @@ def run_campaign(
     if duration_s is not None:
         deadline = min(deadline or float("inf"), time.time() + duration_s)
     if strategy is None:
-        strategy = cases(kernel, device_type=dev.type)
+        strategy = cases(kernel, device_type=dev.type) if pack == 1 else packs(kernel, device_type=dev.type, size=pack)
     classes_of = classifier(kernel, dev.type)
     from jfa_verify.dimensions import Target
     from jfa_verify.pairs import PairCoverage, covering_array, exercised
@@ -332,6 +345,7 @@ def run_campaign(
     emit = on_event or (lambda event: None)
     state = _Round(id="")
     step = itertools.count()
+    drawn_examples = [0]  # Hypothesis examples drawn in this round (a pack is one)
 
     verifier = Verifier(kernel, dev, corpus, backward=backward, timeout_s=timeout_s, plugins=plugins,
                         isolate=isolate, worker_env=worker_env, accept=accept)
@@ -345,6 +359,8 @@ def run_campaign(
         return (should_stop is not None and should_stop()) or (deadline is not None and time.time() >= deadline)
 
     def run_one(case: Case, phase: str, annotations: Optional[dict] = None):
+        """Verify ``case`` (once per case id): ``(result, path of its kept case file or None)``. A packed case counts
+        each of its parts as a case, with the part's own verdict."""
         key = case.case_id()
         if key in verdicts:
             result = verdicts[key]
@@ -354,18 +370,41 @@ def run_campaign(
             return result, path if path.exists() else corpus.write(case, name, str(dev), result, verifier.plugins)
         t = time.perf_counter()
         result = verifier.verify(case, annotations)
-        classes = summary.coverage.add(case)
-        summary.pairs.add(case)
-        summary.cases_run += 1
-        summary.statuses[result.status] += 1
-        if result.failed and summary.first_failure_at is None:
-            summary.first_failure_at = summary.cases_run
-        emit({"event": "case", "status": result.status, "phase": phase, "classes": sorted(classes),
-              "seconds": time.perf_counter() - t, "breakdown": result.seconds})
+        parts, statuses = case.split(), part_statuses(result)
+        share = (time.perf_counter() - t) / len(parts)
+        summary.packs += len(parts) > 1
+        for part, status in zip(parts, statuses):
+            classes = summary.coverage.add(part)
+            summary.pairs.add(part)
+            summary.cases_run += 1
+            summary.statuses[status] += 1
+            if status in ("fail", "error", "crash", "hang") and summary.first_failure_at is None:
+                summary.first_failure_at = summary.cases_run
+            emit({"event": "case", "status": status, "phase": phase, "classes": sorted(classes), "seconds": share,
+                  "breakdown": {k: v / len(parts) for k, v in result.seconds.items()}})
         verdicts[key] = result
         if not result.failed:
             return result, None
         return result, Path(result.reproducer) if result.reproducer else None
+
+    def split_pack(result, path, phase: str):
+        """A failing packed run, split until its failure stands alone (:func:`~jfa_verify.packing.stand_alone`):
+        ``(result, path)`` of that case; the files of the runs it supersedes are removed."""
+        summary.packs_failed += 1
+        paths = {id(result): path}
+
+        def verify(case: Case):
+            r, p = run_one(case, phase, {"shrink_round": state.id, "shrink_step": next(step)})
+            paths[id(r)] = p
+            return r
+
+        def discard(superseded) -> None:
+            p = paths.get(id(superseded))
+            if p is not None and p not in {f.path for f in index.findings.values()}:
+                p.unlink(missing_ok=True)
+
+        alone = stand_alone(result, verify, discard)
+        return alone, paths.get(id(alone))
 
     def new_finding(case, result, path, source: str, sig: dict, found_at: Optional[int] = None) -> None:
         index.refresh()
@@ -437,17 +476,22 @@ def run_campaign(
             raise _StopCampaign()
         shrinking = state.target is not None
         if not shrinking:
-            summary.generated += 1
+            summary.generated += len(case.split())
+            drawn_examples[0] += 1
             contract_classes = exercised(case, model)
             target(_rarity(contract_classes, drawn), label="rarely drawn contract classes")
             drawn.update((d, c) for d, cs in contract_classes.items() for c in cs)
         annotations = {"shrink_round": state.id, "shrink_step": next(step)}
+        phase = "shrink" if shrinking else "generate"
         try:
-            result, path = run_one(case, "shrink" if shrinking else "generate", annotations)
+            result, path = run_one(case, phase, annotations)
+            if result.failed and case.parts is not None:
+                result, path = split_pack(result, path, phase)
         except KernelConfigError as e:
             raise _Misregistered(e) from None
         if not result.failed:
             return
+        case = result.case  # the part (or smaller pack) the failure stands in
         verdict = result.to_dict()
         key, classes = key_of(verdict), classes_of(case)
         if not shrinking:
@@ -532,10 +576,12 @@ def run_campaign(
         for r in itertools.count():
             if stop_now() or (max_examples is not None and summary.generated >= max_examples):
                 break
-            budget = round_examples if max_examples is None else min(round_examples, max_examples - summary.generated)
+            # Hypothesis examples; a pack holds up to ``pack`` of the drawn cases max_examples counts
+            budget = round_examples if max_examples is None else min(
+                round_examples, -(-(max_examples - summary.generated) // pack))
             state = _Round(id=f"{uuid.uuid4().hex[:12]}-w{worker}")
             summary.rounds += 1
-            before = summary.generated
+            before, drawn_examples[0] = summary.generated, 0
             run = settings(base, max_examples=budget)(hypothesis_seed(seed + 1000003 * r)(given(case=strategy)(probe)))
             hypothesis_error = False
             try:
@@ -562,7 +608,7 @@ def run_campaign(
                     summary.notes.append(f"stopped: {stalled} rounds in a row ended in Hypothesis errors before "
                                          f"drawing a case")
                     break
-            elif state.best is None and summary.generated - before < budget:
+            elif state.best is None and drawn_examples[0] < budget:
                 break  # Hypothesis exhausted the strategy's search space
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was found, leave no running file
         summary.interrupted = True

@@ -55,6 +55,7 @@ class FuzzConfig:
     round_examples: int = 100
     covering: bool = False  # worker 0 runs the covering array of the contract's pairs first
     strategy: dict = field(default_factory=dict)
+    pack: int = 1  # the most cases one launch holds (jfa_verify.strategies.packs); 1: no packing
 
 
 def _interrupted_summary() -> dict:
@@ -82,7 +83,7 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
         with terminate_as_interrupt():
             from jfa_verify.device import select_device
             from jfa_verify.registry import get_kernel, load_plugin
-            from jfa_verify.strategies import cases
+            from jfa_verify.strategies import cases, packs
 
             from .campaign import run_campaign
 
@@ -93,8 +94,10 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
             seed = config.seed + worker
             send({"event": "start", "device": f"{device}{'' if gpu is None else ':' + gpu}", "seed": seed,
                   "pid": os.getpid()})
+            strategy = (cases(kernel, device_type=device.type, **config.strategy) if config.pack == 1 else
+                        packs(kernel, device_type=device.type, size=config.pack, **config.strategy))
             summary = run_campaign(
-                kernel, strategy=cases(kernel, device_type=device.type, **config.strategy), max_examples=max_examples,
+                kernel, strategy=strategy, pack=config.pack, max_examples=max_examples,
                 corpus_dir=config.corpus_dir, device=device, seed=seed, timeout_s=config.timeout_s,
                 backward=config.backward, shrink=config.shrink, plugins=config.plugins, database=config.database,
                 read_from=config.read_from, deadline=deadline, isolate=config.isolate, worker=worker, replay=replay,
@@ -350,6 +353,9 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
         "seconds": round(seconds, 3), "cases": progress.cases,
         "cases_per_minute": round(60 * progress.cases / max(seconds, 1e-9), 1),
         "drawn": sum(s.get("generated", 0) for s in summaries.values()),
+        # packed launches (--pack): each holds several of the cases counted above; split: failed and split up
+        "packs": {"launches": sum(s.get("packs", 0) for s in summaries.values()),
+                  "split": sum(s.get("packs_failed", 0) for s in summaries.values())},
         "statuses": dict(progress.statuses), "interrupted": interrupted, "exit_code": int(code),
         "new_findings": sorted({f["signature"]["id"] for f in found if f["source"] == "search"}),
         "failures": found,  # this campaign's own failing cases (each worker's), with verdict and case file

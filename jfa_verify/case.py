@@ -44,7 +44,9 @@ GENERATORS = ("counter", "pcg64")
 # out of ``to_dict`` (and so of ``case_id``) while they hold it, so old case files and ids stay valid.
 # ``generator`` is the one whose file meaning ("pcg64") differs from the dataclass default ("counter").
 _LATE_FIELDS = {"layout": "contiguous", "offsets_layout": "contiguous", "instrument": True, "window": None,
-                "q_offsets_start": None, "generator": "pcg64"}
+                "q_offsets_start": None, "generator": "pcg64", "parts": None}
+# Fields a packed case's parts may differ in (:meth:`Case.pack`); every other input field they share.
+_PART_FIELDS = ("kv_lengths", "q_lengths", "seed")
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,12 @@ class Case:
             ``"pcg64"``: NumPy's PCG64 stream on the host, what case files
             written without this field replay with. Both give the same bits on
             every device.
+        parts: None, or a packed case (:meth:`pack`): several cases that share every other field, their
+            sequences concatenated into one batch, as ``((sequences, seed), ...)`` in batch order (JSON: a
+            list of two-item lists; at least two parts, each of at least one sequence). Each part's values
+            are those of the case standing alone (:meth:`split` gives them back), so a part cut out of the
+            packed run is judged on the same numbers; ``seed`` is the first part's. Not for broadcast-Q,
+            whose one dense Q all sequences share.
         name: a label for reports; not part of the inputs.
 
     Raises:
@@ -223,6 +231,7 @@ class Case:
     instrument: bool = True
     q_offsets_start: Optional[int] = None
     generator: str = "counter"
+    parts: Optional[tuple[tuple[int, int], ...]] = None
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -300,6 +309,37 @@ class Case:
             raise InvalidInput(f"offsets_layout={self.offsets_layout!r} is not one of {OFFSETS_LAYOUTS}")
         if self.seed < 0 or self.seed >= 2**63:
             raise InvalidInput(f"seed={self.seed} must be in [0, 2**63)")
+        if self.parts is not None:
+            object.__setattr__(self, "parts", self._checked_parts())
+
+    def _checked_parts(self) -> tuple[tuple[int, int], ...]:
+        shape = "give a list of [sequences, seed] pairs, one per packed case, or null"
+        if isinstance(self.parts, (str, bytes)) or not isinstance(self.parts, (list, tuple)):
+            raise InvalidInput(f"parts={self.parts!r} is not a list; {shape}")
+        parts = []
+        for i, part in enumerate(self.parts):
+            if (isinstance(part, (str, bytes)) or not isinstance(part, (list, tuple)) or len(part) != 2
+                    or any(isinstance(n, bool) or not isinstance(n, numbers.Integral) for n in part)):
+                raise InvalidInput(f"parts[{i}]={part!r} is not a [sequences, seed] pair of integers; {shape}")
+            n, seed = int(part[0]), int(part[1])
+            if n < 1:
+                raise InvalidInput(f"parts[{i}]={part!r}: a part holds at least one sequence")
+            if not 0 <= seed < 2**63:
+                raise InvalidInput(f"parts[{i}]={part!r}: its seed must be in [0, 2**63)")
+            parts.append((n, seed))
+        if len(parts) < 2:
+            raise InvalidInput(f"parts={self.parts!r}: a packed case has at least two parts (one part is the case "
+                               f"itself: give its seed and no parts)")
+        if self.mode == "broadcast_q":
+            raise InvalidInput("parts: broadcast-Q cases are not packed (their sequences share one dense Q, which "
+                               "cases of other seeds do not)")
+        if sum(n for n, _ in parts) != self.batch:
+            raise InvalidInput(f"parts={self.parts!r} hold {sum(n for n, _ in parts)} sequences, but the case has "
+                               f"{self.batch} (len(kv_lengths)); the parts' sequence counts must add up to it")
+        if parts[0][1] != self.seed:
+            raise InvalidInput(f"parts[0] has seed {parts[0][1]} but seed={self.seed}; a packed case's seed is its "
+                               f"first part's")
+        return tuple(parts)
 
     # -- derived sizes -------------------------------------------------------------
     @property
@@ -360,6 +400,8 @@ class Case:
             d["window"] = list(self.window)
         if self.q_lengths is not None:
             d["q_lengths"] = list(self.q_lengths)
+        if self.parts is not None:
+            d["parts"] = [list(p) for p in self.parts]
         return d
 
     def to_json(self) -> str:
@@ -401,6 +443,72 @@ class Case:
         d.pop("name")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
+    # -- packing -------------------------------------------------------------------
+    @classmethod
+    def pack(cls, cases) -> "Case":
+        """One case holding the sequences of ``cases``, in order, each part with its own values: a packed launch.
+
+        Args:
+            cases: cases that differ only in ``kv_lengths``, ``q_lengths`` and ``seed`` (packed cases among them
+                are taken apart first; cases without sequences add nothing).
+
+        Returns: the packed case (``parts`` set), or the one case with sequences when only one has any (the first
+        case when none has).
+
+        Raises:
+            InvalidInput: no case; two cases differ in another field (it is named); broadcast-Q cases.
+        """
+        cases = list(cases)
+        if not cases:
+            raise InvalidInput("Case.pack needs at least one case")
+        flat = [part for case in cases for part in case.split()]
+        filled = [part for part in flat if part.batch]
+        if len(filled) <= 1:
+            return filled[0] if filled else cases[0]
+        first = filled[0]
+        for i, part in enumerate(filled[1:], 1):
+            for f in fields(cls):
+                if f.name in _PART_FIELDS or f.name in ("parts", "name"):
+                    continue
+                if getattr(part, f.name) != getattr(first, f.name):
+                    raise InvalidInput(f"part {i} has {f.name}={getattr(part, f.name)!r} where part 0 has "
+                                       f"{getattr(first, f.name)!r}: only cases that differ in lengths and seed pack "
+                                       f"into one launch")
+        q_lengths = None if first.mode != "cross" else tuple(n for part in filled for n in part.q_lengths)
+        return cls(**{**{f.name: getattr(first, f.name) for f in fields(cls)},
+                      "kv_lengths": tuple(n for part in filled for n in part.kv_lengths), "q_lengths": q_lengths,
+                      "parts": tuple((part.batch, part.seed) for part in filled), "name": ""})
+
+    def split(self) -> list["Case"]:
+        """The cases a packed case holds, each as it stands alone (``[self]`` for a case that is not packed)."""
+        if self.parts is None:
+            return [self]
+        out, b = [], 0
+        for n, seed in self.parts:
+            q_lengths = None if self.q_lengths is None else self.q_lengths[b: b + n]
+            out.append(type(self)(**{**{f.name: getattr(self, f.name) for f in fields(self)},
+                                     "kv_lengths": self.kv_lengths[b: b + n], "q_lengths": q_lengths, "seed": seed,
+                                     "parts": None, "name": ""}))
+            b += n
+        return out
+
+    def part_rows(self) -> list[tuple[range, range]]:
+        """Per part (one entry for a case that is not packed), its rows in the packed buffers: ``(q_rows, k_rows)``.
+        ``q_rows`` index q, O, dO, dQ and LSE's columns; ``k_rows`` index k, v, dK and dV. The first part's start at
+        row 0 (the rows before the first sequence are its own), the last part's end at the buffers' end.
+
+        Raises:
+            InvalidInput: a broadcast-Q case (its query rows are shared, not cut).
+        """
+        if self.mode == "broadcast_q":
+            raise InvalidInput("a broadcast-Q case has no rows of its own per part (its sequences share one Q)")
+        q_off, k_off = _offsets(self.query_lengths, self.q_start), _offsets(self.kv_lengths, self.offsets_start)
+        out, b = [], 0
+        for i, (n, _) in enumerate(self.parts or ((self.batch, self.seed),)):
+            out.append((range(0 if i == 0 else q_off[b], q_off[b + n]), range(0 if i == 0 else k_off[b], k_off[b + n])))
+            b += n
+        return out
+
     def describe(self) -> str:
         """One-line human summary, e.g. ``self causal/top_left bfloat16 B=4 Tk=45 H=4/2 D=32``, then any
         softmax scale given, layout, value distribution, offsets start or offsets dtype other than the default
@@ -420,7 +528,8 @@ class Case:
             ("layout", self.layout, "contiguous"), ("values", self.values, "normal"),
             # rows before the first sequence change what a kernel's views look like (a known peer trigger)
             ("offsets_start", self.offsets_start, 0), ("q_offsets_start", self.q_offsets_start, None),
-            ("offsets_dtype", self.offsets_dtype, "int32"), ("generator", self.generator, "counter"))
+            ("offsets_dtype", self.offsets_dtype, "int32"), ("generator", self.generator, "counter"),
+            ("parts", None if self.parts is None else len(self.parts), None))
             if value != default)
         return (
             f"{self.mode} {mask} {self.dtype} B={self.batch} Tk={sum(self.kv_lengths)}{q} "
@@ -437,25 +546,8 @@ class Case:
         device = torch.device(device)
         dt, odt = self.torch_dtype, OFFSET_DTYPES[self.offsets_dtype]
         pad = self.offsets_start
-        t_k = sum(self.kv_lengths) + pad
-        if self.mode == "broadcast_q":
-            t_q, q_offsets = self.broadcast_q_len, None
-            rows = self.batch * self.broadcast_q_len
-        else:
-            q_off = _offsets(self.query_lengths, self.q_start)
-            t_q, rows = q_off[-1], q_off[-1]
-            q_offsets = q_off
-        shapes = {"q": (t_q, self.num_heads_q, self.head_dim), "k": (t_k, self.num_heads_kv, self.head_dim),
-                  "v": (t_k, self.num_heads_kv, self.dv), "do": (rows, self.num_heads_q, self.dv)}
-        if self.generator == "pcg64":
-            rng = np.random.Generator(np.random.PCG64(self.seed))
-            # one host stream, drawn in this order: q, k, v, then dO (plain normal)
-            values = {role: torch.from_numpy(np.ascontiguousarray(
-                self._draw(rng, shape, role) if role != "do" else rng.standard_normal(shape, dtype=np.float32)))
-                for role, shape in shapes.items()}
-        else:
-            values = {role: self._counter_values(shape, role, output_dtype(dt) if role == "do" else dt, device)
-                      for role, shape in shapes.items()}
+        q_offsets = None if self.mode == "broadcast_q" else _offsets(self.query_lengths, self.q_start)
+        values = self._values(device)
         k_off = _offsets(self.kv_lengths, pad)
 
         def tensor(role: str) -> torch.Tensor:
@@ -477,6 +569,35 @@ class Case:
             else:
                 q_offsets_t = None if q_offsets is None else offsets(q_offsets)
         return CaseTensors(tensor("q"), tensor("k"), tensor("v"), q_offsets_t, k_offsets, tensor("do"))
+
+    def _shapes(self) -> dict[str, tuple[int, int, int]]:
+        """The shape of each generated tensor: ``q``, ``k``, ``v`` and ``do`` (rows before the first sequence included)."""
+        t_k = sum(self.kv_lengths) + self.offsets_start
+        if self.mode == "broadcast_q":
+            t_q, rows = self.broadcast_q_len, self.batch * self.broadcast_q_len
+        else:
+            t_q = rows = sum(self.query_lengths) + self.q_start
+        return {"q": (t_q, self.num_heads_q, self.head_dim), "k": (t_k, self.num_heads_kv, self.head_dim),
+                "v": (t_k, self.num_heads_kv, self.dv), "do": (rows, self.num_heads_q, self.dv)}
+
+    def _values(self, device: torch.device) -> dict[str, torch.Tensor]:
+        """Each tensor's values, dense (on the host for ``"pcg64"``, as drawn; on ``device`` in the case dtype for
+        ``"counter"``). A packed case's are its parts' own, concatenated: rows before the first sequence come from
+        the first part, and each later part's such rows are dropped."""
+        if self.parts is not None:
+            pieces = [part._values(device) for part in self.split()]
+            skip = {"q": self.q_start, "do": self.q_start, "k": self.offsets_start, "v": self.offsets_start}
+            return {role: torch.cat([pieces[0][role]] + [p[role][skip[role]:] for p in pieces[1:]])
+                    for role in pieces[0]}
+        shapes, dt = self._shapes(), self.torch_dtype
+        if self.generator == "pcg64":
+            rng = np.random.Generator(np.random.PCG64(self.seed))
+            # one host stream, drawn in this order: q, k, v, then dO (plain normal)
+            return {role: torch.from_numpy(np.ascontiguousarray(
+                self._draw(rng, shape, role) if role != "do" else rng.standard_normal(shape, dtype=np.float32)))
+                for role, shape in shapes.items()}
+        return {role: self._counter_values(shape, role, output_dtype(dt) if role == "do" else dt, device)
+                for role, shape in shapes.items()}
 
     def _counter_values(self, shape: tuple[int, ...], role: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         # A plain or power-of-two-scaled normal is rounded to the dtype pass by pass (a 2**31-element case holds no

@@ -385,7 +385,7 @@ def cmd_fuzz(args) -> int:
                         plugins=tuple(args.plugin), database=args.database, read_from=tuple(args.read_from),
                         seed=seed, max_examples=max_examples, duration_s=args.duration, timeout_s=args.timeout,
                         backward=not args.forward_only, isolate=args.isolate, shrink_seconds=args.shrink_seconds,
-                        covering=args.covering)
+                        covering=args.covering, pack=args.pack)
     from .fuzz.database import default_database, open_database
 
     # the database before the banner: a bad one is a usage error of one line (run_fuzz opens it again, for workers)
@@ -398,7 +398,8 @@ def cmd_fuzz(args) -> int:
     limit = " and ".join(x for x in (f"{max_examples} new cases drawn" if max_examples else "",
                                      f"{args.duration:g} s" if args.duration else "") if x)
     console.print(f"jfa-verify fuzz: kernel [bold]{kernel.name}[/] on {device}, {args.workers} worker(s)"
-                  + (f" on GPU(s) {','.join(gpus)}" if gpus else "") + f", up to {limit}, seed {seed} "
+                  + (f" on GPU(s) {','.join(gpus)}" if gpus else "")
+                  + (f", packs of up to {args.pack} cases a launch" if args.pack > 1 else "") + f", up to {limit}, seed {seed} "
                   f"(repeat the draws with --seed {seed}), database {database}")
     report = run_fuzz(config, workers=args.workers, gpus=gpus or (), console=console, live=not args.no_progress,
                       interval=args.progress_interval, report=args.report, png=args.png)
@@ -425,7 +426,9 @@ def _print_campaign(report: dict, console) -> None:
     console.print(f"campaign on {report['kernel']} ({report['device']}, {report['workers']} worker(s), seed "
                   f"{report['seed']}): {report['cases']} cases run in {report['seconds']:.1f} s "
                   f"({report['cases_per_minute']:.0f}/min; {report['drawn']} drawn, and saved findings replayed and "
-                  f"shrink steps run besides; a draw of a case judged before runs nothing)"
+                  f"shrink steps run besides; a draw of a case judged before runs nothing"
+                  + (f"; {packs['launches']} packed launch(es), {packs['split']} split to find the failing case"
+                     if (packs := report.get("packs", {})).get("launches") else "") + ")"
                   + "".join(f", {k} {v}" for k, v in sorted(report["statuses"].items()))
                   + (" -- interrupted" if report["interrupted"] else ""), highlight=False, markup=False)
     for f in report["findings"]:
@@ -977,6 +980,10 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("--covering", action="store_true",
                     help="first run the covering array of the contract's pairs of classes (failures there are kept "
                          "as found, unshrunk); drawing is always steered toward rarely drawn classes")
+    fz.add_argument("--pack", type=positive_int, default=1, metavar="N",
+                    help="run up to N drawn cases that share all but lengths and seed as one packed launch, each "
+                         "judged on its own rows, the launch too; a failing pack is split until the failure stands "
+                         "alone (default 1: no packing)")
     fz.set_defaults(func=cmd_fuzz)
 
     fnd = sub.add_parser(

@@ -27,6 +27,7 @@ from .errors import InvalidInput, KernelConfigError, KernelUnavailable, Unsuppor
 from .immutability import changed_inputs, copy_keeping_strides, snapshot
 from .localize import Location, locate, spread
 from .oracles import padded_sdpa_attention, reference_attention
+from .packing import judge_parts
 from .protocol import PASSES, Kernel, KernelRun
 
 __all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "not_judged", "ran_out_of_memory",
@@ -108,6 +109,8 @@ class CaseResult:
     conventions: list[str] = field(default_factory=list)
     accepted: bool = False
     memory: Optional[str] = None  # the memory mode it ran under (guard bands and that fill), if any
+    # a packed case judged per part (jfa_verify.packing.judge_parts): each part's failing outputs; None otherwise
+    part_failures: Optional[list[list[str]]] = None
 
     @property
     def failed(self) -> bool:
@@ -161,6 +164,11 @@ class CaseResult:
                          f"convention" if self.accepted else
                          f"  explained by the kernel's declared convention {names}; still a finding "
                          f"(pass --accept {names} to accept it knowingly)")
+        from .packing import pack_failures_line
+
+        packed = pack_failures_line(self)
+        if packed:
+            lines.append(packed)
         for c in self.failing:
             where = self.locations.get(c.name)
             what = c.problem or f"max abs error {c.kernel_error:.3g} > allowance {c.allowance:.3g}"
@@ -193,6 +201,7 @@ class CaseResult:
             "notes": self.notes,
             "conventions": self.conventions,
             "accepted": self.accepted,
+            "part_failures": self.part_failures,
             "outputs": {
                 c.name: {
                     "passed": c.passed,
@@ -390,13 +399,15 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     result.seconds["kernel"] = t1 - t0
     stage = "the references (float64 and padded SDPA)"
     try:  # the verifier's own work from here: a failure in it is no verdict on the kernel's outputs
-        ref = reference_attention(problem, tensors.q, tensors.k, tensors.v, do=do)
+        ref = reference_attention(problem, tensors.q, tensors.k, tensors.v, do=do, by_sequence=case.parts is not None)
         sdpa = padded_sdpa_attention(problem, tensors.q, tensors.k, tensors.v, do=do)
         _sync(device)
         t2 = time.perf_counter()
         result.seconds["oracles"] = t2 - t1
         stage = "judging the outputs"
         explained_outputs = _compare_outputs(result, problem, got, ref, sdpa, kernel, budgets, tiles)
+        if case.parts is not None:  # each part judged as it would be standing alone
+            result.part_failures = judge_parts(case, got, ref, sdpa, budgets=budgets, tf32=kernel.capabilities.tf32)
         if detached and any(g in ref and bool(ref[g].ne(0).any()) for g in ("dq", "dk", "dv")):
             # (a new user's kernel returning o.detach() passed 99 cases with its gradients never judged; an O that
             # no gradient can reach is right only where every true gradient is zero: no sequence with a score)
@@ -413,10 +424,11 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         _sync(device)  # the judging's own device work: an error in it shows in this case, not in the next one
     except Exception as e:
         return not_judged(result, stage, e)
-    if result.failing or result.schedule_violations or result.memory_violations or result.contract_violations:
+    if (result.failing or result.schedule_violations or result.memory_violations or result.contract_violations
+            or any(result.part_failures or ())):
         result.status = "fail"
     if (not all(explained_outputs) or result.schedule_violations or result.memory_violations
-            or result.contract_violations):
+            or result.contract_violations or (any(result.part_failures or ()) and not result.failing)):
         result.conventions = []  # a failure no declared convention explains: the whole case is a plain finding
     elif result.conventions and set(result.conventions) <= set(accept):
         result.status, result.accepted = "pass", True

@@ -52,6 +52,8 @@ def reference_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     do: Optional[torch.Tensor] = None,
+    *,
+    by_sequence: bool = False,
 ) -> dict[str, torch.Tensor]:
     """Exact JFA outputs (and gradients when ``do`` is given) in float64.
 
@@ -61,6 +63,9 @@ def reference_attention(
         q, k, v: the inputs, as in the contract.
         do: the output gradient, shaped like ``o`` (``[rows, H_q, D_v]``), any float dtype; None for
             the forward only.
+        by_sequence: also return each magnitude below per sequence, as ``"<term>_by_sequence"`` (``[B]``
+            float64 on the host; 0 for a sequence with no rows): a packed case's parts are judged on their own
+            sequences' magnitudes (:mod:`jfa_verify.packing`).
 
     Returns: ``{"o": [rows, H_q, D_v], "lse": [H_q, rows]}`` and, with ``do``,
     ``"dq"`` (shape of ``q``), ``"dk"``, ``"dv"`` (shapes of ``k``, ``v``); all
@@ -101,12 +106,19 @@ def reference_attention(
     terms = {name: torch.zeros((), dtype=f64, device=dev) for name in (
         "o_lowp", "dq_lowp", "dk_lowp", "dv_lowp", "o_acc", "lse_acc", "dq_acc", "dk_acc", "dv_acc")}
 
+    per_sequence = {name: torch.zeros(p.batch, dtype=f64, device=dev) for name in terms} if by_sequence else None
+    group_index: Optional[torch.Tensor] = None  # the sequences of the group being computed
+
     def keep(name: str, value: torch.Tensor) -> None:
         if value.numel():
             terms[name] = torch.maximum(terms[name], value.max())
+            if per_sequence is not None:  # every kept magnitude is [n, ...]: sequence first
+                per_sequence[name][group_index] = torch.maximum(per_sequence[name][group_index],
+                                                                value.reshape(value.shape[0], -1).amax(1))
 
     for group in sequence_groups(p):
         n = len(group)
+        group_index = torch.tensor(group, device=dev)
         q_lens, k_lens = [p.q_lengths[b] for b in group], [p.k_lengths[b] for b in group]
         lq_max, lk_max = max(q_lens), max(k_lens)
         q_idx, q_ok = padded_row_index([p.q_starts[b] for b in group], q_lens, lq_max, dev)
@@ -162,4 +174,7 @@ def reference_attention(
         out.update(dq=dq, dk=dk, dv=dv)
     forward_terms = ("o_lowp", "o_acc", "lse_acc")
     out.update({name: value.cpu() for name, value in terms.items() if do is not None or name in forward_terms})
+    if per_sequence is not None:
+        out.update({f"{name}_by_sequence": value.cpu() for name, value in per_sequence.items()
+                    if do is not None or name in forward_terms})
     return out

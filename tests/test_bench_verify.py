@@ -10,10 +10,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_bench_verify_short_cpu_run(tmp_path):
     proc = subprocess.run([sys.executable, "benchmarks/bench_verify.py", "--device", "cpu", "--workers", "1",
-                           "--seconds", "4", "--forward-only", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+                           "--pack", "1,6", "--seconds", "4", "--forward-only", "--out", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    (row,) = json.loads((tmp_path / "bench_verify.json").read_text())["rows"]
+    row, packed = json.loads((tmp_path / "bench_verify.json").read_text())["rows"]
+    # packed: every part of a launch is a verified case
+    assert packed["pack"] == 6 and packed["cases"] >= packed["launches"] >= 1 and set(packed["statuses"]) == {"pass"}
+    assert sum(packed["statuses"].values()) == packed["cases"]
+    assert "packing buys" in proc.stdout and "launches" in proc.stdout
+    assert row["pack"] == 1 and row["cases"] == row["launches"]
     assert row["workers"] == row["finished_workers"] == 1 and row["cases"] >= 1
     assert row["cases_per_minute"] == round(60 * row["cases"] / 4, 1)
     share = row["breakdown_share"]

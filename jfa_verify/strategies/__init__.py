@@ -17,7 +17,8 @@ Length classes (batches): :func:`jagged_lengths` composes :func:`empty_batches`,
 Case classes: :func:`cases` (modes, both causal alignments, sliding windows (:func:`windows`)
 for kernels that declare them, GQA/MQA, odd head
 dims, broadcast-Q, value adversaries, strided layout, offsets not at 0,
-int32/int64 offsets); :func:`overflow_cases` (GPU only, element offsets past
+int32/int64 offsets); :func:`packs` (cases sharing all but lengths and seed, packed into
+one launch); :func:`overflow_cases` (GPU only, element offsets past
 2**31). :mod:`jfa_verify.coverage` names the classes a case belongs to.
 """
 
@@ -30,6 +31,7 @@ from ._cases import (
     layouts,
     offsets_configs,
     overflow_cases,
+    packs,
     reach_of,
     sm_scales,
     value_policies,
@@ -55,6 +57,7 @@ __all__ = [
     "DEFAULT_MAX_LEN",
     "LENGTH_KINDS",
     "cases",
+    "packs",
     "cross_query_lengths",
     "empty_batches",
     "head_configs",

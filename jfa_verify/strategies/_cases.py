@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Optional, Sequence
 
@@ -19,6 +20,7 @@ __all__ = [
     "DEFAULT_HEAD_DIMS",
     "DEFAULT_MAX_LEN",
     "reach_of",
+    "packs",
     "head_configs",
     "sm_scales",
     "head_dims",
@@ -295,6 +297,46 @@ def cases(
         seed=seed,
         **extra,
     )
+
+
+@st.composite
+def packs(draw, kernel=None, *, size: int = 8, device_type: str = "cpu", max_batch: int = 5,
+          max_len: Optional[int] = None, length_kinds: Optional[Sequence[str]] = None, **fields) -> Case:
+    """Up to ``size`` cases that share every field but lengths and seed, as one packed :class:`Case`
+    (:meth:`Case.pack`; a pack of one is that case).
+
+    Args:
+        kernel, device_type, max_batch, max_len, length_kinds: as :func:`cases`, for every part.
+        size: the most cases a pack holds (>= 1).
+        fields: the rest of :func:`cases`'s arguments (dtypes, modes, causal, ...), for the shared fields.
+
+    The shared fields are one :func:`cases` draw; each part then draws its own lengths (:func:`jagged_lengths`
+    and, for cross-attention, :func:`cross_query_lengths`, under the same tiles and ``max_len``; one part in 20
+    has no sequence and adds nothing) and its own seed. Broadcast-Q cases are never packed (their sequences
+    share one Q). Shrinks by dropping parts (toward the one case that fails), then as :func:`cases` does.
+
+    Raises:
+        InvalidInput: ``size`` < 1.
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise InvalidInput(f"size={size!r}: give the most cases a pack holds, an integer >= 1")
+    shared = draw(cases(kernel, device_type=device_type, max_batch=max_batch, max_len=max_len,
+                        length_kinds=length_kinds, **fields))
+    if size == 1 or shared.mode == "broadcast_q":
+        return shared
+    blocks = tiles_for_shape(kernel, shared.head_dim, shared.head_dim_v, DTYPES[shared.dtype], device_type).as_tuple()
+    reach = reach_of(blocks, max_len)
+
+    @st.composite
+    def part(draw_part) -> Case:
+        kv = draw_part(jagged_lengths(max_batch=max_batch, max_len=reach, block_sizes=blocks, kinds=length_kinds))
+        if draw_part(st.integers(0, 19)) == 19:
+            kv = ()
+        q = draw_part(cross_query_lengths(kv, max_len=reach, block_sizes=blocks)) if shared.mode == "cross" else None
+        seed = draw_part(st.integers(0, 2**32 - 1))
+        return dataclasses.replace(shared, kv_lengths=kv, q_lengths=q, seed=seed)
+
+    return Case.pack(draw(st.lists(part(), min_size=1, max_size=size)))
 
 
 @st.composite

@@ -1,0 +1,212 @@
+"""Case packing: cases that share all but lengths and seed run as one launch, each judged on its own rows; a failing
+pack is split until the failure stands alone (jfa_verify.packing, Case.pack, strategies.packs, fuzz --pack)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+
+from jfa_verify import Case
+from jfa_verify.compare import compare_output, reference_scales
+from jfa_verify.errors import InvalidInput
+from jfa_verify.fuzz import run_campaign
+from jfa_verify.oracles import padded_sdpa_attention, reference_attention
+from jfa_verify.packing import judge_parts, part_statuses, stand_alone
+from jfa_verify.registry import get_kernel, load_plugin
+from jfa_verify.runner import CaseResult, run_case
+from jfa_verify.strategies import packs
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = ROOT / "tests" / "packing_plugin.py"
+
+
+@pytest.fixture(scope="module")
+def plugin():
+    load_plugin(PLUGIN)
+    return {name: get_kernel(name) for name in ("pack_exact", "pack_long_rows", "pack_wide_batch")}
+
+
+def _rows(t: torch.Tensor, rows: range) -> torch.Tensor:
+    return t[rows.start: rows.stop]
+
+
+@pytest.mark.parametrize("generator", ["counter", "pcg64"])
+@pytest.mark.parametrize("values", ["normal", "correlated"])
+def test_a_packed_case_holds_each_parts_own_values_bit_for_bit(generator, values):
+    common = dict(mode="cross", offsets_start=3, q_offsets_start=1, dtype="float16", causal=True, values=values,
+                  generator=generator, layout="mixed", num_heads_q=4, num_heads_kv=2)
+    parts = [Case(kv_lengths=(5, 9), q_lengths=(3, 7), seed=11, **common),
+             Case(kv_lengths=(4,), q_lengths=(6,), seed=12, **common),
+             Case(kv_lengths=(2, 0, 8), q_lengths=(0, 2, 8), seed=2**40, **common)]
+    packed = Case.pack(parts)
+    assert packed.parts == ((2, 11), (1, 12), (3, 2**40)) and packed.seed == 11 and packed.batch == 6
+    assert packed.kv_lengths == (5, 9, 4, 2, 0, 8) and packed.q_lengths == (3, 7, 6, 0, 2, 8)
+    assert packed.split() == parts and Case.from_json(packed.to_json()) == packed
+    assert "parts=3" in packed.describe()
+    whole = packed.materialize()
+    assert whole.q_offsets.tolist() == [1, 4, 11, 17, 17, 19, 27] and whole.k_offsets.tolist() == [3, 8, 17, 21, 23, 23, 31]
+    for i, (part, (q_rows, k_rows)) in enumerate(zip(parts, packed.part_rows())):
+        alone = part.materialize()
+        # the first part owns the rows before the first sequence; a later part's own such rows are not in the pack
+        q_skip, k_skip = (0, 0) if i == 0 else (1, 3)
+        for role, rows, skip in (("q", q_rows, q_skip), ("do", q_rows, q_skip), ("k", k_rows, k_skip),
+                                 ("v", k_rows, k_skip)):
+            assert torch.equal(_rows(getattr(whole, role), rows), getattr(alone, role)[skip:]), (i, role)
+
+
+def test_packing_refuses_what_cannot_share_a_launch():
+    a, b = Case(kv_lengths=(3,), seed=1), Case(kv_lengths=(4,), seed=2)
+    with pytest.raises(InvalidInput, match=r"part 1 has head_dim=64 where part 0 has 32"):
+        Case.pack([a, Case(kv_lengths=(4,), seed=2, head_dim=64)])
+    with pytest.raises(InvalidInput, match="broadcast-Q"):
+        Case(kv_lengths=(3, 4), mode="broadcast_q", broadcast_q_len=2, parts=((1, 0), (1, 5)))
+    with pytest.raises(InvalidInput, match=r"hold 3 sequences, but the case has 2"):
+        Case(kv_lengths=(3, 4), seed=1, parts=((1, 1), (2, 2)))
+    with pytest.raises(InvalidInput, match=r"parts\[0\] has seed 9 but seed=1"):
+        Case(kv_lengths=(3, 4), seed=1, parts=((1, 9), (1, 2)))
+    with pytest.raises(InvalidInput, match="at least two parts"):
+        Case(kv_lengths=(3,), seed=1, parts=((1, 1),))
+    with pytest.raises(InvalidInput, match=r"parts\[1\]=\[1\] is not a \[sequences, seed\] pair"):
+        Case.from_dict({"kv_lengths": [3, 4], "seed": 1, "parts": [[1, 1], [1]]})
+    with pytest.raises(InvalidInput, match="at least one sequence"):
+        Case(kv_lengths=(3, 4), seed=1, parts=((2, 1), (0, 2)))
+    # a pack of one case with sequences is that case; packs of packs flatten
+    assert Case.pack([a, Case(kv_lengths=(), seed=7)]) == a
+    assert Case.pack([Case.pack([a, b]), a]).parts == ((1, 1), (1, 2), (1, 1))
+    assert a.to_dict().get("parts", "absent") == "absent"  # an unpacked case's file and id are as before
+
+
+def test_the_reference_gives_each_sequences_own_magnitudes():
+    parts = [Case(kv_lengths=(1,), dtype="float32", seed=3), Case(kv_lengths=(40, 7), dtype="float32", seed=4,
+                                                                   values="normal")]
+    packed = Case.pack(parts)
+    t = packed.materialize()
+    whole = reference_attention(packed.problem(t), t.q, t.k, t.v, do=t.do, by_sequence=True)
+    for i, (part, (q_rows, k_rows)) in enumerate(zip(parts, packed.part_rows())):
+        pt = part.materialize()
+        alone = reference_attention(part.problem(pt), pt.q, pt.k, pt.v, do=pt.do)
+        first = sum(p.batch for p in parts[:i])
+        for term in ("o_lowp", "o_acc", "lse_acc", "dq_lowp", "dk_lowp", "dv_lowp", "dq_acc", "dk_acc", "dv_acc"):
+            got = float(whole[f"{term}_by_sequence"][first: first + part.batch].max())
+            assert got == pytest.approx(float(alone[term]), rel=1e-12), (i, term)
+        assert torch.allclose(_rows(whole["o"], q_rows), alone["o"], rtol=1e-12, atol=1e-15)
+        assert torch.allclose(_rows(whole["dk"], k_rows), alone["dk"], rtol=1e-12, atol=1e-15)
+    assert float(whole["o_lowp"]) == max(float(whole["o_lowp_by_sequence"].max()), 0.0)
+    assert "o_lowp_by_sequence" not in reference_attention(packed.problem(t), t.q, t.k, t.v)
+
+
+def test_a_part_is_judged_by_its_own_allowance_not_the_packs():
+    # One key: O is that key's value row (large); 48 keys: O averages them (small). An error that the pack's
+    # allowance (set by its largest part) lets through is still over the small part's own.
+    parts = [Case(kv_lengths=(1,), dtype="bfloat16", seed=5), Case(kv_lengths=(48,), dtype="bfloat16", seed=6)]
+    packed = Case.pack(parts)
+    t = packed.materialize()
+    problem = packed.problem(t)
+    ref = reference_attention(problem, t.q, t.k, t.v, by_sequence=True)
+    sdpa = padded_sdpa_attention(problem, t.q, t.k, t.v)
+    got = {"o": ref["o"].to(torch.bfloat16), "lse": ref["lse"].float()}
+    assert judge_parts(packed, got, ref, sdpa) == [[], []]
+
+    pt = parts[1].materialize()
+    alone = reference_attention(parts[1].problem(pt), pt.q, pt.k, pt.v)
+    alone_sdpa = padded_sdpa_attention(parts[1].problem(pt), pt.q, pt.k, pt.v)
+    own = compare_output("o", alone["o"].to(torch.bfloat16), alone_sdpa["o"], alone["o"], torch.bfloat16,
+                         *reference_scales(alone, "o")).allowance
+    pack_allowance = compare_output("o", got["o"], sdpa["o"], ref["o"], torch.bfloat16,
+                                    *reference_scales(ref, "o")).allowance
+    assert own < pack_allowance / 2, (own, pack_allowance)  # else this case shows nothing
+    error = (own * pack_allowance) ** 0.5
+    wrong = dict(got, o=got["o"].clone())
+    q_rows = packed.part_rows()[1][0]
+    wrong["o"][q_rows.start] += error  # stored in bf16: about that much
+    assert compare_output("o", wrong["o"], sdpa["o"], ref["o"], torch.bfloat16, *reference_scales(ref, "o")).passed
+    assert judge_parts(packed, wrong, ref, sdpa) == [[], ["o"]]
+
+
+def test_a_packed_run_is_judged_per_part_and_split_to_the_part_that_fails(plugin):
+    ok, long_rows = plugin["pack_exact"], plugin["pack_long_rows"]
+    parts = [Case(kv_lengths=(3, 5), dtype="float32", seed=1), Case(kv_lengths=(25,), dtype="float32", seed=2),
+             Case(kv_lengths=(9,), dtype="float32", seed=3)]
+    packed = Case.pack(parts)
+    good = run_case(packed, ok, backward=False)
+    assert good.status == "pass" and good.part_failures == [[], [], []] and part_statuses(good) == ["pass"] * 3
+    bad = run_case(packed, long_rows, backward=False)
+    assert bad.status == "fail" and bad.part_failures == [[], ["o"], []]
+    assert part_statuses(bad) == ["pass", "fail", "pass"]
+    assert "1 of 3 parts fail on their own rows: part 1 (seed 2): o" in bad.explain()
+    assert bad.to_dict()["part_failures"] == [[], ["o"], []]
+    ran, dropped = [], []
+
+    def verify(case):
+        ran.append(case)
+        return run_case(case, long_rows, backward=False)
+
+    alone = stand_alone(bad, verify, dropped.append)
+    assert alone.case == parts[1] and alone.status == "fail" and ran == [parts[1]] and dropped == [bad]
+    # a whole-pack failure (here: a status with no per-part verdict) is halved until it stands alone
+    crashed = CaseResult(packed, long_rows.name, "crash")
+    ran.clear()
+    assert stand_alone(crashed, verify, dropped.append).case == parts[1]
+    assert ran[0] == parts[0] and Case.pack(parts[1:]) in ran
+
+
+def test_the_packs_strategy_draws_valid_packs_of_at_most_size(plugin):
+    seen = []
+
+    @settings(max_examples=60, database=None)
+    @given(packs(plugin["pack_exact"], size=4))
+    def draw(case):
+        seen.append(case)
+
+    draw()
+    sizes = [len(c.parts) if c.parts else 1 for c in seen]
+    assert max(sizes) <= 4 and any(s > 1 for s in sizes)
+    for c in seen:
+        assert c.parts is None or (c.mode != "broadcast_q" and Case.pack(c.split()) == c)
+    @settings(max_examples=1, database=None)
+    @given(packs(size=0))
+    def empty(case):
+        pass
+
+    with pytest.raises(InvalidInput, match="size=0"):
+        empty()
+
+
+def test_a_packed_campaign_shrinks_a_part_bug_to_one_plain_case(plugin, tmp_path):
+    kernel = plugin["pack_long_rows"]
+    summary = run_campaign(kernel, strategy=packs(kernel, size=8, modes=["self", "cross"]), max_examples=60,
+                           corpus_dir=tmp_path, device="cpu", seed=0, backward=False, pack=8)
+    (finding,) = summary.failures
+    # one sequence past the bug's 20 keys, standing alone: the pack it was drawn in split, then shrunk
+    assert finding.case.parts is None and finding.case.batch == 1 and finding.case.kv_lengths[0] > 20
+    assert summary.packs > 0 and summary.packs_failed > 0
+    assert sorted(tmp_path.glob("*.json")) == [finding.path]  # the packs' and halves' files removed
+    assert summary.cases_run == summary.coverage.total
+    assert "packed launch(es)" in summary.format(coverage=False)
+
+
+def test_a_bug_of_the_composition_is_kept_as_the_packed_case(plugin, tmp_path):
+    kernel = plugin["pack_wide_batch"]
+    summary = run_campaign(kernel, max_examples=40, corpus_dir=tmp_path, device="cpu", seed=3, backward=False, pack=8,
+                           shrink_seconds=5)
+    (finding,) = summary.failures
+    assert finding.case.parts is not None and finding.case.batch > 6  # no drawn case holds more than 5 sequences
+    assert [run_case(p, kernel, backward=False).status for p in finding.case.split()] == ["pass"] * len(finding.case.parts)
+    assert run_case(finding.case, kernel, backward=False).status == "fail"  # the packed case replays its failure
+
+
+def test_fuzz_pack_on_the_command_line(tmp_path):
+    report = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--kernel", "pack_exact", "--plugin", str(PLUGIN),
+                           "--pack", "6", "--max-examples", "30", "--seed", "2", "--forward-only", "--no-progress",
+                           "--reproducers", str(tmp_path / "r"), "--report", str(report)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "packs of up to 6 cases a launch" in proc.stdout and "packed launch(es)" in proc.stdout
+    doc = json.loads(report.read_text())
+    assert doc["packs"]["launches"] >= 1 and doc["packs"]["split"] == 0 and doc["config"]["pack"] == 6
+    assert doc["cases"] >= doc["packs"]["launches"] and set(doc["statuses"]) == {"pass"}
