@@ -79,8 +79,10 @@ print(f"campaign: {r['cases']} cases in {r['seconds']:.0f} s = {r['cases_per_min
       f"{len(r['findings'])} finding(s), exit {r['exit_code']}; time split: {r['breakdown_seconds']}")
 PY
 
-timeout 300 python3 benchmarks/bench_verify.py --device cuda --workers 1,4,8,16 --gpus 0 --seconds 25 --warmup 10 \
-  --movielens --out "$out" 2>&1 | tee "$out/bench_verify.log"
+# BENCH: bench_verify's worker counts and pack sizes (default: 1, 4, 8 and 16 workers, unpacked)
+# shellcheck disable=SC2086
+timeout 300 python3 benchmarks/bench_verify.py --device cuda ${BENCH:---workers 1,4,8,16} --gpus 0 --seconds 25 \
+  --warmup 10 --movielens --out "$out" 2>&1 | tee "$out/bench_verify.log"
 rc_bench=${PIPESTATUS[0]}
 echo "gpu_campaign: campaign exit $rc_campaign (0: no finding), bench_verify exit $rc_bench (want 0)"
 [ "$rc_bench" = 0 ] || exit 5

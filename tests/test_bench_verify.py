@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -100,3 +102,19 @@ def test_bench_reference_refuses_no_repeats_before_timing():
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and f"--repeats {bad}: give 1 or more" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_bench_host_plan_times_the_plan_of_drawn_cases():
+    """benchmarks/bench_host_plan.py (the measurement behind not caching host plans, docs/campaigns.md): the plan's
+    time per case and its share of a given case time."""
+    import re
+
+    proc = subprocess.run([sys.executable, "benchmarks/bench_host_plan.py", "--device", "cpu", "--cases", "20",
+                           "--case-ms", "200"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    mean = float(re.search(r"host plan median [\d.]+ ms, mean ([\d.]+) ms", proc.stdout).group(1))
+    share = float(re.search(r"share of a verified case \(200 ms\): ([\d.]+)%", proc.stdout).group(1))
+    assert mean > 0 and share == pytest.approx(100 * mean / 200, abs=0.01)
+    bad = subprocess.run([sys.executable, "benchmarks/bench_host_plan.py", "--cases", "0"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--cases 0" in bad.stderr
