@@ -210,3 +210,45 @@ def test_fuzz_pack_on_the_command_line(tmp_path):
     doc = json.loads(report.read_text())
     assert doc["packs"]["launches"] >= 1 and doc["packs"]["split"] == 0 and doc["config"]["pack"] == 6
     assert doc["cases"] >= doc["packs"]["launches"] and set(doc["statuses"]) == {"pass"}
+
+
+def test_an_accepted_convention_of_the_pack_does_not_hide_a_part_failing_on_its_own():
+    # The pack's LSE fails only by a declared convention (+inf for rows that see no key; accepted), and its O passes
+    # against the pack's allowance; a part's O is over its own smaller allowance. That part fails standing alone, so
+    # the pack must not pass as "accepted"; a pack whose only failures the convention explains passes, every part too.
+    from jfa_verify import Capabilities, register_kernel, validate_inputs
+
+    delta = [0.0]
+
+    def attend(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None,
+               window=None):
+        p = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                            sm_scale=sm_scale, window=window)
+        ref = reference_attention(p, q.detach(), k.detach(), v.detach())
+        o = ref["o"].clone()
+        for b in range(p.batch):
+            if p.k_lengths[b] == 1:
+                o[p.out_starts[b]: p.out_starts[b] + p.q_lengths[b]] += delta[0]
+        lse = ref["lse"].float()
+        return o.to(q.dtype), torch.where(torch.isneginf(lse), torch.full_like(lse, float("inf")), lse)
+
+    register_kernel("pack_test_convention_hides", capabilities=Capabilities(
+        backward=False, conventions=("lse_plus_inf_empty_rows",)))(lambda: attend)
+    kernel = get_kernel("pack_test_convention_hides")
+    accept = ("lse_plus_inf_empty_rows",)
+    common = dict(mode="cross", dtype="float32")
+    parts = [Case(kv_lengths=(0,), q_lengths=(2,), seed=1, **common),  # rows that see no key
+             Case(kv_lengths=(1,), q_lengths=(3,), seed=2, **common),  # O is one value row: a small allowance
+             Case(kv_lengths=(48,), q_lengths=(40,), seed=3, **common)]
+    packed = Case.pack(parts)
+    right = run_case(packed, kernel, backward=False, accept=accept)
+    assert right.status == "pass" and right.accepted and part_statuses(right) == ["pass"] * 3
+    own = run_case(parts[1], kernel, backward=False).comparisons[0].allowance
+    pack_allowance = right.comparisons[0].allowance
+    assert right.comparisons[0].name == "o" and own < pack_allowance / 1.5, (own, pack_allowance)
+    delta[0] = (own * pack_allowance) ** 0.5
+    assert run_case(parts[1], kernel, backward=False, accept=accept).status == "fail"
+    wrong = run_case(packed, kernel, backward=False, accept=accept)
+    assert wrong.comparisons[0].passed  # the pack's own O passes: only the part's judgement sees it
+    assert wrong.status == "fail" and not wrong.accepted and wrong.part_failures[1] == ["o"]
+    assert part_statuses(wrong) == ["fail", "fail", "pass"]
