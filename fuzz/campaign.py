@@ -387,10 +387,11 @@ def run_campaign(
             return result, None
         return result, Path(result.reproducer) if result.reproducer else None
 
-    def split_pack(result, path, phase: str):
+    def split_pack(result, path, phase: str, ran: bool = True):
         """A failing packed run, split until its failure stands alone (:func:`~jfa_verify.packing.stand_alone`):
-        ``(result, path)`` of that case; the files of the runs it supersedes are removed."""
-        summary.packs_failed += 1
+        ``(result, path)`` of that case; the files of the runs it supersedes are removed. ``ran``: the pack was
+        launched now (not a verdict met again: its split is counted once, as its launch is)."""
+        summary.packs_failed += ran
         paths = {id(result): path}
 
         def verify(case: Case):
@@ -484,9 +485,10 @@ def run_campaign(
         annotations = {"shrink_round": state.id, "shrink_step": next(step)}
         phase = "shrink" if shrinking else "generate"
         try:
+            ran = case.case_id() not in verdicts
             result, path = run_one(case, phase, annotations)
             if result.failed and case.parts is not None:
-                result, path = split_pack(result, path, phase)
+                result, path = split_pack(result, path, phase, ran)
         except KernelConfigError as e:
             raise _Misregistered(e) from None
         if not result.failed:

@@ -252,3 +252,17 @@ def test_an_accepted_convention_of_the_pack_does_not_hide_a_part_failing_on_its_
     assert wrong.comparisons[0].passed  # the pack's own O passes: only the part's judgement sees it
     assert wrong.status == "fail" and not wrong.accepted and wrong.part_failures[1] == ["o"]
     assert part_statuses(wrong) == ["fail", "fail", "pass"]
+
+
+def test_a_failing_pack_met_again_is_not_counted_as_split_again(plugin, tmp_path):
+    # Hypothesis hands a failing example back (to confirm it, and from its database): the pack's verdict is reused,
+    # nothing is launched, and "split" (failing launches split up) must stay within the launches counted.
+    from hypothesis import strategies as st
+
+    kernel = plugin["pack_long_rows"]
+    packed = Case.pack([Case(kv_lengths=(25,), dtype="float32", seed=1), Case(kv_lengths=(3,), dtype="float32", seed=2)])
+    summary = run_campaign(kernel, strategy=st.just(packed), max_examples=2, corpus_dir=tmp_path, device="cpu", seed=0,
+                           backward=False, pack=2)
+    assert len(summary.failures) == 1 and summary.failures[0].case == packed.split()[0]
+    assert summary.packs == 1 and summary.packs_failed == 1
+    assert "1 packed launch(es), 1 split" in summary.format(coverage=False)
