@@ -186,16 +186,32 @@ def prepare_corpus(corpus_dir: "str | Path", kernel, verifier, classes_of) -> di
     killed the process): a failure of any kind is kept as a finding (source ``"leftover"``); a pass means
     the process was killed mid-case and the file is removed -- it is never reported as "fixed".
 
+    A leftover packed case (``--pack``) that fails is split as a campaign splits it
+    (:func:`~jfa_verify.packing.stand_alone`): the case its failure stands in is kept, not the pack.
+
     Returns ``{"leftovers": [{"path", "status", "case", "kept"}...], "shrink_steps_removed", "duplicates_removed",
     "new_findings"}``; ``kept``: the leftover's file is still there after recovery (a finding, or a shrink round's
-    survivor), False when it was removed (a pass, or a failure folded into a known finding as an example).
+    survivor), False when it was removed (a pass, or a failure folded into a known finding as an example). A split
+    leftover's ``path``, ``status`` and ``case`` are those of the case its failure stands in, ``split_from`` the
+    packed file's path.
     """
+    from jfa_verify.packing import stand_alone
+
+    def discard(superseded) -> None:
+        if superseded.reproducer:
+            Path(superseded.reproducer).unlink(missing_ok=True)
+
     leftovers = []
     for path, case, payload in running_files(corpus_dir, kernel.name):
         # a shrink step keeps its round's marks, so recover() collapses the round with it
         marks = {k: payload[k] for k in ("shrink_round", "shrink_step") if k in payload}
         result = verifier.verify(case, marks or None)
-        leftovers.append({"path": str(path), "status": result.status, "case": case})
+        left = {"path": str(path), "status": result.status, "case": case}
+        if result.failed and case.parts is not None:  # a packed launch: split until its failure stands alone
+            alone = stand_alone(result, lambda c: verifier.verify(c, marks or None), discard)
+            if alone is not result and alone.reproducer:
+                left.update(path=alone.reproducer, status=alone.status, case=alone.case, split_from=str(path))
+        leftovers.append(left)
     done = recover(corpus_dir, kernel.name, classes_of)
     for left in leftovers:
         left["kept"] = Path(left["path"]).exists()

@@ -134,6 +134,9 @@ def leftover_note(left: dict) -> str:
     fate = ("" if left["status"] in ("pass", "unsupported") else
             " (kept as a finding)" if left.get("kept", True) else
             " (an example of a finding already kept: its file is folded into that finding's examples)")
+    if left.get("split_from"):
+        return (f"left 'running' by a killed process: {left['split_from']}: packed; its failure stands in "
+                f"{left['path']}: {left['status']} on replay{fate}")
     return f"left 'running' by a killed process: {left['path']}: {left['status']} on replay{fate}"
 
 

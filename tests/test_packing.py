@@ -266,3 +266,28 @@ def test_a_failing_pack_met_again_is_not_counted_as_split_again(plugin, tmp_path
     assert len(summary.failures) == 1 and summary.failures[0].case == packed.split()[0]
     assert summary.packs == 1 and summary.packs_failed == 1
     assert "1 packed launch(es), 1 split" in summary.format(coverage=False)
+
+
+def test_a_leftover_packed_case_is_split_before_it_is_kept(plugin, tmp_path):
+    # A kill -9 mid-launch of a failing pack left its file "running"; the next campaign replayed it and kept the
+    # whole pack as a finding, though its failure stands in one part.
+    from jfa_verify.corpus import Corpus
+    from jfa_verify.fuzz.campaign import classifier, prepare_corpus
+    from jfa_verify.fuzz.findings import list_findings
+    from jfa_verify.fuzz.workers import leftover_note
+    from jfa_verify.loop import Verifier
+
+    kernel = plugin["pack_long_rows"]
+    parts = [Case(kv_lengths=(3, 5), dtype="float32", seed=1), Case(kv_lengths=(25,), dtype="float32", seed=2),
+             Case(kv_lengths=(9,), dtype="float32", seed=3)]
+    corpus = Corpus(tmp_path)
+    with corpus.guard(Case.pack(parts), kernel.name, "cpu") as running:
+        pass  # in flight at a kill -9
+    with Verifier(kernel, "cpu", corpus, backward=False) as verifier:
+        (left,) = prepare_corpus(tmp_path, kernel, verifier, classifier(kernel, "cpu"))["leftovers"]
+    assert left["case"] == parts[1] and left["status"] == "fail" and left["kept"]
+    assert not running.exists() and sorted(tmp_path.glob("*.json")) == [Path(left["path"])]
+    (row,) = list_findings(tmp_path)
+    assert "parts" not in str(row)
+    note = leftover_note(left)
+    assert str(running) in note and left["path"] in note and "kept as a finding" in note, note
