@@ -493,6 +493,8 @@ def run_campaign(
             raise _StopCampaign()
         shrinking = state.target is not None
         if not shrinking:
+            if pack > 1 and max_examples is not None and summary.generated >= max_examples:
+                raise _StopCampaign()  # (a round's budget is in examples, each pack one; max_examples counts cases)
             summary.generated += len(case.split())
             drawn_examples[0] += 1
             contract_classes = exercised(case, model)
@@ -594,9 +596,10 @@ def run_campaign(
         for r in itertools.count():
             if stop_now() or (max_examples is not None and summary.generated >= max_examples):
                 break
-            # Hypothesis examples; a pack holds up to ``pack`` of the drawn cases max_examples counts
-            budget = round_examples if max_examples is None else min(
-                round_examples, -(-(max_examples - summary.generated) // pack))
+            # Hypothesis examples: a pack holds at least one of the drawn cases max_examples counts, and the round
+            # stops once they are drawn (a budget of packs of ``pack`` cases each ended rounds early, and each new
+            # round's Hypothesis draws its simplest example first: --pack 8 --max-examples 8 ran one trivial case)
+            budget = round_examples if max_examples is None else min(round_examples, max_examples - summary.generated)
             state = _Round(id=f"{uuid.uuid4().hex[:12]}-w{worker}")
             summary.rounds += 1
             before, drawn_examples[0] = summary.generated, 0
