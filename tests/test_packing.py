@@ -137,7 +137,8 @@ def test_a_packed_run_is_judged_per_part_and_split_to_the_part_that_fails(plugin
     bad = run_case(packed, long_rows, backward=False)
     assert bad.status == "fail" and bad.part_failures == [[], ["o"], []]
     assert part_statuses(bad) == ["pass", "fail", "pass"]
-    assert "1 of 3 parts fail on their own rows: part 1 (seed 2): o" in bad.explain()
+    assert "1 of 3 parts fail, each judged on its own rows of this launch" in bad.explain()
+    assert "part 1 (seed 2): o" in bad.explain()
     assert bad.to_dict()["part_failures"] == [[], ["o"], []]
     ran, dropped = [], []
 
