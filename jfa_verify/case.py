@@ -409,7 +409,7 @@ class Case:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Case":
-        """Build a case from :meth:`to_dict` output.
+        """Build a case from :meth:`to_dict` output (a packed case without ``seed`` takes its first part's).
 
         Raises:
             InvalidInput: unknown keys or invalid values.
@@ -422,6 +422,9 @@ class Case:
             raise InvalidInput(f"unknown case fields {sorted(unknown)}; known: {sorted(known)}")
         if "kv_lengths" not in d:
             raise InvalidInput(f"a case needs kv_lengths (a list of key lengths); got only {sorted(d) or 'no fields'}")
+        if "seed" not in d and isinstance(d.get("parts"), (list, tuple)) and d["parts"] \
+                and isinstance(d["parts"][0], (list, tuple)) and len(d["parts"][0]) == 2:
+            d = {**d, "seed": d["parts"][0][1]}  # a packed case's seed is its first part's: no need to say it twice
         return cls(**{**_LATE_FIELDS, **d})
 
     @classmethod

@@ -74,6 +74,10 @@ def test_packing_refuses_what_cannot_share_a_launch():
         Case.from_dict({"kv_lengths": [3, 4], "seed": 1, "parts": [[1, 1], [1]]})
     with pytest.raises(InvalidInput, match="at least one sequence"):
         Case(kv_lengths=(3, 4), seed=1, parts=((2, 1), (0, 2)))
+    # a hand-written packed case may leave out the seed (its first part's); one that gives another is refused
+    assert Case.from_dict({"kv_lengths": [3, 4], "parts": [[1, 5], [1, 2]]}).seed == 5
+    with pytest.raises(InvalidInput, match=r"parts\[0\] has seed 5 but seed=1"):
+        Case.from_dict({"kv_lengths": [3, 4], "seed": 1, "parts": [[1, 5], [1, 2]]})
     # a pack of one case with sequences is that case; packs of packs flatten
     assert Case.pack([a, Case(kv_lengths=(), seed=7)]) == a
     assert Case.pack([Case.pack([a, b]), a]).parts == ((1, 1), (1, 2), (1, 1))
