@@ -401,8 +401,6 @@ def run_campaign(
         verdicts[key] = result
         if not result.failed:
             return result, None
-        if summary.first_failure_at is None:  # a pack that failed as a whole (an invariant) with every part's rows right
-            summary.first_failure_at = summary.cases_run
         return result, Path(result.reproducer) if result.reproducer else None
 
     def split_pack(result, path, phase: str, ran: bool = True):

@@ -112,11 +112,15 @@ def stand_alone(result, verify: Callable[[Case], object], discard: Callable[[obj
 
 def part_statuses(result) -> list[str]:
     """The verdict of each case a run held (one for a case that is not packed): a part's own judgement where the
-    packed run was judged per part, else the run's status (a crash, hang or error has no per-part verdict)."""
+    packed run was judged per part and some part failed on its own rows, else the run's status (a crash, hang or
+    error has no per-part verdict; a failure of the launch as a whole, such as a scheduler invariant or an output
+    that no gradient reaches, is counted for every part)."""
     parts = result.case.parts
     if parts is None:
         return [result.status]
-    if result.part_failures is None or not result.failed:  # (a pass: accepted conventions explain every part's)
+    if result.part_failures is None or not result.failed or not any(result.part_failures):
+        # (a pass: accepted conventions explain every part's; a failure of the launch as a whole, with every part's
+        # rows right, is every part's: no part can be told apart from it)
         return [result.status] * len(parts)
     return ["fail" if failing else "pass" for failing in result.part_failures]
 

@@ -27,7 +27,7 @@ PLUGIN = ROOT / "tests" / "packing_plugin.py"
 @pytest.fixture(scope="module")
 def plugin():
     load_plugin(PLUGIN)
-    return {name: get_kernel(name) for name in ("pack_exact", "pack_long_rows", "pack_wide_batch")}
+    return {name: get_kernel(name) for name in ("pack_exact", "pack_long_rows", "pack_wide_batch", "pack_detached")}
 
 
 def _rows(t: torch.Tensor, rows: range) -> torch.Tensor:
@@ -308,3 +308,17 @@ def test_a_leftover_packed_case_is_split_before_it_is_kept(plugin, tmp_path):
     assert "parts" not in str(row)
     note = leftover_note(left)
     assert str(running) in note and left["path"] in note and "kept as a finding" in note, note
+
+
+def test_a_launch_wrong_as_a_whole_counts_as_every_parts_failure(plugin, tmp_path):
+    """Regression: a packed run that failed as a whole (here O detached from its inputs, a contract violation found
+    after the outputs were judged right) with every part's rows right counted each part as a pass, so a campaign
+    reported no failing case and no first failure beside a finding."""
+    kernel = plugin["pack_detached"]
+    packed = Case.pack([Case(kv_lengths=(3, 5), dtype="float32", seed=1), Case(kv_lengths=(4,), dtype="float32", seed=2)])
+    result = run_case(packed, kernel)
+    assert result.status == "fail" and result.part_failures == [[], []] and result.contract_violations
+    assert part_statuses(result) == ["fail", "fail"]
+    summary = run_campaign(kernel, strategy=packs(kernel, size=4, modes=["self"], dtypes=["float32"]), max_examples=40,
+                           corpus_dir=tmp_path, device="cpu", seed=1, pack=4)
+    assert summary.failures and summary.first_failure_at is not None and summary.statuses["fail"] >= 1
