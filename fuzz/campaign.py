@@ -329,6 +329,7 @@ def run_campaign(
     from jfa_verify.loop import Verifier
     from jfa_verify.registry import get_kernel
     from jfa_verify.packing import part_statuses, stand_alone
+    from jfa_verify.runner import FAILING_STATUSES
     from jfa_verify.strategies import cases, packs
 
     import torch
@@ -394,7 +395,7 @@ def run_campaign(
             summary.pairs.add(part)
             summary.cases_run += 1
             summary.statuses[status] += 1
-            if status in ("fail", "error", "crash", "hang") and summary.first_failure_at is None:
+            if status in FAILING_STATUSES and summary.first_failure_at is None:
                 summary.first_failure_at = summary.cases_run
             emit({"event": "case", "status": status, "phase": phase, "classes": sorted(classes), "seconds": share,
                   "breakdown": {k: v / len(parts) for k, v in result.seconds.items()}})

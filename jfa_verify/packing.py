@@ -25,9 +25,8 @@ from .compare import OUTPUTS, compare_output
 
 __all__ = ["judge_parts", "pack_failures_line", "part_statuses", "stand_alone"]
 
-# Outputs indexed by query rows (LSE: its columns) and by key rows.
+# Outputs indexed by query rows (LSE: its columns); dK and dV by key rows.
 _QUERY_ROWS = ("o", "dq")
-_KEY_ROWS = ("dk", "dv")
 
 
 def _cut(name: str, x: torch.Tensor, q_rows: range, k_rows: range) -> torch.Tensor:

@@ -27,7 +27,7 @@ from .errors import InvalidInput, KernelConfigError, KernelUnavailable, Unsuppor
 from .immutability import changed_inputs, copy_keeping_strides, snapshot
 from .localize import Location, locate, spread
 from .oracles import padded_sdpa_attention, reference_attention
-from .packing import judge_parts
+from .packing import judge_parts, pack_failures_line
 from .protocol import PASSES, Kernel, KernelRun
 
 __all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "not_judged", "ran_out_of_memory",
@@ -164,8 +164,6 @@ class CaseResult:
                          f"convention" if self.accepted else
                          f"  explained by the kernel's declared convention {names}; still a finding "
                          f"(pass --accept {names} to accept it knowingly)")
-        from .packing import pack_failures_line
-
         packed = pack_failures_line(self)
         if packed:
             lines.append(packed)
