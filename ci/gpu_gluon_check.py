@@ -189,6 +189,17 @@ def _attention(mutant: str | None):
         from jfa_verify.fuzz.mutation import load_catalogue
 
         return _host_module().make_gluon_attention(load_catalogue("gluon_jfa").module(mutant))
+    candidate = os.environ.get("JFA_CHECK_KERNELS_FILE")
+    if candidate:  # --kernels-file: a candidate copy of _kernels.py, checked before it replaces the shipped one
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("gluon_candidate", candidate)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        stages = os.environ.get("JFA_CHECK_BWD_STAGES")
+        if stages:
+            _host_module()._bwd_stages = lambda _d: int(stages)
+        return _host_module().make_gluon_attention(module)
     return _host_module().gluon_jagged_attention
 
 
@@ -779,6 +790,8 @@ def main(argv=None) -> int:
     p.add_argument("--mutant", default=None, help="run the grid against this mutant")
     p.add_argument("--mutants", default=None, help="'all' or a comma list: kill table, one worker chain each")
     p.add_argument("--no-bench", action="store_true")
+    p.add_argument("--kernels-file", default=None, help="check this copy of _kernels.py instead of the shipped one")
+    p.add_argument("--bwd-stages", type=int, default=None, help="with --kernels-file: the backward's ring depth")
     p.add_argument("--no-backward", action="store_true")
     p.add_argument("--only", default=None, help="comma list of configuration names")
     p.add_argument("--full-grid", action="store_true", help="mutant runs use every configuration")
@@ -796,6 +809,10 @@ def main(argv=None) -> int:
         for c in configurations():
             print(c["name"], "q", c["q_lengths"][:8], "k", c["k_lengths"][:8])
         return 0
+    if args.kernels_file:  # read by _attention in every worker
+        os.environ["JFA_CHECK_KERNELS_FILE"] = str(Path(args.kernels_file).resolve())
+        if args.bwd_stages:
+            os.environ["JFA_CHECK_BWD_STAGES"] = str(args.bwd_stages)
     if args.worker:
         return worker(args)
 

@@ -6,7 +6,7 @@ import os
 
 from jfa_verify.contract import JaggedProblem, check_offsets_dense, validate_inputs
 from jfa_verify.protocol import KernelRun
-from jfa_verify.schedules import workloads_forward
+from jfa_verify.schedules import workloads_backward, workloads_forward
 
 __all__ = ["GluonJFA"]
 
@@ -32,7 +32,8 @@ class GluonJFA:
 
     def launch(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, instrument: bool = False) -> KernelRun:
         """One forward on a validated ``problem``: the framework's query tiles (``workloads_forward`` with
-        BLOCK_M = 128) dealt by the scheduler hook (zigzag by cost by default)."""
+        BLOCK_M = 128) dealt by the scheduler hook (zigzag by cost by default); the backward's dK/dV pass
+        runs the hook's ``"dkdv"`` plan of ``workloads_backward`` tiles of 128 keys."""
         check_offsets_dense("q_offsets", q_offsets)
         check_offsets_dense("k_offsets", k_offsets)
         launch_problem = self.host.from_problem(problem, q, k, v)
@@ -42,7 +43,13 @@ class GluonJFA:
         planned = self.scheduler(workloads, "fwd", problem)
         tiles = [(t.sequence, t.block) for t in workloads]
         programs = [list(p) for p in planned.programs]
+        _, block_n = self.host.BWD_DKDV_TILES
+        kv_workloads = workloads_backward(problem.q_lengths, problem.k_lengths, block_n, causal=problem.causal,
+                                          causal_alignment=problem.causal_alignment)
+        kv_planned = self.scheduler(kv_workloads, "dkdv", problem)
+        kv_tiles = [(t.sequence, t.block) for t in kv_workloads]
+        kv_programs = [list(p) for p in kv_planned.programs]
         poison = os.environ.get(self.host.POISON_ENV, "") == "1"
         o, lse = self.host._GluonJaggedAttention.apply(q, k, v, q_offsets, k_offsets, self.kernels, launch_problem,
-                                                       tiles, programs, poison)
+                                                       tiles, programs, poison, kv_tiles, kv_programs)
         return KernelRun(o, lse)

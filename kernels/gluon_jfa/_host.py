@@ -36,6 +36,7 @@ __all__ = [
     "gluon_jagged_attention",
     "make_gluon_attention",
     "prepare_forward",
+    "prepare_backward",
 ]
 
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -91,6 +92,7 @@ class _Problem:
     q_lengths: tuple
     k_lengths: tuple
     q_first: int  # first query/output row of sequence 0 (rows before belong to no sequence)
+    k_first: int  # first key row of sequence 0
     rows: int  # rows of o / columns of lse
     h_q: int
     h_kv: int
@@ -139,6 +141,7 @@ def from_problem(problem, q, k, v, require_cuda: bool = True) -> _Problem:
         broadcast=broadcast, q_lengths=problem.q_lengths, k_lengths=problem.k_lengths,
         # rows before offsets[0] belong to no sequence (all rows of an empty batch)
         q_first=0 if broadcast else (problem.q_starts[0] if problem.batch else problem.total_q_rows),
+        k_first=problem.k_starts[0] if problem.batch else k.shape[0],
         rows=problem.total_q_rows,
         h_q=problem.num_heads_q, h_kv=problem.num_heads_kv, d=problem.head_dim, causal=problem.causal,
         bottom_right=problem.causal and problem.causal_alignment == "bottom_right", sm_scale=problem.sm_scale,
@@ -283,13 +286,22 @@ def prepare_forward(kmod, q, k, v, q_offsets, k_offsets, *, causal=False, causal
     return o, lse, (launch or (lambda: None))
 
 
-def _backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_offsets, tiles, programs, num_sms: int,
-              poison: bool = False):
-    """dQ, dK, dV of ``sum(o * do)`` (LSE is not differentiated). Deterministic: no atomics.
+def _bwd_stages(head_dim: int) -> int:
+    """Ring depth of both backward kernels: the (Q, dO) ring of dK/dV (64 x D each) and the (K, V) ring of
+    dQ (64 x D each) beside the unit's resident pair (128 x D each). D=128: 64 KiB + 2 x 32 KiB = 128 KiB."""
+    return _stages(head_dim)
 
-    ``delta = rowsum(dO * O)`` is computed here in float32; dK/dV run over KV tiles of 128 keys
-    (b-major, round-robin over the SMs, KV heads folded); dQ runs over the forward's query
-    tiles and ``programs``. Broadcast-Q: dQ is a float32 partial per sequence, summed here.
+
+def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_offsets, tiles, programs,
+                   num_sms: int, poison: bool = False, kv_tiles=None, kv_programs=None):
+    """Allocate dQ, dK, dV, build both schedules and descriptors; return ``(dq, dk, dv, launch)``.
+
+    ``launch()`` computes ``delta = rowsum(dO * O)`` (float32) and runs the dK/dV and dQ kernels,
+    rewriting the outputs (benchmarks call it again); broadcast-Q returns float32 per-sequence
+    partials as ``dq`` (see :func:`_backward`). No device synchronization: the schedule comes
+    from the problem's host-side lengths. ``kv_tiles``/``kv_programs``: the dK/dV pass's
+    ``[(sequence, key block)]`` tiles of 128 keys and their programs (default: every key block,
+    b-major, round-robin over the SMs).
     """
     device = q.device
     d = problem.d
@@ -305,60 +317,101 @@ def _backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_offsets
         dq_out.zero_()
         dk.zero_()
         dv.zero_()
-    else:
-        k_off_list = k_offsets.tolist()
-        dk[: k_off_list[0]].zero_()  # rows before offsets[0] belong to no sequence
-        dv[: k_off_list[0]].zero_()
-        do = do.contiguous()
+        return dq_out, dk, dv, None
+    dk[: problem.k_first].zero_()  # rows before offsets[0] belong to no sequence
+    dv[: problem.k_first].zero_()
+    do = do.contiguous()
+    qk_scale = problem.sm_scale * math.log2(math.e)
+    q2 = q.view(q.shape[0], problem.h_q * d)
+    do2 = do.view(problem.rows, problem.h_q * d)
+    k2 = k.view(k.shape[0], problem.h_kv * d)
+    v2 = v.view(v.shape[0], problem.h_kv * d)
+    q_off = k_offsets if q_offsets is None else q_offsets
+    l_q = q.shape[0] if problem.broadcast else 0
+    group = problem.h_q // problem.h_kv
+    flags = dict(STAGES=_bwd_stages(d), CAUSAL=problem.causal, BOTTOM_RIGHT=problem.bottom_right,
+                 BROADCAST_Q=problem.broadcast, num_warps=NUM_WARPS)
+    launches = []
+    bm, bn = BWD_DKDV_TILES
+    if kv_tiles is None:
+        kv_tiles = key_tiles(problem.k_lengths, bn)
+    kv_plan = _schedule(problem, kv_tiles, kv_programs, num_sms, device, heads=problem.h_kv)
+    if kv_plan is not None:
+        kv_args = (_descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
+                   _descriptor(v2, [bn, d]), dk, dv)
+        kv_rest = (q_off, k_offsets, kv_plan["tile_seq"], kv_plan["tile_block"], kv_plan["prog_start"],
+                   l_q, group, kv_plan["heads_per_cta"], problem.h_kv * d, lse.stride(0), problem.sm_scale,
+                   qk_scale)
+        launches.append(lambda delta: kmod._bwd_dkdv_kernel[kv_plan["grid"]](*kv_args, lse, delta, *kv_rest,
+                                                                              **flags))
+    bm, bn = BWD_DQ_TILES
+    q_plan = _schedule(problem, tiles, programs, num_sms, device)
+    if q_plan is not None:
+        q_args = (_descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
+                  _descriptor(v2, [bn, d]), dq_out)
+        q_rest = (q_off, k_offsets, q_plan["tile_seq"], q_plan["tile_block"], q_plan["prog_start"],
+                  l_q, group, q_plan["heads_per_cta"], problem.h_q * d, lse.stride(0), problem.sm_scale, qk_scale)
+        launches.append(lambda delta: kmod._bwd_dq_kernel[q_plan["grid"]](*q_args, lse, delta, *q_rest, **flags))
+
+    def launch():
         delta = (do.float() * o.float()).sum(-1).t().contiguous()  # [H_q, rows]
-        qk_scale = problem.sm_scale * math.log2(math.e)
-        stages = _stages(d)
-        q2 = q.view(q.shape[0], problem.h_q * d)
-        do2 = do.view(problem.rows, problem.h_q * d)
-        k2 = k.view(k.shape[0], problem.h_kv * d)
-        v2 = v.view(v.shape[0], problem.h_kv * d)
-        q_off = k_offsets if q_offsets is None else q_offsets
-        l_q = q.shape[0] if problem.broadcast else 0
-        group = problem.h_q // problem.h_kv
-        flags = dict(STAGES=stages, CAUSAL=problem.causal, BOTTOM_RIGHT=problem.bottom_right,
-                     BROADCAST_Q=problem.broadcast, num_warps=NUM_WARPS)
-        # dK, dV
-        bm, bn = BWD_DKDV_TILES
-        kv_plan = _schedule(problem, key_tiles(problem.k_lengths, bn), None, num_sms, device, heads=problem.h_kv)
-        if kv_plan is not None:
-            kmod._bwd_dkdv_kernel[kv_plan["grid"]](
-                _descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
-                _descriptor(v2, [bn, d]), dk, dv, lse, delta, q_off, k_offsets,
-                kv_plan["tile_seq"], kv_plan["tile_block"], kv_plan["prog_start"],
-                l_q, group, kv_plan["heads_per_cta"], problem.h_kv * d, lse.stride(0),
-                problem.sm_scale, qk_scale, **flags)
-        # dQ
-        bm, bn = BWD_DQ_TILES
-        q_plan = _schedule(problem, tiles, programs, num_sms, device)
-        if q_plan is not None:
-            kmod._bwd_dq_kernel[q_plan["grid"]](
-                _descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
-                _descriptor(v2, [bn, d]), dq_out, lse, delta, q_off, k_offsets,
-                q_plan["tile_seq"], q_plan["tile_block"], q_plan["prog_start"],
-                l_q, group, q_plan["heads_per_cta"], problem.h_q * d, lse.stride(0),
-                problem.sm_scale, qk_scale, **flags)
-    if problem.broadcast:
-        l_q = q.shape[0]
-        dq = dq_out.view(problem.batch, l_q, problem.h_q, d).sum(0).to(q.dtype) if problem.batch else \
-            torch.zeros_like(q)
-    else:
-        dq = dq_out
-    return dq, dk, dv
+        for run in launches:
+            run(delta)
+
+    return dq_out, dk, dv, launch
+
+
+def _finish_dq(problem: _Problem, q, dq_out):
+    """dQ from the dQ kernel's output: broadcast-Q sums the float32 per-sequence partials."""
+    if not problem.broadcast:
+        return dq_out
+    if not problem.batch:
+        return torch.zeros_like(q)
+    return dq_out.view(problem.batch, q.shape[0], problem.h_q, problem.d).sum(0).to(q.dtype)
+
+
+def _backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_offsets, tiles, programs, num_sms: int,
+              poison: bool = False, kv_tiles=None, kv_programs=None):
+    """dQ, dK, dV of ``sum(o * do)`` (LSE is not differentiated). Deterministic: no atomics.
+
+    ``delta = rowsum(dO * O)`` is computed in float32; dK/dV run over KV tiles of 128 keys
+    (``kv_tiles``/``kv_programs``, default b-major round-robin over the SMs, KV heads folded); dQ
+    runs over the forward's query tiles and ``programs``. Broadcast-Q: dQ is a float32 partial
+    per sequence, summed here.
+    """
+    dq_out, dk, dv, launch = _plan_backward(kmod, problem, q, k, v, o, lse, do, q_offsets, k_offsets, tiles,
+                                            programs, num_sms, poison, kv_tiles, kv_programs)
+    if launch is not None:
+        launch()
+    return _finish_dq(problem, q, dq_out), dk, dv
+
+
+def prepare_backward(kmod, q, k, v, o, lse, do, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left",
+                     sm_scale=None, tiles=None, programs=None, kv_tiles=None, kv_programs=None):
+    """For benchmarks: validate and plan the backward once; returns ``launch`` where ``launch()`` runs the
+    device work of one backward (delta, the dK/dV and dQ kernels, broadcast-Q's sum) and returns
+    ``(dq, dk, dv)``; no host checks, no schedule building."""
+    problem = _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale)
+    dq_out, dk, dv, run = _plan_backward(kmod, problem, q, k, v, o, lse, do, q_offsets, k_offsets, tiles,
+                                         programs, _num_sms(q.device), kv_tiles=kv_tiles, kv_programs=kv_programs)
+
+    def launch():
+        if run is not None:
+            run()
+        return _finish_dq(problem, q, dq_out), dk, dv
+
+    return launch
 
 
 class _GluonJaggedAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, tiles, programs, poison):
+    def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, tiles, programs, poison, kv_tiles, kv_programs):
         o, lse = _forward(kmod, problem, q, k, v, q_offsets, k_offsets, tiles, programs, _num_sms(q.device),
                           poison)
         ctx.mark_non_differentiable(lse)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.kmod, ctx.problem, ctx.tiles, ctx.programs, ctx.poison = kmod, problem, tiles, programs, poison
+        ctx.kv_tiles, ctx.kv_programs = kv_tiles, kv_programs
         ctx.q_offsets, ctx.k_offsets = q_offsets, k_offsets
         return o, lse
 
@@ -368,8 +421,9 @@ class _GluonJaggedAttention(torch.autograd.Function):
         if do is None:
             do = torch.zeros_like(o)
         dq, dk, dv = _backward(ctx.kmod, ctx.problem, q, k, v, o, lse, do, ctx.q_offsets, ctx.k_offsets,
-                               ctx.tiles, ctx.programs, _num_sms(q.device), ctx.poison)
-        return dq, dk, dv, None, None, None, None, None, None, None
+                               ctx.tiles, ctx.programs, _num_sms(q.device), ctx.poison, ctx.kv_tiles,
+                               ctx.kv_programs)
+        return dq, dk, dv, None, None, None, None, None, None, None, None, None
 
 
 def make_gluon_attention(kmod):
@@ -379,7 +433,8 @@ def make_gluon_attention(kmod):
                   tiles=None, programs=None):
         problem = _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale)
         poison = os.environ.get(POISON_ENV, "") == "1"
-        return _GluonJaggedAttention.apply(q, k, v, q_offsets, k_offsets, kmod, problem, tiles, programs, poison)
+        return _GluonJaggedAttention.apply(q, k, v, q_offsets, k_offsets, kmod, problem, tiles, programs, poison,
+                                           None, None)
 
     attention.kernels = kmod
     return attention

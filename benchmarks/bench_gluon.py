@@ -1,0 +1,209 @@
+"""``gluon_jfa`` against torch's FlashAttention-2 varlen on an H200, forward and backward, in one run (CUDA only).
+
+Batches: the Pareto, one-mega and MovieLens batches of ``bench_schedules.py`` and 32 sequences of
+uniform lengths in [1024, 3072] (seed 0); bf16, H=8, D=128, causal and not, random normal inputs
+(never zeros). Times are medians of ``triton.testing.do_bench``; TFLOP/s count visible (i, j)
+pairs only: forward ``4 * pairs * D * H``, backward 2.5 times that (five products of the forward's
+size; gluon_jfa's deterministic backward runs seven, so its own arithmetic is 1.4 times what the
+rate credits).
+
+What is timed:
+
+* forward, ours: the kernel launch alone, plan (validation, tiles, zigzag schedule, descriptors)
+  built once beforehand; FA2: ``aten._flash_attention_forward``.
+* backward, ours: ``prepare_backward``'s launch (delta, the dK/dV and dQ kernels) with the plan built
+  once; ``bwd+plan`` adds the host planning of every call (``_backward``); FA2:
+  ``aten._flash_attention_backward`` (its own preprocessing included).
+
+Variants (``--variant NAME:key=value,...``, repeatable; default one variant ``shipped``) try a kernel
+file and host settings side by side in the same run: ``kernels=PATH`` (a copy of ``_kernels.py``),
+``head_groups=N`` (forces ``JFA_GLUON_HEAD_GROUPS``), ``bwd_stages=N``, ``dkdv=round_robin|zigzag``.
+Ratios printed are FA2 time / ours (above 1: ours faster). Usage::
+
+    python benchmarks/bench_gluon.py [--json OUT] [--variant v1:head_groups=8,dkdv=zigzag ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from bench_schedules import batches, bench_inputs
+
+
+def bench_batches() -> dict[str, list[int]]:
+    """The issue's four batches: ``bench_schedules.batches()`` plus ``uniform-32`` (lengths in [1024, 3072])."""
+    out = dict(batches())
+    out["uniform-32"] = [int(x) for x in np.random.default_rng(0).integers(1024, 3073, 32)]
+    return out
+
+
+def parse_variant(spec: str) -> dict:
+    """``NAME:key=value,...`` -> ``{"name": NAME, ...}``; raises ValueError naming a bad key or value."""
+    name, _, rest = spec.partition(":")
+    out = {"name": name, "kernels": None, "head_groups": None, "bwd_stages": None, "dkdv": "round_robin"}
+    for item in filter(None, rest.split(",")):
+        key, _, value = item.partition("=")
+        if key not in out or key == "name":
+            raise ValueError(f"--variant {spec!r}: unknown key {key!r}; use kernels, head_groups, bwd_stages, dkdv")
+        out[key] = value
+    if out["dkdv"] not in ("round_robin", "zigzag"):
+        raise ValueError(f"--variant {spec!r}: dkdv={out['dkdv']!r}; use round_robin or zigzag")
+    return out
+
+
+def _load_kernels(path):
+    from jfa_verify.kernels.gluon_jfa import _kernels
+
+    if not path:
+        return _kernels
+    spec = importlib.util.spec_from_file_location(f"gluon_variant_{abs(hash(path))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _plans(lengths, causal, num_sms, host):
+    """Forward tiles + zigzag programs, dK/dV tiles + round-robin and zigzag programs (the framework's)."""
+    from jfa_verify.schedules import round_robin, workloads_backward, workloads_forward, zigzag
+
+    fwd = workloads_forward(lengths, lengths, 128, causal=causal)
+    bwd = workloads_backward(lengths, lengths, host.BWD_DKDV_TILES[1], causal=causal)
+
+    def programs(schedule):
+        return [[t.index for t in tiles if not t.sentinel] for tiles in schedule.sm_tiles]
+
+    return dict(tiles=[(t.sequence, t.block) for t in fwd], programs=programs(zigzag(fwd, num_sms)),
+                kv_tiles=[(t.sequence, t.block) for t in bwd],
+                kv=dict(round_robin=programs(round_robin(bwd, num_sms)), zigzag=programs(zigzag(bwd, num_sms))))
+
+
+def _time(fn, **kw):
+    from triton.testing import do_bench
+
+    return do_bench(fn, return_mode="median", **kw)
+
+
+def run(variants, args) -> list[dict]:
+    from jfa_verify.kernels.gluon_jfa import _host as host
+
+    dev = torch.device("cuda")
+    num_sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    h, d = args.heads, args.head_dim
+    shipped_stages = host._bwd_stages
+    rows = []
+    for name, lengths in bench_batches().items():
+        offsets, q, k, v = bench_inputs(lengths, h, d, dev)
+        do = torch.randn_like(q)
+        scale = 1 / math.sqrt(d)
+        for causal in (False, True):
+            pairs = sum(n * (n + 1) // 2 if causal else n * n for n in lengths)
+            flops = 4 * pairs * d * h
+            row = dict(batch=name, causal=causal, tokens=int(offsets[-1]), sequences=len(lengths), variants={})
+            plans = _plans(lengths, causal, num_sms, host)
+            max_len = max(lengths)
+            try:
+                fa2_out = torch.ops.aten._flash_attention_forward(q, k, v, offsets, offsets, max_len, max_len, 0.0,
+                                                                  causal, False, scale=scale)
+                row["fa2_fwd_ms"] = _time(lambda: torch.ops.aten._flash_attention_forward(
+                    q, k, v, offsets, offsets, max_len, max_len, 0.0, causal, False, scale=scale))
+                out, lse, rng, unused = fa2_out[0], fa2_out[1], fa2_out[2], fa2_out[3]
+                row["fa2_bwd_ms"] = _time(lambda: torch.ops.aten._flash_attention_backward(
+                    do, q, k, v, out, lse, offsets, offsets, max_len, max_len, 0.0, causal, rng, unused,
+                    scale=scale))
+            except Exception as exc:  # noqa: BLE001 - the peer's signature differs between torch versions
+                row["fa2_error"] = f"{type(exc).__name__}: {exc}"[:300]
+            for var in variants:
+                res = row["variants"][var["name"]] = {}
+                kmod = _load_kernels(var["kernels"])
+                if var["head_groups"]:
+                    os.environ[host.HEAD_GROUPS_ENV] = var["head_groups"]
+                else:
+                    os.environ.pop(host.HEAD_GROUPS_ENV, None)
+                host._bwd_stages = (lambda _d, n=int(var["bwd_stages"]): n) if var["bwd_stages"] else shipped_stages
+                kv_programs = plans["kv"][var["dkdv"]]
+                try:
+                    o, lse_ours, launch = host.prepare_forward(kmod, q, k, v, offsets, offsets, causal=causal,
+                                                               sm_scale=scale, tiles=plans["tiles"],
+                                                               programs=plans["programs"])
+                    launch()
+                    res["fwd_ms"] = _time(launch)
+                    bwd = host.prepare_backward(kmod, q, k, v, o, lse_ours, do, offsets, offsets, causal=causal,
+                                                sm_scale=scale, tiles=plans["tiles"], programs=plans["programs"],
+                                                kv_tiles=plans["kv_tiles"], kv_programs=kv_programs)
+                    res["bwd_ms"] = _time(bwd)
+                    if args.with_planning:
+                        problem = host._validate(q, k, v, offsets, offsets, causal, "top_left", scale)
+                        res["bwd_plan_ms"] = _time(lambda: host._backward(
+                            kmod, problem, q, k, v, o, lse_ours, do, offsets, offsets, plans["tiles"],
+                            plans["programs"], num_sms, kv_tiles=plans["kv_tiles"], kv_programs=kv_programs))
+                except Exception as exc:  # noqa: BLE001 - one variant failing never hides the others
+                    res["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                for key in ("fwd", "bwd"):
+                    if f"{key}_ms" in res:
+                        res[f"{key}_tflops"] = flops * (2.5 if key == "bwd" else 1) / res[f"{key}_ms"] / 1e9
+                        if f"fa2_{key}_ms" in row:
+                            res[f"{key}_ratio"] = row[f"fa2_{key}_ms"] / res[f"{key}_ms"]
+            os.environ.pop(host.HEAD_GROUPS_ENV, None)
+            host._bwd_stages = shipped_stages
+            for key in ("fwd", "bwd"):
+                if f"fa2_{key}_ms" in row:
+                    row[f"fa2_{key}_tflops"] = flops * (2.5 if key == "bwd" else 1) / row[f"fa2_{key}_ms"] / 1e9
+            rows.append(row)
+            print(line(row), flush=True)
+    return rows
+
+
+def line(row) -> str:
+    """One printed row: FA2's TFLOP/s, then per variant ours and the ratio FA2 time / ours."""
+    def num(x, fmt):
+        return format(x, fmt) if x is not None else "-"
+    head = (f"{row['batch']:22s} {'causal' if row['causal'] else 'full  '} | FA2 fwd "
+            f"{num(row.get('fa2_fwd_tflops'), '5.0f')} bwd {num(row.get('fa2_bwd_tflops'), '5.0f')}")
+    cells = []
+    for name, r in row["variants"].items():
+        if "error" in r:
+            cells.append(f"{name}: ERROR {r['error'][:80]}")
+            continue
+        plan = f" (+plan {row['fa2_bwd_ms'] / r['bwd_plan_ms']:.2f}x)" if "bwd_plan_ms" in r and "fa2_bwd_ms" in row \
+            else ""
+        cells.append(f"{name}: fwd {num(r.get('fwd_tflops'), '5.0f')} {num(r.get('fwd_ratio'), '.2f')}x"
+                     f" bwd {num(r.get('bwd_tflops'), '5.0f')} {num(r.get('bwd_ratio'), '.2f')}x{plan}")
+    return head + " | " + " | ".join(cells)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--variant", action="append", default=[], help="NAME:key=value,... (see the module doc)")
+    parser.add_argument("--with-planning", action="store_true", help="also time the backward with host planning")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    try:
+        variants = [parse_variant(s) for s in args.variant] or [parse_variant("shipped")]
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not torch.cuda.is_available():
+        print("bench_gluon.py needs a CUDA device (Hopper)", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}; TFLOP/s, then FA2 time / ours", flush=True)
+    rows = run(variants, args)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(dict(variants=variants, rows=rows), fh, indent=1)
+    print(f"done in {time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
