@@ -17,7 +17,8 @@ What is timed:
 
 Variants (``--variant NAME:key=value,...``, repeatable; default one variant ``shipped``) try a kernel
 file and host settings side by side in the same run: ``kernels=PATH`` (a copy of ``_kernels.py``),
-``head_groups=N`` (forces ``JFA_GLUON_HEAD_GROUPS``), ``bwd_stages=N``, ``dkdv=round_robin|zigzag``.
+``head_groups=N`` (forces ``JFA_GLUON_HEAD_GROUPS``; 1 folds every head into one CTA), ``bwd_stages=N``,
+``dkdv=round_robin|zigzag`` (the framework's schedulers over the dK/dV tiles; unset: the host's default).
 Ratios printed are FA2 time / ours (above 1: ours faster). Usage::
 
     python benchmarks/bench_gluon.py [--json OUT] [--variant v1:head_groups=8,dkdv=zigzag ...]
@@ -49,13 +50,13 @@ def bench_batches() -> dict[str, list[int]]:
 def parse_variant(spec: str) -> dict:
     """``NAME:key=value,...`` -> ``{"name": NAME, ...}``; raises ValueError naming a bad key or value."""
     name, _, rest = spec.partition(":")
-    out = {"name": name, "kernels": None, "head_groups": None, "bwd_stages": None, "dkdv": "round_robin"}
+    out = {"name": name, "kernels": None, "head_groups": None, "bwd_stages": None, "dkdv": None}
     for item in filter(None, rest.split(",")):
         key, _, value = item.partition("=")
         if key not in out or key == "name":
             raise ValueError(f"--variant {spec!r}: unknown key {key!r}; use kernels, head_groups, bwd_stages, dkdv")
         out[key] = value
-    if out["dkdv"] not in ("round_robin", "zigzag"):
+    if out["dkdv"] not in (None, "round_robin", "zigzag"):
         raise ValueError(f"--variant {spec!r}: dkdv={out['dkdv']!r}; use round_robin or zigzag")
     return out
 
@@ -129,7 +130,9 @@ def run(variants, args) -> list[dict]:
                 else:
                     os.environ.pop(host.HEAD_GROUPS_ENV, None)
                 host._bwd_stages = (lambda _d, n=int(var["bwd_stages"]): n) if var["bwd_stages"] else shipped_stages
-                kv_programs = plans["kv"][var["dkdv"]]
+                # dkdv unset: the host's own plan (None, None)
+                kv_tiles = plans["kv_tiles"] if var["dkdv"] else None
+                kv_programs = plans["kv"][var["dkdv"]] if var["dkdv"] else None
                 try:
                     o, lse_ours, launch = host.prepare_forward(kmod, q, k, v, offsets, offsets, causal=causal,
                                                                sm_scale=scale, tiles=plans["tiles"],
@@ -138,13 +141,13 @@ def run(variants, args) -> list[dict]:
                     res["fwd_ms"] = _time(launch)
                     bwd = host.prepare_backward(kmod, q, k, v, o, lse_ours, do, offsets, offsets, causal=causal,
                                                 sm_scale=scale, tiles=plans["tiles"], programs=plans["programs"],
-                                                kv_tiles=plans["kv_tiles"], kv_programs=kv_programs)
+                                                kv_tiles=kv_tiles, kv_programs=kv_programs)
                     res["bwd_ms"] = _time(bwd)
                     if args.with_planning:
                         problem = host._validate(q, k, v, offsets, offsets, causal, "top_left", scale)
                         res["bwd_plan_ms"] = _time(lambda: host._backward(
                             kmod, problem, q, k, v, o, lse_ours, do, offsets, offsets, plans["tiles"],
-                            plans["programs"], num_sms, kv_tiles=plans["kv_tiles"], kv_programs=kv_programs))
+                            plans["programs"], num_sms, kv_tiles=kv_tiles, kv_programs=kv_programs))
                 except Exception as exc:  # noqa: BLE001 - one variant failing never hides the others
                     res["error"] = f"{type(exc).__name__}: {exc}"[:300]
                 for key in ("fwd", "bwd"):

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""GPU check of ``gluon_jfa`` (Hopper, Gluon) against a float64 reference, with timings against FA2.
+"""GPU check of ``gluon_jfa`` (Hopper, Gluon) against a float64 reference (timings: ``benchmarks/bench_gluon.py``).
 
 For an H200 (CUDA, torch 2.11, Triton 3.6.0). Self-contained: the reference, the SDPA error
 baseline and the configurations are written here; only the kernel is imported.
 
 Usage::
 
-    python ci/gpu_gluon_check.py                    # correctness grid + timings; exit 0 iff all pass
-    python ci/gpu_gluon_check.py --no-bench         # correctness only
+    python ci/gpu_gluon_check.py                    # correctness grid; exit 0 iff all pass
+    python ci/gpu_gluon_check.py --kernels-file F   # the grid on a candidate copy of _kernels.py
     python ci/gpu_gluon_check.py --mutant NAME      # the grid against one planted bug (catalogue gluon_jfa)
     python ci/gpu_gluon_check.py --mutants all      # every mutant in its own worker: kill table
 
@@ -26,9 +26,6 @@ pattern of LSE equal to the reference's, and rows without a visible key exactly 
 kernel's outputs start as NaN (``JFA_GLUON_POISON=1``) so that unwritten rows fail. A
 backward that raises ``GluonUnsupported`` is reported as ``n/a`` and does not fail.
 
-Timings: ``triton.testing.do_bench`` medians of the forward (kernel launch only, schedule
-prepared once) against ``torch.ops.aten._flash_attention_forward`` (FA2 varlen), bf16,
-H=8, D=128, causal and not, on four batches; TFLOP/s of useful work (visible pairs only).
 """
 
 from __future__ import annotations
@@ -71,8 +68,8 @@ def _movielens(n: int, seed: int) -> list[int]:
 
 
 def _cfg(name, dtype, d, mode, causal, hq, hkv, q_lengths, k_lengths=None, q_pad0=0, schedule=None):
-    """``schedule``: None (the kernel's default: round-robin over the SMs, heads split over CTAs when
-    few tiles), or ``(kind, programs)`` with kind "deal" (round-robin) or "zigzag" (by cost, boustrophedon),
+    """``schedule``: None (the kernel's default: round-robin over the SMs, one head per CTA), or
+    ``(kind, programs)`` with kind "deal" (round-robin) or "zigzag" (by cost, boustrophedon),
     every head of a tile in one CTA: many (tile, head) units per CTA, so the ring wraps across units."""
     return dict(name=name, dtype=dtype, d=d, mode=mode, causal=causal, hq=hq, hkv=hkv,
                 q_lengths=list(q_lengths), k_lengths=list(k_lengths if k_lengths is not None else q_lengths),
@@ -654,20 +651,6 @@ def print_table(recs: list[dict]) -> None:
         print(f"{r['name']:42s} {r['status'].upper():6s} " + " ".join(cells) + "  " + notes)
 
 
-# ----------------------------------------------------------------------------- timings
-
-
-def _bench_workloads():
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    pareto = [int(x) for x in np.minimum((16 * (1 + rng.pareto(1.2, 512))).astype(np.int64), 16384)]
-    one_long = [16384] + [64] * 255
-    ml = _movielens(1024, 0)
-    uniform = [int(x) for x in np.random.default_rng(0).integers(1024, 3073, 32)]
-    return [("pareto512", pareto), ("16384+255x64", one_long), ("movielens1024", ml), ("uniform32", uniform)]
-
-
 def _zigzag(tiles, costs, num_sms):
     order = sorted(range(len(tiles)), key=lambda i: -costs[i])
     progs = [[] for _ in range(num_sms)]
@@ -675,110 +658,6 @@ def _zigzag(tiles, costs, num_sms):
         p, rnd = r % num_sms, r // num_sms
         progs[p if rnd % 2 == 0 else num_sms - 1 - p].append(i)
     return progs
-
-
-def bench(args) -> list[dict]:
-    import torch
-    import triton.testing
-
-    host = _host_module()
-    from jfa_verify.kernels.gluon_jfa import _kernels as kmod
-    h, d = 8, 128
-    dev = torch.device("cuda")
-    num_sms = torch.cuda.get_device_properties(dev).multi_processor_count
-    rows = []
-    for name, lengths in _bench_workloads():
-        g = torch.Generator(device=dev).manual_seed(0)
-        t = sum(lengths)
-        q, k, v = (torch.randn(t, h, d, generator=g, device=dev).to(torch.bfloat16) for _ in range(3))
-        cum = [0]
-        for n in lengths:
-            cum.append(cum[-1] + n)
-        off = torch.tensor(cum, dtype=torch.int32, device=dev)
-        scale = 1 / math.sqrt(d)
-        for causal in (False, True):
-            pairs = sum(n * (n + 1) // 2 if causal else n * n for n in lengths)
-            flops = 4 * pairs * d * h
-            row = dict(workload=name, causal=causal, tokens=t, sequences=len(lengths))
-            block_m, _ = host.tile_sizes(d, torch.bfloat16)
-            tiles = host.query_tiles(lengths, block_m)
-            costs = [min(n, (m + 1) * block_m) if causal else n for (b, m), n in
-                     zip(tiles, [lengths[b] for b, _ in tiles])]
-            for sched, progs in (("rr", None), ("zigzag", _zigzag(tiles, costs, num_sms))):
-                try:
-                    _, _, launch = host.prepare_forward(kmod, q, k, v, off, off, causal=causal, sm_scale=scale,
-                                                        tiles=tiles, programs=progs)
-                    ms = triton.testing.do_bench(launch, return_mode="median")
-                    row[f"ours_{sched}_ms"] = ms
-                    row[f"ours_{sched}_tflops"] = flops / ms / 1e9
-                except Exception as exc:  # noqa: BLE001
-                    row[f"ours_{sched}_error"] = f"{type(exc).__name__}: {exc}"[:300]
-            fa2_out = None
-            try:
-                fa2 = torch.ops.aten._flash_attention_forward
-
-                def run_fa2():
-                    return fa2(q, k, v, off, off, max(lengths), max(lengths), 0.0, causal, False, scale=scale)
-
-                ms = triton.testing.do_bench(run_fa2, return_mode="median")
-                row["fa2_ms"] = ms
-                row["fa2_tflops"] = flops / ms / 1e9
-                fa2_out = run_fa2()
-            except Exception as exc:  # noqa: BLE001 - signature differs: degrade gracefully
-                row["fa2_error"] = f"{type(exc).__name__}: {exc}"[:300]
-            if "fa2_ms" in row and "ours_zigzag_ms" in row:
-                row["ratio_fa2_over_ours"] = row["fa2_ms"] / row["ours_zigzag_ms"]
-            if not args.no_backward:
-                _bench_backward(row, host, kmod, q, k, v, off, lengths, causal, scale, tiles,
-                                _zigzag(tiles, costs, num_sms), num_sms, flops * 2.5, fa2_out)
-            rows.append(row)
-            print(_bench_line(row), flush=True)
-    return rows
-
-
-def _bench_backward(row, host, kmod, q, k, v, off, lengths, causal, scale, tiles, programs, num_sms, flops,
-                    fa2_out) -> None:
-    """Backward timings (FLOPs: 2.5 x the forward's): ours (host delta + schedule + both kernels) and FA2's."""
-    import torch
-    import triton.testing
-
-    do = torch.randn_like(q)
-    try:
-        problem = host._validate(q, k, v, off, off, causal, "top_left", scale)
-        o, lse = host._forward(kmod, problem, q, k, v, off, off, tiles, programs, num_sms)
-
-        def run_ours():
-            return host._backward(kmod, problem, q, k, v, o, lse, do, off, off, tiles, programs, num_sms)
-
-        ms = triton.testing.do_bench(run_ours, return_mode="median")
-        row["ours_bwd_ms"], row["ours_bwd_tflops"] = ms, flops / ms / 1e9
-    except Exception as exc:  # noqa: BLE001
-        row["ours_bwd_error"] = f"{type(exc).__name__}: {exc}"[:300]
-    if fa2_out is not None:
-        try:
-            bwd = torch.ops.aten._flash_attention_backward
-            out, lse2, rng, unused = fa2_out[0], fa2_out[1], fa2_out[2], fa2_out[3]
-
-            def run_fa2():
-                return bwd(do, q, k, v, out, lse2, off, off, max(lengths), max(lengths), 0.0, causal, rng, unused,
-                           scale=scale)
-
-            ms = triton.testing.do_bench(run_fa2, return_mode="median")
-            row["fa2_bwd_ms"], row["fa2_bwd_tflops"] = ms, flops / ms / 1e9
-            if "ours_bwd_ms" in row:
-                row["ratio_bwd_fa2_over_ours"] = ms / row["ours_bwd_ms"]
-        except Exception as exc:  # noqa: BLE001
-            row["fa2_bwd_error"] = f"{type(exc).__name__}: {exc}"[:300]
-
-
-def _bench_line(r) -> str:
-    def f(key):
-        return f"{r[key]:7.1f}" if key in r else "    err"
-    ratio = f"{r['ratio_fa2_over_ours']:.2f}" if "ratio_fa2_over_ours" in r else "-"
-    bratio = f"{r['ratio_bwd_fa2_over_ours']:.2f}" if "ratio_bwd_fa2_over_ours" in r else "-"
-    return (f"{r['workload']:14s} causal={r['causal']!s:5s} T={r['tokens']:6d} | fwd TFLOP/s ours rr {f('ours_rr_tflops')}"
-            f" zigzag {f('ours_zigzag_tflops')} FA2 {f('fa2_tflops')} ours/FA2 {ratio} | bwd ours {f('ours_bwd_tflops')}"
-            f" FA2 {f('fa2_bwd_tflops')} ours/FA2 {bratio}")
 
 
 # ----------------------------------------------------------------------------- main
@@ -789,7 +668,6 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.environ.get("OUT", "gpu-out"))
     p.add_argument("--mutant", default=None, help="run the grid against this mutant")
     p.add_argument("--mutants", default=None, help="'all' or a comma list: kill table, one worker chain each")
-    p.add_argument("--no-bench", action="store_true")
     p.add_argument("--kernels-file", default=None, help="check this copy of _kernels.py instead of the shipped one")
     p.add_argument("--bwd-stages", type=int, default=None, help="with --kernels-file: the backward's ring depth")
     p.add_argument("--no-backward", action="store_true")
@@ -850,14 +728,6 @@ def main(argv=None) -> int:
     print_table(recs)
     n_pass = sum(r["status"] == "pass" for r in recs)
     print(f"\ncorrectness: {n_pass}/{len(recs)} configurations pass ({time.time() - t0:.0f} s)", flush=True)
-    if not args.no_bench and not args.mutant:
-        print("\ntimings (bf16, H=8, D=128, median of do_bench; TFLOP/s of visible pairs):", flush=True)
-        try:
-            rows = bench(args)
-            with open(out / "gluon_bench.json", "w") as fh:
-                json.dump(rows, fh, indent=1)
-        except Exception:  # noqa: BLE001 - timings never hide the correctness verdict
-            traceback.print_exc()
     print(f"total {time.time() - t0:.0f} s; results in {results}")
     return 0 if recs and n_pass == len(recs) else 1
 

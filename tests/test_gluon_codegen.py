@@ -85,6 +85,59 @@ def test_backward_uses_the_hopper_pipeline(facts, kernel, variant):
     assert set(f["global_loads"]) <= {".b32", ".b64", ".v2.b32"}, f["global_loads"]
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_backward_delta_pass_reads_o_and_do_once_with_vector_loads(facts, variant):
+    f = facts[f"_bwd_delta_kernel-{variant}"]
+    assert f["target"] == "sm_90a" and f["wgmma"] == 0 and f["bulk_tensor_copies"] == 0, f
+    # O and dO tiles in 16-byte vectors (8 bf16), nothing else: no float32 copies made first
+    assert set(f["global_loads"]) == {".v4.b32"}, f["global_loads"]
+
+
+def _problem(lengths, heads, causal=False):
+    import torch
+
+    from jfa_verify.kernels.gluon_jfa import _host
+
+    off = torch.tensor([0] + list(__import__("itertools").accumulate(lengths)), dtype=torch.int32)
+    q = torch.zeros(int(off[-1]), heads, 64, dtype=torch.bfloat16)
+    return _host._validate(q, q, q, off, off, causal, "top_left", None, require_cuda=False)
+
+
+def test_heads_are_a_grid_axis_unless_a_test_folds_them(monkeypatch):
+    from jfa_verify.kernels.gluon_jfa import _host
+
+    monkeypatch.delenv(_host.HEAD_GROUPS_ENV, raising=False)
+    problem = _problem([300, 17, 1000], heads=8)
+    tiles = _host.query_tiles(problem.q_lengths, 128)
+    plan = _host._schedule(problem, tiles, None, 4, "cpu")
+    # one head per CTA even where programs x heads is far past the 4 "SMs": a heavy tile never runs 8 heads
+    assert plan["grid"] == (4, 8) and plan["heads_per_cta"] == 1
+    assert plan["prog_start"].tolist() == [0, 3, 6, 9, 12]  # 12 tiles dealt round-robin over 4 programs
+    monkeypatch.setenv(_host.HEAD_GROUPS_ENV, "1")
+    assert _host._schedule(problem, tiles, None, 4, "cpu")["grid"] == (4, 1)
+    monkeypatch.setenv(_host.HEAD_GROUPS_ENV, "3")  # not a divisor of 8: every head in one CTA
+    assert _host._schedule(problem, tiles, None, 4, "cpu")["heads_per_cta"] == 8
+
+
+def test_dkdv_default_plan_is_the_frameworks_zigzag_over_key_tiles():
+    from jfa_verify.kernels.gluon_jfa import _host
+
+    lengths = [1000, 0, 129, 3000, 5]
+    for causal in (False, True):
+        problem = _problem(lengths, heads=2, causal=causal)
+        tiles, programs = _host.key_plan(problem, 6)
+        assert len(programs) == 6
+        ran = sorted(i for p in programs for i in p)
+        real = [i for i, (b, n) in enumerate(tiles) if lengths[b] > 0]
+        assert ran == real  # every key tile of a sequence with keys exactly once, the empty one never
+        assert sorted({(b, n) for b, n in tiles if lengths[b]}) == sorted(
+            (b, n) for b, length in enumerate(lengths) for n in range(-(-length // 128)))
+        if not causal:  # zigzag's bound (cost: the L_q rows that see a key tile): mean + the largest tile
+            loads = [sum(lengths[tiles[i][0]] for i in p) for p in programs]
+            assert max(loads) <= sum(loads) / len(loads) + max(lengths)
+            assert programs[0][0] == tiles.index((3, 0))  # the heaviest tiles are dealt first
+
+
 def test_every_mutant_matches_the_source_and_compiles(facts):
     from jfa_verify.fuzz.mutation import load_catalogue
 
@@ -94,7 +147,8 @@ def test_every_mutant_matches_the_source_and_compiles(facts):
     for name in catalogue.mutants:
         assert catalogue.mutated_source(name) != (ROOT / "kernels" / "gluon_jfa" / "_kernels.py").read_text()
         for kernel, f in facts["mutant-" + name].items():
-            assert f["wgmma"] > 0 and f["bulk_tensor_copies"] > 0, (name, kernel, f)
+            if kernel != "_bwd_delta_kernel":  # the delta pre-pass is a plain vector-load kernel
+                assert f["wgmma"] > 0 and f["bulk_tensor_copies"] > 0, (name, kernel, f)
     fence = facts["mutant-missing_fence_before_tma_store"]["_fwd_kernel"]["fence_proxy_async"]
     assert fence < base["fence_proxy_async"]
 

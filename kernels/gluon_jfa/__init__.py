@@ -33,8 +33,8 @@ def _tile_sizes(problem) -> TileSizes:
 
 def build(*, kernels_module=None, host_module=None, scheduler=None):
     """``gluon_jfa`` on the given modules (defaults: the shipped ``_kernels`` and ``_host``) with a
-    scheduler hook for its query tiles (default: zigzag over the device's SMs); the mutation engine
-    builds planted-bug copies through this."""
+    scheduler hook for its query tiles and its dK/dV tiles (default: zigzag over the device's SMs for both);
+    the mutation engine builds planted-bug copies through this."""
     from jfa_verify.planning import PersistentScheduler
 
     from ._adapter import GluonJFA
@@ -43,7 +43,8 @@ def build(*, kernels_module=None, host_module=None, scheduler=None):
         from . import _kernels as kernels_module
     if host_module is None:
         from . import _host as host_module
-    return GluonJFA(kernels_module, host_module, scheduler or PersistentScheduler())
+    # dK/dV tiles by zigzag, as the host's own default (_host.key_plan says why)
+    return GluonJFA(kernels_module, host_module, scheduler or PersistentScheduler(backward="zigzag"))
 
 
 @register_kernel("gluon_jfa", capabilities=CAPABILITIES, tile_sizes=_tile_sizes, requires=("triton",),

@@ -6,17 +6,20 @@ module ``kmod`` (``_kernels.py`` or a mutated copy of it, see ``mutants.py``), b
 :func:`make_gluon_attention`.
 
 Work decomposition (forward; the dQ pass of the backward uses the same tiles and programs, the
-dK/dV pass tiles of 128 keys dealt round-robin):
+dK/dV pass tiles of 128 keys dealt by zigzag, :func:`key_plan`):
 
 * tiles: ``[(sequence, query block), ...]`` b-major, one per BLOCK_M query rows; a
   sequence with ``L_q == 0`` has no tile (:func:`query_tiles`).
 * programs: lists of tile indices; program ``p`` runs its tiles in order. Default: tiles
   dealt round-robin over the device's SM count (the framework passes its own, e.g. zigzag
   by cost). Empty programs are dropped before launch.
-* heads are folded into each tile: the CTA of program ``p`` runs every query head of
-  its head group for each tile (head innermost). Grid ``(programs, head_groups)``, where
-  ``head_groups`` is the largest divisor of ``H_q`` with ``programs * head_groups <= SMs``
-  (1 when the framework fills every SM), so the launch stays one persistent wave.
+* heads are a grid axis: CTA ``(p, h)`` walks program ``p``'s tiles for query head ``h``
+  (dK/dV: KV head). Grid ``(programs, H)``: the CTAs of head 0 form the first wave, the
+  hardware's block scheduler starts the next ones as SMs free up. Folding every head into
+  one persistent CTA made a heavy causal tile cost ``H`` times its schedule cost in one
+  CTA: the one-mega causal batch ran at 0.97x FA2's forward, 1.76x with heads on the grid
+  (``docs/evidence/gluon-speed-2026-12-03``). ``JFA_GLUON_HEAD_GROUPS`` (tests) folds heads
+  back: ``N`` groups of ``H / N`` heads each, head innermost.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 NUM_WARPS = 8  # consumer partition: two warp groups, 64 query rows each
 POISON_ENV = "JFA_GLUON_POISON"  # "1": outputs start as NaN so that unwritten rows show
-HEAD_GROUPS_ENV = "JFA_GLUON_HEAD_GROUPS"  # tests only: force the number of head groups (grid axis 1)
+HEAD_GROUPS_ENV = "JFA_GLUON_HEAD_GROUPS"  # tests only: fold heads into N groups per CTA (grid axis 1)
 
 
 class GluonUnsupported(ValueError):
@@ -61,12 +64,22 @@ def tile_sizes(head_dim: int, dtype: torch.dtype) -> tuple[int, int]:
 
 
 BWD_DKDV_TILES = (64, 128)  # (query rows per step, keys per tile) of the dK/dV kernel
+DELTA_ROWS = 64  # rows of O / dO per program of the delta kernel
 BWD_DQ_TILES = (128, 64)  # (query rows per tile, keys per step) of the dQ kernel: forward query tiles
 
 
-def key_tiles(k_lengths: Sequence[int], block_n: int) -> list[tuple[int, int]]:
-    """``[(b, n), ...]`` b-major, one per BLOCK_N keys (dK/dV work); sequences with ``L_k == 0`` give none."""
-    return query_tiles(k_lengths, block_n)
+def key_plan(problem, num_sms: int) -> tuple[list[tuple[int, int]], list[list[int]]]:
+    """The dK/dV pass's default ``(tiles, programs)``: the framework's ``workloads_backward`` tiles of
+    BLOCK_N keys dealt by its zigzag (cost: query rows that see the tile), as ``gluon_jfa``'s registered
+    scheduler does. On the H200 this beat round-robin on the uniform-32 batch (0.67x against 0.63x of
+    FA2's backward, causal) and tied elsewhere (``docs/evidence/gluon-speed-2026-12-03``)."""
+    from jfa_verify.schedules import workloads_backward, zigzag
+
+    workloads = workloads_backward(problem.q_lengths, problem.k_lengths, BWD_DKDV_TILES[1], causal=problem.causal,
+                                   causal_alignment="bottom_right" if problem.bottom_right else "top_left")
+    schedule = zigzag(workloads, num_sms)
+    return ([(t.sequence, t.block) for t in workloads],
+            [[t.index for t in tiles] for tiles in schedule.sm_tiles])
 
 
 def _stages(head_dim: int) -> int:
@@ -162,6 +175,10 @@ def round_robin_programs(num_tiles: int, num_programs: int) -> list[list[int]]:
     return progs
 
 
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def _num_sms(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
@@ -194,7 +211,7 @@ def _schedule(problem: _Problem, tiles, programs, num_sms: int, device, heads: O
     n_prog = len(starts) - 1
     if n_prog == 0:
         return None
-    groups = max(g for g in range(1, heads + 1) if heads % g == 0 and (n_prog * g <= num_sms or g == 1))
+    groups = heads  # one head per CTA (module docstring: why)
     forced = os.environ.get(HEAD_GROUPS_ENV, "")
     if forced:  # tests: e.g. "1" puts every head of a tile in one CTA (many units per CTA)
         groups = int(forced) if heads % int(forced) == 0 else 1
@@ -296,12 +313,11 @@ def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_of
                    num_sms: int, poison: bool = False, kv_tiles=None, kv_programs=None):
     """Allocate dQ, dK, dV, build both schedules and descriptors; return ``(dq, dk, dv, launch)``.
 
-    ``launch()`` computes ``delta = rowsum(dO * O)`` (float32) and runs the dK/dV and dQ kernels,
+    ``launch()`` runs the delta kernel (``rowsum(dO * O)``, float32), then the dK/dV and dQ kernels,
     rewriting the outputs (benchmarks call it again); broadcast-Q returns float32 per-sequence
     partials as ``dq`` (see :func:`_backward`). No device synchronization: the schedule comes
     from the problem's host-side lengths. ``kv_tiles``/``kv_programs``: the dK/dV pass's
-    ``[(sequence, key block)]`` tiles of 128 keys and their programs (default: every key block,
-    b-major, round-robin over the SMs).
+    ``[(sequence, key block)]`` tiles of 128 keys and their programs (default: :func:`key_plan`).
     """
     device = q.device
     d = problem.d
@@ -334,7 +350,7 @@ def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_of
     launches = []
     bm, bn = BWD_DKDV_TILES
     if kv_tiles is None:
-        kv_tiles = key_tiles(problem.k_lengths, bn)
+        kv_tiles, kv_programs = key_plan(problem, num_sms)
     kv_plan = _schedule(problem, kv_tiles, kv_programs, num_sms, device, heads=problem.h_kv)
     if kv_plan is not None:
         kv_args = (_descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
@@ -353,8 +369,13 @@ def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_of
                   l_q, group, q_plan["heads_per_cta"], problem.h_q * d, lse.stride(0), problem.sm_scale, qk_scale)
         launches.append(lambda delta: kmod._bwd_dq_kernel[q_plan["grid"]](*q_args, lse, delta, *q_rest, **flags))
 
+    delta = torch.empty((problem.h_q, problem.rows), dtype=torch.float32, device=device)  # every entry written
+    o = o.contiguous()
+    delta_grid = (_cdiv(problem.rows, DELTA_ROWS), problem.h_q)
+
     def launch():
-        delta = (do.float() * o.float()).sum(-1).t().contiguous()  # [H_q, rows]
+        kmod._bwd_delta_kernel[delta_grid](o, do, delta, problem.rows, problem.h_q * d, delta.stride(0),
+                                           HEAD_DIM=d, BLOCK_R=DELTA_ROWS, num_warps=4)
         for run in launches:
             run(delta)
 
@@ -375,7 +396,7 @@ def _backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_offsets
     """dQ, dK, dV of ``sum(o * do)`` (LSE is not differentiated). Deterministic: no atomics.
 
     ``delta = rowsum(dO * O)`` is computed in float32; dK/dV run over KV tiles of 128 keys
-    (``kv_tiles``/``kv_programs``, default b-major round-robin over the SMs, KV heads folded); dQ
+    (``kv_tiles``/``kv_programs``, default :func:`key_plan`); dQ
     runs over the forward's query tiles and ``programs``. Broadcast-Q: dQ is a float32 partial
     per sequence, summed here.
     """
@@ -460,8 +481,8 @@ def gluon_jagged_attention(q, k, v, q_offsets, k_offsets, *, causal=False, causa
         ``lse [H_q, rows]`` float32, natural log; rows with no visible key: 0 and ``-inf``.
 
     Differentiable w.r.t. ``q``, ``k``, ``v`` (``lse`` is not): the backward runs the dK/dV and dQ
-    kernels (deterministic, no atomics); dQ uses ``tiles``/``programs``, dK/dV a round-robin
-    schedule of 128-key tiles.
+    kernels (deterministic, no atomics); dQ uses ``tiles``/``programs``, dK/dV the zigzag
+    schedule of 128-key tiles of :func:`key_plan`.
 
     Raises:
         ValueError: inputs that break the contract.

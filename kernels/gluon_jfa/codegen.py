@@ -119,7 +119,7 @@ def compile_for_sm90(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16, c
     problem = _host._validate(q, k, v, q_off, offsets, causal, "bottom_right" if bottom_right else "top_left",
                               None, require_cuda=False)
     found: dict = {}
-    names = ["_fwd_kernel"] + (["_bwd_dkdv_kernel", "_bwd_dq_kernel"] if backward else [])
+    names = ["_fwd_kernel"] + (["_bwd_delta_kernel", "_bwd_dkdv_kernel", "_bwd_dq_kernel"] if backward else [])
     stand_in = types.SimpleNamespace(**{n: _CompileOnly(getattr(kernels_module, n), n, found) for n in names})
     previous = driver._active
     driver.set_active(TargetOnlyDriver(90))
