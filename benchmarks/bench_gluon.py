@@ -18,7 +18,10 @@ What is timed:
 Variants (``--variant NAME:key=value,...``, repeatable; default one variant ``shipped``) try a kernel
 file and host settings side by side in the same run: ``kernels=PATH`` (a copy of ``_kernels.py``),
 ``head_groups=N`` (forces ``JFA_GLUON_HEAD_GROUPS``; 1 folds every head into one CTA), ``bwd_stages=N``,
-``dkdv=round_robin|zigzag`` (the framework's schedulers over the dK/dV tiles; unset: the host's default).
+``dkdv=round_robin|zigzag`` (the framework's schedulers over the dK/dV tiles; unset: the host's default),
+``dq_block_n=N`` (keys per step of the dQ kernel). Each variant's O, dQ, dK, dV are compared with the
+first variant's (``agree``: the largest absolute difference), so a faster variant that computes
+something else shows.
 Ratios printed are FA2 time / ours (above 1: ours faster). Usage::
 
     python benchmarks/bench_gluon.py [--json OUT] [--variant v1:head_groups=8,dkdv=zigzag ...]
@@ -50,11 +53,12 @@ def bench_batches() -> dict[str, list[int]]:
 def parse_variant(spec: str) -> dict:
     """``NAME:key=value,...`` -> ``{"name": NAME, ...}``; raises ValueError naming a bad key or value."""
     name, _, rest = spec.partition(":")
-    out = {"name": name, "kernels": None, "head_groups": None, "bwd_stages": None, "dkdv": None}
+    out = {"name": name, "kernels": None, "head_groups": None, "bwd_stages": None, "dkdv": None, "dq_block_n": None}
     for item in filter(None, rest.split(",")):
         key, _, value = item.partition("=")
         if key not in out or key == "name":
-            raise ValueError(f"--variant {spec!r}: unknown key {key!r}; use kernels, head_groups, bwd_stages, dkdv")
+            raise ValueError(f"--variant {spec!r}: unknown key {key!r}; use kernels, head_groups, bwd_stages, dkdv, "
+                             "dq_block_n")
         out[key] = value
     if out["dkdv"] not in (None, "round_robin", "zigzag"):
         raise ValueError(f"--variant {spec!r}: dkdv={out['dkdv']!r}; use round_robin or zigzag")
@@ -99,7 +103,7 @@ def run(variants, args) -> list[dict]:
     dev = torch.device("cuda")
     num_sms = torch.cuda.get_device_properties(dev).multi_processor_count
     h, d = args.heads, args.head_dim
-    shipped_stages = host._bwd_stages
+    shipped_stages, shipped_dq_tiles = host._bwd_stages, host.BWD_DQ_TILES
     rows = []
     for name, lengths in bench_batches().items():
         offsets, q, k, v = bench_inputs(lengths, h, d, dev)
@@ -122,6 +126,7 @@ def run(variants, args) -> list[dict]:
                     scale=scale))
             except Exception as exc:  # noqa: BLE001 - the peer's signature differs between torch versions
                 row["fa2_error"] = f"{type(exc).__name__}: {exc}"[:300]
+            first = None
             for var in variants:
                 res = row["variants"][var["name"]] = {}
                 kmod = _load_kernels(var["kernels"])
@@ -130,6 +135,8 @@ def run(variants, args) -> list[dict]:
                 else:
                     os.environ.pop(host.HEAD_GROUPS_ENV, None)
                 host._bwd_stages = (lambda _d, n=int(var["bwd_stages"]): n) if var["bwd_stages"] else shipped_stages
+                host.BWD_DQ_TILES = (shipped_dq_tiles[0], int(var["dq_block_n"])) if var["dq_block_n"] \
+                    else shipped_dq_tiles
                 # dkdv unset: the host's own plan (None, None)
                 kv_tiles = plans["kv_tiles"] if var["dkdv"] else None
                 kv_programs = plans["kv"][var["dkdv"]] if var["dkdv"] else None
@@ -143,6 +150,11 @@ def run(variants, args) -> list[dict]:
                                                 sm_scale=scale, tiles=plans["tiles"], programs=plans["programs"],
                                                 kv_tiles=kv_tiles, kv_programs=kv_programs)
                     res["bwd_ms"] = _time(bwd)
+                    outs = [o.float()] + [t.float() for t in bwd()]
+                    if first is None:
+                        first = outs
+                    else:
+                        res["agree"] = max(float((a - b).abs().max()) for a, b in zip(outs, first))
                     if args.with_planning:
                         problem = host._validate(q, k, v, offsets, offsets, causal, "top_left", scale)
                         res["bwd_plan_ms"] = _time(lambda: host._backward(
@@ -156,7 +168,7 @@ def run(variants, args) -> list[dict]:
                         if f"fa2_{key}_ms" in row:
                             res[f"{key}_ratio"] = row[f"fa2_{key}_ms"] / res[f"{key}_ms"]
             os.environ.pop(host.HEAD_GROUPS_ENV, None)
-            host._bwd_stages = shipped_stages
+            host._bwd_stages, host.BWD_DQ_TILES = shipped_stages, shipped_dq_tiles
             for key in ("fwd", "bwd"):
                 if f"fa2_{key}_ms" in row:
                     row[f"fa2_{key}_tflops"] = flops * (2.5 if key == "bwd" else 1) / row[f"fa2_{key}_ms"] / 1e9
@@ -179,7 +191,8 @@ def line(row) -> str:
         plan = f" (+plan {row['fa2_bwd_ms'] / r['bwd_plan_ms']:.2f}x)" if "bwd_plan_ms" in r and "fa2_bwd_ms" in row \
             else ""
         cells.append(f"{name}: fwd {num(r.get('fwd_tflops'), '5.0f')} {num(r.get('fwd_ratio'), '.2f')}x"
-                     f" bwd {num(r.get('bwd_tflops'), '5.0f')} {num(r.get('bwd_ratio'), '.2f')}x{plan}")
+                     f" bwd {num(r.get('bwd_tflops'), '5.0f')} {num(r.get('bwd_ratio'), '.2f')}x{plan}"
+                     + (f" agree {r['agree']:.1e}" if "agree" in r else ""))
     return head + " | " + " | ".join(cells)
 
 
