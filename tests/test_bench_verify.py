@@ -118,3 +118,26 @@ def test_bench_host_plan_times_the_plan_of_drawn_cases():
     bad = subprocess.run([sys.executable, "benchmarks/bench_host_plan.py", "--cases", "0"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--cases 0" in bad.stderr
+
+
+def test_bench_gluon_batches_and_variants_without_a_gpu():
+    """The issue's four batches, the variant grammar, and a clear refusal on a machine without CUDA."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_gluon
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    batches = bench_gluon.bench_batches()
+    assert list(batches) == ["pareto-512", "one-mega-16384+255x64", "movielens-1024", "uniform-32"]
+    assert len(batches["uniform-32"]) == 32 and all(1024 <= n <= 3072 for n in batches["uniform-32"])
+    assert batches["one-mega-16384+255x64"] == [16384] + [64] * 255
+    v = bench_gluon.parse_variant("fast:head_groups=8,dkdv=zigzag,dq_block_n=128")
+    assert (v["name"], v["head_groups"], v["dkdv"], v["dq_block_n"], v["kernels"]) == ("fast", "8", "zigzag", "128",
+                                                                                       None)
+    assert bench_gluon.parse_variant("plain")["dkdv"] is None  # the host's own dK/dV plan
+    for bad, word in (("x:foo=1", "foo"), ("x:dkdv=random", "random")):
+        with pytest.raises(ValueError, match=word):
+            bench_gluon.parse_variant(bad)
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gluon.py"), "--variant", "x:foo=1"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "unknown key 'foo'" in run.stderr

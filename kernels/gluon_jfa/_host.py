@@ -65,7 +65,9 @@ def tile_sizes(head_dim: int, dtype: torch.dtype) -> tuple[int, int]:
 
 BWD_DKDV_TILES = (64, 128)  # (query rows per step, keys per tile) of the dK/dV kernel
 DELTA_ROWS = 64  # rows of O / dO per program of the delta kernel
-BWD_DQ_TILES = (128, 64)  # (query rows per tile, keys per step) of the dQ kernel: forward query tiles
+# (query rows per tile, keys per step) of the dQ kernel: the forward's query tiles; 128 keys a step (ptxas: no
+# spills; 64 was the first choice, measured against it in docs/evidence/gluon-speed-2026-12-03)
+BWD_DQ_TILES = (128, 128)
 
 
 def key_plan(problem, num_sms: int) -> tuple[list[tuple[int, int]], list[list[int]]]:
@@ -305,7 +307,8 @@ def prepare_forward(kmod, q, k, v, q_offsets, k_offsets, *, causal=False, causal
 
 def _bwd_stages(head_dim: int) -> int:
     """Ring depth of both backward kernels: the (Q, dO) ring of dK/dV (64 x D each) and the (K, V) ring of
-    dQ (64 x D each) beside the unit's resident pair (128 x D each). D=128: 64 KiB + 2 x 32 KiB = 128 KiB."""
+    dQ (128 x D each) beside the unit's resident pair (128 x D each). D=128: dK/dV 64 KiB + 2 x 32 KiB,
+    dQ 64 KiB + 2 x 64 KiB = 192 KiB (an H200 block may use 227 KiB)."""
     return _stages(head_dim)
 
 
