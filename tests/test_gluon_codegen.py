@@ -119,23 +119,14 @@ def test_heads_are_a_grid_axis_unless_a_test_folds_them(monkeypatch):
     assert _host._schedule(problem, tiles, None, 4, "cpu")["heads_per_cta"] == 8
 
 
-def test_dkdv_default_plan_is_the_frameworks_zigzag_over_key_tiles():
-    from jfa_verify.kernels.gluon_jfa import _host
+def test_the_registered_kernel_deals_dkdv_tiles_by_zigzag_and_direct_calls_round_robin():
+    from jfa_verify.kernels.gluon_jfa import _host, build
+    from jfa_verify.planning import PersistentScheduler
 
-    lengths = [1000, 0, 129, 3000, 5]
-    for causal in (False, True):
-        problem = _problem(lengths, heads=2, causal=causal)
-        tiles, programs = _host.key_plan(problem, 6)
-        assert len(programs) == 6
-        ran = sorted(i for p in programs for i in p)
-        real = [i for i, (b, n) in enumerate(tiles) if lengths[b] > 0]
-        assert ran == real  # every key tile of a sequence with keys exactly once, the empty one never
-        assert sorted({(b, n) for b, n in tiles if lengths[b]}) == sorted(
-            (b, n) for b, length in enumerate(lengths) for n in range(-(-length // 128)))
-        if not causal:  # zigzag's bound (cost: the L_q rows that see a key tile): mean + the largest tile
-            loads = [sum(lengths[tiles[i][0]] for i in p) for p in programs]
-            assert max(loads) <= sum(loads) / len(loads) + max(lengths)
-            assert programs[0][0] == tiles.index((3, 0))  # the heaviest tiles are dealt first
+    scheduler = build().scheduler
+    assert isinstance(scheduler, PersistentScheduler) and (scheduler.forward, scheduler.backward) == ("zigzag",
+                                                                                                      "zigzag")
+    assert _host.key_tiles([300, 0, 129], 128) == [(0, 0), (0, 1), (0, 2), (2, 0), (2, 1)]
 
 
 def test_every_mutant_matches_the_source_and_compiles(facts):

@@ -43,7 +43,7 @@ def build(*, kernels_module=None, host_module=None, scheduler=None):
         from . import _kernels as kernels_module
     if host_module is None:
         from . import _host as host_module
-    # dK/dV tiles by zigzag, as the host's own default (_host.key_plan says why)
+    # dK/dV tiles by zigzag (measured: _host._plan_backward's docstring)
     return GluonJFA(kernels_module, host_module, scheduler or PersistentScheduler(backward="zigzag"))
 
 

@@ -6,7 +6,7 @@ module ``kmod`` (``_kernels.py`` or a mutated copy of it, see ``mutants.py``), b
 :func:`make_gluon_attention`.
 
 Work decomposition (forward; the dQ pass of the backward uses the same tiles and programs, the
-dK/dV pass tiles of 128 keys dealt by zigzag, :func:`key_plan`):
+dK/dV pass tiles of 128 keys dealt round-robin unless given, the registered kernel passes zigzag):
 
 * tiles: ``[(sequence, query block), ...]`` b-major, one per BLOCK_M query rows; a
   sequence with ``L_q == 0`` has no tile (:func:`query_tiles`).
@@ -70,18 +70,9 @@ DELTA_ROWS = 64  # rows of O / dO per program of the delta kernel
 BWD_DQ_TILES = (128, 128)
 
 
-def key_plan(problem, num_sms: int) -> tuple[list[tuple[int, int]], list[list[int]]]:
-    """The dK/dV pass's default ``(tiles, programs)``: the framework's ``workloads_backward`` tiles of
-    BLOCK_N keys dealt by its zigzag (cost: query rows that see the tile), as ``gluon_jfa``'s registered
-    scheduler does. On the H200 this beat round-robin on the uniform-32 batch (0.67x against 0.63x of
-    FA2's backward, causal) and tied elsewhere (``docs/evidence/gluon-speed-2026-12-03``)."""
-    from jfa_verify.schedules import workloads_backward, zigzag
-
-    workloads = workloads_backward(problem.q_lengths, problem.k_lengths, BWD_DKDV_TILES[1], causal=problem.causal,
-                                   causal_alignment="bottom_right" if problem.bottom_right else "top_left")
-    schedule = zigzag(workloads, num_sms)
-    return ([(t.sequence, t.block) for t in workloads],
-            [[t.index for t in tiles] for tiles in schedule.sm_tiles])
+def key_tiles(k_lengths: Sequence[int], block_n: int) -> list[tuple[int, int]]:
+    """``[(b, n), ...]`` b-major, one per BLOCK_N keys (dK/dV work); sequences with ``L_k == 0`` give none."""
+    return query_tiles(k_lengths, block_n)
 
 
 def _stages(head_dim: int) -> int:
@@ -320,7 +311,11 @@ def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_of
     rewriting the outputs (benchmarks call it again); broadcast-Q returns float32 per-sequence
     partials as ``dq`` (see :func:`_backward`). No device synchronization: the schedule comes
     from the problem's host-side lengths. ``kv_tiles``/``kv_programs``: the dK/dV pass's
-    ``[(sequence, key block)]`` tiles of 128 keys and their programs (default: :func:`key_plan`).
+    ``[(sequence, key block)]`` tiles of 128 keys and their programs (default: every key block, b-major,
+    round-robin over the SMs; the registered kernel passes the framework's zigzag, which the H200 measured
+    at 0.67x against 0.63x of FA2's backward on the causal uniform-32 batch, a tie elsewhere: the cost model
+    behind it, ``workloads_backward``, takes tens of milliseconds of Python on a 2,000-tile batch, so
+    direct calls skip it).
     """
     device = q.device
     d = problem.d
@@ -352,8 +347,8 @@ def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_of
                  BROADCAST_Q=problem.broadcast, num_warps=NUM_WARPS)
     launches = []
     bm, bn = BWD_DKDV_TILES
-    if kv_tiles is None:
-        kv_tiles, kv_programs = key_plan(problem, num_sms)
+    if kv_tiles is None:  # direct calls: round-robin, no cost model (the registered kernel passes zigzag)
+        kv_tiles, kv_programs = key_tiles(problem.k_lengths, bn), None
     kv_plan = _schedule(problem, kv_tiles, kv_programs, num_sms, device, heads=problem.h_kv)
     if kv_plan is not None:
         kv_args = (_descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
@@ -399,7 +394,7 @@ def _backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_offsets
     """dQ, dK, dV of ``sum(o * do)`` (LSE is not differentiated). Deterministic: no atomics.
 
     ``delta = rowsum(dO * O)`` is computed in float32; dK/dV run over KV tiles of 128 keys
-    (``kv_tiles``/``kv_programs``, default :func:`key_plan`); dQ
+    (``kv_tiles``/``kv_programs``, default b-major round-robin); dQ
     runs over the forward's query tiles and ``programs``. Broadcast-Q: dQ is a float32 partial
     per sequence, summed here.
     """
@@ -484,8 +479,8 @@ def gluon_jagged_attention(q, k, v, q_offsets, k_offsets, *, causal=False, causa
         ``lse [H_q, rows]`` float32, natural log; rows with no visible key: 0 and ``-inf``.
 
     Differentiable w.r.t. ``q``, ``k``, ``v`` (``lse`` is not): the backward runs the dK/dV and dQ
-    kernels (deterministic, no atomics); dQ uses ``tiles``/``programs``, dK/dV the zigzag
-    schedule of 128-key tiles of :func:`key_plan`.
+    kernels (deterministic, no atomics); dQ uses ``tiles``/``programs``, dK/dV a round-robin
+    schedule of 128-key tiles.
 
     Raises:
         ValueError: inputs that break the contract.

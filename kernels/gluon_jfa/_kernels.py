@@ -319,27 +319,6 @@ LOG2E = gl.constexpr(1.4426950408889634)
 
 
 @gluon.jit
-def _bwd_delta_kernel(O, DO, DELTA, rows, STRIDE_ROW, STRIDE_DELTA,
-                      HEAD_DIM: gl.constexpr, BLOCK_R: gl.constexpr, num_warps: gl.constexpr):
-    """``DELTA[h, r] = sum_d O[r, h, d] * dO[r, h, d]`` in float32, rows ``pid(0) * BLOCK_R ..`` of head ``pid(1)``.
-
-    One pass over O and dO in their own dtype (16-byte vector loads), products and sum in float32:
-    the torch expression it replaces wrote float32 copies of both tensors first (5 kernels).
-    """
-    layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 8], threads_per_warp=[4, 8],
-                                            warps_per_cta=[num_warps, 1], order=[1, 0])
-    r = gl.program_id(0) * BLOCK_R + gl.arange(0, BLOCK_R, layout=gl.SliceLayout(1, layout))
-    h = gl.program_id(1)
-    d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
-    ok = r < rows
-    offs = r.to(gl.int64)[:, None] * STRIDE_ROW + (h * HEAD_DIM + d)[None, :]
-    mask = ok[:, None] & (d < HEAD_DIM)[None, :]
-    o = gl.load(O + offs, mask=mask, other=0.0).to(gl.float32)
-    do = gl.load(DO + offs, mask=mask, other=0.0).to(gl.float32)
-    gl.store(DELTA + h.to(gl.int64) * STRIDE_DELTA + r, gl.sum(o * do, 1), mask=ok)
-
-
-@gluon.jit
 def _kv_tile_bounds(Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, t, L_Q,
                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                     CAUSAL: gl.constexpr, BOTTOM_RIGHT: gl.constexpr, BROADCAST_Q: gl.constexpr):
@@ -649,3 +628,24 @@ def _bwd_dq_kernel(q_desc, do_desc, k_desc, v_desc, DQ, LSE, DELTA, Q_OFF, K_OFF
                         Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, t_begin, t_end, h_begin, h_end, L_Q, GROUP,
                         BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, BOTTOM_RIGHT, BROADCAST_Q)),
     ], [1], [24])
+
+
+@gluon.jit
+def _bwd_delta_kernel(O, DO, DELTA, rows, STRIDE_ROW, STRIDE_DELTA,
+                      HEAD_DIM: gl.constexpr, BLOCK_R: gl.constexpr, num_warps: gl.constexpr):
+    """``DELTA[h, r] = sum_d O[r, h, d] * dO[r, h, d]`` in float32, rows ``pid(0) * BLOCK_R ..`` of head ``pid(1)``.
+
+    One pass over O and dO in their own dtype (16-byte vector loads), products and sum in float32:
+    the torch expression it replaces wrote float32 copies of both tensors first (5 kernels).
+    """
+    layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 8], threads_per_warp=[4, 8],
+                                            warps_per_cta=[num_warps, 1], order=[1, 0])
+    r = gl.program_id(0) * BLOCK_R + gl.arange(0, BLOCK_R, layout=gl.SliceLayout(1, layout))
+    h = gl.program_id(1)
+    d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
+    ok = r < rows
+    offs = r.to(gl.int64)[:, None] * STRIDE_ROW + (h * HEAD_DIM + d)[None, :]
+    mask = ok[:, None] & (d < HEAD_DIM)[None, :]
+    o = gl.load(O + offs, mask=mask, other=0.0).to(gl.float32)
+    do = gl.load(DO + offs, mask=mask, other=0.0).to(gl.float32)
+    gl.store(DELTA + h.to(gl.int64) * STRIDE_DELTA + r, gl.sum(o * do, 1), mask=ok)
