@@ -4,8 +4,8 @@
 # poisoning), a hang past --timeout counting as killed by the hang watchdog; survivors then through
 # `jfa-verify gate` (determinism reruns, guard-band canaries, recycled memory, compute-sanitizer
 # racecheck and memcheck). Prints a kill table: mutant, verdict, the check that killed it.
-# Usage: OUT=dir PARALLEL=4 bash ci/gpu_gluon_mutants.sh   (not yet timed with the whole suite: about 5 minutes
-# expected on an H200; with 6 cases it took about 4)
+# Usage: OUT=dir PARALLEL=4 [RUN_S=300] [GATE_S=200] bash ci/gpu_gluon_mutants.sh   (RUN_S: seconds for a mutant's
+# suite run, GATE_S: for a survivor's gate; a run cut short is "inconclusive", never a kill)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}/gluon-mutants
@@ -16,7 +16,7 @@ one() {
   name=$1; out=$2
   # the whole default suite: the covering array (only cases inside gluon_jfa's capabilities) and the full-size
   # layouts, whose sequences span several K/V stages (a pipeline bug needs more than one tile to show)
-  timeout -k 5 300 jfa-verify run --device cuda --plugin tests/quality/mutant_plugin.py --kernel "mutant-gluon-$name" \
+  timeout -k 5 "${RUN_S:-300}" jfa-verify run --device cuda --plugin tests/quality/mutant_plugin.py --kernel "mutant-gluon-$name" \
     --jobs 2 --timeout 90 --no-progress --report "$out/$name.json" --reproducers "$out/repro-$name" \
     >"$out/$name.run.log" 2>&1
   rc=$?
@@ -32,11 +32,11 @@ print(c.get('status','?')+': '+(','.join(outs) or (c.get('message','')[:60].repl
        if [ -n "$by" ]; then verdict=killed; else verdict="inconclusive"; by="only cases not judged failed"; fi;;
     2) verdict=error; by="usage or configuration: $(tail -1 "$out/$name.run.log" | cut -c1-120)";;
     3) verdict=killed; by="hang (watchdog)";;
-    124|137) verdict="inconclusive"; by="the run passed this script's 300 s ($judged cases passed by then)";;
+    124|137) verdict="inconclusive"; by="the run passed this script's ${RUN_S:-300} s ($judged cases passed by then)";;
     *) verdict=killed; by="crash (exit $rc)";;
   esac
   if [ "$verdict" = survived ]; then
-    timeout -k 5 200 jfa-verify gate --device cuda --plugin tests/quality/mutant_plugin.py --kernel "mutant-gluon-$name" \
+    timeout -k 5 "${GATE_S:-200}" jfa-verify gate --device cuda --plugin tests/quality/mutant_plugin.py --kernel "mutant-gluon-$name" \
       --checks determinism canaries recycled_memory --small-cases 2 --reruns 5 --sanitizer racecheck memcheck \
       --timeout 60 --json "$out/$name.gate.json" --junit "$out/$name.gate.xml" --markdown "$out/$name.gate.md" \
       --reproducers "$out/repro-$name" >"$out/$name.gate.log" 2>&1
