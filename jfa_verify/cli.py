@@ -1317,6 +1317,12 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         except (JFAError, UsageError) as e:
             print(f"jfa-verify {args.command}: error: {e}", file=sys.stderr)
             return EXIT_USAGE
+        except ModuleNotFoundError as e:  # one of jfa-verify's own dependencies (a kernel's import errors are
+            # verdicts of its cases): a configuration error, not a finding (a traceback exited 1 on an H200
+            # installed with --no-deps, 2026-12-03)
+            print(f"jfa-verify {args.command}: error: a dependency is missing: {e}; install it (pip install "
+                  f"{e.name or 'the module'}), or install jfa-verify with its dependencies", file=sys.stderr)
+            return EXIT_USAGE
         except KeyboardInterrupt:
             print(f"\njfa-verify {args.command}: interrupted", file=sys.stderr)
             return int(ExitCode.INTERRUPTED)

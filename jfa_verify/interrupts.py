@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Iterator, Optional
 
-__all__ = ["children_start_deaf", "exit_with_parent", "hear_interrupts", "terminate_as_interrupt"]
+__all__ = ["children_start_deaf", "exit_with_parent", "hear_interrupts", "interrupt_behind", "terminate_as_interrupt"]
 
 # How often a worker checks that its parent is still there (where the kernel cannot tell it).
 PARENT_POLL_S = 1.0
@@ -55,6 +55,23 @@ def exit_with_parent(owner: Optional[int] = None) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, daemon=True, name="jfa-verify-parent-watch").start()
+
+
+def interrupt_behind(exc: BaseException) -> Optional[KeyboardInterrupt]:
+    """The :class:`KeyboardInterrupt` that ``exc`` is, or was raised while handling (its ``__context__`` chain).
+
+    An interrupt that lands inside :mod:`threading`'s lock code (a main thread waiting on futures) can
+    surface as ``RuntimeError: release unlocked lock`` raised while handling it: on an H200, 2026-12-03, a
+    ``timeout`` SIGTERM to ``jfa-verify run --jobs 6`` ended with that traceback and no interrupted report.
+    Callers re-raise what this returns, so such a stop is handled as the interrupt it was.
+    """
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__context__
+    return None
 
 
 @contextlib.contextmanager

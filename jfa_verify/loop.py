@@ -15,6 +15,7 @@ import torch
 from .case import Case
 from .corpus import Corpus
 from .errors import InvalidInput, KernelConfigError, PluginError
+from .interrupts import interrupt_behind
 from .protocol import Kernel
 from .runner import CaseResult, ran_out_of_memory, run_case
 
@@ -203,7 +204,7 @@ class Verifier:
                 results[futures[future]] = future.result()
                 if on_result is not None and results[futures[future]] is not None:
                     on_result(results[futures[future]])
-        except BaseException:  # Ctrl-C or a framework error: end every worker mid-case, wait for nothing
+        except BaseException as exc:  # Ctrl-C or a framework error: end every worker mid-case, wait for nothing
             self._interrupted.set()
             for future in futures:
                 future.cancel()
@@ -212,6 +213,9 @@ class Verifier:
                     w.kill()
                 if not wait(futures, timeout=0.5).not_done:
                     break
+            interrupt = interrupt_behind(exc)
+            if interrupt is not None and interrupt is not exc:
+                raise interrupt from None  # a stop that landed in threading's lock code is still a stop
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)

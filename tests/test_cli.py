@@ -714,3 +714,18 @@ def test_sigterm_before_a_command_runs_is_one_line_and_exit_130():
              "sys.exit(cli.main(['fuzz', '--device', 'cpu']))\n")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 130 and proc.stderr.strip() == "jfa-verify: interrupted", (proc.returncode, proc.stderr)
+
+
+def test_a_missing_dependency_of_jfa_verify_is_a_usage_error_not_a_finding(tmp_path, capsys, monkeypatch):
+    # regression (H200, 2026-12-03): with allpairspy absent (an install with --no-deps) `jfa-verify run` died with a
+    # ModuleNotFoundError traceback and exit 1, a finding's code, though nothing had been checked
+    import sys
+
+    from jfa_verify.cli import main
+
+    monkeypatch.setitem(sys.modules, "allpairspy", None)  # `import allpairspy` now raises ModuleNotFoundError
+    code = main(["run", "--kernel", "triton_jfa", "--max-cases", "2", "--no-progress",
+                 "--reproducers", str(tmp_path / "r"), "--report", str(tmp_path / "report.json")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "a dependency is missing" in err and "pip install allpairspy" in err
