@@ -20,21 +20,8 @@ one() {
     --jobs 2 --timeout 90 --no-progress --report "$out/$name.json" --reproducers "$out/repro-$name" \
     >"$out/$name.run.log" 2>&1
   rc=$?
-  judged=$(python3 -c "import json; r=json.load(open('$out/$name.json')); print(sum(c['status']=='pass' for c in r['cases']))" 2>/dev/null || echo 0)
-  case $rc in
-    0) verdict=survived; by="- ($judged cases passed)";;
-    # a failing case kills the mutant unless jfa-verify could not judge it ("not judged:": out of memory, say)
-    1) by=$(python3 -c "import json,sys; r=json.load(open('$out/$name.json'));
-fails=[c for c in r['cases'] if c['status'] in ('fail','error') and not c.get('message','').startswith('not judged:')]
-c=fails[0] if fails else {}; outs=[n for n,o in c.get('outputs',{}).items() if not o['passed']]
-print(c.get('status','?')+': '+(','.join(outs) or (c.get('message','')[:60].replace(chr(10),' '))) if fails else '')" \
-         2>/dev/null || echo run)
-       if [ -n "$by" ]; then verdict=killed; else verdict="inconclusive"; by="only cases not judged failed"; fi;;
-    2) verdict=error; by="usage or configuration: $(tail -1 "$out/$name.run.log" | cut -c1-120)";;
-    3) verdict=killed; by="hang (watchdog)";;
-    124|137) verdict="inconclusive"; by="the run passed this script's ${RUN_S:-300} s ($judged cases passed by then)";;
-    *) verdict=killed; by="crash (exit $rc)";;
-  esac
+  # the report's verdicts decide, even for a run cut by the limit (ci/mutant_verdict.py)
+  IFS='|' read -r verdict by < <(python3 ci/mutant_verdict.py "$out/$name.json" "$rc" "${RUN_S:-300}")
   if [ "$verdict" = survived ]; then
     timeout -k 5 "${GATE_S:-200}" jfa-verify gate --device cuda --plugin tests/quality/mutant_plugin.py --kernel "mutant-gluon-$name" \
       --checks determinism canaries recycled_memory --small-cases 2 --reruns 5 --sanitizer racecheck memcheck \

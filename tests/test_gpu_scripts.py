@@ -48,3 +48,28 @@ def test_a_missing_dependency_stops_the_gpu_run_and_names_the_fix(tmp_path):
 def test_the_installed_package_has_its_dependencies(tmp_path):
     proc = _check_deps("jfa-verify", tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_planted_bug_run_cut_by_its_time_limit_still_counts_the_verdicts_it_wrote(tmp_path):
+    """Regression (H200, 2026-12-03): gpu_gluon_mutants.sh called ten runs cut at 200 s "inconclusive" by their
+    exit status alone; their reports held failing and hung cases for eight of them."""
+    import json
+
+    def verdict(cases, rc):
+        path = tmp_path / "r.json"
+        path.write_text(json.dumps({"cases": cases, "interrupted": rc != 0}))
+        out = subprocess.run([sys.executable, str(ROOT / "ci" / "mutant_verdict.py"), str(path), str(rc), "200"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip().split("|")
+
+    ok = {"status": "pass"}
+    dq = {"status": "fail", "outputs": {"o": {"passed": True}, "dq": {"passed": False}}}
+    oom = {"status": "error", "message": "not judged: out of device memory"}
+    hang = {"status": "hang", "message": "no verdict after 90 s (--timeout); the worker process was killed"}
+    assert verdict([ok, dq, ok], 124) == ["killed", "fail: dq (1 of 3 cases)"]
+    assert verdict([ok, hang], 124)[0] == "killed" and verdict([ok, hang], 124)[1].startswith("hang (watchdog)")
+    assert verdict([ok, oom, ok], 124) == ["inconclusive", "the run passed 200 s (2 cases passed by then)"]
+    assert verdict([ok, oom], 1)[0] == "inconclusive"  # only a case not judged failed: no kill
+    assert verdict([ok, ok], 0) == ["survived", "- (2 cases passed)"]
+    assert verdict([], 2) == ["error", "usage or configuration"]
