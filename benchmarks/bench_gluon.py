@@ -12,10 +12,13 @@ What is timed:
 * forward, ours: the kernel launch alone, plan (validation, tiles, zigzag schedule, descriptors)
   built once beforehand; FA2: ``aten._flash_attention_forward``.
 * backward, ours: ``prepare_backward``'s launch (delta, the dK/dV and dQ kernels) with the plan built
-  once; ``bwd+plan`` adds the host planning of every call (``_backward``); FA2:
+  once; ``+plan`` (``--with-planning``) adds the host side of every call of ``_backward`` (outputs,
+  schedule arrays, TMA descriptors; the tiles and programs are given, so the framework's cost model and
+  input validation are not in it); FA2:
   ``aten._flash_attention_backward`` (its own preprocessing included).
 
-Variants (``--variant NAME:key=value,...``, repeatable; default one variant ``shipped``) try a kernel
+Variants (``--variant NAME:key=value,...``, repeatable; default one variant ``registered``: the shipped
+kernels with the dK/dV zigzag the registered kernel uses) try a kernel
 file and host settings side by side in the same run: ``kernels=PATH`` (a copy of ``_kernels.py``),
 ``head_groups=N`` (forces ``JFA_GLUON_HEAD_GROUPS``; 1 folds every head into one CTA), ``bwd_stages=N``,
 ``dkdv=round_robin|zigzag`` (the framework's schedulers over the dK/dV tiles; unset: the host's default),
@@ -205,7 +208,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     try:
-        variants = [parse_variant(s) for s in args.variant] or [parse_variant("shipped")]
+        # default: the configuration the framework runs (its registered scheduler deals dK/dV tiles by zigzag)
+        variants = [parse_variant(s) for s in args.variant] or [parse_variant("registered:dkdv=zigzag")]
     except ValueError as exc:
         parser.error(str(exc))
     if not torch.cuda.is_available():

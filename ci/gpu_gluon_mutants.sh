@@ -5,7 +5,8 @@
 # `jfa-verify gate` (determinism reruns, guard-band canaries, recycled memory, compute-sanitizer
 # racecheck and memcheck). Prints a kill table: mutant, verdict, the check that killed it.
 # Usage: OUT=dir PARALLEL=4 [RUN_S=300] [GATE_S=200] bash ci/gpu_gluon_mutants.sh   (RUN_S: seconds for a mutant's
-# suite run, GATE_S: for a survivor's gate; a run cut short is "inconclusive", never a kill)
+# suite run, GATE_S: for a survivor's gate; a run cut short counts the verdicts its report holds, and is
+# "inconclusive" only where none failed: ci/mutant_verdict.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}/gluon-mutants
@@ -16,12 +17,14 @@ one() {
   name=$1; out=$2
   # the whole default suite: the covering array (only cases inside gluon_jfa's capabilities) and the full-size
   # layouts, whose sequences span several K/V stages (a pipeline bug needs more than one tile to show)
+  rm -f "$out/$name.json"  # a run that stops before its first case writes none: never read an old one
   timeout -k 5 "${RUN_S:-300}" jfa-verify run --device cuda --plugin tests/quality/mutant_plugin.py --kernel "mutant-gluon-$name" \
     --jobs 2 --timeout 90 --no-progress --report "$out/$name.json" --reproducers "$out/repro-$name" \
     >"$out/$name.run.log" 2>&1
   rc=$?
   # the report's verdicts decide, even for a run cut by the limit (ci/mutant_verdict.py)
   IFS='|' read -r verdict by < <(python3 ci/mutant_verdict.py "$out/$name.json" "$rc" "${RUN_S:-300}")
+  [ -n "${verdict:-}" ] || { verdict=error; by="ci/mutant_verdict.py gave no verdict (exit $rc)"; }
   if [ "$verdict" = survived ]; then
     timeout -k 5 "${GATE_S:-200}" jfa-verify gate --device cuda --plugin tests/quality/mutant_plugin.py --kernel "mutant-gluon-$name" \
       --checks determinism canaries recycled_memory --small-cases 2 --reruns 5 --sanitizer racecheck memcheck \

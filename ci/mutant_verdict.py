@@ -17,6 +17,8 @@ KILLING = ("fail", "error", "hang", "timeout", "crash")
 
 
 def verdict(report: dict, rc: int, limit_s: str = "the limit") -> tuple[str, str]:
+    if rc == 2:  # stopped before any case (no device, a plugin that does not load): whatever report lies there is old
+        return "error", "usage or configuration"
     cases = report.get("cases", [])
     bad = [c for c in cases if c.get("status") in KILLING and not c.get("message", "").startswith("not judged")]
     passed = sum(c.get("status") == "pass" for c in cases)
@@ -26,13 +28,17 @@ def verdict(report: dict, rc: int, limit_s: str = "the limit") -> tuple[str, str
         what = ",".join(outs) or (c.get("message") or "")[:70].replace("\n", " ")
         label = {"hang": "hang (watchdog)", "timeout": "hang (watchdog)", "crash": "crash"}.get(c["status"], c["status"])
         return "killed", f"{label}: {what} ({len(bad)} of {len(cases)} cases)"
+    if report.get("relations"):  # a broken relation check (permutation, batch invariance) is a finding too
+        return "killed", f"relation: {str(report['relations'][0])[:70]}"
     if rc == 0:
         return "survived", f"- ({passed} cases passed)"
-    if rc == 2:
-        return "error", "usage or configuration"
+    if rc == 3:
+        return "killed", "hang (watchdog; exit 3)"
     if rc in (124, 137):
         return "inconclusive", f"the run passed {limit_s} s ({passed} cases passed by then)"
-    return "inconclusive", f"exit {rc} with no failing case ({passed} cases passed)"
+    if rc == 1:
+        return "inconclusive", f"only cases not judged failed ({passed} cases passed)"
+    return "killed", f"crash (exit {rc})"  # 4, or the process died of a signal
 
 
 def main(argv) -> int:
@@ -45,7 +51,7 @@ def main(argv) -> int:
     except (OSError, ValueError):
         report = {}
     v, by = verdict(report, rc, *argv[2:])
-    print(f"{v}|{by}")
+    print(f"{v}|{by.replace('|', '/')}")  # one markdown cell each
     return 0
 
 

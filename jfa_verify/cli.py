@@ -1320,8 +1320,11 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         except ModuleNotFoundError as e:  # one of jfa-verify's own dependencies (a kernel's import errors are
             # verdicts of its cases): a configuration error, not a finding (a traceback exited 1 on an H200
             # installed with --no-deps, 2026-12-03)
-            print(f"jfa-verify {args.command}: error: a dependency is missing: {e}; install it (pip install "
-                  f"{e.name or 'the module'}), or install jfa-verify with its dependencies", file=sys.stderr)
+            top = (e.name or "").split(".")[0]
+            fix = ("jfa-verify's own files are incomplete: reinstall it" if top == "jfa_verify" else
+                   f"install it (pip install {top or 'the module'}; the package's name may differ from the module's)"
+                   ", or install jfa-verify with its dependencies")
+            print(f"jfa-verify {args.command}: error: a dependency is missing: {e}; {fix}", file=sys.stderr)
             return EXIT_USAGE
         except KeyboardInterrupt:
             print(f"\njfa-verify {args.command}: interrupted", file=sys.stderr)

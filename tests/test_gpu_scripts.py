@@ -72,4 +72,10 @@ def test_a_planted_bug_run_cut_by_its_time_limit_still_counts_the_verdicts_it_wr
     assert verdict([ok, oom, ok], 124) == ["inconclusive", "the run passed 200 s (2 cases passed by then)"]
     assert verdict([ok, oom], 1)[0] == "inconclusive"  # only a case not judged failed: no kill
     assert verdict([ok, ok], 0) == ["survived", "- (2 cases passed)"]
-    assert verdict([], 2) == ["error", "usage or configuration"]
+    assert verdict([ok, dq], 2) == ["error", "usage or configuration"]  # exit 2: the report there is an old one
+    assert verdict([], 3)[0] == "killed" and verdict([], 139) == ["killed", "crash (exit 139)"]
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"cases": [ok], "relations": ["permutation | broke: a|b"]}))
+    out = subprocess.run([sys.executable, str(ROOT / "ci" / "mutant_verdict.py"), str(path), "1"],
+                         capture_output=True, text=True, timeout=60).stdout.strip()
+    assert out.startswith("killed|relation: permutation / broke") and out.count("|") == 1

@@ -43,13 +43,17 @@ class GluonJFA:
         planned = self.scheduler(workloads, "fwd", problem)
         tiles = [(t.sequence, t.block) for t in workloads]
         programs = [list(p) for p in planned.programs]
-        _, block_n = self.host.BWD_DKDV_TILES
-        kv_workloads = workloads_backward(problem.q_lengths, problem.k_lengths, block_n, causal=problem.causal,
-                                          causal_alignment=problem.causal_alignment)
-        kv_planned = self.scheduler(kv_workloads, "dkdv", problem)
-        kv_tiles = [(t.sequence, t.block) for t in kv_workloads]
-        kv_programs = [list(p) for p in kv_planned.programs]
         poison = os.environ.get(self.host.POISON_ENV, "") == "1"
         o, lse = self.host._GluonJaggedAttention.apply(q, k, v, q_offsets, k_offsets, self.kernels, launch_problem,
-                                                       tiles, programs, poison, kv_tiles, kv_programs)
+                                                       tiles, programs, poison, lambda: self.dkdv_plan(problem))
         return KernelRun(o, lse)
+
+    def dkdv_plan(self, problem: JaggedProblem) -> tuple[list, list]:
+        """The dK/dV pass's ``(tiles, programs)``: ``workloads_backward`` tiles of BLOCK_N keys dealt by the
+        scheduler hook's ``"dkdv"`` plan. Built by the backward only (its cost model is tens of milliseconds of
+        Python on a 2,000-tile batch; a forward alone does not pay it)."""
+        _, block_n = self.host.BWD_DKDV_TILES
+        workloads = workloads_backward(problem.q_lengths, problem.k_lengths, block_n, causal=problem.causal,
+                                       causal_alignment=problem.causal_alignment)
+        planned = self.scheduler(workloads, "dkdv", problem)
+        return [(t.sequence, t.block) for t in workloads], [list(p) for p in planned.programs]

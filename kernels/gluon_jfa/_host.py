@@ -179,7 +179,8 @@ def _num_sms(device) -> int:
 def _schedule(problem: _Problem, tiles, programs, num_sms: int, device, heads: Optional[int] = None) -> Optional[dict]:
     """CSR arrays of a launch over query tiles (or the given ``tiles``), or None when no program has a tile.
 
-    ``heads``: heads folded into each tile (default ``H_q``; ``H_kv`` for dK/dV).
+    ``heads``: the heads each tile is run for (default ``H_q``; ``H_kv`` for dK/dV): one CTA per (program, head),
+    grid ``(programs, heads)``, unless ``JFA_GLUON_HEAD_GROUPS`` folds them (module docstring).
     """
     heads = problem.h_q if heads is None else heads
     block_m, _ = tile_sizes(problem.d, problem.dtype)
@@ -424,13 +425,13 @@ def prepare_backward(kmod, q, k, v, o, lse, do, q_offsets, k_offsets, *, causal=
 
 class _GluonJaggedAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, tiles, programs, poison, kv_tiles, kv_programs):
+    def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, tiles, programs, poison, kv_plan):
         o, lse = _forward(kmod, problem, q, k, v, q_offsets, k_offsets, tiles, programs, _num_sms(q.device),
                           poison)
         ctx.mark_non_differentiable(lse)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.kmod, ctx.problem, ctx.tiles, ctx.programs, ctx.poison = kmod, problem, tiles, programs, poison
-        ctx.kv_tiles, ctx.kv_programs = kv_tiles, kv_programs
+        ctx.kv_plan = kv_plan  # None, or a callable returning the dK/dV pass's (tiles, programs): built in backward
         ctx.q_offsets, ctx.k_offsets = q_offsets, k_offsets
         return o, lse
 
@@ -439,10 +440,10 @@ class _GluonJaggedAttention(torch.autograd.Function):
         q, k, v, o, lse = ctx.saved_tensors
         if do is None:
             do = torch.zeros_like(o)
+        kv_tiles, kv_programs = ctx.kv_plan() if ctx.kv_plan is not None else (None, None)
         dq, dk, dv = _backward(ctx.kmod, ctx.problem, q, k, v, o, lse, do, ctx.q_offsets, ctx.k_offsets,
-                               ctx.tiles, ctx.programs, _num_sms(q.device), ctx.poison, ctx.kv_tiles,
-                               ctx.kv_programs)
-        return dq, dk, dv, None, None, None, None, None, None, None, None, None
+                               ctx.tiles, ctx.programs, _num_sms(q.device), ctx.poison, kv_tiles, kv_programs)
+        return dq, dk, dv, None, None, None, None, None, None, None, None
 
 
 def make_gluon_attention(kmod):
@@ -453,7 +454,7 @@ def make_gluon_attention(kmod):
         problem = _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale)
         poison = os.environ.get(POISON_ENV, "") == "1"
         return _GluonJaggedAttention.apply(q, k, v, q_offsets, k_offsets, kmod, problem, tiles, programs, poison,
-                                           None, None)
+                                           None)
 
     attention.kernels = kmod
     return attention
