@@ -80,18 +80,21 @@ def _load_kernels(path):
 
 
 def _plans(lengths, causal, num_sms, host):
-    """Forward tiles + zigzag programs, dK/dV tiles + round-robin and zigzag programs (the framework's)."""
-    from jfa_verify.schedules import round_robin, workloads_backward, workloads_forward, zigzag
+    """Forward tiles + zigzag programs, dK/dV tiles + round-robin and zigzag programs: the framework's
+    :class:`~jfa_verify.planning.PersistentScheduler` plans, as the registered kernel gets them."""
+    from jfa_verify.planning import PersistentScheduler
+    from jfa_verify.schedules import workloads_backward, workloads_forward
 
     fwd = workloads_forward(lengths, lengths, 128, causal=causal)
     bwd = workloads_backward(lengths, lengths, host.BWD_DKDV_TILES[1], causal=causal)
 
-    def programs(schedule):
-        return [[t.index for t in tiles if not t.sentinel] for tiles in schedule.sm_tiles]
+    def programs(workloads, kind, backward="round_robin"):
+        plan = PersistentScheduler(backward=backward, num_sms=num_sms)(workloads, kind, None)
+        return [list(p) for p in plan.programs]
 
-    return dict(tiles=[(t.sequence, t.block) for t in fwd], programs=programs(zigzag(fwd, num_sms)),
+    return dict(tiles=[(t.sequence, t.block) for t in fwd], programs=programs(fwd, "fwd"),
                 kv_tiles=[(t.sequence, t.block) for t in bwd],
-                kv=dict(round_robin=programs(round_robin(bwd, num_sms)), zigzag=programs(zigzag(bwd, num_sms))))
+                kv={name: programs(bwd, "dkdv", name) for name in ("round_robin", "zigzag")})
 
 
 def _time(fn, **kw):

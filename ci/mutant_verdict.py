@@ -13,14 +13,16 @@ import json
 import sys
 from pathlib import Path
 
-KILLING = ("fail", "error", "hang", "timeout", "crash")
+from jfa_verify.runner import FAILING_STATUSES, is_unjudged
+
+KILLING = (*FAILING_STATUSES, "timeout")  # "timeout": older reports' name of a hang
 
 
 def verdict(report: dict, rc: int, limit_s: str = "the limit") -> tuple[str, str]:
     if rc == 2:  # stopped before any case (no device, a plugin that does not load): whatever report lies there is old
         return "error", "usage or configuration"
     cases = report.get("cases", [])
-    bad = [c for c in cases if c.get("status") in KILLING and not c.get("message", "").startswith("not judged")]
+    bad = [c for c in cases if c.get("status") in KILLING and not is_unjudged(c["status"], c.get("message", ""))]
     passed = sum(c.get("status") == "pass" for c in cases)
     if bad:
         c = bad[0]

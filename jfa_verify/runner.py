@@ -119,7 +119,7 @@ class CaseResult:
     @property
     def unjudged(self) -> bool:
         """An ``"error"`` of jfa-verify's own work on the case (:func:`not_judged`), not of the kernel."""
-        return self.status == "error" and self.message.startswith(_NOT_JUDGED)
+        return is_unjudged(self.status, self.message)
 
     @property
     def failing(self) -> list[OutputComparison]:
@@ -238,6 +238,12 @@ def _out_of_memory_hint(e: BaseException) -> str:
         return (f" {_OUT_OF_MEMORY}: other processes on the card, or a case too large for it; replay the case "
                 "alone to tell which]")
     return ""
+
+
+def is_unjudged(status: str, message: str) -> bool:
+    """Whether a case's ``status`` and ``message`` (a result's, or a report's case entry's) say it has no
+    verdict: an ``"error"`` of jfa-verify's own work (:func:`not_judged`), not of the kernel."""
+    return status == "error" and (message or "").startswith(_NOT_JUDGED)
 
 
 def ran_out_of_memory(message: str) -> bool:

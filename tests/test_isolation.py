@@ -291,53 +291,43 @@ def test_verifier_jobs_keep_the_order_and_each_verdict(tmp_path, misbehaving_plu
         Verifier(kernel, "cpu", tmp_path / "r2", jobs=2)
 
 
-def test_verifier_jobs_interrupted_mid_case_leave_no_running_file(tmp_path, misbehaving_plugin):
+@pytest.mark.parametrize("how", ["plain", "in_lock_code"])
+def test_verifier_jobs_interrupted_mid_case_leave_no_running_file(tmp_path, misbehaving_plugin, how):
     # Ctrl-C (here: raised by on_result) while another worker is inside a hanging case: verify_all kills
     # that worker under its thread, whose case has no verdict, so its file goes (it stayed "running").
+    # "in_lock_code", regression (H200, 2026-12-03): `timeout`'s SIGTERM to `jfa-verify run --jobs 6` landed inside
+    # the lock code of the main thread's wait on futures and surfaced as "RuntimeError: release unlocked lock"
+    # raised while handling the KeyboardInterrupt: a traceback, no interrupted report, and exit 1 (a finding's
+    # code) for a stop. It must come out as the stop it is.
     from jfa_verify.loop import Verifier
     from jfa_verify.registry import get_kernel
 
-    plugin = misbehaving_plugin("hangs-on-2", hang="B == 2")
+    name = f"hangs-on-2-{how}"
+    plugin = misbehaving_plugin(name, hang="B == 2")
     load_plugin(plugin)
     cases = [Case(kv_lengths=tuple(range(5, 5 + b)), head_dim=16, dtype="float32") for b in (2, 1, 3)]
 
     def interrupt(result):
         time.sleep(1)  # the hanging case is well inside its worker
-        raise KeyboardInterrupt
-
-    with Verifier(get_kernel("hangs-on-2"), "cpu", tmp_path / "repro", backward=False, plugins=[str(plugin)],
-                  isolate=True, jobs=2) as verifier:
-        with pytest.raises(KeyboardInterrupt):
-            verifier.verify_all(cases, on_result=interrupt)
-    assert not list((tmp_path / "repro").glob("*.json"))
-
-
-def test_a_stop_that_lands_in_threadings_lock_code_is_still_a_stop(tmp_path, misbehaving_plugin):
-    # regression (H200, 2026-12-03): `timeout`'s SIGTERM to `jfa-verify run --jobs 6` landed inside the lock code of
-    # the main thread's wait on futures and surfaced as "RuntimeError: release unlocked lock" raised while handling
-    # the KeyboardInterrupt: a traceback, no interrupted report, and exit 1 (a finding's code) for a stop
-    from jfa_verify.interrupts import interrupt_behind
-    from jfa_verify.loop import Verifier
-    from jfa_verify.registry import get_kernel
-
-    plugin = misbehaving_plugin("hangs-on-2b", hang="B == 2")
-    load_plugin(plugin)
-    cases = [Case(kv_lengths=tuple(range(5, 5 + b)), head_dim=16, dtype="float32") for b in (2, 1, 3)]
-
-    def stop_in_lock_code(result):
-        time.sleep(1)  # the hanging case is well inside its worker
+        if how == "plain":
+            raise KeyboardInterrupt
         try:
             raise KeyboardInterrupt("signal SIGTERM")
         except KeyboardInterrupt:
             raise RuntimeError("release unlocked lock")
 
-    with Verifier(get_kernel("hangs-on-2b"), "cpu", tmp_path / "repro", backward=False, plugins=[str(plugin)],
+    with Verifier(get_kernel(name), "cpu", tmp_path / "repro", backward=False, plugins=[str(plugin)],
                   isolate=True, jobs=2) as verifier:
-        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
-            verifier.verify_all(cases, on_result=stop_in_lock_code)
-    assert not list((tmp_path / "repro").glob("*.json"))  # the hanging case, stopped, left no "running" file
-    plain = RuntimeError("a framework error")
-    assert interrupt_behind(plain) is None and interrupt_behind(KeyboardInterrupt()) is not None
+        with pytest.raises(KeyboardInterrupt, match=None if how == "plain" else "SIGTERM"):
+            verifier.verify_all(cases, on_result=interrupt)
+    assert not list((tmp_path / "repro").glob("*.json"))
+
+
+def test_interrupt_behind_finds_the_stop_an_exception_was_raised_in():
+    from jfa_verify.interrupts import interrupt_behind
+
+    assert interrupt_behind(RuntimeError("a framework error")) is None
+    assert interrupt_behind(KeyboardInterrupt()) is not None
 
 
 def test_replay_of_a_recorded_hang_ends_with_the_limit_its_run_had(tmp_path, misbehaving_plugin, capsys):

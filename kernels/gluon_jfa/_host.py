@@ -168,10 +168,6 @@ def round_robin_programs(num_tiles: int, num_programs: int) -> list[list[int]]:
     return progs
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _num_sms(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
@@ -370,7 +366,7 @@ def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_of
 
     delta = torch.empty((problem.h_q, problem.rows), dtype=torch.float32, device=device)  # every entry written
     o = o.contiguous()
-    delta_grid = (_cdiv(problem.rows, DELTA_ROWS), problem.h_q)
+    delta_grid = (-(-problem.rows // DELTA_ROWS), problem.h_q)
 
     def launch():
         kmod._bwd_delta_kernel[delta_grid](o, do, delta, problem.rows, problem.h_q * d, delta.stride(0),
