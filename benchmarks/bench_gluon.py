@@ -39,6 +39,7 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -65,6 +66,11 @@ def parse_variant(spec: str) -> dict:
         out[key] = value
     if out["dkdv"] not in (None, "round_robin", "zigzag"):
         raise ValueError(f"--variant {spec!r}: dkdv={out['dkdv']!r}; use round_robin or zigzag")
+    for key in ("head_groups", "bwd_stages", "dq_block_n"):
+        if out[key] is not None and not (out[key].isdigit() and int(out[key]) > 0):
+            raise ValueError(f"--variant {spec!r}: {key}={out[key]!r}; give a positive integer")
+    if out["kernels"] is not None and not Path(out["kernels"]).is_file():
+        raise ValueError(f"--variant {spec!r}: kernels={out['kernels']!r} is not a file; give a copy of _kernels.py")
     return out
 
 
@@ -206,13 +212,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--variant", action="append", default=[], help="NAME:key=value,... (see the module doc)")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="NAME:key=value,... with keys kernels=PATH, head_groups=N, bwd_stages=N, "
+                             "dkdv=round_robin|zigzag, dq_block_n=N (repeatable; the module doc says more)")
     parser.add_argument("--with-planning", action="store_true", help="also time the backward with host planning")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     try:
         # default: the configuration the framework runs (its registered scheduler deals dK/dV tiles by zigzag)
         variants = [parse_variant(s) for s in args.variant] or [parse_variant("registered:dkdv=zigzag")]
+        names = [v["name"] for v in variants]
+        if len(set(names)) < len(names) or "" in names:
+            raise ValueError(f"--variant names {names}: give each variant its own non-empty name")
     except ValueError as exc:
         parser.error(str(exc))
     if not torch.cuda.is_available():

@@ -702,6 +702,9 @@ def main(argv=None) -> int:
     t0 = time.time()
     import torch
 
+    if not torch.cuda.is_available() and not os.environ.get("JFA_CHECK_FAKE_KERNEL"):
+        print("gpu_gluon_check.py needs a CUDA device (Hopper): nothing checked", file=sys.stderr)
+        return 2
     name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
     print(f"torch {torch.__version__}, device {name}", flush=True)
     if args.mutants:

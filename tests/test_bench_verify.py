@@ -135,9 +135,13 @@ def test_bench_gluon_batches_and_variants_without_a_gpu():
     assert (v["name"], v["head_groups"], v["dkdv"], v["dq_block_n"], v["kernels"]) == ("fast", "8", "zigzag", "128",
                                                                                        None)
     assert bench_gluon.parse_variant("plain")["dkdv"] is None  # the host's own dK/dV plan
-    for bad, word in (("x:foo=1", "foo"), ("x:dkdv=random", "random")):
+    for bad, word in (("x:foo=1", "foo"), ("x:dkdv=random", "random"), ("x:bwd_stages=abc", "abc"),
+                      ("x:head_groups=0", "positive"), ("x:kernels=/nonexistent.py", "not a file")):
         with pytest.raises(ValueError, match=word):
             bench_gluon.parse_variant(bad)
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gluon.py"), "--variant", "x:foo=1"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "unknown key 'foo'" in run.stderr
+    twice = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gluon.py"), "--variant", "a",
+                            "--variant", "a:dkdv=zigzag"], capture_output=True, text=True, timeout=120)
+    assert twice.returncode == 2 and "its own non-empty name" in twice.stderr

@@ -74,8 +74,30 @@ def test_a_planted_bug_run_cut_by_its_time_limit_still_counts_the_verdicts_it_wr
     assert verdict([ok, ok], 0) == ["survived", "- (2 cases passed)"]
     assert verdict([ok, dq], 2) == ["error", "usage or configuration"]  # exit 2: the report there is an old one
     assert verdict([], 3)[0] == "killed" and verdict([], 139) == ["killed", "crash (exit 139)"]
+    # found by the new-user trial: an interrupted run (130) was a "crash", a missing report "survived" or
+    # "only cases not judged", a null message or a bad status a traceback
+    assert verdict([ok], 130) == ["inconclusive", "interrupted (1 cases passed by then)"]
+    assert verdict([{"status": "error", "message": None}], 1)[0] == "killed"
+    script = [sys.executable, str(ROOT / "ci" / "mutant_verdict.py")]
+    for rc in ("0", "1"):
+        run = subprocess.run(script + [str(tmp_path / "missing.json"), rc], capture_output=True, text=True, timeout=60)
+        assert run.stdout.strip() == f"error|no readable report (exit {rc})"
+    bad = subprocess.run(script + [str(tmp_path / "r.json"), "abc"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "usage" in bad.stderr
     path = tmp_path / "r.json"
     path.write_text(json.dumps({"cases": [ok], "relations": ["permutation | broke: a|b"]}))
     out = subprocess.run([sys.executable, str(ROOT / "ci" / "mutant_verdict.py"), str(path), "1"],
                          capture_output=True, text=True, timeout=60).stdout.strip()
     assert out.startswith("killed|relation: permutation / broke") and out.count("|") == 1
+
+
+def test_the_gluon_check_refuses_a_machine_without_cuda_before_checking_anything(tmp_path):
+    """Found by the new-user trial: on a CPU machine it ran 124 s of 38 "Cannot get CUDA generator" rows and
+    exited 1, a finding's code."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    run = subprocess.run([sys.executable, str(ROOT / "ci" / "gpu_gluon_check.py"), "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "needs a CUDA device" in run.stderr
