@@ -262,23 +262,18 @@ def rows_seeing(first_key: int, end_key: int, q_len: int, k_len: int, causal: bo
                 window: Optional[tuple[int, int]] = None) -> int:
     """Query rows whose :func:`key_range` meets keys ``[first_key, end_key)``: a dK/dV tile's cost.
 
-    Those rows are one contiguous range (the ends of :func:`key_range` are non-decreasing), found
-    by two binary searches: O(log q_len), so long sequences cost no Python loop per row. Rows
-    that see no key have ``lo == hi`` at 0 or ``k_len`` and so fail one of the two searches.
+    Closed form, O(1) (two binary searches per tile cost ~60 ms of Python on a 2,000-tile batch, paid by
+    every backward's plan): row ``i``'s unclamped bounds are row 0's plus ``i``, and with ``left, right >= 0``
+    its range is never inverted, so for a key span inside ``[0, k_len)`` clamping changes nothing: row ``i``
+    meets it iff ``hi(i) > first_key`` and ``lo(i) < end_key``, one contiguous run of rows. Rows that see no
+    key have ``lo == hi`` at 0 or ``k_len`` and fail one of the two.
     """
-    def first_row(pred) -> int:  # smallest i in [0, q_len] with pred(i) (pred is monotone), q_len if none
-        lo, hi = 0, q_len
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if pred(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
-    rng = lambda i: key_range(i, q_len, k_len, causal, alignment, window)  # noqa: E731
-    start = first_row(lambda i: rng(i)[1] > first_key)
-    stop = first_row(lambda i: rng(i)[0] >= end_key)
+    first_key, end_key = max(first_key, 0), min(end_key, k_len)
+    if q_len <= 0 or first_key >= end_key:
+        return 0
+    lo0, hi0 = _diagonal_bounds(0, q_len, k_len, causal, alignment, window)
+    start = 0 if hi0 is None else max(0, first_key - hi0 + 1)  # first row with hi0 + i > first_key
+    stop = q_len if lo0 is None else min(q_len, end_key - lo0)  # first row with lo0 + i >= end_key
     return max(0, stop - start)
 
 

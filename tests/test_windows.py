@@ -209,3 +209,17 @@ def test_blockwise_oracle_agrees_on_windows():
     for name in ("o", "lse", "dq", "dk", "dv"):
         assert torch.allclose(blk[name], ref[name], atol=1e-12, equal_nan=False), name
     assert torch.isneginf(ref["lse"]).any()  # rows past the window's reach: -inf, O = 0
+
+
+def test_tile_costs_of_sequences_of_two_billion_tokens_are_exact():
+    # rows_seeing is a closed form (no per-row or per-step loop): the extremes of a 2^31-token sequence, by hand
+    n = 2**31
+    assert rows_seeing(0, 128, n, n, True, "top_left") == n  # every row sees key 0
+    assert rows_seeing(n - 128, n, n, n, True, "top_left") == 128  # only the last 128 rows reach the last keys
+    assert rows_seeing(n - 128, n, n, n, False, "top_left") == n
+    # bottom-right, 10 queries on n keys: row i's diagonal is key n - 10 + i; keys [0, 128) are seen by all 10
+    assert rows_seeing(0, 128, 10, n, True, "bottom_right") == 10
+    assert rows_seeing(n - 5, n, 10, n, True, "bottom_right") == 5
+    # a window (left 3, right 1) around top-left's diagonal: keys [1000, 1128) meet rows [999, 1130]
+    assert rows_seeing(1000, 1128, n, n, False, "top_left", (3, 1)) == 1130 - 999 + 1
+    assert rows_seeing(5, 3, n, n, False, "top_left") == 0  # an empty span of keys meets no row

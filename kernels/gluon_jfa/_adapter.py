@@ -50,8 +50,8 @@ class GluonJFA:
 
     def dkdv_plan(self, problem: JaggedProblem) -> tuple[list, list]:
         """The dK/dV pass's ``(tiles, programs)``: ``workloads_backward`` tiles of BLOCK_N keys dealt by the
-        scheduler hook's ``"dkdv"`` plan. Built by the backward only (its cost model is tens of milliseconds of
-        Python on a 2,000-tile batch; a forward alone does not pay it)."""
+        scheduler hook's ``"dkdv"`` plan. Built by the backward only (its cost model is milliseconds of Python on
+        a 2,000-tile batch; a forward alone does not pay it)."""
         _, block_n = self.host.BWD_DKDV_TILES
         workloads = workloads_backward(problem.q_lengths, problem.k_lengths, block_n, causal=problem.causal,
                                        causal_alignment=problem.causal_alignment)

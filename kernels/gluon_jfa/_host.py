@@ -310,9 +310,8 @@ def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_of
     from the problem's host-side lengths. ``kv_tiles``/``kv_programs``: the dK/dV pass's
     ``[(sequence, key block)]`` tiles of 128 keys and their programs (default: every key block, b-major,
     round-robin over the SMs; the registered kernel passes the framework's zigzag, which the H200 measured
-    at 0.67x against 0.63x of FA2's backward on the causal uniform-32 batch, a tie elsewhere: the cost model
-    behind it, ``workloads_backward``, takes tens of milliseconds of Python on a 2,000-tile batch, so
-    direct calls skip it).
+    at 0.67x against 0.63x of FA2's backward on the causal uniform-32 batch, a tie elsewhere; direct calls keep
+    the plan the GPU check measured them with, which needs no cost model).
     """
     device = q.device
     d = problem.d
