@@ -261,8 +261,16 @@ def cmd_run(args) -> int:
     kernel = _kernel(args)
     # Until this run's report replaces it, the file says the run did not finish: a Ctrl-C while the suite
     # is built, or a kill, must not leave an earlier run's report there to be read as this one's.
-    write_json(args.report, run_report([], kernel=kernel.name, device=device, extra={"finished": False}))
-    suite = get_suite(args.suite, device.type, args.seed, kernel=kernel)
+    write_json(args.report, run_report([], kernel=kernel.name, device=device,
+                                       extra={"finished": False, "interrupted": False, "cases_planned": None}))
+    try:
+        suite = get_suite(args.suite, device.type, args.seed, kernel=kernel)
+    except KeyboardInterrupt:  # the covering array takes seconds: say so in the report as a later stop would
+        write_json(args.report, run_report([], kernel=kernel.name, device=device,
+                                           extra={"finished": False, "interrupted": True, "cases_planned": None}))
+        print(f"\njfa-verify run: interrupted while the suite was built, before any case ran; the report "
+              f"({args.report}) says so", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
     cases = [c for c in suite.cases if not args.filter or args.filter in c.name]
     if not cases:
         raise UsageError(f"--filter {args.filter!r}: no case of suite {args.suite!r} matches; names look like "
@@ -1320,11 +1328,9 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         except ModuleNotFoundError as e:  # one of jfa-verify's own dependencies (a kernel's import errors are
             # verdicts of its cases): a configuration error, not a finding (a traceback exited 1 on an H200
             # installed with --no-deps, 2026-12-03)
-            top = (e.name or "").split(".")[0]
-            fix = ("jfa-verify's own files are incomplete: reinstall it" if top == "jfa_verify" else
-                   f"install it (pip install {top or 'the module'}; the package's name may differ from the module's)"
-                   ", or install jfa-verify with its dependencies")
-            print(f"jfa-verify {args.command}: error: a dependency is missing: {e}; {fix}", file=sys.stderr)
+            from .errors import missing_dependency
+
+            print(f"jfa-verify {args.command}: error: {missing_dependency(e)}", file=sys.stderr)
             return EXIT_USAGE
         except KeyboardInterrupt:
             print(f"\njfa-verify {args.command}: interrupted", file=sys.stderr)

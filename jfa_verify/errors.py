@@ -53,3 +53,12 @@ class KernelConfigError(JFAError, ValueError):
 
 class PluginError(JFAError, ImportError):
     """A plugin file or a kernel entry point could not be imported; the message names the file and line."""
+
+
+def missing_dependency(e: ModuleNotFoundError) -> str:
+    """What to do about a module jfa-verify itself could not import: one sentence naming it and the fix."""
+    top = (e.name or "").split(".")[0]
+    fix = ("jfa-verify's own files are incomplete: reinstall it" if top == "jfa_verify" else
+           f"install it (pip install {top or 'the module'}; the package's name may differ from the module's), or "
+           f"install jfa-verify with its dependencies")
+    return f"a dependency is missing: {e}; {fix}"

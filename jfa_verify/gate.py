@@ -22,7 +22,8 @@ Outputs: a JSON report, JUnit XML (one test suite per kernel and check), and a M
 for ``$GITHUB_STEP_SUMMARY`` (verdict table, findings with replay commands, skipped checks, the
 seed and Hypothesis settings). Exit codes (:class:`jfa_verify.exits.ExitCode`): 4 if a kernel
 crashed its process, else 3 if one hung, else 1 for any other finding, 0 when everything checked
-passed, 2 when nothing could be checked or the configuration is wrong.
+passed, 2 when nothing could be checked, a check could not run (verdict ``ERROR``: a missing dependency, a
+tool that failed) or the configuration is wrong.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import torch
 from .case import Case
 from .contract import JaggedProblem
 from .corpus import Corpus, campaign_folder, environment, read_case_file, replay_timeout, reproducer_folders
-from .errors import InvalidInput
+from .errors import InvalidInput, missing_dependency
 from .exits import ExitCode
 from . import sanitizer
 from .protocol import Kernel
@@ -149,6 +150,8 @@ class GateReport:
     @property
     def verdict(self) -> str:
         code = self.exit_code()
+        if code == int(ExitCode.USAGE) and any(r.status == "error" for r in self.results):
+            return "ERROR"  # a check could not run (others may have passed): not "nothing checked"
         return {0: "PASS", 1: "FAIL", 2: "NOTHING CHECKED", 3: "HANG", 4: "CRASH", 130: "INTERRUPTED"}[code]
 
     def to_dict(self) -> dict:
@@ -565,6 +568,8 @@ def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugi
                     reason=f"interrupted during this check; the failing cases it found so far are case files in "
                            f"{options.reproducers} (jfa-verify findings {options.reproducers})"))
                 raise
+            except ModuleNotFoundError as e:  # (a new user's --no-deps install: one line per check, no fix named)
+                result = CheckResult(kernel.name, check, "error", reason=missing_dependency(e))
             except Exception as e:
                 result = CheckResult(kernel.name, check, "error", reason=f"{type(e).__name__}: {e}")
             result.seconds = time.perf_counter() - t0

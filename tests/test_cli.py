@@ -243,9 +243,12 @@ def test_a_run_interrupted_while_its_suite_is_built_leaves_no_earlier_report_beh
     monkeypatch.setattr(suites, "get_suite", interrupted)
     rc = main(["run", "--device", "cpu", "--report", str(report), "--reproducers", str(tmp_path / "repro"),
                "--no-progress"])
-    assert rc == 130, capsys.readouterr()
+    assert rc == 130
+    assert f"interrupted while the suite was built, before any case ran; the report ({report}) says so" in \
+        capsys.readouterr().err
     payload = json.loads(report.read_text())
     assert payload["finished"] is False and payload["cases"] == [] and payload["summary"] != {"pass": 176}
+    assert payload["interrupted"] is True and payload["cases_planned"] is None  # (a reader need not guess why)
 
 
 def test_run_records_a_hung_kernel_and_exits(tmp_path, sleepy_plugin):

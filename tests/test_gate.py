@@ -47,6 +47,21 @@ def test_planted_bug_is_caught_by_its_check(tmp_path, capsys, kernel, caught_by,
     assert "replay:" in (tmp_path / "g.md").read_text() or caught_by == "canaries"
 
 
+def test_a_check_that_cannot_import_a_dependency_names_it_and_the_gate_says_error(tmp_path, capsys, monkeypatch):
+    # regression (new-user trial, --no-deps install): every check said "ModuleNotFoundError: ..." with no fix, and
+    # the verdict read "NOTHING CHECKED" though other checks had run and passed
+    monkeypatch.setitem(sys.modules, "allpairspy", None)  # `import allpairspy` raises ModuleNotFoundError
+    rc = _gate(tmp_path, "--kernel", "exact-ref", "--checks", "suite", "campaign", "--campaign-examples", "3")
+    assert rc == 2, capsys.readouterr().out
+    results = _results(tmp_path)
+    assert results[("exact-ref", "suite")]["status"] == "error"
+    assert "a dependency is missing" in results[("exact-ref", "suite")]["reason"]
+    assert "pip install allpairspy" in results[("exact-ref", "suite")]["reason"]
+    assert results[("exact-ref", "campaign")]["status"] == "pass" and results[("exact-ref", "campaign")]["cases"] >= 1
+    assert json.loads((tmp_path / "g.json").read_text())["verdict"] == "ERROR"
+    assert "## jfa-verify gate: ERROR" in (tmp_path / "g.md").read_text()
+
+
 def test_correct_kernel_passes_and_the_outputs_agree(tmp_path, capsys, monkeypatch):
     summary = tmp_path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
@@ -169,9 +184,12 @@ def test_a_check_that_could_not_judge_is_not_a_finding():
 
     report = GateReport("cpu", GateOptions())
     report.results = [CheckResult("k", "suite", "pass"), CheckResult("k", "sanitizer", "error", reason="timed out")]
-    assert report.exit_code() == 2
+    assert report.exit_code() == 2 and report.verdict == "ERROR"
     report.results.append(CheckResult("k", "determinism", "fail"))
-    assert report.exit_code() == 1
+    assert report.exit_code() == 1 and report.verdict == "FAIL"
+    skipped = GateReport("cpu", GateOptions())
+    skipped.results = [CheckResult("k", "suite", "skip", reason="device")]
+    assert skipped.exit_code() == 2 and skipped.verdict == "NOTHING CHECKED"
 
 
 def test_jobs_run_the_suite_and_the_campaign_in_worker_processes_with_the_same_findings(tmp_path, misbehaving_plugin):
