@@ -257,16 +257,17 @@ def cmd_run(args) -> int:
         raise UsageError(f"--jobs {args.jobs} with --no-isolate: cases run at once only in isolated worker "
                          f"processes; drop --no-isolate, or give --jobs 1 to run in this process")
     console = _console()
-    device = select_device(args.device)
-    kernel = _kernel(args)
-    # Until this run's report replaces it, the file says the run did not finish: a Ctrl-C while the suite
-    # is built, or a kill, must not leave an earlier run's report there to be read as this one's.
-    write_json(args.report, run_report([], kernel=kernel.name, device=device,
-                                       extra={"finished": False, "interrupted": False, "cases_planned": None}))
+    # Until this run's report replaces it, the file says the run did not finish: a Ctrl-C while the kernel loads
+    # or the suite is built, or a kill, must not leave an earlier run's report there to be read as this one's.
+    # ("interrupted": null while it runs: nothing has stopped it yet, and it has not finished either)
+    write_json(args.report, run_report([], kernel=args.kernel, device=args.device or "not chosen yet",
+                                       extra={"finished": False, "interrupted": None, "cases_planned": None}))
     try:
+        device = select_device(args.device)
+        kernel = _kernel(args)
         suite = get_suite(args.suite, device.type, args.seed, kernel=kernel)
-    except KeyboardInterrupt:  # the covering array takes seconds: say so in the report as a later stop would
-        write_json(args.report, run_report([], kernel=kernel.name, device=device,
+    except KeyboardInterrupt:  # loading and the covering array take seconds: the report says so, as a later stop's
+        write_json(args.report, run_report([], kernel=args.kernel, device=args.device or "not chosen yet",
                                            extra={"finished": False, "interrupted": True, "cases_planned": None}))
         print(f"\njfa-verify run: interrupted while the suite was built, before any case ran; the report "
               f"({args.report}) says so", file=sys.stderr)
@@ -310,8 +311,8 @@ def cmd_run(args) -> int:
     coverage = Coverage.for_kernel(kernel, device.type).update(ran)
     pairs = PairCoverage(Target(kernel, device.type)).update(ran)
 
-    def write_report(relations_run: int, broken: list, not_run_because):
-        extra = {"interrupted": interrupted, "finished": not interrupted, "cases_planned": len(cases),
+    def write_report(relations_run: int, broken: list, not_run_because, finished: bool = True):
+        extra = {"interrupted": interrupted, "finished": finished and not interrupted, "cases_planned": len(cases),
                  "pairs": pairs.to_dict(), "relations": broken,
                  "relation_checks": {"run": relations_run, "broken": len(broken), "not_run_because": not_run_because}}
         return write_json(args.report, run_report(results, kernel=kernel.name, device=device, suite_note=suite.note,
@@ -323,6 +324,8 @@ def cmd_run(args) -> int:
         print(f"\njfa-verify run: interrupted before the first case finished; the report ({args.report}) says so",
               file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
+    # every case's verdict on disk before the relation checks run (a kill or a stop during them lost the whole run)
+    write_report(0, [], "the run ended before they finished", finished=False)
     console.print(_results_table(results, f"{kernel.name} on {where}"), soft_wrap=False)  # its title centred
     print(coverage.format(device_type=device.type), flush=True)
     print(pairs.format(), flush=True)
@@ -337,7 +340,10 @@ def cmd_run(args) -> int:
                                           ("interrupted", interrupted), ("a crash", counts["crash"]),
                                           ("a hang", counts["hang"])) if cond), None)
     relations = [] if skipped else list(suite.relations)
-    findings = check_relations(relations, kernel, device, args.reproducers, plugins=args.plugin)
+    try:
+        findings = check_relations(relations, kernel, device, args.reproducers, plugins=args.plugin)
+    except KeyboardInterrupt:  # the cases' verdicts stand; the relation checks have none
+        interrupted, skipped, relations, findings = True, "interrupted", [], []
     for line in findings:
         print(line, flush=True)
     held = (f"relation checks not run ({skipped})" if skipped and suite.relations else
@@ -839,22 +845,24 @@ def cmd_mutants(args) -> int:
         if args.json:
             write_json(args.json, [r.to_dict() for r in done])
 
+    budget = {"targeted": f"targeted cases, then up to {args.max_examples} campaign examples per survivor",
+              "suite": "the default suite and its relation checks, up to each mutant's first failure",
+              "campaign": f"up to {args.max_examples} campaign examples per mutant"}[args.stage]
+    total = len(args.only) if args.only else len(catalogue.mutants)
+    # before the first verdict, which can take minutes: a new user saw nothing at all until then
+    print(f"mutation testing of catalogue {catalogue.name} on {dev}, stage {args.stage} ({budget}): {total} "
+          f"mutant(s), {args.jobs} at a time", flush=True)
     try:
         results = run_mutants(args.only or None, catalogue=args.catalogue, device=dev, max_examples=args.max_examples,
                               seed=args.seed, jobs=args.jobs, stage=args.stage, isolate=args.isolate, on_result=keep)
     except KeyboardInterrupt:
         if args.json:  # also when none finished: the JSON says so rather than being absent (or a stale earlier run's)
             write_json(args.json, [r.to_dict() for r in done])
-        total = len(args.only) if args.only else len(catalogue.mutants)
         print(f"interrupted: {len(done)} of {total} mutant(s) have a verdict"
               + (f", written to {args.json}" if args.json else ""), flush=True)
         if done:
             print(format_table(done))
         return int(ExitCode.INTERRUPTED)
-    budget = {"targeted": f"targeted cases, then up to {args.max_examples} campaign examples per survivor",
-              "suite": "the default suite and its relation checks, up to each mutant's first failure",
-              "campaign": f"up to {args.max_examples} campaign examples per mutant"}[args.stage]
-    print(f"mutation testing of catalogue {catalogue.name} on {dev}, stage {args.stage} ({budget})")
     print(format_table(results))
     if args.json:
         write_json(args.json, [r.to_dict() for r in results])  # in catalogue order

@@ -59,6 +59,6 @@ def missing_dependency(e: ModuleNotFoundError) -> str:
     """What to do about a module jfa-verify itself could not import: one sentence naming it and the fix."""
     top = (e.name or "").split(".")[0]
     fix = ("jfa-verify's own files are incomplete: reinstall it" if top == "jfa_verify" else
-           f"install it (pip install {top or 'the module'}; the package's name may differ from the module's), or "
-           f"install jfa-verify with its dependencies")
+           f"install it (pip install {top or 'the module'}; the package's name may differ from the module's); if "
+           f"it is one of jfa-verify's own, install jfa-verify with its dependencies")
     return f"a dependency is missing: {e}; {fix}"

@@ -243,12 +243,69 @@ def test_a_run_interrupted_while_its_suite_is_built_leaves_no_earlier_report_beh
     monkeypatch.setattr(suites, "get_suite", interrupted)
     rc = main(["run", "--device", "cpu", "--report", str(report), "--reproducers", str(tmp_path / "repro"),
                "--no-progress"])
-    assert rc == 130
-    assert f"interrupted while the suite was built, before any case ran; the report ({report}) says so" in \
-        capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert rc == 130, err
+    assert f"interrupted while the suite was built, before any case ran; the report ({report}) says so" in err
     payload = json.loads(report.read_text())
     assert payload["finished"] is False and payload["cases"] == [] and payload["summary"] != {"pass": 176}
     assert payload["interrupted"] is True and payload["cases_planned"] is None  # (a reader need not guess why)
+
+
+def test_a_run_interrupted_while_its_kernel_loads_leaves_no_earlier_report_behind(tmp_path, monkeypatch, capsys):
+    # regression (review): the report was first written after the kernel and its plugins had loaded (seconds with
+    # Triton), so a Ctrl-C then left the previous run's report to be read as this one's
+    from jfa_verify import cli
+
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps({"summary": {"pass": 176}, "finished": True}))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_kernel", interrupted)
+    rc = main(["run", "--device", "cpu", "--report", str(report), "--reproducers", str(tmp_path / "repro"),
+               "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 130, err
+    payload = json.loads(report.read_text())
+    assert payload["finished"] is False and payload["interrupted"] is True and payload["cases"] == []
+    assert payload["kernel"] == "triton_jfa" and payload["summary"] != {"pass": 176}
+
+
+def test_a_stop_during_the_relation_checks_keeps_every_cases_verdict(tmp_path, monkeypatch, capsys):
+    # regression (review): the relation checks ran after the cases outside any handler, and the report was written
+    # only after them: a Ctrl-C or SIGTERM there exited 130 with the placeholder report, every verdict lost
+    import dataclasses
+
+    from jfa_verify import calls, suites
+
+    real = suites.get_suite
+
+    def small(*args, **kwargs):
+        suite = real(*args, **kwargs)
+        return dataclasses.replace(suite, cases=suite.cases[:2], relations=suite.relations[:1])
+
+    seen = []
+
+    def stopped(relations, *args, **kwargs):
+        seen.append(json.loads(report.read_text()))  # what a kill at this moment would leave
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(suites, "get_suite", small)
+    monkeypatch.setattr(calls, "check_relations", stopped)
+    report = tmp_path / "r.json"
+    rc = main(["run", "--device", "cpu", "--plugin", str(Path(__file__).parent / "quality" / "memory_plugin.py"),
+               "--kernel", "exact-ref", "--no-isolate", "--no-progress", "--report", str(report),
+               "--reproducers", str(tmp_path / "repro")])
+    err = capsys.readouterr().err
+    assert rc == 130, err
+    assert "interrupted after 2 of 2 cases (report written)" in err
+    payload = json.loads(report.read_text())
+    assert payload["interrupted"] is True and payload["finished"] is False and len(payload["cases"]) == 2
+    assert payload["relation_checks"] == {"run": 0, "broken": 0, "not_run_because": "interrupted"}
+    (before,) = seen
+    assert len(before["cases"]) == 2 and before["finished"] is False and before["interrupted"] is False
+    assert before["relation_checks"]["not_run_because"] == "the run ended before they finished"
 
 
 def test_run_records_a_hung_kernel_and_exits(tmp_path, sleepy_plugin):

@@ -204,6 +204,8 @@ def test_a_bug_of_the_composition_is_kept_as_the_packed_case(plugin, tmp_path):
     # shrink_seconds keys its finding on the case's classes too, and a later failing pack of other classes is a
     # second finding (CI met two). Every finding must be the composition, kept whole.
     assert summary.failures, summary.format(coverage=False)
+    ids = [f.signature["id"] for f in summary.failures]
+    assert len(ids) == len(set(ids)), ids  # a failing pack met again is an example of its finding, not a new one
     for finding in summary.failures:
         described = f"{finding.case.describe()} ({finding.status}: {finding.explanation[:300]})"
         assert finding.status == "fail" and finding.signature["outputs"] == ["o"], described

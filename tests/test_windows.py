@@ -60,6 +60,10 @@ def test_tile_costs_are_the_union_of_visible_rows_and_keys(q_len, k_len, causal,
     for first in range(0, k_len, block):
         end = min(k_len, first + block)
         assert rows_seeing(first, end, q_len, k_len, causal, alignment, window) == int(mask[:, first:end].any(1).sum())
+    # spans reaching past the keys on either side count the rows that see the keys inside them
+    for first, end in ((-block, block), (k_len - block, k_len + block), (-block, k_len + block), (k_len, k_len + 3)):
+        inside = mask[:, max(first, 0): max(0, min(end, k_len))]
+        assert rows_seeing(first, end, q_len, k_len, causal, alignment, window) == int(inside.any(1).sum()), (first, end)
 
 
 def test_flashattention_and_tlx_conventions():
