@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from .case import Case
 from .errors import InvalidInput
@@ -84,9 +84,12 @@ def replay(path: "str | Path", kernel, device) -> Optional[str]:
 
 
 def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str | None", *,
-                    plugins: Sequence[str] = ()) -> list[str]:
+                    plugins: Sequence[str] = (), on_checked: Optional[Callable[[Optional[str]], None]] = None
+                    ) -> list[str]:
     """Check each relation, its call file written first under ``corpus`` (None: no files) and kept
-    only when the relation breaks; returns one finding line (with the replay command) per broken one."""
+    only when the relation breaks; returns one finding line (with the replay command) per broken one.
+    ``on_checked``: called after each relation with its finding line, or None where it held (a caller stopped
+    midway keeps what was checked)."""
     from .corpus import CALL_FILE_SUFFIX, replay_command
 
     out = []
@@ -100,6 +103,8 @@ def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str 
         if finding is None:
             if path is not None:
                 path.unlink(missing_ok=True)
+            if on_checked is not None:
+                on_checked(None)
             continue
         line = f"[FAIL] relation {relation.name} on {relation.case.name or relation.case.describe()}: {finding}"
         if path is not None:
@@ -107,4 +112,6 @@ def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str 
                             plugins=tuple(plugins))
             line += f"\n  replay: {replay_command(path, kernel.name, plugins)}"
         out.append(line)
+        if on_checked is not None:
+            on_checked(line)
     return out

@@ -257,17 +257,24 @@ def cmd_run(args) -> int:
         raise UsageError(f"--jobs {args.jobs} with --no-isolate: cases run at once only in isolated worker "
                          f"processes; drop --no-isolate, or give --jobs 1 to run in this process")
     console = _console()
+    # The device first: it sets TRITON_INTERPRET, which must precede any import of triton (the report's environment
+    # imports it; written before, it left every in-process call compiled for a GPU: a new user's 5 relation checks
+    # all "broke" on CPU).
+    device = select_device(args.device)
     # Until this run's report replaces it, the file says the run did not finish: a Ctrl-C while the kernel loads
     # or the suite is built, or a kill, must not leave an earlier run's report there to be read as this one's.
     # ("interrupted": null while it runs: nothing has stopped it yet, and it has not finished either)
-    write_json(args.report, run_report([], kernel=args.kernel, device=args.device or "not chosen yet",
+    write_json(args.report, run_report([], kernel=args.kernel, device=device,
                                        extra={"finished": False, "interrupted": None, "cases_planned": None}))
     try:
-        device = select_device(args.device)
         kernel = _kernel(args)
+        elsewhere = kernel.device_reason(device)
+        if elsewhere:  # before the suite is built and 84 cases are dispatched only to be unsupported
+            raise UsageError(f"kernel {kernel.name!r} does not run on {device.type}: {elsewhere}; `jfa-verify "
+                             f"kernels` lists where each kernel runs")
         suite = get_suite(args.suite, device.type, args.seed, kernel=kernel)
     except KeyboardInterrupt:  # loading and the covering array take seconds: the report says so, as a later stop's
-        write_json(args.report, run_report([], kernel=args.kernel, device=args.device or "not chosen yet",
+        write_json(args.report, run_report([], kernel=args.kernel, device=device,
                                            extra={"finished": False, "interrupted": True, "cases_planned": None}))
         print(f"\njfa-verify run: interrupted while the suite was built, before any case ran; the report "
               f"({args.report}) says so", file=sys.stderr)
@@ -312,7 +319,8 @@ def cmd_run(args) -> int:
     pairs = PairCoverage(Target(kernel, device.type)).update(ran)
 
     def write_report(relations_run: int, broken: list, not_run_because, finished: bool = True):
-        extra = {"interrupted": interrupted, "finished": finished and not interrupted, "cases_planned": len(cases),
+        extra = {"interrupted": interrupted if finished or interrupted else None,  # (null: still running)
+                 "finished": finished and not interrupted, "cases_planned": len(cases),
                  "pairs": pairs.to_dict(), "relations": broken,
                  "relation_checks": {"run": relations_run, "broken": len(broken), "not_run_because": not_run_because}}
         return write_json(args.report, run_report(results, kernel=kernel.name, device=device, suite_note=suite.note,
@@ -340,15 +348,19 @@ def cmd_run(args) -> int:
                                           ("interrupted", interrupted), ("a crash", counts["crash"]),
                                           ("a hang", counts["hang"])) if cond), None)
     relations = [] if skipped else list(suite.relations)
+    checked: list = []  # each relation's finding line, or None where it held, as they finish
     try:
-        findings = check_relations(relations, kernel, device, args.reproducers, plugins=args.plugin)
-    except KeyboardInterrupt:  # the cases' verdicts stand; the relation checks have none
-        interrupted, skipped, relations, findings = True, "interrupted", [], []
+        check_relations(relations, kernel, device, args.reproducers, plugins=args.plugin, on_checked=checked.append)
+    except KeyboardInterrupt:  # the cases' verdicts stand, and so do the relations checked by then
+        interrupted = True
+    findings = [line for line in checked if line is not None]
     for line in findings:
         print(line, flush=True)
+    left = len(relations) - len(checked)
     held = (f"relation checks not run ({skipped})" if skipped and suite.relations else
-            f"{len(relations) - len(findings)}/{len(relations)} relation checks held")
-    report = write_report(len(relations), findings, skipped)
+            f"{len(checked) - len(findings)}/{len(checked)} relation checks held"
+            + (f", {left} not run (interrupted)" if left else ""))
+    report = write_report(len(checked), findings, skipped or ("interrupted" if left else None))
     unjudged = sum(r.unjudged for r in results)
     errors = f"{counts['error']} errors" + (f" ({unjudged} not judged)" if unjudged else "")
     console.print(f"{counts['pass']} passed, {counts['fail']} failed, {errors}, {counts['crash']} crashed, "
@@ -834,6 +846,7 @@ def cmd_mutants(args) -> int:
         raise UsageError("--max-examples 0 with --stage campaign checks nothing (every mutant would 'survive'): "
                          "give at least 1, or --stage suite / targeted")
     catalogue = load_catalogue(args.catalogue)
+    args.only = list(dict.fromkeys(args.only))  # (`--only X X` ran X twice and counted it twice)
     for name in args.only:
         catalogue[name]  # unknown names fail before any work
     dev = select_device(args.device)
@@ -1320,6 +1333,11 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # a bad argument (exit 2, one line already printed) or --help (0)
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
+    except ModuleNotFoundError as e:  # the parser imports numpy (its choices come from the suites): a --no-deps
+        from .errors import missing_dependency  # install without it gave every command, --version too, a traceback
+
+        print(f"jfa-verify: error: {missing_dependency(e)}", file=sys.stderr)
+        return EXIT_USAGE
     from .closed_reader import output_outlives_reader
     from .device import device_scope
     from .interrupts import terminate_as_interrupt

@@ -214,6 +214,8 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
     names = [n for n in LENGTH_DIMENSIONS] + ["heads"]
     names += [d.name for d in DIMENSIONS if d.name not in names and d.name != "offsets_layout"]
     params = OrderedDict((n, list(uni.classes[n])) for n in names)
+    if not all(params.values()):  # the kernel takes no class of a dimension (say head dims 1024 only): no row can
+        return []  # be built (allpairspy raised ValueError, and `run` died with its traceback)
     cases: list[Case] = []
     covered: set = set()
 

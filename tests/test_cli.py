@@ -217,15 +217,37 @@ def test_fuzz_where_every_case_is_outside_the_kernel_is_nothing_checked_not_a_pa
     assert "jfa-verify kernels" in captured.err and not (tmp_path / "r").exists()
 
 
-def test_run_counts_coverage_over_the_cases_the_kernel_ran_only(tmp_path, capsys):
-    # A new user saw 0 of 84 cases run (gluon_jfa on the CPU) reported as "pairs of classes 1286/1286 (100.0%)"
+def test_run_of_a_kernel_the_device_cannot_run_is_refused_before_any_work(tmp_path, capsys):
+    # A new user's `run --kernel gluon_jfa` on a CPU built the suite and dispatched 84 cases, each unsupported, and
+    # printed ~160 lines before exiting 2 (fuzz refused the same in one line)
     report = tmp_path / "r.json"
-    rc = main(["run", "--device", "cpu", "--kernel", "gluon_jfa", "--max-cases", "3", "--no-progress",
+    rc = main(["run", "--device", "cpu", "--kernel", "gluon_jfa", "--no-progress",
                "--report", str(report), "--reproducers", str(tmp_path / "repro")])
     out, err = capsys.readouterr()
     assert rc == 2, out
+    assert "kernel 'gluon_jfa' does not run on cpu" in err and "`jfa-verify kernels` lists where each kernel runs" in err
+    assert "contract coverage" not in out and not (tmp_path / "repro").exists()
+    payload = json.loads(report.read_text())
+    assert payload["finished"] is False and payload["cases"] == []
+
+
+def test_run_counts_coverage_over_the_cases_the_kernel_ran_only(tmp_path, capsys):
+    # A new user saw 0 of 84 cases run (gluon_jfa on the CPU) reported as "pairs of classes 1286/1286 (100.0%)";
+    # here a kernel that runs on the CPU but takes no case of the suite (head dim 1024 only)
+    plugin = tmp_path / "narrow.py"
+    plugin.write_text(
+        "from jfa_verify import Capabilities, register_kernel\n\n"
+        "def _never(*args, **kwargs):\n"
+        "    raise AssertionError('no case is inside its capabilities')\n\n"
+        "register_kernel('narrow_d1024', capabilities=Capabilities(head_dims=(1024,)),\n"
+        "                description='head dim 1024 only')(lambda: _never)\n")
+    report = tmp_path / "r.json"
+    rc = main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "narrow_d1024", "--max-cases", "3",
+               "--no-progress", "--report", str(report), "--reproducers", str(tmp_path / "repro")])
+    out, err = capsys.readouterr()
+    assert rc == 2, out
     assert "contract coverage over 0 case(s)" in out and "(100.0%)" not in out
-    assert "`jfa-verify kernels` lists where each kernel runs" in err, err  # the device is why, not the suite
+    assert "is inside the capabilities of kernel 'narrow_d1024'" in err, err
     assert json.loads(report.read_text())["coverage"]["total"] == 0
 
 
@@ -272,6 +294,24 @@ def test_a_run_interrupted_while_its_kernel_loads_leaves_no_earlier_report_behin
     assert payload["kernel"] == "triton_jfa" and payload["summary"] != {"pass": 176}
 
 
+def test_run_in_a_fresh_process_on_the_cpu_runs_in_process_calls_under_the_interpreter(tmp_path):
+    # regression (new-user trial of 7a2b4a0): the report placeholder, written before the device was chosen, imported
+    # triton before TRITON_INTERPRET was set, so every call in the main process (--no-isolate cases, the relation
+    # checks) ran compiled for a GPU and failed: "Cannot call @triton.jit'd outside of the scope of a kernel".
+    # In-process tests cannot see it (pytest imported triton long before); a fresh process can.
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--no-isolate",
+                           "--max-cases", "2", "--no-progress", "--report", str(tmp_path / "r.json"),
+                           "--reproducers", str(tmp_path / "repro")], capture_output=True, text=True, env=env,
+                          timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert json.loads((tmp_path / "r.json").read_text())["summary"]["pass"] == 2
+
+
 def test_a_stop_during_the_relation_checks_keeps_every_cases_verdict(tmp_path, monkeypatch, capsys):
     # regression (review): the relation checks ran after the cases outside any handler, and the report was written
     # only after them: a Ctrl-C or SIGTERM there exited 130 with the placeholder report, every verdict lost
@@ -283,12 +323,13 @@ def test_a_stop_during_the_relation_checks_keeps_every_cases_verdict(tmp_path, m
 
     def small(*args, **kwargs):
         suite = real(*args, **kwargs)
-        return dataclasses.replace(suite, cases=suite.cases[:2], relations=suite.relations[:1])
+        return dataclasses.replace(suite, cases=suite.cases[:2], relations=suite.relations[:2])
 
     seen = []
 
-    def stopped(relations, *args, **kwargs):
+    def stopped(relations, *args, on_checked, **kwargs):
         seen.append(json.loads(report.read_text()))  # what a kill at this moment would leave
+        on_checked("[FAIL] relation permutation on x: broke")  # the first relation broke, then Ctrl-C
         raise KeyboardInterrupt
 
     monkeypatch.setattr(suites, "get_suite", small)
@@ -302,9 +343,11 @@ def test_a_stop_during_the_relation_checks_keeps_every_cases_verdict(tmp_path, m
     assert "interrupted after 2 of 2 cases (report written)" in err
     payload = json.loads(report.read_text())
     assert payload["interrupted"] is True and payload["finished"] is False and len(payload["cases"]) == 2
-    assert payload["relation_checks"] == {"run": 0, "broken": 0, "not_run_because": "interrupted"}
+    # the relation that broke before the stop is kept (its call file too, by check_relations), the other not run
+    assert payload["relation_checks"] == {"run": 1, "broken": 1, "not_run_because": "interrupted"}
+    assert payload["relations"] == ["[FAIL] relation permutation on x: broke"]
     (before,) = seen
-    assert len(before["cases"]) == 2 and before["finished"] is False and before["interrupted"] is False
+    assert len(before["cases"]) == 2 and before["finished"] is False and before["interrupted"] is None
     assert before["relation_checks"]["not_run_because"] == "the run ended before they finished"
 
 
@@ -370,7 +413,7 @@ def test_run_where_every_case_is_unsupported_is_not_a_pass(tmp_path, capsys):
                "--report", str(tmp_path / "r.json"), "--reproducers", str(tmp_path / "repro")])
     assert rc == 2
     err = capsys.readouterr().err
-    assert "no case of suite 'default'" in err and "cuda-only" in err
+    assert "kernel 'cuda-only' does not run on cpu" in err  # refused before the suite is built
     rc = main(["run", "--device", "cpu", "--kernel", "triton_jfa_fp8", "--max-cases", "2", "--no-progress",
                "--report", str(tmp_path / "r8.json"), "--reproducers", str(tmp_path / "repro")])
     assert rc == 0 and "dtype           float8_e4m3fn 2" in capsys.readouterr().out
@@ -774,6 +817,26 @@ def test_sigterm_before_a_command_runs_is_one_line_and_exit_130():
              "sys.exit(cli.main(['fuzz', '--device', 'cpu']))\n")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 130 and proc.stderr.strip() == "jfa-verify: interrupted", (proc.returncode, proc.stderr)
+
+
+def test_a_missing_dependency_the_parser_needs_is_named_for_every_command(tmp_path):
+    # regression (new-user trial): with numpy absent (`pip install --no-deps` beside a CPU torch wheel) every command,
+    # --version too, died with a traceback and exit 1 while the argument parser was built
+    import subprocess
+    import sys
+
+    probe = "import sys; sys.modules['numpy'] = None\nfrom jfa_verify.cli import main\nsys.exit(main(['--version']))"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "a dependency is missing" in proc.stderr and "pip install numpy" in proc.stderr
+
+
+def test_a_mutant_named_twice_runs_once(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert main(["mutants", "--device", "cpu", "--only", "offsets_at_b", "offsets_at_b", "--max-examples", "0",
+                 "--json", str(out)]) == 0
+    assert [r["name"] for r in json.loads(out.read_text())] == ["offsets_at_b"]
+    assert "1/1 mutants killed" in capsys.readouterr().out
 
 
 def test_a_missing_dependency_of_jfa_verify_is_a_usage_error_not_a_finding(tmp_path, capsys, monkeypatch):
