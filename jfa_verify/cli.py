@@ -276,8 +276,8 @@ def cmd_run(args) -> int:
     except KeyboardInterrupt:  # loading and the covering array take seconds: the report says so, as a later stop's
         write_json(args.report, run_report([], kernel=args.kernel, device=device,
                                            extra={"finished": False, "interrupted": True, "cases_planned": None}))
-        print(f"\njfa-verify run: interrupted while the suite was built, before any case ran; the report "
-              f"({args.report}) says so", file=sys.stderr)
+        print(f"\njfa-verify run: interrupted before any case ran (the kernel loading or the suite being built); "
+              f"the report ({args.report}) says so", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     cases = [c for c in suite.cases if not args.filter or args.filter in c.name]
     if not cases:

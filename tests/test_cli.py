@@ -251,47 +251,32 @@ def test_run_counts_coverage_over_the_cases_the_kernel_ran_only(tmp_path, capsys
     assert json.loads(report.read_text())["coverage"]["total"] == 0
 
 
-def test_a_run_interrupted_while_its_suite_is_built_leaves_no_earlier_report_behind(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("stopped_in", ["suites.get_suite", "cli._kernel"])
+def test_a_run_interrupted_before_its_first_case_leaves_no_earlier_report_behind(tmp_path, monkeypatch, capsys,
+                                                                                 stopped_in):
     # A new user's Ctrl-C 8 s into `run` (the covering array being built) exited 130 and left the previous run's
-    # report in place, which a CI step would read as this run's
-    from jfa_verify import suites
+    # report in place, which a CI step would read as this run's; later (review) the same while the kernel and its
+    # plugins loaded, seconds with Triton
+    import importlib
 
+    module, name = stopped_in.split(".")
     report = tmp_path / "r.json"
-    report.write_text(json.dumps({"summary": {"pass": 176}, "interrupted": False}))
+    report.write_text(json.dumps({"summary": {"pass": 176}, "finished": True, "interrupted": False}))
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(suites, "get_suite", interrupted)
+    monkeypatch.setattr(importlib.import_module(f"jfa_verify.{module}"), name, interrupted)
     rc = main(["run", "--device", "cpu", "--report", str(report), "--reproducers", str(tmp_path / "repro"),
                "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 130, err
-    assert f"interrupted while the suite was built, before any case ran; the report ({report}) says so" in err
+    assert f"interrupted before any case ran (the kernel loading or the suite being built); the report ({report}) " \
+           f"says so" in err
     payload = json.loads(report.read_text())
     assert payload["finished"] is False and payload["cases"] == [] and payload["summary"] != {"pass": 176}
     assert payload["interrupted"] is True and payload["cases_planned"] is None  # (a reader need not guess why)
-
-
-def test_a_run_interrupted_while_its_kernel_loads_leaves_no_earlier_report_behind(tmp_path, monkeypatch, capsys):
-    # regression (review): the report was first written after the kernel and its plugins had loaded (seconds with
-    # Triton), so a Ctrl-C then left the previous run's report to be read as this one's
-    from jfa_verify import cli
-
-    report = tmp_path / "r.json"
-    report.write_text(json.dumps({"summary": {"pass": 176}, "finished": True}))
-
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(cli, "_kernel", interrupted)
-    rc = main(["run", "--device", "cpu", "--report", str(report), "--reproducers", str(tmp_path / "repro"),
-               "--no-progress"])
-    err = capsys.readouterr().err
-    assert rc == 130, err
-    payload = json.loads(report.read_text())
-    assert payload["finished"] is False and payload["interrupted"] is True and payload["cases"] == []
-    assert payload["kernel"] == "triton_jfa" and payload["summary"] != {"pass": 176}
+    assert payload["kernel"] == "triton_jfa"
 
 
 def test_run_in_a_fresh_process_on_the_cpu_runs_in_process_calls_under_the_interpreter(tmp_path):
