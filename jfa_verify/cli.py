@@ -273,16 +273,21 @@ def cmd_run(args) -> int:
             raise UsageError(f"kernel {kernel.name!r} does not run on {device.type}: {elsewhere}; `jfa-verify "
                              f"kernels` lists where each kernel runs")
         suite = get_suite(args.suite, device.type, args.seed, kernel=kernel)
+        cases = [c for c in suite.cases if not args.filter or args.filter in c.name]
+        if not cases:
+            raise UsageError(f"--filter {args.filter!r}: no case of suite {args.suite!r} matches; names look like "
+                             f"{suite.cases[0].name!r}")
     except KeyboardInterrupt:  # loading and the covering array take seconds: the report says so, as a later stop's
         write_json(args.report, run_report([], kernel=args.kernel, device=device,
                                            extra={"finished": False, "interrupted": True, "cases_planned": None}))
         print(f"\njfa-verify run: interrupted before any case ran (the kernel loading or the suite being built); "
               f"the report ({args.report}) says so", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
-    cases = [c for c in suite.cases if not args.filter or args.filter in c.name]
-    if not cases:
-        raise UsageError(f"--filter {args.filter!r}: no case of suite {args.suite!r} matches; names look like "
-                         f"{suite.cases[0].name!r}")
+    except (JFAError, UsageError) as e:  # the report says why nothing ran (it read "still running" otherwise)
+        write_json(args.report, run_report([], kernel=args.kernel, device=device,
+                                           extra={"finished": False, "interrupted": False, "cases_planned": None,
+                                                  "error": str(e)}))
+        raise
     if args.max_cases:
         cases = cases[: args.max_cases]
     where = "Triton interpreter on CPU" if interpreting() else str(device)

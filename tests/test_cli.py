@@ -228,7 +228,8 @@ def test_run_of_a_kernel_the_device_cannot_run_is_refused_before_any_work(tmp_pa
     assert "kernel 'gluon_jfa' does not run on cpu" in err and "`jfa-verify kernels` lists where each kernel runs" in err
     assert "contract coverage" not in out and not (tmp_path / "repro").exists()
     payload = json.loads(report.read_text())
-    assert payload["finished"] is False and payload["cases"] == []
+    assert payload["finished"] is False and payload["interrupted"] is False and payload["cases"] == []
+    assert "does not run on cpu" in payload["error"]  # not the placeholder's "still running" (interrupted: null)
 
 
 def test_run_counts_coverage_over_the_cases_the_kernel_ran_only(tmp_path, capsys):
