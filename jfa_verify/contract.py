@@ -262,11 +262,12 @@ def rows_seeing(first_key: int, end_key: int, q_len: int, k_len: int, causal: bo
                 window: Optional[tuple[int, int]] = None) -> int:
     """Query rows whose :func:`key_range` meets keys ``[first_key, end_key)``: a dK/dV tile's cost.
 
-    Closed form, O(1) (two binary searches per tile made ``workloads_backward`` 5-26 ms of Python on the
-    benchmark batches, ``docs/gluon.md``, paid by every backward's plan): row ``i``'s unclamped bounds are row 0's plus ``i``, and with ``left, right >= 0``
-    its range is never inverted, so for a key span inside ``[0, k_len)`` clamping changes nothing: row ``i``
-    meets it iff ``hi(i) > first_key`` and ``lo(i) < end_key``, one contiguous run of rows. Rows that see no
-    key have ``lo == hi`` at 0 or ``k_len`` and fail one of the two.
+    Closed form, O(1): two binary searches per tile made ``workloads_backward`` 5-26 ms of Python on the
+    benchmark batches (``docs/gluon.md``), paid by every backward's plan. Row ``i``'s unclamped bounds are
+    row 0's plus ``i``, and with ``left, right >= 0`` its range is never inverted, so for a key span inside
+    ``[0, k_len)`` clamping changes nothing: row ``i`` meets it iff ``hi(i) > first_key`` and
+    ``lo(i) < end_key``, one contiguous run of rows. Rows that see no key have ``lo == hi`` at 0 or ``k_len``
+    and fail one of the two. Spans reaching past the keys are cut to ``[0, k_len)`` first.
     """
     first_key, end_key = max(first_key, 0), min(end_key, k_len)
     if q_len <= 0 or first_key >= end_key:
