@@ -262,7 +262,7 @@ def rows_seeing(first_key: int, end_key: int, q_len: int, k_len: int, causal: bo
                 window: Optional[tuple[int, int]] = None) -> int:
     """Query rows whose :func:`key_range` meets keys ``[first_key, end_key)``: a dK/dV tile's cost.
 
-    Closed form, O(1): two binary searches per tile made ``workloads_backward`` 5-26 ms of Python on the
+    Closed form, O(1): two binary searches per tile made ``workloads_backward`` 7-41 ms of Python on the
     benchmark batches (``docs/gluon.md``), paid by every backward's plan. Row ``i``'s unclamped bounds are
     row 0's plus ``i``, and with ``left, right >= 0`` its range is never inverted, so for a key span inside
     ``[0, k_len)`` clamping changes nothing: row ``i`` meets it iff ``hi(i) > first_key`` and
