@@ -264,8 +264,12 @@ def cmd_run(args) -> int:
     # Until this run's report replaces it, the file says the run did not finish: a Ctrl-C while the kernel loads
     # or the suite is built, or a kill, must not leave an earlier run's report there to be read as this one's.
     # ("interrupted": null while it runs: nothing has stopped it yet, and it has not finished either)
-    write_json(args.report, run_report([], kernel=args.kernel, device=device,
-                                       extra={"finished": False, "interrupted": None, "cases_planned": None}))
+    def report_before_cases(interrupted: Optional[bool], **more) -> None:
+        write_json(args.report, run_report([], kernel=args.kernel, device=device,
+                                           extra={"finished": False, "interrupted": interrupted,
+                                                  "cases_planned": None, **more}))
+
+    report_before_cases(None)
     try:
         kernel = _kernel(args)
         elsewhere = kernel.device_reason(device)
@@ -278,15 +282,12 @@ def cmd_run(args) -> int:
             raise UsageError(f"--filter {args.filter!r}: no case of suite {args.suite!r} matches; names look like "
                              f"{suite.cases[0].name!r}")
     except KeyboardInterrupt:  # loading and the covering array take seconds: the report says so, as a later stop's
-        write_json(args.report, run_report([], kernel=args.kernel, device=device,
-                                           extra={"finished": False, "interrupted": True, "cases_planned": None}))
+        report_before_cases(True)
         print(f"\njfa-verify run: interrupted before any case ran (the kernel loading or the suite being built); "
               f"the report ({args.report}) says so", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     except (JFAError, UsageError) as e:  # the report says why nothing ran (it read "still running" otherwise)
-        write_json(args.report, run_report([], kernel=args.kernel, device=device,
-                                           extra={"finished": False, "interrupted": False, "cases_planned": None,
-                                                  "error": str(e)}))
+        report_before_cases(False, error=str(e))
         raise
     if args.max_cases:
         cases = cases[: args.max_cases]
