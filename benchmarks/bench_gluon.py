@@ -87,9 +87,9 @@ def _load_kernels(path):
 
 def _plans(lengths, causal, num_sms, host):
     """Forward tiles + zigzag programs, dK/dV tiles + round-robin and zigzag programs: the framework's
-    :class:`~jfa_verify.planning.PersistentScheduler` plans, as the registered kernel gets them."""
-    from jfa_verify.planning import PersistentScheduler
-    from jfa_verify.schedules import workloads_backward, workloads_forward
+    :class:`~jfa_verify.scheduling.planning.PersistentScheduler` plans, as the registered kernel gets them."""
+    from jfa_verify.scheduling.planning import PersistentScheduler
+    from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
 
     fwd = workloads_forward(lengths, lengths, 128, causal=causal)
     bwd = workloads_backward(lengths, lengths, host.BWD_DKDV_TILES[1], causal=causal)

@@ -37,9 +37,9 @@ def main(argv=None) -> int:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
-    from jfa_verify.device import select_device
+    from jfa_verify.core.device import select_device
     from jfa_verify.kernels.triton_jfa._host import plan_launch
-    from jfa_verify.registry import get_kernel
+    from jfa_verify.protocol.registry import get_kernel
     from jfa_verify.strategies import cases
 
     device = select_device(args.device)

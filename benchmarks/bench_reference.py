@@ -39,7 +39,7 @@ def _timed(fn, repeats: int, sync) -> float:
 
 
 def _pareto_problem(device: str):
-    from jfa_verify.contract import validate_inputs
+    from jfa_verify.core.contract import validate_inputs
 
     rng = random.Random(0)
     torch.manual_seed(0)
@@ -53,7 +53,7 @@ def _pareto_problem(device: str):
 def _campaign_problems(device: str, count: int):
     from hypothesis import HealthCheck, given, seed, settings
 
-    from jfa_verify.registry import get_kernel
+    from jfa_verify.protocol.registry import get_kernel
     from jfa_verify.strategies import cases
 
     drawn = []
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         ap.error(f"--repeats {args.repeats}: give 1 or more timed runs per workload (default 5)")
 
     import jfa_verify.oracles.float64 as f64
-    from jfa_verify.device import select_device
+    from jfa_verify.core.device import select_device
     from jfa_verify.oracles import padded_sdpa_attention
 
     device = select_device(args.device).type

@@ -24,7 +24,7 @@ import torch
 
 def batches(seed: int = 0) -> dict[str, list[int]]:
     """Skewed length distributions: Pareto tail, one mega-sequence among tiny ones, MovieLens histories."""
-    from jfa_verify.lengths import sample_movielens_batch
+    from jfa_verify.core.lengths import sample_movielens_batch
 
     rng = np.random.Generator(np.random.PCG64(seed))
     pareto = [int(min(16384, 32 * (1 + rng.pareto(1.2)))) for _ in range(512)]
@@ -85,15 +85,15 @@ def main() -> None:
     args = bench_arguments(__doc__, "bench_schedules.py")
     from triton.testing import do_bench
 
-    from jfa_verify.device import select_device
+    from jfa_verify.core.device import select_device
 
     device = select_device("cuda")
     import time
 
-    from jfa_verify.contract import validate_inputs
+    from jfa_verify.core.contract import validate_inputs
     from jfa_verify.kernels.triton_jfa import _kernels
     from jfa_verify.kernels.triton_jfa._host import _forward, plan_launch
-    from jfa_verify.planning import GridScheduler, PersistentScheduler
+    from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler
 
     variants = {
         "grid": GridScheduler(),

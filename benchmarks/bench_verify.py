@@ -2,7 +2,7 @@
 
 Each worker is a process that draws cases from the campaign's default strategy
 (:func:`jfa_verify.strategies.cases` for the kernel and device) with Hypothesis and
-verifies each through :class:`jfa_verify.loop.Verifier` (write-ahead case file,
+verifies each through :class:`jfa_verify.run.loop.Verifier` (write-ahead case file,
 kernel, float64 and SDPA oracles, comparison) for ``--seconds`` after ``--warmup``
 seconds that are not counted (compilation on a GPU). The breakdown splits a case's
 wall time into draw (Hypothesis), materialize, validate (contract and host planning),
@@ -14,7 +14,7 @@ checks), io (case file) and ipc (``--isolate``: the round trip to the case worke
     python benchmarks/bench_verify.py --device cuda --workers 16 --pack 1,8 --seconds 25 --warmup 10
 
 ``--pack N`` draws packs of up to N cases (:func:`jfa_verify.strategies.packs`), each run as one launch and
-judged per part (:mod:`jfa_verify.packing`); every part counts as a verified case. Several pack sizes give one
+judged per part (:mod:`jfa_verify.judge.packing`); every part counts as a verified case. Several pack sizes give one
 row each per worker count, and the ratio of each to the unpacked row (what packing buys) is printed.
 
 Writes ``bench_verify.json`` under ``--out`` (default ``$OUT`` or ``gpu-out``). Exit 0, or 1 when a
@@ -67,7 +67,7 @@ class _Done(BaseException):
 
 
 def _worker(args: dict, worker: int, results) -> None:
-    from jfa_verify.interrupts import exit_with_parent
+    from jfa_verify.run.interrupts import exit_with_parent
 
     exit_with_parent()  # a benchmark killed mid-row must not leave its workers running (new-user trial)
     if args.get("gpu") is not None:
@@ -75,10 +75,10 @@ def _worker(args: dict, worker: int, results) -> None:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
-    from jfa_verify.device import select_device
-    from jfa_verify.loop import Verifier
-    from jfa_verify.registry import get_kernel
-    from jfa_verify.packing import part_statuses
+    from jfa_verify.core.device import select_device
+    from jfa_verify.run.loop import Verifier
+    from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.judge.packing import part_statuses
     from jfa_verify.strategies import cases, packs
 
     device = select_device(args["device"])
@@ -123,8 +123,8 @@ def _worker(args: dict, worker: int, results) -> None:
             pass
         movielens = None
         if args["movielens"] and worker == 0:
-            from jfa_verify.case import Case
-            from jfa_verify.lengths import sample_movielens_batch
+            from jfa_verify.cases.case import Case
+            from jfa_verify.core.lengths import sample_movielens_batch
 
             case = Case(kv_lengths=sample_movielens_batch(256, 0), num_heads_q=8, num_heads_kv=8, head_dim=128,
                         dtype="bfloat16", name="movielens-256")

@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_gluon import bench_batches
 
-    from jfa_verify.schedules import workloads_backward, workloads_forward
+    from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
 
     def best(fn) -> float:
         times = []

@@ -28,7 +28,7 @@ import types
 
 import torch
 
-from jfa_verify.target_driver import TargetOnlyDriver
+from jfa_verify.core.target_driver import TargetOnlyDriver
 
 
 class _CompileOnly:
@@ -63,7 +63,7 @@ def inspect(head_dim: int = 128, heads: int = 8, dtype: str = "bfloat16", arch: 
 
     Inputs: three sequences (300, 64, 17 tokens), ``heads`` query and KV heads, ``head_dim``
     for Q/K/V, contiguous ``[tokens, heads, head_dim]`` tensors of ``dtype`` (a name of
-    :data:`jfa_verify.dtypes.DTYPES`). ``arch``: compute capability x 10 (90 for sm_90).
+    :data:`jfa_verify.core.dtypes.DTYPES`). ``arch``: compute capability x 10 (90 for sm_90).
     While it runs, Triton's active driver and ``triton_jfa``'s tile-size function are
     replaced (restored on return), so do not launch kernels from other threads meanwhile.
 
@@ -76,12 +76,12 @@ def inspect(head_dim: int = 128, heads: int = 8, dtype: str = "bfloat16", arch: 
     import dataclasses
 
     import jfa_verify.kernels.triton_jfa._config as tj
-    from jfa_verify.contract import validate_inputs
-    from jfa_verify.device import interpreting
-    from jfa_verify.dtypes import DTYPES
+    from jfa_verify.core.contract import validate_inputs
+    from jfa_verify.core.device import interpreting
+    from jfa_verify.core.dtypes import DTYPES
     from jfa_verify.kernels.triton_jfa import _kernels
     from jfa_verify.kernels.triton_jfa._host import _backward, _forward, plan_launch
-    from jfa_verify.planning import GridScheduler
+    from jfa_verify.scheduling.planning import GridScheduler
 
     if interpreting():
         raise RuntimeError("TRITON_INTERPRET is set: the interpreter compiles nothing; unset it")
@@ -127,7 +127,7 @@ def main() -> int:
                      f"{CAPABILITIES.max_head_dim}")
     if not 1 <= args.heads <= 128:
         parser.error(f"--heads {args.heads}: give 1..128")
-    from jfa_verify.device import interpreting
+    from jfa_verify.core.device import interpreting
 
     if interpreting():
         print("unset TRITON_INTERPRET: the interpreter compiles nothing", file=sys.stderr)

@@ -31,7 +31,7 @@ FAILING = ("fail", "error", "crash", "hang")
 
 
 def _one(name: str, stage: str, device: str, examples: int) -> dict:
-    from jfa_verify.device import select_device
+    from jfa_verify.core.device import select_device
     from jfa_verify.fuzz.mutation import load_catalogue
 
     select_device(device)
@@ -43,9 +43,9 @@ def _one(name: str, stage: str, device: str, examples: int) -> dict:
     kernel = catalogue.kernel_of(name)
     start = time.time()
     if stage == "suite":
-        from jfa_verify.registry import get_kernel
-        from jfa_verify.runner import run_case
-        from jfa_verify.suites import get_suite
+        from jfa_verify.protocol.registry import get_kernel
+        from jfa_verify.run.runner import run_case
+        from jfa_verify.checks.suites import get_suite
 
         cases = get_suite("default", device, 0, kernel=get_kernel(catalogue.kernel)).cases
         for index, case in enumerate(cases):

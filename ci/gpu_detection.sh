@@ -25,9 +25,9 @@ cat=tests/quality/blind_catalogue.json
 [ -f "$cat" ] || { echo "$cat missing"; exit 2; }
 # The suite on CUDA has covering-array batches of several times more tiles than the 132 SMs.
 python3 - <<'PY' | tee "$out/pairs.log"
-from jfa_verify.dimensions import Target
-from jfa_verify.pairs import PairCoverage, covering_array
-from jfa_verify.registry import get_kernel
+from jfa_verify.cases.dimensions import Target
+from jfa_verify.cases.pairs import PairCoverage, covering_array
+from jfa_verify.protocol.registry import get_kernel
 t = Target(get_kernel("triton_jfa"), "cuda")
 cases = covering_array(t)
 cov = PairCoverage(t).update(cases)

@@ -23,10 +23,10 @@ from pathlib import Path
 
 
 def main() -> int:
-    from jfa_verify.device import select_device
+    from jfa_verify.core.device import select_device
     from jfa_verify.fuzz.mutation import gpu_only_cases, load_catalogue
-    from jfa_verify.registry import get_kernel
-    from jfa_verify.runner import run_case
+    from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.run.runner import run_case
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "gpu-out"))
     out.mkdir(parents=True, exist_ok=True)

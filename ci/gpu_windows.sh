@@ -14,8 +14,8 @@ tar xzf "$out/records.tgz" -C "$out" records
 cat "$out"/records/*.jsonl > "$out/h200-window-holdout.jsonl" && rm -rf "$out/records"
 python3 - "$out/h200-window-holdout.jsonl" <<'PY' | tee "$out/window-verdict.txt"
 import sys
-from jfa_verify.budgets import default_table
-from jfa_verify.calibrate import evaluate, format_stats, read_records
+from jfa_verify.judge.budgets import default_table
+from jfa_verify.workflows.calibrate import evaluate, format_stats, read_records
 records = read_records([sys.argv[1]])
 stats = evaluate(records, default_table())
 print(f"{len(records)} windowed H200 records, {sum(1 for r in records if r.case['full'].get('window'))} with a window")

@@ -1,12 +1,13 @@
 """The package's import graph, read from the code's imports (every ``import`` statement, at any depth).
 
-Usage: ``python ci/import_graph.py [--check]`` from the repository root. Prints one
+Usage: ``python ci/import_graph.py [--check | --layers]`` from the repository root. Prints one
 ``module -> imported module`` line per edge between the package's own modules
 (``jfa_verify.*``: the folders jfa_verify/, kernels/, oracles/ and fuzz/ under
 their installed names). ``--check`` exits 1, naming what is wrong, when the graph
 has a cycle, when a framework module imports a kernel module (``jfa_verify.kernels.*``:
 the framework finds kernels through entry points only), or when any module
-imports a folder by its repository name (``kernels``, ``oracles``, ``fuzz``).
+imports a folder by its repository name (``kernels``, ``oracles``, ``fuzz``), or when a module
+imports one of a higher layer (``LAYERS``: the layer order a reader sees in ``jfa_verify/``'s folders).
 """
 
 from __future__ import annotations
@@ -16,10 +17,38 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# installed name -> folder (pyproject's package-dir)
-FOLDERS = {"jfa_verify": "jfa_verify", "jfa_verify.kernels": "kernels", "jfa_verify.oracles": "oracles",
-           "jfa_verify.fuzz": "fuzz"}
+sys.path.insert(0, str(ROOT))
+from setup import FOLDERS  # noqa: E402  (installed name -> folder: the one home of the package layout)
+
+sys.path.pop(0)
 REPO_NAMES = ("kernels", "oracles", "fuzz")
+# The layers, lowest first: a module may import its own layer and those below it, never one above.
+# ``jfa_verify`` itself (the public names, imported lazily) and its public ``strategies`` and ``pytest_plugin``
+# are placed by what they import; kernels stand on top (they use the framework; it never imports them).
+LAYERS = (
+    ("jfa_verify", "jfa_verify.core"),                      # contract, dtypes, errors, exits, device
+    ("jfa_verify.protocol",),                               # the kernel protocol and registry
+    ("jfa_verify.scheduling",),                             # tile schedules, plans and their invariants
+    ("jfa_verify.cases", "jfa_verify.strategies"),          # cases, the input-space model, strategies
+    ("jfa_verify.judge", "jfa_verify.oracles"),             # references, budgets, comparison, localization
+    ("jfa_verify.run",),                                    # one case run, isolation, the loop, reports
+    ("jfa_verify.checks",),                                 # relations, calls, determinism, perf, suites
+    ("jfa_verify.fuzz",),                                   # campaigns, mutation testing
+    ("jfa_verify.workflows",),                              # gate, matrix, bisect, calibration
+    ("jfa_verify.cli", "jfa_verify.pytest_plugin"),         # the command line and the pytest plugin
+    ("jfa_verify.kernels",),                                # kernels and peers under test
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The index in ``LAYERS`` of the longest prefix naming ``module`` or a package above it (None: none)."""
+    best, rank = -1, None
+    for i, prefixes in enumerate(LAYERS):
+        for p in prefixes:
+            inside = module == p or (p != "jfa_verify" and module.startswith(p + "."))  # the root: itself only
+            if inside and len(p) > best:
+                best, rank = len(p), i
+    return rank
 
 
 def modules() -> dict[str, Path]:
@@ -104,12 +133,23 @@ def problems() -> list[str]:
     out += [f"import cycle: {' <-> '.join(c)}" for c in cycles(graph)]
     out += [f"framework module {a} imports kernel module {b} by name" for a, b in sorted(graph)
             if b.startswith("jfa_verify.kernels") and not a.startswith("jfa_verify.kernels")]
+    for a, b in sorted(graph):
+        la, lb = layer_of(a), layer_of(b)
+        if la is None or lb is None:
+            out.append(f"module {a if la is None else b} is in no layer (ci/import_graph.py LAYERS)")
+        elif lb > la:
+            out.append(f"layer order: {a} ({LAYERS[la][0]}) imports {b} ({LAYERS[lb][0]}), a higher layer")
     return out
 
 
 def main() -> int:
     mods = modules()
     graph, _ = edges(mods)
+    if "--layers" in sys.argv:
+        for i, prefixes in enumerate(LAYERS):
+            members = sorted(m for m in mods if layer_of(m) == i)
+            print(f"{i} {', '.join(prefixes)}: {len(members)} modules")
+        return 0
     if "--check" not in sys.argv:
         for a, b in sorted(graph):
             print(f"{a} -> {b}")

@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from jfa_verify.runner import FAILING_STATUSES, is_unjudged
+from jfa_verify.run.runner import FAILING_STATUSES, is_unjudged
 
 KILLING = (*FAILING_STATUSES, "timeout")  # "timeout": older reports' name of a hang
 

@@ -14,7 +14,7 @@ follows only failures of the same key, so it cannot slide into a known bug; it s
 ``shrink_seconds`` (each step of a hang costs a whole timeout). Shrink steps' case files are
 removed at the end of the round, or by :func:`prepare_corpus` after a kill.
 
-Every case runs through :class:`jfa_verify.loop.Verifier` (the one run loop), so its case file
+Every case runs through :class:`jfa_verify.run.loop.Verifier` (the one run loop), so its case file
 exists before the kernel runs; with ``isolate=True`` a crash or hang is the case's verdict and
 the campaign goes on. Hypothesis's database defaults to ``<corpus_dir>/.hypothesis``; its keys are
 prefixed by kernel and device type (:class:`~jfa_verify.fuzz.database.CampaignDatabase`).
@@ -35,11 +35,11 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
 
-from jfa_verify.case import Case
-from jfa_verify.corpus import TIMEOUT_EXIT_CODE, Corpus, read_case_file
-from jfa_verify.coverage import Coverage, classify
-from jfa_verify.device import keeps_device_choice
-from jfa_verify.errors import InvalidInput, KernelConfigError
+from jfa_verify.cases.case import Case
+from jfa_verify.run.corpus import TIMEOUT_EXIT_CODE, Corpus, read_case_file
+from jfa_verify.cases.coverage import Coverage, classify
+from jfa_verify.core.device import keeps_device_choice
+from jfa_verify.core.errors import InvalidInput, KernelConfigError
 
 from .database import CampaignDatabase, open_database
 from .findings import (Finding, FindingIndex, key_of, mark_finding, record_example, recover, running_files,
@@ -82,14 +82,14 @@ class CampaignSummary:
     fixed: list[Path] = field(default_factory=list)
     known_examples: Counter = field(default_factory=Counter)  # signature id -> examples of known findings
     coverage: Coverage = field(default_factory=Coverage)
-    pairs: object = None  # a jfa_verify.pairs.PairCoverage: the pairs of contract classes exercised
+    pairs: object = None  # a jfa_verify.cases.pairs.PairCoverage: the pairs of contract classes exercised
     seconds: float = 0.0
     first_failure_at: Optional[int] = None  # cases run up to and including the first failing one
     interrupted: bool = False
     side_failures: int = 0  # failures of another kind met while shrinking (not drawn cases; files removed)
     notes: list[str] = field(default_factory=list)
     packs: int = 0  # packed launches run (--pack): each also counts its parts in cases_run
-    packs_failed: int = 0  # of those, launches that failed and were split (jfa_verify.packing.stand_alone)
+    packs_failed: int = 0  # of those, launches that failed and were split (jfa_verify.judge.packing.stand_alone)
 
     @property
     def failed(self) -> bool:
@@ -172,7 +172,7 @@ class _Misregistered(_StopRound):
 
 def classifier(kernel, device_type: str) -> Callable[[Case], set[str]]:
     """``classes_of(case)``: the input classes of a case under ``kernel``'s tiles on ``device_type``."""
-    from jfa_verify.protocol import tiles_for_shape
+    from jfa_verify.protocol.kernel import tiles_for_shape
 
     return lambda case: classify(case, tiles_for_shape(kernel, case.head_dim, case.dv, case.torch_dtype,
                                                        device_type).as_tuple())
@@ -187,7 +187,7 @@ def prepare_corpus(corpus_dir: "str | Path", kernel, verifier, classes_of) -> di
     the process was killed mid-case and the file is removed -- it is never reported as "fixed".
 
     A leftover packed case (``--pack``) that fails is split as a campaign splits it
-    (:func:`~jfa_verify.packing.stand_alone`): the case its failure stands in is kept, not the pack.
+    (:func:`~jfa_verify.judge.packing.stand_alone`): the case its failure stands in is kept, not the pack.
 
     Returns ``{"leftovers": [{"path", "status", "case", "kept"}...], "shrink_steps_removed", "duplicates_removed",
     "new_findings"}``; ``kept``: the leftover's file is still there after recovery (a finding, or a shrink round's
@@ -195,7 +195,7 @@ def prepare_corpus(corpus_dir: "str | Path", kernel, verifier, classes_of) -> di
     leftover's ``path``, ``status`` and ``case`` are those of the case its failure stands in, ``split_from`` the
     packed file's path.
     """
-    from jfa_verify.packing import stand_alone
+    from jfa_verify.judge.packing import stand_alone
 
     def discard(superseded) -> None:
         if superseded.reproducer:
@@ -280,7 +280,7 @@ def run_campaign(
             Saved findings' replays and shrink steps come in addition.
         corpus_dir: the folder of case files.
         device: ``"cpu"``, ``"cuda"``, a ``torch.device`` or None (the process's device, see
-            :func:`jfa_verify.device.current_device`).
+            :func:`jfa_verify.core.device.current_device`).
         seed: the Hypothesis seed of the first round (round r uses ``seed + 1000003 * r``): same seed,
             same draws, for one worker on an empty database.
         timeout_s: wall-clock limit per case. Isolated: past it the case is a ``"hang"`` finding and the
@@ -302,19 +302,19 @@ def run_campaign(
         shrink_seconds: longest time spent shrinking one failure.
         round_examples: new cases per Hypothesis run (between database re-reads).
         worker_env: environment of the isolated case worker (``CUDA_VISIBLE_DEVICES``).
-        accept: the kernel's declared conventions the user accepts (:func:`jfa_verify.runner.run_case`).
+        accept: the kernel's declared conventions the user accepts (:func:`jfa_verify.run.runner.run_case`).
         covering: run the covering array of the contract's dimensions first
-            (:func:`jfa_verify.pairs.covering_array`, cheap and dense first), before drawing: every pair
+            (:func:`jfa_verify.cases.pairs.covering_array`, cheap and dense first), before drawing: every pair
             of classes the kernel supports is exercised in the first cases, whatever the draws.
         pack: draw packs of up to this many cases that share every field but lengths and seed, each pack run as
-            one launch (:func:`jfa_verify.strategies.packs`, :mod:`jfa_verify.packing`); 1 (the default) runs
+            one launch (:func:`jfa_verify.strategies.packs`, :mod:`jfa_verify.judge.packing`); 1 (the default) runs
             every case alone. Each part counts as a verified case; a failing pack is split until the failure
             stands in a case of its own, and that case is the finding Hypothesis shrinks (a pack whose parts
             all pass alone is a finding of its own). With a given ``strategy``, the most cases its packs hold
             (it draws them itself, as ``packs(..., size=pack)`` does): ``max_examples`` counts cases, not packs.
 
     Drawn cases are steered toward rarely drawn classes of the contract model
-    (:mod:`jfa_verify.dimensions`) with Hypothesis ``target()``; the summary's ``pairs`` counts the
+    (:mod:`jfa_verify.cases.dimensions`) with Hypothesis ``target()``; the summary's ``pairs`` counts the
     pairs of classes the campaign exercised.
 
     Returns:
@@ -325,11 +325,11 @@ def run_campaign(
         InvalidInput: neither ``max_examples`` nor a duration; a bad database spec; ``pack`` < 1.
         KernelConfigError: the kernel's ``load()`` returned no implementation (at its first case).
     """
-    from jfa_verify.device import current_device, select_device
-    from jfa_verify.loop import Verifier
-    from jfa_verify.registry import get_kernel
-    from jfa_verify.packing import part_statuses, stand_alone
-    from jfa_verify.runner import FAILING_STATUSES
+    from jfa_verify.core.device import current_device, select_device
+    from jfa_verify.run.loop import Verifier
+    from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.judge.packing import part_statuses, stand_alone
+    from jfa_verify.run.runner import FAILING_STATUSES
     from jfa_verify.strategies import cases, packs
 
     import torch
@@ -349,8 +349,8 @@ def run_campaign(
     if strategy is None:
         strategy = cases(kernel, device_type=dev.type) if pack == 1 else packs(kernel, device_type=dev.type, size=pack)
     classes_of = classifier(kernel, dev.type)
-    from jfa_verify.dimensions import Target
-    from jfa_verify.pairs import PairCoverage, covering_array, exercised
+    from jfa_verify.cases.dimensions import Target
+    from jfa_verify.cases.pairs import PairCoverage, covering_array, exercised
 
     model = Target(kernel, dev.type)
     summary = CampaignSummary(kernel=name, device=str(dev), seed=seed, coverage=Coverage.for_kernel(kernel, dev.type),
@@ -405,7 +405,7 @@ def run_campaign(
         return result, Path(result.reproducer) if result.reproducer else None
 
     def split_pack(result, path, phase: str, ran: bool = True):
-        """A failing packed run, split until its failure stands alone (:func:`~jfa_verify.packing.stand_alone`):
+        """A failing packed run, split until its failure stands alone (:func:`~jfa_verify.judge.packing.stand_alone`):
         ``(result, path)`` of that case; the files of the runs it supersedes are removed. ``ran``: the pack was
         launched now (not a verdict met again: its split is counted once, as its launch is)."""
         summary.packs_failed += ran

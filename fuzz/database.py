@@ -20,8 +20,8 @@ from typing import Callable, Iterable, Optional, Sequence
 from hypothesis.database import (DirectoryBasedExampleDatabase, ExampleDatabase, MultiplexedDatabase,
                                  ReadOnlyDatabase)
 
-from jfa_verify.errors import InvalidInput
-from jfa_verify.paths import folder_problem
+from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.paths import folder_problem
 
 __all__ = ["CampaignDatabase", "open_database", "parse_redis_url"]
 

@@ -3,7 +3,7 @@
 A finding's **signature** is what a kernel engineer would call "the same bug": the
 verdict's status, its error kind (the signal of a crash, the exception type of an
 error, contract / invariant / non-finite / numeric for a failure), the failing
-outputs, and the input classes (:func:`jfa_verify.coverage.classify`) of the
+outputs, and the input classes (:func:`jfa_verify.cases.coverage.classify`) of the
 *shrunk* case, which name the features the failure needs. Its first four parts
 are the **key** (:func:`key_of`): known before shrinking.
 
@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from jfa_verify.case import Case
-from jfa_verify.corpus import RUNNING, Corpus, read_case_file, replay_command, reproducer_folders
-from jfa_verify.coverage import classify
-from jfa_verify.errors import InvalidInput
-from jfa_verify.protocol import GENERIC_TILES
-from jfa_verify.runner import FAILING_STATUSES
+from jfa_verify.cases.case import Case
+from jfa_verify.run.corpus import RUNNING, Corpus, read_case_file, replay_command, reproducer_folders
+from jfa_verify.cases.coverage import classify
+from jfa_verify.core.errors import InvalidInput
+from jfa_verify.protocol.kernel import GENERIC_TILES
+from jfa_verify.run.runner import FAILING_STATUSES
 
 __all__ = ["Finding", "FindingIndex", "error_kind", "key_of", "list_findings", "mark_finding", "match_finding",
            "record_example", "recover", "running_files", "signature", "size_key", "unreadable_case_files",
@@ -189,7 +189,7 @@ def unreadable_case_files(root: "str | Path") -> list[tuple[Path, str]]:
     """``(path, why)`` of every case file in a reproducer folder that cannot be read as one (truncated, not
     JSON, a field the contract does not know): campaigns pass over them (a writer may have been killed), but
     a listing must say so, since a finding may be lost in one."""
-    from jfa_verify.calls import read_call_file
+    from jfa_verify.checks.calls import read_call_file
 
     out = []
     folders = reproducer_folders(root)
@@ -388,7 +388,7 @@ def _folder_rows(root: Path, kernel: Optional[str]) -> list[dict]:
 def _relation_rows(root: Path, kernel: Optional[str]) -> list[dict]:
     """The broken relation checks and call sequences kept in ``root`` (call files), as finding rows: a new user's
     ``findings`` rejected the call file ``run`` had written for a broken relation as an unreadable case file."""
-    from jfa_verify.calls import read_call_file
+    from jfa_verify.checks.calls import read_call_file
 
     rows = []
     for p in Corpus(root).call_files():

@@ -44,11 +44,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from jfa_verify.case import Case
-from jfa_verify.coverage import classify
-from jfa_verify.device import keeps_device_choice
-from jfa_verify.errors import InvalidInput
-from jfa_verify.protocol import Kernel, tiles_for_shape
+from jfa_verify.cases.case import Case
+from jfa_verify.cases.coverage import classify
+from jfa_verify.core.device import keeps_device_choice
+from jfa_verify.core.errors import InvalidInput
+from jfa_verify.protocol.kernel import Kernel, tiles_for_shape
 
 __all__ = ["CORRUPTIONS", "Catalogue", "Mutant", "MutantResult", "STAGES", "format_table", "gpu_only_cases",
            "load_catalogue", "register_catalogue", "run_mutant", "run_mutants", "targeted_cases"]
@@ -87,8 +87,8 @@ CORRUPTIONS: dict[str, Callable] = {
 
 def corrupted_scheduler(name: str, num_sms: int = 3):
     """Zigzag forward/dQ, round-robin dK/dV on ``num_sms`` programs, with corruption ``name`` applied."""
-    from jfa_verify.planning import PersistentScheduler
-    from jfa_verify.protocol import PassPlan
+    from jfa_verify.scheduling.planning import PersistentScheduler
+    from jfa_verify.protocol.kernel import PassPlan
 
     corrupt = CORRUPTIONS[name]
 
@@ -145,7 +145,7 @@ class Catalogue:
 
     def device_reason(self, device) -> Optional[str]:
         """Why the catalogue's kernel cannot run on ``device`` (then every mutant is skipped), or None."""
-        from jfa_verify.registry import get_kernel
+        from jfa_verify.protocol.registry import get_kernel
 
         return get_kernel(self.kernel).device_reason(device)
 
@@ -201,9 +201,9 @@ class Catalogue:
 
     def kernel_of(self, name: str, prefix: str = "mutant-") -> Kernel:
         """A :class:`Kernel` for mutant ``name`` (not registered), with the mutated kernel's capabilities."""
-        from jfa_verify.registry import get_kernel
+        from jfa_verify.protocol.registry import get_kernel
 
-        from jfa_verify.sanitizer import source_dirs
+        from jfa_verify.checks.sanitizer import source_dirs
 
         base = get_kernel(self.kernel)
         # the copies' folder, then the base kernel's own sources (a host-code mutant runs its kernels unchanged)
@@ -261,7 +261,7 @@ def load_catalogue(name_or_path: str = "triton_jfa") -> Catalogue:
 
 def register_catalogue(catalogue: Catalogue, prefix: str = "mutant-") -> list[str]:
     """Register every mutant of ``catalogue`` as a kernel ``<prefix><name>``; returns the names."""
-    from jfa_verify.registry import add_kernel
+    from jfa_verify.protocol.registry import add_kernel
 
     return [add_kernel(catalogue.kernel_of(name, prefix)).name for name in catalogue.mutants]
 
@@ -368,9 +368,9 @@ STAGES = ("targeted", "suite", "campaign")
 
 def _stage_cases(stage: str, kernel, dev, mutant, seed: int):
     """The fixed cases of ``stage`` (``"targeted"``: :func:`targeted_cases`; ``"suite"``: the default suite,
-    what ``jfa-verify run`` runs) and the suite's relation checks (:mod:`jfa_verify.relations`)."""
+    what ``jfa-verify run`` runs) and the suite's relation checks (:mod:`jfa_verify.checks.relations`)."""
     if stage == "suite":
-        from jfa_verify.suites import get_suite
+        from jfa_verify.checks.suites import get_suite
 
         suite = get_suite("default", dev.type, seed, kernel=kernel)
         return list(suite.cases), list(getattr(suite, "relations", ()))
@@ -394,7 +394,7 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     for none. ``max_cases``: run only the stage's first that many fixed cases (its relation checks
     all the same: a few calls each, and the only check of state kept between calls). ``shared_suite``:
     ``(inputs, cases, relations)`` of the default suite built for another kernel (:func:`shared_suite`),
-    taken for the ``"suite"`` stage when this mutant's :func:`~jfa_verify.suites.suite_inputs` equal
+    taken for the ``"suite"`` stage when this mutant's :func:`~jfa_verify.checks.suites.suite_inputs` equal
     ``inputs`` (the suite would come out the same), built afresh otherwise.
 
     Raises:
@@ -402,8 +402,8 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     """
     import torch
 
-    from jfa_verify.device import select_device
-    from jfa_verify.runner import run_case
+    from jfa_verify.core.device import select_device
+    from jfa_verify.run.runner import run_case
 
     from .campaign import run_campaign
 
@@ -431,7 +431,7 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     relations = []
     if stage != "campaign":
         if cases is None and stage == "suite" and shared_suite is not None:
-            from jfa_verify.suites import suite_inputs
+            from jfa_verify.checks.suites import suite_inputs
 
             if suite_inputs(kernel, dev.type) == shared_suite[0]:
                 cases, relations = list(shared_suite[1]), list(shared_suite[2])
@@ -481,9 +481,9 @@ def shared_suite(catalogue: "Catalogue | str", device, seed: int = 0) -> tuple:
     seconds each, most of a killed mutant's time on the CPU)."""
     import torch
 
-    from jfa_verify.device import select_device
-    from jfa_verify.registry import get_kernel
-    from jfa_verify.suites import get_suite, suite_inputs
+    from jfa_verify.core.device import select_device
+    from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.checks.suites import get_suite, suite_inputs
 
     cat = load_catalogue(catalogue) if isinstance(catalogue, str) else catalogue
     dev = select_device(torch.device(device).type)
@@ -494,11 +494,11 @@ def shared_suite(catalogue: "Catalogue | str", device, seed: int = 0) -> tuple:
 
 def _verifier(kernel, dev, corpus_dir: Optional[str]):
     """``verify(case, backward) -> CaseResult``: through the write-ahead corpus when there is one."""
-    from jfa_verify.runner import run_case
+    from jfa_verify.run.runner import run_case
 
     if corpus_dir is None:
         return lambda case, backward: run_case(case, kernel, dev, backward=backward)
-    from jfa_verify.loop import Verifier
+    from jfa_verify.run.loop import Verifier
 
     verifiers = {b: Verifier(kernel, dev, corpus_dir, backward=b) for b in (True, False)}
     return lambda case, backward: verifiers[backward].verify(case)
@@ -518,7 +518,7 @@ def _record_relation_kill(res: MutantResult, relation, finding: str, kernel, dev
 def _running_case(corpus_dir: Path, older_than: float = 0.0) -> Optional[Path]:
     """The case file left ``running`` in ``corpus_dir`` (the case a worker died in or is stuck in), written
     more than ``older_than`` seconds ago, or None."""
-    from jfa_verify.corpus import read_case_file
+    from jfa_verify.run.corpus import read_case_file
 
     now = time.time()
     for path in sorted(corpus_dir.glob("*.json")):
@@ -532,7 +532,7 @@ def _running_case(corpus_dir: Path, older_than: float = 0.0) -> Optional[Path]:
 
 def _killed_in(name: str, mutant: Mutant, path: Path, status: str, explanation: str) -> MutantResult:
     """A mutant killed by its worker's ``status`` (``"crash"`` or ``"hang"``) in the case file ``path``."""
-    from jfa_verify.corpus import read_case_file
+    from jfa_verify.run.corpus import read_case_file
 
     case, _ = read_case_file(path)
     return MutantResult(name, mutant.description, "killed", gpu_only=mutant.gpu_only, stage=status,
@@ -629,7 +629,7 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     for n in names:
         cat[n]  # every name must exist before anything runs
     options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage, max_cases=max_cases)
-    from jfa_verify.device import select_device
+    from jfa_verify.core.device import select_device
 
     import torch
 

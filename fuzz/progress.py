@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jfa_verify.coverage import expected_classes
+from jfa_verify.cases.coverage import expected_classes
 
 __all__ = ["CampaignProgress", "WorkerStats", "plot_timeline"]
 
@@ -41,7 +41,7 @@ class CampaignProgress:
 
     Args:
         workers: number of workers. device_type, capabilities: the coverage column counts the classes expected
-            of the kernel on that device (:func:`jfa_verify.coverage.expected_classes`). console: a rich
+            of the kernel on that device (:func:`jfa_verify.cases.coverage.expected_classes`). console: a rich
             console (None: no output).
         interval: seconds between plain progress lines when the console is not a terminal.
     """

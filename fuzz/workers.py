@@ -68,7 +68,7 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
     """One campaign worker process: pin the GPU, load the kernel as the coordinator did, search, report.
 
     ``ctrl_c``: Ctrl-C interrupts it (False where the coordinator itself ignores SIGINT, as a background job does)."""
-    from jfa_verify.interrupts import exit_with_parent, hear_interrupts, terminate_as_interrupt
+    from jfa_verify.run.interrupts import exit_with_parent, hear_interrupts, terminate_as_interrupt
 
     exit_with_parent()
     if gpu is not None:
@@ -81,8 +81,8 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
         if ctrl_c:
             hear_interrupts()  # (started deaf to them: its imports are not a place to die of a Ctrl-C)
         with terminate_as_interrupt():
-            from jfa_verify.device import select_device
-            from jfa_verify.registry import get_kernel, load_plugin
+            from jfa_verify.core.device import select_device
+            from jfa_verify.protocol.registry import get_kernel, load_plugin
             from jfa_verify.strategies import cases, packs
 
             from .campaign import run_campaign
@@ -158,8 +158,8 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
         InvalidInput, PluginError: a bad kernel, plugin, device or database (before any worker starts), or another
             campaign running on ``config.corpus_dir`` (:func:`campaign_lock`).
     """
-    from jfa_verify.device import select_device
-    from jfa_verify.registry import get_kernel, load_plugin
+    from jfa_verify.core.device import select_device
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
 
     device = select_device(config.device_type)
     for p in config.plugins:
@@ -193,7 +193,7 @@ def campaign_lock(folder: Path) -> Iterator[None]:
     """
     import fcntl
 
-    from jfa_verify.errors import InvalidInput
+    from jfa_verify.core.errors import InvalidInput
 
     from .database import default_database
 
@@ -219,12 +219,12 @@ def campaign_lock(folder: Path) -> Iterator[None]:
 def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: int, gpus: Sequence[str], console,
               live: bool, interval: float, report, png) -> dict:
     """:func:`run_fuzz` once its folder is held."""
-    from jfa_verify.corpus import environment
-    from jfa_verify.coverage import unsupported_classes
-    from jfa_verify.exits import ExitCode, exit_code_for
-    from jfa_verify.interrupts import children_start_deaf, terminate_as_interrupt
-    from jfa_verify.loop import Verifier
-    from jfa_verify.report import write_json
+    from jfa_verify.run.corpus import environment
+    from jfa_verify.cases.coverage import unsupported_classes
+    from jfa_verify.core.exits import ExitCode, exit_code_for
+    from jfa_verify.run.interrupts import children_start_deaf, terminate_as_interrupt
+    from jfa_verify.run.loop import Verifier
+    from jfa_verify.run.report import write_json
 
     from .campaign import classifier, prepare_corpus, saved_findings
     from .database import default_database

@@ -20,17 +20,17 @@ import importlib
 # ``jfa_verify.cli`` imports this package first) starts without torch, and a Ctrl-C while torch loads reaches the
 # command's own handling (a short line, exit 130), not a traceback from the console script.
 _EXPORTS = {
-    "Case": "case", "CaseTensors": "case",
-    "OUTPUTS": "compare", "OutputComparison": "compare", "compare_output": "compare",
-    "JaggedProblem": "contract", "key_range": "contract", "validate_inputs": "contract",
-    "InvalidInput": "errors", "JFAError": "errors", "KernelConfigError": "errors", "KernelProtocolError": "errors",
-    "KernelUnavailable": "errors", "PluginError": "errors", "UnknownKernel": "errors", "UnsupportedCase": "errors",
-    "Location": "localize", "locate": "localize",
-    "Verifier": "loop",
-    "Capabilities": "protocol", "Kernel": "protocol", "KernelRun": "protocol", "LaunchPlan": "protocol",
-    "PassPlan": "protocol", "TileSizes": "protocol", "Visits": "protocol",
-    "get_kernel": "registry", "kernel_names": "registry", "load_plugin": "registry", "register_kernel": "registry",
-    "CaseResult": "runner", "run_case": "runner",
+    "Case": "cases.case", "CaseTensors": "cases.case",
+    "OUTPUTS": "judge.compare", "OutputComparison": "judge.compare", "compare_output": "judge.compare",
+    "JaggedProblem": "core.contract", "key_range": "core.contract", "validate_inputs": "core.contract",
+    "InvalidInput": "core.errors", "JFAError": "core.errors", "KernelConfigError": "core.errors", "KernelProtocolError": "core.errors",
+    "KernelUnavailable": "core.errors", "PluginError": "core.errors", "UnknownKernel": "core.errors", "UnsupportedCase": "core.errors",
+    "Location": "judge.localize", "locate": "judge.localize",
+    "Verifier": "run.loop",
+    "Capabilities": "protocol.kernel", "Kernel": "protocol.kernel", "KernelRun": "protocol.kernel", "LaunchPlan": "protocol.kernel",
+    "PassPlan": "protocol.kernel", "TileSizes": "protocol.kernel", "Visits": "protocol.kernel",
+    "get_kernel": "protocol.registry", "kernel_names": "protocol.registry", "load_plugin": "protocol.registry", "register_kernel": "protocol.registry",
+    "CaseResult": "run.runner", "run_case": "run.runner",
 }
 
 

@@ -12,7 +12,7 @@ kernel. What it adds:
 
 The device is selected (and, on the CPU, Triton's interpreter switched on) only
 when ``--jfa-device`` is given or a ``jfa_*`` fixture asks for it; a suite that
-wants it for every test calls :func:`jfa_verify.device.select_device` in its own
+wants it for every test calls :func:`jfa_verify.core.device.select_device` in its own
 ``conftest.py``, where its Hypothesis profiles live too. Nothing probes the GPU
 at import time; each pytest-xdist worker selects its own device. Case files are
 written atomically and named by case id, so workers can share a corpus folder.
@@ -35,18 +35,18 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped when the jfa-verify device is the CPU)")
     config.addinivalue_line("markers", "gpu_exclusive: needs most of a GPU's memory; run alone, not under xdist")
     if config.getoption("--jfa-device") is not None:
-        from jfa_verify.device import select_device
+        from jfa_verify.core.device import select_device
 
         select_device(config.getoption("--jfa-device"))
     if config.getoption("--jfa-plugin"):
-        from jfa_verify.registry import load_plugin
+        from jfa_verify.protocol.registry import load_plugin
 
         for path in config.getoption("--jfa-plugin"):
             load_plugin(path)
 
 
 def pytest_collection_modifyitems(config, items):
-    from jfa_verify.device import selected_device
+    from jfa_verify.core.device import selected_device
 
     device = selected_device()
     if device is None or device.type == "cuda":
@@ -60,7 +60,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def jfa_device():
     """The torch.device the suite runs on (selected on first use when ``--jfa-device`` was not given)."""
-    from jfa_verify.device import current_device
+    from jfa_verify.core.device import current_device
 
     return current_device()
 
@@ -68,18 +68,18 @@ def jfa_device():
 @pytest.fixture(scope="session")
 def jfa_kernel(pytestconfig, jfa_device):
     """The registered kernel named by ``--jfa-kernel``."""
-    from jfa_verify.registry import get_kernel
+    from jfa_verify.protocol.registry import get_kernel
 
     return get_kernel(pytestconfig.getoption("--jfa-kernel"))
 
 
 @pytest.fixture(scope="session")
 def jfa_corpus(pytestconfig, tmp_path_factory):
-    """A :class:`jfa_verify.corpus.Corpus` (``--jfa-corpus DIR`` or a session temp dir): verify cases with
+    """A :class:`jfa_verify.run.corpus.Corpus` (``--jfa-corpus DIR`` or a session temp dir): verify cases with
     ``jfa_verify.Verifier(kernel, device, jfa_corpus).verify(case)`` so a failing (or crashing) case leaves a
     replayable file.
     """
-    from jfa_verify.corpus import Corpus
+    from jfa_verify.run.corpus import Corpus
 
     root = pytestconfig.getoption("--jfa-corpus")
     return Corpus(root if root else tmp_path_factory.mktemp("jfa-corpus"))

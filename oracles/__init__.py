@@ -1,6 +1,6 @@
 """References for JFA: the only reference implementations in the repository.
 
-Each takes the :class:`~jfa_verify.contract.JaggedProblem` the caller validated
+Each takes the :class:`~jfa_verify.core.contract.JaggedProblem` the caller validated
 once, and the tensors: ``oracle(problem, q, k, v, do=None)``.
 
 * :func:`reference_attention`: exact, float64, per sequence.

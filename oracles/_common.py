@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from jfa_verify.contract import JaggedProblem, visible_mask, visible_masks
+from jfa_verify.core.contract import JaggedProblem, visible_mask, visible_masks
 
 __all__ = ["check_output_grad", "expand_kv_heads", "length_groups", "padded_row_index", "reduce_kv_heads",
            "sequence_slices", "visible_mask", "visible_masks"]
@@ -54,11 +54,11 @@ def length_groups(problem: JaggedProblem, max_scores: int) -> list[list[int]]:
 
 
 def check_output_grad(problem: JaggedProblem, do) -> None:
-    """Raise :class:`~jfa_verify.errors.InvalidInput` unless ``do`` (when given) is shaped like ``o``:
+    """Raise :class:`~jfa_verify.core.errors.InvalidInput` unless ``do`` (when given) is shaped like ``o``:
     ``[rows, H_q, D_v]``."""
     want = (problem.total_q_rows, problem.num_heads_q, problem.head_dim_v)
     if do is not None and tuple(do.shape) != want:
-        from jfa_verify.errors import InvalidInput
+        from jfa_verify.core.errors import InvalidInput
 
         raise InvalidInput(f"do.shape={tuple(do.shape)} must equal o.shape={want}: one output-gradient row per "
                            f"query row (total_q_rows), per query head, of the value head dim")

@@ -19,7 +19,7 @@ from typing import Optional
 
 import torch
 
-from jfa_verify.contract import JaggedProblem
+from jfa_verify.core.contract import JaggedProblem
 
 from ._common import check_output_grad, expand_kv_heads, reduce_kv_heads, sequence_slices, visible_mask
 
@@ -54,7 +54,7 @@ def blockwise_attention(
     p = problem
     check_output_grad(p, do)
     if block_m < 1 or block_n < 1:
-        from jfa_verify.errors import InvalidInput
+        from jfa_verify.core.errors import InvalidInput
 
         raise InvalidInput(f"block_m={block_m}, block_n={block_n}: tile sizes must be >= 1")
     cd, dev, g = compute_dtype, q.device, p.group_size

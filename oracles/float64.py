@@ -19,7 +19,7 @@ from typing import Optional
 
 import torch
 
-from jfa_verify.contract import JaggedProblem
+from jfa_verify.core.contract import JaggedProblem
 
 from ._common import (check_output_grad, expand_kv_heads, length_groups, padded_row_index, reduce_kv_heads,
                       visible_masks)
@@ -58,19 +58,19 @@ def reference_attention(
     """Exact JFA outputs (and gradients when ``do`` is given) in float64.
 
     Args:
-        problem: the call's :class:`~jfa_verify.contract.JaggedProblem`, from
-            :func:`jfa_verify.contract.validate_inputs` on these tensors (validated once, by the caller).
+        problem: the call's :class:`~jfa_verify.core.contract.JaggedProblem`, from
+            :func:`jfa_verify.core.contract.validate_inputs` on these tensors (validated once, by the caller).
         q, k, v: the inputs, as in the contract.
         do: the output gradient, shaped like ``o`` (``[rows, H_q, D_v]``), any float dtype; None for
             the forward only.
         by_sequence: also return each magnitude below per sequence, as ``"<term>_by_sequence"`` (``[B]``
             float64 on the host; 0 for a sequence with no rows): a packed case's parts are judged on their own
-            sequences' magnitudes (:mod:`jfa_verify.packing`).
+            sequences' magnitudes (:mod:`jfa_verify.judge.packing`).
 
     Returns: ``{"o": [rows, H_q, D_v], "lse": [H_q, rows]}`` and, with ``do``,
     ``"dq"`` (shape of ``q``), ``"dk"``, ``"dv"`` (shapes of ``k``, ``v``); all
     float64 on the inputs' device. Also, as 0-dim float64 scalars, the
-    magnitudes rounding errors scale with (used by :mod:`jfa_verify.compare`):
+    magnitudes rounding errors scale with (used by :mod:`jfa_verify.judge.compare`):
 
     * ``"<out>_lowp"`` for o, dq, dk, dv: the largest element of ``P |V|``,
       ``sm_scale M |K|``, ``sm_scale M^T |Q|``, ``P^T |dO|`` with

@@ -16,9 +16,9 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from jfa_verify.contract import JaggedProblem
-from jfa_verify.dtypes import FORWARD_ONLY
-from jfa_verify.errors import InvalidInput
+from jfa_verify.core.contract import JaggedProblem
+from jfa_verify.core.dtypes import FORWARD_ONLY
+from jfa_verify.core.errors import InvalidInput
 
 from ._common import check_output_grad, expand_kv_heads, length_groups, padded_row_index, visible_masks
 

@@ -30,7 +30,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 def pytest_configure(config):
-    from jfa_verify.device import select_device
+    from jfa_verify.core.device import select_device
 
     if os.environ.get("PYTEST_XDIST_WORKER"):
         import torch
@@ -41,7 +41,7 @@ def pytest_configure(config):
     if device.type == "cuda":
         # A kernel module keeps the mode of its first import: a CPU test run in-process first in a GPU worker
         # (inside device_scope) would otherwise leave the shipped kernels interpreted for every later CUDA test.
-        from jfa_verify.registry import get_kernel
+        from jfa_verify.protocol.registry import get_kernel
 
         for kernel in (get_kernel("triton_jfa"), get_kernel("gluon_jfa")):
             if kernel.device_reason(device) is None:
@@ -56,7 +56,7 @@ def _device_choice_restored():
     ``TRITON_INTERPRET=1`` set; kernel modules that worker imported later were decorated for the interpreter
     and nine CUDA tests failed with "Cannot call @triton.jit'd outside of the scope of a kernel".
     """
-    from jfa_verify.device import device_scope
+    from jfa_verify.core.device import device_scope
 
     with device_scope():
         yield
@@ -86,7 +86,7 @@ import time
 import torch
 
 from jfa_verify import Capabilities, register_kernel
-from jfa_verify.contract import validate_inputs
+from jfa_verify.core.contract import validate_inputs
 from jfa_verify.oracles import reference_attention
 
 

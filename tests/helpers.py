@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jfa_verify.contract import validate_inputs
+from jfa_verify.core.contract import validate_inputs
 
 
 def oracle(fn, q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None, do=None,

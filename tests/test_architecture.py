@@ -27,19 +27,56 @@ def test_the_check_sees_a_cycle_and_a_kernel_imported_by_name(tmp_path, monkeypa
     assert g.cycles({("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")}) == [["a", "b", "c"]]
     mods = g.modules()
     graph, _ = g.edges(mods)
-    monkeypatch.setattr(g, "edges", lambda m: (graph | {("jfa_verify.runner", "jfa_verify.kernels.triton_jfa"),
-                                                        ("jfa_verify.errors", "jfa_verify.runner")}, []))
+    monkeypatch.setattr(g, "edges", lambda m: (graph | {("jfa_verify.run.runner", "jfa_verify.kernels.triton_jfa"),
+                                                        ("jfa_verify.core.errors", "jfa_verify.run.runner")}, []))
     found = g.problems()
     assert any("imports kernel module jfa_verify.kernels.triton_jfa" in p for p in found), found
-    assert any(p.startswith("import cycle") and "jfa_verify.errors" in p for p in found), found
+    assert any(p.startswith("import cycle") and "jfa_verify.core.errors" in p for p in found), found
 
 
-def test_only_jfa_verify_is_installed_at_the_top_level():
-    import tomllib
+def _graph_module():
+    sys.path.insert(0, str(ROOT / "ci"))
+    try:
+        import import_graph as g
+    finally:
+        sys.path.pop(0)
+    return g
 
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert {p.split(".")[0] for p in config["packages"]} == {"jfa_verify"}
-    assert set(config["package-dir"]) <= set(config["packages"])
+
+def test_the_check_sees_a_module_importing_a_higher_layer_and_one_in_no_layer(monkeypatch):
+    """The layer order is enforced: the contract (core) importing the runner (run) is reported, as is a module
+    that belongs to no layer."""
+    g = _graph_module()
+    assert g.problems() == []
+    graph, _ = g.edges(g.modules())
+    planted = {("jfa_verify.core.contract", "jfa_verify.run.runner"), ("jfa_verify.nowhere.thing", "jfa_verify.core.errors")}
+    monkeypatch.setattr(g, "edges", lambda m: (graph | planted, []))
+    found = g.problems()
+    assert ("layer order: jfa_verify.core.contract (jfa_verify) imports jfa_verify.run.runner (jfa_verify.run), "
+            "a higher layer") in found, found
+    assert "module jfa_verify.nowhere.thing is in no layer (ci/import_graph.py LAYERS)" in found, found
+
+
+def test_every_folder_of_the_package_is_a_layer_and_every_module_is_in_one():
+    """A reader sees the layers from the tree: each folder under jfa_verify/ is named in LAYERS."""
+    g = _graph_module()
+    folders = {p.name for p in (ROOT / "jfa_verify").iterdir() if (p / "__init__.py").is_file()}
+    named = {p.split(".")[1] for layer in g.LAYERS for p in layer if p.count(".") == 1}
+    assert folders <= named, folders - named
+    assert all(g.layer_of(m) is not None for m in g.modules())
+
+
+def test_only_jfa_verify_is_installed_at_the_top_level_and_every_package_folder_is_installed():
+    sys.path.insert(0, str(ROOT))
+    try:
+        import setup
+    finally:
+        sys.path.pop(0)
+    packages = setup.packages()
+    assert {p.split(".")[0] for p in packages} == {"jfa_verify"}
+    assert set(setup.FOLDERS) <= set(packages)
+    inits = [p for folder in ("jfa_verify", "kernels", "oracles", "fuzz") for p in (ROOT / folder).rglob("__init__.py")]
+    assert len(packages) == len(inits) and "jfa_verify.workflows.bisect" in packages
 
 
 def _pytest_in(repo: Path, *args: str) -> subprocess.CompletedProcess:

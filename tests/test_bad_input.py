@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from jfa_verify import Capabilities, Case, JFAError, TileSizes, get_kernel, load_plugin, register_kernel
 from jfa_verify.cli import main
-from jfa_verify.contract import validate_inputs
+from jfa_verify.core.contract import validate_inputs
 
 OFF = torch.tensor([0, 3, 5], dtype=torch.int32)
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from jfa_verify.bisect_config import GIT_EXIT, STEP_EXIT, StepConfig, step_script
-from jfa_verify.case import Case
+from jfa_verify.workflows.bisect.config import GIT_EXIT, STEP_EXIT, StepConfig, step_script
+from jfa_verify.cases.case import Case
 from jfa_verify.cli import main
-from jfa_verify.corpus import FORMAT
-from jfa_verify.drift import output_drift
-from jfa_verify.slowdown import judge_slowdown, median_interval
+from jfa_verify.run.corpus import FORMAT
+from jfa_verify.checks.drift import output_drift
+from jfa_verify.checks.slowdown import judge_slowdown, median_interval
 from tests.bisect_repo import KERNEL, PLUGIN, build_toy_repo
 
 CASE = Case(kv_lengths=(5, 17, 9), num_heads_q=2, num_heads_kv=2, head_dim=32, dtype="float32", seed=3, name="toy")
@@ -56,7 +56,7 @@ def _user_state(repo) -> tuple:
 
 def _replay_at(repo, commit: str, case_file, tmp_path) -> int:
     """Replay ``case_file`` with the plugin as it is at ``commit`` (the report's replay recipe)."""
-    from jfa_verify import registry
+    from jfa_verify.protocol.kernel import registry
 
     checkout = tmp_path / f"at-{commit[:7]}"
     repo.git("worktree", "add", "--detach", str(checkout), commit)
@@ -280,7 +280,7 @@ def test_output_drift_bit_for_bit_and_within_a_tolerance():
 def test_poisoned_allocations_do_not_import_inductor():
     """Regression: each bisect step (a fresh process) spent 2.7 s in torch.use_deterministic_algorithms, which
     imports torch._inductor to mirror the flag; the NaN-poisoned allocations need only the flag."""
-    code = ("import sys, torch\nfrom jfa_verify.runner import poisoned_allocations\n"
+    code = ("import sys, torch\nfrom jfa_verify.run.runner import poisoned_allocations\n"
             "with poisoned_allocations():\n"
             "    assert torch.are_deterministic_algorithms_enabled() and torch.isnan(torch.empty(3)).all()\n"
             "assert not torch.are_deterministic_algorithms_enabled() and torch.empty(0).numel() == 0\n"
@@ -292,9 +292,9 @@ def test_poisoned_allocations_do_not_import_inductor():
 def test_gpu_bisect_repository_plants_one_slowdown_and_stays_correct(tmp_path, monkeypatch):
     """``ci/gpu_bisect.py``'s repository (run on the H200): the planted commit launches the forward kernel LAUNCHES
     times, the good one once; both compute the right outputs, and the tile-visit check sees every tile rerun."""
-    from jfa_verify import registry
-    from jfa_verify.registry import get_kernel, load_plugin
-    from jfa_verify.runner import run_case
+    from jfa_verify.protocol.kernel import registry
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+    from jfa_verify.run.runner import run_case
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ci"))
     try:

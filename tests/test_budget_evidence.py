@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from jfa_verify.budgets import BudgetTable, default_table
-from jfa_verify.calibrate import evaluate, fit, read_records
+from jfa_verify.judge.budgets import BudgetTable, default_table
+from jfa_verify.workflows.calibrate import evaluate, fit, read_records
 
 EVIDENCE = Path(__file__).resolve().parents[1] / "docs" / "evidence" / "calibration-2026-11-29"
 

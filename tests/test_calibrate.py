@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from jfa_verify.budgets import Budget, BudgetTable, default_table
-from jfa_verify.calibrate import Record, evaluate, fit, needed_multiplier, read_records
+from jfa_verify.judge.budgets import Budget, BudgetTable, default_table
+from jfa_verify.workflows.calibrate import Record, evaluate, fit, needed_multiplier, read_records
 from jfa_verify.cli import main
 
 
@@ -58,7 +58,7 @@ def test_fit_refuses_a_non_finite_record_and_evaluate_counts_it_as_a_failure():
 
 def test_evaluate_judges_like_the_runner():
     """A record's rebuilt allowance is the one compare_output computed for the same numbers."""
-    from jfa_verify.compare import compare_output
+    from jfa_verify.judge.compare import compare_output
 
     ref = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
     got = (ref + torch.tensor([3e-3, 0.0, 0.0], dtype=torch.float64)).to(torch.bfloat16)
@@ -133,9 +133,9 @@ def test_report_command_draws_both_pngs_and_rejects_missing_records(tmp_path, ca
 
 def test_sample_runs_fixed_cases_of_the_sampled_dtypes_first(tmp_path):
     from jfa_verify import Case
-    from jfa_verify.calibrate import sample
-    from jfa_verify.device import select_device
-    from jfa_verify.registry import get_kernel
+    from jfa_verify.workflows.calibrate import sample
+    from jfa_verify.core.device import select_device
+    from jfa_verify.protocol.registry import get_kernel
 
     long_case = Case(kv_lengths=(70, 3), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32", name="long")
     other = Case(kv_lengths=(5,), dtype="float16", name="not sampled")
@@ -153,7 +153,7 @@ def test_calibrate_rejects_an_unknown_suite(capsys):
 
 
 def test_read_records_names_the_file_and_line_of_a_bad_record(tmp_path):
-    from jfa_verify.errors import InvalidInput
+    from jfa_verify.core.errors import InvalidInput
 
     good = _rec("float32", "o", (1e-6, 1e-6, 1e-7, 0.0, 0.0)).to_json()
     mid = tmp_path / "mid.jsonl"
@@ -203,7 +203,7 @@ def test_calibrate_fits_only_this_runs_samples(tmp_path, capsys):
 
 
 def test_malformed_budget_file_is_a_clear_error_naming_it(tmp_path):
-    from jfa_verify.errors import InvalidInput
+    from jfa_verify.core.errors import InvalidInput
 
     bad = tmp_path / "b.json"
     bad.write_text('{"format": "jfa-verify-budgets/1"}')
@@ -227,9 +227,9 @@ def test_report_and_mutants_reject_bad_arguments(tmp_path, capsys):
 def test_refloor_derives_the_runners_floors_again_and_keeps_the_measured_errors(tmp_path, capsys):
     """A record's floors are a function of its case: refloor gives back what the runner recorded,
     for a backward (bfloat16) and a forward-only (float8) case, and keeps (e, s) as measured."""
-    from jfa_verify.calibrate import refloor
-    from jfa_verify.case import Case
-    from jfa_verify.compare import floor_terms
+    from jfa_verify.workflows.calibrate import refloor
+    from jfa_verify.cases.case import Case
+    from jfa_verify.judge.compare import floor_terms
     from jfa_verify.oracles import reference_attention
 
     cases = [Case(kv_lengths=(9, 0, 4), dtype="bfloat16", num_heads_q=2, num_heads_kv=1, head_dim=16, seed=3),

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from jfa_verify.corpus import TIMEOUT_EXIT_CODE, read_case_file
+from jfa_verify.run.corpus import TIMEOUT_EXIT_CODE, read_case_file
 from jfa_verify.fuzz import run_campaign
 from jfa_verify import run_case
 from jfa_verify.strategies import cases
-from jfa_verify.registry import get_kernel, load_plugin
+from jfa_verify.protocol.registry import get_kernel, load_plugin
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANT_PLUGIN = ROOT / "tests" / "quality" / "mutant_plugin.py"
@@ -64,8 +64,8 @@ def test_campaign_on_real_kernel_finds_nothing(jfa_kernel, jfa_device, tmp_path)
 
 def test_saved_failure_that_now_passes_is_reported_fixed(jfa_kernel, jfa_device, tmp_path):
     from jfa_verify import Case
-    from jfa_verify.corpus import Corpus
-    from jfa_verify.runner import CaseResult
+    from jfa_verify.run.corpus import Corpus
+    from jfa_verify.run.runner import CaseResult
 
     case = Case(kv_lengths=(3,), dtype="float32", head_dim=16)
     path = Corpus(tmp_path).write(case, jfa_kernel.name, str(jfa_device), CaseResult(case, jfa_kernel.name, "fail"))
@@ -79,7 +79,7 @@ def test_leftover_running_file_is_replayed_and_never_reported_fixed(jfa_kernel, 
     reported as "fixed". It is replayed (it may be the crash that killed the process); a pass removes it
     with a note, never as a fix."""
     from jfa_verify import Case
-    from jfa_verify.corpus import Corpus
+    from jfa_verify.run.corpus import Corpus
 
     case = Case(kv_lengths=(3,), dtype="float32", head_dim=16)
     with Corpus(tmp_path).guard(case, jfa_kernel.name, str(jfa_device)) as path:
@@ -93,7 +93,7 @@ def test_leftover_running_file_is_replayed_and_never_reported_fixed(jfa_kernel, 
 def test_watchdog_marks_a_hung_case_and_exits(tmp_path, sleepy_plugin):
     plugin = sleepy_plugin
     script = textwrap.dedent(f"""
-        from jfa_verify.registry import load_plugin
+        from jfa_verify.protocol.registry import load_plugin
         from jfa_verify.fuzz import run_campaign
         from jfa_verify.strategies import cases
         load_plugin({str(plugin)!r})
@@ -160,14 +160,14 @@ def test_an_interrupt_while_a_saved_finding_is_replayed_keeps_its_case_file(jfa_
     first) deleted the finding's case file, a hang's too: the interrupted case had no verdict, and its file was
     removed as if the campaign had made it. The file is put back as it was."""
     from jfa_verify import Case
-    from jfa_verify.corpus import Corpus
+    from jfa_verify.run.corpus import Corpus
     from jfa_verify.fuzz.findings import mark_finding, signature
-    from jfa_verify.runner import CaseResult
+    from jfa_verify.run.runner import CaseResult
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt  # what Ctrl-C (or SIGTERM, under terminate_as_interrupt) raises mid-case
 
-    monkeypatch.setattr("jfa_verify.loop.run_case", interrupted)
+    monkeypatch.setattr("jfa_verify.run.loop.run_case", interrupted)
     corpus = Corpus(tmp_path)
     for status, lengths in (("fail", (3,)), ("hang", (5,))):
         case = Case(kv_lengths=lengths, dtype="float32", head_dim=16)
@@ -217,7 +217,7 @@ def test_a_leftover_folded_into_a_known_finding_is_not_said_to_be_kept(tmp_path,
     """Regression (a new user's trial): a "running" file left by a kill that failed on replay was noted "(kept as a
     finding)" while recovery had folded it into a finding already kept (its file gone, an example line instead)."""
     from jfa_verify import Case, Verifier
-    from jfa_verify.corpus import Corpus
+    from jfa_verify.run.corpus import Corpus
     from jfa_verify.fuzz.campaign import classifier, prepare_corpus
     from jfa_verify.fuzz.findings import list_findings
 
@@ -248,7 +248,7 @@ def test_recovery_after_a_kill_mid_shrink_keeps_one_unshrunk_finding_of_the_bug(
     it beside the round's last step: two findings of one bug. The replay keeps the marks, the round collapses to
     one finding, marked unshrunk (matched on its failing outputs alone)."""
     from jfa_verify import Case, Verifier
-    from jfa_verify.corpus import Corpus
+    from jfa_verify.run.corpus import Corpus
     from jfa_verify.fuzz.campaign import classifier, prepare_corpus
     from jfa_verify.fuzz.findings import list_findings
 

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from jfa_verify.errors import InvalidInput
+from jfa_verify.core.errors import InvalidInput
 from jfa_verify.fuzz import run_campaign
 from jfa_verify.fuzz.database import open_database, parse_redis_url
-from jfa_verify.registry import get_kernel, load_plugin
+from jfa_verify.protocol.registry import get_kernel, load_plugin
 from jfa_verify.strategies import cases
 
 

@@ -86,7 +86,7 @@ def test_value_distributions_differ():
 
 
 def test_a_distinct_query_start_is_for_cross_attention_and_round_trips():
-    from jfa_verify.errors import InvalidInput
+    from jfa_verify.core.errors import InvalidInput
 
     with pytest.raises(InvalidInput, match="q_offsets_start=2 is only for mode='cross'"):
         Case(kv_lengths=(3,), q_offsets_start=2)
@@ -123,7 +123,7 @@ def test_offsets_layouts_are_contiguous_or_strided_and_old_slip_names_replay_as_
     # drew offsets layouts that mean nothing (laid out contiguous) and recorded them in case files
     from hypothesis import given, settings
 
-    from jfa_verify.case import OFFSETS_LAYOUTS
+    from jfa_verify.cases.case import OFFSETS_LAYOUTS
     from jfa_verify.strategies import offsets_configs
 
     assert OFFSETS_LAYOUTS == ("contiguous", "strided")

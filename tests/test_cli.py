@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jfa_verify.case import Case
+from jfa_verify.cases.case import Case
 from jfa_verify.cli import main
 
 MUTANT_PLUGIN = str(Path(__file__).parent / "quality" / "mutant_plugin.py")
@@ -24,7 +24,7 @@ def test_run_passes_and_writes_report(tmp_path, capsys):
     assert set(first["outputs"]) == {"o", "lse", "dq", "dk", "dv"}
     assert all(0 <= o["headroom"] < 1 for o in first["outputs"].values())
     # the report keeps the allowance's raw terms, so a later budget table can re-judge it
-    from jfa_verify.budgets import default_table
+    from jfa_verify.judge.budgets import default_table
 
     dq = first["outputs"]["dq"]
     b = default_table().budget(first["case"]["dtype"], "dq")
@@ -116,7 +116,7 @@ def test_every_option_of_every_command_says_what_it_does(capsys):
     import argparse
 
     from jfa_verify.cli import build_parser
-    from jfa_verify.suites import SUITES
+    from jfa_verify.checks.suites import SUITES
 
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
     bare = {name: [a.option_strings[0] for a in p._actions if a.option_strings and not a.help]
@@ -235,7 +235,7 @@ def test_run_of_a_kernel_the_device_cannot_run_is_refused_before_any_work(tmp_pa
 def test_run_counts_coverage_over_the_cases_the_kernel_ran_only(tmp_path, capsys, monkeypatch):
     # A new user saw 0 of 84 cases run (gluon_jfa on the CPU) reported as "pairs of classes 1286/1286 (100.0%)";
     # here a kernel that runs on the CPU but takes no case of the suite (head dim 1024 only)
-    from jfa_verify import registry
+    from jfa_verify.protocol.kernel import registry
 
     # registered for this test only: tests that walk every registered kernel share this process under xdist
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
@@ -307,7 +307,9 @@ def test_a_stop_during_the_relation_checks_keeps_every_cases_verdict(tmp_path, m
     # only after them: a Ctrl-C or SIGTERM there exited 130 with the placeholder report, every verdict lost
     import dataclasses
 
-    from jfa_verify import calls, suites
+    from jfa_verify.checks import calls
+
+    from jfa_verify.checks import suites
 
     real = suites.get_suite
 
@@ -393,8 +395,8 @@ def test_matrix_records_a_hang_as_a_finding_and_writes_its_outputs(tmp_path, mis
 def test_run_where_every_case_is_unsupported_is_not_a_pass(tmp_path, capsys):
     """A kernel that runs nowhere here (CUDA only, on the CPU) checks nothing: exit 2, not 0. A float8-only
     kernel is checked: the suite's covering array is built inside each kernel's capabilities."""
-    from jfa_verify.protocol import Capabilities, Kernel
-    from jfa_verify.registry import add_kernel, get_kernel
+    from jfa_verify.protocol.kernel import Capabilities, Kernel
+    from jfa_verify.protocol.registry import add_kernel, get_kernel
 
     base = get_kernel("triton_jfa")
     add_kernel(Kernel("cuda-only", "runs on CUDA only", lambda: base.impl, Capabilities(device_types=("cuda",)),
@@ -434,7 +436,7 @@ def test_findings_carry_their_id_and_replay_command_take_the_folder_positionally
     assert main(["findings", str(tmp_path / "empty")]) == 0
     assert main(["findings", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "jfa_verify/exits.py" in text and "0 no finding listed; 1 a wrong output or kernel error" in text
+    assert "jfa_verify/core/exits.py" in text and "0 no finding listed; 1 a wrong output or kernel error" in text
 
 
 def test_findings_replay_commands_work_from_another_folder(tmp_path, capsys, misbehaving_plugin, monkeypatch):
@@ -480,7 +482,7 @@ def test_a_command_leaves_the_callers_device_and_interpreter_setting_alone(monke
 
     import torch
 
-    import jfa_verify.device as device
+    import jfa_verify.core.device as device
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(device, "_chosen", torch.device("meta"))  # stands in for the caller's CUDA choice
@@ -537,7 +539,7 @@ def test_replay_without_the_plugin_names_the_plugin_the_case_file_recorded(tmp_p
     assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "raises_for_replay", "--max-cases",
                  "1", "--no-isolate", "--reproducers", str(repro), "--no-progress"]) == 1
     (path,) = repro.glob("*.json")
-    from jfa_verify import registry
+    from jfa_verify.protocol.kernel import registry
 
     registry._REGISTRY.pop("raises_for_replay", None)  # as a fresh process would be
     capsys.readouterr()
@@ -558,8 +560,8 @@ def test_a_folder_or_a_finding_id_given_as_a_file_says_what_to_give(tmp_path, ca
 def test_findings_lists_a_broken_relation_check_from_its_call_file(tmp_path, capsys):
     # a new user's trial: `findings` called the call file that `run` wrote for a broken relation check "not a
     # readable case file ... a finding may be lost in it", exit 2
-    from jfa_verify.calls import write_call_file
-    from jfa_verify.relations import Relation
+    from jfa_verify.checks.calls import write_call_file
+    from jfa_verify.checks.relations import Relation
 
     relation = Relation("permutation", Case(kv_lengths=(3, 5), head_dim=16, name="relations/0/self"), ())
     path = write_call_file(tmp_path / "abc-permutation-triton_jfa.calls.json", relation, kernel="triton_jfa",
@@ -646,7 +648,7 @@ def test_a_reader_that_leaves_early_neither_changes_the_exit_status_nor_loses_th
 def test_the_standard_output_keeps_working_after_its_reader_left():
     import os
 
-    from jfa_verify.closed_reader import _ReaderMayLeave
+    from jfa_verify.cli.closed_reader import _ReaderMayLeave
 
     read, write = os.pipe()
     stream = os.fdopen(write, "w")
@@ -701,7 +703,7 @@ def test_findings_listing_only_cases_left_running_does_not_exit_0(tmp_path, caps
     import json
 
     from jfa_verify import Case
-    from jfa_verify.corpus import Corpus, read_case_file
+    from jfa_verify.run.corpus import Corpus, read_case_file
 
     folder = tmp_path / "repro"
     corpus = Corpus(folder)
@@ -722,7 +724,7 @@ def test_findings_listing_only_cases_left_running_does_not_exit_0(tmp_path, caps
 def test_fuzz_without_live_progress_still_says_what_it_recovered(tmp_path, capsys):
     # regression (new-user trial): with --no-progress the notes on a killed campaign's leftovers and recovered
     # findings were dropped (they went to the live display only); they print as plain lines, and the report has them
-    from jfa_verify.corpus import Corpus
+    from jfa_verify.run.corpus import Corpus
 
     folder = tmp_path / "repro"
     with Corpus(folder).guard(Case(kv_lengths=(3,), dtype="float32", head_dim=16), "triton_jfa", "cpu") as path:

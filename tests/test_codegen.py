@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from jfa_verify.contract import validate_inputs
+from jfa_verify.core.contract import validate_inputs
 from jfa_verify.kernels.triton_jfa._host import _aligned
 
 ROOT = Path(__file__).resolve().parents[1]

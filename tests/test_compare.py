@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from jfa_verify import Case, compare_output, locate, validate_inputs
-from jfa_verify.budgets import default_table
-from jfa_verify.protocol import TileSizes
+from jfa_verify.judge.budgets import default_table
+from jfa_verify.protocol.kernel import TileSizes
 
 
 def test_budget_allowance_is_the_rule_with_its_constants():
-    from jfa_verify.budgets import Budget
+    from jfa_verify.judge.budgets import Budget
 
     b = Budget(sdpa_factor=2.0, floor_ulps=3.0, lowp_ulps=5.0, acc_ulps=7.0)
     assert b.allowance(0.5, (1.0, 10.0, 100.0)) == 1.0 + 3.0 + 50.0 + 700.0
@@ -132,7 +132,7 @@ def test_lowp_floor_covers_rounding_ds_where_keys_share_an_offset():
 
 
 def test_budget_table_is_versioned_with_provenance_and_used():
-    from jfa_verify.budgets import Budget, BudgetTable
+    from jfa_verify.judge.budgets import Budget, BudgetTable
 
     table = default_table()
     assert table.version >= 1 and "date" in table.provenance and "source" in table.provenance
@@ -150,8 +150,8 @@ def test_budget_table_is_versioned_with_provenance_and_used():
 
 
 def test_bad_budget_file_is_a_clear_error(tmp_path):
-    from jfa_verify.budgets import BudgetTable
-    from jfa_verify.errors import InvalidInput
+    from jfa_verify.judge.budgets import BudgetTable
+    from jfa_verify.core.errors import InvalidInput
 
     bad = tmp_path / "b.json"
     bad.write_text('{"format": "something-else"}')
@@ -164,7 +164,7 @@ def test_bad_budget_file_is_a_clear_error(tmp_path):
 def test_tf32_row_measures_operand_rounding_in_tf32_units():
     """float32 inputs multiplied in TF32 are judged by the "float32-tf32" row, whose lowp and
     acc terms use TF32's unit roundoff 2^-10 instead of float32's 2^-23."""
-    from jfa_verify.budgets import PRECISIONS, precision_of
+    from jfa_verify.judge.budgets import PRECISIONS, precision_of
 
     assert precision_of(torch.float32, tf32=True) == "float32-tf32"
     assert precision_of(torch.bfloat16, tf32=True) == "bfloat16"  # TF32 only changes float32 inputs
@@ -181,9 +181,9 @@ def test_tf32_row_measures_operand_rounding_in_tf32_units():
 
 def test_runner_judges_a_tf32_kernel_by_the_tf32_row():
     from jfa_verify import Case
-    from jfa_verify.device import select_device
-    from jfa_verify.runner import run_case
-    from jfa_verify.registry import get_kernel
+    from jfa_verify.core.device import select_device
+    from jfa_verify.run.runner import run_case
+    from jfa_verify.protocol.registry import get_kernel
 
     case = Case(kv_lengths=(9, 4), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32")
     dev = select_device("cpu")
@@ -200,9 +200,9 @@ def test_a_failure_names_the_heads_and_sequences_it_is_wrong_in():
     import dataclasses
 
     from jfa_verify import Case, run_case
-    from jfa_verify.localize import spread
-    from jfa_verify.protocol import Kernel
-    from jfa_verify.registry import add_kernel, get_kernel
+    from jfa_verify.judge.localize import spread
+    from jfa_verify.protocol.kernel import Kernel
+    from jfa_verify.protocol.registry import add_kernel, get_kernel
 
     base = get_kernel("triton_jfa")
     case = Case(kv_lengths=(5, 0, 9), num_heads_q=4, num_heads_kv=2, head_dim=16, dtype="float32")

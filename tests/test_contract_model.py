@@ -5,11 +5,11 @@ import math
 import pytest
 
 from jfa_verify import Case
-from jfa_verify.construct import build_case, case_cost, head_dims_for
-from jfa_verify.dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, padded_width
-from jfa_verify.pairs import PairCoverage, covering_array, exercised, pairs_of, universe
-from jfa_verify.protocol import Capabilities
-from jfa_verify.registry import get_kernel, kernel_names
+from jfa_verify.cases.construct import build_case, case_cost, head_dims_for
+from jfa_verify.cases.dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, padded_width
+from jfa_verify.cases.pairs import PairCoverage, covering_array, exercised, pairs_of, universe
+from jfa_verify.protocol.kernel import Capabilities
+from jfa_verify.protocol.registry import get_kernel, kernel_names
 
 
 @pytest.fixture(scope="module")
@@ -196,14 +196,14 @@ def test_the_offsets_start_batch_and_layout_edges_are_built_as_their_tensors(cpu
 
 def test_the_covering_array_puts_cases_that_compute_scores_first(cpu_target):
     # a new user's `run --max-cases 8` once got five B = 0 batches out of eight
-    from jfa_verify.pairs import computes_scores
+    from jfa_verify.cases.pairs import computes_scores
 
     live = [computes_scores(c) for c in covering_array(cpu_target)]
     assert live.index(False) > 0 and all(live[:live.index(False)]) and not any(live[live.index(False):])
 
 
 def test_window_shapes_are_judged_as_the_contract_applies_them():
-    from jfa_verify.dimensions import window_shape
+    from jfa_verify.cases.dimensions import window_shape
 
     assert [window_shape(w, False) for w in (None, (3, 3), (5, 1), (1, 5), (-1, 4), (4, -1))] == [
         "none", "symmetric", "wider_left", "wider_right", "left_unbounded", "right_unbounded"]
@@ -248,7 +248,7 @@ def test_a_gap_of_a_whole_tile_between_query_and_key_lengths_is_its_own_relation
 def test_the_covering_array_holds_every_combination_the_visibility_rule_takes_at_once(cpu_target):
     """Regression: pairs left a causal window's bottom-right diagonal a whole tile away only with an unbounded
     left side, so a dQ window start that ignored the shift passed the default suite."""
-    from jfa_verify.pairs import visibility_combinations
+    from jfa_verify.cases.pairs import visibility_combinations
 
     combos = visibility_combinations(cpu_target)
     assert ((("mask", "window/bottom_right"), ("window", "wider_left"), ("relation", "longer_by_a_tile"))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jfa_verify.corpus import read_case_file
+from jfa_verify.run.corpus import read_case_file
 from jfa_verify import run_case
 
 CORPUS = Path(__file__).with_name("corpus")
@@ -42,9 +42,9 @@ def test_replay_commands_work_pasted_in_any_folder_and_name_the_plugin_of_the_ke
     # printed for a relation check's failing call named no --plugin ("no kernel named 'gqa_bug'")
     import shlex
 
-    from jfa_verify.case import Case
-    from jfa_verify.corpus import replay_command
-    from jfa_verify.registry import load_plugin
+    from jfa_verify.cases.case import Case
+    from jfa_verify.run.corpus import replay_command
+    from jfa_verify.protocol.registry import load_plugin
 
     plugin = misbehaving_plugin("replays_anywhere")
     load_plugin(plugin)
@@ -55,8 +55,8 @@ def test_replay_commands_work_pasted_in_any_folder_and_name_the_plugin_of_the_ke
     assert "--plugin" not in replay_command("x.json", "triton_jfa")  # a built-in needs none
     inline = shlex.split(replay_command(Case(kv_lengths=(3,)), "triton_jfa", timeout_s=2.4))
     assert inline[2] == "--case" and inline[-2:] == ["--timeout", "2.4"]
-    from jfa_verify.corpus import HANG_REPLAY_S
-    from jfa_verify.runner import CaseResult
+    from jfa_verify.run.corpus import HANG_REPLAY_S
+    from jfa_verify.run.runner import CaseResult
 
     # an inline crash replayed in-process took the replaying tool down (abort, exit 134, no message)
     crashed = CaseResult(Case(kv_lengths=(3,)), "triton_jfa", "crash")

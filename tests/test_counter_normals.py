@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from jfa_verify.case import Case
-from jfa_verify.counter_normals import _chunk_np, _chunk_torch, _table, counter_normals, stream_key
-from jfa_verify.errors import InvalidInput
+from jfa_verify.cases.case import Case
+from jfa_verify.cases.counter_normals import _chunk_np, _chunk_torch, _table, counter_normals, stream_key
+from jfa_verify.core.errors import InvalidInput
 
 
 @pytest.mark.parametrize("seed,role,shape", [(0, "q", (5, 3, 7)), (2**63 - 1, "do", (70_001,)),

@@ -6,15 +6,15 @@ import sys
 
 import pytest
 
-import jfa_verify.device as device
-from jfa_verify.errors import InvalidInput
+import jfa_verify.core.device as device
+from jfa_verify.core.errors import InvalidInput
 
 # A process that runs CUDA kernels, then one command on the CPU inside a device_scope (a CPU test in a GPU
 # pytest worker), then imports Gluon as a CUDA kernel's module does. ``PIN`` is what select_device("cuda")
 # does first; the CPU interpreter is not needed to show it: no kernel runs.
 _SCRIPT = """
 import sys
-from jfa_verify.device import _pin_triton_compiled, device_scope, select_device
+from jfa_verify.core.device import _pin_triton_compiled, device_scope, select_device
 if sys.argv[1] == "pin":
     _pin_triton_compiled()
 with device_scope():
@@ -54,8 +54,8 @@ def test_selecting_cuda_pins_triton_compiled(monkeypatch):
 
 
 def test_cuda_after_triton_was_imported_interpreted_is_refused_with_the_fix():
-    code = ("import triton.language\nfrom jfa_verify.device import _pin_triton_compiled\n"
-            "from jfa_verify.errors import InvalidInput\n"
+    code = ("import triton.language\nfrom jfa_verify.core.device import _pin_triton_compiled\n"
+            "from jfa_verify.core.errors import InvalidInput\n"
             "try:\n    _pin_triton_compiled()\nexcept InvalidInput as e:\n    print('refused:', e)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "TRITON_INTERPRET": "1"})
@@ -91,7 +91,7 @@ def test_a_test_that_selects_the_cpu_leaves_the_next_test_the_callers_choice(pyt
     pytester.makepyfile(test_two="""
         import os
         import torch
-        import jfa_verify.device as device
+        import jfa_verify.core.device as device
 
         def test_a_changes_the_choice():
             device._chosen = torch.device("meta")  # as select_device would, to a device the next test did not pick

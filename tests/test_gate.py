@@ -112,7 +112,7 @@ def test_sanitizer_and_perf_say_why_they_are_skipped_or_run_on_cpu(tmp_path):
 
 
 def test_perf_comparison_is_noise_aware():
-    from jfa_verify.perf import compare
+    from jfa_verify.checks.perf import compare
 
     base = {"w": [10.0, 10.2, 9.8, 10.1, 9.9]}
     assert not compare({"w": [10.3, 10.4, 10.2, 10.5, 10.3]}, base, 0.05)[0].regressed  # 3 % slower: within
@@ -168,7 +168,7 @@ def test_a_crash_exits_4_and_the_gate_goes_on(tmp_path, misbehaving_plugin):
 def test_sanitizer_summaries_of_every_tool_are_read():
     # regression: on the H200 racecheck ended with its own summary line (below, as printed there), which
     # the gate did not read, so 13 reported hazards came out as "error: no ERROR SUMMARY"
-    from jfa_verify.gate import sanitizer_errors
+    from jfa_verify.workflows.gate import sanitizer_errors
 
     assert sanitizer_errors("========= RACECHECK SUMMARY: 13 hazards displayed (13 errors, 0 warnings)\n") == 13
     assert sanitizer_errors("========= RACECHECK SUMMARY: 2 hazards displayed (0 errors, 2 warnings)\n") == 0
@@ -180,7 +180,7 @@ def test_sanitizer_summaries_of_every_tool_are_read():
 def test_a_check_that_could_not_judge_is_not_a_finding():
     # regression: a compute-sanitizer run past its time made the gate exit 1, and the Gluon mutant table
     # counted four mutants as killed by it
-    from jfa_verify.gate import CheckResult, GateOptions, GateReport
+    from jfa_verify.workflows.gate import CheckResult, GateOptions, GateReport
 
     report = GateReport("cpu", GateOptions())
     report.results = [CheckResult("k", "suite", "pass"), CheckResult("k", "sanitizer", "error", reason="timed out")]
@@ -195,8 +195,8 @@ def test_a_check_that_could_not_judge_is_not_a_finding():
 def test_jobs_run_the_suite_and_the_campaign_in_worker_processes_with_the_same_findings(tmp_path, misbehaving_plugin):
     # a kernel wrong on every float16 input: with two workers each suite case still gets its own verdict
     # (every float16 case a finding, no other), and the campaign's workers report theirs with replay commands
-    from jfa_verify.registry import load_plugin, get_kernel
-    from jfa_verify.suites import get_suite
+    from jfa_verify.protocol.registry import load_plugin, get_kernel
+    from jfa_verify.checks.suites import get_suite
 
     plugin = misbehaving_plugin("wrong-in-fp16", wrong="dtype == torch.float16")
     proc = _gate_subprocess(tmp_path, plugin, "wrong-in-fp16", "--checks", "suite", "campaign", "--jobs", "2",
@@ -226,9 +226,9 @@ def test_the_sanitizer_runs_the_kernel_alone_without_the_oracles(monkeypatch, ca
     # regression (H200): racecheck's hazards in the first gate were all in cuDNN's SDPA kernels, launched
     # by the padded oracle of the sanitized `jfa-verify run`, and were blamed on triton_jfa
     import jfa_verify.oracles as oracles
-    import jfa_verify.runner as runner
-    from jfa_verify.gate import SANITIZER_LAYOUT
-    from jfa_verify.kernel_only import main as kernel_only
+    import jfa_verify.run.runner as runner
+    from jfa_verify.workflows.gate import SANITIZER_LAYOUT
+    from jfa_verify.cli.kernel_only import main as kernel_only
 
     def oracle_called(*args, **kwargs):
         raise AssertionError("an oracle ran under the sanitizer")
@@ -252,9 +252,9 @@ def test_small_cases_stay_inside_the_contract():
     # contract), and the determinism check, handed such a case, reported the refusal as an error
     import torch
 
-    from jfa_verify.gate import small_cases
-    from jfa_verify.registry import get_kernel
-    from jfa_verify.suites import get_suite
+    from jfa_verify.workflows.gate import small_cases
+    from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.checks.suites import get_suite
 
     kernel = get_kernel("triton_jfa")
     assert any(c.offsets_layout != "contiguous" for c in get_suite("default", "cpu", 0, kernel=kernel).cases)
@@ -278,7 +278,7 @@ def test_a_memory_check_finding_replays_under_its_memory_mode(tmp_path, capsys):
 def test_kernel_only_refuses_a_bad_max_cases_and_a_load_that_returns_nothing(capsys, tmp_path):
     # regression: --max-cases 0 was reported as "no case matches --filter ''", and a load() returning None
     # as a kernel exception per case (exit 1, a finding) instead of the configuration error it is (exit 2)
-    from jfa_verify.kernel_only import main as kernel_only
+    from jfa_verify.cli.kernel_only import main as kernel_only
 
     for bad in ("0", "-1"):
         with pytest.raises(SystemExit) as e:
@@ -296,8 +296,8 @@ def test_kernel_only_refuses_a_bad_max_cases_and_a_load_that_returns_nothing(cap
 
 def _recorded(folder, plugin, kernel, status, case, seconds=2.0):
     """A case file as an earlier run (a nightly campaign) wrote it for a crash or a hang of ``kernel``."""
-    from jfa_verify.corpus import Corpus
-    from jfa_verify.isolation import crash_result
+    from jfa_verify.run.corpus import Corpus
+    from jfa_verify.run.isolation import crash_result
 
     verdict = crash_result(case, kernel, status, f"recorded {status}", (str(plugin),), seconds)
     return Corpus(folder).write(case, kernel, "cpu", verdict, (str(plugin),))
@@ -307,7 +307,7 @@ def test_replayed_crash_and_hang_findings_are_judged_in_a_worker_and_the_report_
                                                                                          misbehaving_plugin):
     # regression: the replay check ran each earlier finding in the gate's own process: a recorded crash
     # aborted the gate (exit 134, no report) and a recorded hang held it for as long as the kernel hung
-    from jfa_verify.case import Case
+    from jfa_verify.cases.case import Case
 
     plugin = misbehaving_plugin("aborts-or-hangs", crash="B == 3", hang="B == 2")
     nightly = tmp_path / "nightly"
@@ -352,7 +352,7 @@ _FAKE_SANITIZER = '''#!{python}
 (blocks of "Error: Race reported between ..." and "and ..." lines); exit codes as the tool's."""
 import os, sys
 target = sys.argv[sys.argv.index("-m") + 1]
-text = os.environ["FAKE_KERNEL_RACES" if target == "jfa_verify.kernel_only" else "FAKE_CONTROL_RACES"]
+text = os.environ["FAKE_KERNEL_RACES" if target == "jfa_verify.cli.kernel_only" else "FAKE_CONTROL_RACES"]
 if text == "none":  # the target did not run: no summary
     sys.exit(1)
 blocks = [b.split("&") for b in text.split()]  # "R:fn:file:line&W:fn:file:line ..."
@@ -365,7 +365,7 @@ for block in blocks:
     print("========= ")
 shown = int(os.environ.get("FAKE_SHOWN", len(blocks)))
 print(f"========= RACECHECK SUMMARY: {{shown}} hazards displayed ({{shown}} errors, 0 warnings)")
-program = int(os.environ.get("FAKE_PROGRAM_EXIT", "0")) if target != "jfa_verify.kernel_only" else 0
+program = int(os.environ.get("FAKE_PROGRAM_EXIT", "0")) if target != "jfa_verify.cli.kernel_only" else 0
 sys.exit(99 if blocks and "--error-exitcode" in sys.argv else program)
 '''
 
@@ -394,8 +394,8 @@ SCAFFOLD = "R:kernel:k.py:4&W:kernel:k.py:4&W:kernel:k.py:6"
 def _sanitized(tmp_path, monkeypatch, kernel_races, control_races, control="ctl", **env):
     import torch
 
-    from jfa_verify.gate import GateOptions, GateReport, _check_sanitizer
-    from jfa_verify.protocol import Capabilities, Kernel
+    from jfa_verify.workflows.gate import GateOptions, GateReport, _check_sanitizer
+    from jfa_verify.protocol.kernel import Capabilities, Kernel
 
     bin_dir, src = tmp_path / "bin", tmp_path / "src"
     bin_dir.mkdir(exist_ok=True)
@@ -480,7 +480,7 @@ def test_a_control_that_cannot_be_imported_leaves_every_error_judged(tmp_path, m
 def test_the_h200_racecheck_reports_of_gluon_jfa_are_classified_as_the_scaffolds():
     # the real reports (H200, 2026-12-01): all 12 of gluon_jfa's errors are of the scaffold's form, as is the
     # control's one; the same report with one access moved to a statement of the kernel is judged
-    from jfa_verify import sanitizer
+    from jfa_verify.checks import sanitizer
 
     evidence = Path(__file__).resolve().parents[1] / "docs" / "evidence" / "gpu-2026-12-01-c"
     kernel_text = (evidence / "call3-sanitizer-gluon_jfa-racecheck.log").read_text()

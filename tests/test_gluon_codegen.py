@@ -144,10 +144,10 @@ def test_the_registered_kernel_plans_dkdv_by_the_hooks_zigzag_in_the_backward_on
 
     import torch
 
-    from jfa_verify.contract import validate_inputs
+    from jfa_verify.core.contract import validate_inputs
     from jfa_verify.kernels.gluon_jfa import _host, build
-    from jfa_verify.planning import PersistentScheduler
-    from jfa_verify.schedules import workloads_backward, zigzag
+    from jfa_verify.scheduling.planning import PersistentScheduler
+    from jfa_verify.scheduling.schedules import workloads_backward, zigzag
 
     monkeypatch.setattr(_host, "_num_sms", lambda device: 4)  # a CPU machine has no SM count to ask
     monkeypatch.delenv(_host.HEAD_GROUPS_ENV, raising=False)
@@ -253,7 +253,7 @@ _CONTROL_SCRIPT = """
 import json, torch
 from triton.runtime.driver import driver
 from jfa_verify.kernels.gluon_jfa import sanitizer_control
-from jfa_verify.target_driver import TargetOnlyDriver
+from jfa_verify.core.target_driver import TargetOnlyDriver
 driver.set_active(TargetOnlyDriver(90))
 compiled = sanitizer_control.control_kernel().warmup(
     torch.zeros(8, dtype=torch.int32), torch.zeros(5, dtype=torch.int32), num_warps=8, grid=(4,))
@@ -269,7 +269,7 @@ def test_the_sanitizer_control_is_the_warp_specialization_scaffold_alone():
     # have been defined under the interpreter by an earlier test (CI saw "block_argument has no attribute
     # get_element_ty" when one had).
     from jfa_verify.kernels.gluon_jfa import sanitizer_control
-    from jfa_verify.registry import get_kernel
+    from jfa_verify.protocol.registry import get_kernel
 
     assert get_kernel("gluon_jfa").sanitizer_control == sanitizer_control.__name__
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -290,9 +290,9 @@ def test_a_gluon_mutant_is_judged_under_racecheck_with_the_kernels_control_and_s
     # a planted-bug copy keeps gluon_jfa's sanitizer control, and the copies of its modules lie where the
     # gate finds them by the base name racecheck prints: its scaffold errors are set aside as gluon_jfa's,
     # its own races judged (a review found every surviving mutant "killed" by the scaffold's errors)
-    from jfa_verify import sanitizer
+    from jfa_verify.checks import sanitizer
     from jfa_verify.fuzz.mutation import load_catalogue
-    from jfa_verify.registry import get_kernel
+    from jfa_verify.protocol.registry import get_kernel
 
     catalogue = load_catalogue("gluon_jfa")
     kernel_mutant = next(n for n, m in catalogue.mutants.items() if m.target == "kernels" and not m.scheduler)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from jfa_verify.case import Case
-from jfa_verify.corpus import read_case_file
-from jfa_verify.exits import ExitCode, exit_code_for
-from jfa_verify.isolation import CaseWorker, WorkerSpec, sticky_device_error
-from jfa_verify.registry import load_plugin
+from jfa_verify.cases.case import Case
+from jfa_verify.run.corpus import read_case_file
+from jfa_verify.core.exits import ExitCode, exit_code_for
+from jfa_verify.run.isolation import CaseWorker, WorkerSpec, sticky_device_error
+from jfa_verify.protocol.registry import load_plugin
 from tests.helpers import interruptible, signal_when
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +125,7 @@ def test_a_failure_outside_the_kernel_call_is_a_verdict_with_its_traceback_not_a
     traceback on stderr only); a sticky device error then surfaced in the next case's materializing."""
     plugin = misbehaving_plugin("outside")
     plugin.write_text(plugin.read_text() + """
-import jfa_verify.runner as _runner
+import jfa_verify.run.runner as _runner
 
 _sdpa = _runner.padded_sdpa_attention
 
@@ -156,7 +156,7 @@ _runner.padded_sdpa_attention = _references
 
 def test_in_process_failures_outside_the_kernel_call_are_not_judged_verdicts(monkeypatch, misbehaving_plugin):
     from jfa_verify import run_case
-    from jfa_verify.registry import get_kernel
+    from jfa_verify.protocol.registry import get_kernel
 
     plugin = misbehaving_plugin("oom_here", wrong="B == 2")
     plugin.write_text(plugin.read_text().replace('raise RuntimeError("planted failure")',
@@ -184,9 +184,9 @@ _PREPARING = """
 import torch
 
 from jfa_verify import Capabilities, register_kernel
-from jfa_verify.case import Case
-from jfa_verify.errors import InvalidInput, UnsupportedCase
-from jfa_verify.protocol import TileSizes
+from jfa_verify.cases.case import Case
+from jfa_verify.core.errors import InvalidInput, UnsupportedCase
+from jfa_verify.protocol.kernel import TileSizes
 
 
 def _tiles(problem):  # the kernel's own tile_sizes: it refuses a batch of 2 and breaks on a batch of 3
@@ -223,8 +223,8 @@ def test_failures_before_the_kernel_call_give_the_same_verdicts_isolated_and_in_
     """Review: the kernel's tile_sizes refusing a case (UnsupportedCase) was a failing "error" in a worker and an
     exception in-process; anything else raised before the kernel call ended the worker."""
     from jfa_verify import run_case
-    from jfa_verify.errors import InvalidInput
-    from jfa_verify.registry import get_kernel
+    from jfa_verify.core.errors import InvalidInput
+    from jfa_verify.protocol.registry import get_kernel
 
     plugin = tmp_path / "preparing.py"
     plugin.write_text(_PREPARING)
@@ -250,8 +250,8 @@ def test_failures_before_the_kernel_call_give_the_same_verdicts_isolated_and_in_
 
 def test_isolated_kernel_must_be_loadable_by_the_worker():
     from jfa_verify import Capabilities
-    from jfa_verify.errors import PluginError
-    from jfa_verify.registry import register_kernel
+    from jfa_verify.core.errors import PluginError
+    from jfa_verify.protocol.registry import register_kernel
 
     @register_kernel("only_in_this_process", capabilities=Capabilities())
     def load():
@@ -271,9 +271,9 @@ def test_old_timeout_status_reads_as_hang(tmp_path):
 
 def test_verifier_jobs_keep_the_order_and_each_verdict(tmp_path, misbehaving_plugin):
     # three workers, one case of which crashes its worker: every other case still gets its verdict, in order
-    from jfa_verify.errors import InvalidInput
-    from jfa_verify.loop import Verifier
-    from jfa_verify.registry import get_kernel, load_plugin
+    from jfa_verify.core.errors import InvalidInput
+    from jfa_verify.run.loop import Verifier
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
 
     plugin = misbehaving_plugin("crashes-on-3", crash="B == 3")
     load_plugin(plugin)
@@ -299,8 +299,8 @@ def test_verifier_jobs_interrupted_mid_case_leave_no_running_file(tmp_path, misb
     # the lock code of the main thread's wait on futures and surfaced as "RuntimeError: release unlocked lock"
     # raised while handling the KeyboardInterrupt: a traceback, no interrupted report, and exit 1 (a finding's
     # code) for a stop. It must come out as the stop it is.
-    from jfa_verify.loop import Verifier
-    from jfa_verify.registry import get_kernel
+    from jfa_verify.run.loop import Verifier
+    from jfa_verify.protocol.registry import get_kernel
 
     name = f"hangs-on-2-{how}"
     plugin = misbehaving_plugin(name, hang="B == 2")
@@ -324,7 +324,7 @@ def test_verifier_jobs_interrupted_mid_case_leave_no_running_file(tmp_path, misb
 
 
 def test_interrupt_behind_finds_the_stop_an_exception_was_raised_in():
-    from jfa_verify.interrupts import interrupt_behind
+    from jfa_verify.run.interrupts import interrupt_behind
 
     assert interrupt_behind(RuntimeError("a framework error")) is None
     assert interrupt_behind(KeyboardInterrupt()) is not None
@@ -335,8 +335,8 @@ def test_replay_of_a_recorded_hang_ends_with_the_limit_its_run_had(tmp_path, mis
     # hung (here 600 s) instead of calling it a hang again; and it printed the wait to the microsecond
     # ("a limit of 5.00423 s") where the run's limit was 5 s
     from jfa_verify.cli import main
-    from jfa_verify.corpus import Corpus
-    from jfa_verify.isolation import crash_result
+    from jfa_verify.run.corpus import Corpus
+    from jfa_verify.run.isolation import crash_result
 
     plugin = misbehaving_plugin("always-hangs", hang="True")
     case = Case(kv_lengths=(5, 6), head_dim=16, dtype="float32")
@@ -347,7 +347,7 @@ def test_replay_of_a_recorded_hang_ends_with_the_limit_its_run_had(tmp_path, mis
     assert time.monotonic() - t0 < 60
     out = capsys.readouterr().out
     assert "a limit of 2 s" in out and "recorded verdict: hang; replayed: hang (same)" in out
-    from jfa_verify.corpus import replay_timeout
+    from jfa_verify.run.corpus import replay_timeout
 
     # a fractional limit is kept (regression: rounding to whole seconds replayed --timeout 2.4 with 2 s)
     assert [replay_timeout({"status": "hang", "verdict": {"seconds": {"kernel": w}}}) for w in (2.4031, 0.3002)] == [
@@ -383,7 +383,7 @@ def test_a_case_worker_returns_a_large_cached_peak_to_the_driver(monkeypatch):
     # large case of either gate ran out of memory; a worker now keeps at most KEEP_CACHED_BYTES between cases
     import torch
 
-    from jfa_verify import isolation
+    from jfa_verify.run import isolation
 
     emptied = []
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
@@ -398,9 +398,9 @@ def test_replay_of_a_running_file_runs_in_a_case_worker_with_a_limit(tmp_path, m
     """Regression (a new user's trial): the replay command ``findings`` prints for a ``"running"`` file (its process
     died mid-case: most often a crash or a hang) ran the case in the replaying process: it hung for good, or
     aborted with exit 134 and no word. It now runs in a case worker, with a limit."""
-    import jfa_verify.corpus as corpus_mod
+    import jfa_verify.run.corpus as corpus_mod
     from jfa_verify.cli import main
-    from jfa_verify.corpus import Corpus
+    from jfa_verify.run.corpus import Corpus
 
     case = Case(kv_lengths=(5, 6), head_dim=16, dtype="float32")
     for name, misbehaviour, want in (("aborts", dict(crash="True"), ExitCode.CRASH),
@@ -425,7 +425,7 @@ def test_a_case_worker_whose_parent_is_gone_ends_quietly(tmp_path):
         import time
         from jfa_verify import Capabilities, register_kernel
         from jfa_verify.oracles import reference_attention
-        from jfa_verify.contract import validate_inputs
+        from jfa_verify.core.contract import validate_inputs
 
         @register_kernel("slow_once", capabilities=Capabilities(backward=False))
         def load():
@@ -437,7 +437,7 @@ def test_a_case_worker_whose_parent_is_gone_ends_quietly(tmp_path):
     """))
     script = textwrap.dedent(f"""
         from jfa_verify import Case
-        from jfa_verify.isolation import CaseWorker, WorkerSpec
+        from jfa_verify.run.isolation import CaseWorker, WorkerSpec
 
         if __name__ == "__main__":
             worker = CaseWorker(WorkerSpec("slow_once", "cpu", ({str(plugin)!r},), backward=False))

@@ -278,7 +278,7 @@ def test_the_padded_sdpa_oracle_in_groups_agrees_with_the_reference(case, bucket
 def test_both_references_refuse_an_output_gradient_not_shaped_like_the_output(shape):
     # regression (new-user trial): the padded SDPA oracle took a wrong `do` and failed deep inside with an
     # IndexError or an autograd shape mismatch; the float64 reference named the bad shape
-    from jfa_verify.errors import InvalidInput
+    from jfa_verify.core.errors import InvalidInput
 
     case = Case(kv_lengths=(3, 5), num_heads_q=4, num_heads_kv=2, head_dim=16, dtype="float32")
     t = case.materialize("cpu")

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from jfa_verify import Case, run_case
-from jfa_verify.errors import KernelUnavailable
-from jfa_verify.protocol import Kernel
-from jfa_verify.registry import add_kernel, get_kernel, load_plugin
+from jfa_verify.core.errors import KernelUnavailable
+from jfa_verify.protocol.kernel import Kernel
+from jfa_verify.protocol.registry import add_kernel, get_kernel, load_plugin
 
 HERE = Path(__file__).resolve().parent
 PLUGIN = HERE / "fa2_like_plugin.py"
@@ -113,7 +113,7 @@ def test_flex_attention_returns_no_lse_for_a_query_without_rows():
 
 
 def test_flex_empty_query_finding_replays_on_the_cpu_with_the_peer_named():
-    from jfa_verify.corpus import read_case_file
+    from jfa_verify.run.corpus import read_case_file
 
     case, payload = read_case_file(HERE / "corpus" / "peers" / "flex-attention-empty-query-returns-no-lse.json")
     assert case.mode == "broadcast_q" and case.broadcast_q_len == 0 and payload["environment"]["gpu"] == "NVIDIA H200"
@@ -124,7 +124,7 @@ def test_flex_empty_query_finding_replays_on_the_cpu_with_the_peer_named():
 def test_nested_sdpa_storage_offset_finding_replays_on_the_cpu():
     """The H200 finding's reproducer, replayed where CI runs: dK and dV fail (the first row before the sequences
     makes the adapter's output a concatenation, so autograd hands SDPA a dO view with a storage offset)."""
-    from jfa_verify.corpus import read_case_file
+    from jfa_verify.run.corpus import read_case_file
 
     case, payload = read_case_file(HERE / "corpus" / "peers" / "nested-sdpa-dO-with-storage-offset-wrong-gradients.json")
     assert case.offsets_start == 1 and payload["environment"]["gpu"] == "NVIDIA H200"
@@ -168,7 +168,7 @@ def test_varlen_attn_gqa_is_read_from_the_signature_without_importing_dynamo():
     from jfa_verify.kernels.torch_varlen_attn import _has_gqa
 
     assert _has_gqa() == ("enable_gqa" in inspect.signature(varlen_attn).parameters)
-    code = ("import sys; from jfa_verify.registry import kernel_names; kernel_names(); "
+    code = ("import sys; from jfa_verify.protocol.registry import kernel_names; kernel_names(); "
             "print('torch._dynamo' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stdout + proc.stderr[-2000:]
@@ -223,7 +223,7 @@ def test_tlx_adapter_passes_against_its_standin(tmp_path, balanced):
 
 
 def test_tlx_declared_limits_are_unsupported_not_passed(tmp_path):
-    from jfa_verify.errors import UnsupportedCase
+    from jfa_verify.core.errors import UnsupportedCase
 
     kernel = _standin_kernel(tmp_path)
     t = Case(kv_lengths=(5,), **H).materialize("cpu")
@@ -354,7 +354,7 @@ def test_campaign_finds_the_empty_batch_error_and_the_plus_inf_lse(tmp_path):
 def test_matrix_cli_table_findings_outputs_and_replays(tmp_path, monkeypatch, capsys):
     from jfa_verify.cli import main
 
-    from jfa_verify import registry
+    from jfa_verify.protocol.kernel import registry
 
     monkeypatch.chdir(tmp_path)
     shutil.copy(PLUGIN, tmp_path / "fa2_like_plugin.py")
@@ -427,7 +427,7 @@ def test_matrix_usage_errors(capsys):
 
 def test_matrix_jobs_below_one_is_a_usage_error(capsys):
     from jfa_verify.cli import main
-    from jfa_verify.exits import ExitCode
+    from jfa_verify.core.exits import ExitCode
 
     assert main(["matrix", "--kernel", "triton_jfa", "--device", "cpu", "--jobs", "0"]) == ExitCode.USAGE
     assert "argument --jobs: 0 must be > 0" in capsys.readouterr().err
@@ -441,7 +441,7 @@ JOBS_CASES = [Case(kv_lengths=(5, 6), dtype="float32", **H), CROSS_EMPTY_ROWS,
 def test_verify_all_starts_no_case_after_its_deadline(tmp_path):
     import time
 
-    from jfa_verify.loop import Verifier
+    from jfa_verify.run.loop import Verifier
 
     load_plugin(PLUGIN)
     kernel = get_kernel("fa2_like")
@@ -475,7 +475,7 @@ def test_verify_all_starts_no_case_after_its_deadline(tmp_path):
 
 
 def test_run_matrix_with_jobs_gives_the_cells_of_one_at_a_time(tmp_path):
-    from jfa_verify.matrix import NOT_RUN, run_matrix
+    from jfa_verify.workflows.matrix import NOT_RUN, run_matrix
 
     load_plugin(PLUGIN)
     kernels, cpu = [get_kernel("fa2_like")], torch.device("cpu")
@@ -511,7 +511,7 @@ def _short_of_memory(tmp_path, misbehaving_plugin, name: str):
 def test_cases_that_ran_out_of_device_memory_run_again_alone(tmp_path, misbehaving_plugin, jobs):
     """Regression (H200 gate, 2026-12-02): two gates side by side, 8 case workers each, filled the card; 5 suite
     cases came back as out-of-memory errors and failed the gate. Each passed when run alone."""
-    from jfa_verify.loop import Verifier
+    from jfa_verify.run.loop import Verifier
 
     name = f"short_of_memory_{jobs}"
     plugin, cases = _short_of_memory(tmp_path, misbehaving_plugin, name)
@@ -527,7 +527,7 @@ def test_cases_that_ran_out_of_device_memory_run_again_alone(tmp_path, misbehavi
 def test_matrix_runs_cells_that_ran_out_of_device_memory_again_one_at_a_time(tmp_path, misbehaving_plugin):
     """Regression (H200, 2026-12-02): beside another job holding 112 GiB of the card, 27 cells of a peer came back
     as out-of-memory errors and stood as its findings; run again once the card was free, they would have run."""
-    from jfa_verify.matrix import run_matrix
+    from jfa_verify.workflows.matrix import run_matrix
 
     plugin, cases = _short_of_memory(tmp_path, misbehaving_plugin, "short_of_memory")
     m = run_matrix([get_kernel("short_of_memory")], cases, torch.device("cpu"), reproducers=tmp_path / "r",
@@ -540,7 +540,7 @@ def test_matrix_runs_cells_that_ran_out_of_device_memory_again_one_at_a_time(tmp
 
 def test_varlen_inputs_give_the_ops_a_unit_head_dim_stride():
     # regression: on the H200 a q/k/v view with head-dim stride 2 reached FlashAttention's varlen op
-    from jfa_verify.adapting import varlen_inputs
+    from jfa_verify.protocol.adapting import varlen_inputs
 
     case = Case(kv_lengths=(3, 5), mode="cross", q_lengths=(4, 2), offsets_start=2, q_offsets_start=1,
                 layout="head_dim_strided", dtype="float32")
@@ -581,8 +581,8 @@ def test_matrix_deadline_is_shared_by_the_kernels_in_turn(tmp_path, monkeypatch)
     # the kernels after it "not run", however fast they were
     import time
 
-    from jfa_verify.loop import Verifier
-    from jfa_verify.matrix import run_matrix
+    from jfa_verify.run.loop import Verifier
+    from jfa_verify.workflows.matrix import run_matrix
 
     given = []
 
@@ -606,8 +606,8 @@ def test_matrix_gives_the_time_fast_kernels_leave_to_the_cells_a_slow_one_did_no
     # finished early, and the matrix ended 86 s before its deadline with those cells never revisited
     import time
 
-    from jfa_verify.loop import Verifier
-    from jfa_verify.matrix import NOT_RUN, run_matrix
+    from jfa_verify.run.loop import Verifier
+    from jfa_verify.workflows.matrix import NOT_RUN, run_matrix
 
     load_plugin(PLUGIN)
     # the real verdicts, computed before the clock starts: only the paced sleeps spend the deadline
@@ -643,8 +643,8 @@ def test_matrix_gives_the_time_fast_kernels_leave_to_the_cells_a_slow_one_did_no
 def test_a_hang_or_a_crash_cell_is_a_finding_of_the_matrix():
     # regression (H200, 2026-12-02): cells that hung past --timeout showed "hang" in the table but were left out
     # of the findings and of the per-kernel counts, so a matrix whose only trouble was hangs read as clean
-    from jfa_verify.exits import ExitCode
-    from jfa_verify.matrix import Cell, Matrix
+    from jfa_verify.core.exits import ExitCode
+    from jfa_verify.workflows.matrix import Cell, Matrix
 
     hang, crash, ok = JOBS_CASES
     m = Matrix(["k"], [hang, crash, ok])
@@ -668,7 +668,7 @@ def test_matrix_refuses_inputs_it_cannot_use_before_any_work(tmp_path, monkeypat
     import importlib.util
 
     from jfa_verify.cli import main
-    from jfa_verify.matrix import Matrix
+    from jfa_verify.workflows.matrix import Matrix
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
@@ -698,7 +698,7 @@ def test_matrix_refuses_inputs_it_cannot_use_before_any_work(tmp_path, monkeypat
 def test_a_findings_symptom_is_its_worst_output():
     # regression (new-user trial): the symptom was the first failing output (dq, 3.6x its allowance) while the
     # cell's headroom came from the worst (dv, 11,000x)
-    from jfa_verify.matrix import _symptom
+    from jfa_verify.workflows.matrix import _symptom
 
     verdict = ("[FAIL] c: self full bfloat16 on k\n  dq: max abs error 0.00907 > allowance 0.00255 (SDPA 1e-3)\n"
                "      worst at sequence 1, head 0, token 1: kernel 1.0, reference 0.9\n"

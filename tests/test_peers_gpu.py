@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from jfa_verify import run_case
-from jfa_verify.corpus import read_case_file
-from jfa_verify.exits import exit_code_for
-from jfa_verify.registry import get_kernel
+from jfa_verify.run.corpus import read_case_file
+from jfa_verify.core.exits import exit_code_for
+from jfa_verify.protocol.registry import get_kernel
 
 PEERS = Path(__file__).with_name("corpus") / "peers"
 EMPTY_Q = PEERS / "fa2-varlen-all-empty-query-batch-invalid-argument.json"
@@ -62,8 +62,8 @@ def test_peer_reproducers_hold_the_named_triggers():
 # Runs the adapter on the reproducer's case with default strides for the empty query tensor.
 _DEFAULT_STRIDES = """
 import sys
-from jfa_verify.corpus import read_case_file
-from jfa_verify.registry import get_kernel
+from jfa_verify.run.corpus import read_case_file
+from jfa_verify.protocol.registry import get_kernel
 case, _ = read_case_file(sys.argv[1])
 t = case.materialize("cuda")
 q = t.q.new_empty(t.q.shape)  # an empty tensor as torch.empty makes it: strides (H * D, D, 1)

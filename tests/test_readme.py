@@ -53,7 +53,7 @@ def test_readme_kernel_passes_the_gates_memory_checks_on_a_first_sequence_that_i
     `o[rows] = ...` into an empty first slice, then into the next, raised "a leaf Variable that requires grad is
     being used in an in-place operation"."""
     from jfa_verify import Case, run_case
-    from jfa_verify.registry import get_kernel, load_plugin
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
 
     text = (ROOT / "README.md").read_text()
     code = re.search(r"## Gate your own kernel.*?```python\n(.*?)```", text, re.S).group(1)
@@ -71,7 +71,7 @@ def test_a_kernel_whose_output_is_detached_fails_when_it_declares_a_backward(tmp
     """Regression (a new user's trial): the README's kernel returning `o.detach(), lse.detach()` passed all 99 cases
     of `jfa-verify run` and a campaign with its gradients never judged (the backward was skipped without a word)."""
     from jfa_verify import Case, run_case
-    from jfa_verify.registry import get_kernel, load_plugin
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
 
     text = (ROOT / "README.md").read_text()
     code = re.search(r"## Gate your own kernel.*?```python\n(.*?)```", text, re.S).group(1)

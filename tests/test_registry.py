@@ -26,7 +26,7 @@ def test_kernels_table_keeps_one_line_per_kernel_for_multi_line_docstrings(tmp_p
 
 
 def test_broken_entry_point_is_listed_not_fatal(monkeypatch, capsys):
-    import jfa_verify.registry as registry
+    import jfa_verify.protocol.registry as registry
 
     class BrokenEntryPoint:
         name, value = "team_broken", "team_broken_pkg.module"
@@ -87,7 +87,7 @@ def test_the_same_loader_registered_twice_stays_harmless(tmp_path):
 
 
 def test_two_entry_points_registering_one_name_make_it_a_usage_error(monkeypatch, capsys):
-    import jfa_verify.registry as registry
+    import jfa_verify.protocol.registry as registry
     from jfa_verify import Capabilities, register_kernel
 
     class TakesABuiltInName:

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from jfa_verify import Case
-from jfa_verify.calls import check_relations, is_call_file, read_call_file, write_call_file
-from jfa_verify.protocol import Kernel
-from jfa_verify.registry import add_kernel, get_kernel
-from jfa_verify.relations import Relation, permuted
-from jfa_verify.runner import run_case
+from jfa_verify.checks.calls import check_relations, is_call_file, read_call_file, write_call_file
+from jfa_verify.protocol.kernel import Kernel
+from jfa_verify.protocol.registry import add_kernel, get_kernel
+from jfa_verify.checks.relations import Relation, permuted
+from jfa_verify.run.runner import run_case
 
 CASE = Case(kv_lengths=(5, 0, 17, 3), mode="cross", q_lengths=(9, 2, 4, 3), causal=True,
             causal_alignment="bottom_right", num_heads_q=3, num_heads_kv=1, head_dim=16, dtype="float32",
@@ -125,7 +125,7 @@ def test_a_broken_relation_leaves_a_call_file_that_replays(tmp_path, jfa_device,
 
 
 def test_call_file_errors_name_the_file(tmp_path):
-    from jfa_verify.errors import InvalidInput
+    from jfa_verify.core.errors import InvalidInput
 
     bad = tmp_path / "x.calls.json"
     write_call_file(bad, Relation("sequence", CASE), kernel="k", device="cpu")
@@ -146,7 +146,7 @@ def test_a_kernel_exception_is_a_finding_but_a_framework_exception_is_not(jfa_de
     finding = Relation("permutation", CASE).check(_wrapped("planted-raises", _raises), jfa_device)
     assert finding is not None and finding.startswith("kernel raised: RuntimeError: planted")
 
-    import jfa_verify.relations as relations
+    import jfa_verify.checks.relations as relations
 
     def broken(*args, **kwargs):
         raise ImportError("planted: the framework's own import failed")
@@ -158,8 +158,8 @@ def test_a_kernel_exception_is_a_finding_but_a_framework_exception_is_not(jfa_de
 
 def test_the_sequence_of_related_calls_ends_with_the_same_lengths_at_another_head_dim():
     # a launch plan cached on the lengths alone is seen only by a later call with the same lengths
-    from jfa_verify.dimensions import padded_width
-    from jfa_verify.suites import related_calls
+    from jfa_verify.cases.dimensions import padded_width
+    from jfa_verify.checks.suites import related_calls
 
     calls = related_calls(CASE, get_kernel("triton_jfa").capabilities)
     last = calls[-1]

@@ -7,9 +7,9 @@ import dataclasses
 
 from jfa_verify import get_kernel, run_case
 from jfa_verify.kernels.triton_jfa import build
-from jfa_verify.planning import PersistentScheduler
-from jfa_verify.protocol import Kernel
-from jfa_verify.schedules import SCHEDULERS
+from jfa_verify.scheduling.planning import PersistentScheduler
+from jfa_verify.protocol.kernel import Kernel
+from jfa_verify.scheduling.schedules import SCHEDULERS
 from jfa_verify.strategies import cases
 
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from jfa_verify.errors import InvalidInput
-from jfa_verify.invariants import (
+from jfa_verify.core.errors import InvalidInput
+from jfa_verify.scheduling.invariants import (
     ScheduleInvariantError,
     assert_schedule_ok,
     check_deterministic,
@@ -24,8 +24,8 @@ from jfa_verify.invariants import (
     check_visits,
     imbalance,
 )
-from jfa_verify.schedule_report import compare_schedulers, plot_per_sm_load
-from jfa_verify.schedules import (
+from jfa_verify.scheduling.schedule_report import compare_schedulers, plot_per_sm_load
+from jfa_verify.scheduling.schedules import (
     SCHEDULERS,
     SENTINEL,
     Schedule,

@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
 from jfa_verify import Case, run_case
-from jfa_verify.case import VALUE_DISTRIBUTIONS
-from jfa_verify.coverage import CLASSES, CPU_EXPECTED, Coverage, classify, element_extent
+from jfa_verify.cases.case import VALUE_DISTRIBUTIONS
+from jfa_verify.cases.coverage import CLASSES, CPU_EXPECTED, Coverage, classify, element_extent
 from jfa_verify.strategies import (
     cases,
     cross_query_lengths,
@@ -28,8 +28,8 @@ from jfa_verify.strategies import (
     tile_boundary_lengths,
     value_policies,
 )
-from jfa_verify.protocol import Capabilities, Kernel, TileSizes, tiles_for_shape
-from jfa_verify.registry import get_kernel
+from jfa_verify.protocol.kernel import Capabilities, Kernel, TileSizes, tiles_for_shape
+from jfa_verify.protocol.registry import get_kernel
 
 KERNEL = get_kernel("triton_jfa")
 
@@ -123,7 +123,7 @@ def test_heavy_tail_parameter_and_shrink():
 
 
 def test_movielens_batches_sample_the_real_distribution():
-    from jfa_verify.lengths import movielens_lengths
+    from jfa_verify.core.lengths import movielens_lengths
 
     raw = find(movielens_batches(max_len=10_000, scale=1.0), lambda xs: max(xs) > 1000, settings=FIND)
     assert set(raw) <= set(movielens_lengths())
@@ -368,7 +368,7 @@ def test_coverage_of_a_kernel_does_not_count_classes_outside_its_capabilities():
     """Regression (H200, 2026-12-02): a gluon_jfa campaign (bf16/fp16, D in {64, 128}, contiguous inputs, no
     windows) reported "28/46 classes; never drawn: ... float32, strided, odd_head_dim, window ...": 14 of the
     18 classes it named no run of that kernel can reach, hiding the 3 it could (multi-tile lengths)."""
-    from jfa_verify.coverage import expected_classes, unsupported_classes
+    from jfa_verify.cases.coverage import expected_classes, unsupported_classes
 
     gluon = get_kernel("gluon_jfa")
     outside = unsupported_classes(gluon.capabilities)
@@ -392,9 +392,9 @@ def test_coverage_of_a_kernel_does_not_count_classes_outside_its_capabilities():
 def test_no_drawn_case_is_in_a_class_called_outside_its_kernels_capabilities(device_type):
     """Review: the classes left out of a kernel's coverage line must be ones its cases never reach (else the
     coverage line hides a class the campaign could, and should, draw)."""
-    from jfa_verify.coverage import unsupported_classes
-    from jfa_verify.registry import kernel_names
-    from jfa_verify.suites import suite_inputs
+    from jfa_verify.cases.coverage import unsupported_classes
+    from jfa_verify.protocol.registry import kernel_names
+    from jfa_verify.checks.suites import suite_inputs
 
     models = set()
     for name in kernel_names():
@@ -430,7 +430,7 @@ def test_public_api_is_exported():
 def test_gpu_draws_reach_every_tile_shape_the_kernel_runs():
     """Regression (H200, 2026-12-02): campaigns drew head dims up to 64, so triton_jfa's 64 x 32 tiles (its tiles
     past D = 128 on CUDA) never ran in a drawn case, and a BLOCK_M/BLOCK_N mix-up computed right on every one."""
-    from jfa_verify.dimensions import tile_shape
+    from jfa_verify.cases.dimensions import tile_shape
 
     kernel = get_kernel("triton_jfa")
     shapes = {"cpu": set(), "cuda": set()}

@@ -10,15 +10,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jfa_verify.device import current_device
+from jfa_verify.core.device import current_device
 
 DEVICE = current_device()  # before any Triton kernel import: sets TRITON_INTERPRET=1 on CPU
 
-from jfa_verify.contract import JaggedProblem, validate_inputs  # noqa: E402
-from jfa_verify.errors import UnsupportedCase  # noqa: E402
+from jfa_verify.core.contract import JaggedProblem, validate_inputs  # noqa: E402
+from jfa_verify.core.errors import UnsupportedCase  # noqa: E402
 from jfa_verify.oracles import reference_attention  # noqa: E402
-from jfa_verify.protocol import PassPlan  # noqa: E402
-from jfa_verify.registry import get_kernel  # noqa: E402
+from jfa_verify.protocol.kernel import PassPlan  # noqa: E402
+from jfa_verify.protocol.registry import get_kernel  # noqa: E402
 from tests.helpers import oracle  # noqa: E402
 
 
@@ -306,13 +306,13 @@ def test_schedule_index_out_of_range_rejected(jfa):
 def test_localization_uses_the_tiles_the_kernel_runs_for_distinct_value_head_dim():
     """Regression: callers asked for tiles by D alone while the kernel sizes them by max(D, D_v): on CUDA,
     D=64 with D_v=160 runs BLOCK_N=32, but localization and tile-edge coverage used BLOCK_N=64."""
-    from jfa_verify.protocol import tiles_for_shape
+    from jfa_verify.protocol.kernel import tiles_for_shape
 
     kernel = get_kernel("triton_jfa")
     problem = JaggedProblem.of_shape(64, 160, torch.bfloat16, "cuda")
     assert kernel.tile_sizes(problem).as_tuple() == (64, 32)
     assert tiles_for_shape(kernel, 64, 160, torch.bfloat16, "cuda").as_tuple() == (64, 32)
-    from jfa_verify.localize import locate
+    from jfa_verify.judge.localize import locate
 
     p = JaggedProblem("self", (100,), (100,), (0,), (0,), (0,), 100, 1, 1, 64, 160, False, "top_left", 0.125,
                       torch.bfloat16, torch.device("cuda"))
@@ -362,7 +362,7 @@ def test_backward_hidden_keys_with_large_logits_do_not_overflow_exp2():
 def test_interpreting_reads_triton_interpret_as_triton_does(monkeypatch, value, expected):
     """Regression: ``TRITON_INTERPRET=false`` (compiled kernels for Triton) counted as interpreting,
     which would send the interpreter-only code paths (``INTERPRET=True``) to the GPU compiler."""
-    from jfa_verify.device import interpreting
+    from jfa_verify.core.device import interpreting
 
     monkeypatch.setenv("TRITON_INTERPRET", value)
     assert interpreting() is expected

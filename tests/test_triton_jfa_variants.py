@@ -18,7 +18,7 @@ _SCRIPT = """
 import json, torch
 from triton.runtime import driver
 from triton.runtime.jit import compute_cache_key
-from jfa_verify.target_driver import TargetOnlyDriver
+from jfa_verify.core.target_driver import TargetOnlyDriver
 driver.set_active(TargetOnlyDriver(90))
 from jfa_verify.kernels.triton_jfa import _kernels as K
 

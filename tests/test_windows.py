@@ -6,11 +6,11 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from jfa_verify import Case, InvalidInput, run_case, validate_inputs
-from jfa_verify.contract import check_window, key_range, keys_seen, mask_kind, rows_seeing, visible_mask
-from jfa_verify.coverage import WINDOW_CLASSES, Coverage, classify
-from jfa_verify.protocol import Capabilities, Kernel
-from jfa_verify.registry import get_kernel
-from jfa_verify.schedules import workloads_backward, workloads_forward
+from jfa_verify.core.contract import check_window, key_range, keys_seen, mask_kind, rows_seeing, visible_mask
+from jfa_verify.cases.coverage import WINDOW_CLASSES, Coverage, classify
+from jfa_verify.protocol.kernel import Capabilities, Kernel
+from jfa_verify.protocol.registry import get_kernel
+from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
 from jfa_verify.strategies import cases, windows
 
 SIDES = st.one_of(st.just(-1), st.integers(0, 12))

@@ -19,10 +19,10 @@ for kernels that declare them, GQA/MQA, odd head
 dims, broadcast-Q, value adversaries, strided layout, offsets not at 0,
 int32/int64 offsets); :func:`packs` (cases sharing all but lengths and seed, packed into
 one launch); :func:`overflow_cases` (GPU only, element offsets past
-2**31). :mod:`jfa_verify.coverage` names the classes a case belongs to.
+2**31). :mod:`jfa_verify.cases.coverage` names the classes a case belongs to.
 """
 
-from ._cases import (
+from jfa_verify.strategies._cases import (
     DEFAULT_HEAD_DIMS,
     DEFAULT_MAX_LEN,
     cases,
@@ -37,7 +37,7 @@ from ._cases import (
     value_policies,
     windows,
 )
-from ._lengths import (
+from jfa_verify.strategies._lengths import (
     LENGTH_KINDS,
     cross_query_lengths,
     empty_batches,

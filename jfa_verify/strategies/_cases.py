@@ -8,13 +8,13 @@ from typing import Optional, Sequence
 
 from hypothesis import strategies as st
 
-from ..case import LAYOUTS, OFFSETS_LAYOUTS, VALUE_DISTRIBUTIONS, Case
-from ..contract import MODES
-from ..dimensions import masks_supported, tile_shape
-from ..dtypes import DTYPES, dtype_name
-from ..errors import InvalidInput
-from ..protocol import Capabilities, Kernel, tiles_for_shape
-from ._lengths import cross_query_lengths, jagged_lengths, sequence_lengths, tile_boundary_lengths
+from jfa_verify.cases.case import LAYOUTS, OFFSETS_LAYOUTS, VALUE_DISTRIBUTIONS, Case
+from jfa_verify.core.contract import MODES
+from jfa_verify.cases.dimensions import masks_supported, tile_shape
+from jfa_verify.core.dtypes import DTYPES, dtype_name
+from jfa_verify.core.errors import InvalidInput
+from jfa_verify.protocol.kernel import Capabilities, Kernel, tiles_for_shape
+from jfa_verify.strategies._lengths import cross_query_lengths, jagged_lengths, sequence_lengths, tile_boundary_lengths
 
 __all__ = [
     "DEFAULT_HEAD_DIMS",
@@ -64,8 +64,8 @@ def head_configs(draw, *, gqa: bool = True, max_heads: int = 4) -> tuple[int, in
 
 def sm_scales(head_dim: int) -> st.SearchStrategy:
     """A softmax scale for head dim ``head_dim``: None (the default ``1/sqrt(D)``) or a given one below or
-    above it (:data:`jfa_verify.construct.SM_SCALE_FACTORS` times the default). Shrinks toward None."""
-    from ..construct import SM_SCALE_FACTORS
+    above it (:data:`jfa_verify.cases.construct.SM_SCALE_FACTORS` times the default). Shrinks toward None."""
+    from jfa_verify.cases.construct import SM_SCALE_FACTORS
 
     given = [f / math.sqrt(head_dim) for _, f in sorted(SM_SCALE_FACTORS.items())]
     return st.one_of(st.none(), st.sampled_from(given))
@@ -96,7 +96,7 @@ def _with_every_tile_shape(kernel, caps: Capabilities, dims: list[int], dtype_na
     """``dims`` and, for each tile shape (BLOCK_M against BLOCK_N) the kernel runs on ``device_type`` for
     some head dim and none of ``dims`` gives, the smallest head dim that gives it (appended: drawn as
     often as another, shrunk away from). ``triton_jfa`` on CUDA: 64 x 32 tiles past D = 128 only."""
-    from ..construct import CANDIDATE_HEAD_DIMS
+    from jfa_verify.cases.construct import CANDIDATE_HEAD_DIMS
 
     def shapes(d: int) -> set:
         return {tile_shape(tiles_for_shape(kernel, d, d, DTYPES[t], device_type).as_tuple()) for t in dtype_names}
@@ -118,7 +118,7 @@ def head_dims(kernel=None, *, candidates: Sequence[int] = DEFAULT_HEAD_DIMS) -> 
 
 
 def value_policies(names: Optional[Sequence[str]] = None) -> st.SearchStrategy[str]:
-    """A value distribution name (see :class:`~jfa_verify.case.Case` ``values``): ``normal``,
+    """A value distribution name (see :class:`~jfa_verify.cases.case.Case` ``values``): ``normal``,
     ``large_logits`` (softmax saturation), ``correlated`` (low rank plus offset), ``near_ties``,
     ``tiny``. Inputs are always finite (inf/NaN inputs are outside the contract). Shrinks toward
     ``normal``.
@@ -131,8 +131,8 @@ def value_policies(names: Optional[Sequence[str]] = None) -> st.SearchStrategy[s
 
 
 def layouts(names: Optional[Sequence[str]] = None) -> st.SearchStrategy[str]:
-    """A memory layout of q, k, v and dO, one of :data:`jfa_verify.case.LAYOUTS` (their strides are
-    described by the contract model's ``layout`` dimension, :mod:`jfa_verify.dimensions`). Shrinks toward
+    """A memory layout of q, k, v and dO, one of :data:`jfa_verify.cases.case.LAYOUTS` (their strides are
+    described by the contract model's ``layout`` dimension, :mod:`jfa_verify.cases.dimensions`). Shrinks toward
     ``contiguous``.
     """
     chosen = list(LAYOUTS if names is None else names)
@@ -150,7 +150,7 @@ def offsets_configs(starts: Sequence[int] = (0, 1, 3, 17), layouts: Optional[Seq
     """``(offsets_dtype, offsets_start, offsets_layout)``: int32 or int64 offsets, starting at 0 or
     inside a larger buffer (rows before the start belong to no sequence), dense or as the two
     columns of one ``[B + 1, 2]`` tensor (strided views: outside the contract, which a kernel must
-    reject or handle; see :class:`~jfa_verify.case.Case`). Shrinks toward ``("int32", 0, "contiguous")``.
+    reject or handle; see :class:`~jfa_verify.cases.case.Case`). Shrinks toward ``("int32", 0, "contiguous")``.
     """
     chosen = list(OFFSETS_LAYOUTS if layouts is None else layouts)
     bad = [n for n in chosen if n not in OFFSETS_LAYOUTS]
@@ -161,7 +161,7 @@ def offsets_configs(starts: Sequence[int] = (0, 1, 3, 17), layouts: Optional[Seq
 
 def windows(block_sizes: tuple[int, int] = (32, 16), *, max_len: int = 48, symmetric: bool = False
             ) -> st.SearchStrategy[tuple[int, int]]:
-    """A sliding window ``(left, right)`` (see :class:`~jfa_verify.case.Case` ``window``).
+    """A sliding window ``(left, right)`` (see :class:`~jfa_verify.cases.case.Case` ``window``).
 
     Each side is drawn from 0 (the diagonal only), 1, the tile sizes +-1 (``block_sizes``: the
     kernel's ``(BLOCK_M, BLOCK_N)``), a span longer than any sequence (``max_len + 3``), a small
@@ -199,7 +199,7 @@ def cases(
 
     Args:
         kernel: a registered kernel (its capabilities and tile sizes), a ``Capabilities``
-            (tile boundaries then from :data:`jfa_verify.protocol.GENERIC_TILES`), or None for
+            (tile boundaries then from :data:`jfa_verify.protocol.kernel.GENERIC_TILES`), or None for
             the whole contract.
         device_type: selects the kernel's tile sizes for boundary lengths.
         dtypes, modes: restrict to these names (default: all the kernel supports).

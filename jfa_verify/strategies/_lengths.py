@@ -11,7 +11,7 @@ from typing import Optional, Sequence, Union
 
 from hypothesis import strategies as st
 
-from ..errors import InvalidInput
+from jfa_verify.core.errors import InvalidInput
 
 __all__ = [
     "LENGTH_KINDS",
@@ -182,14 +182,14 @@ def heavy_tailed_lengths(
 def movielens_batches(
     *, max_len: int = 64, scale: Optional[float] = None, min_batch: int = 1, max_batch: int = 6
 ) -> st.SearchStrategy[tuple[int, ...]]:
-    """User-history lengths sampled from MovieLens (:func:`jfa_verify.lengths.movielens_lengths`).
+    """User-history lengths sampled from MovieLens (:func:`jfa_verify.core.lengths.movielens_lengths`).
 
     Each length is ``ceil(n * scale)`` (at least 1), clipped to ``max_len``;
     ``scale`` defaults to mapping the median history (70.5) to ``max_len / 4``,
     so the real tail is kept up to the clip. Shrinks toward the shortest
     history and one sequence.
     """
-    from ..lengths import movielens_lengths
+    from jfa_verify.core.lengths import movielens_lengths
 
     _check_sizes(max_len, max_batch, min_batch)
     data = sorted(set(movielens_lengths()))

@@ -4,14 +4,14 @@ The packed sequences are one "batch" of one long row each for Q and K/V; a block
 for query ``i`` only when both belong to the same sequence (a document mask), and adds the causal
 and sliding-window conditions around each sequence's aligned diagonal (both alignments). Compiled
 (``torch.compile``) on CUDA, eager on the CPU, where torch (2.13) has no flex backward: the CPU kernel
-is forward only (:attr:`~jfa_verify.protocol.Capabilities.backward_device_types`). LSE comes back
+is forward only (:attr:`~jfa_verify.protocol.kernel.Capabilities.backward_device_types`). LSE comes back
 through ``return_aux`` (``return_lse`` on older torch).
 """
 
 from __future__ import annotations
 
-from jfa_verify.protocol import Capabilities
-from jfa_verify.registry import register_kernel
+from jfa_verify.protocol.kernel import Capabilities
+from jfa_verify.protocol.registry import register_kernel
 
 CAPABILITIES = Capabilities(
     min_head_dim=16,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from jfa_verify.protocol import Capabilities, TileSizes
-from jfa_verify.registry import register_kernel
+from jfa_verify.protocol.kernel import Capabilities, TileSizes
+from jfa_verify.protocol.registry import register_kernel
 
 __all__ = ["CAPABILITIES", "build"]
 
@@ -35,7 +35,7 @@ def build(*, kernels_module=None, host_module=None, scheduler=None):
     """``gluon_jfa`` on the given modules (defaults: the shipped ``_kernels`` and ``_host``) with a
     scheduler hook for its query tiles and its dK/dV tiles (default: zigzag over the device's SMs for both);
     the mutation engine builds planted-bug copies through this."""
-    from jfa_verify.planning import PersistentScheduler
+    from jfa_verify.scheduling.planning import PersistentScheduler
 
     from ._adapter import GluonJFA
 

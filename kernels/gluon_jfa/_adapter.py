@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from jfa_verify.contract import JaggedProblem, check_offsets_dense, validate_inputs
-from jfa_verify.protocol import KernelRun
-from jfa_verify.schedules import workloads_backward, workloads_forward
+from jfa_verify.core.contract import JaggedProblem, check_offsets_dense, validate_inputs
+from jfa_verify.protocol.kernel import KernelRun
+from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
 
 __all__ = ["GluonJFA"]
 

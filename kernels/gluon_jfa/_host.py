@@ -114,13 +114,13 @@ class _Problem:
 
 
 def _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale, require_cuda=True) -> _Problem:
-    """The framework's contract check (:func:`jfa_verify.contract.validate_inputs`), then ``gluon_jfa``'s limits.
+    """The framework's contract check (:func:`jfa_verify.core.contract.validate_inputs`), then ``gluon_jfa``'s limits.
 
     Raises:
         InvalidInput (a ValueError): inputs that break the contract.
         GluonUnsupported: valid inputs outside what this kernel implements.
     """
-    from jfa_verify.contract import validate_inputs
+    from jfa_verify.core.contract import validate_inputs
 
     problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
                               sm_scale=sm_scale)
@@ -128,7 +128,7 @@ def _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale,
 
 
 def from_problem(problem, q, k, v, require_cuda: bool = True) -> _Problem:
-    """This kernel's launch description of a validated :class:`jfa_verify.contract.JaggedProblem`.
+    """This kernel's launch description of a validated :class:`jfa_verify.core.contract.JaggedProblem`.
 
     Raises:
         GluonUnsupported: dtype, head dims, device, layout or alignment this kernel does not handle.

@@ -22,7 +22,7 @@ import types
 
 import torch
 
-from jfa_verify.target_driver import TargetOnlyDriver
+from jfa_verify.core.target_driver import TargetOnlyDriver
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 

@@ -8,7 +8,7 @@ pipeline's: one mbarrier, initialised before the region, arrived on by the worke
 waited on by the default partition. It is race-free by construction: the partitions write disjoint
 global words and share no shared memory but the mbarrier.
 
-The gate (``jfa_verify.gate``, :mod:`jfa_verify.sanitizer`) runs it under racecheck before gluon_jfa.
+The gate (``jfa_verify.workflows.gate``, :mod:`jfa_verify.checks.sanitizer`) runs it under racecheck before gluon_jfa.
 On the H200 (2026-12-01) racecheck reported hazards on it between the ``def`` line and the
 ``warp_specialize`` call, the same sites as all of gluon_jfa's reports, and none on the scaffold without
 the mbarrier (``docs/evidence/gluon-racecheck-2026-12-01/``). Exit status 0 when the control ran and

@@ -11,8 +11,8 @@ whose every sequence is empty raises in ``to_padded_tensor`` (a finding, reporte
 
 from __future__ import annotations
 
-from jfa_verify.protocol import Capabilities
-from jfa_verify.registry import register_kernel
+from jfa_verify.protocol.kernel import Capabilities
+from jfa_verify.protocol.registry import register_kernel
 
 CAPABILITIES = Capabilities(
     min_head_dim=1,

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from jfa_verify.protocol import Capabilities
-from jfa_verify.registry import register_kernel
+from jfa_verify.protocol.kernel import Capabilities
+from jfa_verify.protocol.registry import register_kernel
 
 __all__ = ["CAPABILITIES", "CHECKOUT_ENV", "build"]
 

@@ -9,7 +9,7 @@
 * causal and windows: bottom-right aligned (FlashAttention >= 2.1), ``window_size_left/right``;
   top-left only where it coincides (every sequence ``L_q == L_k``);
 * a convention declared, not converted: LSE = +inf for rows that see no key
-  (:data:`jfa_verify.conventions.CONVENTIONS` ``lse_plus_inf_empty_rows``);
+  (:data:`jfa_verify.core.conventions.CONVENTIONS` ``lse_plus_inf_empty_rows``);
 * the op's own errors (for example on empty tensors) are the kernel's findings: nothing is worked around.
 
 Registration only: the op is looked up when the kernel is first used.
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from jfa_verify.protocol import Capabilities
-from jfa_verify.registry import register_kernel
+from jfa_verify.protocol.kernel import Capabilities
+from jfa_verify.protocol.registry import register_kernel
 
 CAPABILITIES = Capabilities(
     dtypes=(torch.float16, torch.bfloat16),

@@ -17,7 +17,7 @@ import inspect
 from pathlib import Path
 
 from jfa_verify.kernels.torch_fa2_varlen import CAPABILITIES as FA2_CAPABILITIES
-from jfa_verify.registry import register_kernel
+from jfa_verify.protocol.registry import register_kernel
 
 
 def _has_gqa() -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jfa_verify.registry import register_kernel
+from jfa_verify.protocol.registry import register_kernel
 
 from ._config import CAPABILITIES, FP8_CAPABILITIES, tile_sizes
 
@@ -18,11 +18,11 @@ __all__ = ["build"]
 
 def build(*, kernels_module=None, host_module=None, scheduler=None, tf32: bool = False):
     """The ``triton_jfa`` implementation on the given modules (defaults: the shipped ``_kernels`` and
-    ``_host``) with a scheduler hook (:mod:`jfa_verify.planning`; default zigzag forward, round-robin
+    ``_host``) with a scheduler hook (:mod:`jfa_verify.scheduling.planning`; default zigzag forward, round-robin
     dK/dV, one program per SM). The mutation engine builds planted-bug copies through this.
     """
-    from jfa_verify.device import ensure_interpreter_matches_device
-    from jfa_verify.planning import PersistentScheduler
+    from jfa_verify.core.device import ensure_interpreter_matches_device
+    from jfa_verify.scheduling.planning import PersistentScheduler
 
     ensure_interpreter_matches_device()
     if kernels_module is None:
@@ -35,11 +35,11 @@ def build(*, kernels_module=None, host_module=None, scheduler=None, tf32: bool =
 def _register(name: str, doc: str, *, capabilities=CAPABILITIES, **options):
     def load():
         if options.get("scheduler") == "grid":
-            from jfa_verify.planning import GridScheduler
+            from jfa_verify.scheduling.planning import GridScheduler
 
             return build(scheduler=GridScheduler(), tf32=options.get("tf32", False))
         if options.get("scheduler") == "dynamic":
-            from jfa_verify.planning import PersistentScheduler
+            from jfa_verify.scheduling.planning import PersistentScheduler
 
             return build(scheduler=PersistentScheduler("dynamic", "dynamic"))
         return build(tf32=options.get("tf32", False))

@@ -11,8 +11,8 @@ import dataclasses
 
 import torch
 
-from jfa_verify.contract import JaggedProblem
-from jfa_verify.protocol import Capabilities, TileSizes
+from jfa_verify.core.contract import JaggedProblem
+from jfa_verify.protocol.kernel import Capabilities, TileSizes
 
 __all__ = ["CAPABILITIES", "FP8_CAPABILITIES", "KERNEL_CAPABILITIES", "launch_config", "tile_sizes"]
 

@@ -6,10 +6,10 @@ behind the very same host code. Imports are absolute (``jfa_verify....``): a
 mutated copy of this file is imported from a temporary folder.
 
 Plans: the forward and dQ passes run the framework's
-:func:`jfa_verify.schedules.workloads_forward` tiles (one per query block of
+:func:`jfa_verify.scheduling.schedules.workloads_forward` tiles (one per query block of
 BLOCK_M rows, b-major; a sequence with no query row has one *empty* tile, never
-run), the dK/dV pass its :func:`~jfa_verify.schedules.workloads_backward` tiles;
-a scheduler hook (:mod:`jfa_verify.planning`) deals them to programs. A tile
+run), the dK/dV pass its :func:`~jfa_verify.scheduling.schedules.workloads_backward` tiles;
+a scheduler hook (:mod:`jfa_verify.scheduling.planning`) deals them to programs. A tile
 whose rows see no key still runs and writes ``o = 0``, ``lse = -inf``.
 """
 
@@ -20,14 +20,14 @@ from typing import Optional
 
 import torch
 
-from jfa_verify.contract import JaggedProblem, check_offsets_dense, validate_inputs
-from jfa_verify.device import interpreting
-from jfa_verify.dtypes import FORWARD_ONLY, output_dtype
-from jfa_verify.errors import UnsupportedCase
+from jfa_verify.core.contract import JaggedProblem, check_offsets_dense, validate_inputs
+from jfa_verify.core.device import interpreting
+from jfa_verify.core.dtypes import FORWARD_ONLY, output_dtype
+from jfa_verify.core.errors import UnsupportedCase
 from jfa_verify.kernels.triton_jfa._config import KERNEL_CAPABILITIES, launch_config
-from jfa_verify.planning import GridScheduler
-from jfa_verify.protocol import KernelRun, LaunchPlan, Visits
-from jfa_verify.schedules import workloads_backward, workloads_forward
+from jfa_verify.scheduling.planning import GridScheduler
+from jfa_verify.protocol.kernel import KernelRun, LaunchPlan, Visits
+from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
 
 __all__ = ["TritonJFA", "plan_launch"]
 
@@ -240,7 +240,7 @@ class TritonJFA:
     Args:
         kmod: the module holding the Triton kernels (``_kernels`` or a planted-bug copy).
         scheduler: a scheduler hook ``hook(workloads, kind, problem) -> PassPlan``
-            (:mod:`jfa_verify.planning`); None for one tile per program.
+            (:mod:`jfa_verify.scheduling.planning`); None for one tile per program.
         tf32: float32 inputs run their matmuls with TF32 operands (10-bit mantissa); no effect on
             other dtypes or under the interpreter (which computes in float32).
     """
@@ -253,7 +253,7 @@ class TritonJFA:
 
     def __call__(self, q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None,
                  max_seqlen_q=None, max_seqlen_k=None, window=None):
-        """The contract call (see :mod:`jfa_verify.contract`): returns ``(o, lse)``; ``o`` is differentiable.
+        """The contract call (see :mod:`jfa_verify.core.contract`): returns ``(o, lse)``; ``o`` is differentiable.
 
         Raises:
             InvalidInput: inputs break the contract.

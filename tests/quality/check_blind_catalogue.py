@@ -28,7 +28,7 @@ from typing import Optional
 
 import torch
 
-from jfa_verify.device import select_device
+from jfa_verify.core.device import select_device
 
 CATALOGUE = Path(__file__).with_name("blind_catalogue.json")
 

@@ -21,9 +21,9 @@ TARGET_KILL_RATE = 0.95
 
 
 def _gate_cases(device_type: str) -> int:
-    from jfa_verify.dimensions import Target
-    from jfa_verify.pairs import covering_array
-    from jfa_verify.registry import get_kernel
+    from jfa_verify.cases.dimensions import Target
+    from jfa_verify.cases.pairs import covering_array
+    from jfa_verify.protocol.registry import get_kernel
 
     return len(covering_array(Target(get_kernel("triton_jfa"), device_type)))
 

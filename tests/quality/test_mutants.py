@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jfa_verify.fuzz.mutation import load_catalogue, run_mutant, targeted_cases
-from jfa_verify.registry import get_kernel
+from jfa_verify.protocol.registry import get_kernel
 
 CATALOGUE = load_catalogue("triton_jfa")
 MUTANTS = CATALOGUE.mutants
@@ -31,7 +31,7 @@ def test_catalogue_has_at_least_25_described_mutants():
 
 
 def test_real_kernel_passes_the_targeted_cases(jfa_device):
-    from jfa_verify.runner import run_case
+    from jfa_verify.run.runner import run_case
 
     kernel = get_kernel("triton_jfa")
     for case in targeted_cases(kernel, jfa_device.type):
@@ -69,7 +69,7 @@ def test_cli_mutants_prints_the_kill_table_and_fails_on_a_survivor(monkeypatch, 
 
 
 def test_targeted_cases_sit_at_the_device_tiles_with_block_m_unlike_block_n():
-    from jfa_verify.protocol import tiles_for_shape
+    from jfa_verify.protocol.kernel import tiles_for_shape
 
     kernel = get_kernel("triton_jfa")
     for device_type in ("cpu", "cuda"):
@@ -112,8 +112,8 @@ def numerical_case(device_type: str, dtype: str):
     """Lengths at the device's own tile boundaries, several KV tiles: head dim 16 on the interpreter
     (tiles 32/16), 64 on a GPU (tiles 64/64; head dim 160's float32 IEEE tiles do not fit shared memory
     next to a mutant's extra conversions, which made the kernel raise instead of computing)."""
-    from jfa_verify.case import Case
-    from jfa_verify.protocol import tiles_for_shape
+    from jfa_verify.cases.case import Case
+    from jfa_verify.protocol.kernel import tiles_for_shape
 
     d = 16 if device_type != "cuda" else 64
     bm, bn = tiles_for_shape(get_kernel("triton_jfa"), d, d, None, device_type).as_tuple()
@@ -125,7 +125,7 @@ def numerical_case(device_type: str, dtype: str):
 @pytest.mark.parametrize("name", list(NUMERICAL))
 def test_subtle_numerical_bug_is_caught_by_the_output_it_names(name, dtype, jfa_device):
     """float32: the rule's floors; float16: the packaged (calibrated) table. The real kernel passes the case."""
-    from jfa_verify.runner import run_case
+    from jfa_verify.run.runner import run_case
 
     case = numerical_case(jfa_device.type, dtype)
     assert run_case(case, get_kernel("triton_jfa"), jfa_device).status == "pass"
@@ -144,9 +144,9 @@ def test_rescale_in_bf16_is_caught_by_lse_in_bfloat16_over_32_kv_tiles(jfa_devic
     0.15 for the correct kernel): it is caught in float32 and float16 above."""
     import torch
 
-    from jfa_verify.case import Case
-    from jfa_verify.protocol import tiles_for_shape
-    from jfa_verify.runner import run_case
+    from jfa_verify.cases.case import Case
+    from jfa_verify.protocol.kernel import tiles_for_shape
+    from jfa_verify.run.runner import run_case
 
     kernel = get_kernel("triton_jfa")
     block_n = tiles_for_shape(kernel, 16, 16, torch.bfloat16, jfa_device.type).block_n
@@ -242,7 +242,7 @@ def test_mutants_take_the_shared_suite_only_when_their_suite_inputs_match(monkey
     # (capabilities, tiles) must build its own
     from jfa_verify import Case
     from jfa_verify.fuzz import mutation
-    from jfa_verify.suites import suite_inputs
+    from jfa_verify.checks.suites import suite_inputs
 
     cat = load_catalogue("triton_jfa")
     name = next(n for n, m in cat.mutants.items() if not m.scheduler and not m.gpu_only)

@@ -1,0 +1,368 @@
+"""Building a case that belongs to chosen classes of the contract's dimensions (:mod:`jfa_verify.cases.dimensions`).
+
+:func:`build_case` takes ``{dimension: class}`` (any subset of the dimensions;
+the others take their first supported class) and returns a :class:`Case` whose
+:func:`~jfa_verify.cases.dimensions.classify` contains every chosen class, or None
+when no such case exists. The classifier is the judge: every candidate is
+classified before it is returned, so construction and coverage cannot drift apart.
+
+Lengths decide six dimensions at once (mode, relation, edges, tiles, batch,
+waves); they are searched jointly: a deterministic random search over lengths
+at the kernel's own tile boundaries and small edge lengths, repaired to reach a
+number of tiles, keeping the cheapest of the first matches. Sizes stay small
+(the CPU interpreter runs them) except where a class needs more tiles than SMs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Mapping, Optional
+
+from jfa_verify.cases.case import Case
+from jfa_verify.cases.dimensions import (DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, parse_mask_class, tile_count,
+                         tile_shape, window_shape)
+
+__all__ = ["CANDIDATE_HEAD_DIMS", "HEADS", "SM_SCALE_FACTORS", "build_case", "case_cost", "head_dims_for", "length_cost", "lengths_for"]
+
+# (H_q, H_kv) per heads class: H_kv = 2 where it can be, so a KV head index mix-up shows.
+HEADS = {"mha": (2, 2), "gqa_pow2": (4, 2), "gqa_non_pow2": (6, 2), "mqa": (3, 1)}
+# A given softmax scale as a multiple of the default 1/sqrt(D).
+SM_SCALE_FACTORS = {"small": 0.25, "large": 3.0}
+OFFSETS_START = 3  # odd, so no sequence starts at an aligned row
+Q_OFFSETS_START = 8  # the "distinct" class: queries start after keys, so rows [3, 8) differ in role
+# Smallest (cheapest) first in effect: the wide ones, last, are taken only for what needs them (tiles of
+# another shape, which kernels pick past D = 128).
+_D_CANDIDATES = {"pow2": (32, 16, 64, 128, 256), "non_pow2_even": (24, 40, 48, 96, 192), "odd": (33, 17, 65, 129)}
+_DV_CANDIDATES = (16, 17, 24, 32, 33, 40, 48, 64, 80, 96, 128, 192, 256)
+# Every head dim a built case may have (D or D_v), ascending.
+CANDIDATE_HEAD_DIMS = tuple(sorted({d for ds in _D_CANDIDATES.values() for d in ds} | set(_DV_CANDIDATES)))
+_ATTEMPTS = 400
+
+
+def head_dims_for(head_dim_class: Optional[str], value_dim_class: Optional[str], caps,
+                  accept: Optional[Callable[[int, int], bool]] = None) -> Optional[tuple[int, int]]:
+    """``(D, D_v)`` of the given classes (None: any) inside ``caps`` for which ``accept(D, D_v)`` holds (None:
+    any), smallest first, or None."""
+    d_classes = [head_dim_class] if head_dim_class else list(_D_CANDIDATES)
+    for dc in d_classes:
+        for d in _D_CANDIDATES[dc]:
+            if not caps.supports_head_dim(d):
+                continue
+            for dv in (d,) + _DV_CANDIDATES:
+                if not caps.supports_head_dim(dv) or (dv != d and not caps.distinct_value_head_dim):
+                    continue
+                probe = Case(kv_lengths=(1,), head_dim=d, head_dim_v=dv)
+                if value_dim_class is not None and value_dim_class not in dimension("value_dim").classify(probe, None):
+                    continue
+                if accept is None or accept(d, dv):
+                    return d, dv
+    return None
+
+
+# ----------------------------------------------------------------------------- lengths
+
+
+def _palette(bm: int, bn: int) -> list[int]:
+    edges = {0, 1, 2, 3, 5, 7, 9, bn - 1, bn, bn + 1, bm - 1, bm, bm + 1, 2 * bn + 1, 2 * bm - 1, 2 * bm + 3}
+    return sorted(n for n in edges if n >= 0)
+
+
+def length_cost(q: tuple[int, ...], k: tuple[int, ...], bm: int, bn: int) -> int:
+    """Work of a batch per head, in units of about one (query tile x key tile) step: forward and backward
+    both walk about (query tiles x key tiles) per sequence, plus a per-sequence cost. On the CPU
+    interpreter one unit per head takes about 20 ms."""
+    return sum((1 + math.ceil(a / bm)) * (1 + math.ceil(b / bn)) for a, b in zip(q, k))
+
+
+def case_cost(case: Case, target: Target) -> int:
+    """:func:`length_cost` of ``case`` times its query heads."""
+    bm, bn = target.tiles_of(case)
+    return length_cost(case.query_lengths, case.kv_lengths, bm, bn) * case.num_heads_q
+
+
+def _draw(want: Mapping[str, str], bm: int, bn: int, sms: int, rng: random.Random):
+    """One candidate ``(mode, q_lengths, k_lengths)`` aimed at ``want`` (verified by the caller)."""
+    mode = want.get("mode") or rng.choice(("self", "cross", "broadcast_q"))
+    batch = want.get("batch") or rng.choice(("one", "few", "over_sms"))
+    if batch == "empty":
+        return mode, (), ()
+    b = {"one": 1, "few": rng.randint(2, max(2, min(sms, 5))), "over_sms": sms + rng.randint(1, 3)}[batch]
+    pal = _palette(bm, bn)
+    edges = want.get("edges")
+    if edges == "none":
+        pal = [n for n in pal if n >= 2]
+    tiles = want.get("tiles")
+    if tiles == "single_tile":
+        pal_q, pal_k = [n for n in pal if n <= bm], [n for n in pal if n <= bn]
+    else:
+        pal_q = pal_k = pal
+    relation = want.get("relation")
+    if mode == "self":
+        relation = "equal"
+    k = [rng.choice(pal_k) for _ in range(b)]
+    if mode == "broadcast_q":
+        lq = rng.choice(pal_q)
+        q = [lq] * b
+    else:
+        q = []
+        base, by_a_tile = (relation or "").removesuffix("_by_a_tile"), (relation or "").endswith("_by_a_tile")
+        tile = max(bm, bn)
+        for i, n in enumerate(k):
+            rel = base if base in ("equal", "shorter", "longer") else rng.choice(("equal", "shorter", "longer"))
+            if relation == "mixed" and i < 2:
+                rel = ("shorter", "longer")[i]
+            gap = tile if by_a_tile and i == 0 else 1  # one sequence a tile apart is enough; the rest stay cheap
+            if gap > 1 and n == 0:
+                n = k[i] = rng.choice([m for m in pal_k if m > 0])
+            options = {"equal": [n], "shorter": [m for m in pal_q if n - m >= gap and (gap == 1 or m > 0)] or [n],
+                       "longer": [m for m in pal_q if m - n >= gap] or [n]}[rel]
+            q.append(rng.choice(options))
+        if mode == "self":
+            q = list(k)
+    # the edge and tile features, placed in a random sequence
+    i = rng.randrange(b)
+    if edges == "empty_q":
+        q = [0] * b if mode == "broadcast_q" else q[:i] + [0] + q[i + 1:]
+        if mode == "self":
+            k[i] = 0
+    elif edges == "empty_k":
+        k[i] = 0
+        if mode == "self":
+            q[i] = 0
+    elif edges == "one_token":
+        if rng.random() < 0.5 or mode == "broadcast_q":
+            k[i] = 1
+        else:
+            q[i] = 1
+        if mode == "self":
+            q[i] = k[i]
+    j = rng.randrange(b)
+    if tiles == "boundary_m":
+        v = rng.choice([bm - 1, bm, bm + 1, 2 * bm - 1, 2 * bm + 1])
+        q = [v] * b if mode == "broadcast_q" else q[:j] + [v] + q[j + 1:]
+        if mode == "self":
+            k[j] = v
+    elif tiles == "boundary_n":
+        k[j] = rng.choice([bn - 1, bn, bn + 1, 2 * bn - 1, 2 * bn + 1])
+        if mode == "self":
+            q[j] = k[j]
+    elif tiles == "multi_tile":
+        v = rng.choice([2 * bm + 3, 3 * bn + 5])
+        if mode == "broadcast_q" and rng.random() < 0.5:
+            q = [v] * b
+        else:
+            k[j] = v
+            if mode == "self":
+                q[j] = v
+    _reach_waves(want.get("waves"), mode, q, k, bm, sms, rng)
+    return mode, tuple(q), tuple(k)
+
+
+def _reach_waves(waves: Optional[str], mode: str, q: list, k: list, bm: int, sms: int, rng: random.Random) -> None:
+    """Grow query lengths (whole tiles, keeping each length's residue) until the forward tile count is
+    in the ``waves`` class's range; a non-empty key length grows by as much (each sequence keeps its
+    query/key relation), an empty one stays empty."""
+    if waves not in ("two_waves", "several_waves"):
+        return
+    lo = sms + 1 if waves == "two_waves" else 3 * sms
+    have = tile_count(q, bm)
+    if have >= lo:
+        return
+    if mode == "broadcast_q":
+        if q[0] == 0:
+            return
+        per_seq = math.ceil(lo / len(q))
+        grow = max(0, per_seq - math.ceil(q[0] / bm))
+        q[:] = [q[0] + grow * bm] * len(q)
+        return
+    live = [i for i, n in enumerate(q) if n > 0] or ([rng.randrange(len(q))] if q else [])
+    need = lo - have
+    for n, i in enumerate(live):
+        add = need // len(live) + (1 if n < need % len(live) else 0)
+        if q[i] == 0:
+            q[i] = 1
+            add -= 1
+        q[i] += max(0, add) * bm
+        if mode == "self":
+            k[i] = q[i]
+        elif k[i] > 0:
+            k[i] += max(0, add) * bm
+
+
+@dataclass(frozen=True)
+class _Lengths:
+    """What the length dimensions read of a case: its mode and lengths (building a :class:`Case`, which
+    validates every field, was most of the search's time)."""
+
+    mode: str
+    query_lengths: tuple
+    kv_lengths: tuple
+
+    @property
+    def batch(self) -> int:
+        return len(self.kv_lengths)
+
+
+def _length_case(mode: str, q: tuple, k: tuple) -> _Lengths:
+    if mode == "self":
+        return _Lengths(mode, k, k)
+    if mode == "cross":
+        return _Lengths(mode, q, k)
+    return _Lengths(mode, (q[0] if q else 0,) * len(k), k)  # B = 0: no query row
+
+
+@lru_cache(maxsize=None)
+def lengths_for(want: tuple, bm: int, bn: int, sms: int, seed: int = 0) -> Optional[tuple[str, tuple, tuple]]:
+    """``(mode, q_lengths, k_lengths)`` whose classes include every ``(dimension, class)`` of ``want``
+    (length dimensions only), the cheapest of the first few found, or None when the search finds none.
+
+    Deterministic for a given ``seed``; memoized (the pair generator asks often).
+    """
+    wanted = dict(want)
+    rng = random.Random(_stable_seed(want, bm, bn, sms, seed))
+    tiles = _TilesAt(bm, bn, sms)
+    found = []
+    for _ in range(_ATTEMPTS):
+        mode, q, k = _draw(wanted, bm, bn, sms, rng)
+        if not k and wanted.get("batch") != "empty":
+            continue
+        case = _length_case(mode, q, k)
+        if all(cls in dimension(name).classify(case, tiles) for name, cls in wanted.items()):
+            found.append((not _live(q, k), length_cost(q, k, bm, bn), mode, q, k))
+            if len(found) >= 12:
+                break
+    if not found:
+        return None
+    *_, mode, q, k = min(found)  # a batch that computes some score first, then the cheapest
+    return mode, q, k
+
+
+def _live(q, k) -> bool:
+    return any(a > 0 and b > 0 for a, b in zip(q, k))
+
+
+def _stable_seed(*parts) -> int:
+    # hash() of a str changes from process to process; a suite must not
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little")
+
+
+class _TilesAt(Target):
+    """A :class:`Target` with fixed tiles (length search happens before the head dims are known)."""
+
+    def __init__(self, bm: int, bn: int, sms: int):
+        super().__init__(None, "cpu", sms)
+        object.__setattr__(self, "_bm_bn", (bm, bn))
+
+    def tiles_of(self, case: Case) -> tuple[int, int]:
+        return self._bm_bn
+
+
+# ----------------------------------------------------------------------------- whole cases
+
+
+def _first_supported(name: str, caps) -> Optional[str]:
+    dim = dimension(name)
+    return next((c for c in dim.classes if dim.support(c, caps) is None), None)
+
+
+# The mask (causal, window, their alignment) and the window's shape only go together in some ways.
+_MASK_DIMENSIONS = ("mask", "window")
+
+
+def _mask_classes(asked: tuple, caps) -> Optional[tuple[str, str]]:
+    """``(mask, window)`` classes: those ``asked`` (None: not asked) and, for the other, the first supported
+    class that goes with the one asked, or None when none does. They go together when the window's class
+    is ``"none"`` exactly for a mask without a window, and the window keeps its shape under causal (which
+    caps the right side: no ``wider_right`` nor ``right_unbounded`` causal window)."""
+    options = [[a] if a is not None else [c for c in dimension(n).classes if dimension(n).support(c, caps) is None]
+               for n, a in zip(_MASK_DIMENSIONS, asked)]
+    for mask in options[0]:
+        causal, windowed, _ = parse_mask_class(mask)
+        for shape in options[1]:
+            if windowed == (shape != "none") and window_shape(_window_of(shape, causal, 1), causal) == shape:
+                return mask, shape
+    return None
+
+
+def _window_of(shape: str, causal: bool, bn: int) -> Optional[tuple[int, int]]:
+    """A window of ``shape`` (the window dimension's class) with its bounded sides just past a KV tile of ``bn``
+    keys, a narrow side of one key; under causal the right side (capped at the diagonal) is given wide, so a
+    kernel that forgets the cap shows it."""
+    wide = bn + 1
+    return {"none": None, "symmetric": (0, wide) if causal else (wide, wide), "wider_left": (wide, 1),
+            "wider_right": (1, wide), "left_unbounded": (-1, wide), "right_unbounded": (wide, -1)}[shape]
+
+
+def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, name: str = "") -> Optional[Case]:
+    """A case in every class of ``classes`` (``{dimension: class}``; a missing dimension takes its first
+    supported class, the mask and the window's shape the first that go with what was asked), inside
+    ``target``'s kernel capabilities, or None when none exists.
+
+    Raises:
+        KeyError: an unknown dimension or class name.
+    """
+    caps = target.capabilities
+    chosen = {}
+    for dim in DIMENSIONS:
+        cls = classes.get(dim.name)
+        if cls is not None and cls not in dim.classes:
+            raise KeyError(f"class {cls!r} is not one of dimension {dim.name!r}'s {sorted(dim.classes)}")
+        if cls is None and (dim.lengths or dim.name in _MASK_DIMENSIONS or dim.name == "tile_shape"):
+            continue  # left to the length search, chosen together below, or whatever the head dims give
+        if cls is None:
+            cls = _first_supported(dim.name, caps)
+        if cls is None or dim.support(cls, caps) is not None:
+            return None
+        chosen[dim.name] = cls
+    masks = _mask_classes(tuple(chosen.get(n) for n in _MASK_DIMENSIONS), caps)
+    if masks is None:
+        return None
+    chosen.update(zip(_MASK_DIMENSIONS, masks))
+    causal, _, alignment = parse_mask_class(chosen["mask"])
+    shape = chosen["window"]
+    modes = [classes["mode"]] if "mode" in classes else [m for m in dimension("mode").classes
+                                                          if dimension("mode").support(m, caps) is None]
+    if chosen["offsets_start"] == "distinct":  # two starts need two offsets tensors
+        modes = [m for m in modes if m == "cross"]
+    tiles_asked = chosen.get("tile_shape")
+    dims = head_dims_for(chosen["head_dim"], chosen["value_dim"], caps, None if tiles_asked is None else (
+        lambda d, dv: tile_shape(target.tiles(d, dv, chosen["dtype"])) == tiles_asked))
+    if dims is None:
+        return None
+    d, dv = dims
+    bm, bn = target.tiles(d, dv, chosen["dtype"])
+    window = _window_of(shape, causal, bn)
+    found = []
+    for mode in modes:  # a mode the kernel runs (the search would otherwise draw any); the cheapest
+        want = tuple((n, chosen.get(n, mode if n == "mode" else None)) for n in LENGTH_DIMENSIONS)
+        lengths = lengths_for(tuple(w for w in want if w[1] is not None), bm, bn, target.num_sms, seed)
+        if lengths is not None:
+            found.append((not _live(lengths[1], lengths[2]), length_cost(lengths[1], lengths[2], bm, bn), lengths))
+    if not found:
+        return None
+    mode, q, k = min(found)[-1]
+    h_q, h_kv = HEADS[chosen["heads"]]
+    scale = None
+    if chosen["sm_scale"] != "default":
+        scale = SM_SCALE_FACTORS[chosen["sm_scale"]] / math.sqrt(d)
+    extra = {"q_lengths": q} if mode == "cross" else ({"broadcast_q_len": q[0] if q else 0} if mode == "broadcast_q" else {})
+    if chosen["offsets_start"] == "distinct":
+        extra["q_offsets_start"] = Q_OFFSETS_START
+    case = Case(
+        kv_lengths=k, mode=mode, num_heads_q=h_q, num_heads_kv=h_kv, head_dim=d, head_dim_v=dv,
+        dtype=chosen["dtype"], causal=causal, causal_alignment=alignment or "top_left",
+        window=window,
+        offsets_dtype=chosen["offsets_dtype"], offsets_start=OFFSETS_START if chosen["offsets_start"] == "nonzero" else 0,
+        offsets_layout=chosen["offsets_layout"], values=chosen["values"], layout=chosen["layout"], sm_scale=scale,
+        instrument=chosen["variant"] == "instrumented", seed=_stable_seed(tuple(sorted(chosen.items())), seed) % 2**32,
+        name=name, **extra,
+    )
+    got = classify(case, target)
+    missing = [f"{n}={c}" for n, c in chosen.items() if c not in got[n]]
+    if missing:  # construction and classifier must agree; a disagreement is a bug here, not in the kernel
+        raise RuntimeError(f"construct built a case outside {missing}: {case}")
+    return case

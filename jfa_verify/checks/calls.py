@@ -1,0 +1,117 @@
+"""Call files: the reproducer of a finding that takes several calls (a relation, a sequence of related calls).
+
+A case file (:mod:`jfa_verify.run.corpus`) replays one call; a bug that needs the
+call before it (host state kept between calls) or a comparison of two calls
+(a permutation of the batch) does not show in one. A call file holds the
+relation's name and its calls in order, as case objects::
+
+    {"format": "jfa-verify-calls/1", "relation": "sequence", "kernel": "triton_jfa",
+     "calls": [{case}, {case}, ...], "status": "fail", "finding": "call 2 of 3 failed ..."}
+
+``jfa-verify replay FILE`` runs the calls again, in order, on one kernel
+object in a fresh process (:func:`replay`), so a finding that depends on the
+earlier calls replays as the sequence that shows it. Files are written before
+the calls run (status ``running``), like case files, so a crash leaves them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from jfa_verify.cases.case import Case
+from jfa_verify.core.errors import InvalidInput
+from jfa_verify.checks.relations import RELATIONS, Relation
+
+__all__ = ["FORMAT", "check_relations", "is_call_file", "read_call_file", "replay", "write_call_file"]
+
+FORMAT = "jfa-verify-calls/1"
+
+
+def write_call_file(path: "str | Path", relation: Relation, *, kernel: str, device: str, status: str = "running",
+                    finding: str = "", plugins: tuple = ()) -> Path:
+    """Write (atomically) the call file of ``relation``; returns the path."""
+    from jfa_verify.run.corpus import environment
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"format": FORMAT, "relation": relation.name, "kernel": kernel, "device": device,
+               "plugins": list(plugins), "calls": [c.to_dict() for c in relation.cases()], "status": status,
+               "finding": finding, "environment": environment()}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+    return path
+
+
+def is_call_file(path: "str | Path") -> bool:
+    """The file is a call file (not a case file); False for anything unreadable."""
+    try:
+        return json.loads(Path(path).read_text()).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def read_call_file(path: "str | Path") -> tuple[Relation, dict]:
+    """The :class:`Relation` of a call file and its whole payload.
+
+    Raises:
+        InvalidInput: missing file, not JSON, not a call file, an unknown relation or a bad case.
+    """
+    path = Path(path)
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise InvalidInput(f"call file {str(path)!r} cannot be read as JSON: {e}") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT or not payload.get("calls"):
+        raise InvalidInput(f"{str(path)!r} is not a call file (a JSON object with format {FORMAT!r} and calls)")
+    if payload.get("relation") not in RELATIONS:
+        raise InvalidInput(f"call file {str(path)!r}: relation={payload.get('relation')!r} is not one of {RELATIONS}")
+    try:
+        cases = [Case.from_dict(c) for c in payload["calls"]]
+    except InvalidInput as e:
+        raise InvalidInput(f"call file {str(path)!r}: {e}") from None
+    return Relation(payload["relation"], cases[0], tuple(cases[1:])), payload
+
+
+def replay(path: "str | Path", kernel, device) -> Optional[str]:
+    """Check the call file's relation again on ``kernel`` (one kernel object for every call); the finding
+    or None when it holds now."""
+    relation, _ = read_call_file(path)
+    return relation.check(kernel, device)
+
+
+def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str | None", *,
+                    plugins: Sequence[str] = (), on_checked: Optional[Callable[[Optional[str]], None]] = None
+                    ) -> list[str]:
+    """Check each relation, its call file written first under ``corpus`` (None: no files) and kept
+    only when the relation breaks; returns one finding line (with the replay command) per broken one.
+    ``on_checked``: called after each relation with its finding line, or None where it held (a caller stopped
+    midway keeps what was checked)."""
+    from jfa_verify.run.corpus import CALL_FILE_SUFFIX, replay_command
+
+    out = []
+    for i, relation in enumerate(relations):
+        path = None
+        if corpus is not None:
+            name = f"{relation.case.case_id()}-{relation.name}-{kernel.name}{CALL_FILE_SUFFIX}"
+            path = write_call_file(Path(corpus) / name, relation, kernel=kernel.name, device=str(device),
+                                   plugins=tuple(plugins))
+        finding = relation.check(kernel, device)
+        if finding is None:
+            if path is not None:
+                path.unlink(missing_ok=True)
+            if on_checked is not None:
+                on_checked(None)
+            continue
+        line = f"[FAIL] relation {relation.name} on {relation.case.name or relation.case.describe()}: {finding}"
+        if path is not None:
+            write_call_file(path, relation, kernel=kernel.name, device=str(device), status="fail", finding=finding,
+                            plugins=tuple(plugins))
+            line += f"\n  replay: {replay_command(path, kernel.name, plugins)}"
+        out.append(line)
+        if on_checked is not None:
+            on_checked(line)
+    return out

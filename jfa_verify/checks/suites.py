@@ -1,0 +1,233 @@
+"""Built-in suites of cases for ``jfa-verify run``.
+
+The default suite is, first, a covering array of the contract's dimensions
+(:func:`jfa_verify.cases.pairs.covering_array`: every pair of classes the kernel
+supports, at small sizes, ordered so that each case adds the most new pairs per
+unit of work), then real jagged lengths (MovieLens user histories), the
+layouts [128, 4096, 512, 2048] and [7, 3, 19, 5, 11] and lengths at the kernel's
+own tiles, over self-, cross- and broadcast-Q attention, causal (both
+alignments) and not, and bf16/fp16/fp32; then relation checks no single case
+makes (:mod:`jfa_verify.checks.relations`). On the CPU interpreter the real lengths are
+scaled down (the run says by how much).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from jfa_verify.cases.case import Case
+from jfa_verify.cases.dimensions import Target, padded_width
+from jfa_verify.core.dtypes import DIFFERENTIABLE
+from jfa_verify.core.lengths import sample_movielens_batch
+from jfa_verify.protocol.kernel import tiles_for_shape
+from jfa_verify.cases.pairs import covering_array
+from jfa_verify.checks.relations import Relation
+
+__all__ = ["Suite", "default_suite", "SUITES", "get_suite", "relation_checks", "suite_inputs"]
+
+DTYPES = DIFFERENTIABLE
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named list of cases and a note on how it was sized."""
+
+    name: str
+    cases: tuple[Case, ...]
+    note: str
+    relations: tuple[Relation, ...] = ()
+
+
+def _scaled(lengths: tuple[int, ...], scale: float) -> tuple[int, ...]:
+    return tuple(max(1, round(n * scale)) if n else 0 for n in lengths)
+
+
+def _cross_q_lengths(kv: tuple[int, ...]) -> tuple[int, ...]:
+    # Query lengths that differ from the key lengths in both directions.
+    return tuple(max(1, (n * 3) // 4) if i % 2 else n + 5 for i, n in enumerate(kv))
+
+
+def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
+    """The main job's suite for ``device_type`` (``"cuda"`` or ``"cpu"``).
+
+    On CUDA: full-size lengths, H_q=8, H_kv=2, D=128. On CPU (Triton
+    interpreter): lengths scaled by 1/16 (MovieLens by 1/8, batch of 6), H_q=4,
+    H_kv=2, D=32, so the suite runs in minutes. ``kernel`` (a registered kernel)
+    places one layout's lengths at its own tile boundaries +-1 (generic tiles
+    for a kernel that declares none).
+    """
+    gpu = device_type == "cuda"
+    scale = 1.0 if gpu else 1 / 16
+    ml_scale = 1.0 if gpu else 1 / 8
+    ml_batch = 16 if gpu else 6
+    heads = dict(num_heads_q=8, num_heads_kv=2, head_dim=128) if gpu else dict(num_heads_q=4, num_heads_kv=2, head_dim=32)
+    layouts = {
+        "movielens-a": sample_movielens_batch(ml_batch, seed + 1, scale=ml_scale),
+        "movielens-b": sample_movielens_batch(ml_batch, seed + 2, scale=ml_scale),
+        "layout-128-4096-512-2048": _scaled((128, 4096, 512, 2048), scale),
+        "layout-7-3-19-5-11": (7, 3, 19, 5, 11),
+    }
+    bm, bn = tiles_for_shape(kernel, heads["head_dim"], None, None, device_type).as_tuple()
+    # An empty sequence first, then lengths at the tile boundaries +-1.
+    layouts["tile-edges"] = (0,) + tuple(sorted({1, bn - 1, bn + 1, bm - 1, bm + 1, 2 * bn + 1} - {0}))
+    variants = [
+        dict(mode="self", causal=False),
+        dict(mode="self", causal=True),
+        dict(mode="cross", causal=True, causal_alignment="bottom_right"),
+        dict(mode="broadcast_q", causal=False),
+    ]
+    cases = []
+    n = 0
+    for lname, kv in layouts.items():
+        for dtype in DTYPES:
+            for variant in variants:
+                # Each layout x dtype gets two of the four variants, rotating, so every
+                # variant meets every dtype and every layout across the suite.
+                if (variants.index(variant) + DTYPES.index(dtype) + list(layouts).index(lname)) % 2:
+                    continue
+                extra = {}
+                if variant["mode"] == "cross":
+                    extra["q_lengths"] = _cross_q_lengths(kv)
+                if variant["mode"] == "broadcast_q":
+                    extra["broadcast_q_len"] = 64 if gpu else 24
+                label = f"{lname}/{variant['mode']}{'-causal' if variant['causal'] else ''}/{dtype}"
+                cases.append(Case(kv_lengths=kv, dtype=dtype, seed=seed * 1000 + n, name=label, **heads, **variant, **extra))
+                n += 1
+    # Odd shapes the rotation does not reach: a non-power-of-two head dim and MQA.
+    cases.append(replace(cases[0], head_dim=40 if not gpu else 96, num_heads_kv=1, name=cases[0].name + "/mqa-odd-d", seed=seed * 1000 + n))
+    target = Target(kernel, device_type)
+    pairs = covering_array(target, seed=seed)
+    note = ("full-size lengths on the GPU" if gpu else
+            "CPU interpreter: fixed layouts scaled by 1/16, MovieLens lengths by 1/8 (batch of 6), H=4/2, D=32")
+    note += (f"; {len(pairs)} covering-array cases (every pair of contract classes, {target.num_sms} SMs) "
+             f"run first")
+    return Suite("default", tuple(pairs) + tuple(cases), note, relation_checks(target, seed))
+
+
+def relation_checks(target: Target, seed: int = 0) -> tuple[Relation, ...]:
+    """The default suite's relation checks: permutation and batch invariance on a cross-attention batch
+    (causal bottom-right, GQA of 3, mixed strides, int64 offsets not at 0, an empty sequence) and on a
+    broadcast-Q one, and a sequence of related calls (same shapes with other lengths, then the same
+    maxima with other offsets) on one kernel object; a GPU target adds a batch of several times more
+    tiles than SMs to each."""
+    from jfa_verify.cases.construct import build_case
+
+    base = dict(edges="empty_k", layout="mixed", offsets_dtype="int64", offsets_start="nonzero", dtype="float32")
+    specs = [
+        dict(base, mode="cross", mask="causal/bottom_right", relation="mixed", heads="gqa_non_pow2", batch="few"),
+        dict(mode="broadcast_q", mask="causal/top_left", heads="mqa", value_dim="narrower_other_padding", dtype="bfloat16",
+             batch="few", tiles="multi_tile"),
+    ]
+    if target.device_type == "cuda":
+        specs.append(dict(mode="self", batch="over_sms", waves="several_waves", dtype="bfloat16", heads="gqa_pow2"))
+    out = []
+    for i, spec in enumerate(specs):
+        case = build_case(spec, target, seed=seed + i, name=f"relations/{i}/{spec['mode']}")
+        if case is None:  # outside this kernel's capabilities
+            continue
+        out += [Relation("permutation", case), Relation("batch_invariance", case)]
+    first = next((r.case for r in out if r.case.mode != "broadcast_q"), None)
+    if first is not None:
+        out.append(Relation("sequence", first, tuple(related_calls(first, target.capabilities))))
+    return tuple(out)
+
+
+def related_calls(case: Case, capabilities=None) -> list[Case]:
+    """Calls after ``case`` that a host-side cache keyed on part of the inputs would mistake for an
+    earlier one: the same token counts with the lengths moved between sequences; the same longest
+    sequence with the other sequences' boundaries moved (other offsets, same maxima); and, when
+    ``capabilities`` (a :class:`~jfa_verify.protocol.kernel.Capabilities`) allow another head dim of
+    another padded width, ``case``'s very lengths and offsets with that head dim (a plan keyed on
+    the lengths alone)."""
+    k, q = list(case.kv_lengths), list(case.query_lengths)
+    moved = k[::-1]  # same total, other offsets; query lengths follow in self-attention
+    extra = {"q_lengths": tuple(q[::-1])} if case.mode == "cross" else {}
+    same_shapes = replace(case, kv_lengths=tuple(moved), seed=case.seed + 1, name=f"{case.name}/same-shapes", **extra)
+    longest = max(range(len(k)), key=lambda b: k[b])
+    k2 = [n if b == longest else max(0, n - 1) for b, n in enumerate(k)]
+    k2[(longest + 1) % len(k)] += sum(k) - sum(k2)  # same total tokens, same maximum, other boundaries
+    k2 = [min(n, k[longest]) for n in k2]
+    extra2 = {"q_lengths": tuple(q)} if case.mode == "cross" else {}
+    same_max = replace(case, kv_lengths=tuple(k2), seed=case.seed + 2, name=f"{case.name}/same-maxima", **extra2)
+    calls = [same_shapes, same_max]
+    if capabilities is not None:
+        width = padded_width(max(case.head_dim, case.dv))
+        other = next((d for d in (2 * case.head_dim, case.head_dim // 2, case.head_dim + 16)
+                      if d >= 1 and capabilities.supports_head_dim(d) and padded_width(d) != width), None)
+        if other is not None:
+            calls.append(replace(case, head_dim=other, head_dim_v=other, seed=case.seed + 3,
+                                 name=f"{case.name}/same-lengths-other-head-dim"))
+    return calls
+
+
+def windows_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
+    """Sliding windows at their edges: symmetric (Meta's TLX JFA's ``|i - j| <= w``), FlashAttention's
+    bottom-right ``(left, right)`` with and without causal, the diagonal only (0, 0), one side unbounded,
+    tile +-1 and wider than every sequence, on a jagged layout with an empty and a 1-token sequence,
+    in bf16 and fp16 (what the peers take) and fp32. Sizes as :func:`default_suite`."""
+    gpu = device_type == "cuda"
+    heads = dict(num_heads_q=8, num_heads_kv=2, head_dim=128) if gpu else dict(num_heads_q=4, num_heads_kv=2, head_dim=32)
+    bm, bn = tiles_for_shape(kernel, heads["head_dim"], None, None, device_type).as_tuple()
+    kv = _scaled((128, 4096, 0, 1, 512, 2048), 1.0 if gpu else 1 / 16)
+    q = _cross_q_lengths(kv)
+    longest = max(kv + q)
+    variants = [
+        ("self/window-sym-3", dict(window=(3, 3))),
+        ("self/window-diagonal", dict(window=(0, 0))),
+        ("self/window-sym-tile-edge", dict(window=(bn + 1, bn + 1))),
+        ("cross/window-bottom-right", dict(mode="cross", q_lengths=q, window=(bn - 1, bm + 1),
+                                           causal_alignment="bottom_right")),
+        ("cross/causal-window-bottom-right", dict(mode="cross", q_lengths=q, window=(7, -1), causal=True,
+                                                  causal_alignment="bottom_right")),
+        ("self/causal-window", dict(window=(bm - 1, 0), causal=True)),
+        ("self/window-left-unbounded", dict(window=(-1, 2))),
+        ("self/window-wider-than-sequences", dict(window=(longest + 1, longest + 1))),
+    ]
+    cases = []
+    for n, (label, variant) in enumerate(variants):
+        dtype = ("bfloat16", "float16", "float32")[n % 3]
+        cases.append(Case(kv_lengths=kv, dtype=dtype, seed=seed * 1000 + 500 + n, name=f"{label}/{dtype}",
+                          **heads, **variant))
+    note = "sliding windows, full-size lengths" if gpu else "sliding windows; CPU interpreter: lengths scaled by 1/16"
+    return Suite("windows", tuple(cases), note)
+
+
+def mha_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
+    """Every other case of :func:`default_suite` with as many KV heads as query heads (MHA): the default
+    suite is GQA throughout, which kernels without GQA (nested-tensor SDPA) declare unsupported."""
+    base = default_suite(device_type, seed, kernel)
+    cases = tuple(replace(c, num_heads_kv=c.num_heads_q, name=f"{c.name}/mha", seed=c.seed + 100_000)
+                  for c in base.cases[::2])
+    return Suite("mha", cases, base.note + "; MHA (H_kv = H_q)")
+
+
+SUITES = {"default": default_suite, "windows": windows_suite, "mha": mha_suite}
+
+
+def suite_inputs(kernel, device_type: str) -> tuple:
+    """What the default suite's cases depend on besides the seed: the kernel's capabilities, the SMs of the
+    device and the tiles the kernel runs for every head-dim pair the suite's construction may try
+    (:data:`jfa_verify.cases.construct.CANDIDATE_HEAD_DIMS`) in every dtype. Kernels with equal inputs get the same
+    suite (``jfa-verify mutants`` builds it once for the catalogue's kernel and hands it to every planted-bug
+    copy whose bug leaves these alone). ``kernel``: a registered kernel; ``device_type``: ``"cpu"`` or
+    ``"cuda"``."""
+    from jfa_verify.cases.construct import CANDIDATE_HEAD_DIMS
+    from jfa_verify.core.dtypes import DTYPES as ALL_DTYPES
+
+    target = Target(kernel, device_type)
+    tiles = tuple(target.tiles(d, dv, dtype) for d in CANDIDATE_HEAD_DIMS for dv in CANDIDATE_HEAD_DIMS
+                  for dtype in ALL_DTYPES)
+    return target.capabilities, target.num_sms, tiles
+
+
+def get_suite(name: str, device_type: str, seed: int = 0, kernel=None) -> Suite:
+    """Build the named suite.
+
+    Raises:
+        InvalidInput: unknown suite name.
+    """
+    from jfa_verify.core.errors import InvalidInput
+
+    if name not in SUITES:
+        raise InvalidInput(f"suite={name!r} is unknown; choose one of {sorted(SUITES)}")
+    return SUITES[name](device_type, seed, kernel)

@@ -1,0 +1,177 @@
+"""Comparison of one output (O, LSE, dQ, dK, dV) against the float64 reference.
+
+Rule (the FlashAttention tests' rule, Dao-AILab/flash-attention ``tests/``):
+the kernel's maximum absolute error against float64 must be at most
+``2 x`` the same-dtype padded SDPA oracle's error plus a rounding floor::
+
+    allowance = sdpa_factor * sdpa_error
+                + floor_ulps * store_eps * max|reference|
+                + lowp_ulps * operand_eps * lowp_scale
+                + acc_ulps * compute_eps * acc_scale
+
+The formula is :meth:`jfa_verify.judge.budgets.Budget.allowance` (one home: calibration uses it too).
+The four constants per budget row (dtype, or ``float32-tf32``) and output come
+from the versioned budget file (:mod:`jfa_verify.judge.budgets`,
+``jfa_verify/data/budgets.json``); the three unit roundoffs are the row's
+:class:`jfa_verify.judge.budgets.Precision` (``store_eps`` is float32's for LSE in
+every row; ``torch.finfo(dtype).eps`` otherwise, ``2^-10`` for TF32 operands). The scales come from the float64 reference
+(:func:`jfa_verify.oracles.float64.reference_attention`, keys ``<out>_lowp`` and
+``<out>_acc``): ``lowp_scale`` bounds, to first order, what rounding ``P`` and
+``dS`` to the input dtype before their matmuls (FlashAttention's practice,
+Dao 2023, arXiv:2307.08691) can move an element, in units of ``eps``; it
+matters where terms cancel, such as dQ with keys sharing a large offset, which
+an SDPA that keeps ``P`` in float32 (torch's CPU path) does not show.
+``acc_scale`` is the size of ``dP - Delta``'s terms before they cancel in
+float32 accumulators. The floors keep a lucky, near-exact SDPA from making
+the allowance zero. Non-finite values are judged before magnitudes:
+a NaN anywhere fails, and ``-inf`` must appear exactly where the reference has it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from jfa_verify.judge.budgets import PRECISIONS, default_table, headroom, precision_of
+
+__all__ = ["OUTPUTS", "OutputComparison", "compare_output", "floor_terms", "reference_scales"]
+
+OUTPUTS = ("o", "lse", "dq", "dk", "dv")
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    """The verdict on one output.
+
+    ``kernel_error`` and ``sdpa_error`` are maximum absolute errors against the
+    float64 reference over finite reference entries (same units as the output);
+    ``worst_index`` is the index of the kernel's worst element in the output
+    tensor (None when the output is empty); ``problem`` names a non-finite
+    mismatch when there is one.
+    """
+
+    name: str
+    kernel_error: float
+    sdpa_error: float
+    allowance: float
+    worst_index: Optional[tuple[int, ...]]
+    kernel_value: Optional[float]
+    reference_value: Optional[float]
+    problem: Optional[str] = None
+    # The allowance's terms before their constants: eps*max|ref|, eps*lowp, eps32*acc (for calibration).
+    floors: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    @property
+    def passed(self) -> bool:
+        return self.problem is None and self.kernel_error <= self.allowance
+
+    @property
+    def headroom(self) -> float:
+        """``kernel_error / allowance``: below 1 passes; inf for non-finite trouble."""
+        if self.problem is not None:
+            return float("inf")
+        return headroom(self.kernel_error, self.allowance)
+
+
+def _max_abs_error(x: torch.Tensor, ref: torch.Tensor, finite: torch.Tensor) -> tuple[float, Optional[int]]:
+    if not bool(finite.any()):
+        return 0.0, None
+    diff = (x.to(torch.float64) - ref).abs()
+    diff = torch.where(finite, diff, torch.zeros_like(diff))
+    # A NaN in x makes diff NaN; count it as infinitely wrong so argmax finds it.
+    diff = torch.nan_to_num(diff, nan=float("inf"))
+    flat = int(torch.argmax(diff.reshape(-1)).item())
+    return float(diff.reshape(-1)[flat].item()), flat
+
+
+def reference_scales(reference: dict, name: str) -> tuple[float, float]:
+    """``(lowp_scale, acc_scale)`` of output ``name`` from :func:`oracles.float64.reference_attention`'s
+    result (its ``"<name>_lowp"`` and ``"<name>_acc"`` scalars; 0.0 where it returns none)."""
+    return float(reference.get(f"{name}_lowp", 0.0)), float(reference.get(f"{name}_acc", 0.0))
+
+
+def floor_terms(name: str, reference: torch.Tensor, row: str, lowp_scale: float, acc_scale: float
+                ) -> tuple[float, float, float]:
+    """The allowance's floor terms before their constants: ``(store_eps * max|ref|,
+    operand_eps * lowp_scale, compute_eps * acc_scale)``, with the unit roundoffs of budget row
+    ``row`` (:data:`jfa_verify.judge.budgets.PRECISIONS`); LSE is stored in float32 in every row.
+
+    ``reference``: the float64 reference of output ``name`` (any shape; non-finite entries ignored).
+    Raises KeyError for an unknown row.
+    """
+    prec = PRECISIONS[row]
+    reference = reference.to(torch.float64)
+    finite = torch.isfinite(reference)
+    scale = float(reference[finite].abs().max().item()) if bool(finite.any()) else 0.0
+    store_eps = torch.finfo(torch.float32).eps if name == "lse" else prec.store_eps
+    # LSE has no operand rounding of its own: its lowp term (0 today) uses float32's unit.
+    operand_eps = torch.finfo(torch.float32).eps if name == "lse" else prec.operand_eps
+    return (store_eps * scale, operand_eps * lowp_scale, prec.compute_eps * acc_scale)
+
+
+def compare_output(
+    name: str, kernel: torch.Tensor, sdpa: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype,
+    lowp_scale: float = 0.0,
+    acc_scale: float = 0.0,
+    budget=None,
+    precision: Optional[str] = None,
+) -> OutputComparison:
+    """Judge one output.
+
+    Args:
+        name: one of :data:`OUTPUTS`.
+        kernel, sdpa: the output from the kernel and the padded SDPA oracle, same shape as ``reference``.
+        reference: the float64 reference output.
+        dtype: the case dtype (selects the floor; LSE always uses float32's).
+        lowp_scale, acc_scale: the reference's ``"<name>_lowp"`` and
+            ``"<name>_acc"`` (see above); 0 when unknown.
+        budget: a :class:`jfa_verify.judge.budgets.Budget`; None for the packaged table's entry.
+        precision: the budget row (a key of :data:`jfa_verify.judge.budgets.PRECISIONS`); None for
+            ``dtype``'s own row. ``"float32-tf32"`` judges float32 inputs multiplied in TF32.
+
+    Returns: an :class:`OutputComparison`; shape mismatches and NaN are reported as ``problem``.
+    """
+    if tuple(kernel.shape) != tuple(reference.shape):
+        return OutputComparison(
+            name, float("inf"), 0.0, 0.0, None, None, None,
+            problem=f"shape {tuple(kernel.shape)} != expected {tuple(reference.shape)}",
+        )
+    reference = reference.to(torch.float64)
+    kernel = kernel.detach()
+    finite = torch.isfinite(reference)
+    problem = None
+    nan = torch.isnan(kernel)
+    if bool(nan.any()):
+        problem = f"{int(nan.sum())} NaN value(s)"
+    else:
+        k_inf, r_inf = torch.isinf(kernel), ~finite
+        if not torch.equal(k_inf, r_inf):
+            wrong = int((k_inf != r_inf).sum())
+            problem = f"{wrong} element(s) infinite where the reference is not (or the reverse)"
+        elif bool(r_inf.any()) and not torch.equal(kernel[r_inf].to(torch.float64), reference[r_inf]):
+            problem = "infinite values of the wrong sign"
+    k_err, flat = _max_abs_error(kernel, reference, finite)
+    if problem is not None:
+        # NaN, infinite where the reference is not (or the reverse), or infinite of the wrong sign
+        wrong_sign = torch.isinf(kernel) & ~finite & (kernel.to(torch.float64) != reference)
+        bad = (torch.isnan(kernel) | (torch.isinf(kernel) != ~finite) | wrong_sign).reshape(-1)
+        if bool(bad.any()):
+            flat = int(torch.nonzero(bad)[0].item())
+    s_err, _ = _max_abs_error(sdpa.detach(), reference, finite)
+    if not math.isfinite(s_err):
+        # A broken baseline must not widen the allowance to infinity.
+        s_err = 0.0
+    row = precision or precision_of(dtype)
+    if budget is None:
+        budget = default_table().budget(row, name)
+    floors = floor_terms(name, reference, row, lowp_scale, acc_scale)
+    allowance = budget.allowance(s_err, floors)
+    index = kv = rv = None
+    if flat is not None:
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), reference.shape))
+        kv = float(kernel.reshape(-1)[flat].item())
+        rv = float(reference.reshape(-1)[flat].item())
+    return OutputComparison(name, k_err, s_err, allowance, index, kv, rv, problem, floors)

@@ -1,0 +1,134 @@
+"""Case packing: cases that share every input field but their lengths and seed run as one launch.
+
+The sequences of a jagged batch are independent attention problems, so several drawn cases can be
+concatenated into one packed case (:meth:`jfa_verify.cases.case.Case.pack`; each part keeps its own values)
+and run once: one kernel launch, one float64 reference and one padded SDPA oracle for all of them.
+The packed run is judged twice over (:func:`jfa_verify.run.runner.run_case`):
+
+* as a case of its own (its composition, a batch larger than any part, can expose bugs no part does);
+* per part (:func:`judge_parts`): each part's outputs are cut out of the packed outputs and judged
+  against its own cut of the references, with the allowance its own magnitudes give (the float64
+  reference's ``by_sequence`` terms), as the case standing alone would be.
+
+A failing packed run is split (:func:`stand_alone`) until the failure stands in a case of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+
+from jfa_verify.judge.budgets import default_table, precision_of
+from jfa_verify.cases.case import Case
+from jfa_verify.judge.compare import OUTPUTS, compare_output
+
+__all__ = ["judge_parts", "pack_failures_line", "part_statuses", "stand_alone"]
+
+# Outputs indexed by query rows (LSE: its columns); dK and dV by key rows.
+_QUERY_ROWS = ("o", "dq")
+
+
+def _cut(name: str, x: torch.Tensor, q_rows: range, k_rows: range) -> torch.Tensor:
+    if name == "lse":
+        return x[:, q_rows.start: q_rows.stop]
+    rows = q_rows if name in _QUERY_ROWS else k_rows
+    return x[rows.start: rows.stop]
+
+
+def judge_parts(case: Case, got: dict, ref: dict, sdpa: dict, *, budgets=None, tf32: bool = False
+                ) -> list[list[str]]:
+    """Judge each part of a packed case on its own: the outputs (of ``o``, ``lse``, ``dq``, ``dk``, ``dv``) each
+    part fails.
+
+    Args:
+        case: a packed case (``case.parts`` set).
+        got, sdpa: the kernel's and the padded SDPA oracle's outputs on the packed case (``[rows, H, D]``, LSE
+            ``[H, rows]``).
+        ref: :func:`oracles.float64.reference_attention` on the packed case with ``by_sequence=True``.
+        budgets: the :class:`~jfa_verify.judge.budgets.BudgetTable` (None: the packaged one).
+        tf32: judge by the ``float32-tf32`` row (a kernel declaring TF32).
+
+    Returns: one list per part, in order, of its failing output names (empty: the part passes). An output the
+    kernel did not return, or returned in another shape, is left to the packed case's own judgement.
+
+    Each part is judged as :func:`jfa_verify.judge.compare.compare_output` judges a case: the error against its
+    float64 cut, the allowance from its SDPA cut's error and its own magnitudes (``max |ref|`` of its cut and
+    the ``_lowp``/``_acc`` terms of its sequences).
+    """
+    row = precision_of(case.torch_dtype, tf32=tf32)
+    table = budgets or default_table()
+    verdicts, first = [], 0
+    for (n, _), (q_rows, k_rows) in zip(case.parts, case.part_rows()):
+        failing = []
+        for name in OUTPUTS:
+            if name not in ref or name not in got or tuple(got[name].shape) != tuple(ref[name].shape):
+                continue
+            scales = [float(ref[f"{name}_{kind}_by_sequence"][first: first + n].max()) if n and
+                      f"{name}_{kind}_by_sequence" in ref else 0.0 for kind in ("lowp", "acc")]
+            cmp = compare_output(name, _cut(name, got[name], q_rows, k_rows), _cut(name, sdpa[name], q_rows, k_rows),
+                                 _cut(name, ref[name], q_rows, k_rows), case.torch_dtype, *scales,
+                                 budget=table.budget(row, name), precision=row)
+            if not cmp.passed:
+                failing.append(name)
+        verdicts.append(failing)
+        first += n
+    return verdicts
+
+
+def stand_alone(result, verify: Callable[[Case], object], discard: Callable[[object], None]):
+    """Split a failing packed run until the failure stands in a case of its own; returns that case's result.
+
+    The parts its per-part judgement failed (``result.part_failures``) run alone first, in order: the first that
+    fails is the answer. Otherwise (the pack failed as a whole: a crash, a hang, an error, a scheduler invariant, or
+    no part fails alone) its parts are halved, each half run packed, and the search goes on in the first half
+    that fails; when no half fails, the failure belongs to the composition and the packed result is the answer.
+
+    Args:
+        result: a failing :class:`~jfa_verify.run.runner.CaseResult` of a packed case (any other is returned as is).
+        verify: runs one case and returns its ``CaseResult`` (the caller's loop: case file, counting).
+        discard: called with each failing result the answer supersedes (the caller removes its case file).
+    """
+    if not result.failed or result.case.parts is None:
+        return result
+    parts = result.case.split()
+    for i, failing in enumerate(result.part_failures or []):
+        if failing:
+            alone = verify(parts[i])
+            if alone.failed:
+                discard(result)
+                return alone
+    half = len(parts) // 2
+    for lo, hi in ((0, half), (half, len(parts))):
+        if hi - lo == 1 and result.part_failures is not None and result.part_failures[lo]:
+            continue  # ran alone above, and passed
+        smaller = verify(Case.pack(parts[lo:hi]))
+        if smaller.failed:
+            discard(result)
+            return stand_alone(smaller, verify, discard)
+    return result
+
+
+def part_statuses(result) -> list[str]:
+    """The verdict of each case a run held (one for a case that is not packed): a part's own judgement where the
+    packed run was judged per part and some part failed on its own rows, else the run's status (a crash, hang or
+    error has no per-part verdict; a failure of the launch as a whole, such as a scheduler invariant or an output
+    that no gradient reaches, is counted for every part)."""
+    parts = result.case.parts
+    if parts is None:
+        return [result.status]
+    if result.part_failures is None or not result.failed or not any(result.part_failures):
+        # (a pass: accepted conventions explain every part's; a failure of the launch as a whole, with every part's
+        # rows right, is every part's: no part can be told apart from it)
+        return [result.status] * len(parts)
+    return ["fail" if failing else "pass" for failing in result.part_failures]
+
+
+def pack_failures_line(result) -> Optional[str]:
+    """The explanation's line on a packed run's parts that failed on their own (None when none did)."""
+    if result.case.parts is None or not result.part_failures or not any(result.part_failures):
+        return None
+    bad = [f"part {i} (seed {seed}): {', '.join(failing)}"
+           for i, ((_, seed), failing) in enumerate(zip(result.case.parts, result.part_failures)) if failing]
+    return (f"  packed: {len(bad)} of {len(result.part_failures)} parts fail, each judged on its own rows of this launch "
+            f"(run alone, such a part may pass: then the bug is the composition's): " + "; ".join(bad))

@@ -1,0 +1,288 @@
+"""Reproducer files: one self-contained JSON per failing case, written before the case runs.
+
+A case file is written *before* the kernel runs (status ``"running"``), so a
+crash, hang or kill of the process leaves it behind; a pass removes it, a
+failure rewrites it with the verdict. Replaying a file reproduces the case bit
+for bit (see :meth:`jfa_verify.cases.case.Case.materialize`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import os
+import platform
+import sys
+import threading
+from pathlib import Path
+from typing import Iterable, Iterator, Optional
+
+from jfa_verify.cases.case import Case
+from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.exits import ExitCode
+
+__all__ = ["Corpus", "read_case_file", "environment", "normalize_status", "replay_command", "replay_timeout",
+           "campaign_folder", "reproducer_folders", "TIMEOUT_EXIT_CODE"]
+
+FORMAT = "jfa-verify-case/1"
+TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchdog timeout
+RUNNING = "running"  # the status of a case file whose case has not finished (or whose process died)
+# Keys that belong to a case file, not to one run of its case: kept when the case runs again.
+FILE_KEYS = ("finding", "found_by")
+
+
+def normalize_status(status: str) -> str:
+    """A case file's status in today's words: ``"timeout"`` (older files) is ``"hang"``."""
+    return "hang" if status == "timeout" else status
+
+
+# The limit of a replayed hang whose file does not say how long its run waited (a watchdog's file has no verdict).
+HANG_REPLAY_S = 120.0
+
+
+def replay_timeout(payload: dict, timeout_s: Optional[float] = None) -> Optional[float]:
+    """Seconds a replay of a case file (its ``payload``) may run before it is a hang: ``timeout_s`` when given;
+    else, for a recorded hang, as long as its run waited (its verdict's kernel seconds; else
+    :data:`HANG_REPLAY_S`), since a hung kernel replayed without a limit holds the replay for as long as it
+    hangs; for a ``"running"`` file (its process died or was killed mid-case: most often a crash or a hang)
+    :data:`HANG_REPLAY_S`; else None (no limit). The recorded wait is the run's limit plus the watchdog's slack
+    (under 0.1 s), so it is cut to tenths of a second: a limit of 5 s replays with 5 s (not 5.00423), one of
+    2.4 s with 2.4 s."""
+    status = normalize_status(payload.get("status", ""))
+    if timeout_s or status not in ("hang", RUNNING):
+        return timeout_s
+    if status == RUNNING:
+        return HANG_REPLAY_S
+    waited = ((payload.get("verdict") or {}).get("seconds") or {}).get("kernel")
+    return max(0.1, math.floor(float(waited) * 10) / 10) if waited else HANG_REPLAY_S
+
+
+def environment() -> dict:
+    """Versions and device of this process, recorded with every case file and report (a copy of what was
+    computed once per process: it is written with every case file)."""
+    # TRITON_INTERPRET is read now: select_device may set it after the first call.
+    return {**_environment(), "triton_interpret": os.environ.get("TRITON_INTERPRET", "0")}
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> dict:
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:  # pragma: no cover - triton is a dependency
+        triton_version = None
+    info = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "platform": platform.platform(),
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
+    def fire() -> None:
+        try:
+            payload = json.loads(path.read_text())
+            payload.update(status="hang", explanation=f"no result after {timeout_s} s; process ended")
+            _write_atomic(path, payload)
+        finally:
+            # in-process there is no table or report after this: say which case it was and how to replay it
+            try:
+
+                replay = replay_command(path, payload.get("kernel"), payload.get("plugins", ()))
+            except Exception:  # the process is ending: the message must not depend on the file being readable
+                replay = f"jfa-verify replay {path}"
+            print(f"[HANG] no result after {timeout_s:g} s (--timeout) on the case in {path}; this process ends "
+                  f"(exit {TIMEOUT_EXIT_CODE}). Replay: {replay}. Run cases in worker processes "
+                  "(--isolate) so that a hang is one case's finding and the run goes on.", file=sys.stderr, flush=True)
+            os._exit(TIMEOUT_EXIT_CODE)
+
+    timer = threading.Timer(timeout_s, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _write_atomic(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+class Corpus:
+    """A folder of case files (``<case_id>-<kernel>.json``)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        # path -> the text a case file had before :meth:`guard` rewrote it as "running" (a saved finding replayed):
+        # what :meth:`discard` puts back
+        self._before: dict[Path, str] = {}
+
+    def path_for(self, case: Case, kernel: str, memory: Optional[str] = None) -> Path:
+        """The case file of ``case`` on ``kernel``; a run under a memory mode (the gate's canary and
+        recycled-memory checks) has its own, so that no check's finding overwrites another's."""
+        return self.root / (f"{case.case_id()}-{kernel}.json" if memory is None
+                            else f"{case.case_id()}-{kernel}-memory-{memory}.json")
+
+    @contextlib.contextmanager
+    def guard(self, case: Case, kernel: str, device: str, timeout_s: Optional[float] = None,
+              plugins: tuple[str, ...] = (), annotations: Optional[dict] = None) -> Iterator[Path]:
+        """Write the case file first; the caller calls :meth:`record` or the file stays as ``running``.
+
+        With ``timeout_s``, a watchdog marks the file ``"hang"`` and ends the process with
+        :data:`TIMEOUT_EXIT_CODE` if the block is still running after that many seconds: a hung
+        kernel cannot be interrupted from Python, and the finding must not be lost. (An isolated
+        :class:`~jfa_verify.run.loop.Verifier` passes no ``timeout_s``: its parent process keeps the time.)
+        ``annotations``: extra keys stored in the file (a campaign's shrink round, so that a killed
+        campaign's shrink steps can be told apart from findings).
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.path_for(case, kernel, (annotations or {}).get("memory"))
+        kept = {}
+        if path.exists():  # the case ran before (a finding replayed): its file keeps what marks it
+            try:
+                text = path.read_text()
+                self._before[path] = text
+                old = json.loads(text)
+                kept = {k: old[k] for k in FILE_KEYS if k in old}
+            except (OSError, ValueError):
+                pass
+        _write_atomic(path, {**kept, **(annotations or {}), "format": FORMAT, "case": case.to_dict(), "kernel": kernel,
+                             "device": device, "plugins": list(plugins), "status": RUNNING,
+                             # as given (a replay from the run's folder), and absolute (from any other folder)
+                             "plugin_paths": [str(Path(p).resolve()) for p in plugins],
+                             "environment": environment()})
+        timer = _watchdog(path, timeout_s) if timeout_s else None
+        try:
+            yield path
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self._before.pop(path, None)
+
+    def record(self, path: Path, result) -> Optional[Path]:
+        """Keep ``path`` with the verdict when ``result`` failed; delete it otherwise."""
+        if not result.failed:
+            path.unlink(missing_ok=True)
+            return None
+        payload = json.loads(path.read_text())
+        payload.update(status=result.status, verdict=result.to_dict(), explanation=result.explain())
+        _write_atomic(path, payload)
+        return path
+
+    def write(self, case: Case, kernel: str, device: str, result, plugins: tuple[str, ...] = ()) -> Optional[Path]:
+        """Write the file of a case judged before (its verdict ``result``); as :meth:`record`, a pass writes none."""
+        with self.guard(case, kernel, device, None, plugins) as path:
+            return self.record(path, result)
+
+    def discard(self, path: Path) -> None:
+        """Undo :meth:`guard` for a case that got no verdict (Ctrl-C, SIGTERM, a kernel that cannot load): a file
+        that stood there before (a saved finding, or a killed run's ``"running"`` file, being replayed) is put back
+        as it was; a file the guard made is removed.
+
+        A new user's Ctrl-C while a campaign replayed its saved findings deleted the finding's file, hangs
+        included: a finding must outlive any interrupt."""
+        before = self._before.pop(path, None)
+        if before is None:
+            path.unlink(missing_ok=True)
+            return
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(before)
+        os.replace(tmp, path)
+
+    def update(self, path: Path, **fields) -> None:
+        """Add or replace top-level keys of a case file (atomically)."""
+        payload = json.loads(path.read_text())
+        payload.update(fields)
+        _write_atomic(path, payload)
+
+    def files(self) -> list[Path]:
+        """The case files (call files, :data:`CALL_FILE_SUFFIX`, are not: :meth:`call_files`)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.glob("*.json") if not p.name.endswith(CALL_FILE_SUFFIX))
+
+    def call_files(self) -> list[Path]:
+        """The call files of relation checks and call sequences (:mod:`jfa_verify.checks.calls`) kept here."""
+        return sorted(self.root.glob(f"*{CALL_FILE_SUFFIX}")) if self.root.is_dir() else []
+
+
+def campaign_folder(root: "str | Path") -> Path:
+    """The folder a gate's or a matrix's campaign keeps its corpus in, inside their reproducers ``root``: apart from
+    the suite's case files, which a campaign would otherwise replay first as its own findings."""
+    return Path(root) / "campaign"
+
+
+def reproducer_folders(root: "str | Path") -> list[Path]:
+    """``root`` and its :func:`campaign_folder` when there is one: where a listing or a replay of what a run, fuzz,
+    gate or matrix wrote into ``root`` looks."""
+    return [Path(root)] + ([campaign_folder(root)] if campaign_folder(root).is_dir() else [])
+
+
+CALL_FILE_SUFFIX = ".calls.json"  # a relation check's or call sequence's file (jfa_verify.checks.calls), beside case files
+
+
+def read_case_file(path: str | Path) -> tuple[Case, dict]:
+    """Load a case file; returns the case and the whole payload.
+
+    The payload's ``status`` is given in today's words (:func:`normalize_status`: an old
+    ``"timeout"`` reads as ``"hang"``).
+
+    Raises:
+        InvalidInput: the file is missing, not JSON, or not a jfa-verify case file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInput(f"case file {str(path)!r} does not exist")
+    try:
+        payload = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise InvalidInput(f"case file {str(path)!r} is not valid JSON: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidInput(f"case file {str(path)!r} cannot be read: {e}") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT or "case" not in payload:
+        raise InvalidInput(f"{str(path)!r} is not a jfa-verify case file (expected a JSON object with "
+                           f"format {FORMAT!r} and a case)")
+    if "status" in payload:
+        payload["status"] = normalize_status(payload["status"])
+    try:
+        return Case.from_dict(payload["case"]), payload
+    except InvalidInput as e:
+        raise InvalidInput(f"case file {str(path)!r}: {e}") from None
+
+
+def replay_command(target: "str | Path | Case", kernel: Optional[str], plugins: Iterable[str] = (),
+                   memory: Optional[str] = None, timeout_s: Optional[float] = None) -> str:
+    """The one form of the command that replays a case, as every command prints it.
+
+    Args:
+        target: a case or call file (a path), or a :class:`Case`, given inline (``--case '<json>'``).
+        kernel: the registry name to replay it on; None (a case file that names no kernel) leaves
+            ``--kernel`` out, and ``replay`` takes the file's kernel or its default.
+        plugins: the ``--plugin`` files that register the kernel, in order; none given: the plugin file that
+            registered ``kernel`` (:func:`jfa_verify.protocol.registry.plugin_of`), if any.
+        memory: the memory mode the case failed under (``"nan"``/``"large"``, the gate's canary and
+            recycled-memory runs); a case file records it too, an inline case needs ``--memory``.
+        timeout_s: ``--timeout``: the replay runs in a case worker with this limit (an inline case that crashed or
+            hung: in-process, it would take the replaying process down or hold it; a case file records its status).
+
+    Paths are absolute, so that the command works pasted in any folder.
+    """
+    import shlex
+
+    from jfa_verify.protocol.registry import plugin_of
+
+    if not plugins and kernel and plugin_of(kernel):
+        plugins = (plugin_of(kernel),)
+    where = f"--case '{target.to_json()}'" if isinstance(target, Case) else shlex.quote(os.path.abspath(target))
+    return (f"jfa-verify replay {where}" + (f" --kernel {kernel}" if kernel else "")
+            + "".join(f" --plugin {shlex.quote(os.path.abspath(p))}" for p in plugins)
+            + (f" --memory {memory}" if memory else "") + (f" --timeout {timeout_s:g}" if timeout_s else ""))

@@ -1,0 +1,312 @@
+"""Crash and hang isolation: cases run in a long-lived worker process that the parent can kill.
+
+A kernel that aborts, segfaults, leaves a sticky CUDA error (an illegal address) or
+hangs cannot be contained inside the process that runs it: Python cannot interrupt a
+running GPU kernel, and a sticky CUDA error poisons every later launch of that process.
+:class:`CaseWorker` runs cases in a child process that loads the same plugins, kernel and
+device as the parent; the parent enforces the per-case timeout, kills the child when it
+is exceeded, and turns the child's death into a :class:`~jfa_verify.run.runner.CaseResult`
+with status ``"hang"`` or ``"crash"``. The next case starts a fresh child. The child is
+kept between cases, so a case costs one round trip over a pipe, not a process start.
+
+Children come from a fork server that has already imported torch and jfa-verify (a
+restart after a crash costs a fork, not a Python start-up); where there is no fork
+server, they are spawned. Nothing in a child touches the parent's CUDA context: the
+parent need not initialise CUDA at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import multiprocessing.forkserver
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from jfa_verify.cases.case import Case
+from jfa_verify.core.errors import InvalidInput, KernelConfigError, PluginError
+from jfa_verify.core.exits import ExitCode
+from jfa_verify.run.runner import CaseResult, not_judged
+
+__all__ = ["CaseWorker", "WorkerSpec", "crash_result", "sticky_device_error"]
+
+# Messages of CUDA errors after which the process's context is unusable (every later call fails):
+# the case is a crash, and the worker that saw it must not run another case.
+_STICKY = re.compile(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|"
+                     r"device-side assert|CUDA_ERROR_ILLEGAL|an illegal instruction", re.IGNORECASE)
+STARTUP_TIMEOUT_S = 300.0  # loading plugins and the kernel module; compiling happens per case, not here
+# Imported once by the fork server, so that a restarted worker starts warm.
+_PRELOAD = ["torch", "jfa_verify", "jfa_verify.run.runner", "jfa_verify.oracles"]
+
+
+def sticky_device_error(message: str) -> bool:
+    """True when ``message`` (a kernel exception's text) is a CUDA error that poisons the process."""
+    return bool(_STICKY.search(message or ""))
+
+
+def crash_result(case: Case, kernel: str, status: str, message: str, plugins: tuple[str, ...] = (),
+                 seconds: float = 0.0) -> CaseResult:
+    """The verdict of a case whose worker died (``status="crash"``) or ran past its timeout (``"hang"``)."""
+    return CaseResult(case, kernel, status, message=message, seconds={"kernel": seconds}, plugins=tuple(plugins))
+
+
+def _death(exitcode: Optional[int]) -> str:
+    if exitcode is None:
+        return "worker process ended without an exit status"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"worker process killed by {name} (signal {-exitcode})"
+    return f"worker process exited with status {exitcode} before returning a verdict"
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker loads: the kernel by registry name, the plugin files that register it, the device type,
+    and how it judges (``backward``, ``budgets``: a :class:`~jfa_verify.judge.budgets.BudgetTable` or None)."""
+
+    kernel: str
+    device_type: str
+    plugins: tuple[str, ...] = ()
+    backward: bool = True
+    budgets: object = None
+    env: dict = field(default_factory=dict)  # set in the child before anything runs (CUDA_VISIBLE_DEVICES)
+    accept: tuple[str, ...] = ()  # declared conventions the user accepts (run_case's accept)
+
+
+# A case worker keeps at most this much device memory cached between cases (PyTorch's caching allocator holds a
+# case's peak until told): on an H200, 2026-12-02, 16 idle workers of two gates held 4-14 GiB each and the next
+# large case of either gate ran out of memory.
+KEEP_CACHED_BYTES = 2 << 30
+
+
+def release_cached_memory(device) -> bool:
+    """Return the cached device memory of this process to the driver when it holds more than
+    :data:`KEEP_CACHED_BYTES` (a CUDA ``device`` only); True when it did."""
+    import torch
+
+    if torch.device(device).type != "cuda" or torch.cuda.memory_reserved(device) <= KEEP_CACHED_BYTES:
+        return False
+    torch.cuda.empty_cache()
+    return True
+
+
+def _serve(conn, spec: WorkerSpec, owner: int) -> None:
+    """The child: load the kernel as ``owner`` (the process that started it) did, then answer one case per message
+    until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
+    from jfa_verify.run.interrupts import exit_with_parent
+
+    exit_with_parent(owner)  # (a case that hangs never reads the closed pipe that would tell us)
+    os.environ.update(spec.env)
+    try:
+        from jfa_verify.core.device import select_device
+        from jfa_verify.protocol.registry import get_kernel, load_plugin
+
+        device = select_device(spec.device_type)
+        for p in spec.plugins:
+            load_plugin(p)
+        kernel = get_kernel(spec.kernel)
+    except Exception as e:  # reported to the parent, which raises it with the worker's words
+        with contextlib.suppress(OSError):
+            conn.send(("setup-error", f"{type(e).__name__}: {e}"))
+        return
+    try:
+        conn.send(("ready", os.getpid()))
+        _answer(conn, spec, kernel, device)
+    except (EOFError, OSError):  # the parent went away (killed: a broken pipe or a reset connection): end quietly,
+        return  # not with a traceback on the terminal (a new user's kill -9 of a campaign printed one per orphan)
+
+
+def _answer(conn, spec: WorkerSpec, kernel, device) -> None:
+    """:func:`_serve`'s loop: one verdict per case received, until told to stop."""
+    from jfa_verify.run.runner import run_case
+
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        case, backward, memory = msg
+        t0 = time.perf_counter()
+        try:
+            result = run_case(case, kernel, device, backward=backward, budgets=spec.budgets, plugins=spec.plugins,
+                              memory=memory, accept=spec.accept)
+        except KernelConfigError as e:  # the parent raises it: a usage error, not this case's verdict
+            conn.send(("config-error", str(e)))
+            continue
+        except InvalidInput as e:  # likewise: the case itself is outside the contract
+            conn.send(("invalid-input", str(e)))
+            continue
+        except Exception as e:  # run_case keeps its own failures as verdicts; this is the backstop: a verdict
+            # with the traceback, not a worker dead of "status 1" with the traceback on its stderr only
+            result = not_judged(CaseResult(case, spec.kernel, "error", memory=memory, plugins=spec.plugins),
+                                "the case worker", e)
+        result.seconds["worker"] = time.perf_counter() - t0
+        release_cached_memory(device)
+        if result.status == "error" and sticky_device_error(result.message):
+            result.status = "crash"
+            result.message = "illegal address (a sticky CUDA error; the worker was restarted): " + result.message
+            conn.send(result)
+            os._exit(int(ExitCode.CRASH))  # this process's CUDA context is unusable
+        conn.send(result)
+
+
+def _context():
+    """A fork server that has imported torch and jfa-verify (fast restarts), else spawn."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(_PRELOAD)
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+class CaseWorker:
+    """Runs cases in a child process, restarted after a crash or hang.
+
+    Args:
+        spec: what the child loads (:class:`WorkerSpec`).
+
+    The child starts on the first :meth:`run`. Call :meth:`close` (or use ``with``) to end it.
+
+    Raises:
+        PluginError: from :meth:`run`, when the child cannot load the plugins or find the kernel
+            (a kernel registered in the parent only, by :func:`~jfa_verify.protocol.registry.add_kernel`, cannot
+            be isolated: register it from a plugin file or an entry point).
+    """
+
+    def __init__(self, spec: WorkerSpec):
+        self.spec = spec
+        self._proc = None
+        self._conn = None
+        self._started = 0
+        self.restarts = 0  # children started after the first (one per crash or hang)
+        self.startup_s = 0.0  # seconds spent starting children
+
+    # -- lifecycle -----------------------------------------------------------------
+    def _start(self) -> None:
+        t0 = time.perf_counter()
+        ctx = _context()
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_serve, args=(child, self.spec, os.getpid()), daemon=True,
+                           name="jfa-verify-case-worker")
+        from jfa_verify.run.interrupts import children_start_deaf
+
+        forks = ctx.get_start_method() == "forkserver"
+        with children_start_deaf():  # (the fork server's imports, or a spawned child's, would die of a Ctrl-C)
+            if forks:  # (started on its own: proc.start() waits for its imports, and this process must not be
+                multiprocessing.forkserver.ensure_running()  # deaf that long)
+            else:
+                proc.start()
+        if forks:
+            proc.start()
+        child.close()
+        # Known at once, so that kill() from another thread (Ctrl-C under Verifier.verify_all) ends a child
+        # still loading too, instead of leaving it to run its case to the end (or hang in it).
+        self._proc, self._conn = proc, parent
+        if not parent.poll(STARTUP_TIMEOUT_S):
+            self.kill()
+            raise PluginError(f"the case worker for kernel {self.spec.kernel!r} did not start within "
+                              f"{STARTUP_TIMEOUT_S:.0f} s")
+        try:
+            kind, detail = parent.recv()
+        except (EOFError, OSError):
+            proc.join()
+            self.kill()
+            raise PluginError(f"the case worker for kernel {self.spec.kernel!r} died while loading it: "
+                              f"{_death(proc.exitcode)}") from None
+        if kind != "ready":
+            proc.join()
+            self.kill()
+            raise PluginError(f"the case worker cannot load kernel {self.spec.kernel!r}: {detail} (an isolated "
+                              f"kernel must come from a --plugin file or an installed entry point)")
+        self.restarts = self._started
+        self._started += 1
+        self.startup_s += time.perf_counter() - t0
+
+    def kill(self) -> None:
+        """End the child now (it may be hung in a kernel); the next :meth:`run` starts a new one.
+
+        Safe to call from another thread while :meth:`run` waits (``Verifier.verify_all`` ends its workers
+        mid-case on Ctrl-C): that :meth:`run` returns a ``"crash"`` verdict."""
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None  # first, so that a second caller (the run that saw it die) has nothing to do
+        if proc is None:
+            return
+        if proc.is_alive():
+            proc.kill()
+        proc.join(10)
+        conn.close()
+
+    def close(self) -> None:
+        """Ask the child to stop, then make sure it has."""
+        if self._proc is None or self._conn is None:
+            return
+        try:
+            self._conn.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        self._proc.join(5)
+        self.kill()
+
+    def __enter__(self) -> "CaseWorker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> Optional[int]:
+        """The current child's process id (None before the first case or after a crash)."""
+        return self._proc.pid if self._proc is not None else None
+
+    # -- cases ---------------------------------------------------------------------
+    def run(self, case: Case, timeout_s: Optional[float] = None, *, backward: Optional[bool] = None,
+            memory: Optional[str] = None) -> CaseResult:
+        """Run ``case`` in the child; a death is a ``"crash"`` verdict, no answer within ``timeout_s`` a ``"hang"``.
+
+        ``timeout_s`` counts from sending the case (kernel compilation included); None waits forever.
+        ``backward``: judge the gradients (default: the spec's). ``memory``: as
+        :func:`jfa_verify.run.runner.run_case` (guard bands and the fill of uninitialized allocations).
+
+        Raises:
+            KernelConfigError: the kernel's ``load()`` returned no implementation in the child.
+        """
+        if self._conn is None:
+            self._start()
+        backward = self.spec.backward if backward is None else backward
+        t0 = time.perf_counter()
+        try:
+            self._conn.send((case, backward, memory))
+        except (BrokenPipeError, OSError):  # died between cases (e.g. killed from outside): start again
+            self.kill()
+            self._start()
+            self._conn.send((case, backward, memory))
+        proc, conn = self._proc, self._conn  # kept: kill() from another thread clears the attributes
+        ready = conn.poll(timeout_s)  # also True when the child died (end of file)
+        elapsed = time.perf_counter() - t0
+        if not ready:
+            self.kill()
+            return crash_result(case, self.spec.kernel, "hang",
+                                f"no verdict after {timeout_s:g} s (--timeout); the worker process was killed",
+                                self.spec.plugins, elapsed)
+        try:
+            result = conn.recv()
+        except (EOFError, OSError):
+            proc.join(10)
+            message = _death(proc.exitcode)
+            self.kill()
+            return crash_result(case, self.spec.kernel, "crash", message, self.spec.plugins, elapsed)
+        if isinstance(result, tuple) and result[0] == "config-error":
+            raise KernelConfigError(result[1], self.spec.kernel)
+        if isinstance(result, tuple) and result[0] == "invalid-input":
+            raise InvalidInput(result[1])
+        if result.status == "crash":  # the child saw a sticky device error and is exiting
+            self.kill()
+        result.seconds["ipc"] = max(0.0, elapsed - result.seconds.get("worker", elapsed))
+        return result

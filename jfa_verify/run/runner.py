@@ -1,0 +1,503 @@
+"""The differential runner: one case through a kernel and both oracles, judged per output.
+
+Data flows one way: :class:`~jfa_verify.cases.case.Case` -> tensors -> validated
+:class:`~jfa_verify.core.contract.JaggedProblem` (once) -> kernel run
+(:class:`~jfa_verify.protocol.kernel.KernelRun`) and references -> output contract and
+:class:`~jfa_verify.judge.compare.OutputComparison` per output -> :class:`CaseResult`
+(the verdict).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+
+from jfa_verify.judge.budgets import default_table, precision_of
+from jfa_verify.cases.case import Case
+from jfa_verify.judge.compare import OUTPUTS, OutputComparison, compare_output, reference_scales
+from jfa_verify.core.conventions import normalized
+from jfa_verify.core.contract import JaggedProblem, output_violations
+from jfa_verify.core.errors import InvalidInput, KernelConfigError, KernelUnavailable, UnsupportedCase
+from jfa_verify.judge.immutability import changed_inputs, copy_keeping_strides, snapshot
+from jfa_verify.judge.localize import Location, locate, spread
+from jfa_verify.oracles import padded_sdpa_attention, reference_attention
+from jfa_verify.judge.packing import judge_parts, pack_failures_line
+from jfa_verify.protocol.kernel import PASSES, Kernel, KernelRun
+
+__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "not_judged", "ran_out_of_memory",
+           "run_case", "poisoned_allocations"]
+
+# Every verdict a case can get. "crash" and "hang" come from an isolated run
+# (jfa_verify.run.isolation): the worker process died, or ran past the timeout and was killed.
+STATUSES = ("pass", "fail", "error", "crash", "hang", "unsupported")
+FAILING_STATUSES = ("fail", "error", "crash", "hang")
+
+
+def _set_deterministic(mode: bool, warn_only: bool) -> None:
+    # torch.use_deterministic_algorithms also mirrors the flag into torch._inductor's config, importing
+    # inductor and dynamo on first use (2.7 s per process with torch 2.13 on a CPU, paid by every
+    # subprocess that runs a case); unless inductor is already loaded, set the flag itself.
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        setter(mode, warn_only=warn_only)
+
+
+@contextlib.contextmanager
+def poisoned_allocations():
+    """Make ``torch.empty`` return NaN-filled floats (and max-value ints) inside the block.
+
+    Uses torch's deterministic mode with ``fill_uninitialized_memory`` (warn-only,
+    so no operation is refused), so an output row a kernel forgets to write reads
+    NaN instead of whatever the allocator returned.
+    """
+    import torch.utils.deterministic as det
+
+    was_on = torch.are_deterministic_algorithms_enabled()
+    was_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    was_fill = det.fill_uninitialized_memory
+    _set_deterministic(True, warn_only=True)
+    det.fill_uninitialized_memory = True
+    try:
+        yield None
+    finally:
+        det.fill_uninitialized_memory = was_fill
+        _set_deterministic(was_on, warn_only=was_warn)
+
+
+@dataclass
+class CaseResult:
+    """Everything known about one case after a run.
+
+    ``status``: ``"pass"``, ``"fail"`` (an output outside its allowance,
+    non-finite, or breaking the output contract; a scheduler invariant broken),
+    ``"error"`` (the kernel raised), ``"crash"`` (the kernel killed its worker process:
+    abort, segfault, a sticky CUDA error such as an illegal address), ``"hang"`` (no verdict
+    within the timeout; the worker was killed) or ``"unsupported"`` (outside the kernel's
+    declared capabilities; not a failure). Older case files call a hang ``"timeout"``
+    (:func:`jfa_verify.run.corpus.read_case_file` reads it as ``"hang"``). ``block_sizes``: the tiles the kernel
+    ran, ``(BLOCK_M, BLOCK_N)``, None when it declares none. ``notes``: what was
+    not checked and why (a backward the kernel lacks), and declared conventions.
+    ``conventions``: the kernel's declared conventions (:mod:`jfa_verify.core.conventions`) that explain
+    every failing output; ``accepted``: the user accepted all of them (``--accept``), so the status
+    is ``"pass"`` but the finding is still shown.
+    """
+
+    case: Case
+    kernel: str
+    status: str
+    comparisons: list[OutputComparison] = field(default_factory=list)
+    locations: dict[str, Location] = field(default_factory=dict)
+    spreads: dict[str, str] = field(default_factory=dict)  # failing output -> its wrong heads and sequences
+    message: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+    block_sizes: Optional[tuple[int, int]] = None
+    reproducer: Optional[str] = None
+    schedule_violations: list[str] = field(default_factory=list)
+    schedule_stats: dict[str, dict] = field(default_factory=dict)
+    contract_violations: list[str] = field(default_factory=list)
+    memory_violations: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    plugins: tuple[str, ...] = ()
+    conventions: list[str] = field(default_factory=list)
+    accepted: bool = False
+    memory: Optional[str] = None  # the memory mode it ran under (guard bands and that fill), if any
+    # a packed case judged per part (jfa_verify.judge.packing.judge_parts): each part's failing outputs; None otherwise
+    part_failures: Optional[list[list[str]]] = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILING_STATUSES
+
+    @property
+    def unjudged(self) -> bool:
+        """An ``"error"`` of jfa-verify's own work on the case (:func:`not_judged`), not of the kernel."""
+        return is_unjudged(self.status, self.message)
+
+    @property
+    def failing(self) -> list[OutputComparison]:
+        return [c for c in self.comparisons if not c.passed]
+
+    @property
+    def worst(self) -> Optional[OutputComparison]:
+        """The comparison with the largest headroom (error / allowance)."""
+        return max(self.comparisons, key=lambda c: c.headroom, default=None)
+
+    def replay_command(self) -> str:
+        """The command that replays this case as printed: the reproducer (or the case inline), the kernel,
+        and every ``--plugin`` the kernel needs (:func:`replay_command`)."""
+        from jfa_verify.run.corpus import HANG_REPLAY_S, replay_command, replay_timeout
+
+        inline_death = self.reproducer is None and self.status in ("crash", "hang")
+        return replay_command(self.reproducer or self.case, self.kernel, self.plugins, self.memory,
+                              replay_timeout({"status": self.status, "verdict": {"seconds": self.seconds}}) or
+                              HANG_REPLAY_S if inline_death else None)
+
+    def explain(self) -> str:
+        """A multi-line verdict: every failing output with its location, then the replay command."""
+        head = f"[{self.status.upper()}] {self.case.name or self.case.case_id()}: {self.case.describe()} on {self.kernel}"
+        lines = [head]
+        if self.status == "error":
+            lines.append(f"  kernel raised: {self.message}")
+        elif self.status in ("crash", "hang"):
+            lines.append(f"  {self.status}: {self.message}")
+        elif self.status == "unsupported" and self.message:
+            lines.append(f"  {self.message}")
+        if self.contract_violations:
+            lines.append("  contract (outputs, inputs unchanged): " + "; ".join(self.contract_violations))
+        if self.memory_violations:
+            lines.append(f"  memory: {len(self.memory_violations)} guard band(s) written")
+            lines.extend(f"      {v}" for v in self.memory_violations[:10])
+        if self.schedule_violations:
+            lines.append(f"  scheduler invariants: {len(self.schedule_violations)} violation(s)")
+            lines.extend(f"      {v}" for v in self.schedule_violations[:10])
+        if self.conventions:
+            names = ", ".join(self.conventions)
+            lines.append(f"  accepted convention (--accept {names}): the failures below are the kernel's declared "
+                         f"convention" if self.accepted else
+                         f"  explained by the kernel's declared convention {names}; still a finding "
+                         f"(pass --accept {names} to accept it knowingly)")
+        packed = pack_failures_line(self)
+        if packed:
+            lines.append(packed)
+        for c in self.failing:
+            where = self.locations.get(c.name)
+            what = c.problem or f"max abs error {c.kernel_error:.3g} > allowance {c.allowance:.3g}"
+            lines.append(f"  {c.name}: {what} (SDPA same-dtype error {c.sdpa_error:.3g})")
+            if where is not None:
+                lines.append(
+                    f"      worst at {where.describe()}: kernel {c.kernel_value!r}, reference {c.reference_value!r}"
+                )
+            if c.name in self.spreads:
+                lines.append(f"      {self.spreads[c.name]}")
+        if self.failed:
+            lines.append(f"  replay: {self.replay_command()}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {
+            "case": self.case.to_dict(),
+            "case_id": self.case.case_id(),
+            "kernel": self.kernel,
+            "status": self.status,
+            "message": self.message,
+            "seconds": self.seconds,
+            "block_sizes": list(self.block_sizes) if self.block_sizes else None,
+            "reproducer": self.reproducer,
+            "replay": self.replay_command(),
+            "schedule_violations": self.schedule_violations,
+            "schedule": self.schedule_stats,
+            "contract_violations": self.contract_violations,
+            "memory_violations": self.memory_violations,
+            "notes": self.notes,
+            "conventions": self.conventions,
+            "accepted": self.accepted,
+            "part_failures": self.part_failures,
+            "outputs": {
+                c.name: {
+                    "passed": c.passed,
+                    "kernel_error": c.kernel_error,
+                    "sdpa_error": c.sdpa_error,
+                    "allowance": c.allowance,
+                    "floors": list(c.floors),  # the allowance's terms before their constants (calibration)
+                    "headroom": c.headroom,
+                    "problem": c.problem,
+                    "worst_index": list(c.worst_index) if c.worst_index else None,
+                    "kernel_value": c.kernel_value,
+                    "reference_value": c.reference_value,
+                    "location": self.locations[c.name].describe() if c.name in self.locations else None,
+                    "spread": self.spreads.get(c.name),
+                }
+                for c in self.comparisons
+            },
+        }
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _traceback_tail(e: BaseException) -> str:
+    """The last lines of ``e``'s traceback: where it was raised, for a verdict's message."""
+    return "".join(traceback.format_exception(e)[-3:]).rstrip()
+
+
+_OUT_OF_MEMORY = "[out of device memory"
+
+
+def _out_of_memory_hint(e: BaseException) -> str:
+    if isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e).lower():
+        return (f" {_OUT_OF_MEMORY}: other processes on the card, or a case too large for it; replay the case "
+                "alone to tell which]")
+    return ""
+
+
+def is_unjudged(status: str, message: str) -> bool:
+    """Whether a case's ``status`` and ``message`` (a result's, or a report's case entry's) say it has no
+    verdict: an ``"error"`` of jfa-verify's own work (:func:`not_judged`), not of the kernel."""
+    return status == "error" and (message or "").startswith(_NOT_JUDGED)
+
+
+def ran_out_of_memory(message: str) -> bool:
+    """True when a verdict's ``message`` says the device ran out of memory (in the kernel's call or in
+    jfa-verify's own work on the case): a verdict that may say more of the card's load than of the kernel."""
+    return _OUT_OF_MEMORY in (message or "")
+
+
+_NOT_JUDGED = "not judged"
+
+
+def not_judged(result: CaseResult, stage: str, e: Exception) -> CaseResult:
+    """``result`` as an ``"error"`` whose message says that jfa-verify's own ``stage`` failed (not the kernel's
+    call), with the exception and where it was raised: a worker must not die of it, nor lose its traceback
+    (a sticky device error in it still ends an isolated worker, as a crash)."""
+    result.status = "error"
+    result.message = (f"{_NOT_JUDGED}: {stage} failed{_out_of_memory_hint(e)}: {type(e).__name__}: {e}".strip() + "\n"
+                      + _traceback_tail(e))
+    return result
+
+
+@dataclass
+class KernelCall:
+    """One call of a kernel on a case, unjudged: its run, its outputs (``o``, ``lse``, and ``dq``/``dk``/``dv``
+    after a backward), the guard bands it wrote (tracked memory only) and how it changed its inputs."""
+
+    run: KernelRun
+    outputs: dict
+    memory_violations: list[str]
+    input_changes: list[str]
+
+
+def call_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, backward: bool,
+                instrument: bool = False, memory: Optional[str] = None) -> KernelCall:
+    """The kernel's forward (and backward) on fresh leaf copies of the inputs (same strides).
+
+    ``memory`` None: allocations read NaN (:func:`poisoned_allocations`); ``"nan"`` or ``"large"``:
+    every allocation gets guard bands and that fill (:func:`jfa_verify.judge.memory.tracked_allocations`).
+    The inputs are compared bit for bit before and after (:mod:`jfa_verify.judge.immutability`).
+    """
+    from jfa_verify.judge.memory import tracked_allocations
+
+    q, k, v = (copy_keeping_strides(t).requires_grad_(backward) for t in (tensors.q, tensors.k, tensors.v))
+    inputs = dict(q=q, k=k, v=v, q_offsets=tensors.q_offsets, k_offsets=tensors.k_offsets, do=tensors.do)
+    before = snapshot(inputs)
+    block = poisoned_allocations() if memory is None else tracked_allocations(fill=memory)
+    with block as log:
+        run = kernel.run(problem, q, k, v, tensors.q_offsets, tensors.k_offsets, sm_scale=case.sm_scale,
+                         instrument=instrument)
+        got = {"o": run.o.detach() if isinstance(run.o, torch.Tensor) else run.o}
+        if run.lse is not None:
+            got["lse"] = run.lse.detach() if isinstance(run.lse, torch.Tensor) else run.lse
+        if backward and isinstance(run.o, torch.Tensor) and run.o.requires_grad:
+            run.o.backward(tensors.do)
+            got.update(dq=q.grad, dk=k.grad, dv=v.grad)
+    return KernelCall(run, got, [] if log is None else log.violations(got), changed_inputs(before, inputs))
+
+
+def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *, backward: bool = True,
+             budgets=None, instrument: bool = True, tensors=None, plugins: tuple[str, ...] = (),
+             memory: Optional[str] = None, accept: tuple[str, ...] = ()) -> CaseResult:
+    """Run ``case`` through ``kernel`` (a registered :class:`~jfa_verify.protocol.kernel.Kernel`) and both oracles.
+
+    Args:
+        case: the case. kernel: the kernel under test. device: where the tensors live.
+        backward: judge dQ, dK, dV too (when the kernel has a backward for this case).
+        budgets: the :class:`jfa_verify.judge.budgets.BudgetTable` to judge by (default: the packaged
+            table); a kernel declaring ``tf32`` is judged by the ``float32-tf32`` row.
+        instrument: ask an instrumented kernel for its launch plan and tile visits and check the
+            scheduler invariants (calibration turns it off: it measures numerics only); a case with
+            ``instrument=False`` runs the production launch whatever this says.
+        tensors: ``case.materialize(device)`` already made (several kernels judged on one huge
+            case); None to materialize here.
+        plugins: plugin files the kernel came from, named in the replay command.
+        memory: None (allocations read NaN), or ``"nan"``/``"large"``: guard bands around every
+            allocation (a write outside is a failure naming the buffer and offset) and that fill of
+            uninitialized memory (``"large"``: recycled memory holding large finite values).
+        accept: names of the kernel's declared conventions the user accepts: a case whose every
+            failure one of them explains passes, marked ``accepted`` (see :mod:`jfa_verify.core.conventions`).
+
+    Returns a :class:`CaseResult`. Kernel exceptions become ``status="error"``
+    with the traceback's last lines; they are never raised from here, so one bad
+    case cannot stop a suite. A failure of jfa-verify's own work on the case (materializing it, the
+    references, the judging: out of device memory, say) is an ``"error"`` whose message starts
+    ``not judged:`` and names the stage (:func:`not_judged`). Invalid cases raise :class:`InvalidInput` when
+    the case is built, before this is called. A case whose offsets are outside
+    the contract (``offsets_layout="strided"``) passes when the kernel rejects it
+    (raises) or computes the right result. A kernel that cannot be loaded here
+    (:class:`KernelUnavailable`) or raises :class:`UnsupportedCase` is ``"unsupported"``
+    with its reason: declared, not a finding. A kernel whose ``load()`` returns no implementation raises
+    :class:`KernelConfigError` from here: a configuration error, not a verdict.
+    """
+    device = torch.device(device)
+    t_start = time.perf_counter()
+    try:
+        tensors = case.materialize(device) if tensors is None else tensors
+    except InvalidInput:
+        raise
+    except Exception as e:  # out of memory, or a sticky device error a kernel left behind
+        return not_judged(CaseResult(case, kernel.name, "error", memory=memory, plugins=tuple(plugins)),
+                           "materializing the case's tensors", e)
+    t_made = time.perf_counter()
+    problem = case.problem(tensors)  # the one validation; kernel adapter and oracles share it
+    try:
+        tiles = kernel.tile_sizes(problem)  # the kernel's own code
+    except (KernelUnavailable, UnsupportedCase) as e:
+        return CaseResult(case, kernel.name, "unsupported", message=f"kernel {kernel.name!r}: {type(e).__name__}: {e}",
+                          memory=memory, plugins=tuple(plugins))
+    except Exception as e:
+        return CaseResult(case, kernel.name, "error", memory=memory, plugins=tuple(plugins),
+                          message=f"{type(e).__name__}: {e} (in the kernel's tile_sizes)\n"
+                                  + _traceback_tail(e))
+    t_valid = time.perf_counter()
+    result = CaseResult(case, kernel.name, "pass", block_sizes=tiles.as_tuple() if tiles else None, memory=memory,
+                        plugins=tuple(plugins), seconds={"materialize": t_made - t_start, "validate": t_valid - t_made})
+    reason = kernel.unsupported_reason(problem)
+    if reason is not None:
+        result.status, result.message = "unsupported", f"kernel {kernel.name!r} does not support this case: {reason}"
+        return result
+    no_backward = kernel.capabilities.backward_reason(problem) if backward else None
+    if no_backward:
+        result.notes.append(f"forward only: {no_backward}")
+    backward = backward and no_backward is None
+    if kernel.capabilities.lse_base == "2":
+        result.notes.append("LSE returned in base 2 (declared); converted to natural log before judging")
+    instrument = instrument and case.instrument and kernel.capabilities.instrumented
+    t0 = time.perf_counter()
+    try:
+        call = call_kernel(kernel, problem, tensors, case, backward=backward, instrument=instrument, memory=memory)
+        run, got, changed, result.memory_violations = call.run, call.outputs, call.input_changes, call.memory_violations
+        _sync(device)
+    except (KernelUnavailable, UnsupportedCase) as e:
+        result.status, result.message = "unsupported", f"kernel {kernel.name!r}: {type(e).__name__}: {e}"
+        return result
+    except KernelConfigError:  # a registration mistake (load() gave no implementation): no verdict at all
+        raise
+    except Exception as e:  # the kernel under test may fail in any way
+        result.seconds["kernel"] = time.perf_counter() - t0
+        detail = f"{type(e).__name__}: {e}".strip()
+        if case.offsets_layout != "contiguous":
+            result.message = f"kernel rejected offsets outside the contract ({case.offsets_layout}): {detail}"
+            return result
+        result.status = "error"
+        result.message = detail + _out_of_memory_hint(e) + "\n" + _traceback_tail(e)
+        return result
+    t1 = time.perf_counter()
+    result.contract_violations = output_violations(problem, got["o"], got.get("lse")) + changed
+    detached = backward and isinstance(run.o, torch.Tensor) and not run.o.requires_grad
+    if result.contract_violations:
+        result.status = "fail"
+        result.seconds["kernel"] = t1 - t0
+        return result
+    if run.plan is not None:
+        tiles = run.plan.tiles  # the tiles the kernel says it ran
+        result.block_sizes = tiles.as_tuple()
+    do = tensors.do if backward else None
+    result.seconds["kernel"] = t1 - t0
+    stage = "the references (float64 and padded SDPA)"
+    try:  # the verifier's own work from here: a failure in it is no verdict on the kernel's outputs
+        ref = reference_attention(problem, tensors.q, tensors.k, tensors.v, do=do, by_sequence=case.parts is not None)
+        sdpa = padded_sdpa_attention(problem, tensors.q, tensors.k, tensors.v, do=do)
+        _sync(device)
+        t2 = time.perf_counter()
+        result.seconds["oracles"] = t2 - t1
+        stage = "judging the outputs"
+        explained_outputs = _compare_outputs(result, problem, got, ref, sdpa, kernel, budgets, tiles)
+        parts_explained = True  # every part's own failure explained by the conventions that explain the pack's
+        if case.parts is not None:  # each part judged as it would be standing alone
+            result.part_failures = judge_parts(case, got, ref, sdpa, budgets=budgets, tf32=kernel.capabilities.tf32)
+            if any(result.part_failures):
+                # (the pack's own allowance is its largest part's: a part's failure of another output, or one its
+                # rows show only against its own allowance, is no failure a convention of the pack's explains)
+                fixed = dict(got)
+                for name in (n for n in OUTPUTS if n in got and n in ref):
+                    for convention in result.conventions:
+                        for _, out in normalized((convention,), name, fixed[name], ref[name]):
+                            fixed[name] = out
+                parts_explained = not any(judge_parts(case, fixed, ref, sdpa, budgets=budgets,
+                                                      tf32=kernel.capabilities.tf32))
+        if detached and any(g in ref and bool(ref[g].ne(0).any()) for g in ("dq", "dk", "dv")):
+            # (a new user's kernel returning o.detach() passed 99 cases with its gradients never judged; an O that
+            # no gradient can reach is right only where every true gradient is zero: no sequence with a score)
+            result.contract_violations.append(
+                "o does not require grad, so no gradient reaches q, k, v, and theirs are not all zero: the kernel "
+                "declares a backward (Capabilities.backward); return O attached to q, k, v (not detached, not "
+                "computed under torch.no_grad), or register the kernel with backward=False")
+        t3 = time.perf_counter()
+        result.seconds["compare"] = t3 - t2
+        if run.plan is not None and run.visits is not None:
+            stage = "checking the scheduler invariants"
+            _check_schedules(result, run, backward)
+            result.seconds["invariants"] = time.perf_counter() - t3
+        _sync(device)  # the judging's own device work: an error in it shows in this case, not in the next one
+    except Exception as e:
+        return not_judged(result, stage, e)
+    if (result.failing or result.schedule_violations or result.memory_violations or result.contract_violations
+            or any(result.part_failures or ())):
+        result.status = "fail"
+    if (not all(explained_outputs) or result.schedule_violations or result.memory_violations
+            or result.contract_violations or not parts_explained):
+        result.conventions = []  # a failure no declared convention explains: the whole case is a plain finding
+    elif result.conventions and set(result.conventions) <= set(accept):
+        result.status, result.accepted = "pass", True
+        result.notes.append(f"accepted convention(s) {', '.join(result.conventions)} (--accept): "
+                            f"{len(result.failing)} output(s) differ from the contract as the kernel declares")
+    return result
+
+
+# Outputs past this many elements get no spread (:func:`~jfa_verify.judge.localize.spread` holds a few float64 copies: a
+# 2^31-element case's would not fit beside its references on an H200).
+SPREAD_MAX_ELEMENTS = 1 << 27
+
+
+def _compare_outputs(result: CaseResult, problem: JaggedProblem, got: dict, ref: dict, sdpa: dict, kernel: Kernel,
+                     budgets, tiles) -> list[bool]:
+    """Judge each output the kernel returned against the references (into ``result``); returns, per failing
+    output, whether a convention the kernel declares explains it."""
+    case = result.case
+    row = precision_of(case.torch_dtype, tf32=kernel.capabilities.tf32)
+    table = budgets or default_table()
+    explained_outputs: list[bool] = []
+    for out_name in OUTPUTS:
+        if out_name not in ref or out_name not in got:
+            continue
+        judge = lambda x: compare_output(out_name, x, sdpa[out_name], ref[out_name], case.torch_dtype,  # noqa: E731
+                                         *reference_scales(ref, out_name), budget=table.budget(row, out_name),
+                                         precision=row)
+        cmp = judge(got[out_name])
+        if not cmp.passed:
+            explained = [n for n, fixed in normalized(kernel.capabilities.conventions, out_name, got[out_name],
+                                                      ref[out_name]) if judge(fixed).passed]
+            result.conventions += [n for n in explained if n not in result.conventions]
+            explained_outputs.append(bool(explained))
+        result.comparisons.append(cmp)
+        if cmp.worst_index is not None:
+            result.locations[out_name] = locate(problem, out_name, cmp.worst_index, tiles)
+        if (not cmp.passed and isinstance(got[out_name], torch.Tensor) and got[out_name].shape == ref[out_name].shape
+                and got[out_name].numel() <= SPREAD_MAX_ELEMENTS):
+            where = spread(problem, out_name, got[out_name], ref[out_name], cmp.allowance)
+            if where:
+                result.spreads[out_name] = where
+    return explained_outputs
+
+
+def _check_schedules(result: CaseResult, run: KernelRun, backward: bool) -> None:
+    """Scheduler invariants of an instrumented run, and per-pass load statistics for the report."""
+    from jfa_verify.scheduling.invariants import check_instrumented_run
+
+    passes = PASSES if backward else ("fwd",)
+    result.schedule_violations = [str(v) for v in check_instrumented_run(run.plan, run.visits, passes=passes)]
+    for kind in passes:
+        schedule = run.plan.passes[kind].schedule
+        if schedule is not None:
+            result.schedule_stats[kind] = {
+                "scheduler": schedule.name, "programs": schedule.num_sms, "tiles": schedule.num_tiles,
+                "imbalance": schedule.imbalance, "max_load": schedule.max_load, "bound": schedule.bound,
+            }

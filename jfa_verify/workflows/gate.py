@@ -1,0 +1,603 @@
+"""``jfa-verify gate``: the one command a CI job runs for a kernel change.
+
+For every kernel named, on the device of the job, it runs these checks and says what it
+skipped and why (a kernel the device cannot run, a check the device or the kernel rules out):
+
+* ``suite``: the default suite (the main job);
+* ``campaign``: a fixed-seed Hypothesis campaign of a given size;
+* ``replay``: the case files of earlier campaigns (for example a nightly's artifacts) replayed in a case
+  worker (a recorded crash or hang is judged again, not suffered);
+* ``determinism``: the same case several times, outputs compared bit for bit
+  (:mod:`jfa_verify.checks.determinism`; a kernel that declares itself non-deterministic is held to its
+  budget on every rerun instead);
+* ``canaries``: guard bands around every buffer the kernel allocates, outputs and gradients
+  included: a write outside is a failure naming the buffer and offset (:mod:`jfa_verify.judge.memory`);
+* ``recycled_memory``: uninitialized allocations filled with large finite values instead of
+  NaN, as recycled memory holds (the NaN fill is part of every run);
+* ``sanitizer`` (CUDA only, on request): the suite's first cases under NVIDIA compute-sanitizer
+  (``memcheck``: out-of-bounds and misaligned accesses; ``racecheck``: shared-memory races);
+* ``perf`` (on request): timings against a committed baseline, noise-aware (:mod:`jfa_verify.checks.perf`).
+
+Outputs: a JSON report, JUnit XML (one test suite per kernel and check), and a Markdown summary
+for ``$GITHUB_STEP_SUMMARY`` (verdict table, findings with replay commands, skipped checks, the
+seed and Hypothesis settings). Exit codes (:class:`jfa_verify.core.exits.ExitCode`): 4 if a kernel
+crashed its process, else 3 if one hung, else 1 for any other finding, 0 when everything checked
+passed, 2 when nothing could be checked, a check could not run (verdict ``ERROR``: a missing dependency, a
+tool that failed) or the configuration is wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import shutil
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import torch
+
+from jfa_verify.cases.case import Case
+from jfa_verify.core.contract import JaggedProblem
+from jfa_verify.run.corpus import Corpus, campaign_folder, environment, read_case_file, replay_timeout, reproducer_folders
+from jfa_verify.core.errors import InvalidInput, missing_dependency
+from jfa_verify.core.exits import ExitCode
+from jfa_verify.checks import sanitizer
+from jfa_verify.protocol.kernel import Kernel
+from jfa_verify.checks.sanitizer import sanitizer_errors  # noqa: F401  (re-exported: the gate's tests and users read it here)
+
+__all__ = ["CHECKS", "CheckResult", "Finding", "GateOptions", "GateReport", "run_gate"]
+
+CHECKS = ("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory", "sanitizer", "perf")
+SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+SANITIZER_LAYOUT = "layout-7-3-19-5-11"  # the default suite's smallest lengths
+# A check's "error" is a check that could not judge (a tool failed or ran past its time, the framework
+# raised): the gate is not green, but no finding was made, so it exits USAGE unless something was found.
+_WORST = {"crash": 4, "hang": 3, "fail": 2, "error": 1, "pass": 0, "skip": 0}
+
+
+@dataclass
+class Finding:
+    """One failing case (or sanitizer report) of a check, with what replays it."""
+
+    check: str
+    case: str
+    status: str
+    summary: str
+    explanation: str = ""
+    replay: str = ""
+    reproducer: Optional[str] = None
+
+
+@dataclass
+class CheckResult:
+    """The verdict of one check on one kernel: ``status`` is pass, fail, error, hang, crash or skip."""
+
+    kernel: str
+    check: str
+    status: str
+    seconds: float = 0.0
+    cases: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    reason: str = ""  # why it was skipped, or what errored
+    details: list[str] = field(default_factory=list)
+    # parts of the check that ran but could not be judged, each with why (racecheck errors of the form the
+    # tool also reports on the kernel's race-free control): neither a pass nor a finding, listed in every report
+    not_judged: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GateOptions:
+    """What the gate runs. ``checks``: the subset of :data:`CHECKS` (default: all but sanitizer and perf,
+    which run when asked for). ``small_cases``: cases per determinism/canary/recycled-memory check.
+    ``jobs``: worker processes of the suite (isolated case workers) and of the campaign (campaign workers on
+    one Hypothesis database, seeds ``seed .. seed + jobs - 1``); the verdicts do not depend on it."""
+
+    checks: tuple[str, ...] = ("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory")
+    campaign_examples: int = 25
+    seed: int = 0
+    reruns: int = 3
+    small_cases: int = 4
+    sanitizer_tools: tuple[str, ...] = ("memcheck", "racecheck")
+    sanitizer_cases: int = 2
+    perf_baseline: Optional[str] = None
+    perf_record: Optional[str] = None
+    perf_threshold: float = 0.05
+    replay_dirs: tuple[str, ...] = ()
+    reproducers: str = "jfa-reproducers"
+    timeout_s: Optional[float] = None
+    jobs: int = 1
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.checks) - set(CHECKS))
+        if unknown:
+            raise InvalidInput(f"checks={unknown} unknown; choose from {CHECKS}")
+        bad_tools = sorted(set(self.sanitizer_tools) - set(SANITIZER_TOOLS))
+        if bad_tools:
+            raise InvalidInput(f"sanitizer tools {bad_tools} unknown; choose from {SANITIZER_TOOLS}")
+        for name in ("campaign_examples", "small_cases", "sanitizer_cases", "jobs"):
+            if getattr(self, name) < 1:
+                raise InvalidInput(f"{name}={getattr(self, name)} must be >= 1")
+        if self.reruns < 2:
+            raise InvalidInput(f"reruns={self.reruns} must be >= 2")
+        if not 0 < self.perf_threshold < 10:
+            raise InvalidInput(f"perf_threshold={self.perf_threshold} must be a fraction such as 0.05")
+
+
+@dataclass
+class GateReport:
+    device: str
+    options: GateOptions
+    results: list[CheckResult] = field(default_factory=list)
+    environment: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    interrupted: bool = False  # Ctrl-C or SIGTERM ended it: ``results`` are the checks that finished
+
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return int(ExitCode.INTERRUPTED)
+        checked = [r for r in self.results if r.status != "skip"]
+        if not checked:
+            return int(ExitCode.USAGE)
+        worst = max((_WORST[r.status] for r in checked), default=0)
+        return {4: int(ExitCode.CRASH), 3: int(ExitCode.HANG), 2: int(ExitCode.FINDING),
+                1: int(ExitCode.USAGE)}.get(worst, int(ExitCode.OK))
+
+    @property
+    def verdict(self) -> str:
+        code = self.exit_code()
+        if code == int(ExitCode.USAGE) and any(r.status == "error" for r in self.results):
+            return "ERROR"  # a check could not run (others may have passed): not "nothing checked"
+        return {0: "PASS", 1: "FAIL", 2: "NOTHING CHECKED", 3: "HANG", 4: "CRASH", 130: "INTERRUPTED"}[code]
+
+    def to_dict(self) -> dict:
+        o = self.options
+        return {
+            "verdict": self.verdict, "exit_code": self.exit_code(), "device": self.device, "seconds": self.seconds,
+            "interrupted": self.interrupted, "environment": self.environment,
+            "settings": {"seed": o.seed, "campaign_examples": o.campaign_examples, "reruns": o.reruns,
+                         "checks": list(o.checks), "hypothesis": "derandomized by --seed; database: the reproducers folder"},
+            "results": [{**{k: v for k, v in r.__dict__.items() if k != "findings"},
+                         "findings": [f.__dict__ for f in r.findings]} for r in self.results],
+        }
+
+    def to_junit(self) -> str:
+        """JUnit XML: one ``testsuite`` per kernel and check, one ``testcase`` per case or finding."""
+        root = ET.Element("testsuites", name="jfa-verify gate", time=f"{self.seconds:.1f}")
+        for r in self.results:
+            failures = len(r.findings) if r.status in ("fail", "hang", "crash") else 0
+            suite = ET.SubElement(root, "testsuite", name=f"{r.kernel}.{r.check}", time=f"{r.seconds:.1f}",
+                                  tests=str(max(1, r.cases) + len(r.not_judged)), failures=str(failures),
+                                  errors=str(1 if r.status == "error" else 0),
+                                  skipped=str((1 if r.status == "skip" else 0) + len(r.not_judged)))
+            if r.status == "skip":
+                case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=r.check)
+                ET.SubElement(case, "skipped", message=r.reason)
+                continue
+            if r.status == "error":
+                case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=r.check)
+                ET.SubElement(case, "error", message=r.reason[:500]).text = r.reason
+            for i, why in enumerate(r.not_judged):
+                case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"not-judged-{i}")
+                ET.SubElement(case, "skipped", message=why[:500]).text = why
+            for f in r.findings:
+                case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f.case)
+                node = ET.SubElement(case, "failure", message=f"[{f.status}] {f.summary}"[:500], type=f.status)
+                node.text = f"{f.explanation}\nreplay: {f.replay}" if f.replay else f.explanation
+            for i in range(max(0, r.cases - len(r.findings)) if r.status != "error" else 0):
+                ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"passed-{i}")
+        ET.indent(root)
+        return ET.tostring(root, encoding="unicode")
+
+    def to_markdown(self) -> str:
+        """A summary for ``$GITHUB_STEP_SUMMARY``: verdict table, findings, skipped checks, settings."""
+        o = self.options
+        settings = [f"seed {o.seed}"] + ([f"campaign {o.campaign_examples} examples"] if "campaign" in o.checks
+                                         else []) + ([f"{o.reruns} reruns"] if "determinism" in o.checks else [])
+        lines = [f"## jfa-verify gate: {self.verdict}", "",
+                 f"Device: {self.device}; torch {self.environment.get('torch')}, Triton "
+                 f"{self.environment.get('triton')}; {', '.join(settings)}; {self.seconds:.0f} s.", "",
+                 "| kernel | check | verdict | cases | findings | seconds |", "|---|---|---|---|---|---|"]
+        for r in self.results:
+            verdict = f"{r.status} ({len(r.not_judged)} part not judged)" if r.not_judged else r.status
+            lines.append(f"| {r.kernel} | {r.check} | {verdict} | {r.cases} | {len(r.findings)} | {r.seconds:.1f} |")
+        found = [(r, f) for r in self.results for f in r.findings]
+        if found:
+            lines += ["", "### Findings", ""]
+            for r, f in found:
+                lines.append(f"- **{r.kernel} / {r.check}** `{f.case}` [{f.status}]: {f.summary}")
+                if f.replay:
+                    lines.append(f"  - replay: `{f.replay}`")
+        skipped = [r for r in self.results if r.status == "skip"]
+        if skipped:
+            lines += ["", "### Skipped", ""]
+            lines += [f"- {r.kernel} / {r.check}: {r.reason}" for r in skipped]
+        unjudged = [(r, why) for r in self.results for why in r.not_judged]
+        if unjudged:
+            lines += ["", "### Not judged", ""]
+            lines += [f"- {r.kernel} / {r.check}: {why}" for r, why in unjudged]
+        errors = [r for r in self.results if r.status == "error"]
+        if errors:
+            lines += ["", "### Errors", ""]
+            lines += [f"- {r.kernel} / {r.check}: {r.reason.splitlines()[0] if r.reason else ''}" for r in errors]
+        return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _finding(check: str, result) -> Finding:
+    text = result.explain()
+    summary = (result.memory_violations or result.contract_violations
+               or [next((line.strip() for line in text.splitlines()[1:] if line.strip()), result.status)])[0]
+    return Finding(check, result.case.name or result.case.case_id(), result.status, summary, text,
+                   result.replay_command(), result.reproducer)
+
+
+def _status_of(results) -> str:
+    statuses = {r.status for r in results}
+    for s in ("crash", "hang", "timeout"):
+        if s in statuses:
+            return "hang" if s == "timeout" else s
+    if statuses & {"fail", "error"}:
+        return "fail"
+    return "pass"
+
+
+def small_cases(kernel: Kernel, device: torch.device, n: int, seed: int = 0) -> list[Case]:
+    """Up to ``n`` cases of the default suite the kernel supports and that compute some score (a batch
+    with no query-key pair, such as B = 0, cannot show nondeterminism or a read of stale memory in the
+    softmax), inside the contract (offsets a kernel may refuse, such as strided views, are the suite's
+    to judge: a refusal there passes), one per (mode, causal) first."""
+    from jfa_verify.cases.pairs import computes_scores
+    from jfa_verify.checks.suites import get_suite
+
+    def runs(case: Case) -> bool:  # from the case's shape alone: no tensors made
+        shape = JaggedProblem.of_shape(case.head_dim, case.dv, case.torch_dtype, device, mode=case.mode,
+                                       num_heads_q=case.num_heads_q, num_heads_kv=case.num_heads_kv,
+                                       causal=case.causal, causal_alignment=case.causal_alignment)
+        return kernel.unsupported_reason(dataclasses.replace(shape, inputs_contiguous=case.layout == "contiguous")) is None
+
+    supported = [c for c in get_suite("default", device.type, seed, kernel=kernel).cases
+                 if computes_scores(c) and c.offsets_layout == "contiguous" and runs(c)]
+    picked, seen = [], set()
+    for case in supported:
+        key = (case.mode, case.causal)
+        if key not in seen:
+            seen.add(key)
+            picked.append(case)
+    picked += [c for c in supported if c not in picked]
+    return picked[:n]
+
+
+def _check_suite(kernel, device, options, plugins) -> CheckResult:
+    from jfa_verify.run.loop import Verifier
+    from jfa_verify.checks.suites import get_suite
+
+    cases = get_suite("default", device.type, options.seed, kernel=kernel).cases
+    with Verifier(kernel, device, options.reproducers, timeout_s=options.timeout_s, plugins=plugins,
+                  isolate=True, jobs=options.jobs) as verifier:
+        results = verifier.verify_all(cases)
+    checked = [r for r in results if r.status != "unsupported"]
+    out = CheckResult(kernel.name, "suite", _status_of(results), cases=len(checked),
+                      findings=[_finding("suite", r) for r in results if r.failed])
+    if not checked:
+        out.status, out.reason = "skip", f"no suite case is inside the kernel's capabilities ({results[0].message})"
+    return out
+
+
+def _campaign_finding(case: str, status: str, explanation: str, path: Optional[str], kernel, plugins) -> Finding:
+    """A campaign failure (from one process or from campaign workers) as a gate finding."""
+    from jfa_verify.run.corpus import replay_command
+
+    summary = next((x.strip() for x in explanation.splitlines()[1:] if x.strip()), status)
+    return Finding("campaign", case, status, summary, explanation,
+                   replay_command(path, kernel.name, plugins) if path else "", path)
+
+
+def _campaign_status(findings: Sequence[Finding]) -> str:
+    """The campaign check's verdict: the worst kind among its findings (hang, then crash, then fail)."""
+    statuses = {f.status for f in findings}
+    if not statuses:
+        return "pass"
+    return "hang" if statuses & {"timeout", "hang"} else "crash" if "crash" in statuses else "fail"
+
+
+def _check_campaign(kernel, device, options, plugins) -> CheckResult:
+    from jfa_verify.fuzz import run_campaign
+
+    if options.jobs > 1:
+        return _check_campaign_workers(kernel, device, options, plugins)
+    # (in the suite's folder the campaign replayed the suite's failures as its own: a new user's gate counted one
+    # bug's 51 suite failures again as 47 campaign findings)
+    summary = run_campaign(kernel, max_examples=options.campaign_examples,
+                           corpus_dir=campaign_folder(options.reproducers),
+                           device=device, seed=options.seed, timeout_s=options.timeout_s, plugins=plugins,
+                           isolate=True)
+    if summary.interrupted:  # the campaign kept Ctrl-C to itself; the gate stops too
+        raise KeyboardInterrupt
+    findings = [_campaign_finding(f.case.name or f.case.case_id(), f.status, f.explanation,
+                                  str(f.path) if f.path else None, kernel, plugins) for f in summary.failures]
+    return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=summary.cases_run, findings=findings,
+                       details=[f"seed {options.seed}, {options.campaign_examples} examples, statuses "
+                                f"{dict(summary.statuses)}"])
+
+
+def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
+    """The campaign with ``options.jobs`` campaign workers (``jfa-verify fuzz --workers``) on one database."""
+    from jfa_verify.fuzz.workers import FuzzConfig, run_fuzz
+
+    config = FuzzConfig(kernel.name, device.type, str(campaign_folder(options.reproducers)), plugins=tuple(plugins),
+                        seed=options.seed,
+                        max_examples=options.campaign_examples, timeout_s=options.timeout_s)
+    payload = run_fuzz(config, workers=options.jobs)
+    if payload["interrupted"]:  # the campaign kept Ctrl-C (or SIGTERM) to itself; the gate stops too
+        raise KeyboardInterrupt
+    if payload["worker_errors"]:
+        return CheckResult(kernel.name, "campaign", "error", cases=payload["cases"],
+                           reason=f"campaign worker(s) could not run: {payload['worker_errors']}")
+    findings = [_campaign_finding(f["case"].get("name") or f["signature"].get("id", "?"), f["status"],
+                                  f["explanation"], f["path"], kernel, plugins) for f in payload["failures"]]
+    return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=payload["cases"], findings=findings,
+                       details=[f"seeds {payload['seeds']}, {options.campaign_examples} examples over {options.jobs} "
+                                f"workers, statuses {payload['statuses']}"])
+
+
+def _check_replay(kernel, device, options, plugins) -> CheckResult:
+    from jfa_verify.run.isolation import CaseWorker, WorkerSpec
+
+    files = [p for d in options.replay_dirs for f in reproducer_folders(d) for p in Corpus(f).files()]
+    if not options.replay_dirs:
+        return CheckResult(kernel.name, "replay", "skip", reason="no --replay folder given")
+    results = []
+    # In a case worker: earlier findings include crashes and hangs (a nightly's), which in this process
+    # would end the gate, or hold it, with no report written.
+    with CaseWorker(WorkerSpec(kernel.name, device.type, tuple(plugins))) as worker:
+        for path in files:
+            try:
+                case, payload = read_case_file(path)
+            except InvalidInput:
+                continue
+            if payload.get("kernel") not in (None, kernel.name):
+                continue
+            result = worker.run(case, replay_timeout(payload, options.timeout_s))
+            result.reproducer = str(path)
+            results.append(result)
+    if not results:
+        return CheckResult(kernel.name, "replay", "skip", reason=f"no case file for {kernel.name} in "
+                                                                 f"{', '.join(options.replay_dirs)}")
+    return CheckResult(kernel.name, "replay", _status_of(results), cases=len(results),
+                       findings=[_finding("replay", r) for r in results if r.failed])
+
+
+def _check_determinism(kernel, device, options, plugins) -> CheckResult:
+    from jfa_verify.checks.determinism import check_reruns
+    from jfa_verify.run.corpus import replay_command
+
+    verdicts = [check_reruns(c, kernel, device, reruns=options.reruns)
+                for c in small_cases(kernel, device, options.small_cases, options.seed)]
+    checked = [v for v in verdicts if v.status != "unsupported"]
+    out = CheckResult(kernel.name, "determinism", "pass", cases=len(checked))
+    for v in checked:
+        if v.status != "pass":
+            out.findings.append(Finding("determinism", v.case.name, v.status,
+                                        (v.differences or [v.message])[0][:300], "\n".join(v.differences) or v.message,
+                                        replay_command(v.case, kernel.name, plugins)))
+    out.status = "fail" if out.findings else ("skip" if not checked else "pass")
+    if not checked:
+        out.reason = "no supported case"
+    if not kernel.capabilities.deterministic:
+        out.details.append("the kernel declares itself non-deterministic: each rerun held to its budget")
+    return out
+
+
+def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> CheckResult:
+    from jfa_verify.run.loop import Verifier
+
+    with Verifier(kernel, device, options.reproducers, timeout_s=options.timeout_s, plugins=plugins, isolate=True,
+                  memory=fill) as verifier:
+        results = verifier.verify_all(small_cases(kernel, device, options.small_cases, options.seed))
+    checked = [r for r in results if r.status != "unsupported"]
+    out = CheckResult(kernel.name, check, _status_of(checked), cases=len(checked),
+                      findings=[_finding(check, r) for r in checked if r.failed])
+    if not checked:
+        out.status, out.reason = "skip", "no supported case"
+    return out
+
+
+def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
+    """compute-sanitizer's tools on the kernel alone (``jfa_verify.cli.kernel_only``, the smallest layout).
+
+    A kernel that declares a control (:attr:`Kernel.sanitizer_control`) has it run under racecheck first;
+    racecheck errors of the form the control shows on Triton's warp-specialization scaffold are then not
+    judged (:func:`jfa_verify.checks.sanitizer.classify_races`). Every other error is a finding.
+    """
+    if device.type != "cuda":
+        return CheckResult(kernel.name, "sanitizer", "skip", reason="compute-sanitizer needs a CUDA device")
+    tool_path = shutil.which("compute-sanitizer")
+    if tool_path is None:
+        return CheckResult(kernel.name, "sanitizer", "skip", reason="compute-sanitizer is not on PATH")
+    out = CheckResult(kernel.name, "sanitizer", "pass", cases=options.sanitizer_cases)
+    log_dir = Path(options.reproducers)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    timeout_s = options.timeout_s or 600
+    for tool in options.sanitizer_tools:
+        t0 = time.perf_counter()
+        control = _run_control(kernel, tool_path, tool, log_dir, timeout_s, out) if tool == "racecheck" else None
+        # the suite's smallest layout (the tools slow every access down by orders of magnitude), through
+        # the kernel alone: a full run would launch the oracles' kernels (cuDNN SDPA) under the tool too
+        target = ["jfa_verify.cli.kernel_only", "--device", "cuda", "--kernel", kernel.name, "--filter", SANITIZER_LAYOUT,
+                  "--max-cases", str(options.sanitizer_cases)] + [x for p in plugins for x in ("--plugin", p)]
+        try:
+            run = sanitizer.run_tool(tool_path, tool, target, timeout_s)
+        except subprocess.TimeoutExpired:  # the tools slow kernels by orders of magnitude: not a kernel hang
+            out.status = "error" if out.status == "pass" else out.status
+            out.reason = f"compute-sanitizer {tool} did not finish within {timeout_s:g} s"
+            continue
+        # the whole report, kept beside the reproducers (a CI artifact): hazards need triage, 4 kB is an excerpt
+        log_path = log_dir / f"sanitizer-{kernel.name}-{tool}.log"
+        log_path.write_text(run.text)
+        out.details.append(f"{tool}: {run.errors if run.errors is not None else 'no'} error summary, exit "
+                           f"{run.returncode}, {time.perf_counter() - t0:.0f} s, log {log_path}")
+        n = run.errors
+        if n and tool == "racecheck" and control is not None:
+            kernel_dirs = sanitizer.source_dirs(kernel.loader, plugins) + [Path(d) for d in kernel.source_dirs]
+            races = sanitizer.classify_races(run, kernel_dirs, control,
+                                             sanitizer.source_dirs(kernel.sanitizer_control))
+            if races.not_judged:
+                out.not_judged.append(
+                    f"racecheck: {len(races.not_judged)} of {n} error(s) not judged, each a read at a kernel's def "
+                    f"line against writes there or at its warp_specialize call (the code Triton emits for the "
+                    f"partitions), the form racecheck also reports on the race-free control "
+                    f"{kernel.sanitizer_control} ({races.control_scaffold} such): "
+                    + "; ".join(sanitizer.describe(b) for b in races.not_judged) + f"; log {log_path}")
+            n = races.judged
+        if n:
+            out.status = "fail"
+            report = "\n".join(line for line in run.text.splitlines() if "=========" in line)
+            out.findings.append(Finding("sanitizer", tool, "fail", f"{tool}: {n} error(s)", report[-4000:],
+                                        shlex.join(run.cmd), str(log_path)))
+        elif run.errors == 0 and run.returncode != 0 and out.status == "pass":  # nothing ran to the end under the tool
+            out.status = "error"
+            out.reason = f"{tool}: the kernel did not run under the tool (exit {run.returncode}): {run.text[-800:]}"
+        elif run.errors is None and out.status == "pass":
+            out.status = "error"
+            out.reason = f"{tool}: no ERROR SUMMARY (exit {run.returncode}): {(run.text)[-800:]}"
+    return out
+
+
+def _run_control(kernel, tool_path: str, tool: str, log_dir: Path, timeout_s: float,
+                 out: CheckResult) -> Optional["sanitizer.ToolRun"]:
+    """The tool on the kernel's declared control, its log kept and a note in ``out.details``; None when the
+    kernel declares none or the control did not run to its summary (the kernel is then judged as usual)."""
+    if not kernel.sanitizer_control:
+        return None
+    log_path = log_dir / f"sanitizer-{kernel.name}-{tool}-control.log"
+    try:  # the control's own exit code: it must have run and checked its results (exit 0)
+        run = sanitizer.run_tool(tool_path, tool, [kernel.sanitizer_control], timeout_s, error_exitcode=None)
+    except subprocess.TimeoutExpired:
+        out.details.append(f"{tool}: the control {kernel.sanitizer_control} did not finish within {timeout_s:g} s")
+        return None
+    log_path.write_text(run.text)
+    if run.errors is None or run.returncode != 0:
+        out.details.append(f"{tool}: the control {kernel.sanitizer_control} did not run under the tool "
+                           f"(exit {run.returncode}), log {log_path}")
+        return None
+    out.details.append(f"{tool}: {run.errors} error(s) on the control {kernel.sanitizer_control}, log {log_path}")
+    return run
+
+
+def _check_perf(kernel, device, options, plugins) -> CheckResult:
+    from jfa_verify.checks import perf
+
+    if not options.perf_baseline and not options.perf_record:
+        return CheckResult(kernel.name, "perf", "skip", reason="no --perf-baseline given")
+    times = perf.measure(kernel, device)
+    out = CheckResult(kernel.name, "perf", "pass", cases=len(times))
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
+    if options.perf_record:
+        perf.write_baseline(options.perf_record, kernel.name, name, times)
+        out.details.append(f"baseline recorded in {options.perf_record}")
+    if options.perf_baseline:
+        base = perf.read_baseline(options.perf_baseline)
+        if base.get("device") != name:
+            out.details.append(f"warning: baseline measured on {base.get('device')}, this device is {name}")
+        for v in perf.compare(times, base["times_ms"], options.perf_threshold):
+            out.details.append(v.describe())
+            if v.regressed:
+                out.status = "fail"
+                out.findings.append(Finding("perf", v.workload, "fail", v.describe()))
+    return out
+
+
+_RUNNERS = {"suite": _check_suite, "campaign": _check_campaign, "replay": _check_replay,
+            "determinism": _check_determinism,
+            "canaries": lambda k, d, o, p: _check_memory(k, d, o, p, "nan", "canaries"),
+            "recycled_memory": lambda k, d, o, p: _check_memory(k, d, o, p, "large", "recycled_memory"),
+            "sanitizer": _check_sanitizer, "perf": _check_perf}
+
+
+def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins: Sequence[str] = (),
+             log: Callable[[str], None] = print) -> GateReport:
+    """Run ``options.checks`` on every kernel; returns the :class:`GateReport` (never raises for findings).
+
+    A check that raises is recorded as ``error`` with the exception; the other checks still run. Ctrl-C
+    (``KeyboardInterrupt``; SIGTERM too under :func:`~jfa_verify.run.interrupts.terminate_as_interrupt`) ends the
+    gate: the report holds the checks that finished, with ``interrupted`` set (exit 130).
+    """
+    device = torch.device(device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
+    report = GateReport(name, options, environment=environment())
+    t_start = time.perf_counter()
+    campaign = (f", campaign {options.campaign_examples} examples (Hypothesis, derandomized by the seed)"
+                if "campaign" in options.checks else "")
+    reruns = f", {options.reruns} reruns" if "determinism" in options.checks else ""
+    log(f"jfa-verify gate on {name}: kernels {', '.join(k.name for k in kernels)}; checks {', '.join(options.checks)}; "
+        f"seed {options.seed}{campaign}{reruns}")
+    try:
+        _run_checks(report, kernels, device, options, plugins, log)
+    except KeyboardInterrupt:  # the check under way has no verdict; what finished is reported
+        report.interrupted = True
+        log("  interrupted: the report holds the checks that finished")
+    report.seconds = time.perf_counter() - t_start
+    return report
+
+
+def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugins, log) -> None:
+    for kernel in kernels:
+        why = kernel.device_reason(device)
+        crashed = False
+        for check in options.checks:
+            if why is not None:
+                report.results.append(CheckResult(kernel.name, check, "skip", reason=why))
+                continue
+            if crashed and check == "determinism":  # runs in this process: a crash would end the gate
+                report.results.append(CheckResult(kernel.name, check, "skip", reason="the kernel crashed its "
+                                                  "process in an isolated check; reruns in-process skipped"))
+                continue
+            t0 = time.perf_counter()
+            try:
+                result = _RUNNERS[check](kernel, device, options, tuple(plugins))
+            except KeyboardInterrupt:  # no verdict; what it found so far is in the case files: say where
+                report.results.append(CheckResult(
+                    kernel.name, check, "error", seconds=time.perf_counter() - t0,
+                    reason=f"interrupted during this check; the failing cases it found so far are case files in "
+                           f"{options.reproducers} (jfa-verify findings {options.reproducers})"))
+                raise
+            except ModuleNotFoundError as e:  # (a new user's --no-deps install: one line per check, no fix named)
+                result = CheckResult(kernel.name, check, "error", reason=missing_dependency(e))
+            except Exception as e:
+                result = CheckResult(kernel.name, check, "error", reason=f"{type(e).__name__}: {e}")
+            result.seconds = time.perf_counter() - t0
+            crashed = crashed or result.status == "crash"
+            report.results.append(result)
+            note = f" ({result.reason})" if result.reason else ""
+            log(f"  {kernel.name} / {check}: {result.status}, {result.cases} case(s), {len(result.findings)} "
+                f"finding(s), {result.seconds:.1f} s{note}")
+            for line in result.details:
+                log(f"      {line}")
+
+
+def write_outputs(report: GateReport, *, json_path=None, junit_path=None, markdown_path=None) -> list[Path]:
+    """Write the report's JSON, JUnit XML and Markdown (and append the Markdown to ``$GITHUB_STEP_SUMMARY``)."""
+    from jfa_verify.run.report import write_json
+
+    written = []
+    if json_path:
+        written.append(write_json(json_path, report.to_dict()))
+    if junit_path:
+        Path(junit_path).write_text(report.to_junit())
+        written.append(Path(junit_path))
+    markdown = report.to_markdown()
+    if markdown_path:
+        Path(markdown_path).write_text(markdown)
+        written.append(Path(markdown_path))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a") as fh:
+            fh.write(markdown)
+    return written
