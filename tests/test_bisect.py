@@ -56,7 +56,7 @@ def _user_state(repo) -> tuple:
 
 def _replay_at(repo, commit: str, case_file, tmp_path) -> int:
     """Replay ``case_file`` with the plugin as it is at ``commit`` (the report's replay recipe)."""
-    from jfa_verify.protocol.kernel import registry
+    from jfa_verify.protocol import registry
 
     checkout = tmp_path / f"at-{commit[:7]}"
     repo.git("worktree", "add", "--detach", str(checkout), commit)
@@ -292,7 +292,7 @@ def test_poisoned_allocations_do_not_import_inductor():
 def test_gpu_bisect_repository_plants_one_slowdown_and_stays_correct(tmp_path, monkeypatch):
     """``ci/gpu_bisect.py``'s repository (run on the H200): the planted commit launches the forward kernel LAUNCHES
     times, the good one once; both compute the right outputs, and the tile-visit check sees every tile rerun."""
-    from jfa_verify.protocol.kernel import registry
+    from jfa_verify.protocol import registry
     from jfa_verify.protocol.registry import get_kernel, load_plugin
     from jfa_verify.run.runner import run_case
 

@@ -235,7 +235,7 @@ def test_run_of_a_kernel_the_device_cannot_run_is_refused_before_any_work(tmp_pa
 def test_run_counts_coverage_over_the_cases_the_kernel_ran_only(tmp_path, capsys, monkeypatch):
     # A new user saw 0 of 84 cases run (gluon_jfa on the CPU) reported as "pairs of classes 1286/1286 (100.0%)";
     # here a kernel that runs on the CPU but takes no case of the suite (head dim 1024 only)
-    from jfa_verify.protocol.kernel import registry
+    from jfa_verify.protocol import registry
 
     # registered for this test only: tests that walk every registered kernel share this process under xdist
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
@@ -539,7 +539,7 @@ def test_replay_without_the_plugin_names_the_plugin_the_case_file_recorded(tmp_p
     assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "raises_for_replay", "--max-cases",
                  "1", "--no-isolate", "--reproducers", str(repro), "--no-progress"]) == 1
     (path,) = repro.glob("*.json")
-    from jfa_verify.protocol.kernel import registry
+    from jfa_verify.protocol import registry
 
     registry._REGISTRY.pop("raises_for_replay", None)  # as a fresh process would be
     capsys.readouterr()
