@@ -28,7 +28,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     Raises:
         SystemExit: (status 2) a bad argument, as ``jfa-verify``'s own.
     """
-    from jfa_verify.cli import positive_int
+    from jfa_verify.cli.arguments import positive_int
 
     parser = argparse.ArgumentParser(prog="python -m jfa_verify.cli.kernel_only",
                                      description="the kernel under test alone, for compute-sanitizer")

@@ -485,34 +485,55 @@ def _campaign(matrix: Matrix, kernel, device, corpus, plugins, backward, accept,
                                                 _symptom(f.explanation), f.found_at, f.status))
 
 
-def command(args) -> int:
-    """``jfa-verify matrix``: run (or merge with ``--from-json``), write JSON/Markdown/PNG, print the summary.
+@dataclass(frozen=True)
+class MatrixOptions:
+    """What ``jfa-verify matrix`` runs (kernels by name, the suites' cases) or merges (``from_json``), and writes."""
+
+    kernels: tuple[str, ...] = ()
+    suites: tuple[str, ...] = ()  # built-in suite names (none: the default suite)
+    campaign: int = 0  # examples of a campaign per kernel after the cases
+    device: Optional[str] = None  # "cuda", "cpu" or None (the GPU when there is one)
+    plugins: tuple[str, ...] = ()
+    reproducers: Optional[str] = "jfa-reproducers"
+    accept: tuple[str, ...] = ()  # declared conventions whose findings pass, marked accepted
+    filter: Optional[str] = None  # only cases whose name contains this text
+    max_cases: Optional[int] = None
+    seed: int = 0
+    timeout_s: Optional[float] = None
+    deadline_s: Optional[float] = None
+    backward: bool = True
+    isolate: bool = True
+    jobs: int = 1
+    quiet: bool = False  # no line per case
+    from_json: tuple[str, ...] = ()  # merge these matrices instead of running
+    json: Optional[str] = None
+    markdown: Optional[str] = None
+    png: Optional[str] = None
+
+
+def command(options: MatrixOptions) -> int:
+    """``jfa-verify matrix``: run (or merge ``options.from_json``), write JSON/Markdown/PNG, print the summary.
 
     Returns the exit status: 4 when a finding is a crash, else 3 when one is a hang, else 1 when there is a
     finding, 2 when no cell was inside any kernel's capabilities (nothing was checked), 0 otherwise
     (:class:`jfa_verify.core.exits.ExitCode`).
     """
 
-    if args.from_json:
-        given = [f"--{dest.replace('_', '-')}" for dest, default in getattr(args, "run_defaults", {}).items()
-                 if getattr(args, dest) != default]
-        if given:
-            raise InvalidInput(f"--from-json merges matrices already run; {', '.join(given)} would be ignored: "
-                               "drop them, or run the matrix without --from-json")
-        matrix = Matrix.merge([_read_matrix(f) for f in args.from_json])
+    if options.from_json:
+        matrix = Matrix.merge([_read_matrix(f) for f in options.from_json])
     else:
-        matrix = _run_from_args(args)
-    if args.json:
+        matrix = _run(options)
+    if options.json:
         from jfa_verify.run.report import write_json
 
-        write_json(args.json, matrix.to_dict())
+        write_json(options.json, matrix.to_dict())
     text = matrix.to_markdown()
-    if args.markdown:
-        Path(args.markdown).write_text(text)
-    if args.png:
-        matrix.heatmap(args.png)
+    if options.markdown:
+        Path(options.markdown).write_text(text)
+    if options.png:
+        matrix.heatmap(options.png)
     print(text, flush=True)
-    written = [str(p) for p in (args.json, args.markdown, args.png) if p]
+    written = [str(p) for p in (options.json, options.markdown, options.png) if p]
     if written:
         print("wrote " + ", ".join(written), flush=True)
     skipped = sum(matrix.counts(k)[NOT_RUN] for k in matrix.kernels)
@@ -548,37 +569,38 @@ def _read_matrix(path: str) -> Matrix:
         raise InvalidInput(f"--from-json {path}: a damaged matrix file ({type(e).__name__}: {e})") from None
 
 
-def _run_from_args(args) -> Matrix:
+def _run(options: MatrixOptions) -> Matrix:
     from jfa_verify.core.device import interpreting, select_device
     from jfa_verify.protocol.registry import get_kernel, load_plugin
     from jfa_verify.checks.suites import get_suite
 
-    if not args.kernel:
+    if not options.kernels:
         raise InvalidInput("matrix needs --kernel NAME at least once (or --from-json FILES to merge)")
     # first: on the CPU it turns on Triton's interpreter, which must happen before any kernel module imports Triton
-    device = select_device(args.device)
-    for p in args.plugin:
+    device = select_device(options.device)
+    for p in options.plugins:
         load_plugin(p)
-    kernels = [get_kernel(name) for name in dict.fromkeys(args.kernel)]
+    kernels = [get_kernel(name) for name in dict.fromkeys(options.kernels)]
     cases, notes = [], []
-    for name in args.suite or ["default"]:
-        suite = get_suite(name, device.type, args.seed)  # generic tiles: one set of columns for every kernel
-        cases += [c for c in suite.cases if not args.filter or args.filter in c.name]
+    for name in options.suites or ("default",):
+        suite = get_suite(name, device.type, options.seed)  # generic tiles: one set of columns for every kernel
+        cases += [c for c in suite.cases if not options.filter or options.filter in c.name]
         notes.append(f"suite {name}: {suite.note}")
-    if args.max_cases:
-        cases = cases[: args.max_cases]
+    if options.max_cases:
+        cases = cases[: options.max_cases]
     if not cases:
-        raise InvalidInput(f"no case of suites {args.suite or ['default']} matches --filter {args.filter!r}")
+        raise InvalidInput(f"no case of suites {list(options.suites) or ['default']} matches "
+                           f"--filter {options.filter!r}")
     where = "Triton interpreter on CPU" if interpreting() else str(device)
     print(f"jfa-verify matrix: {len(kernels)} kernel(s) x {len(cases)} case(s) on {where}"
-          + (f", {args.jobs} workers per kernel" if args.jobs > 1 else "")
-          + (f", campaign of {args.campaign} per kernel" if args.campaign else ""), flush=True)
+          + (f", {options.jobs} workers per kernel" if options.jobs > 1 else "")
+          + (f", campaign of {options.campaign} per kernel" if options.campaign else ""), flush=True)
 
     def progress(result) -> None:
-        if not args.quiet:
+        if not options.quiet:
             print(f"  {result.kernel:22s} {result.status:11s} {result.case.name}", flush=True)
 
-    return run_matrix(kernels, cases, device, reproducers=args.reproducers, plugins=args.plugin,
-                      backward=not args.forward_only, accept=args.accept, timeout_s=args.timeout,
-                      campaign_examples=args.campaign, seed=args.seed, deadline_s=args.deadline,
-                      suite_note="; ".join(notes), on_result=progress, isolate=args.isolate, jobs=args.jobs)
+    return run_matrix(kernels, cases, device, reproducers=options.reproducers, plugins=options.plugins,
+                      backward=options.backward, accept=options.accept, timeout_s=options.timeout_s,
+                      campaign_examples=options.campaign, seed=options.seed, deadline_s=options.deadline_s,
+                      suite_note="; ".join(notes), on_result=progress, isolate=options.isolate, jobs=options.jobs)

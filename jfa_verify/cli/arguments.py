@@ -1,0 +1,149 @@
+"""The command line's argument types and shared options: each type checks its value while the arguments are parsed,
+so a bad one exits 2 with one line naming it before any work."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Optional
+
+from jfa_verify.core.exits import ExitCode
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = int(ExitCode.OK), int(ExitCode.FINDING), int(ExitCode.USAGE)
+
+
+class UsageError(Exception):
+    """A bad argument found after parsing (a file that must not exist, a folder that must): exit 2."""
+
+
+def number(kind, *, minimum=None, strict: bool = False, what: str = ""):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if kind is float and value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if minimum is not None and (value <= minimum if strict else value < minimum):
+            raise argparse.ArgumentTypeError(f"{text} must be {'>' if strict else '>='} {minimum}{what}")
+        return value
+    return parse
+
+
+positive_int = number(int, minimum=0, strict=True)
+nonneg_int = number(int, minimum=0)
+positive_float = number(float, minimum=0, strict=True)
+nonneg_float = number(float, minimum=0)
+seed_int = number(int, minimum=0)
+
+
+def existing_file(text: str) -> str:
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: a folder; give a file in it")
+    if not Path(text).is_file():
+        looks_like_id = len(text) == 12 and all(c in "0123456789abcdef" for c in text)
+        raise argparse.ArgumentTypeError(f"{text}: no such file" + (
+            "; a finding's id is not a file: `jfa-verify findings DIR` prints each finding's replay command"
+            if looks_like_id else ""))
+    return text
+
+
+def name_part(text: str) -> str:
+    """A non-empty part of a case name (``--filter``): an empty one matched every case without a word."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is empty; give part of a case name (leave --filter out for all)")
+    return text
+
+
+def new_file(text: str) -> str:
+    """A file to write: its folder must exist and it must not be a folder."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    folder = path.resolve().parent
+    if folder.exists() and not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {str(folder)!r} is a file, not a folder; give a file in a folder")
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: folder {str(folder)!r} does not exist; create it first")
+    # The file is written beside itself first, then moved into place: try that now, not after the work (a new
+    # user's --report /proc/r.json ended a whole run with a traceback).
+    from jfa_verify.core.paths import folder_problem
+
+    problem = folder_problem(folder)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text}: {problem}; give a file in a folder you can write to")
+    return text
+
+
+def png_file(text: str) -> str:
+    """A PNG to write (as :func:`new_file`): matplotlib must be installed, checked before any work."""
+    import importlib.util
+
+    text = new_file(text)
+    if importlib.util.find_spec("matplotlib") is None:
+        raise argparse.ArgumentTypeError(f"{text}: writing a PNG needs matplotlib, which is not installed; "
+                                         f"pip install 'jfa-verify[plots]' (or leave out --png)")
+    return text
+
+
+def folder(text: str) -> str:
+    """A folder to write into (created if missing, under an existing parent); not a file; writable (tried now: a new
+    user's ``--reproducers /proc/r`` ended a campaign with a traceback and exit 1, the code of a finding)."""
+    from jfa_verify.core.paths import folder_problem
+
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; give a folder")
+    if not path.exists() and not path.resolve().parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: parent folder {str(path.resolve().parent)!r} does not exist")
+    problem = folder_problem(path)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text}: {problem}; give a folder you can write to")
+    return text
+
+
+def existing_folder(text: str) -> str:
+    """A folder to read (``gate --replay``): it must exist (a missing one was named only after the whole gate ran)."""
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such folder; give the folder an earlier run or campaign wrote "
+                                         f"its case files into")
+    return text
+
+
+def percent(text: str) -> float:
+    """``5%`` or ``5`` (percent) -> 0.05."""
+    value = number(float, minimum=0)(text[:-1] if text.endswith("%") else text)
+    return value / 100.0
+
+
+def lengths_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers (e.g. 7,3,19)") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: lengths must be integers >= 0")
+    return values
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse would print the usage too)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def kernel_options(p, kernel_default: Optional[str] = "triton_jfa", reproducers: bool = True) -> None:
+    """``--kernel``, ``--device``, ``--plugin`` (and ``--reproducers``), as every command that runs one kernel has them."""
+    p.add_argument("--kernel", default=kernel_default, help="registered kernel name (see `jfa-verify kernels`)")
+    device_option(p)
+    plugin_option(p)
+    if reproducers:
+        p.add_argument("--reproducers", default="jfa-reproducers", type=folder,
+                       help="folder for failing-case files")
+
+
+def device_option(p, help: str = "default: cuda when available, else the CPU interpreter") -> None:
+    p.add_argument("--device", choices=("cuda", "cpu"), default=None, help=help)
+
+
+def plugin_option(p, help: str = "import a file that registers kernels (repeatable)") -> None:
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py", type=existing_file, help=help)

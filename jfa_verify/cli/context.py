@@ -1,0 +1,86 @@
+"""What the commands share, built once from the parsed arguments: the device, the plugins, the kernel(s), the suite and
+the case filter. Nothing heavy happens when it is built: the device is chosen (torch imported, Triton's interpreter
+turned on for the CPU) the first time a command asks for it, the plugins are imported when a kernel is first asked
+for, so a command that needs neither (``findings``, ``schedule``) never loads them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Optional, Sequence
+
+
+def load_kernel(name: str, plugins: Sequence[str] = ()):
+    """Import the ``--plugin`` files, then the registered kernel ``name`` (errors name the file, line or names)."""
+    from jfa_verify.protocol.registry import get_kernel
+
+    load_plugins(plugins)
+    return get_kernel(name)
+
+
+def load_plugins(plugins: Sequence[str]) -> None:
+    """Import the ``--plugin`` files (each once per process: :func:`~jfa_verify.protocol.registry.load_plugin`)."""
+    from jfa_verify.protocol.registry import load_plugin
+
+    for p in plugins:
+        load_plugin(p)
+
+
+def _names(value) -> tuple[str, ...]:
+    """An option given once (a string) or repeatable (a list) as a tuple; an absent one as ()."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@dataclass(frozen=True)
+class Context:
+    """One command's shared settings. ``device`` is chosen on first use and kept (``select_device`` once a command);
+    :meth:`kernel` and :meth:`kernels` load the plugins first."""
+
+    command: str
+    device_choice: Optional[str] = None  # --device: "cuda", "cpu" or None (the GPU when there is one)
+    plugins: tuple[str, ...] = ()  # --plugin files
+    kernel_names: tuple[str, ...] = ()  # --kernel (once, or repeated for gate and matrix)
+    suites: tuple[str, ...] = ()  # --suite (once, or repeated for matrix)
+    filter: Optional[str] = None  # --filter: part of a case name
+    max_cases: Optional[int] = None
+    seed: Optional[int] = None
+    reproducers: Optional[str] = None  # the folder for failing-case files
+
+    @classmethod
+    def from_args(cls, args) -> "Context":
+        """The context of parsed arguments: options a command does not have stay at their defaults."""
+        def get(name):
+            return getattr(args, name, None)
+
+        return cls(command=args.command, device_choice=get("device"), plugins=_names(get("plugin")),
+                   kernel_names=_names(get("kernel")), suites=_names(get("suite")), filter=get("filter"),
+                   max_cases=get("max_cases"), seed=get("seed"), reproducers=get("reproducers"))
+
+    @property
+    def kernel_name(self) -> Optional[str]:
+        return self.kernel_names[0] if self.kernel_names else None
+
+    @property
+    def suite(self) -> Optional[str]:
+        return self.suites[0] if self.suites else None
+
+    @cached_property
+    def device(self):
+        """The device the command runs on. Chosen first in every command that runs a kernel: on the CPU it turns on
+        Triton's interpreter, which must precede any import of triton."""
+        from jfa_verify.core.device import select_device
+
+        return select_device(self.device_choice)
+
+    def kernel(self, name: Optional[str] = None):
+        """The kernel ``name`` (default: ``--kernel``), the plugins imported first."""
+        return load_kernel(name or self.kernel_name, self.plugins)
+
+    def kernels(self, default: Sequence[str] = ()) -> list:
+        """Every ``--kernel`` named, in order (``default`` when none was), the plugins imported first."""
+        from jfa_verify.protocol.registry import get_kernel
+
+        load_plugins(self.plugins)
+        return [get_kernel(name) for name in self.kernel_names or default]

@@ -1,0 +1,80 @@
+"""``jfa-verify findings``: a reproducer folder's deduplicated findings (:mod:`jfa_verify.fuzz.findings`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from jfa_verify.cli.arguments import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from jfa_verify.core.exits import FINDINGS_IN_WORDS
+
+HELP = "list the findings in a reproducer folder (one per signature), each with its replay command"
+DESCRIPTION = ("List the findings in a reproducer folder, one per signature, each with its id and the command "
+               "that replays it. Exit status, as for the command that recorded them (jfa_verify/core/exits.py: "
+               f"a finding is not a usage error): 0 no finding listed; {FINDINGS_IN_WORDS}; 2 no such folder, "
+               "a bad argument, or a case file that cannot be read (named; a finding may be lost in it) beside "
+               "no crash or hang, or a case file still marked running (its process died mid-case: killed, or "
+               "taken down by the kernel; no verdict yet) beside no finding.")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("folder", nargs="?", default=None, help="the folder (default jfa-reproducers)")
+    parser.add_argument("--reproducers", default=None, metavar="FOLDER", help="the folder, as run and fuzz name it")
+    parser.add_argument("--kernel", default=None, help="only this kernel's findings")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def main(args, ctx) -> int:
+    """List a reproducer folder's findings; the exit status is the one their verdicts give (see the help)."""
+    import json
+
+    from jfa_verify.run.corpus import RUNNING
+    from jfa_verify.core.exits import exit_code_for
+    from jfa_verify.fuzz.findings import list_findings, unreadable_case_files
+
+    if args.folder and args.reproducers and Path(args.folder).resolve() != Path(args.reproducers).resolve():
+        raise UsageError(f"two folders given: {args.folder!r} and --reproducers {args.reproducers!r}; give one")
+    root = args.folder or args.reproducers or "jfa-reproducers"
+    if not Path(root).is_dir():
+        raise UsageError(f"{root!r} is not a folder; give the folder that `run`, `fuzz` or `gate` wrote its "
+                         f"reproducers into")
+    rows = list_findings(root, args.kernel)
+    if args.kernel and not rows:
+        from jfa_verify.protocol.registry import kernel_names
+
+        here = sorted({r["kernel"] for r in list_findings(root) if r["kernel"]})
+        if args.kernel not in here and args.kernel not in kernel_names():  # a typo reads as "no findings", 0
+            raise UsageError(f"--kernel {args.kernel!r}: no kernel of that name is registered or has files in "
+                             f"{root!r} (kernels with findings there: {', '.join(here) or 'none'})")
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        from rich.table import Table
+
+        table = Table(title=f"findings in {root}")
+        for col in ("id", "kernel", "status", "kind", "outputs", "examples", "case"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["id"], r["kernel"] or "-", r["status"], r["error_kind"], "/".join(r["outputs"]) or "-",
+                          str(r["examples"]), r["case"])
+        from jfa_verify.cli.output import make_console
+
+        make_console().print(table)
+        for r in rows:  # plain lines, never wrapped: each is pasted as it is
+            print(f"{r['id']} replay: {r['replay']}")
+        if not rows:
+            print(f"no findings in {root}")
+    code = int(exit_code_for(r["status"] for r in rows))
+    broken = unreadable_case_files(root)
+    for path, why in broken:
+        print(f"jfa-verify findings: error: {path} is not a readable case file ({why}); a finding may be lost in "
+              f"it: restore it, or remove it once you have read it", file=sys.stderr)
+    # A case left running has no verdict: its process was killed, or the kernel took it down (a crash or a hang
+    # of an in-process run). Listing only such rows once exited 0, which a CI step reads as "nothing found".
+    running = [r for r in rows if r["status"] == RUNNING]
+    if running:
+        print(f"jfa-verify findings: {len(running)} case(s) left running by a process that died mid-case, not judged "
+              f"yet: the next `fuzz` on {root} replays them first, or replay one with its line above", file=sys.stderr)
+    # (beside a finding, the finding's own status says more)
+    unjudged = (broken and code in (EXIT_OK, EXIT_FAIL)) or (running and code == EXIT_OK)
+    return EXIT_USAGE if unjudged else code

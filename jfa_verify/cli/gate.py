@@ -1,0 +1,79 @@
+"""``jfa-verify gate``: the CI gate (the work: :func:`jfa_verify.workflows.gate.run_gate`)."""
+
+from __future__ import annotations
+
+import sys
+
+from jfa_verify.cli.arguments import (device_option, existing_file, existing_folder, folder, new_file, number,
+                                      plugin_option, positive_float, positive_int, seed_int)
+
+HELP = ("the CI gate: suite, campaign, replays, determinism, canaries, recycled memory "
+        "(+ sanitizer, perf); JUnit/JSON/Markdown")
+DESCRIPTION = ("The one command a CI job runs for a kernel change: the default suite, a "
+               "fixed-seed campaign, replays of saved findings, determinism reruns, guard-band "
+               "canaries, recycled memory, and on request compute-sanitizer and a performance "
+               "check; checks the GPU or the kernel cannot run are skipped with the reason. "
+               "Exit status: 4 a kernel crashed its process, else 3 one hung, else 1 any other "
+               "finding; 2 nothing could be checked, a check could not judge, or a bad "
+               "configuration; 0 everything checked passed.")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--kernel", action="append", default=[], help="kernel to gate (repeatable; default triton_jfa)")
+    device_option(parser)
+    plugin_option(parser)
+    parser.add_argument("--checks", nargs="+", default=["suite", "campaign", "replay", "determinism", "canaries",
+                                                        "recycled_memory"],
+                        choices=("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory"),
+                        help="checks to run (sanitizer and perf run when their options are given)")
+    parser.add_argument("--campaign-examples", type=positive_int, default=25,
+                        help="new cases the fixed-seed campaign draws (default: %(default)s)")
+    parser.add_argument("--seed", type=seed_int, default=0, help="the campaign's seed (printed; same seed, same draws)")
+    parser.add_argument("--reruns", type=number(int, minimum=2), default=3, help="runs per determinism case (>= 2)")
+    parser.add_argument("--small-cases", type=positive_int, default=4,
+                        help="cases per determinism, canary and recycled-memory check")
+    parser.add_argument("--sanitizer", nargs="*", choices=("memcheck", "racecheck", "initcheck", "synccheck"),
+                        help="run the first suite cases under compute-sanitizer with these tools (CUDA; default memcheck)")
+    parser.add_argument("--perf-baseline", type=existing_file, help="committed timings to compare with (jfa-verify-perf/1)")
+    parser.add_argument("--perf-record", type=new_file, help="write this run's timings as a baseline")
+    parser.add_argument("--perf-threshold", type=positive_float, default=0.05, help="slowdown tolerated beyond noise")
+    parser.add_argument("--replay", action="append", default=[], type=existing_folder,
+                        help="replay the case files in this folder (e.g. a nightly campaign's artifacts)")
+    parser.add_argument("--reproducers", default="jfa-reproducers", type=folder, help="folder for failing-case files")
+    parser.add_argument("--timeout", type=positive_float, default=None, help="seconds per case before it is a hang")
+    parser.add_argument("--jobs", type=positive_int, default=1,
+                        help="worker processes of the suite and the campaign (default 1; on a GPU they overlap "
+                             "Triton's compiling)")
+    parser.add_argument("--json", type=new_file, default="jfa-gate.json", help="the gate report (JSON)")
+    parser.add_argument("--junit", type=new_file, default="jfa-gate.junit.xml", help="JUnit XML")
+    parser.add_argument("--markdown", type=new_file, default="jfa-gate.md",
+                        help="Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)")
+
+
+def main(args, ctx) -> int:
+    """The CI gate: every check on every kernel named; JSON, JUnit and Markdown outputs; exit by the worst finding."""
+    from jfa_verify.checks.perf import read_baseline
+    from jfa_verify.run.interrupts import terminate_as_interrupt
+    from jfa_verify.workflows.gate import GateOptions, run_gate, write_outputs
+
+    if args.perf_baseline:
+        read_baseline(args.perf_baseline)  # a bad baseline is a usage error before any work
+
+    checks = tuple(dict.fromkeys([c for c in args.checks] + (["sanitizer"] if args.sanitizer else [])
+                                 + (["perf"] if args.perf_baseline or args.perf_record else [])))
+    options = GateOptions(checks=checks, campaign_examples=args.campaign_examples, seed=args.seed, reruns=args.reruns,
+                          small_cases=args.small_cases, sanitizer_tools=tuple(args.sanitizer or ("memcheck",)),
+                          perf_baseline=args.perf_baseline, perf_record=args.perf_record,
+                          perf_threshold=args.perf_threshold, replay_dirs=tuple(args.replay),
+                          reproducers=args.reproducers, timeout_s=args.timeout, jobs=args.jobs)
+    device = ctx.device
+    kernels = ctx.kernels(default=["triton_jfa"])
+    with terminate_as_interrupt():  # a cancelled CI job: the report of what finished is written
+        report = run_gate(kernels, device, options, plugins=list(ctx.plugins))
+    written = write_outputs(report, json_path=args.json, junit_path=args.junit, markdown_path=args.markdown)
+    print(report.to_markdown(), flush=True)
+    if written:
+        print("wrote " + ", ".join(str(p) for p in written))
+    if report.interrupted:
+        print(f"jfa-verify gate: interrupted after {len(report.results)} check(s) (report written)", file=sys.stderr)
+    return report.exit_code()

@@ -1,0 +1,44 @@
+"""``jfa-verify kernels``: the registry, and where each kernel runs."""
+
+from __future__ import annotations
+
+from jfa_verify.cli.arguments import EXIT_OK, device_option, plugin_option
+
+HELP = ("list registered kernels and whether each runs on this machine's device "
+        "(why not, if not)")
+DESCRIPTION = ("List the registered kernels (built in, installed packages' entry points, "
+               "--plugin files) and whether each runs on the device, with the reason when not, from its "
+               "declared capabilities; entry points that failed to import are named. Exit status: 0; 2 a "
+               "bad argument (a device torch does not see, a plugin that cannot be loaded).")
+
+
+def add_arguments(parser) -> None:
+    device_option(parser, help="the device to ask about (default: cuda when available, else the CPU interpreter)")
+    plugin_option(parser)
+
+
+def main(args, ctx) -> int:
+    """One line per registered kernel: whether it can run on the device (its capabilities say; nothing is
+    loaded), and why not; then the entry points that failed to import."""
+    from jfa_verify.cli.context import load_plugins
+    from jfa_verify.core.errors import KernelConfigError
+    from jfa_verify.protocol.registry import broken_entry_points, get_kernel, kernel_names
+
+    device = ctx.device
+    load_plugins(ctx.plugins)
+    print(f"registered kernels, and whether each runs on this machine's {device.type} (--device to choose)")
+    for name in kernel_names():
+        try:
+            k = get_kernel(name)
+        except KernelConfigError as e:  # two packages register the name: listed, so the listing shows why
+            print(f"{name:32s} {'ambiguous':12s} {e}")
+            continue
+        why = k.device_reason(device)
+        caps = k.capabilities
+        forward_only = why is None and caps.backward and device.type not in caps.backward_device_types
+        state = f"not on {device.type}" if why else f"runs on {device.type}"
+        note = why or (f"forward only on {device.type}" if forward_only else "")
+        print(f"{name:32s} {state:12s} {k.description}" + (f" [{note}]" if note else ""))
+    for name, why in broken_entry_points().items():
+        print(f"{name:32s} {'broken':12s} {why}")
+    return EXIT_OK

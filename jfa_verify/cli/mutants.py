@@ -1,0 +1,91 @@
+"""``jfa-verify mutants``: a planted-bug catalogue's kill table (the work: :mod:`jfa_verify.fuzz.mutation`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from jfa_verify.cli.arguments import (EXIT_OK, EXIT_FAIL, EXIT_USAGE, UsageError, device_option, positive_int,
+                                      nonneg_int, seed_int, new_file)
+
+HELP = "mutation testing: the CI profile against each planted-bug kernel"
+DESCRIPTION = ("Mutation testing: each planted bug of a catalogue (a one-line change of the "
+               "kernel's source, or a corrupted scheduler) runs in its own process through the stage's "
+               "cases up to its first failure: killed, survived, skipped (its kernel does not run on this "
+               "device, or it needs a GPU) or not judged (the run of it failed, or its patch no longer "
+               "applies). Exit status: 0 every mutant run was killed; 1 a mutant survived or was not "
+               "judged; 2 a bad argument, or nothing checked (every mutant skipped); 130 interrupted (the "
+               "verdicts that finished are kept in --json).")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--catalogue", default="triton_jfa", help="packaged catalogue name or a catalogue JSON file")
+    parser.add_argument("--only", nargs="+", action="extend", default=[], metavar="NAME", help="only these mutants")
+    parser.add_argument("--max-examples", type=nonneg_int, default=10,
+                        help="campaign examples for a mutant the targeted cases miss")
+    device_option(parser)
+    parser.add_argument("--seed", type=seed_int, default=0, help="seed of the suite's values and of each mutant's campaign (default: %(default)s)")
+    parser.add_argument("--json", default=None, type=new_file, help="also write the results here")
+    parser.add_argument("--jobs", type=positive_int, default=1, help="mutants run at once, each in its own process")
+    parser.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
+                        help="each mutant in its own process (default), so one that aborts or segfaults is killed by "
+                             "its crash; --no-isolate runs them in this process (a crash ends the command)")
+    parser.add_argument("--stage", choices=("targeted", "suite", "campaign"), default="targeted",
+                        help="targeted: fixed targeted cases, then a short campaign; suite: the default suite and its "
+                             "relation checks (what `jfa-verify run` catches); campaign: --max-examples drawn cases alone")
+
+
+def main(args, ctx) -> int:
+    """Run the CI profile against each planted-bug mutant; exit 1 if any (non-gpu-only) mutant survives."""
+    from jfa_verify.core.exits import ExitCode
+    from jfa_verify.fuzz.mutation import format_table, load_catalogue, run_mutants
+    from jfa_verify.run.report import write_json
+
+    if args.stage == "campaign" and args.max_examples == 0:
+        raise UsageError("--max-examples 0 with --stage campaign checks nothing (every mutant would 'survive'): "
+                         "give at least 1, or --stage suite / targeted")
+    catalogue = load_catalogue(args.catalogue)
+    only = list(dict.fromkeys(args.only))  # (`--only X X` ran X twice and counted it twice)
+    for name in only:
+        catalogue[name]  # unknown names fail before any work
+    dev = ctx.device
+    done = []
+
+    def keep(result) -> None:  # each verdict as it comes: an interrupted run keeps what finished
+        done.append(result)
+        print(f"  {result.name}: {result.status}" + (f" ({result.stage})" if result.stage else ""), flush=True)
+        if args.json:
+            write_json(args.json, [r.to_dict() for r in done])
+
+    budget = {"targeted": f"targeted cases, then up to {args.max_examples} campaign examples per survivor",
+              "suite": "the default suite and its relation checks, up to each mutant's first failure",
+              "campaign": f"up to {args.max_examples} campaign examples per mutant"}[args.stage]
+    total = len(only) if only else len(catalogue.mutants)
+    # before the first verdict, which can take minutes: a new user saw nothing at all until then
+    print(f"mutation testing of catalogue {catalogue.name} on {dev}, stage {args.stage} ({budget}): {total} "
+          f"mutant(s), {args.jobs} at a time", flush=True)
+    try:
+        results = run_mutants(only or None, catalogue=args.catalogue, device=dev, max_examples=args.max_examples,
+                              seed=args.seed, jobs=args.jobs, stage=args.stage, isolate=args.isolate, on_result=keep)
+    except KeyboardInterrupt:
+        if args.json:  # also when none finished: the JSON says so rather than being absent (or a stale earlier run's)
+            write_json(args.json, [r.to_dict() for r in done])
+        print(f"interrupted: {len(done)} of {total} mutant(s) have a verdict"
+              + (f", written to {args.json}" if args.json else ""), flush=True)
+        if done:
+            print(format_table(done))
+        return int(ExitCode.INTERRUPTED)
+    print(format_table(results))
+    if args.json:
+        write_json(args.json, [r.to_dict() for r in results])  # in catalogue order
+    if results and all(r.status == "skipped" for r in results):  # a CI step must not read this as all killed
+        print(f"jfa-verify mutants: error: nothing checked: every mutant was skipped on {dev} "
+              f"({results[0].reason}); run them where their kernel runs (`jfa-verify kernels`)", file=sys.stderr)
+        return EXIT_USAGE
+    survivors = [r.name for r in results if r.status == "survived"]
+    unjudged = [f"{r.name} ({r.reason})" for r in results if r.status == "error"]
+    if survivors:
+        print(f"SURVIVED: {', '.join(survivors)}")
+    if unjudged:
+        print(f"NOT JUDGED (jfa-verify's own run of the mutant failed): {'; '.join(unjudged)}")
+    return EXIT_FAIL if survivors or unjudged else EXIT_OK

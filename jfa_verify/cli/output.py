@@ -1,0 +1,91 @@
+"""What the commands print with: the console, progress lines for a CI log, the table of case verdicts."""
+
+from __future__ import annotations
+
+import sys
+
+
+def make_console():
+    from rich.console import Console
+
+    # Wide enough for the tables when output goes to a file or a CI log; lines of text are never folded
+    # (soft_wrap): a replay command or a path broken across two lines does not paste.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160, soft_wrap=True)
+
+
+class ProgressLines:
+    """Progress as plain lines, at most one per ``interval`` seconds and one at the end: for output that is not a
+    terminal (a CI log), where a live bar shows nothing."""
+
+    def __init__(self, console, what: str, total: int, interval: float = 10.0):
+        import time
+        from collections import Counter
+
+        self.console, self.what, self.total, self.interval = console, what, total, interval
+        self.t0 = self.last = time.monotonic()
+        self.statuses: Counter = Counter()
+
+    def add(self, result) -> None:
+        import time
+
+        self.statuses[result.status] += 1
+        now, n = time.monotonic(), sum(self.statuses.values())
+        if now - self.last >= self.interval or n == self.total:
+            self.last = now
+            counts = ", ".join(f"{v} {k}" for k, v in sorted(self.statuses.items()))
+            self.console.print(f"[{now - self.t0:6.0f} s] {self.what}: {n}/{self.total} cases ({counts})",
+                               highlight=False, markup=False)
+
+
+def results_table(results, title: str):
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("case", "status", "dtype", "worst output", "error / allowance", "verdict"):
+        table.add_column(col)
+    for r in results:
+        w = r.worst
+        if r.status in ("error", "crash", "hang") or w is None:
+            err, worst = ("contract", "-") if r.contract_violations else ("-", "-")
+        else:
+            err = "non-finite" if w.problem else f"{w.kernel_error:.2e} / {w.allowance:.2e}"
+            worst = w.name
+        verdict = {"pass": "[green]pass", "fail": "[red]FAIL", "error": "[red]ERROR", "crash": "[red]CRASH",
+                   "hang": "[red]HANG", "unsupported": "[yellow]skip"}[r.status]
+        table.add_row(r.case.name or r.case.case_id(), r.status, r.case.dtype, worst, err, verdict)
+    return table
+
+
+def print_campaign(report: dict, console) -> None:
+    """A campaign's summary: counts, each finding with its replay command, fixed files, notes, coverage."""
+    from jfa_verify.run.corpus import replay_command
+
+    new = set(report["new_findings"])
+    console.print(f"campaign on {report['kernel']} ({report['device']}, {report['workers']} worker(s), seed "
+                  f"{report['seed']}): {report['cases']} cases run in {report['seconds']:.1f} s "
+                  f"({report['cases_per_minute']:.0f}/min; {report['drawn']} drawn, and saved findings replayed and "
+                  f"shrink steps run besides; a draw of a case judged before runs nothing"
+                  + (f"; {packs['launches']} packed launch(es), {packs['split']} split to find the failing case"
+                     if (packs := report.get("packs", {})).get("launches") else "") + ")"
+                  + "".join(f", {k} {v}" for k, v in sorted(report["statuses"].items()))
+                  + (" -- interrupted" if report["interrupted"] else ""), highlight=False, markup=False)
+    for f in report["findings"]:
+        tag = "NEW " if f["id"] in new else ""
+        console.print(f"  {tag}finding {f['id'] or '(unmerged)'} [{f['status']}] {f['error_kind']} "
+                      f"{'/'.join(f['outputs']) or '-'}: {f['case']}, {f['examples']} example(s)\n"
+                      f"    replay: {replay_command(f['path'], f['kernel'], report['config']['plugins'])}",
+                      highlight=False, markup=False)
+    if not report["findings"]:
+        console.print("  no findings", highlight=False, markup=False)
+    for p in report["fixed"]:
+        console.print(f"  fixed (now passes, file removed): {p}", highlight=False, markup=False)
+    for w, d in report["worker_errors"].items():
+        console.print(f"  worker {w} died: {d['why']}", highlight=False, markup=False)
+    for n in report["notes"]:
+        console.print(f"  note: {n}", highlight=False, markup=False)
+    cov = report["coverage"]
+    outside = cov["outside_capabilities"]
+    console.print(f"coverage: {cov['drawn']}/{cov['expected']} input classes drawn; never drawn: "
+                  f"{', '.join(cov['never_drawn']) or 'none'}"
+                  + (f"; not counted, outside the kernel's capabilities: {', '.join(outside)}" if outside else ""),
+                  highlight=False, markup=False)

@@ -1,0 +1,97 @@
+"""``jfa-verify replay``: re-run one case file, call file or inline case, beside its recorded verdict."""
+
+from __future__ import annotations
+
+from jfa_verify.cli.arguments import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, existing_file, kernel_options,
+                                      positive_float)
+from jfa_verify.core.exits import FINDINGS_IN_WORDS
+
+HELP = "re-run a case file (or an inline case) and print its verdict"
+DESCRIPTION = ("Re-run a case file written by run, fuzz, gate or matrix (or an inline case) "
+               "on the kernel it names, and print the verdict beside the recorded one. Exit "
+               f"status as the verdict: 0 pass; {FINDINGS_IN_WORDS}; 2 a bad argument or an "
+               "unreadable file.")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("file", nargs="?", type=existing_file, help="case file written by run or a fuzz campaign")
+    parser.add_argument("--case", help="inline case JSON instead of a file")
+    parser.add_argument("--timeout", type=positive_float, default=None,
+                        help="run in a case worker with this limit (a recorded crash or hang always runs in one)")
+    parser.add_argument("--memory", choices=("nan", "large"), default=None,
+                        help="guard bands around every allocation, uninitialized memory filled with NaN or large "
+                             "values (default: what the case file recorded: the gate's canary and recycled-memory runs)")
+    kernel_options(parser, kernel_default=None, reproducers=False)
+
+
+def main(args, ctx) -> int:
+    """Re-run one case; never writes, moves or deletes the file it was given."""
+    from jfa_verify.cases.case import Case
+    from jfa_verify.run.corpus import RUNNING, read_case_file, replay_timeout
+    from jfa_verify.cli.output import make_console
+    from jfa_verify.core.errors import UnknownKernel
+    from jfa_verify.run.runner import run_case
+
+    console = make_console()
+    if (args.file is None) == (args.case is None):
+        raise UsageError("replay needs exactly one of FILE or --case JSON")
+    from jfa_verify.checks.calls import is_call_file
+
+    if args.file and is_call_file(args.file):
+        return _replay_calls(args, ctx, console)
+    if args.file:
+        case, payload = read_case_file(args.file)
+    else:
+        case, payload = Case.from_json(args.case), {}
+    device = ctx.device
+    recorded = [p for p in payload.get("plugin_paths", ()) if p not in ctx.plugins]
+    try:
+        kernel = ctx.kernel(ctx.kernel_name or payload.get("kernel", "triton_jfa"))
+    except UnknownKernel as e:  # the file says which plugin registered it: name it
+        if not recorded or ctx.plugins:
+            raise
+        raise UsageError(f"{e}; this case file was recorded with "
+                         f"{' '.join(f'--plugin {p}' for p in recorded)}: add that to the command") from None
+    memory = args.memory or payload.get("memory")
+    timeout = replay_timeout(payload, args.timeout)
+    if payload.get("status") in ("crash", "hang", RUNNING) or timeout:
+        # A recorded crash or hang (or a case whose process died mid-case) replays in a case worker, so it cannot
+        # take this command down with it.
+        from jfa_verify.run.isolation import CaseWorker, WorkerSpec
+
+        if timeout and not args.timeout:
+            print(f"a recorded hang: replayed with a limit of {timeout:g} s, as long as its run waited "
+                  f"(--timeout S to change)" if payload.get("status") != RUNNING else
+                  f"a case whose run ended mid-case (a crash, a hang or a kill): replayed in a case worker with a "
+                  f"limit of {timeout:g} s (--timeout S to change)", flush=True)
+        with CaseWorker(WorkerSpec(kernel.name, device.type, ctx.plugins)) as worker:
+            result = worker.run(case, timeout, memory=memory)
+    else:
+        result = run_case(case, kernel, device, plugins=ctx.plugins, memory=memory)
+    result.reproducer = args.file
+    print(result.explain(), flush=True)
+    if payload.get("status") in ("fail", "error", "crash", "hang"):
+        same = payload["status"] == result.status
+        console.print(f"recorded verdict: {payload['status']}; replayed: {result.status} "
+                      f"({'same' if same else 'DIFFERENT'})")
+    if result.status == "unsupported":
+        return EXIT_USAGE
+    from jfa_verify.core.exits import exit_code_for
+
+    return int(exit_code_for([result.status]))
+
+
+def _replay_calls(args, ctx, console) -> int:
+    """Replay a call file (a relation or a sequence of related calls) on one kernel object."""
+    from jfa_verify.checks.calls import read_call_file
+
+    relation, payload = read_call_file(args.file)
+    device = ctx.device
+    kernel = ctx.kernel(ctx.kernel_name or payload.get("kernel", "triton_jfa"))
+    finding = relation.check(kernel, device)
+    calls = len(relation.cases())
+    print(f"[{'FAIL' if finding else 'PASS'}] relation {relation.name} over {calls} call(s) on {kernel.name}"
+          + (f": {finding}" if finding else ""), flush=True)
+    if payload.get("status") == "fail":
+        console.print(f"recorded verdict: fail; replayed: {'fail (same)' if finding else 'pass (DIFFERENT)'}")
+    return EXIT_FAIL if finding else EXIT_OK

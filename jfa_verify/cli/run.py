@@ -1,0 +1,150 @@
+"""``jfa-verify run``: verify a kernel on a built-in suite (the work: :mod:`jfa_verify.workflows.suite_run`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import contextmanager
+
+from jfa_verify.cli.arguments import (EXIT_USAGE, UsageError, kernel_options, name_part, new_file, positive_float,
+                                      positive_int, seed_int)
+from jfa_verify.core.exits import FINDINGS_IN_WORDS, ExitCode
+
+HELP = "verify a kernel on the built-in suite (the main job)"
+DESCRIPTION = (
+    "Verify a kernel on a built-in suite: each case through the kernel (forward and backward), the "
+    "float64 reference and the padded-SDPA oracle, judged by the calibrated budgets; prints a table "
+    "and the input classes covered, writes the JSON report and a reproducer per failing case. "
+    f"Exit status (jfa_verify/core/exits.py): 0 every case passed or was declared unsupported; "
+    f"{FINDINGS_IN_WORDS} (a broken relation check is a finding too); 2 a bad argument, a kernel that "
+    "cannot be loaded, or no case inside the kernel's capabilities (nothing checked); 130 "
+    "interrupted (the report is written).")
+
+
+def add_arguments(run) -> None:
+    from jfa_verify.checks.suites import SUITES  # the names only; get_suite refuses an unknown one with the list
+
+    kernel_options(run)
+    run.add_argument("--suite", default="default", metavar="{" + ",".join(sorted(SUITES)) + "}",
+                     help="default: a covering array of every pair of contract classes the kernel supports, then "
+                          "fixed production layouts (MovieLens, tile edges); windows: sliding windows at their "
+                          "edges; mha: half the default cases with H_kv = H_q, for kernels without GQA "
+                          "(default: %(default)s)")
+    run.add_argument("--seed", type=seed_int, default=0,
+                     help="seed of the suite's values and of its covering array (default: %(default)s)")
+    run.add_argument("--filter", default=None, type=name_part, help="only cases whose name contains this text")
+    run.add_argument("--max-cases", type=positive_int, default=None,
+                     help="run at most this many cases, in the suite's order (covering array first)")
+    run.add_argument("--report", default="jfa-report.json", type=new_file,
+                     help="JSON report to write (default: %(default)s)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
+    run.add_argument("--timeout", type=positive_float, default=None,
+                     help="seconds per case (compilation included); a case still running then is recorded as a "
+                          "hang, its worker killed, and the run goes on")
+    run.add_argument("--jobs", type=positive_int, default=1,
+                     help="isolated worker processes running cases at once (default 1; they overlap Triton's "
+                          "compiling, most of a suite's time on a fresh cache)")
+    run.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
+                     help="run cases in a worker process, so a crash or hang is that case's finding (default); "
+                          "--no-isolate runs them in this process (a crash ends the run)")
+
+
+class _Printer:
+    """Prints the run as it goes (:class:`~jfa_verify.workflows.suite_run.RunObserver`)."""
+
+    def __init__(self, args, device):
+        from jfa_verify.cli.output import make_console
+        from jfa_verify.core.device import interpreting
+
+        self.args, self.device_type, self.console = args, device.type, make_console()
+        self.where = "Triton interpreter on CPU" if interpreting() else str(device)
+
+    def planned(self, kernel, suite, cases) -> None:
+        args = self.args
+        by = "/".join(o for o, given in (("--filter", args.filter), ("--max-cases", args.max_cases)) if given)
+        picked = f"{len(cases)} cases" if len(cases) == len(suite.cases) else \
+            f"{len(cases)} of {len(suite.cases)} cases, by {by}"
+        self.console.print(f"jfa-verify run: kernel [bold]{kernel.name}[/], suite {suite.name} ({picked}), "
+                           f"{self.where}" + ("" if args.isolate else ", in-process (--no-isolate)"))
+        if len(cases) == len(suite.cases):
+            self.console.print(f"  {suite.note}")
+        else:  # the note tells of the whole suite; say what of it this run has
+            from jfa_verify.cases.pairs import ROW_PREFIX
+
+            rows = sum(c.name.startswith(ROW_PREFIX) for c in cases)
+            self.console.print(f"  {suite.note} (in the whole suite; {rows} of the {len(cases)} case(s) picked here "
+                               f"are covering-array rows)")
+
+    @contextmanager
+    def verifying(self, kernel, total: int):
+        from rich.progress import Progress
+
+        from jfa_verify.cli.output import ProgressLines
+
+        quiet = self.args.no_progress
+        # a terminal gets the bar; a CI log a plain line at most every 10 s (it would otherwise see nothing for minutes)
+        lines = ProgressLines(self.console, f"verifying {kernel.name}", total) \
+            if not (quiet or self.console.is_terminal) else None
+        with Progress(console=self.console, transient=True, disable=quiet or lines is not None) as bar:
+            task = bar.add_task(f"verifying {kernel.name}", total=total)
+            yield lambda r: (bar.advance(task), lines and lines.add(r))
+
+    def verified(self, kernel, results, coverage, pairs) -> None:
+        from jfa_verify.cli.output import results_table
+
+        self.console.print(results_table(results, f"{kernel.name} on {self.where}"), soft_wrap=False)  # title centred
+        print(coverage.format(device_type=self.device_type), flush=True)
+        print(pairs.format(), flush=True)
+        for r in results:
+            if r.failed:
+                print(r.explain(), flush=True)
+
+
+def main(args, ctx) -> int:
+    from jfa_verify.workflows.suite_run import RunRequest, exit_code, run_suite
+
+    if args.jobs > 1 and not args.isolate:  # before any work (the Verifier would refuse it in its own words)
+        raise UsageError(f"--jobs {args.jobs} with --no-isolate: cases run at once only in isolated worker "
+                         f"processes; drop --no-isolate, or give --jobs 1 to run in this process")
+    # The device first: it sets TRITON_INTERPRET, which must precede any import of triton (the report's environment
+    # imports it; written before, it left every in-process call compiled for a GPU: a new user's 5 relation checks
+    # all "broke" on CPU).
+    device = ctx.device
+    request = RunRequest(kernel=ctx.kernel_name, suite=ctx.suite, seed=ctx.seed, filter=ctx.filter,
+                         max_cases=ctx.max_cases, report=args.report, reproducers=ctx.reproducers,
+                         timeout_s=args.timeout, plugins=ctx.plugins, isolate=args.isolate, jobs=args.jobs)
+    printer = _Printer(args, device)
+    outcome = run_suite(request, device, ctx.kernel, printer)
+    if outcome.cases is None:
+        print(f"\njfa-verify run: interrupted before any case ran (the kernel loading or the suite being built); "
+              f"the report ({args.report}) says so", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+    results, cases, suite, kernel = outcome.results, outcome.cases, outcome.suite, outcome.kernel
+    if not results and outcome.interrupted:
+        print(f"\njfa-verify run: interrupted before the first case finished; the report ({args.report}) says so",
+              file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+    for line in outcome.findings:
+        print(line, flush=True)
+    checked, findings, skipped = outcome.checked, outcome.findings, outcome.skipped
+    left = len(outcome.relations) - len(checked)
+    held = (f"relation checks not run ({skipped})" if skipped and suite.relations else
+            f"{len(checked) - len(findings)}/{len(checked)} relation checks held"
+            + (f", {left} not run (interrupted)" if left else ""))
+    counts, unjudged = outcome.counts(), sum(r.unjudged for r in results)
+    errors = f"{counts['error']} errors" + (f" ({unjudged} not judged)" if unjudged else "")
+    printer.console.print(f"{counts['pass']} passed, {counts['fail']} failed, {errors}, {counts['crash']} crashed, "
+                          f"{counts['hang']} hung, {counts['unsupported']} unsupported; {held}; report: "
+                          f"{outcome.report}")
+    if outcome.interrupted:
+        print(f"jfa-verify run: interrupted after {len(results)} of {len(cases)} cases (report written)",
+              file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+    if counts["unsupported"] == len(results):        # Nothing was checked: a gate must not read this as a pass.
+        print(f"jfa-verify run: error: no case of suite {suite.name!r} is inside the capabilities of kernel "
+              f"{kernel.name!r} ({results[0].message}); "
+              + ("`jfa-verify kernels` lists where each kernel runs" if kernel.device_reason(ctx.device)
+                 else f"try jfa-verify fuzz --kernel {kernel.name}"),
+              file=sys.stderr)
+        return EXIT_USAGE
+    return exit_code(outcome)

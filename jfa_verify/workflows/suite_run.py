@@ -1,0 +1,198 @@
+"""``jfa-verify run``'s workflow: verify one kernel on a built-in suite, then the suite's relation checks, writing the
+JSON report at every stage (reproducers are written by the verifier and the relation checks as findings come).
+
+The report file always says where the run got to: before any case it says the run has not finished (an earlier run's
+report must never stand for this one's), after the cases it holds every case's verdict (a kill during the relation
+checks keeps them), and at the end the relation checks too. What is printed, and when, is the caller's: it passes a
+:class:`RunObserver`.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Protocol
+
+from jfa_verify.core.errors import InvalidInput, JFAError
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What to run: the kernel (by name; ``load_kernel`` loads it), the suite, which of its cases, where to write."""
+
+    kernel: str
+    suite: str = "default"
+    seed: int = 0
+    filter: Optional[str] = None  # only cases whose name contains this text
+    max_cases: Optional[int] = None  # the first N cases (after the filter)
+    report: str = "jfa-report.json"
+    reproducers: Optional[str] = "jfa-reproducers"
+    timeout_s: Optional[float] = None
+    plugins: tuple[str, ...] = ()
+    isolate: bool = True
+    jobs: int = 1
+
+
+class RunObserver(Protocol):
+    """The caller's view of a run, called in this order (the command line prints from it)."""
+
+    def planned(self, kernel, suite, cases: list) -> None:
+        """The cases are chosen and about to run."""
+
+    def verifying(self, kernel, total: int) -> AbstractContextManager[Callable]:
+        """Around the cases: yields a function called with each case's result as it finishes."""
+
+    def verified(self, kernel, results: list, coverage, pairs) -> None:
+        """Every case has a verdict (on disk already); the relation checks come next."""
+
+
+@dataclass
+class RunOutcome:
+    """Where the run got to. ``cases`` None: stopped before any case ran (while the kernel loaded or the suite was
+    built); ``skipped``: why the relation checks did not run (None: they ran, or the suite has none)."""
+
+    report: object  # the report's path
+    kernel: object = None
+    suite: object = None
+    cases: Optional[list] = None
+    results: list = field(default_factory=list)
+    interrupted: bool = False
+    relations: list = field(default_factory=list)  # the relation checks planned
+    checked: list = field(default_factory=list)  # each planned check's finding line, or None where it held
+    skipped: Optional[str] = None
+
+    @property
+    def findings(self) -> list[str]:
+        return [line for line in self.checked if line is not None]
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(r.status == s for r in self.results)
+                for s in ("pass", "fail", "error", "crash", "hang", "unsupported")}
+
+
+def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], observer: RunObserver) -> RunOutcome:
+    """Verify ``request.kernel`` on its suite, then the suite's relation checks; returns where the run got to.
+
+    ``device`` must have been chosen already (on the CPU it turns on Triton's interpreter, which must precede any import
+    of triton: the report imports it). ``load_kernel`` loads the kernel (plugins first); a Ctrl-C while it loads or the
+    suite is built returns an outcome with no cases.
+
+    Raises:
+        InvalidInput: the kernel does not run on ``device``, or no case of the suite matches the filter.
+        JFAError: the kernel cannot be loaded, or the suite does not exist (the report says why nothing ran).
+    """
+    from jfa_verify.run.report import run_report, write_json
+
+    # Until this run's report replaces it, the file says the run did not finish: a Ctrl-C while the kernel loads
+    # or the suite is built, or a kill, must not leave an earlier run's report there to be read as this one's.
+    # ("interrupted": null while it runs: nothing has stopped it yet, and it has not finished either)
+    def report_before_cases(interrupted: Optional[bool], **more):
+        return write_json(request.report, run_report([], kernel=request.kernel, device=device,
+                                                     extra={"finished": False, "interrupted": interrupted,
+                                                            "cases_planned": None, **more}))
+
+    report = report_before_cases(None)
+    try:
+        kernel, suite, cases = _cases(request, device, load_kernel)
+    except KeyboardInterrupt:  # loading and the covering array take seconds: the report says so, as a later stop's
+        return RunOutcome(report_before_cases(True), interrupted=True)
+    except JFAError as e:  # the report says why nothing ran (it read "still running" otherwise)
+        report_before_cases(False, error=str(e))
+        raise
+    outcome = RunOutcome(report, kernel, suite, cases)
+    observer.planned(kernel, suite, cases)
+    _verify(outcome, request, device, observer)
+    return outcome
+
+
+def check_runs_on(kernel, device) -> None:
+    """Refuse a kernel whose declared capabilities exclude ``device``.
+
+    Raises:
+        InvalidInput: naming why, and where to look.
+    """
+    elsewhere = kernel.device_reason(device)
+    if elsewhere:
+        raise InvalidInput(f"kernel {kernel.name!r} does not run on {device.type}: {elsewhere}; `jfa-verify "
+                           f"kernels` lists where each kernel runs")
+
+
+def _cases(request: RunRequest, device, load_kernel):
+    from jfa_verify.checks.suites import get_suite
+
+    kernel = load_kernel()
+    check_runs_on(kernel, device)  # before the suite is built and 84 cases are dispatched only to be unsupported
+    suite = get_suite(request.suite, device.type, request.seed, kernel=kernel)
+    cases = [c for c in suite.cases if not request.filter or request.filter in c.name]
+    if not cases:
+        raise InvalidInput(f"--filter {request.filter!r}: no case of suite {request.suite!r} matches; names look "
+                           f"like {suite.cases[0].name!r}")
+    return kernel, suite, cases[: request.max_cases] if request.max_cases else cases
+
+
+def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObserver) -> None:
+    from jfa_verify.cases.coverage import Coverage
+    from jfa_verify.cases.dimensions import Target
+    from jfa_verify.cases.pairs import PairCoverage
+    from jfa_verify.checks.calls import check_relations
+    from jfa_verify.run.interrupts import terminate_as_interrupt
+    from jfa_verify.run.loop import Verifier
+    from jfa_verify.run.report import run_report, write_json
+
+    kernel, suite, cases = outcome.kernel, outcome.suite, outcome.cases
+    with Verifier(kernel, device, request.reproducers, timeout_s=request.timeout_s, plugins=request.plugins,
+                  isolate=request.isolate, jobs=request.jobs) as verifier, terminate_as_interrupt():
+        done: list = []
+        try:
+            with observer.verifying(kernel, len(cases)) as seen:
+                outcome.results = verifier.verify_all(cases, on_result=lambda r: (done.append(r), seen(r)))
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report what was verified, then stop
+            outcome.results, outcome.interrupted = done, True
+    results = outcome.results
+    # Only the cases the kernel ran exercised anything (a new user saw 0 of 84 cases run reported as 100% of pairs)
+    ran = [r.case for r in results if r.status != "unsupported"]
+    coverage = Coverage.for_kernel(kernel, device.type).update(ran)
+    pairs = PairCoverage(Target(kernel, device.type)).update(ran)
+
+    def write_report(not_run_because, finished: bool = True):
+        broken = outcome.findings
+        extra = {"interrupted": outcome.interrupted if finished or outcome.interrupted else None,  # (null: running)
+                 "finished": finished and not outcome.interrupted, "cases_planned": len(cases),
+                 "pairs": pairs.to_dict(), "relations": broken,
+                 "relation_checks": {"run": len(outcome.checked), "broken": len(broken),
+                                     "not_run_because": not_run_because}}
+        outcome.report = write_json(request.report, run_report(results, kernel=kernel.name, device=device,
+                                                               suite_note=suite.note, coverage=coverage.to_dict(),
+                                                               extra=extra))
+
+    if not results and outcome.interrupted:
+        # (this report once went unwritten while the line said it was there: an earlier run's file stood in for it)
+        write_report("interrupted")
+        return
+    # every case's verdict on disk before the relation checks run (a kill or a stop during them lost the whole run)
+    write_report("the run ended before they finished", finished=False)
+    observer.verified(kernel, results, coverage, pairs)
+    counts = outcome.counts()
+    # Checks across calls (permutation, batch invariance) run in this process: not after a crash or hang,
+    # and not on a filtered or interrupted run.
+    outcome.skipped = next((why for why, cond in (("--filter", request.filter), ("--max-cases", request.max_cases),
+                                                  ("interrupted", outcome.interrupted), ("a crash", counts["crash"]),
+                                                  ("a hang", counts["hang"])) if cond), None)
+    outcome.relations = [] if outcome.skipped else list(suite.relations)
+    try:
+        check_relations(outcome.relations, kernel, device, request.reproducers, plugins=request.plugins,
+                        on_checked=outcome.checked.append)
+    except KeyboardInterrupt:  # the cases' verdicts stand, and so do the relations checked by then
+        outcome.interrupted = True
+    left = len(outcome.relations) - len(outcome.checked)
+    write_report(outcome.skipped or ("interrupted" if left else None))
+
+
+def exit_code(outcome: RunOutcome) -> int:
+    """The run's exit status by its verdicts and broken relations (:func:`~jfa_verify.core.exits.exit_code_for`)."""
+    from jfa_verify.core.exits import exit_code_for
+
+    return int(exit_code_for([r.status for r in outcome.results] + ["fail"] * len(outcome.findings)))
+
+
+__all__ = ["RunObserver", "RunOutcome", "RunRequest", "check_runs_on", "exit_code", "run_suite"]
