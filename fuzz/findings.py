@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from jfa_verify.cases.case import Case
+from jfa_verify.judge.findings import findings_from_dict
 from jfa_verify.run.corpus import RUNNING, Corpus, read_case_file, replay_command, reproducer_folders
 from jfa_verify.cases.coverage import classify
 from jfa_verify.core.errors import InvalidInput
@@ -66,9 +67,9 @@ def error_kind(verdict: dict) -> str:
         return "hang"
     if status == "error":
         return message.split(":", 1)[0].strip() or "exception"
-    if verdict.get("contract_violations"):
+    if findings_from_dict(verdict, "contract"):
         return "contract"
-    if verdict.get("schedule_violations"):
+    if findings_from_dict(verdict, "schedule"):
         return "invariant"
     if any(o.get("problem") for o in verdict.get("outputs", {}).values() if not o.get("passed")):
         return "non_finite"

@@ -345,9 +345,9 @@ def _failing_outputs(result) -> list[str]:
     if result.status == "error":
         return ["error"]
     out = [c.name for c in result.failing]
-    if result.schedule_violations:
+    if result.findings_of("schedule"):
         out.append("schedule")
-    if result.contract_violations:
+    if result.findings_of("contract"):
         out.append("contract")
     return out
 

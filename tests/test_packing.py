@@ -143,7 +143,7 @@ def test_a_packed_run_is_judged_per_part_and_split_to_the_part_that_fails(plugin
     assert part_statuses(bad) == ["pass", "fail", "pass"]
     assert "1 of 3 parts fail, each judged on its own rows of this launch" in bad.explain()
     assert "part 1 (seed 2): o" in bad.explain()
-    assert bad.to_dict()["part_failures"] == [[], ["o"], []]
+    assert bad.to_dict()["findings"] == [{"kind": "part", "message": "o", "where": "part 1"}]
     ran, dropped = [], []
 
     def verify(case):
@@ -326,7 +326,7 @@ def test_a_launch_wrong_as_a_whole_counts_as_every_parts_failure(plugin, tmp_pat
     kernel = plugin["pack_detached"]
     packed = Case.pack([Case(kv_lengths=(3, 5), dtype="float32", seed=1), Case(kv_lengths=(4,), dtype="float32", seed=2)])
     result = run_case(packed, kernel)
-    assert result.status == "fail" and result.part_failures == [[], []] and result.contract_violations
+    assert result.status == "fail" and result.part_failures == [[], []] and result.findings_of("contract")
     assert part_statuses(result) == ["fail", "fail"]
     summary = run_campaign(kernel, strategy=packs(kernel, size=4, modes=["self"], dtypes=["float32"]), max_examples=40,
                            corpus_dir=tmp_path, device="cpu", seed=1, pack=4)

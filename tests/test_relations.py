@@ -83,7 +83,7 @@ def _writes_into_k(problem, q, k, v, run):
 def test_a_kernel_that_writes_into_its_inputs_fails_the_case(jfa_device):
     result = run_case(CASE, _wrapped("planted-writes-k", _writes_into_k), jfa_device)
     assert result.status == "fail"
-    assert any("input k was modified by the call" in v for v in result.contract_violations), result.explain()
+    assert any("input k was modified by the call" in v for v in result.findings_of("contract")), result.explain()
     assert "inputs unchanged" in result.explain()
 
 

@@ -32,6 +32,6 @@ def test_kernel_passes_and_meets_invariants_under_any_schedule(case, forward, ba
     case = dataclasses.replace(case, instrument=True)
     result = run_case(case, _kernel(forward, backward, num_sms), jfa_device)
     assert result.status == "pass", result.explain()
-    assert result.schedule_violations == []
+    assert result.findings_of("schedule") == []
     assert set(result.schedule_stats) == {"fwd", "dq", "dkdv"}
     assert result.schedule_stats["fwd"]["scheduler"] == forward

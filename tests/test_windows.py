@@ -182,7 +182,7 @@ def test_triton_jfa_passes_window_cases(window, causal, alignment, mode, jfa_dev
                 dtype="float32", num_heads_q=2, num_heads_kv=1, **extra)
     result = run_case(case, get_kernel("triton_jfa"), jfa_device)
     assert result.status == "pass", result.explain()
-    assert not result.schedule_violations
+    assert not result.findings_of("schedule")
 
 
 def test_triton_jfa_window_wider_than_every_sequence_is_bit_identical_to_no_window(jfa_device):

@@ -25,13 +25,14 @@ from jfa_verify.core.conventions import normalized
 from jfa_verify.core.contract import JaggedProblem, output_violations
 from jfa_verify.core.errors import InvalidInput, KernelConfigError, KernelUnavailable, UnsupportedCase
 from jfa_verify.judge.immutability import changed_inputs, copy_keeping_strides, snapshot
+from jfa_verify.judge.findings import Finding, explain_findings, messages
 from jfa_verify.judge.localize import Location, locate, spread
 from jfa_verify.oracles import padded_sdpa_attention, reference_attention
 from jfa_verify.judge.packing import judge_parts, pack_failures_line
 from jfa_verify.protocol.kernel import PASSES, Kernel, KernelRun
 
-__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "not_judged", "ran_out_of_memory",
-           "run_case", "poisoned_allocations"]
+__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "judged_status", "not_judged",
+           "ran_out_of_memory", "run_case", "poisoned_allocations"]
 
 # Every verdict a case can get. "crash" and "hang" come from an isolated run
 # (jfa_verify.run.isolation): the worker process died, or ran past the timeout and was killed.
@@ -87,7 +88,9 @@ class CaseResult:
     not checked and why (a backward the kernel lacks), and declared conventions.
     ``conventions``: the kernel's declared conventions (:mod:`jfa_verify.core.conventions`) that explain
     every failing output; ``accepted``: the user accepted all of them (``--accept``), so the status
-    is ``"pass"`` but the finding is still shown.
+    is ``"pass"`` but the finding is still shown. ``findings``: everything found besides the outputs'
+    comparisons (:class:`~jfa_verify.judge.findings.Finding`: the output contract, guard bands, scheduler
+    invariants, packed parts failing on their own rows); :meth:`findings_of` picks one kind.
     """
 
     case: Case
@@ -100,17 +103,26 @@ class CaseResult:
     seconds: dict[str, float] = field(default_factory=dict)
     block_sizes: Optional[tuple[int, int]] = None
     reproducer: Optional[str] = None
-    schedule_violations: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     schedule_stats: dict[str, dict] = field(default_factory=dict)
-    contract_violations: list[str] = field(default_factory=list)
-    memory_violations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     plugins: tuple[str, ...] = ()
     conventions: list[str] = field(default_factory=list)
     accepted: bool = False
     memory: Optional[str] = None  # the memory mode it ran under (guard bands and that fill), if any
-    # a packed case judged per part (jfa_verify.judge.packing.judge_parts): each part's failing outputs; None otherwise
-    part_failures: Optional[list[list[str]]] = None
+    parts_judged: bool = False  # a packed case judged per part (jfa_verify.judge.packing.judge_parts)
+
+    def findings_of(self, kind: str) -> list[str]:
+        """The messages of this run's findings of ``kind`` (a key of :data:`jfa_verify.judge.findings.KINDS`)."""
+        return messages(self.findings, kind)
+
+    @property
+    def part_failures(self) -> Optional[list[list[str]]]:
+        """Each part's failing outputs when the packed case was judged per part (None otherwise)."""
+        if not self.parts_judged:
+            return None
+        failing = {f.where: f.message.split(", ") for f in self.findings if f.kind == "part"}
+        return [failing.get(f"part {i}", []) for i in range(len(self.case.parts or ()))]
 
     @property
     def failed(self) -> bool:
@@ -150,14 +162,7 @@ class CaseResult:
             lines.append(f"  {self.status}: {self.message}")
         elif self.status == "unsupported" and self.message:
             lines.append(f"  {self.message}")
-        if self.contract_violations:
-            lines.append("  contract (outputs, inputs unchanged): " + "; ".join(self.contract_violations))
-        if self.memory_violations:
-            lines.append(f"  memory: {len(self.memory_violations)} guard band(s) written")
-            lines.extend(f"      {v}" for v in self.memory_violations[:10])
-        if self.schedule_violations:
-            lines.append(f"  scheduler invariants: {len(self.schedule_violations)} violation(s)")
-            lines.extend(f"      {v}" for v in self.schedule_violations[:10])
+        lines += explain_findings(self.findings)
         if self.conventions:
             names = ", ".join(self.conventions)
             lines.append(f"  accepted convention (--accept {names}): the failures below are the kernel's declared "
@@ -192,14 +197,12 @@ class CaseResult:
             "block_sizes": list(self.block_sizes) if self.block_sizes else None,
             "reproducer": self.reproducer,
             "replay": self.replay_command(),
-            "schedule_violations": self.schedule_violations,
+            "findings": [f.to_dict() for f in self.findings],
             "schedule": self.schedule_stats,
-            "contract_violations": self.contract_violations,
-            "memory_violations": self.memory_violations,
             "notes": self.notes,
             "conventions": self.conventions,
             "accepted": self.accepted,
-            "part_failures": self.part_failures,
+            "parts_judged": self.parts_judged,
             "outputs": {
                 c.name: {
                     "passed": c.passed,
@@ -238,6 +241,12 @@ def _out_of_memory_hint(e: BaseException) -> str:
         return (f" {_OUT_OF_MEMORY}: other processes on the card, or a case too large for it; replay the case "
                 "alone to tell which]")
     return ""
+
+
+def judged_status(result: CaseResult) -> str:
+    """The status a judged run earns (the one rule): ``"fail"`` when an output is outside its allowance or the run
+    has any finding, else ``"pass"``."""
+    return "fail" if result.failing or result.findings else "pass"
 
 
 def is_unjudged(status: str, message: str) -> bool:
@@ -373,7 +382,8 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     t0 = time.perf_counter()
     try:
         call = call_kernel(kernel, problem, tensors, case, backward=backward, instrument=instrument, memory=memory)
-        run, got, changed, result.memory_violations = call.run, call.outputs, call.input_changes, call.memory_violations
+        run, got, changed = call.run, call.outputs, call.input_changes
+        result.findings += [Finding("memory", m) for m in call.memory_violations]
         _sync(device)
     except (KernelUnavailable, UnsupportedCase) as e:
         result.status, result.message = "unsupported", f"kernel {kernel.name!r}: {type(e).__name__}: {e}"
@@ -390,10 +400,10 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         result.message = detail + _out_of_memory_hint(e) + "\n" + _traceback_tail(e)
         return result
     t1 = time.perf_counter()
-    result.contract_violations = output_violations(problem, got["o"], got.get("lse")) + changed
+    result.findings += [Finding("contract", m) for m in output_violations(problem, got["o"], got.get("lse")) + changed]
     detached = backward and isinstance(run.o, torch.Tensor) and not run.o.requires_grad
-    if result.contract_violations:
-        result.status = "fail"
+    if result.findings_of("contract"):
+        result.status = judged_status(result)
         result.seconds["kernel"] = t1 - t0
         return result
     if run.plan is not None:
@@ -412,8 +422,11 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         explained_outputs = _compare_outputs(result, problem, got, ref, sdpa, kernel, budgets, tiles)
         parts_explained = True  # every part's own failure explained by the conventions that explain the pack's
         if case.parts is not None:  # each part judged as it would be standing alone
-            result.part_failures = judge_parts(case, got, ref, sdpa, budgets=budgets, tf32=kernel.capabilities.tf32)
-            if any(result.part_failures):
+            part_failures = judge_parts(case, got, ref, sdpa, budgets=budgets, tf32=kernel.capabilities.tf32)
+            result.parts_judged = True
+            result.findings += [Finding("part", ", ".join(failing), f"part {i}")
+                                for i, failing in enumerate(part_failures) if failing]
+            if any(part_failures):
                 # (the pack's own allowance is its largest part's: a part's failure of another output, or one its
                 # rows show only against its own allowance, is no failure a convention of the pack's explains)
                 fixed = dict(got)
@@ -426,10 +439,10 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         if detached and any(g in ref and bool(ref[g].ne(0).any()) for g in ("dq", "dk", "dv")):
             # (a new user's kernel returning o.detach() passed 99 cases with its gradients never judged; an O that
             # no gradient can reach is right only where every true gradient is zero: no sequence with a score)
-            result.contract_violations.append(
+            result.findings.append(Finding("contract",
                 "o does not require grad, so no gradient reaches q, k, v, and theirs are not all zero: the kernel "
                 "declares a backward (Capabilities.backward); return O attached to q, k, v (not detached, not "
-                "computed under torch.no_grad), or register the kernel with backward=False")
+                "computed under torch.no_grad), or register the kernel with backward=False"))
         t3 = time.perf_counter()
         result.seconds["compare"] = t3 - t2
         if run.plan is not None and run.visits is not None:
@@ -439,11 +452,8 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
         _sync(device)  # the judging's own device work: an error in it shows in this case, not in the next one
     except Exception as e:
         return not_judged(result, stage, e)
-    if (result.failing or result.schedule_violations or result.memory_violations or result.contract_violations
-            or any(result.part_failures or ())):
-        result.status = "fail"
-    if (not all(explained_outputs) or result.schedule_violations or result.memory_violations
-            or result.contract_violations or not parts_explained):
+    result.status = judged_status(result)
+    if not all(explained_outputs) or any(f.kind != "part" for f in result.findings) or not parts_explained:
         result.conventions = []  # a failure no declared convention explains: the whole case is a plain finding
     elif result.conventions and set(result.conventions) <= set(accept):
         result.status, result.accepted = "pass", True
@@ -493,7 +503,7 @@ def _check_schedules(result: CaseResult, run: KernelRun, backward: bool) -> None
     from jfa_verify.scheduling.invariants import check_instrumented_run
 
     passes = PASSES if backward else ("fwd",)
-    result.schedule_violations = [str(v) for v in check_instrumented_run(run.plan, run.visits, passes=passes)]
+    result.findings += [Finding("schedule", str(v)) for v in check_instrumented_run(run.plan, run.visits, passes=passes)]
     for kind in passes:
         schedule = run.plan.passes[kind].schedule
         if schedule is not None:

@@ -232,7 +232,7 @@ class GateReport:
 
 def _finding(check: str, result) -> Finding:
     text = result.explain()
-    summary = (result.memory_violations or result.contract_violations
+    summary = (result.findings_of("memory") or result.findings_of("contract")
                or [next((line.strip() for line in text.splitlines()[1:] if line.strip()), result.status)])[0]
     return Finding(check, result.case.name or result.case.case_id(), result.status, summary, text,
                    result.replay_command(), result.reproducer)

@@ -27,16 +27,16 @@ def test_planted_scheduler_bug_is_caught_by_host_check_and_instrumented_run(bug,
     result = run_case(CASE, load_catalogue("triton_jfa").kernel_of(bug), jfa_device)
     assert result.status == "fail", result.explain()
     # the host check names the bug class ...
-    assert any(f"[{host_kind}]" in v for v in result.schedule_violations), result.schedule_violations
+    assert any(f"[{host_kind}]" in v for v in result.findings_of("schedule")), result.findings_of("schedule")
     # ... and the instrumented kernel run saw it happen
-    assert any("[visit_count]" in v and run_message in v for v in result.schedule_violations), result.schedule_violations
+    assert any("[visit_count]" in v and run_message in v for v in result.findings_of("schedule")), result.findings_of("schedule")
 
 
 def test_correct_schedule_has_no_violation_and_host_check_is_not_vacuous(jfa_device):
     kernel = dataclasses.replace(get_kernel("triton_jfa"), name="zigzag-3",
                                  loader=lambda: build(scheduler=PersistentScheduler(num_sms=3)), _impl=None)
     result = run_case(CASE, kernel, jfa_device)
-    assert result.status == "pass" and result.schedule_violations == [], result.explain()
+    assert result.status == "pass" and result.findings_of("schedule") == [], result.explain()
     assert set(result.schedule_stats) == {"fwd", "dq", "dkdv"}
     work = workloads_forward((40, 0, 17, 3), (40, 0, 17, 3), 32)
     good = zigzag(work, 3)

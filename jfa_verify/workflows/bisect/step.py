@@ -145,7 +145,11 @@ def _build(config: StepConfig, step: Path) -> Optional[str]:
 def _failure(verdict: dict, explanation: str) -> tuple[str, dict]:
     """A one-line reason and the details (every failing output with its location) of a failed case, from its
     :meth:`~jfa_verify.run.runner.CaseResult.to_dict` (as the run loop also saves it in the reproducer file)."""
+    from jfa_verify.judge.findings import findings_from_dict
+
     name = verdict["case"].get("name") or verdict["case_id"]
+    contract = [f.message for f in findings_from_dict(verdict, "contract")]
+    schedule = [f.message for f in findings_from_dict(verdict, "schedule")]
     outputs = []
     for out, o in verdict["outputs"].items():
         if o["passed"]:
@@ -159,13 +163,12 @@ def _failure(verdict: dict, explanation: str) -> tuple[str, dict]:
         first = outputs[0]
         where = f" at {first['location']}" if first["location"] else ""
         reason = f"{name}: {first['output']}: {first['what']}{where}"
-    elif verdict["contract_violations"]:
-        reason = f"{name}: output contract: {verdict['contract_violations'][0]}"
+    elif contract:
+        reason = f"{name}: output contract: {contract[0]}"
     else:
-        reason = f"{name}: scheduler invariant: {(verdict['schedule_violations'] or ['?'])[0]}"
+        reason = f"{name}: scheduler invariant: {(schedule or ['?'])[0]}"
     details = {"case": name, "status": verdict["status"], "outputs": outputs,
-               "contract_violations": verdict["contract_violations"],
-               "schedule_violations": verdict["schedule_violations"][:5],
+               "contract_violations": contract, "schedule_violations": schedule[:5],
                "message": verdict["message"] if verdict["status"] == "error" else "",
                "reproducer": verdict["reproducer"], "explanation": explanation}
     return reason, details
