@@ -46,7 +46,7 @@ def results_table(results, title: str):
     for r in results:
         w = r.worst
         if r.status in ("error", "crash", "hang") or w is None:
-            err, worst = ("contract", "-") if r.contract_violations else ("-", "-")
+            err, worst = ("contract", "-") if r.findings_of("contract") else ("-", "-")
         else:
             err = "non-finite" if w.problem else f"{w.kernel_error:.2e} / {w.allowance:.2e}"
             worst = w.name
