@@ -21,7 +21,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from jfa_verify.core.contract import CAUSAL_ALIGNMENTS, MODES, JaggedProblem, check_window, validate_inputs
+from jfa_verify.core.contract import CAUSAL_ALIGNMENTS, MODES, JaggedProblem, Mask, check_window, validate_inputs
 from jfa_verify.cases.counter_normals import counter_normals
 from jfa_verify.core.dtypes import DTYPES, OFFSET_DTYPES, output_dtype
 from jfa_verify.core.errors import InvalidInput
@@ -516,9 +516,8 @@ class Case:
         """One-line human summary, e.g. ``self causal/top_left bfloat16 B=4 Tk=45 H=4/2 D=32``, then any
         softmax scale given, layout, value distribution, offsets start or offsets dtype other than the default
         (``sm_scale=0.051 offsets_start=3``)."""
-        mask = f"causal/{self.causal_alignment}" if self.causal else "full"
-        if self.window is not None:
-            mask = ("causal+" if self.causal else "") + f"window{list(self.window)}/{self.causal_alignment}"
+        m = Mask.of(self.causal, self.window, self.causal_alignment)
+        mask = "full" if m.none else str(m) if self.window is None else f"{m.kind}{list(self.window)}/{m.alignment}"
         q = ""
         if self.mode == "cross":
             q = f" Tq={sum(self.q_lengths)}"

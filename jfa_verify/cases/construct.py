@@ -23,7 +23,8 @@ from functools import lru_cache
 from typing import Callable, Mapping, Optional
 
 from jfa_verify.cases.case import Case
-from jfa_verify.cases.dimensions import (DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, parse_mask_class, tile_count,
+from jfa_verify.core.masks import Mask
+from jfa_verify.cases.dimensions import (DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, tile_count,
                          tile_shape, window_shape)
 
 __all__ = ["CANDIDATE_HEAD_DIMS", "HEADS", "SM_SCALE_FACTORS", "build_case", "case_cost", "head_dims_for", "length_cost", "lengths_for"]
@@ -281,9 +282,9 @@ def _mask_classes(asked: tuple, caps) -> Optional[tuple[str, str]]:
     options = [[a] if a is not None else [c for c in dimension(n).classes if dimension(n).support(c, caps) is None]
                for n, a in zip(_MASK_DIMENSIONS, asked)]
     for mask in options[0]:
-        causal, windowed, _ = parse_mask_class(mask)
+        m = Mask.parse(mask)
         for shape in options[1]:
-            if windowed == (shape != "none") and window_shape(_window_of(shape, causal, 1), causal) == shape:
+            if m.windowed == (shape != "none") and window_shape(_window_of(shape, m.causal, 1), m.causal) == shape:
                 return mask, shape
     return None
 
@@ -322,7 +323,8 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
     if masks is None:
         return None
     chosen.update(zip(_MASK_DIMENSIONS, masks))
-    causal, _, alignment = parse_mask_class(chosen["mask"])
+    mask = Mask.parse(chosen["mask"])
+    causal, alignment = mask.causal, mask.alignment
     shape = chosen["window"]
     modes = [classes["mode"]] if "mode" in classes else [m for m in dimension("mode").classes
                                                           if dimension("mode").support(m, caps) is None]

@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Callable, Iterable, Optional, Union
 
 from jfa_verify.cases.case import Case
+from jfa_verify.core.masks import CAUSAL_ALIGNMENTS, Mask
 
 __all__ = ["CLASSES", "CPU_EXPECTED", "WINDOW_CLASSES", "Coverage", "classify", "element_extent", "expected_classes",
            "unsupported_classes"]
@@ -99,27 +100,23 @@ def unsupported_classes(caps) -> set[str]:
         return head_dims_for(head_dim, value_dim, caps) is not None
 
     unequal = ok("mode", "cross", "broadcast_q")  # some L_q != L_k
-    masks = [c for c in dimension("mask").classes if ok("mask", c)]
-
-    def mask(kind: str, alignment: str = "") -> bool:
-        return any(m.startswith(f"{kind}/{alignment}") for m in masks)
-
-    causal, plain_window, causal_window = mask("causal"), mask("window"), mask("causal+window")
+    masks = [m for m in map(Mask.parse, dimension("mask").classes) if ok("mask", str(m))]
+    causal = any(m.causal for m in masks)
+    windowed, causal_window = any(m.windowed for m in masks), any(m.causal and m.windowed for m in masks)
     other_dv = [c for c in dimension("value_dim").classes if c != "same"]
     reach = {
         "self": ok("mode", "self"), "cross": ok("mode", "cross"), "broadcast_q": ok("mode", "broadcast_q"),
         "broadcast_q_multi_tile": ok("mode", "broadcast_q"), "q_ne_k": unequal,
         "distinct_offsets_start": ok("offsets_start", "distinct") and ok("mode", "cross"),
-        "causal_top_left": mask("causal", "top_left") or mask("causal+window", "top_left"),
-        "causal_bottom_right": mask("causal", "bottom_right") or mask("causal+window", "bottom_right"),
-        "causal_misaligned": (causal or causal_window) and unequal,
+        **{f"causal_{a}": any(m.causal and m.alignment == a for m in masks) for a in CAUSAL_ALIGNMENTS},
+        "causal_misaligned": causal and unequal,
         "gqa": ok("heads", "gqa_pow2", "gqa_non_pow2"), "mqa": ok("heads", "mqa"),
         "odd_head_dim": dims("odd"),  # an odd D_v is a head dim the kernel takes too
         "non_pow2_head_dim": dims("odd") or dims("non_pow2_even"),
         "distinct_value_head_dim": ok("value_dim", *other_dv) and any(dims(None, v) for v in other_dv),
         "strided": ok("layout", "strided", "mixed", "padded_to_16"), "head_dim_strided": ok("layout", "head_dim_strided"),
         **{c: ok("dtype", c) for c in ("float32", "bfloat16", "float16")},
-        **{c: plain_window or causal_window for c in WINDOW_CLASSES},
+        **{c: windowed for c in WINDOW_CLASSES},
         "window_causal": causal_window,
     }
     reach["window_asymmetric"] = reach["window"] and ok("window", "wider_left", "wider_right")

@@ -26,13 +26,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from jfa_verify.cases.case import LAYOUTS, VALUE_DISTRIBUTIONS, Case
-from jfa_verify.core.contract import CAUSAL_ALIGNMENTS, MASKS, MODES, mask_kind
+from jfa_verify.core.contract import MODES, Mask
 from jfa_verify.core.dtypes import DTYPES, dtype_name
 from jfa_verify.protocol.kernel import Capabilities, Kernel, tiles_for_shape
 
-__all__ = ["DIMENSIONS", "Dimension", "LENGTH_DIMENSIONS", "Target", "classify", "dimension", "masks_supported",
-           "mask_class", "padded_width", "parse_mask_class", "relation_of", "tile_count", "tile_shape",
-           "window_shape"]
+__all__ = ["DIMENSIONS", "Dimension", "LENGTH_DIMENSIONS", "Target", "classify", "dimension", "padded_width",
+           "relation_of", "tile_count", "tile_shape", "window_shape"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,19 +162,6 @@ def window_shape(window: Optional[tuple[int, int]], causal: bool) -> str:
     return "symmetric" if left == right else ("wider_left" if left > right else "wider_right")
 
 
-def mask_class(causal: bool, window: Optional[tuple[int, int]], alignment: str) -> str:
-    """The mask dimension's class: ``"none"``, else the contract's mask kind (:data:`~jfa_verify.core.contract.MASKS`:
-    causal, window, causal+window) with the alignment of its diagonal, e.g. ``"causal+window/bottom_right"``."""
-    kind = mask_kind(causal, window)
-    return kind if kind == "none" else f"{kind}/{alignment}"
-
-
-def parse_mask_class(cls: str) -> tuple[bool, bool, Optional[str]]:
-    """``(causal, windowed, alignment)`` of a mask class (:func:`mask_class`); alignment None for ``"none"``."""
-    kind, _, alignment = cls.partition("/")
-    return kind in ("causal", "causal+window"), kind in ("window", "causal+window"), alignment or None
-
-
 def _edges(case: Case, target: Target) -> set[str]:
     q, k = case.query_lengths, case.kv_lengths
     out = set()
@@ -235,23 +221,14 @@ def _mode_support(cls: str, caps: Capabilities) -> Optional[str]:
 
 
 def _mask_support(cls: str, caps: Capabilities) -> Optional[str]:
-    if cls == "none":
+    mask = Mask.parse(cls)
+    if mask.none:
         return None
-    causal, windowed, alignment = parse_mask_class(cls)
-    kind = cls.partition("/")[0]
-    if not masks_supported(causal, windowed, caps) or not caps.causal_alignments:
-        return f"no {kind} mask in the kernel's masks {caps.masks if caps.causal_alignments else ('none',)}"
-    if alignment not in caps.causal_alignments:
-        return f"{kind} aligned {alignment}: not in the kernel's alignments {caps.causal_alignments}"
+    if not caps.supports_mask(mask):
+        return f"no {mask.kind} mask in the kernel's masks {caps.masks if caps.causal_alignments else ('none',)}"
+    if mask.alignment not in caps.causal_alignments:
+        return f"{mask.kind} aligned {mask.alignment}: not in the kernel's alignments {caps.causal_alignments}"
     return None
-
-
-def masks_supported(causal: bool, windowed: bool, caps: Capabilities) -> bool:
-    """Whether the kernel takes causal and a window *together* as asked (each dimension's support rule
-    judges one class alone): no mask always; else "causal", "window" or "causal+window" in its masks."""
-    if not (causal or windowed):
-        return True
-    return ("causal+window" if causal and windowed else "causal" if causal else "window") in caps.masks
 
 
 def _window_support(cls: str, caps: Capabilities) -> Optional[str]:
@@ -321,11 +298,9 @@ DIMENSIONS: tuple[Dimension, ...] = (
     }, lambda c, t: {c.mode}, _mode_support, lengths=True),
     # The contract's mask kinds, each with the alignment of its diagonal (a window has one without causal too).
     Dimension("mask", "causal mask and/or window, and where their diagonal lies", {
-        "none": "no mask",
-        **{f"{kind}/{alignment}": f"{kind}, query i's diagonal at key "
-           + ("i" if alignment == "top_left" else "i + L_k - L_q")
-           for kind in MASKS[1:] for alignment in CAUSAL_ALIGNMENTS},
-    }, lambda c, t: {mask_class(c.causal, c.window, c.causal_alignment)}, _mask_support),
+        str(m): "no mask" if m.none else f"{m.kind}, query i's diagonal at key "
+        + ("i" if m.alignment == "top_left" else "i + L_k - L_q") for m in Mask.classes()
+    }, lambda c, t: {str(Mask.of(c.causal, c.window, c.causal_alignment))}, _mask_support),
     Dimension("relation", "each sequence's query length against its key length", {
         "equal": "L_q == L_k in every sequence",
         "shorter": "L_q < L_k in some sequence, never L_q > L_k, and not a tile apart (below)",

@@ -70,11 +70,13 @@ import torch
 
 from jfa_verify.core.dtypes import DTYPES, OFFSET_DTYPES, output_dtype
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.masks import CAUSAL_ALIGNMENTS, MASKS, Mask
 
 __all__ = [
     "CAUSAL_ALIGNMENTS",
     "MASKS",
     "MODES",
+    "Mask",
     "JaggedProblem",
     "causal_shift",
     "check_offsets_dense",
@@ -88,10 +90,7 @@ __all__ = [
     "visible_mask",
 ]
 
-CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 MODES = ("self", "cross", "broadcast_q")
-# What a kernel may declare it masks (:func:`mask_kind` names a call's).
-MASKS = ("none", "causal", "window", "causal+window")
 SUPPORTED_DTYPES = tuple(DTYPES.values())
 
 
@@ -188,10 +187,8 @@ def causal_shift(q_len: int, k_len: int, alignment: str) -> int:
 
 
 def mask_kind(causal: bool, window: Optional[tuple[int, int]]) -> str:
-    """``"none"``, ``"causal"``, ``"window"`` or ``"causal+window"`` (:data:`MASKS`)."""
-    if window is None:
-        return "causal" if causal else "none"
-    return "causal+window" if causal else "window"
+    """The kind of a call's mask, one of :data:`MASKS` (:class:`~jfa_verify.core.masks.Mask`'s string form)."""
+    return Mask.of(causal, window).kind
 
 
 def check_window(window, name: str = "window") -> Optional[tuple[int, int]]:

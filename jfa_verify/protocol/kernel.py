@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import torch
 
-from jfa_verify.core.contract import CAUSAL_ALIGNMENTS, MASKS, MODES, JaggedProblem
+from jfa_verify.core.contract import CAUSAL_ALIGNMENTS, MASKS, MODES, JaggedProblem, Mask
 from jfa_verify.core.dtypes import DIFFERENTIABLE, DTYPES, dtype_name
 from jfa_verify.core.errors import InvalidInput, KernelConfigError, KernelProtocolError, KernelUnavailable, UnsupportedCase
 
@@ -79,8 +79,8 @@ class Capabilities:
         modes: ``"self"``, ``"cross"``, ``"broadcast_q"``.
         causal_alignments: diagonals the causal and window masks are aligned to (``()``: no causal mode and
             no window); ignored for a problem where every sequence has ``L_q == L_k`` (both are the same mask).
-        masks: masks handled, a subset of :data:`jfa_verify.core.contract.MASKS`: ``"none"``, ``"causal"``,
-            ``"window"`` (sliding window ``(left, right)``), ``"causal+window"``.
+        masks: masks handled, a subset of :data:`jfa_verify.core.contract.MASKS` (``"window"``: a sliding window
+            ``(left, right)``), as those strings or :class:`~jfa_verify.core.masks.Mask` kinds; kept as the strings.
         symmetric_window: windows must have ``left == right >= 0`` (Meta's TLX JFA's ``window_size``).
         conventions: documented deviations from the contract the kernel declares (names of
             :data:`jfa_verify.core.conventions.CONVENTIONS`, e.g. ``"lse_plus_inf_empty_rows"``): a finding they
@@ -139,8 +139,14 @@ class Capabilities:
         if set(self.causal_alignments) - set(CAUSAL_ALIGNMENTS):
             raise InvalidInput(f"Capabilities causal_alignments={self.causal_alignments} must be a subset of "
                                f"{CAUSAL_ALIGNMENTS} (empty: no causal mode)")
-        if not self.masks or set(self.masks) - set(MASKS):
-            raise InvalidInput(f"Capabilities masks={self.masks} must be a non-empty subset of {MASKS}")
+        kinds, why = None, ""
+        try:
+            kinds = tuple(Mask.parse(m) for m in self.masks) if isinstance(self.masks, (tuple, list)) else None
+        except InvalidInput as e:
+            why = f" ({e})"
+        if not kinds or any(k.alignment is not None for k in kinds):
+            raise InvalidInput(f"Capabilities masks={self.masks} must be a non-empty subset of {MASKS}{why}")
+        object.__setattr__(self, "masks", tuple(str(k) for k in kinds))
         from jfa_verify.core.conventions import CONVENTIONS
 
         if set(self.conventions) - set(CONVENTIONS):
@@ -154,12 +160,18 @@ class Capabilities:
     @property
     def causal(self) -> bool:
         """Some causal mode is supported."""
-        return bool(self.causal_alignments) and "causal" in self.masks
+        return self.supports_mask(Mask(causal=True))
 
     @property
     def window(self) -> bool:
         """Some sliding-window mask is supported (alone or with causal)."""
-        return bool(self.causal_alignments) and bool({"window", "causal+window"} & set(self.masks))
+        return any(self.supports_mask(m) for m in Mask.kinds() if m.windowed)
+
+    def supports_mask(self, mask: "Mask | str") -> bool:
+        """Whether the kernel takes ``mask``'s kind (no mask always; any other needs a declared alignment; the
+        alignment itself is judged apart, by :attr:`causal_alignments`)."""
+        mask = Mask.parse(mask)
+        return mask.none or (bool(self.causal_alignments) and mask.kind in self.masks)
 
     def supports_head_dim(self, d: int) -> bool:
         if self.head_dims is not None:
@@ -183,7 +195,7 @@ class Capabilities:
         if not problem.inputs_contiguous and not self.strided_inputs:
             return "non-contiguous q/k/v not supported (contiguous inputs only)"
         mask = problem.mask
-        if mask != "none" and (mask not in self.masks or not self.causal_alignments):
+        if not self.supports_mask(mask):
             return f"mask={mask!r} not supported (supported: {self.masks if self.causal_alignments else ('none',)})"
         if problem.aligned and problem.causal_alignment not in self.causal_alignments:
             return (f"{mask} with causal_alignment={problem.causal_alignment!r} and L_q != L_k not supported "

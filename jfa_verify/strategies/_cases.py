@@ -9,8 +9,8 @@ from typing import Optional, Sequence
 from hypothesis import strategies as st
 
 from jfa_verify.cases.case import LAYOUTS, OFFSETS_LAYOUTS, VALUE_DISTRIBUTIONS, Case
-from jfa_verify.core.contract import MODES
-from jfa_verify.cases.dimensions import masks_supported, tile_shape
+from jfa_verify.core.contract import MODES, Mask
+from jfa_verify.cases.dimensions import tile_shape
 from jfa_verify.core.dtypes import DTYPES, dtype_name
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.protocol.kernel import Capabilities, Kernel, tiles_for_shape
@@ -256,10 +256,10 @@ def cases(
         extra["broadcast_q_len"] = draw(st.one_of(*lq))
     h_q, h_kv = draw(head_configs(gqa=caps.gqa if gqa is None else (gqa and caps.gqa)))
     is_causal = caps.causal and (draw(st.booleans()) if causal is None else causal)
-    window_mask = "causal+window" if is_causal else "window"
-    can_window = bool(caps.causal_alignments) and masks_supported(is_causal, True, caps)
+    window_mask = Mask(causal=is_causal, windowed=True)
+    can_window = caps.supports_mask(window_mask)
     if window and not can_window:
-        raise InvalidInput(f"window=True: the kernel declares no {window_mask!r} mask (masks={caps.masks})")
+        raise InvalidInput(f"window=True: the kernel declares no {str(window_mask)!r} mask (masks={caps.masks})")
     alignment = draw(st.sampled_from(list(caps.causal_alignments))) if is_causal else "top_left"
     offsets_dtype, offsets_start, offsets_layout = draw(offsets_configs(layouts=offsets_layouts))
     value_policy = draw(value_policies(values))
