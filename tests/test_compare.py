@@ -75,6 +75,27 @@ def test_locate_maps_rows_to_sequence_token_tile():
     assert loc.sequence is None and "outside every sequence" in loc.describe()
 
 
+
+def test_rows_outside_every_sequence_are_named_by_row_in_the_localization_text():
+    """Regression (issue 43, 5): a wrong row before offsets[0] read ``worst at outside every sequence, head 0`` and
+    its spread ``sequences  of 2`` (an empty list)."""
+    from jfa_verify.judge.localize import spread
+
+    case = Case(kv_lengths=(3, 4), head_dim=16, offsets_start=2, num_heads_q=2, num_heads_kv=2)
+    t = case.materialize()
+    p = validate_inputs(*t.call_args())  # rows 0..1 lie before offsets[0] = 2, the sequences in rows 2..8
+    assert locate(p, "o", (1, 0, 3), TileSizes(32, 16)).describe() == "row 1, outside every sequence, head 0 (index [1, 0, 3])"
+    assert locate(p, "lse", (1, 0), TileSizes(32, 16)).describe() == "row 0, outside every sequence, head 1 (index [1, 0])"
+    ref = torch.zeros(9, 2, 16)
+    bad = ref.clone()
+    bad[0, 1, 0] = bad[1, 1, 5] = 1.0
+    assert spread(p, "o", bad, ref, 0.1) == "wrong in heads 1 of 2; no sequence of 2; rows 0, 1 of 9 outside every sequence"
+    bad[5, 0, 0] = 1.0  # and in sequence 1 (rows 5..8)
+    assert spread(p, "o", bad, ref, 0.1) == ("wrong in heads 0, 1 of 2; sequences 1 of 2; rows 0, 1 of 9 outside every "
+                                             "sequence")
+    bad[:2] = 0
+    assert spread(p, "o", bad, ref, 0.1) == "wrong in heads 0 of 2; sequences 1 of 2"
+
 def test_locate_broadcast_dq_is_dense():
     t = Case(kv_lengths=(3, 4), mode="broadcast_q", broadcast_q_len=40).materialize()
     p = validate_inputs(*t.call_args())

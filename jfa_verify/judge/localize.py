@@ -30,8 +30,14 @@ class Location:
     tile: Optional[int]
     tile_kind: str  # "BLOCK_M" or "BLOCK_N"
 
+    @property
+    def row(self) -> int:
+        """The element's row of the packed tensor (LSE's second index, every other output's first)."""
+        return self.index[1] if self.output == "lse" else self.index[0]
+
     def describe(self) -> str:
-        seq = "outside every sequence" if self.sequence is None else f"sequence {self.sequence}"
+        # (a row outside every sequence: before offsets[0] or past offsets[-1] of a view into a larger buffer)
+        seq = f"row {self.row}, outside every sequence" if self.sequence is None else f"sequence {self.sequence}"
         if self.sequence is None and self.output == "dq" and self.token is not None:
             seq = "dense Q (sum over sequences)"
         tok = "" if self.token is None else f", token {self.token}"
@@ -102,5 +108,14 @@ def spread(problem: JaggedProblem, output: str, kernel, reference, allowance: fl
         starts, lengths = ((problem.k_starts, problem.k_lengths) if output in ("dk", "dv") else
                            (problem.q_starts if output == "dq" else problem.out_starts, problem.q_lengths))
         wrong = [b for b, (s, n) in enumerate(zip(starts, lengths)) if n and bool(per_row[s:s + n].any())]
-        parts.append(_listed(wrong, len(lengths), "sequences"))
+        inside = torch.zeros_like(per_row)
+        for s, n in zip(starts, lengths):
+            inside[s:s + n] = True
+        outside = (per_row & ~inside).nonzero().flatten().tolist()
+        if wrong or not outside:
+            parts.append(_listed(wrong, len(lengths), "sequences"))
+        else:
+            parts.append(f"no sequence of {len(lengths)}")
+        if outside:
+            parts.append(_listed(outside, len(per_row), "rows") + " outside every sequence")
     return "wrong in " + "; ".join(parts)
