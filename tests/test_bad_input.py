@@ -258,3 +258,32 @@ def test_an_option_given_a_lone_double_dash_is_refused_not_dropped():
         assert rc == 2 and "Traceback" not in err, (argv, err)
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and f"argument {option}: '--' is not a value" in lines[0], (argv, err)
+
+
+def test_run_case_takes_a_kernel_name_and_names_a_bad_device_with_the_fix():
+    """Regression (issue 43, 11): ``run_case(case, "my_jfa", "cpu")`` raised ``AttributeError: 'str' object has no
+    attribute 'name'``, and ``run_case(case, k, "gpu")`` torch's own device-string error."""
+    from jfa_verify import run_case
+    from jfa_verify.core.errors import InvalidInput, UnknownKernel
+
+    case = Case(kv_lengths=(3, 5), head_dim=16, dtype="float32")
+    register_kernel("named_in_run_case", capabilities=Capabilities(backward=False))(lambda: _reference_forward)
+    result = run_case(case, "named_in_run_case", "cpu", backward=False)
+    assert (result.kernel, result.status) == ("named_in_run_case", "pass"), result.message
+    with pytest.raises(InvalidInput, match=r"device='gpu' is not a device; give 'cuda' \(or 'cuda:N'\) for a GPU, "
+                                           r"or 'cpu'"):
+        run_case(case, get_kernel("triton_jfa"), "gpu")
+    with pytest.raises(InvalidInput, match="device='meta' is a meta device: jfa-verify runs on CPU and CUDA"):
+        run_case(case, "named_in_run_case", "meta")
+    with pytest.raises(UnknownKernel, match="no kernel named 'not_registered'"):
+        run_case(case, "not_registered", "cpu")
+    with pytest.raises(InvalidInput, match="kernel=3 is a int: give a registered kernel's name"):
+        run_case(case, 3, "cpu")
+
+
+def _reference_forward(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None):
+    from jfa_verify.oracles import reference_attention
+
+    ref = reference_attention(validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal,
+                                              causal_alignment=causal_alignment, sm_scale=sm_scale), q, k, v)
+    return ref["o"].to(q.dtype), ref["lse"].float()

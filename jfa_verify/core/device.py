@@ -17,6 +17,28 @@ from jfa_verify.core.errors import InvalidInput
 _chosen: Optional[torch.device] = None
 
 
+def as_device(device: "torch.device | str", *, argument: str = "device") -> torch.device:
+    """``device`` (a :class:`torch.device` or its name) as a :class:`torch.device` of a type jfa-verify runs on.
+
+    Raises:
+        InvalidInput: not a device torch knows (``"gpu"``), or one of another type than CPU or CUDA; the message
+            names the value and the fix (issue 43, 11: torch's own error named neither).
+    """
+    fix = "give 'cuda' (or 'cuda:N') for a GPU, or 'cpu' for Triton's interpreter"
+    if isinstance(device, torch.device):
+        parsed = device
+    elif isinstance(device, str):
+        try:
+            parsed = torch.device(device)
+        except (RuntimeError, ValueError):
+            raise InvalidInput(f"{argument}={device!r} is not a device; {fix}") from None
+    else:
+        raise InvalidInput(f"{argument}={device!r} is a {type(device).__name__}, not a device; {fix}")
+    if parsed.type not in ("cpu", "cuda"):
+        raise InvalidInput(f"{argument}={device!r} is a {parsed.type} device: jfa-verify runs on CPU and CUDA; {fix}")
+    return parsed
+
+
 def select_device(name: Optional[str] = None) -> torch.device:
     """Pick the device for this process and set up Triton to match.
 

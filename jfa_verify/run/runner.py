@@ -23,6 +23,7 @@ from jfa_verify.cases.case import Case
 from jfa_verify.judge.compare import OUTPUTS, OutputComparison, compare_output, reference_scales
 from jfa_verify.core.conventions import normalized
 from jfa_verify.core.contract import JaggedProblem, output_violations
+from jfa_verify.core.device import as_device
 from jfa_verify.core.errors import InvalidInput, KernelConfigError, KernelUnavailable, UnsupportedCase
 from jfa_verify.judge.immutability import changed_inputs, copy_keeping_strides, snapshot
 from jfa_verify.judge.findings import Finding, explain_findings, messages
@@ -311,13 +312,26 @@ def call_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, 
     return KernelCall(run, got, [] if log is None else log.violations(got), changed_inputs(before, inputs))
 
 
-def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *, backward: bool = True,
+def _as_kernel(kernel: "Kernel | str") -> Kernel:
+    """``kernel``, or the registered kernel of that name."""
+    if isinstance(kernel, Kernel):
+        return kernel
+    if isinstance(kernel, str):
+        from jfa_verify.protocol.registry import get_kernel
+
+        return get_kernel(kernel)
+    raise InvalidInput(f"kernel={kernel!r} is a {type(kernel).__name__}: give a registered kernel's name or a "
+                       f"jfa_verify.Kernel (jfa_verify.get_kernel(name))")
+
+
+def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = "cpu", *, backward: bool = True,
              budgets=None, instrument: bool = True, tensors=None, plugins: tuple[str, ...] = (),
              memory: Optional[str] = None, accept: tuple[str, ...] = ()) -> CaseResult:
     """Run ``case`` through ``kernel`` (a registered :class:`~jfa_verify.protocol.kernel.Kernel`) and both oracles.
 
     Args:
-        case: the case. kernel: the kernel under test. device: where the tensors live.
+        case: the case. kernel: the kernel under test, or its registered name. device: where the tensors live
+            (``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a :class:`torch.device`).
         backward: judge dQ, dK, dV too (when the kernel has a backward for this case).
         budgets: the :class:`jfa_verify.judge.budgets.BudgetTable` to judge by (default: the packaged
             table); a kernel declaring ``tf32`` is judged by the ``float32-tf32`` row.
@@ -343,9 +357,12 @@ def run_case(case: Case, kernel: Kernel, device: "torch.device | str" = "cpu", *
     (raises) or computes the right result. A kernel that cannot be loaded here
     (:class:`KernelUnavailable`) or raises :class:`UnsupportedCase` is ``"unsupported"``
     with its reason: declared, not a finding. A kernel whose ``load()`` returns no implementation raises
-    :class:`KernelConfigError` from here: a configuration error, not a verdict.
+    :class:`KernelConfigError` from here: a configuration error, not a verdict. A name no kernel is registered
+    under raises :class:`~jfa_verify.core.errors.UnknownKernel`; a device that is not one, :class:`InvalidInput`
+    naming it and the fix.
     """
-    device = torch.device(device)
+    kernel = _as_kernel(kernel)
+    device = as_device(device)
     t_start = time.perf_counter()
     try:
         tensors = case.materialize(device) if tensors is None else tensors
