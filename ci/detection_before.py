@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-CATALOGUE = Path(__file__).resolve().parents[1] / "tests" / "quality" / "blind_catalogue.json"
+CATALOGUE = Path(__file__).resolve().parents[1] / "tests" / "quality" / "regression_catalogue.json"
 FAILING = ("fail", "error", "crash", "hang")
 
 

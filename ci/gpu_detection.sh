@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Detection power of the default suite and of a 200-example campaign on the H200, against the blind catalogue
-# (tests/quality/blind_catalogue.json), verdicts only: the H200 rows of issue 17's before/after kill table.
+# (tests/quality/regression_catalogue.json), verdicts only: the H200 rows of issue 17's before/after kill table.
 #   STAGES="after before" (default both, in that order): "after" is this checkout (`jfa-verify mutants`),
 #   "before" is the package on BEFORE_SITE (default .gpu/before-site: built from commit 3e93cc3, the last one
 #   before the contract-coverage model; ci/detection_before.py says how) through ci/detection_before.py.
@@ -21,7 +21,7 @@ out=$(cd "$out" && pwd) root=$PWD
 export PYTHONUNBUFFERED=1
 source ci/gpu_env.sh
 [ -n "${JFA_GPU_SESSION:-}" ] || gpu_install "$out/install.log" || exit 2  # gpu_session.sh installs once
-cat=tests/quality/blind_catalogue.json
+cat=tests/quality/regression_catalogue.json
 [ -f "$cat" ] || { echo "$cat missing"; exit 2; }
 # The suite on CUDA has covering-array batches of several times more tiles than the 132 SMs.
 python3 - <<'PY' | tee "$out/pairs.log"

@@ -23,8 +23,12 @@ sequences, both causal alignments with L_q != L_k, GQA, broadcast-Q, int64
 offsets with offsets_start > 0, strided layout), then, if the mutant survived
 them, a short shrinking campaign; ``suite`` runs the default suite and its
 relation checks (what ``jfa-verify run`` in a CI gate catches); ``campaign`` a
-campaign alone. A mutant is *killed* when a case fails or errors, or when its
-process dies while running a case (a crash, with ``isolate``).
+campaign alone. A mutant is *killed* when a case fails (a wrong output, a broken contract or invariant),
+when its process dies while running a case (a crash, with ``isolate``) or hangs, or when its kernel raises on
+a valid case while it computes others (the raise is then the finding). A kernel that raises on a case and on
+every one of :func:`targeted_cases` too (a patch that does not compile, say) is **broken**, not killed: nothing
+it computed was judged wrong, so it says nothing of the suite's power (status ``"broken"``; a gate counts it as
+a failure, never as a kill).
 """
 
 from __future__ import annotations
@@ -316,7 +320,10 @@ class MutantResult:
 
     name: str
     description: str
-    status: str  # "killed", "survived", "skipped" (gpu-only on CPU) or "error" (the mutant could not be judged)
+    # "killed", "survived", "skipped" (gpu-only on CPU), "broken" (a case raised, and so did every targeted case:
+    # the kernel computes nothing, so the raise is no kill) or
+    # "error" (jfa-verify's run of the mutant failed: it could not be judged)
+    status: str
     gpu_only: bool = False
     reason: str = ""
     stage: str = ""  # what killed it: "targeted", "suite", "campaign" or "crash"
@@ -335,6 +342,16 @@ class MutantResult:
     def killed(self) -> bool:
         return self.status == "killed"
 
+    @property
+    def killed_by_output(self) -> bool:
+        """Killed by what the kernel computed (a wrong output, a contract or invariant finding, a relation), not by
+        its raising, crashing or hanging."""
+        return self.killed and self.killing_status == "fail"
+
+    @property
+    def broken(self) -> bool:
+        return self.status == "broken"
+
     def to_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k != "killing_case"}
         d["killing_case"] = self.killing_case.to_dict() if self.killing_case is not None else None
@@ -350,6 +367,23 @@ def _failing_outputs(result) -> list[str]:
     if result.findings_of("contract"):
         out.append("contract")
     return out
+
+
+def _record_broken(res: MutantResult, case: Case, result) -> None:
+    res.status, res.killing_case, res.killing_status = "broken", case, "error"
+    res.outputs = ["error"]
+    res.reason = (f"the kernel raised on {case.name or case.describe()} and on every targeted case: "
+                  f"{result.message}")[:2000]
+    res.explanation = result.explain()
+
+
+def _raises_everywhere(kernel, dev) -> bool:
+    """Whether ``kernel`` raises on every one of :func:`targeted_cases` (forward and backward; each has tokens, so
+    a launch): it computes nothing, so a raise is not a finding of the suite but a broken mutant (a patch that does
+    not compile). Asked only once a case has raised; stops at the first case that does not raise."""
+    from jfa_verify.run.runner import run_case
+
+    return all(run_case(case, kernel, dev).status == "error" for case in targeted_cases(kernel, dev.type))
 
 
 def _record_kill(res: MutantResult, case: Case, result, kernel, device_type: str, stage: str, t0: float) -> None:
@@ -446,16 +480,19 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
             result = verify(case, case.name not in huge)
             res.cases_run += 1
             if result.failed:
-                _record_kill(res, case, result, kernel, dev.type, stage, t0)
+                if result.status == "error" and _raises_everywhere(kernel, dev):
+                    _record_broken(res, case, result)
+                else:
+                    _record_kill(res, case, result, kernel, dev.type, stage, t0)
                 break
-        for relation in relations if not res.killed else ():
+        for relation in relations if res.status == "survived" else ():
             res.cases_run += 1
             finding = relation.check(kernel, dev)
             if finding is not None:
                 _record_relation_kill(res, relation, finding, kernel, dev.type, t0)
                 break
     campaign_examples = max_examples if stage in ("targeted", "campaign") else 0
-    if not res.killed and campaign_examples > 0:
+    if res.status == "survived" and campaign_examples > 0:
         found: list = []  # the campaign stage's verdict is its first finding: the rest of its examples change nothing
         with tempfile.TemporaryDirectory(prefix="jfa-mutation-") as corpus:
             summary = run_campaign(kernel, max_examples=campaign_examples, corpus_dir=corpus_dir or corpus,
@@ -469,7 +506,10 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
             if summary.failures:
                 failure = summary.failures[-1]
                 result = run_case(failure.case, kernel, dev)  # the kept reproducer's verdict
-                _record_kill(res, failure.case, result, kernel, dev.type, "campaign", t0)
+                if result.status == "error" and _raises_everywhere(kernel, dev):
+                    _record_broken(res, failure.case, result)
+                else:
+                    _record_kill(res, failure.case, result, kernel, dev.type, "campaign", t0)
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -667,6 +707,8 @@ def format_table(results: Sequence[MutantResult]) -> str:
     lines = [head, "|" + "---|" * 7]
     for r in results:
         verdict = r.status if r.status != "killed" else f"killed ({r.stage})"
+        if r.status == "broken":
+            verdict = "broken (raised on every case: not a kill)"
         if r.status == "skipped":
             verdict = "skipped (gpu-only)" if r.reason.startswith("gpu-only") else "skipped (not on this device)"
         lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
@@ -677,5 +719,7 @@ def format_table(results: Sequence[MutantResult]) -> str:
     killed = sum(r.killed for r in results)
     eligible = sum(r.status != "skipped" for r in results)
     lines.append("")
-    lines.append(f"{killed}/{eligible} mutants killed ({len(results) - eligible} skipped)")
+    broken = sum(r.broken for r in results)
+    lines.append(f"{killed}/{eligible} mutants killed ({len(results) - eligible} skipped"
+                 + (f", {broken} broken: raised on every case" if broken else "") + ")")
     return "\n".join(lines)

@@ -12,9 +12,10 @@ HELP = "mutation testing: the CI profile against each planted-bug kernel"
 DESCRIPTION = ("Mutation testing: each planted bug of a catalogue (a one-line change of the "
                "kernel's source, or a corrupted scheduler) runs in its own process through the stage's "
                "cases up to its first failure: killed, survived, skipped (its kernel does not run on this "
-               "device, or it needs a GPU) or not judged (the run of it failed, or its patch no longer "
-               "applies). Exit status: 0 every mutant run was killed; 1 a mutant survived or was not "
-               "judged; 2 a bad argument, or nothing checked (every mutant skipped); 130 interrupted (the "
+               "device, or it needs a GPU), not judged (the run of it failed, or its patch no longer "
+               "applies) or broken (its kernel raised on every case: a raise everywhere is not a kill). "
+               "Exit status: 0 every mutant run was killed; 1 a mutant survived, was not judged or is "
+               "broken; 2 a bad argument, or nothing checked (every mutant skipped); 130 interrupted (the "
                "verdicts that finished are kept in --json).")
 
 
@@ -88,4 +89,7 @@ def main(args, ctx) -> int:
         print(f"SURVIVED: {', '.join(survivors)}")
     if unjudged:
         print(f"NOT JUDGED (jfa-verify's own run of the mutant failed): {'; '.join(unjudged)}")
-    return EXIT_FAIL if survivors or unjudged else EXIT_OK
+    broken = [r.name for r in results if r.status == "broken"]
+    if broken:  # a patch that does not compile proves nothing of the suite: fix the catalogue
+        print(f"BROKEN (the kernel raised on every case, not a kill): {', '.join(broken)}")
+    return EXIT_FAIL if survivors or unjudged or broken else EXIT_OK

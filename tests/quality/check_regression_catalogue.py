@@ -1,4 +1,4 @@
-"""Check the blind mutant catalogue ``blind_catalogue.json`` (a script, not a pytest test).
+"""Check the regression mutant catalogue ``regression_catalogue.json`` (once blind) (a script, not a pytest test).
 
 For every mutant: (a) its edit applies to the current source, (b) the mutant, built
 through the catalogue's builder and run on the CPU under Triton's interpreter on one
@@ -12,7 +12,7 @@ write is NaN rather than whatever the allocator returned.
 
 Usage::
 
-    python tests/quality/check_blind_catalogue.py [--only NAME ...]
+    python tests/quality/check_regression_catalogue.py [--only NAME ...]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import torch
 
 from jfa_verify.core.device import select_device
 
-CATALOGUE = Path(__file__).with_name("blind_catalogue.json")
+CATALOGUE = Path(__file__).with_name("regression_catalogue.json")
 
 
 # ----------------------------------------------------------------------------- inputs

@@ -48,7 +48,9 @@ def test_mutant_is_killed(name, jfa_device):
     if mutant.gpu_only and jfa_device.type != "cuda":
         pytest.skip(f"gpu-only mutant: {mutant.gpu_reason}")
     result = run_mutant(name, device=jfa_device, max_examples=CAMPAIGN_EXAMPLES)
-    assert result.killed, f"mutant {name!r} ({mutant.description}) survived {result.cases_run} case(s)"
+    assert result.killed, f"mutant {name!r} ({mutant.description}) {result.status} after {result.cases_run} case(s)"
+    # killed by what it computed (or a crash, a hang), not by raising: a patch that does not compile proves nothing
+    assert result.killing_status != "error", result.explanation
     assert result.outputs, result.explanation
     print(f"{name}: killed by {', '.join(result.outputs)} on {result.killing_case.name or result.killing_case.describe()}")
 
@@ -158,10 +160,10 @@ def test_rescale_in_bf16_is_caught_by_lse_in_bfloat16_over_32_kv_tiles(jfa_devic
 
 
 def _one_host_mutant(tmp_path, name: str, description: str, statement: str) -> Path:
-    """A catalogue file (the blind catalogue's targets) of one mutant that runs ``statement`` in the host code."""
+    """A catalogue file (the regression catalogue's targets) of one mutant that runs ``statement`` in the host code."""
     import json
 
-    header = {k: v for k, v in json.loads((Path(__file__).parent / "blind_catalogue.json").read_text()).items()
+    header = {k: v for k, v in json.loads((Path(__file__).parent / "regression_catalogue.json").read_text()).items()
               if k != "mutants"}
     line = "        first = problem.q_starts[0] if problem.batch else rows"
     path = tmp_path / f"{name}.json"
@@ -208,7 +210,7 @@ def test_an_interrupted_mutants_command_keeps_the_verdicts_that_finished(tmp_pat
     import sys
     import time
 
-    header = {k: v for k, v in json.loads((Path(__file__).parent / "blind_catalogue.json").read_text()).items()
+    header = {k: v for k, v in json.loads((Path(__file__).parent / "regression_catalogue.json").read_text()).items()
               if k != "mutants"}
     line = "        first = problem.q_starts[0] if problem.batch else rows"
     mutants = [{"name": name, "description": name, "target": "host", "old": line, "new": f"{line}; {statement}"}
@@ -305,7 +307,7 @@ def _shipped_catalogues() -> list[str]:
 
     packaged = [p.name[:-5] for p in resources.files("jfa_verify.fuzz").joinpath("catalogues").iterdir()
                 if p.name.endswith(".json")]
-    blind = Path(__file__).parent / "blind_catalogue.json"
+    blind = Path(__file__).parent / "regression_catalogue.json"
     return sorted(packaged) + ([str(blind)] if blind.is_file() else [])
 
 
@@ -383,10 +385,55 @@ def test_a_mutants_run_interrupted_before_any_verdict_writes_an_empty_json(tmp_p
     monkeypatch.setattr(mutation, "run_mutants", interrupted)
     out = tmp_path / "m.json"
     out.write_text('[{"name": "stale", "status": "killed"}]')  # an earlier run's verdicts must not stand for this one's
-    catalogue = Path(__file__).parent / "blind_catalogue.json"
+    catalogue = Path(__file__).parent / "regression_catalogue.json"
     name = json.loads(catalogue.read_text())["mutants"][0]["name"]
     rc = cli.main(["mutants", "--catalogue", str(catalogue), "--only", name, "--device", jfa_device.type,
                    "--json", str(out)])
     assert rc == 130
     assert json.loads(out.read_text()) == []
     assert f"0 of 1 mutant(s) have a verdict, written to {out}" in capsys.readouterr().out
+
+
+def _one_kernel_mutant(tmp_path, name: str, old: str, new: str) -> Path:
+    import json
+
+    header = {k: v for k, v in json.loads((Path(__file__).parent / "regression_catalogue.json").read_text()).items()
+              if k != "mutants"}
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(dict(header, name=name, mutants=[
+        {"name": name, "description": name, "target": "kernels", "old": old, "new": new}])))
+    return path
+
+
+LOAD_OFFSET = "    return tl.load(ptr + idx).to(tl.int64)"
+
+
+@pytest.mark.parametrize("stage", ["suite", "campaign"])
+def test_a_mutant_whose_kernel_does_not_compile_is_broken_not_killed(tmp_path, stage, capsys):
+    # issue 40 (4): a planted bug whose kernel raised on every case (a compile error) failed its first case as the
+    # kernel's error, and that was a kill: a catalogue of typos scored 100% and said nothing of the suite
+    from jfa_verify.fuzz.mutation import format_table
+
+    path = _one_kernel_mutant(tmp_path, "does_not_compile", LOAD_OFFSET, LOAD_OFFSET + " + no_such_name")
+    result = run_mutant("does_not_compile", catalogue=str(path), device="cpu", stage=stage, max_cases=3,
+                        max_examples=2)
+    assert result.status == "broken" and not result.killed and not result.killed_by_output, result
+    assert "no_such_name" in result.reason, result.reason
+    table = format_table([result])
+    assert "broken (raised on every case" in table and "0/1 mutants killed" in table, table
+
+
+def test_the_mutants_command_fails_on_a_broken_mutant(tmp_path, capsys):
+    from jfa_verify.cli import main
+
+    path = _one_kernel_mutant(tmp_path, "does_not_compile", LOAD_OFFSET, LOAD_OFFSET + " + no_such_name")
+    assert main(["mutants", "--catalogue", str(path), "--device", "cpu", "--stage", "suite"]) == 1
+    assert "BROKEN (the kernel raised on every case, not a kill): does_not_compile" in capsys.readouterr().out
+
+
+def test_a_kernel_that_raises_on_some_valid_cases_and_computes_others_is_killed_by_the_raise(tmp_path):
+    # the raise is then the finding: the kernel rejects an input its contract accepts
+    path = _one_host_mutant(tmp_path, "host_raises_on_empty", "the host code raises on an empty sequence",
+                            "assert all(n > 0 for n in problem.k_lengths)")
+    result = run_mutant("host_raises_on_empty", catalogue=str(path), device="cpu", stage="targeted", max_examples=0)
+    assert result.killed and result.killing_status == "error" and not result.killed_by_output, result

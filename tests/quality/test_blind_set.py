@@ -1,0 +1,26 @@
+"""The CI gate on the blind set: the default suite kills at least 95% of planted bugs that nobody has read.
+
+``tests/quality/blind_set.json`` is ``docs/evidence/detection-2026-12-02/blind2/catalogue.json``, copied in
+unread: 12 one-line bugs of ``triton_jfa`` written by a helper that had not read the suite, the strategies,
+the contract model or any other catalogue. Nobody working on the suite reads it, its survivors included; it
+is used through this gate's counts only. Once anyone reads it (a survivor to fix, say), it is no longer
+blind: it then joins the regression catalogue and a fresh blind set replaces it (``docs/mutation.md``,
+"Rotating the blind set").
+
+Same gate as ``test_regression_catalogue.py``: the suite's covering array and relation checks, each mutant
+in its own process, a mutant that raises on every case "broken" (a failure of the gate, not a kill).
+"""
+
+from pathlib import Path
+
+import pytest
+
+from .test_regression_catalogue import kill_gate
+
+BLIND_SET = Path(__file__).parent / "blind_set.json"
+
+
+@pytest.mark.skipif(not BLIND_SET.is_file(), reason="tests/quality/blind_set.json is absent: a blind set is copied "
+                    "in unread (docs/mutation.md)")
+def test_default_suite_kills_at_least_95_percent_of_the_unread_blind_set(jfa_device):
+    kill_gate(BLIND_SET, jfa_device, minimum=10, blind=True)
