@@ -5,10 +5,23 @@ fixtures and the ``gpu`` marker's skipping, and changes nothing by itself; this
 suite opts in here: it selects its device (``--jfa-device``, else CUDA when
 available, else the CPU interpreter) for every test, and picks a Hypothesis
 profile with ``HYPOTHESIS_PROFILE`` (tox environments of the same names).
+
+Tests never write into the checkout: each runs with its current folder in a temporary
+folder of its own (a test that needs a file of the repository names it by an absolute path, from its ``ROOT``),
+and Hypothesis keeps its example database outside it (``HYPOTHESIS_STORAGE_DIRECTORY``,
+default ``$TMPDIR/jfa-verify-hypothesis``); ``ci/check_clean.sh`` checks it after pytest.
+Each test, and each test module, also leaves the kernel registry as it found it.
 """
 
 import os
+import sys
+import tempfile
 import textwrap
+from pathlib import Path
+
+# Hypothesis's home (its example database) defaults to .hypothesis/ in the folder pytest starts in: the
+# checkout. Outside it, for this process and the processes the tests start (CLI runs, campaign workers).
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "jfa-verify-hypothesis"))
 
 # Under pytest-xdist every worker (and every process a test starts: mutant workers, CLI runs) would run torch
 # with one thread per core, so two workers on the 2-core CI machine ran several times more threads than
@@ -19,6 +32,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
+
+set_hypothesis_home_dir(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
 
 pytest_plugins = ["pytester"]  # (tests that run a small pytest session of their own)
 
@@ -60,6 +76,66 @@ def _device_choice_restored():
 
     with device_scope():
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_outside_the_checkout(tmp_path_factory):
+    """Module- and session-scoped fixtures run in a temporary folder too (they start before ``_cwd_outside``)."""
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("session-cwd"))
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+@pytest.fixture(autouse=True)
+def _cwd_outside_the_checkout(tmp_path_factory, monkeypatch):
+    """Each test runs in an empty temporary folder of its own: a command run without ``--report`` (say) writes its
+    ``jfa-report.json`` and ``jfa-reproducers/`` there, never over the user's files in the checkout (issue 43, 2).
+    A folder apart from ``tmp_path``, so a test listing its ``tmp_path`` sees only what it put there."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+
+
+def _registry_state():
+    """A copy of the kernel registry's state (every module-level table) and of the plugin modules imported."""
+    from jfa_verify.protocol import registry
+
+    registry.discover()  # the installed kernels, once: restoring to an undiscovered state would lose them for good
+    tables = {name: getattr(registry, name) for name in ("_REGISTRY", "_BROKEN", "_EMPTY_PLUGINS", "_CONFLICTS",
+                                                          "_PLUGIN_OF")}
+    copies = {name: type(table)(table) for name, table in tables.items()}
+    plugins = {name for name in sys.modules if name.startswith("_jfa_plugin_")}
+    return registry, tables, copies, registry._discovered, plugins
+
+
+def _restore_registry(state) -> None:
+    registry, tables, copies, discovered, plugins = state
+    for name, table in tables.items():
+        setattr(registry, name, table)  # the very objects (a test may have swapped in its own)
+        table.clear()
+        (table.extend if isinstance(table, list) else table.update)(copies[name])
+    registry._discovered = discovered
+    for name in [name for name in sys.modules if name.startswith("_jfa_plugin_") and name not in plugins]:
+        del sys.modules[name]  # so a later load_plugin of the same file registers its kernels again
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _registry_restored_per_module():
+    """What a module's fixtures register (a module-scoped ``load_plugin``) is gone after the module (issue 40, 3)."""
+    state = _registry_state()
+    yield
+    _restore_registry(state)
+
+
+@pytest.fixture(autouse=True)
+def _registry_restored():
+    """Each test leaves the kernel registry as it found it (issue 40, 3): kernels a test registers, directly or by
+    ``load_plugin``, are gone in the next one, so no result depends on which tests ran before in the worker."""
+    state = _registry_state()
+    yield
+    _restore_registry(state)
 
 
 @pytest.fixture

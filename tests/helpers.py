@@ -39,3 +39,11 @@ def signal_when(proc, ready, sig, *, timeout_s: float = 120.0, settle_s: float =
         return proc.communicate(timeout=60)
     finally:
         proc.kill()
+
+
+def builtin_kernel_names() -> list:
+    """The kernels the package itself installs (its entry points), whatever tests registered before: what a
+    walk over "every kernel" walks. Kernels registered by tests, at import or at run time, are left out."""
+    from jfa_verify.protocol.registry import get_kernel, kernel_names
+
+    return [name for name in kernel_names() if get_kernel(name).loader.__module__.startswith("jfa_verify.")]

@@ -100,7 +100,7 @@ def test_watchdog_marks_a_hung_case_and_exits(tmp_path, sleepy_plugin):
         run_campaign("sleepy", strategy=cases(max_batch=1, max_len=2), max_examples=1,
                      corpus_dir={str(tmp_path / "corpus")!r}, device="cpu", timeout_s=0.5)
     """)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == TIMEOUT_EXIT_CODE, proc.stderr[-2000:]
     (path,) = (tmp_path / "corpus").glob("*.json")
     payload = json.loads(path.read_text())

@@ -18,13 +18,12 @@ from jfa_verify.protocol.registry import get_kernel, load_plugin
 from jfa_verify.strategies import cases
 from tests.helpers import interruptible
 
-ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(max_batch=3, max_len=24, dtypes=["float32"])
 
 
 def _fuzz(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--device", "cpu", "--no-progress",
-                           *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+                           *map(str, args)], capture_output=True, text=True, timeout=timeout)
 
 
 def _files(folder):
@@ -87,7 +86,7 @@ def test_kill_9_of_a_whole_campaign_loses_no_finding_and_leaves_no_duplicates(tm
     repro = tmp_path / "repro"
     proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--device", "cpu", "--no-progress",
                              "--plugin", str(plugin), "--kernel", "aborts_often", "--workers", "2", "--duration", "120",
-                             "--timeout", "20", "--reproducers", str(repro)], cwd=ROOT, start_new_session=True,
+                             "--timeout", "20", "--reproducers", str(repro)], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         def findings_marked():
@@ -115,7 +114,7 @@ def test_ctrl_c_ends_a_campaign_with_its_summary_and_report(tmp_path, misbehavin
     proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--device", "cpu", "--plugin", str(plugin),
                              "--kernel", "correct", "--workers", "2", "--duration", "300", "--progress-interval", "0.3",
                              "--reproducers", str(repro), "--report", str(report), "--png", str(tmp_path / "t.png")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=interruptible)
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
@@ -172,7 +171,7 @@ def test_kill_9_of_the_campaign_process_alone_ends_its_workers(tmp_path, sleepy_
     repro = tmp_path / "repro"
     proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--device", "cpu", "--no-progress",
                              "--plugin", str(sleepy_plugin), "--kernel", "sleepy", "--workers", "2",
-                             "--max-examples", "5", "--timeout", "120", "--reproducers", str(repro)], cwd=ROOT,
+                             "--max-examples", "5", "--timeout", "120", "--reproducers", str(repro)],
                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         # a case in flight in the case worker (the sleepy kernel hangs in it): all three processes are up
@@ -233,7 +232,7 @@ def test_ctrl_c_while_workers_load_is_an_interrupt_not_a_dead_worker(tmp_path):
     report = tmp_path / "r.json"
     proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--device", "cpu", "--no-progress",
                              "--plugin", str(plugin), "--kernel", "slow_to_load", "--max-examples", "5",
-                             "--reproducers", str(tmp_path / "repro"), "--report", str(report)], cwd=ROOT,
+                             "--reproducers", str(tmp_path / "repro"), "--report", str(report)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=interruptible)
     try:  # the coordinator loads the plugin first, then its worker does: Ctrl-C then, to the whole group

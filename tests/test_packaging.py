@@ -26,10 +26,20 @@ def venv(tmp_path_factory):
     It sees the test environment's site-packages for torch, Triton and the rest (installing torch
     again would take minutes), but jfa_verify itself comes from the wheel (checked below).
     """
+    import shutil
+
     base = tmp_path_factory.mktemp("venv")
     wheels = base / "wheels"
+    # Built from a copy of what the wheel is made of: setuptools builds in the source tree's build/ and *.egg-info,
+    # which in the checkout would be left there (issue 43, 2).
+    source = base / "source"
+    junk = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for name in ("jfa_verify", "kernels", "oracles", "fuzz"):
+        shutil.copytree(ROOT / name, source / name, ignore=junk)
+    for name in ("setup.py", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     build = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels),
-                  str(ROOT)], cwd=base)
+                  str(source)], cwd=base)
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
     (wheel,) = wheels.glob("jfa_verify-*.whl")
     env_dir = base / "env"

@@ -220,7 +220,7 @@ def test_fuzz_pack_on_the_command_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--kernel", "pack_exact", "--plugin", str(PLUGIN),
                            "--pack", "6", "--max-examples", "30", "--seed", "2", "--forward-only", "--no-progress",
                            "--reproducers", str(tmp_path / "r"), "--report", str(report)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "packs of up to 6 cases a launch" in proc.stdout and "packed launch(es)" in proc.stdout
     doc = json.loads(report.read_text())
