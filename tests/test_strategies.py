@@ -225,7 +225,13 @@ def test_layout_field_keeps_old_json_and_ids():
 ], ids=["strided-gqa-d17", "tiny-cross-bottom-right-d33", "near-ties-causal-d33"])
 def test_new_classes_pass_on_kernel(case, jfa_kernel, jfa_device):
     result = run_case(case, jfa_kernel, jfa_device)
-    assert result.status in ("pass", "unsupported"), result.explain()
+    assert result.status in _passing(jfa_kernel), result.explain()
+
+
+def _passing(kernel) -> tuple:
+    """The verdicts that pass a case of the contract: triton_jfa declares the whole contract, so it must compute the
+    case (issue 40: "unsupported" let a triton_jfa that declined the case pass); another kernel may decline it."""
+    return ("pass",) if kernel.name == "triton_jfa" else ("pass", "unsupported")
 
 
 # -- capabilities -----------------------------------------------------------------------------------------------
@@ -293,7 +299,7 @@ def test_overflow_case_on_gpu(jfa_kernel, jfa_device):
     # forward only: the float64 reference's whole-buffer gradients (3 x 16 GiB) with the kernel's, the SDPA
     # oracle's and the inputs pass the H200's 139 GiB (OutOfMemoryError there, 2026-12-01)
     result = run_case(case, jfa_kernel, jfa_device, backward=False)
-    assert result.status in ("pass", "unsupported"), result.explain()
+    assert result.status in _passing(jfa_kernel), result.explain()
 
 
 # -- coverage ---------------------------------------------------------------------------------------------------
