@@ -2,7 +2,8 @@
 
 Each file is a reproducer a campaign wrote (against a planted-bug kernel, recorded
 under ``found_by``), re-targeted at ``triton_jfa``; file names say the symptom.
-Add one with ``jfa-verify replay FILE`` checks, then copy it here.
+Add one with ``jfa-verify replay FILE`` checks, then copy it here. A reproducer found on a
+planted bug of the packaged catalogue must also still fail on that bug (else it lost its power).
 """
 
 from pathlib import Path
@@ -64,3 +65,55 @@ def test_replay_commands_work_pasted_in_any_folder_and_name_the_plugin_of_the_ke
     hung = CaseResult(Case(kv_lengths=(3,)), "triton_jfa", "hang", seconds={"kernel": 5.0042})
     assert hung.replay_command().endswith("--timeout 5") and "--timeout" not in CaseResult(
         Case(kv_lengths=(3,)), "triton_jfa", "fail").replay_command()
+
+
+def planted_bug(payload: dict):
+    """The packaged catalogue's mutant that ``found_by`` names (``"mutant"``, or ``on mutant-NAME`` in its
+    explanation), or None when a reproducer was not found on a planted bug."""
+    import re
+
+    found_by = payload.get("found_by") or {}
+    name = found_by.get("mutant")
+    if name is None:
+        match = re.search(r" on mutant-(\w+)", found_by.get("explanation", ""))
+        name = match and match.group(1)
+    return name
+
+
+def assert_fails_on_its_planted_bug(path: Path, device) -> None:
+    """Replay reproducer ``path`` on the planted bug named in its ``found_by``: it must still fail there, on an
+    output (not by a raise), or it no longer reproduces anything (tile sizes changed, say)."""
+    from jfa_verify.fuzz.mutation import load_catalogue
+
+    case, payload = read_case_file(path)
+    name = planted_bug(payload)
+    assert name, f"{path.name}: found_by names no planted bug"
+    result = run_case(case, load_catalogue("triton_jfa").kernel_of(name), device)
+    assert result.status == "fail", f"{path.name} no longer fails on mutant {name!r}: {result.explain()}"
+
+
+MUTANT_FILES = [p for p in FILES if planted_bug(read_case_file(p)[1])]
+
+
+@pytest.mark.parametrize("path", MUTANT_FILES, ids=[p.stem for p in MUTANT_FILES])
+def test_corpus_case_still_fails_on_the_planted_bug_that_found_it(path, jfa_device):
+    # issue 40 (8): reproducers were only replayed on the correct kernel, so one could lose its power silently
+    assert_fails_on_its_planted_bug(path, jfa_device)
+
+
+def test_a_reproducer_that_no_longer_fails_its_planted_bug_fails_the_replay(tmp_path, jfa_device):
+    import json
+
+    from jfa_verify.cases.case import Case
+    from jfa_verify.protocol.kernel import tiles_for_shape
+    from jfa_verify.protocol.registry import get_kernel
+
+    path = next(p for p in MUTANT_FILES if planted_bug(read_case_file(p)[1]) == "kv_tail_dropped")
+    payload = json.loads(path.read_text())
+    # whole KV tiles only: the dropped partial last tile is not there to drop
+    block_n = tiles_for_shape(get_kernel("triton_jfa"), 16, 16, None, jfa_device.type).block_n
+    payload["case"] = Case(kv_lengths=(block_n,), head_dim=16, dtype="float32").to_dict()
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps(payload))
+    with pytest.raises(AssertionError, match="no longer fails on mutant 'kv_tail_dropped'"):
+        assert_fails_on_its_planted_bug(stale, jfa_device)
