@@ -23,11 +23,13 @@ from functools import lru_cache
 from typing import Callable, Mapping, Optional
 
 from jfa_verify.cases.case import Case
+from jfa_verify.core.dtypes import dtype_name
 from jfa_verify.core.masks import Mask
 from jfa_verify.cases.dimensions import (DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, tile_count,
-                         tile_shape, window_shape)
+                         tile_shape, window_of, window_shape)
 
-__all__ = ["CANDIDATE_HEAD_DIMS", "HEADS", "SM_SCALE_FACTORS", "build_case", "case_cost", "head_dims_for", "length_cost", "lengths_for"]
+__all__ = ["BUILDERS", "CANDIDATE_HEAD_DIMS", "HEADS", "SM_SCALE_FACTORS", "build_case", "case_cost", "head_dims_for",
+           "length_cost", "lengths_for", "reachable"]
 
 # (H_q, H_kv) per heads class: H_kv = 2 where it can be, so a KV head index mix-up shows.
 HEADS = {"mha": (2, 2), "gqa_pow2": (4, 2), "gqa_non_pow2": (6, 2), "mqa": (3, 1)}
@@ -262,6 +264,85 @@ class _TilesAt(Target):
         return self._bm_bn
 
 
+# ----------------------------------------------------------------------------- one class at a time
+# How a case of each class of the contract model is built: the Case fields that put a case in the class on its
+# own (None: no such case inside the target's capabilities); :func:`build_case` chooses them together (the mask
+# with the window's shape, the length dimensions searched jointly, head dims against the tiles asked).
+
+
+def _field(name: str) -> Callable[[str, Target], Optional[dict]]:
+    return lambda cls, target: {name: cls}
+
+
+def _lengths_build(dim: str) -> Callable[[str, Target], Optional[dict]]:
+    def build(cls: str, target: Target) -> Optional[dict]:
+        found = lengths_for(((dim, cls),), *target.tiles(32, 32), target.num_sms)
+        if found is None:
+            return None
+        mode, q, k = found
+        extra = {"q_lengths": q} if mode == "cross" else ({"broadcast_q_len": q[0] if q else 0}
+                                                          if mode == "broadcast_q" else {})
+        return {"mode": mode, "kv_lengths": k, **extra}
+    return build
+
+
+def _mask_build(cls: str, target: Target) -> dict:
+    mask = Mask.parse(cls)
+    return {"causal": mask.causal, "causal_alignment": mask.alignment or "top_left",
+            "window": window_of("symmetric", mask.causal, 1) if mask.windowed else None}
+
+
+def _window_build(cls: str, target: Target) -> dict:
+    return {"window": window_of(cls, False, target.tiles(32, 32)[1])}
+
+
+def _heads_build(cls: str, target: Target) -> dict:
+    return dict(zip(("num_heads_q", "num_heads_kv"), HEADS[cls]))
+
+
+def _head_dims_build(dim: str) -> Callable[[str, Target], Optional[dict]]:
+    def build(cls: str, target: Target) -> Optional[dict]:
+        dims = head_dims_for(*((cls, None) if dim == "head_dim" else (None, cls)), target.capabilities)
+        return None if dims is None else dict(zip(("head_dim", "head_dim_v"), dims))
+    return build
+
+
+def _sm_scale_build(cls: str, target: Target) -> dict:
+    return {"head_dim": 32, "sm_scale": None if cls == "default" else SM_SCALE_FACTORS[cls] / math.sqrt(32)}
+
+
+def _offsets_start_build(cls: str, target: Target) -> dict:
+    if cls == "distinct":
+        return {"mode": "cross", "kv_lengths": (2,), "q_lengths": (2,), "q_offsets_start": Q_OFFSETS_START}
+    return {"offsets_start": OFFSETS_START if cls == "nonzero" else 0}
+
+
+def _tile_shape_build(cls: str, target: Target) -> Optional[dict]:
+    for dtype in (dtype_name(d) for d in target.capabilities.dtypes):
+        dims = head_dims_for(None, None, target.capabilities,
+                             lambda d, dv: tile_shape(target.tiles(d, dv, dtype)) == cls)
+        if dims is not None:
+            return {"head_dim": dims[0], "head_dim_v": dims[1], "dtype": dtype}
+    return None
+
+
+def _variant_build(cls: str, target: Target) -> dict:
+    return {"instrument": cls == "instrumented"}
+
+
+BUILDERS: dict[str, Callable[[str, Target], Optional[dict]]] = {
+    d.name: _lengths_build(d.name) if d.lengths else _field(d.name) for d in DIMENSIONS}
+BUILDERS.update(mask=_mask_build, window=_window_build, heads=_heads_build, head_dim=_head_dims_build("head_dim"),
+                value_dim=_head_dims_build("value_dim"), sm_scale=_sm_scale_build, offsets_start=_offsets_start_build,
+                tile_shape=_tile_shape_build, variant=_variant_build)
+
+
+def reachable(name: str, cls: str, target: Target) -> bool:
+    """Some case inside ``target``'s capabilities is in class ``cls`` of dimension ``name``: the kernel supports
+    the class (:attr:`Dimension.support <jfa_verify.cases.dimensions.Dimension>`) and a case of it builds."""
+    return dimension(name).support(cls, target.capabilities) is None and BUILDERS[name](cls, target) is not None
+
+
 # ----------------------------------------------------------------------------- whole cases
 
 
@@ -284,18 +365,9 @@ def _mask_classes(asked: tuple, caps) -> Optional[tuple[str, str]]:
     for mask in options[0]:
         m = Mask.parse(mask)
         for shape in options[1]:
-            if m.windowed == (shape != "none") and window_shape(_window_of(shape, m.causal, 1), m.causal) == shape:
+            if m.windowed == (shape != "none") and window_shape(window_of(shape, m.causal, 1), m.causal) == shape:
                 return mask, shape
     return None
-
-
-def _window_of(shape: str, causal: bool, bn: int) -> Optional[tuple[int, int]]:
-    """A window of ``shape`` (the window dimension's class) with its bounded sides just past a KV tile of ``bn``
-    keys, a narrow side of one key; under causal the right side (capped at the diagonal) is given wide, so a
-    kernel that forgets the cap shows it."""
-    wide = bn + 1
-    return {"none": None, "symmetric": (0, wide) if causal else (wide, wide), "wider_left": (wide, 1),
-            "wider_right": (1, wide), "left_unbounded": (-1, wide), "right_unbounded": (wide, -1)}[shape]
 
 
 def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, name: str = "") -> Optional[Case]:
@@ -337,7 +409,7 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
         return None
     d, dv = dims
     bm, bn = target.tiles(d, dv, chosen["dtype"])
-    window = _window_of(shape, causal, bn)
+    window = window_of(shape, causal, bn)
     found = []
     for mode in modes:  # a mode the kernel runs (the search would otherwise draw any); the cheapest
         want = tuple((n, chosen.get(n, mode if n == "mode" else None)) for n in LENGTH_DIMENSIONS)

@@ -11,62 +11,103 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Union
 
-from jfa_verify.cases.case import Case
-from jfa_verify.core.masks import CAUSAL_ALIGNMENTS, Mask
+from jfa_verify.cases.case import LAYOUTS, Case
+from jfa_verify.core.masks import Mask
 
-__all__ = ["CLASSES", "CPU_EXPECTED", "WINDOW_CLASSES", "Coverage", "classify", "element_extent", "expected_classes",
-           "unsupported_classes"]
+__all__ = ["CLASSES", "COVERAGE", "CPU_EXPECTED", "WINDOW_CLASSES", "Coverage", "CoverageClass", "classify",
+           "element_extent", "expected_classes", "unsupported_classes"]
 
-CLASSES: dict[str, str] = {
-    "self": "self-attention",
-    "cross": "cross-attention (separate query offsets)",
-    "broadcast_q": "broadcast-Q (one dense Q for every sequence)",
-    "broadcast_q_multi_tile": "broadcast-Q with L_q spanning more than one BLOCK_M tile",
-    "zero_length_q": "a sequence with no query rows",
-    "zero_length_k": "a sequence with no keys",
-    "all_empty": "every sequence has no keys",
-    "total_lt_batch": "fewer key tokens in total than sequences",
-    "one_token": "a 1-token query or key sequence",
-    "single_sequence": "a batch of one sequence",
-    "no_sequences": "a batch of no sequence (B = 0: offsets of one entry)",
-    "tile_boundary": "a length at a multiple of BLOCK_M (queries) or BLOCK_N (keys) +-1",
-    "multi_tile": "a sequence spanning more than one tile",
-    "prime_length": "a prime length >= 5",
-    "skew": "the longest sequence is >= 8x the median of the others (one mega-sequence)",
-    "q_ne_k": "a sequence whose query length differs from its key length",
-    "causal_top_left": "causal, top-left alignment",
-    "causal_bottom_right": "causal, bottom-right alignment",
-    "causal_misaligned": "causal with some query length != key length (alignment matters)",
-    "window": "a sliding window (left, right)",
-    "window_causal": "a sliding window with causal",
-    "window_zero": "a window side of 0 (only the diagonal on that side)",
-    "window_asymmetric": "a window with left != right",
-    "window_unbounded_side": "a window side of -1 (unbounded)",
-    "window_tile_edge": "a window side at BLOCK_M or BLOCK_N +-1",
-    "window_wider_than_sequence": "a window side at least as long as the longest sequence",
-    "window_empty_rows": "a query row the window leaves with no key (its keys are all out of reach)",
-    "gqa": "grouped-query attention (1 < H_kv < H_q)",
-    "mqa": "multi-query attention (H_kv = 1 < H_q)",
-    "odd_head_dim": "an odd query/key or value head dim",
-    "non_pow2_head_dim": "a head dim that is not a power of two",
-    "distinct_value_head_dim": "value head dim != query/key head dim",
-    "offsets_nonzero_start": "offsets[0] > 0 (a view into a larger buffer)",
-    "distinct_offsets_start": "q_offsets[0] != k_offsets[0] (cross-attention)",
-    "strided_offsets": "offsets as strided views (columns of one [B + 1, 2] tensor; outside the contract)",
-    "int64_offsets": "int64 offsets",
-    "strided": "non-contiguous q/k/v/dO",
-    "head_dim_strided": "q/k/v/dO with a head-dim stride other than 1",
-    "offset_overflow": "a tensor with more than 2**31 elements (int32 index overflow)",
-    "large_logits": "large logits (saturated softmax)",
-    "correlated": "low-rank, correlated activations",
-    "near_ties": "near-tied scores",
-    "tiny": "tiny values",
-    "float32": "float32",
-    "bfloat16": "bfloat16",
-    "float16": "float16",
+
+@dataclass(frozen=True)
+class CoverageClass:
+    """One coverage class: what it means, and the contract model's classes it is a view of.
+
+    ``of``: ``((dimension, classes), ...)`` of :mod:`jfa_verify.cases.dimensions`: a case of this class is in one
+    of ``classes`` of each dimension named, so a kernel reaches it exactly when it reaches one of them in each
+    (:func:`jfa_verify.cases.construct.reachable`); ``()``: any kernel does. The finer rules (a
+    window side at the tile edge, a prime length) are :func:`classify`'s.
+    """
+
+    description: str
+    of: tuple = ()
+
+
+def _masks(which: Callable[[Mask], bool]) -> tuple[str, tuple[str, ...]]:
+    return "mask", tuple(str(m) for m in Mask.classes() if not m.none and which(m))
+
+
+_WINDOWED = _masks(lambda m: m.windowed)
+_UNEQUAL = ("cross", "broadcast_q")  # the modes with query lengths of their own
+_STRIDED = tuple(c for c in LAYOUTS if c != "contiguous")
+_OTHER_DV = ("other_same_padding", "narrower_other_padding", "wider_other_padding")
+
+COVERAGE: dict[str, CoverageClass] = {
+    "self": CoverageClass("self-attention", of=(("mode", ("self",)),)),
+    "cross": CoverageClass("cross-attention (separate query offsets)", of=(("mode", ("cross",)),)),
+    "broadcast_q": CoverageClass("broadcast-Q (one dense Q for every sequence)", of=(("mode", ("broadcast_q",)),)),
+    "broadcast_q_multi_tile": CoverageClass(
+        "broadcast-Q with L_q spanning more than one BLOCK_M tile", of=(("mode", ("broadcast_q",)),)),
+    "zero_length_q": CoverageClass("a sequence with no query rows"),
+    "zero_length_k": CoverageClass("a sequence with no keys"),
+    "all_empty": CoverageClass("every sequence has no keys"),
+    "total_lt_batch": CoverageClass("fewer key tokens in total than sequences"),
+    "one_token": CoverageClass("a 1-token query or key sequence"),
+    "single_sequence": CoverageClass("a batch of one sequence"),
+    "no_sequences": CoverageClass("a batch of no sequence (B = 0: offsets of one entry)"),
+    "tile_boundary": CoverageClass("a length at a multiple of BLOCK_M (queries) or BLOCK_N (keys) +-1"),
+    "multi_tile": CoverageClass("a sequence spanning more than one tile"),
+    "prime_length": CoverageClass("a prime length >= 5"),
+    "skew": CoverageClass("the longest sequence is >= 8x the median of the others (one mega-sequence)"),
+    "q_ne_k": CoverageClass("a sequence whose query length differs from its key length", of=(("mode", _UNEQUAL),)),
+    "causal_top_left": CoverageClass(
+        "causal, top-left alignment", of=(_masks(lambda m: m.causal and m.alignment == "top_left"),)),
+    "causal_bottom_right": CoverageClass(
+        "causal, bottom-right alignment", of=(_masks(lambda m: m.causal and m.alignment == "bottom_right"),)),
+    "causal_misaligned": CoverageClass(
+        "causal with some query length != key length (alignment matters)",
+        of=(_masks(lambda m: m.causal), ("mode", _UNEQUAL))),
+    "window": CoverageClass("a sliding window (left, right)", of=(_WINDOWED,)),
+    "window_causal": CoverageClass("a sliding window with causal", of=(_masks(lambda m: m.causal and m.windowed),)),
+    "window_zero": CoverageClass("a window side of 0 (only the diagonal on that side)", of=(_WINDOWED,)),
+    "window_asymmetric": CoverageClass(
+        "a window with left != right", of=(_WINDOWED, ("window", ("wider_left", "wider_right")))),
+    "window_unbounded_side": CoverageClass(
+        "a window side of -1 (unbounded)", of=(_WINDOWED, ("window", ("left_unbounded", "right_unbounded")))),
+    "window_tile_edge": CoverageClass("a window side at BLOCK_M or BLOCK_N +-1", of=(_WINDOWED,)),
+    "window_wider_than_sequence": CoverageClass(
+        "a window side at least as long as the longest sequence", of=(_WINDOWED,)),
+    "window_empty_rows": CoverageClass(
+        "a query row the window leaves with no key (its keys are all out of reach)", of=(_WINDOWED,)),
+    "gqa": CoverageClass("grouped-query attention (1 < H_kv < H_q)", of=(("heads", ("gqa_pow2", "gqa_non_pow2")),)),
+    "mqa": CoverageClass("multi-query attention (H_kv = 1 < H_q)", of=(("heads", ("mqa",)),)),
+    "odd_head_dim": CoverageClass("an odd query/key or value head dim", of=(("head_dim", ("odd",)),)),
+    "non_pow2_head_dim": CoverageClass(
+        "a head dim that is not a power of two", of=(("head_dim", ("odd", "non_pow2_even")),)),
+    "distinct_value_head_dim": CoverageClass(
+        "value head dim != query/key head dim", of=(("value_dim", _OTHER_DV),)),
+    "offsets_nonzero_start": CoverageClass("offsets[0] > 0 (a view into a larger buffer)"),
+    "distinct_offsets_start": CoverageClass(
+        "q_offsets[0] != k_offsets[0] (cross-attention)", of=(("offsets_start", ("distinct",)), ("mode", ("cross",)))),
+    "strided_offsets": CoverageClass(
+        "offsets as strided views (columns of one [B + 1, 2] tensor; outside the contract)"),
+    "int64_offsets": CoverageClass("int64 offsets"),
+    "strided": CoverageClass(
+        "non-contiguous q/k/v/dO", of=(("layout", _STRIDED),)),
+    "head_dim_strided": CoverageClass(
+        "q/k/v/dO with a head-dim stride other than 1", of=(("layout", ("head_dim_strided",)),)),
+    "offset_overflow": CoverageClass("a tensor with more than 2**31 elements (int32 index overflow)"),
+    "large_logits": CoverageClass("large logits (saturated softmax)"),
+    "correlated": CoverageClass("low-rank, correlated activations"),
+    "near_ties": CoverageClass("near-tied scores"),
+    "tiny": CoverageClass("tiny values"),
+    "float32": CoverageClass("float32", of=(("dtype", ("float32",)),)),
+    "bfloat16": CoverageClass("bfloat16", of=(("dtype", ("bfloat16",)),)),
+    "float16": CoverageClass("float16", of=(("dtype", ("float16",)),)),
 }
+CLASSES: dict[str, str] = {name: c.description for name, c in COVERAGE.items()}
 
 # Window classes: reached only for kernels that declare a window mask.
 WINDOW_CLASSES = tuple(c for c in CLASSES if c.startswith("window"))
@@ -88,40 +129,15 @@ def expected_classes(device_type: str = "cpu", capabilities=None) -> tuple[str, 
 
 def unsupported_classes(caps) -> set[str]:
     """The classes no case inside ``caps`` (a kernel's :class:`~jfa_verify.protocol.kernel.Capabilities`) can reach,
-    read off the contract model's support rules (:mod:`jfa_verify.cases.dimensions`, the rules its covering arrays
-    follow): modes, masks and windows (and the two together), GQA/MQA, head dims, dtypes, strided inputs."""
-    from jfa_verify.cases.construct import head_dims_for
-    from jfa_verify.cases.dimensions import dimension
+    read off the contract model (:mod:`jfa_verify.cases.dimensions`, whose support rules its covering arrays
+    follow): a class is out when, for some dimension it is a view of (:attr:`CoverageClass.of`), the kernel
+    reaches none of the classes named."""
+    from jfa_verify.cases.construct import reachable
+    from jfa_verify.cases.dimensions import Target
 
-    def ok(dim: str, *classes: str) -> bool:
-        return any(dimension(dim).support(c, caps) is None for c in classes)
-
-    def dims(head_dim=None, value_dim=None) -> bool:
-        return head_dims_for(head_dim, value_dim, caps) is not None
-
-    unequal = ok("mode", "cross", "broadcast_q")  # some L_q != L_k
-    masks = [m for m in map(Mask.parse, dimension("mask").classes) if ok("mask", str(m))]
-    causal = any(m.causal for m in masks)
-    windowed, causal_window = any(m.windowed for m in masks), any(m.causal and m.windowed for m in masks)
-    other_dv = [c for c in dimension("value_dim").classes if c != "same"]
-    reach = {
-        "self": ok("mode", "self"), "cross": ok("mode", "cross"), "broadcast_q": ok("mode", "broadcast_q"),
-        "broadcast_q_multi_tile": ok("mode", "broadcast_q"), "q_ne_k": unequal,
-        "distinct_offsets_start": ok("offsets_start", "distinct") and ok("mode", "cross"),
-        **{f"causal_{a}": any(m.causal and m.alignment == a for m in masks) for a in CAUSAL_ALIGNMENTS},
-        "causal_misaligned": causal and unequal,
-        "gqa": ok("heads", "gqa_pow2", "gqa_non_pow2"), "mqa": ok("heads", "mqa"),
-        "odd_head_dim": dims("odd"),  # an odd D_v is a head dim the kernel takes too
-        "non_pow2_head_dim": dims("odd") or dims("non_pow2_even"),
-        "distinct_value_head_dim": ok("value_dim", *other_dv) and any(dims(None, v) for v in other_dv),
-        "strided": ok("layout", "strided", "mixed", "padded_to_16"), "head_dim_strided": ok("layout", "head_dim_strided"),
-        **{c: ok("dtype", c) for c in ("float32", "bfloat16", "float16")},
-        **{c: windowed for c in WINDOW_CLASSES},
-        "window_causal": causal_window,
-    }
-    reach["window_asymmetric"] = reach["window"] and ok("window", "wider_left", "wider_right")
-    reach["window_unbounded_side"] = reach["window"] and ok("window", "left_unbounded", "right_unbounded")
-    return {c for c, reachable in reach.items() if not reachable}
+    target = Target(caps)
+    return {name for name, c in COVERAGE.items()
+            if not all(any(reachable(d, cls, target) for cls in classes) for d, classes in c.of)}
 
 
 def _near_multiple(n: int, block: int) -> bool:

@@ -31,7 +31,7 @@ from jfa_verify.core.dtypes import DTYPES, dtype_name
 from jfa_verify.protocol.kernel import Capabilities, Kernel, tiles_for_shape
 
 __all__ = ["DIMENSIONS", "Dimension", "LENGTH_DIMENSIONS", "Target", "classify", "dimension", "padded_width",
-           "relation_of", "tile_count", "tile_shape", "window_shape"]
+           "relation_of", "tile_count", "tile_shape", "window_of", "window_shape"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,6 +162,16 @@ def window_shape(window: Optional[tuple[int, int]], causal: bool) -> str:
     return "symmetric" if left == right else ("wider_left" if left > right else "wider_right")
 
 
+def window_of(shape: str, causal: bool, bn: int) -> Optional[tuple[int, int]]:
+    """A window of ``shape`` (the window dimension's class) with its bounded sides just past a KV tile of ``bn``
+    keys, a narrow side of one key; under causal the right side (capped at the diagonal) is given wide, so a
+    kernel that forgets the cap shows it. ``window_shape(window_of(shape, causal, bn), causal)`` is ``shape``
+    wherever a causal window can have it (not ``wider_right`` nor ``right_unbounded``)."""
+    wide = bn + 1
+    return {"none": None, "symmetric": (0, wide) if causal else (wide, wide), "wider_left": (wide, 1),
+            "wider_right": (1, wide), "left_unbounded": (-1, wide), "right_unbounded": (wide, -1)}[shape]
+
+
 def _edges(case: Case, target: Target) -> set[str]:
     q, k = case.query_lengths, case.kv_lengths
     out = set()
@@ -276,7 +286,8 @@ class Dimension:
     """One dimension of the contract: its classes (name -> what it means) and how a case is classified.
 
     ``classify(case, target) -> set[str]``; ``support(cls, capabilities) -> reason or None`` says
-    why a kernel cannot run a class at all (its pairs are then outside the kernel's support).
+    why a kernel cannot run a class at all (its pairs are then outside the kernel's support). How a case of
+    each class is built: :data:`jfa_verify.cases.construct.BUILDERS`.
     ``lengths``: the class is decided by the sequence lengths (:mod:`jfa_verify.cases.construct` searches
     them jointly).
     """
