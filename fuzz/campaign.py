@@ -289,8 +289,9 @@ def run_campaign(
         backward: run the backward pass too (when the kernel has one).
         shrink: shrink a new failure to a minimal case (otherwise keep it as found).
         plugins: plugin files the kernel came from (named in replay commands; loaded by isolated workers).
-        database: a folder or ``redis://HOST:PORT`` (see :func:`~jfa_verify.fuzz.database.open_database`),
-            an :class:`ExampleDatabase`, or None for ``<corpus_dir>/.hypothesis``.
+        database: a folder or a Redis URL, ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`` or ``rediss://`` (see
+            :func:`~jfa_verify.fuzz.database.open_database`), an :class:`ExampleDatabase`, or None for
+            ``<corpus_dir>/.hypothesis``.
         read_from: databases read through but never written (``MultiplexedDatabase``).
         duration_s, deadline: stop after this many seconds, or at this ``time.time()``.
         isolate: run cases in a worker process (crashes and hangs become findings).

@@ -1,7 +1,8 @@
 """Hypothesis example databases for campaigns: a folder, Redis, or read-through of another database.
 
 ``--database`` takes a folder path (Hypothesis's :class:`DirectoryBasedExampleDatabase`, safe for
-several processes on one machine) or ``redis://HOST:PORT[/DB]`` (:class:`RedisExampleDatabase`,
+several processes on one machine) or a Redis URL, ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`` or
+``rediss://...`` for TLS, the password best in ``$JFA_REDIS_PASSWORD`` (:class:`RedisExampleDatabase`,
 for workers on several machines; needs the ``redis`` package: ``pip install 'jfa-verify[redis]'``).
 ``--read-from`` adds databases that are read but never written
 (:class:`MultiplexedDatabase` over :class:`ReadOnlyDatabase`): start from a CI database without
@@ -15,7 +16,7 @@ the campaign treats it as known (Hypothesis would otherwise delete an example th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 from hypothesis.database import (DirectoryBasedExampleDatabase, ExampleDatabase, MultiplexedDatabase,
                                  ReadOnlyDatabase)
@@ -23,43 +24,96 @@ from hypothesis.database import (DirectoryBasedExampleDatabase, ExampleDatabase,
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.paths import folder_problem
 
-__all__ = ["CampaignDatabase", "open_database", "parse_redis_url"]
+__all__ = ["PASSWORD_VARIABLE", "CampaignDatabase", "RedisURL", "open_database", "parse_redis_url", "redacted"]
 
 
-def parse_redis_url(spec: str) -> tuple[str, int, int]:
-    """``redis://HOST:PORT[/DB]`` -> ``(host, port, db)``.
+PASSWORD_VARIABLE = "JFA_REDIS_PASSWORD"  # the Redis password, kept off the command line (and out of `ps`)
+_SCHEMES = ("redis://", "rediss://")
+CONNECT_TIMEOUT_S = 20.0  # (a TLS handshake with a plain server waits for ever without one)
+_FORM = "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (rediss:// for TLS)"
+
+
+class RedisURL(NamedTuple):
+    """A parsed Redis URL (:func:`parse_redis_url`)."""
+
+    host: str
+    port: int
+    db: int
+    username: Optional[str] = None
+    password: Optional[str] = None
+    tls: bool = False
+
+
+def redacted(spec: str) -> str:
+    """``spec`` with the password of a Redis URL replaced by ``***`` (for messages and reports)."""
+    scheme, sep, rest = spec.partition("://")
+    userinfo, at, hostpart = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return spec
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{hostpart}"
+
+
+def parse_redis_url(spec: str, environ: Optional[Mapping[str, str]] = None) -> RedisURL:
+    """A Redis URL in the standard forms: ``redis://HOST[:PORT][/DB]``, with ``USER:PASSWORD@`` or ``:PASSWORD@``
+    before the host (percent-encoded where needed), ``rediss://`` for TLS; the port defaults to 6379, the database
+    to 0. A URL without a password takes ``$JFA_REDIS_PASSWORD`` (``environ``, default ``os.environ``) when set,
+    so that the password need not be on the command line.
 
     Raises:
-        InvalidInput: no host, a port that is not an integer in 1..65535, or a db that is not an integer >= 0.
+        InvalidInput: another scheme, no host, a port that is not an integer in 1..65535, or a db that is not an
+            integer >= 0; the message never holds the password.
     """
-    rest = spec[len("redis://"):]
-    hostport, _, db = rest.partition("/")
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InvalidInput(f"--database {spec!r}: expected redis://HOST:PORT[/DB], e.g. redis://localhost:6379")
-    if db and not db.isdigit():
-        raise InvalidInput(f"--database {spec!r}: the database number {db!r} is not an integer >= 0")
-    return host, int(port), int(db or 0)
+    import os
+    from urllib.parse import unquote, urlsplit
+
+    environ = os.environ if environ is None else environ
+    shown = redacted(spec)
+    if not spec.startswith(_SCHEMES):
+        raise InvalidInput(f"--database {shown!r}: expected {_FORM}, e.g. redis://localhost:6379")
+    try:
+        url = urlsplit(spec)
+        port = url.port
+    except ValueError:
+        port = -1
+    if port == -1 or not url.hostname or url.query or url.fragment:
+        raise InvalidInput(f"--database {shown!r}: expected {_FORM}, e.g. redis://localhost:6379")
+    db = url.path.lstrip("/")
+    if db and not db.isdigit() or url.path.count("/") > 1:
+        raise InvalidInput(f"--database {shown!r}: the database number {db!r} is not an integer >= 0")
+    password = unquote(url.password) if url.password is not None else environ.get(PASSWORD_VARIABLE) or None
+    return RedisURL(url.hostname, port or 6379, int(db or 0), unquote(url.username) if url.username else None,
+                    password, url.scheme == "rediss")
 
 
 def _one(spec: str) -> ExampleDatabase:
-    if spec.startswith("redis://"):
-        host, port, db = parse_redis_url(spec)
+    if spec.startswith(_SCHEMES):
+        url = parse_redis_url(spec)
+        shown = redacted(spec)
         try:
             import redis
             from hypothesis.extra.redis import RedisExampleDatabase
         except ImportError:
-            raise InvalidInput(f"--database {spec}: the redis package is not installed; "
+            raise InvalidInput(f"--database {shown}: the redis package is not installed; "
                                f"pip install 'jfa-verify[redis]'") from None
-        client = redis.Redis(host=host, port=port, db=db)
+        client = redis.Redis(host=url.host, port=url.port, db=url.db, username=url.username, password=url.password,
+                             ssl=url.tls, socket_connect_timeout=CONNECT_TIMEOUT_S)
         try:
             client.ping()
-        except redis.exceptions.ConnectionError as e:
-            raise InvalidInput(f"--database {spec}: no Redis server answers there ({e}); start one "
-                               f"(redis-server --port {port}) or give a folder") from None
+        except (redis.exceptions.AuthenticationError, redis.exceptions.ResponseError) as e:
+            if not isinstance(e, redis.exceptions.AuthenticationError) and "auth" not in str(e).lower():
+                raise
+            if url.password is None:  # (NOAUTH, or HELLO refused: the server needs one and none was given)
+                raise InvalidInput(f"--database {shown}: the Redis server needs a password ({e}); set "
+                                   f"${PASSWORD_VARIABLE} (or give redis://[USER]:PASSWORD@HOST:PORT)") from None
+            raise InvalidInput(f"--database {shown}: the Redis server refused the credentials ({e}); give the password "
+                               f"in ${PASSWORD_VARIABLE} (or in the URL: redis://[USER]:PASSWORD@HOST:PORT)") from None
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as e:
+            tls = ("; a TLS server needs rediss://" if not url.tls else "; is it a TLS server? (rediss:// is TLS)")
+            raise InvalidInput(f"--database {shown}: no Redis server answers there ({e}); start one "
+                               f"(redis-server --port {url.port}) or give a folder{tls}") from None
         return RedisExampleDatabase(client)
     if "://" in spec:
-        raise InvalidInput(f"--database {spec!r}: only folders and redis://HOST:PORT are supported")
+        raise InvalidInput(f"--database {redacted(spec)!r}: only folders and {_FORM} are supported")
     path = Path(spec)
     if path.exists() and not path.is_dir():
         raise InvalidInput(f"--database {spec}: is a file; give a folder (created if missing)")
