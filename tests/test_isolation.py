@@ -6,7 +6,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,6 @@ from jfa_verify.run.isolation import CaseWorker, WorkerSpec, sticky_device_error
 from jfa_verify.protocol.registry import load_plugin
 from tests.helpers import interruptible, signal_when
 
-ROOT = Path(__file__).resolve().parents[1]
 # Six cases of the CPU default suite: self/bf16, broadcast/bf16, self/fp16, cross-causal/fp16, self-causal/fp32,
 # broadcast/fp32. The plugin hangs on the non-causal float16 one and aborts on the float32 broadcast-Q one.
 FILTER = "layout-7-3-19-5-11"
@@ -26,7 +24,7 @@ HANG = "dtype == torch.float16 and not causal"
 
 
 def _cli(*args, timeout=300, **kw):
-    return subprocess.run([sys.executable, "-m", "jfa_verify.cli", *map(str, args)], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "jfa_verify.cli", *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, **kw)
 
 
@@ -34,7 +32,7 @@ def _start_run(plugin, kernel, repro, report):
     """``jfa-verify run`` on the six FILTER cases, in the background, without a timeout."""
     return subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(plugin),
                              "--kernel", kernel, "--filter", FILTER, "--reproducers", str(repro), "--report",
-                             str(report), "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             str(report), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=interruptible)
 
 
@@ -451,3 +449,49 @@ def test_a_case_worker_whose_parent_is_gone_ends_quietly(tmp_path):
     """)
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "exit 0" and "Traceback" not in proc.stderr, proc.stdout + proc.stderr[-3000:]
+
+
+def test_a_crash_in_the_relation_checks_is_a_finding_exit_4_not_the_end_of_the_run(tmp_path, misbehaving_plugin,
+                                                                                    monkeypatch):
+    """Regression (issue 43, 15): a kernel that crashed in the relation checks (a planted bug reading keys through
+    the wrong offsets) killed ``jfa-verify run`` itself with SIGSEGV after every case was judged: the checks ran in
+    the main process, and the report was left ``finished: false``. Here the kernel aborts on a batch of one
+    sequence, which only the batch-invariance check calls."""
+    import contextlib
+
+    import jfa_verify.checks.suites as suites
+    from jfa_verify.checks.relations import Relation
+    from jfa_verify.core.device import select_device
+    from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.workflows.suite_run import RunRequest, exit_code, run_suite
+
+    plugin = misbehaving_plugin("aborts_alone", crash="B == 1")
+    case = Case(kv_lengths=(3, 5), head_dim=16, dtype="float32", name="two-sequences")
+    suite = suites.Suite("tiny", (case,), "one case and its batch-invariance check",
+                         (Relation("batch_invariance", case),))
+    monkeypatch.setattr(suites, "get_suite", lambda *a, **k: suite)
+
+    class Quiet:
+        def planned(self, kernel, suite, cases):
+            pass
+
+        @contextlib.contextmanager
+        def verifying(self, kernel, total):
+            yield lambda result: None
+
+        def verified(self, kernel, results, coverage, pairs):
+            pass
+
+    request = RunRequest(kernel="aborts_alone", suite="tiny", report=str(tmp_path / "r.json"),
+                         reproducers=str(tmp_path / "repro"), plugins=(str(plugin),))
+    outcome = run_suite(request, select_device("cpu"), lambda: (load_plugin(plugin), get_kernel("aborts_alone"))[1],
+                        Quiet())
+    assert [r.status for r in outcome.results] == ["pass"]
+    (line,) = outcome.findings
+    assert line.startswith("[CRASH] relation batch_invariance on two-sequences: the kernel's process died in the "
+                           "check: worker process killed by SIGABRT"), line
+    assert exit_code(outcome) == ExitCode.CRASH == 4
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["finished"] is True and report["relation_checks"]["crashed"] == 1, report["relation_checks"]
+    (call_file,) = (tmp_path / "repro").glob("*.calls.json")
+    assert json.loads(call_file.read_text())["status"] == "crash"

@@ -24,8 +24,11 @@ from typing import Callable, Optional, Sequence
 from jfa_verify.cases.case import Case
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.checks.relations import RELATIONS, Relation
+from jfa_verify.run.isolation import CaseWorker, WorkerSpec
+from jfa_verify.run.runner import _traceback_tail
 
-__all__ = ["FORMAT", "check_relations", "is_call_file", "read_call_file", "replay", "write_call_file"]
+__all__ = ["FORMAT", "RelationWorker", "check_relations", "is_call_file", "read_call_file", "relation_status",
+           "replay", "write_call_file"]
 
 FORMAT = "jfa-verify-calls/1"
 
@@ -84,34 +87,90 @@ def replay(path: "str | Path", kernel, device) -> Optional[str]:
 
 
 def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str | None", *,
-                    plugins: Sequence[str] = (), on_checked: Optional[Callable[[Optional[str]], None]] = None
-                    ) -> list[str]:
+                    plugins: Sequence[str] = (), on_checked: Optional[Callable[[Optional[str]], None]] = None,
+                    isolate: bool = False, timeout_s: Optional[float] = None) -> list[str]:
     """Check each relation, its call file written first under ``corpus`` (None: no files) and kept
     only when the relation breaks; returns one finding line (with the replay command) per broken one.
     ``on_checked``: called after each relation with its finding line, or None where it held (a caller stopped
-    midway keeps what was checked)."""
+    midway keeps what was checked).
+
+    ``isolate``: run the checks in a worker process (:class:`RelationWorker`), as the cases are: a kernel that
+    crashes there (a segfault, an abort, a sticky CUDA error) is a finding line starting ``[CRASH]``, one still
+    running after ``timeout_s`` (None: no limit) a line starting ``[HANG]``, and the next relation gets a fresh
+    worker; in this process, the crash would take the whole run with it (issue 43, 15). The kernel must then
+    come from a plugin file or an installed entry point (:class:`~jfa_verify.run.isolation.CaseWorker`).
+    """
     from jfa_verify.run.corpus import CALL_FILE_SUFFIX, replay_command
 
     out = []
-    for i, relation in enumerate(relations):
-        path = None
-        if corpus is not None:
-            name = f"{relation.case.case_id()}-{relation.name}-{kernel.name}{CALL_FILE_SUFFIX}"
-            path = write_call_file(Path(corpus) / name, relation, kernel=kernel.name, device=str(device),
-                                   plugins=tuple(plugins))
-        finding = relation.check(kernel, device)
-        if finding is None:
+    worker = RelationWorker(_relation_spec(kernel, device, plugins)) if isolate else None
+    try:
+        for relation in relations:
+            path = None
+            if corpus is not None:
+                name = f"{relation.case.case_id()}-{relation.name}-{kernel.name}{CALL_FILE_SUFFIX}"
+                path = write_call_file(Path(corpus) / name, relation, kernel=kernel.name, device=str(device),
+                                       plugins=tuple(plugins))
+            if worker is None:
+                status, finding = "fail", relation.check(kernel, device)
+            else:
+                status, finding = worker.check(relation, timeout_s)
+            if finding is None:
+                if path is not None:
+                    path.unlink(missing_ok=True)
+                if on_checked is not None:
+                    on_checked(None)
+                continue
+            where = relation.case.name or relation.case.describe()
+            line = f"[{status.upper()}] relation {relation.name} on {where}: {finding}"
             if path is not None:
-                path.unlink(missing_ok=True)
+                write_call_file(path, relation, kernel=kernel.name, device=str(device), status=status,
+                                finding=finding, plugins=tuple(plugins))
+                line += f"\n  replay: {replay_command(path, kernel.name, plugins)}"
+            out.append(line)
             if on_checked is not None:
-                on_checked(None)
-            continue
-        line = f"[FAIL] relation {relation.name} on {relation.case.name or relation.case.describe()}: {finding}"
-        if path is not None:
-            write_call_file(path, relation, kernel=kernel.name, device=str(device), status="fail", finding=finding,
-                            plugins=tuple(plugins))
-            line += f"\n  replay: {replay_command(path, kernel.name, plugins)}"
-        out.append(line)
-        if on_checked is not None:
-            on_checked(line)
+                on_checked(line)
+    finally:
+        if worker is not None:
+            worker.close()
     return out
+
+
+def relation_status(line: str) -> str:
+    """The verdict of a finding line of :func:`check_relations`: ``"crash"``, ``"hang"``, ``"error"`` or ``"fail"``."""
+    for status in ("crash", "hang", "error"):
+        if line.startswith(f"[{status.upper()}] relation "):
+            return status
+    return "fail"
+
+
+def _relation_spec(kernel, device, plugins) -> WorkerSpec:
+    return WorkerSpec(kernel=kernel.name, device_type=str(device).split(":")[0], plugins=tuple(plugins))
+
+
+def _answer_relations(conn, spec, kernel, device) -> None:
+    """A :class:`RelationWorker`'s child loop: one relation's finding (or None) per relation received."""
+    while True:
+        relation = conn.recv()
+        if relation is None:
+            return
+        try:
+            conn.send(("answer", relation.check(kernel, device)))
+        except Exception as e:  # jfa-verify's own failure, not the kernel's: said so, with where
+            conn.send(("not-judged", f"not judged: {type(e).__name__}: {e}\n{_traceback_tail(e)}"))
+
+
+class RelationWorker(CaseWorker):
+    """Runs relation checks in a child process, as :class:`~jfa_verify.run.isolation.CaseWorker` runs cases:
+    :meth:`check` returns ``(status, finding)``, a death of the child a ``"crash"``."""
+
+    _answer = staticmethod(_answer_relations)
+
+    def check(self, relation: Relation, timeout_s: Optional[float] = None) -> tuple[str, Optional[str]]:
+        """``("fail", finding or None)``, ``("error", "not judged: ...")`` for jfa-verify's own failure,
+        ``("crash", why)`` when the child died, ``("hang", why)`` past ``timeout_s``."""
+        kind, answer, _ = self._call(relation, timeout_s)
+        if kind != "answer":
+            return kind, f"the kernel's process died in the check: {answer}" if kind == "crash" else answer
+        what, finding = answer
+        return ("fail" if what == "answer" else "error"), finding

@@ -97,9 +97,9 @@ def release_cached_memory(device) -> bool:
     return True
 
 
-def _serve(conn, spec: WorkerSpec, owner: int) -> None:
+def _serve(conn, spec: WorkerSpec, owner: int, answer=None) -> None:
     """The child: load the kernel as ``owner`` (the process that started it) did, then answer one case per message
-    until told to stop."""
+    until told to stop (``answer(conn, spec, kernel, device)``: another worker's loop, default :func:`_answer`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
     from jfa_verify.run.interrupts import exit_with_parent
 
@@ -119,7 +119,7 @@ def _serve(conn, spec: WorkerSpec, owner: int) -> None:
         return
     try:
         conn.send(("ready", os.getpid()))
-        _answer(conn, spec, kernel, device)
+        (answer or _answer)(conn, spec, kernel, device)
     except (EOFError, OSError):  # the parent went away (killed: a broken pipe or a reset connection): end quietly,
         return  # not with a traceback on the terminal (a new user's kill -9 of a campaign printed one per orphan)
 
@@ -180,6 +180,8 @@ class CaseWorker:
             be isolated: register it from a plugin file or an entry point).
     """
 
+    _answer = None  # the child's loop (a module-level function); None: :func:`_answer`, one verdict per case
+
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
         self._proc = None
@@ -193,7 +195,7 @@ class CaseWorker:
         t0 = time.perf_counter()
         ctx = _context()
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child, self.spec, os.getpid()), daemon=True,
+        proc = ctx.Process(target=_serve, args=(child, self.spec, os.getpid(), self._answer), daemon=True,
                            name="jfa-verify-case-worker")
         from jfa_verify.run.interrupts import children_start_deaf
 
@@ -265,6 +267,33 @@ class CaseWorker:
         """The current child's process id (None before the first case or after a crash)."""
         return self._proc.pid if self._proc is not None else None
 
+    def _call(self, message, timeout_s: Optional[float]) -> tuple[str, object, float]:
+        """Send ``message`` to the child (started first when there is none) and wait for its answer:
+        ``("answer", answer, seconds)``, or ``("hang", why, seconds)`` past ``timeout_s`` and ``("crash", why,
+        seconds)`` when the child died; the child is killed in both, and the next call starts another."""
+        if self._conn is None:
+            self._start()
+        t0 = time.perf_counter()
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, OSError):  # died between cases (e.g. killed from outside): start again
+            self.kill()
+            self._start()
+            self._conn.send(message)
+        proc, conn = self._proc, self._conn  # kept: kill() from another thread clears the attributes
+        ready = conn.poll(timeout_s)  # also True when the child died (end of file)
+        elapsed = time.perf_counter() - t0
+        if not ready:
+            self.kill()
+            return "hang", f"no verdict after {timeout_s:g} s (--timeout); the worker process was killed", elapsed
+        try:
+            return "answer", conn.recv(), elapsed
+        except (EOFError, OSError):
+            proc.join(10)
+            message = _death(proc.exitcode)
+            self.kill()
+            return "crash", message, elapsed
+
     # -- cases ---------------------------------------------------------------------
     def run(self, case: Case, timeout_s: Optional[float] = None, *, backward: Optional[bool] = None,
             memory: Optional[str] = None) -> CaseResult:
@@ -277,31 +306,10 @@ class CaseWorker:
         Raises:
             KernelConfigError: the kernel's ``load()`` returned no implementation in the child.
         """
-        if self._conn is None:
-            self._start()
         backward = self.spec.backward if backward is None else backward
-        t0 = time.perf_counter()
-        try:
-            self._conn.send((case, backward, memory))
-        except (BrokenPipeError, OSError):  # died between cases (e.g. killed from outside): start again
-            self.kill()
-            self._start()
-            self._conn.send((case, backward, memory))
-        proc, conn = self._proc, self._conn  # kept: kill() from another thread clears the attributes
-        ready = conn.poll(timeout_s)  # also True when the child died (end of file)
-        elapsed = time.perf_counter() - t0
-        if not ready:
-            self.kill()
-            return crash_result(case, self.spec.kernel, "hang",
-                                f"no verdict after {timeout_s:g} s (--timeout); the worker process was killed",
-                                self.spec.plugins, elapsed)
-        try:
-            result = conn.recv()
-        except (EOFError, OSError):
-            proc.join(10)
-            message = _death(proc.exitcode)
-            self.kill()
-            return crash_result(case, self.spec.kernel, "crash", message, self.spec.plugins, elapsed)
+        kind, result, elapsed = self._call((case, backward, memory), timeout_s)
+        if kind != "answer":
+            return crash_result(case, self.spec.kernel, kind, result, self.spec.plugins, elapsed)
         if isinstance(result, tuple) and result[0] == "config-error":
             raise KernelConfigError(result[1], self.spec.kernel)
         if isinstance(result, tuple) and result[0] == "invalid-input":

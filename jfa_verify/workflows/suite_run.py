@@ -134,7 +134,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     from jfa_verify.cases.coverage import Coverage
     from jfa_verify.cases.dimensions import Target
     from jfa_verify.cases.pairs import PairCoverage
-    from jfa_verify.checks.calls import check_relations
+    from jfa_verify.checks.calls import check_relations, relation_status
     from jfa_verify.run.interrupts import terminate_as_interrupt
     from jfa_verify.run.loop import Verifier
     from jfa_verify.run.report import run_report, write_json
@@ -160,6 +160,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
                  "finished": finished and not outcome.interrupted, "cases_planned": len(cases),
                  "pairs": pairs.to_dict(), "relations": broken,
                  "relation_checks": {"run": len(outcome.checked), "broken": len(broken),
+                                     "crashed": sum(relation_status(f) == "crash" for f in broken),
                                      "not_run_because": not_run_because}}
         outcome.report = write_json(request.report, run_report(results, kernel=kernel.name, device=device,
                                                                suite_note=suite.note, coverage=coverage.to_dict(),
@@ -173,15 +174,16 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     write_report("the run ended before they finished", finished=False)
     observer.verified(kernel, results, coverage, pairs)
     counts = outcome.counts()
-    # Checks across calls (permutation, batch invariance) run in this process: not after a crash or hang,
-    # and not on a filtered or interrupted run.
+    # Checks across calls (permutation, batch invariance): not after a crash or hang, and not on a filtered or
+    # interrupted run. In a worker process when the cases were (a kernel that crashed in them killed the run itself,
+    # its report left unfinished: issue 43, 15); a crash there is a finding, exit 4.
     outcome.skipped = next((why for why, cond in (("--filter", request.filter), ("--max-cases", request.max_cases),
                                                   ("interrupted", outcome.interrupted), ("a crash", counts["crash"]),
                                                   ("a hang", counts["hang"])) if cond), None)
     outcome.relations = [] if outcome.skipped else list(suite.relations)
     try:
         check_relations(outcome.relations, kernel, device, request.reproducers, plugins=request.plugins,
-                        on_checked=outcome.checked.append)
+                        on_checked=outcome.checked.append, isolate=request.isolate)
     except KeyboardInterrupt:  # the cases' verdicts stand, and so do the relations checked by then
         outcome.interrupted = True
     left = len(outcome.relations) - len(outcome.checked)
@@ -190,9 +192,10 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
 
 def exit_code(outcome: RunOutcome) -> int:
     """The run's exit status by its verdicts and broken relations (:func:`~jfa_verify.core.exits.exit_code_for`)."""
+    from jfa_verify.checks.calls import relation_status
     from jfa_verify.core.exits import exit_code_for
 
-    return int(exit_code_for([r.status for r in outcome.results] + ["fail"] * len(outcome.findings)))
+    return int(exit_code_for([r.status for r in outcome.results] + [relation_status(f) for f in outcome.findings]))
 
 
 __all__ = ["RunObserver", "RunOutcome", "RunRequest", "check_runs_on", "exit_code", "run_suite"]
