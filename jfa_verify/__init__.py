@@ -7,7 +7,8 @@ Public API (everything else is internal):
   :class:`LaunchPlan`, :class:`PassPlan`, :class:`Visits`, :class:`Kernel`;
 * the registry: :func:`register_kernel`, :func:`get_kernel`, :func:`kernel_names`, :func:`load_plugin`;
 * cases: :class:`Case` (frozen, JSON round-trip, deterministic tensors);
-* running and judging: :func:`run_case`, :class:`CaseResult`, :func:`compare_output`, :class:`Verifier`;
+* running and judging: :func:`run_case`, :class:`CaseResult`, :func:`compare_output`, :class:`Verifier`,
+  :class:`RunSettings` (a run's settings, passed whole);
 * errors: :class:`JFAError` and its subclasses.
 
 Hypothesis strategies live in :mod:`jfa_verify.strategies`, the references in
@@ -31,6 +32,7 @@ _EXPORTS = {
     "PassPlan": "protocol.kernel", "TileSizes": "protocol.kernel", "Visits": "protocol.kernel",
     "get_kernel": "protocol.registry", "kernel_names": "protocol.registry", "load_plugin": "protocol.registry", "register_kernel": "protocol.registry",
     "CaseResult": "run.runner", "run_case": "run.runner",
+    "RunSettings": "run.settings",
 }
 
 
@@ -66,6 +68,7 @@ __all__ = [
     "OutputComparison",
     "PassPlan",
     "PluginError",
+    "RunSettings",
     "TileSizes",
     "UnknownKernel",
     "UnsupportedCase",

@@ -14,10 +14,11 @@ import torch
 
 from jfa_verify.cases.case import Case
 from jfa_verify.run.corpus import Corpus
-from jfa_verify.core.errors import InvalidInput, KernelConfigError, PluginError
+from jfa_verify.core.errors import KernelConfigError, PluginError
 from jfa_verify.run.interrupts import interrupt_behind
 from jfa_verify.protocol.kernel import Kernel
 from jfa_verify.run.runner import CaseResult, ran_out_of_memory, run_case
+from jfa_verify.run.settings import RunSettings
 
 __all__ = ["Verifier"]
 
@@ -43,46 +44,40 @@ class Verifier:
         kernel: the registered kernel under test.
         device: where the cases run.
         corpus: the reproducer folder (a :class:`Corpus` or a path).
-        backward: judge the gradients too.
-        timeout_s: seconds a case may run before it is recorded as a hang (None: no limit).
-        plugins: the plugin files the kernel came from (named in replay commands and case files; loaded by
-            the isolated worker).
-        budgets: the budget table (None: the packaged one).
-        isolate: run cases in a worker process (see above).
-        worker_env: environment variables of the isolated worker (``CUDA_VISIBLE_DEVICES`` to pin it).
-        memory: as :func:`jfa_verify.run.runner.run_case`: None, or ``"nan"``/``"large"`` for guard bands around
-            every allocation and that fill of uninitialized memory (the gate's canary and recycled-memory runs).
-        accept: the kernel's declared conventions the user accepts (see :func:`jfa_verify.run.runner.run_case`).
-        jobs: isolated worker processes that run cases at the same time (``verify_all`` hands each the next
-            case; verdicts do not depend on it). On a GPU they share the card: Triton compiles a kernel's
+        settings: how cases run and are judged (:class:`~jfa_verify.run.settings.RunSettings`: ``backward``,
+            ``timeout_s``, ``plugins``, ``budgets``, ``isolate``, ``memory``, ``accept``, ``jobs``); None: the
+            defaults. ``jobs`` isolated workers run cases at the same time (``verify_all`` hands each the next
+            case; verdicts do not depend on it); on a GPU they share the card: Triton compiles a kernel's
             variants on the CPU, which is most of a suite's time on a fresh cache, so workers overlap it.
+        worker_env: environment variables of the isolated worker (``CUDA_VISIBLE_DEVICES`` to pin it).
+        **options: fields of :class:`~jfa_verify.run.settings.RunSettings` given one by one (``backward=False``),
+            applied over ``settings``.
 
     Raises:
-        InvalidInput: ``jobs`` < 1, or ``jobs`` > 1 without ``isolate``.
+        InvalidInput: a setting refused by :class:`~jfa_verify.run.settings.RunSettings` (``jobs`` < 1, or
+            ``jobs`` > 1 without ``isolate``, ...).
+        TypeError: an option that is no field of :class:`~jfa_verify.run.settings.RunSettings`.
 
     Use it as a context manager (or call :meth:`close`) to end an isolated worker.
     """
 
-    def __init__(self, kernel: Kernel, device: torch.device, corpus: "Corpus | str | Path", *, backward: bool = True,
-                 timeout_s: Optional[float] = None, plugins: Iterable[str] = (), budgets=None, isolate: bool = False,
-                 worker_env: Optional[dict] = None, memory: Optional[str] = None, accept: Iterable[str] = (),
-                 jobs: int = 1):
-        if not isinstance(jobs, int) or jobs < 1 or (jobs > 1 and not isolate):
-            raise InvalidInput(f"jobs={jobs!r}: give an integer >= 1; more than one needs isolated workers "
-                               f"(isolate=True, the CLI's default)")
+    def __init__(self, kernel: Kernel, device: torch.device, corpus: "Corpus | str | Path",
+                 settings: Optional[RunSettings] = None, *, worker_env: Optional[dict] = None, **options):
+        settings = (settings or RunSettings()).replace(**options) if options else (settings or RunSettings())
+        self.settings = settings
         self.kernel, self.device = kernel, torch.device(device)
         self.corpus = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
-        self.backward, self.timeout_s, self.budgets = backward, timeout_s, budgets
-        self.plugins = tuple(str(p) for p in plugins)
-        self.memory = memory
-        self.accept = tuple(accept)
+        self.backward, self.timeout_s, self.budgets = settings.backward, settings.timeout_s, settings.budgets
+        self.plugins = settings.plugins
+        self.memory = settings.memory
+        self.accept = settings.accept
         self.workers = []
-        if isolate:
+        if settings.isolate:
             from jfa_verify.run.isolation import CaseWorker, WorkerSpec
 
-            spec = WorkerSpec(kernel.name, self.device.type, self.plugins, backward, budgets,
+            spec = WorkerSpec(kernel.name, self.device.type, self.plugins, self.backward, self.budgets,
                               dict(worker_env or {}), self.accept)
-            self.workers = [CaseWorker(spec) for _ in range(jobs)]
+            self.workers = [CaseWorker(spec) for _ in range(settings.jobs)]
         self.worker = self.workers[0] if self.workers else None
         self._interrupted = threading.Event()  # set by verify_all when it ends its workers mid-case
         # verify_all's second runs of cases that ran out of device memory: [run again, no longer out of memory]
@@ -120,8 +115,7 @@ class Verifier:
                     if self._interrupted.is_set():  # its worker was killed by the interrupt (whatever run then
                         raise KeyboardInterrupt  # returned or raised): no verdict
                 else:
-                    result = run_case(case, self.kernel, self.device, backward=self.backward, budgets=self.budgets,
-                                      plugins=self.plugins, memory=self.memory, accept=self.accept)
+                    result = run_case(case, self.kernel, self.device, settings=self.settings)
             except KeyboardInterrupt:
                 self.corpus.discard(path)
                 if self.isolated:

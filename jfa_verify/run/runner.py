@@ -31,6 +31,7 @@ from jfa_verify.judge.localize import Location, locate, spread
 from jfa_verify.oracles import padded_sdpa_attention, reference_attention
 from jfa_verify.judge.packing import judge_parts, pack_failures_line
 from jfa_verify.protocol.kernel import PASSES, Kernel, KernelRun
+from jfa_verify.run.settings import RunSettings
 
 __all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "judged_status", "not_judged",
            "ran_out_of_memory", "run_case", "poisoned_allocations"]
@@ -326,7 +327,8 @@ def _as_kernel(kernel: "Kernel | str") -> Kernel:
 
 def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = "cpu", *, backward: bool = True,
              budgets=None, instrument: bool = True, tensors=None, plugins: tuple[str, ...] = (),
-             memory: Optional[str] = None, accept: tuple[str, ...] = ()) -> CaseResult:
+             memory: Optional[str] = None, accept: tuple[str, ...] = (),
+             settings: Optional[RunSettings] = None) -> CaseResult:
     """Run ``case`` through ``kernel`` (a registered :class:`~jfa_verify.protocol.kernel.Kernel`) and both oracles.
 
     Args:
@@ -346,6 +348,9 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
             uninitialized memory (``"large"``: recycled memory holding large finite values).
         accept: names of the kernel's declared conventions the user accepts: a case whose every
             failure one of them explains passes, marked ``accepted`` (see :mod:`jfa_verify.core.conventions`).
+        settings: a :class:`~jfa_verify.run.settings.RunSettings`; when given, its ``backward``, ``budgets``,
+            ``plugins``, ``memory`` and ``accept`` are used in place of those keywords (the rest of it does not
+            concern one case run in this process).
 
     Returns a :class:`CaseResult`. Kernel exceptions become ``status="error"``
     with the traceback's last lines; they are never raised from here, so one bad
@@ -361,6 +366,9 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
     under raises :class:`~jfa_verify.core.errors.UnknownKernel`; a device that is not one, :class:`InvalidInput`
     naming it and the fix.
     """
+    if settings is not None:
+        backward, budgets, plugins = settings.backward, settings.budgets, settings.plugins
+        memory, accept = settings.memory, settings.accept
     kernel = _as_kernel(kernel)
     device = as_device(device)
     t_start = time.perf_counter()
