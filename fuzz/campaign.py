@@ -1,9 +1,9 @@
 """Fuzz campaigns: Hypothesis drives cases through a kernel; failures shrink into deduplicated findings.
 
-:func:`run_campaign` is one campaign worker (``jfa-verify fuzz --workers N`` runs N of them, see
-:mod:`jfa_verify.fuzz.workers`). It replays its share of the saved findings, then searches in
-**rounds**: each round is one Hypothesis run (reuse of the shared example database, generation,
-shrinking) of at most ``round_examples`` new cases, with its own seed. Between rounds the worker
+:class:`Campaign` (or :func:`run_campaign`, its settings given one by one) is one campaign worker
+(``jfa-verify fuzz --workers N`` runs N of them, see :mod:`jfa_verify.fuzz.workers`). It replays its share of
+the saved findings, then searches in **rounds**: each round is one Hypothesis run (reuse of the shared example
+database, generation, shrinking) of at most ``round_examples`` new cases, with its own seed. Between rounds the worker
 re-reads the database, so a failure saved by another worker is replayed here.
 
 Findings (:mod:`jfa_verify.fuzz.findings`): a failing case whose key and input classes match a
@@ -15,9 +15,10 @@ follows only failures of the same key, so it cannot slide into a known bug; it s
 removed at the end of the round, or by :func:`prepare_corpus` after a kill.
 
 Every case runs through :class:`jfa_verify.run.loop.Verifier` (the one run loop), so its case file
-exists before the kernel runs; with ``isolate=True`` a crash or hang is the case's verdict and
-the campaign goes on. Hypothesis's database defaults to ``<corpus_dir>/.hypothesis``; its keys are
-prefixed by kernel and device type (:class:`~jfa_verify.fuzz.database.CampaignDatabase`).
+exists before the kernel runs; with ``isolate=True`` (:class:`~jfa_verify.run.settings.RunSettings`) a crash
+or hang is the case's verdict and the campaign goes on. Hypothesis's database defaults to
+``<corpus_dir>/.hypothesis``; its keys are prefixed by kernel and device type
+(:class:`~jfa_verify.fuzz.database.CampaignDatabase`).
 """
 
 from __future__ import annotations
@@ -40,12 +41,13 @@ from jfa_verify.run.corpus import TIMEOUT_EXIT_CODE, Corpus, read_case_file
 from jfa_verify.cases.coverage import Coverage, classify
 from jfa_verify.core.device import keeps_device_choice
 from jfa_verify.core.errors import InvalidInput, KernelConfigError
+from jfa_verify.run.settings import RunSettings
 
 from .database import CampaignDatabase, open_database
 from .findings import (Finding, FindingIndex, key_of, mark_finding, record_example, recover, running_files,
                        signature)
 
-__all__ = ["CampaignFailure", "CampaignSummary", "prepare_corpus", "run_campaign", "TIMEOUT_EXIT_CODE"]
+__all__ = ["Campaign", "CampaignFailure", "CampaignSummary", "prepare_corpus", "run_campaign", "TIMEOUT_EXIT_CODE"]
 
 
 @dataclass
@@ -241,7 +243,432 @@ class _Round:
 STALLED_ROUNDS = 3
 
 
-@keeps_device_choice
+class Campaign:
+    """One campaign worker: fuzz ``kernel`` with Hypothesis; findings are written to ``corpus_dir``, shrunk and
+    deduplicated. Build it, then call :meth:`run` (once).
+
+    Args:
+        kernel: a registered kernel or its name.
+        settings: how each case runs (:class:`~jfa_verify.run.settings.RunSettings`; None: the defaults):
+            ``seed``: the Hypothesis seed of the first round (round r uses ``seed + 1000003 * r``): same seed,
+            same draws, for one worker on an empty database. ``timeout_s``: wall-clock limit per case. Isolated:
+            past it the case is a ``"hang"`` finding and the campaign goes on. In-process: the case file is marked
+            ``"hang"`` and the process exits with :data:`TIMEOUT_EXIT_CODE` (a hung kernel cannot be interrupted).
+            ``backward``: run the backward pass too (when the kernel has one). ``plugins``: plugin files the kernel
+            came from (named in replay commands; loaded by isolated workers). ``isolate``: run cases in a worker
+            process (crashes and hangs become findings). ``accept``: the kernel's declared conventions the user
+            accepts (:func:`jfa_verify.run.runner.run_case`). ``memory``, ``budgets``: as
+            :class:`~jfa_verify.run.loop.Verifier`.
+        strategy: a strategy of :class:`Case` (default: :func:`jfa_verify.strategies.cases` for the
+            kernel and device).
+        max_examples: new cases to draw (None: no limit; then ``duration_s`` or ``deadline`` must end it).
+            Saved findings' replays and shrink steps come in addition.
+        corpus_dir: the folder of case files.
+        device: ``"cpu"``, ``"cuda"``, a ``torch.device`` or None (the process's device, see
+            :func:`jfa_verify.core.device.current_device`).
+        shrink: shrink a new failure to a minimal case (otherwise keep it as found).
+        database: a folder or ``redis://HOST:PORT`` (see :func:`~jfa_verify.fuzz.database.open_database`),
+            an :class:`ExampleDatabase`, or None for ``<corpus_dir>/.hypothesis``.
+        read_from: databases read through but never written (``MultiplexedDatabase``).
+        duration_s, deadline: stop after this many seconds, or at this ``time.time()``.
+        worker: this worker's number (in case-file annotations and example logs).
+        replay: saved case files to replay first (None: prepare the corpus and replay every saved finding
+            of the kernel; a coordinator does that once and hands each worker its share).
+        on_event: called with a dict per case (``{"event": "case", ...}``) and per finding (``"finding"``).
+        should_stop: polled before each case; True ends the campaign (its round is finished first).
+        shrink_seconds: longest time spent shrinking one failure.
+        round_examples: new cases per Hypothesis run (between database re-reads).
+        worker_env: environment of the isolated case worker (``CUDA_VISIBLE_DEVICES``).
+        covering: run the covering array of the contract's dimensions first
+            (:func:`jfa_verify.cases.pairs.covering_array`, cheap and dense first), before drawing: every pair
+            of classes the kernel supports is exercised in the first cases, whatever the draws.
+        pack: draw packs of up to this many cases that share every field but lengths and seed, each pack run as
+            one launch (:func:`jfa_verify.strategies.packs`, :mod:`jfa_verify.judge.packing`); 1 (the default) runs
+            every case alone. Each part counts as a verified case; a failing pack is split until the failure
+            stands in a case of its own, and that case is the finding Hypothesis shrinks (a pack whose parts
+            all pass alone is a finding of its own). With a given ``strategy``, the most cases its packs hold
+            (it draws them itself, as ``packs(..., size=pack)`` does): ``max_examples`` counts cases, not packs.
+
+    Drawn cases are steered toward rarely drawn classes of the contract model
+    (:mod:`jfa_verify.cases.dimensions`) with Hypothesis ``target()``; the summary's ``pairs`` counts the
+    pairs of classes the campaign exercised.
+
+    Raises:
+        InvalidInput: neither ``max_examples`` nor a duration; ``pack`` < 1 (here); a bad database spec (in
+            :meth:`run`).
+    """
+
+    def __init__(self, kernel, settings: Optional[RunSettings] = None, *, corpus_dir: "str | Path",
+                 strategy: Optional[st.SearchStrategy[Case]] = None, max_examples: Optional[int] = 50, device=None,
+                 shrink: bool = True, database: "str | ExampleDatabase | None" = None, read_from: Sequence[str] = (),
+                 duration_s: Optional[float] = None, deadline: Optional[float] = None, worker: int = 0,
+                 replay: Optional[Sequence["str | Path"]] = None, on_event: Optional[Callable[[dict], None]] = None,
+                 should_stop: Optional[Callable[[], bool]] = None, shrink_seconds: float = 120.0,
+                 round_examples: int = 100, worker_env: Optional[dict] = None, covering: bool = False,
+                 pack: int = 1):
+        if max_examples is None and duration_s is None and deadline is None:
+            raise InvalidInput("a campaign needs max_examples or a duration (--max-examples N or --duration S)")
+        if isinstance(pack, bool) or not isinstance(pack, int) or pack < 1:
+            raise InvalidInput(f"pack={pack!r}: give the most cases one launch holds, an integer >= 1 (1: no packing)")
+        self.kernel, self.settings = kernel, settings or RunSettings()
+        self.corpus_dir, self.strategy = corpus_dir, strategy
+        self.max_examples, self.device, self.shrink, self.database = max_examples, device, shrink, database
+        self.read_from, self.duration_s, self.deadline, self.worker = read_from, duration_s, deadline, worker
+        self.replay, self.on_event, self.should_stop = replay, on_event, should_stop
+        self.shrink_seconds, self.round_examples, self.worker_env = shrink_seconds, round_examples, worker_env
+        self.covering, self.pack = covering, pack
+
+    @keeps_device_choice
+    def run(self) -> CampaignSummary:
+        """Replay the saved findings (or ``replay``), run the covering array when asked, then search in rounds.
+
+        Returns:
+            A :class:`CampaignSummary`. Never raises for kernel failures; Ctrl-C (``KeyboardInterrupt``) ends the
+            campaign with ``summary.interrupted`` set and no ``"running"`` file left behind.
+
+        Raises:
+            InvalidInput: a bad database spec.
+            KernelConfigError: the kernel's ``load()`` returned no implementation (at its first case).
+        """
+        self._start()
+        try:
+            self._replay_saved()
+            if self.covering:
+                self._run_covering()
+        except KeyboardInterrupt:
+            self.summary.interrupted = True
+            self.verifier.close()
+            self.summary.seconds = time.perf_counter() - self.t0
+            return self.summary
+        self._search()
+        return self.summary
+
+    def _start(self) -> None:
+        """Choose the device, resolve the kernel and strategy, open the corpus, the verifier and the database."""
+        from jfa_verify.cases.dimensions import Target
+        from jfa_verify.cases.pairs import PairCoverage
+        from jfa_verify.core.device import current_device, select_device
+        from jfa_verify.protocol.registry import get_kernel
+        from jfa_verify.run.loop import Verifier
+        from jfa_verify.strategies import cases, packs
+
+        import torch
+
+        dev = current_device() if self.device is None else select_device(torch.device(self.device).type)
+        if isinstance(self.kernel, str):
+            self.kernel = get_kernel(self.kernel)
+        kernel = self.kernel
+        self.dev, self.name = dev, kernel.name
+        self.corpus = corpus = Corpus(self.corpus_dir)
+        corpus.root.mkdir(parents=True, exist_ok=True)
+        if self.duration_s is not None:
+            self.deadline = min(self.deadline or float("inf"), time.time() + self.duration_s)
+        if self.strategy is None:
+            self.strategy = cases(kernel, device_type=dev.type) if self.pack == 1 else \
+                packs(kernel, device_type=dev.type, size=self.pack)
+        self.classes_of = classifier(kernel, dev.type)
+        self.model = Target(kernel, dev.type)
+        self.summary = CampaignSummary(kernel=self.name, device=str(dev), seed=self.settings.seed,
+                                       coverage=Coverage.for_kernel(kernel, dev.type), pairs=PairCoverage(self.model))
+        self.drawn: Counter = Counter()  # (dimension, class) -> cases drawn in it, for the rarity target
+        self.verdicts: dict[str, object] = {}  # case id -> verdict (different draws build one case; verdicts are
+        # deterministic, and a hang must not cost its timeout twice)
+        self.t0 = time.perf_counter()
+        self.emit = self.on_event or (lambda event: None)
+        self.state = _Round(id="")
+        self.step = itertools.count()
+        self.drawn_examples = 0  # Hypothesis examples drawn in this round (a pack is one)
+        self.index = None
+        self.verifier = Verifier(kernel, dev, corpus, self.settings, worker_env=self.worker_env)
+        if isinstance(self.database, ExampleDatabase):
+            shared = self.database
+        else:
+            shared = open_database(str(self.database) if self.database else str(corpus.root / ".hypothesis"),
+                                   self.read_from)
+        self.db = CampaignDatabase(shared, f"{self.name}/{dev.type}/".encode(), keep=lambda: self.state.keep_last)
+
+    def _stop_now(self) -> bool:
+        return (self.should_stop is not None and self.should_stop()) or \
+            (self.deadline is not None and time.time() >= self.deadline)
+
+    def _run_one(self, case: Case, phase: str, annotations: Optional[dict] = None):
+        """Verify ``case`` (once per case id): ``(result, path of its kept case file or None)``. A packed case counts
+        each of its parts as a case, with the part's own verdict."""
+        from jfa_verify.judge.packing import part_statuses
+        from jfa_verify.run.runner import FAILING_STATUSES
+
+        summary, verdicts = self.summary, self.verdicts
+        key = case.case_id()
+        if key in verdicts:
+            result = verdicts[key]
+            if not result.failed:
+                return result, None
+            path = self.corpus.path_for(case, self.name)
+            return result, path if path.exists() else self.corpus.write(case, self.name, str(self.dev), result,
+                                                                         self.verifier.plugins)
+        t = time.perf_counter()
+        result = self.verifier.verify(case, annotations)
+        parts, statuses = case.split(), part_statuses(result)
+        share = (time.perf_counter() - t) / len(parts)
+        summary.packs += len(parts) > 1
+        for part, status in zip(parts, statuses):
+            classes = summary.coverage.add(part)
+            summary.pairs.add(part)
+            summary.cases_run += 1
+            summary.statuses[status] += 1
+            if status in FAILING_STATUSES and summary.first_failure_at is None:
+                summary.first_failure_at = summary.cases_run
+            self.emit({"event": "case", "status": status, "phase": phase, "classes": sorted(classes), "seconds": share,
+                       "breakdown": {k: v / len(parts) for k, v in result.seconds.items()}})
+        verdicts[key] = result
+        if not result.failed:
+            return result, None
+        return result, Path(result.reproducer) if result.reproducer else None
+
+    def _split_pack(self, result, path, phase: str, ran: bool = True):
+        """A failing packed run, split until its failure stands alone (:func:`~jfa_verify.judge.packing.stand_alone`):
+        ``(result, path)`` of that case; the files of the runs it supersedes are removed. ``ran``: the pack was
+        launched now (not a verdict met again: its split is counted once, as its launch is)."""
+        from jfa_verify.judge.packing import stand_alone
+
+        self.summary.packs_failed += ran
+        paths = {id(result): path}
+
+        def verify(case: Case):
+            r, p = self._run_one(case, phase, {"shrink_round": self.state.id, "shrink_step": next(self.step)})
+            paths[id(r)] = p
+            return r
+
+        def discard(superseded) -> None:
+            p = paths.get(id(superseded))
+            if p is not None and p not in {f.path for f in self.index.findings.values()}:
+                p.unlink(missing_ok=True)
+
+        alone = stand_alone(result, verify, discard)
+        return alone, paths.get(id(alone))
+
+    def _new_finding(self, case, result, path, source: str, sig: dict, found_at: Optional[int] = None) -> None:
+        index, summary = self.index, self.summary
+        index.refresh()
+        known = index.findings.get(sig["id"]) or index.match(key_of(result.to_dict()), set(sig["classes"]))
+        if source == "search" and known is not None and known.path.exists():
+            # found before (here or by another worker): one finding, one more example
+            self._as_example(known, case, path)
+            return
+        mark_finding(self.corpus, path, sig, found_by=f"{source} (worker {self.worker})")
+        index.add(Finding(sig, path, case))
+        failure = CampaignFailure(case, result.status, path, result.explain(), source, sig,
+                                  found_at=summary.cases_run if found_at is None else found_at)
+        summary.failures.append(failure)
+        self.emit({"event": "finding", "id": sig["id"], "status": result.status, "source": source, "path": str(path),
+                   "case": case.describe(), "error_kind": sig["error_kind"], "outputs": sig["outputs"]})
+
+    def _as_example(self, finding: Finding, case: Case, path: Optional[Path]) -> None:
+        new = record_example(self.corpus.root, finding.id, case, self.worker, own=finding.case)
+        if path is not None and path not in {f.path for f in self.index.findings.values()}:
+            path.unlink(missing_ok=True)  # (a finding's own file, met again, is never an example's to remove)
+        if not new:  # its own case (the database hands it back every round), or an example met before
+            return
+        self.summary.known_examples[finding.id] += 1
+        for f in self.summary.failures:
+            if f.signature.get("id") == finding.id:
+                f.examples += 1
+
+    # -- saved findings first -------------------------------------------------------------------------
+    def _replay_saved(self) -> None:
+        corpus, name, summary, replay = self.corpus, self.name, self.summary, self.replay
+        if replay is None:
+            prep = prepare_corpus(corpus.root, self.kernel, self.verifier, self.classes_of)
+            self.index = FindingIndex(corpus.root, name)
+            by_path = {f.path: f for f in self.index.findings.values()}
+            for left in prep["leftovers"]:
+                found = by_path.get(Path(left["path"]))
+                if found is None:
+                    summary.notes.append(f"{left['path']}: left 'running' by a killed process; "
+                                         f"{left['status']} on replay (removed; not a finding)")
+                else:  # replayed once already: not again
+                    text = read_case_file(found.path)[1].get("explanation", "")
+                    summary.failures.append(CampaignFailure(found.case, found.signature["status"], found.path,
+                                                            text, "leftover", found.signature))
+            replay = [p for p in saved_findings(corpus.root, name) if p not in {f.path for f in summary.failures}]
+        self.index = self.index or FindingIndex(corpus.root, name)
+        for path in map(Path, replay):
+            if self._stop_now():
+                break
+            try:
+                case, payload = read_case_file(path)
+            except InvalidInput:
+                continue  # removed or rewritten by another worker meanwhile
+            old_sig = payload.get("finding")
+            result, kept = self._run_one(case, "replay")
+            if kept is None:
+                summary.fixed.append(path)
+                continue
+            sig = signature(result.to_dict(), self.classes_of(case))
+            self._new_finding(case, result, kept, "corpus",
+                              sig if old_sig is None or old_sig["id"] != sig["id"] else old_sig)
+
+    # -- the search, in rounds ------------------------------------------------------------------------
+    def _probe(self, case: Case) -> None:
+        """The Hypothesis test of a round: run ``case``; a new failure raises for Hypothesis to shrink."""
+        from jfa_verify.cases.pairs import exercised
+
+        state, summary, index = self.state, self.summary, self.index
+        state.keep_last = False
+        if self._stop_now():
+            raise _StopCampaign()
+        shrinking = state.target is not None
+        if not shrinking:
+            if self.pack > 1 and self.max_examples is not None and summary.generated >= self.max_examples:
+                raise _StopCampaign()  # (a round's budget is in examples, each pack one; max_examples counts cases)
+            summary.generated += len(case.split())
+            self.drawn_examples += 1
+            contract_classes = exercised(case, self.model)
+            target(_rarity(contract_classes, self.drawn), label="rarely drawn contract classes")
+            self.drawn.update((d, c) for d, cs in contract_classes.items() for c in cs)
+        annotations = {"shrink_round": state.id, "shrink_step": next(self.step)}
+        phase = "shrink" if shrinking else "generate"
+        try:
+            ran = case.case_id() not in self.verdicts
+            result, path = self._run_one(case, phase, annotations)
+            if result.failed and case.parts is not None:
+                result, path = self._split_pack(result, path, phase, ran)
+        except KernelConfigError as e:
+            raise _Misregistered(e) from None
+        if not result.failed:
+            return
+        case = result.case  # the part (or smaller pack) the failure stands in
+        verdict = result.to_dict()
+        key, classes = key_of(verdict), self.classes_of(case)
+        if not shrinking:
+            known = index.match(key, classes) or index.refresh().match(key, classes)
+            if known is not None:
+                self._as_example(known, case, path)
+                state.keep_last = True
+                return
+            state.target, state.best, state.started_shrinking = key, (case, result, path), time.perf_counter()
+            state.found_at = summary.cases_run
+            state.steps.append(path)
+            if not self.shrink:
+                raise _StopRound()
+            _fail(result)
+        if key != state.target:  # another failure met while shrinking: not this round's bug
+            known = index.match(key, classes)
+            if known is not None:
+                self._as_example(known, case, path)
+            elif path is not None:  # a shrink candidate, not a drawn case: the search will draw it again
+                path.unlink(missing_ok=True)
+                summary.side_failures += 1
+            return
+        state.best = (case, result, path)
+        state.steps.append(path)
+        if time.perf_counter() - state.started_shrinking > self.shrink_seconds:
+            state.cut_short = True
+            summary.notes.append(f"shrinking of a {result.status} stopped after {self.shrink_seconds:g} s "
+                                 f"(--shrink-seconds); the smallest case so far is kept")
+            raise _StopRound()
+        _fail(result)
+
+    def _cut_short(self, why: str) -> None:
+        """The campaign ended while a failure was being shrunk: its smallest case so far is kept, marked unshrunk
+        (a new user's two-worker campaign on one bug kept eight findings, each half-shrunk case's incidental
+        classes required of every later match)."""
+        state = self.state
+        if state.best is not None and not state.cut_short and self.shrink:
+            state.cut_short = True
+            self.summary.notes.append(f"shrinking of a {state.best[1].status} stopped by {why}; the smallest case so "
+                                      f"far is kept, matched on its failing outputs alone")
+
+    def _finish_round(self) -> None:
+        state = self.state
+        if state.best is None:
+            return
+        case, result, path = state.best
+        if path is not None and path.exists():
+            sig = signature(result.to_dict(), self.classes_of(case))
+            if state.cut_short or not self.shrink:
+                sig["shrunk"] = False  # its classes are not the bug's features: match on the key alone
+            self._new_finding(case, result, path, "search", sig, found_at=state.found_at)
+        findings_paths = {f.path for f in self.index.findings.values()}
+        for p in state.steps:  # the shrink steps
+            if p is not None and p != path and p not in findings_paths:
+                p.unlink(missing_ok=True)
+
+    # -- the covering array (small, dense cases: already minimal enough to keep as found) -------------
+    def _run_covering(self) -> None:
+        from jfa_verify.cases.pairs import covering_array
+
+        index = self.index
+        for case in covering_array(self.model, seed=self.settings.seed):
+            if self._stop_now():
+                break
+            result, path = self._run_one(case, "covering")
+            if result.failed and path is not None:
+                key, classes = key_of(result.to_dict()), self.classes_of(case)
+                known = index.match(key, classes) or index.refresh().match(key, classes)
+                if known is not None:
+                    self._as_example(known, case, path)
+                else:
+                    self._new_finding(case, result, path, "covering", signature(result.to_dict(), classes))
+
+    def _search(self) -> None:
+        summary, max_examples, seed = self.summary, self.max_examples, self.settings.seed
+        phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if self.shrink else [])
+        base = settings(database=self.db, deadline=None, phases=phases, derandomize=False, print_blob=False,
+                        report_multiple_bugs=False,
+                        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                               HealthCheck.filter_too_much])
+        try:
+            stalled = 0  # rounds in a row that drew no case
+            for r in itertools.count():
+                if self._stop_now() or (max_examples is not None and summary.generated >= max_examples):
+                    break
+                # Hypothesis examples: a pack holds at least one of the drawn cases max_examples counts, and the round
+                # stops once they are drawn (a budget of packs of ``pack`` cases each ended rounds early, and each new
+                # round's Hypothesis draws its simplest example first: --pack 8 --max-examples 8 ran one trivial case)
+                budget = self.round_examples if max_examples is None else \
+                    min(self.round_examples, max_examples - summary.generated)
+                self.state = _Round(id=f"{uuid.uuid4().hex[:12]}-w{self.worker}")
+                summary.rounds += 1
+                before, self.drawn_examples = summary.generated, 0
+                run = settings(base, max_examples=budget)(
+                    hypothesis_seed(seed + 1000003 * r)(given(case=self.strategy)(self._probe)))
+                hypothesis_error = False
+                try:
+                    run()
+                except _StopCampaign:
+                    self._cut_short("the campaign's end (its examples, --duration or a stop)")
+                    self._finish_round()
+                    break
+                except _Misregistered as e:
+                    raise e.args[0] from None
+                except (_CaseFailed, _StopRound):
+                    pass
+                except Exception as e:  # Hypothesis's own verdicts (flaky, unsatisfiable): note, next round
+                    summary.notes.append(f"round {r}: Hypothesis ended with {type(e).__name__}: {str(e)[:300]}")
+                    self._cut_short(f"Hypothesis's {type(e).__name__}")
+                    hypothesis_error = True
+                self._finish_round()
+                stalled = stalled + 1 if summary.generated == before else 0
+                if hypothesis_error:
+                    # A round cut short by Hypothesis drew fewer cases than its budget: that says nothing of the search
+                    # space (a new user's worker took a FlakyFailure for exhaustion and drew 2 cases in 30 s). Go on,
+                    # unless rounds keep ending so without drawing anything.
+                    if stalled >= STALLED_ROUNDS:
+                        summary.notes.append(f"stopped: {stalled} rounds in a row ended in Hypothesis errors before "
+                                             f"drawing a case")
+                        break
+                elif self.state.best is None and self.drawn_examples < budget:
+                    break  # Hypothesis exhausted the strategy's search space
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was found, leave no running file
+            summary.interrupted = True
+            self._cut_short("an interrupt")
+            self._finish_round()
+        finally:
+            self.verifier.close()
+            summary.seconds = time.perf_counter() - self.t0
+
+
 def run_campaign(
     kernel,
     *,
@@ -270,374 +697,22 @@ def run_campaign(
     covering: bool = False,
     pack: int = 1,
 ) -> CampaignSummary:
-    """Fuzz ``kernel`` with Hypothesis; findings are written to ``corpus_dir``, shrunk and deduplicated.
-
-    Args:
-        kernel: a registered kernel or its name.
-        strategy: a strategy of :class:`Case` (default: :func:`jfa_verify.strategies.cases` for the
-            kernel and device).
-        max_examples: new cases to draw (None: no limit; then ``duration_s`` or ``deadline`` must end it).
-            Saved findings' replays and shrink steps come in addition.
-        corpus_dir: the folder of case files.
-        device: ``"cpu"``, ``"cuda"``, a ``torch.device`` or None (the process's device, see
-            :func:`jfa_verify.core.device.current_device`).
-        seed: the Hypothesis seed of the first round (round r uses ``seed + 1000003 * r``): same seed,
-            same draws, for one worker on an empty database.
-        timeout_s: wall-clock limit per case. Isolated: past it the case is a ``"hang"`` finding and the
-            campaign goes on. In-process: the case file is marked ``"hang"`` and the process exits with
-            :data:`TIMEOUT_EXIT_CODE` (a hung kernel cannot be interrupted).
-        backward: run the backward pass too (when the kernel has one).
-        shrink: shrink a new failure to a minimal case (otherwise keep it as found).
-        plugins: plugin files the kernel came from (named in replay commands; loaded by isolated workers).
-        database: a folder or a Redis URL, ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`` or ``rediss://`` (see
-            :func:`~jfa_verify.fuzz.database.open_database`), an :class:`ExampleDatabase`, or None for
-            ``<corpus_dir>/.hypothesis``.
-        read_from: databases read through but never written (``MultiplexedDatabase``).
-        duration_s, deadline: stop after this many seconds, or at this ``time.time()``.
-        isolate: run cases in a worker process (crashes and hangs become findings).
-        worker: this worker's number (in case-file annotations and example logs).
-        replay: saved case files to replay first (None: prepare the corpus and replay every saved finding
-            of the kernel; a coordinator does that once and hands each worker its share).
-        on_event: called with a dict per case (``{"event": "case", ...}``) and per finding (``"finding"``).
-        should_stop: polled before each case; True ends the campaign (its round is finished first).
-        shrink_seconds: longest time spent shrinking one failure.
-        round_examples: new cases per Hypothesis run (between database re-reads).
-        worker_env: environment of the isolated case worker (``CUDA_VISIBLE_DEVICES``).
-        accept: the kernel's declared conventions the user accepts (:func:`jfa_verify.run.runner.run_case`).
-        covering: run the covering array of the contract's dimensions first
-            (:func:`jfa_verify.cases.pairs.covering_array`, cheap and dense first), before drawing: every pair
-            of classes the kernel supports is exercised in the first cases, whatever the draws.
-        pack: draw packs of up to this many cases that share every field but lengths and seed, each pack run as
-            one launch (:func:`jfa_verify.strategies.packs`, :mod:`jfa_verify.judge.packing`); 1 (the default) runs
-            every case alone. Each part counts as a verified case; a failing pack is split until the failure
-            stands in a case of its own, and that case is the finding Hypothesis shrinks (a pack whose parts
-            all pass alone is a finding of its own). With a given ``strategy``, the most cases its packs hold
-            (it draws them itself, as ``packs(..., size=pack)`` does): ``max_examples`` counts cases, not packs.
-
-    Drawn cases are steered toward rarely drawn classes of the contract model
-    (:mod:`jfa_verify.cases.dimensions`) with Hypothesis ``target()``; the summary's ``pairs`` counts the
-    pairs of classes the campaign exercised.
+    """:class:`Campaign` ``(kernel, settings, ...).run()`` with the run settings given one by one (``seed``,
+    ``timeout_s``, ``backward``, ``plugins``, ``isolate``, ``accept``: the fields of
+    :class:`~jfa_verify.run.settings.RunSettings`); every other argument as :class:`Campaign` takes it.
 
     Returns:
-        A :class:`CampaignSummary`. Never raises for kernel failures; Ctrl-C (``KeyboardInterrupt``) ends the
-        campaign with ``summary.interrupted`` set and no ``"running"`` file left behind.
+        A :class:`CampaignSummary` (:meth:`Campaign.run`).
 
     Raises:
-        InvalidInput: neither ``max_examples`` nor a duration; a bad database spec; ``pack`` < 1.
+        InvalidInput: neither ``max_examples`` nor a duration; a bad database spec; ``pack`` < 1; a setting
+            :class:`~jfa_verify.run.settings.RunSettings` refuses.
         KernelConfigError: the kernel's ``load()`` returned no implementation (at its first case).
     """
-    from jfa_verify.core.device import current_device, select_device
-    from jfa_verify.run.loop import Verifier
-    from jfa_verify.protocol.registry import get_kernel
-    from jfa_verify.judge.packing import part_statuses, stand_alone
-    from jfa_verify.run.runner import FAILING_STATUSES
-    from jfa_verify.strategies import cases, packs
-
-    import torch
-
-    if max_examples is None and duration_s is None and deadline is None:
-        raise InvalidInput("a campaign needs max_examples or a duration (--max-examples N or --duration S)")
-    if isinstance(pack, bool) or not isinstance(pack, int) or pack < 1:
-        raise InvalidInput(f"pack={pack!r}: give the most cases one launch holds, an integer >= 1 (1: no packing)")
-    dev = current_device() if device is None else select_device(torch.device(device).type)
-    if isinstance(kernel, str):
-        kernel = get_kernel(kernel)
-    name = kernel.name
-    corpus = Corpus(corpus_dir)
-    corpus.root.mkdir(parents=True, exist_ok=True)
-    if duration_s is not None:
-        deadline = min(deadline or float("inf"), time.time() + duration_s)
-    if strategy is None:
-        strategy = cases(kernel, device_type=dev.type) if pack == 1 else packs(kernel, device_type=dev.type, size=pack)
-    classes_of = classifier(kernel, dev.type)
-    from jfa_verify.cases.dimensions import Target
-    from jfa_verify.cases.pairs import PairCoverage, covering_array, exercised
-
-    model = Target(kernel, dev.type)
-    summary = CampaignSummary(kernel=name, device=str(dev), seed=seed, coverage=Coverage.for_kernel(kernel, dev.type),
-                              pairs=PairCoverage(model))
-    drawn: Counter = Counter()  # (dimension, class) -> cases drawn in it, for the rarity target
-    verdicts: dict[str, object] = {}  # case id -> verdict (different draws build one case; verdicts are
-    # deterministic, and a hang must not cost its timeout twice)
-    t0 = time.perf_counter()
-    emit = on_event or (lambda event: None)
-    state = _Round(id="")
-    step = itertools.count()
-    drawn_examples = [0]  # Hypothesis examples drawn in this round (a pack is one)
-
-    verifier = Verifier(kernel, dev, corpus, backward=backward, timeout_s=timeout_s, plugins=plugins,
-                        isolate=isolate, worker_env=worker_env, accept=accept)
-    if isinstance(database, ExampleDatabase):
-        shared = database
-    else:
-        shared = open_database(str(database) if database else str(corpus.root / ".hypothesis"), read_from)
-    db = CampaignDatabase(shared, f"{name}/{dev.type}/".encode(), keep=lambda: state.keep_last)
-
-    def stop_now() -> bool:
-        return (should_stop is not None and should_stop()) or (deadline is not None and time.time() >= deadline)
-
-    def run_one(case: Case, phase: str, annotations: Optional[dict] = None):
-        """Verify ``case`` (once per case id): ``(result, path of its kept case file or None)``. A packed case counts
-        each of its parts as a case, with the part's own verdict."""
-        key = case.case_id()
-        if key in verdicts:
-            result = verdicts[key]
-            if not result.failed:
-                return result, None
-            path = corpus.path_for(case, name)
-            return result, path if path.exists() else corpus.write(case, name, str(dev), result, verifier.plugins)
-        t = time.perf_counter()
-        result = verifier.verify(case, annotations)
-        parts, statuses = case.split(), part_statuses(result)
-        share = (time.perf_counter() - t) / len(parts)
-        summary.packs += len(parts) > 1
-        for part, status in zip(parts, statuses):
-            classes = summary.coverage.add(part)
-            summary.pairs.add(part)
-            summary.cases_run += 1
-            summary.statuses[status] += 1
-            if status in FAILING_STATUSES and summary.first_failure_at is None:
-                summary.first_failure_at = summary.cases_run
-            emit({"event": "case", "status": status, "phase": phase, "classes": sorted(classes), "seconds": share,
-                  "breakdown": {k: v / len(parts) for k, v in result.seconds.items()}})
-        verdicts[key] = result
-        if not result.failed:
-            return result, None
-        return result, Path(result.reproducer) if result.reproducer else None
-
-    def split_pack(result, path, phase: str, ran: bool = True):
-        """A failing packed run, split until its failure stands alone (:func:`~jfa_verify.judge.packing.stand_alone`):
-        ``(result, path)`` of that case; the files of the runs it supersedes are removed. ``ran``: the pack was
-        launched now (not a verdict met again: its split is counted once, as its launch is)."""
-        summary.packs_failed += ran
-        paths = {id(result): path}
-
-        def verify(case: Case):
-            r, p = run_one(case, phase, {"shrink_round": state.id, "shrink_step": next(step)})
-            paths[id(r)] = p
-            return r
-
-        def discard(superseded) -> None:
-            p = paths.get(id(superseded))
-            if p is not None and p not in {f.path for f in index.findings.values()}:
-                p.unlink(missing_ok=True)
-
-        alone = stand_alone(result, verify, discard)
-        return alone, paths.get(id(alone))
-
-    def new_finding(case, result, path, source: str, sig: dict, found_at: Optional[int] = None) -> None:
-        index.refresh()
-        known = index.findings.get(sig["id"]) or index.match(key_of(result.to_dict()), set(sig["classes"]))
-        if source == "search" and known is not None and known.path.exists():
-            as_example(known, case, path)  # found before (here or by another worker): one finding, one more example
-            return
-        mark_finding(corpus, path, sig, found_by=f"{source} (worker {worker})")
-        index.add(Finding(sig, path, case))
-        failure = CampaignFailure(case, result.status, path, result.explain(), source, sig,
-                                  found_at=summary.cases_run if found_at is None else found_at)
-        summary.failures.append(failure)
-        emit({"event": "finding", "id": sig["id"], "status": result.status, "source": source, "path": str(path),
-              "case": case.describe(), "error_kind": sig["error_kind"], "outputs": sig["outputs"]})
-
-    def as_example(finding: Finding, case: Case, path: Optional[Path]) -> None:
-        new = record_example(corpus.root, finding.id, case, worker, own=finding.case)
-        if path is not None and path not in {f.path for f in index.findings.values()}:
-            path.unlink(missing_ok=True)  # (a finding's own file, met again, is never an example's to remove)
-        if not new:  # its own case (the database hands it back every round), or an example met before
-            return
-        summary.known_examples[finding.id] += 1
-        for f in summary.failures:
-            if f.signature.get("id") == finding.id:
-                f.examples += 1
-
-    # -- saved findings first -------------------------------------------------------------------------
-    try:
-        index = None
-        if replay is None:
-            prep = prepare_corpus(corpus.root, kernel, verifier, classes_of)
-            index = FindingIndex(corpus.root, name)
-            by_path = {f.path: f for f in index.findings.values()}
-            for left in prep["leftovers"]:
-                found = by_path.get(Path(left["path"]))
-                if found is None:
-                    summary.notes.append(f"{left['path']}: left 'running' by a killed process; "
-                                         f"{left['status']} on replay (removed; not a finding)")
-                else:  # replayed once already: not again
-                    text = read_case_file(found.path)[1].get("explanation", "")
-                    summary.failures.append(CampaignFailure(found.case, found.signature["status"], found.path,
-                                                            text, "leftover", found.signature))
-            replay = [p for p in saved_findings(corpus.root, name) if p not in {f.path for f in summary.failures}]
-        index = index or FindingIndex(corpus.root, name)
-        for path in map(Path, replay):
-            if stop_now():
-                break
-            try:
-                case, payload = read_case_file(path)
-            except InvalidInput:
-                continue  # removed or rewritten by another worker meanwhile
-            old_sig = payload.get("finding")
-            result, kept = run_one(case, "replay")
-            if kept is None:
-                summary.fixed.append(path)
-                continue
-            sig = signature(result.to_dict(), classes_of(case))
-            new_finding(case, result, kept, "corpus", sig if old_sig is None or old_sig["id"] != sig["id"] else old_sig)
-    except KeyboardInterrupt:
-        summary.interrupted = True
-        verifier.close()
-        summary.seconds = time.perf_counter() - t0
-        return summary
-
-    # -- the search, in rounds ------------------------------------------------------------------------
-    def probe(case: Case) -> None:
-        state.keep_last = False
-        if stop_now():
-            raise _StopCampaign()
-        shrinking = state.target is not None
-        if not shrinking:
-            if pack > 1 and max_examples is not None and summary.generated >= max_examples:
-                raise _StopCampaign()  # (a round's budget is in examples, each pack one; max_examples counts cases)
-            summary.generated += len(case.split())
-            drawn_examples[0] += 1
-            contract_classes = exercised(case, model)
-            target(_rarity(contract_classes, drawn), label="rarely drawn contract classes")
-            drawn.update((d, c) for d, cs in contract_classes.items() for c in cs)
-        annotations = {"shrink_round": state.id, "shrink_step": next(step)}
-        phase = "shrink" if shrinking else "generate"
-        try:
-            ran = case.case_id() not in verdicts
-            result, path = run_one(case, phase, annotations)
-            if result.failed and case.parts is not None:
-                result, path = split_pack(result, path, phase, ran)
-        except KernelConfigError as e:
-            raise _Misregistered(e) from None
-        if not result.failed:
-            return
-        case = result.case  # the part (or smaller pack) the failure stands in
-        verdict = result.to_dict()
-        key, classes = key_of(verdict), classes_of(case)
-        if not shrinking:
-            known = index.match(key, classes) or index.refresh().match(key, classes)
-            if known is not None:
-                as_example(known, case, path)
-                state.keep_last = True
-                return
-            state.target, state.best, state.started_shrinking = key, (case, result, path), time.perf_counter()
-            state.found_at = summary.cases_run
-            state.steps.append(path)
-            if not shrink:
-                raise _StopRound()
-            _fail(result)
-        if key != state.target:  # another failure met while shrinking: not this round's bug
-            known = index.match(key, classes)
-            if known is not None:
-                as_example(known, case, path)
-            elif path is not None:  # a shrink candidate, not a drawn case: the search will draw it again
-                path.unlink(missing_ok=True)
-                summary.side_failures += 1
-            return
-        state.best = (case, result, path)
-        state.steps.append(path)
-        if time.perf_counter() - state.started_shrinking > shrink_seconds:
-            state.cut_short = True
-            summary.notes.append(f"shrinking of a {result.status} stopped after {shrink_seconds:g} s "
-                                 f"(--shrink-seconds); the smallest case so far is kept")
-            raise _StopRound()
-        _fail(result)
-
-    def cut_short(why: str) -> None:
-        """The campaign ended while a failure was being shrunk: its smallest case so far is kept, marked unshrunk
-        (a new user's two-worker campaign on one bug kept eight findings, each half-shrunk case's incidental
-        classes required of every later match)."""
-        if state.best is not None and not state.cut_short and shrink:
-            state.cut_short = True
-            summary.notes.append(f"shrinking of a {state.best[1].status} stopped by {why}; the smallest case so far "
-                                 f"is kept, matched on its failing outputs alone")
-
-    def finish_round() -> None:
-        if state.best is None:
-            return
-        case, result, path = state.best
-        if path is not None and path.exists():
-            sig = signature(result.to_dict(), classes_of(case))
-            if state.cut_short or not shrink:
-                sig["shrunk"] = False  # its classes are not the bug's features: match on the key alone
-            new_finding(case, result, path, "search", sig, found_at=state.found_at)
-        findings_paths = {f.path for f in index.findings.values()}
-        for p in state.steps:  # the shrink steps
-            if p is not None and p != path and p not in findings_paths:
-                p.unlink(missing_ok=True)
-
-    # -- the covering array (small, dense cases: already minimal enough to keep as found) -------------
-    if covering:
-        try:
-            for case in covering_array(model, seed=seed):
-                if stop_now():
-                    break
-                result, path = run_one(case, "covering")
-                if result.failed and path is not None:
-                    key, classes = key_of(result.to_dict()), classes_of(case)
-                    known = index.match(key, classes) or index.refresh().match(key, classes)
-                    if known is not None:
-                        as_example(known, case, path)
-                    else:
-                        new_finding(case, result, path, "covering", signature(result.to_dict(), classes))
-        except KeyboardInterrupt:
-            summary.interrupted = True
-            verifier.close()
-            summary.seconds = time.perf_counter() - t0
-            return summary
-
-    phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
-    base = settings(database=db, deadline=None, phases=phases, derandomize=False, print_blob=False,
-                    report_multiple_bugs=False,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.filter_too_much])
-    try:
-        stalled = 0  # rounds in a row that drew no case
-        for r in itertools.count():
-            if stop_now() or (max_examples is not None and summary.generated >= max_examples):
-                break
-            # Hypothesis examples: a pack holds at least one of the drawn cases max_examples counts, and the round
-            # stops once they are drawn (a budget of packs of ``pack`` cases each ended rounds early, and each new
-            # round's Hypothesis draws its simplest example first: --pack 8 --max-examples 8 ran one trivial case)
-            budget = round_examples if max_examples is None else min(round_examples, max_examples - summary.generated)
-            state = _Round(id=f"{uuid.uuid4().hex[:12]}-w{worker}")
-            summary.rounds += 1
-            before, drawn_examples[0] = summary.generated, 0
-            run = settings(base, max_examples=budget)(hypothesis_seed(seed + 1000003 * r)(given(case=strategy)(probe)))
-            hypothesis_error = False
-            try:
-                run()
-            except _StopCampaign:
-                cut_short("the campaign's end (its examples, --duration or a stop)")
-                finish_round()
-                break
-            except _Misregistered as e:
-                raise e.args[0] from None
-            except (_CaseFailed, _StopRound):
-                pass
-            except Exception as e:  # Hypothesis's own verdicts (flaky, unsatisfiable): note, next round
-                summary.notes.append(f"round {r}: Hypothesis ended with {type(e).__name__}: {str(e)[:300]}")
-                cut_short(f"Hypothesis's {type(e).__name__}")
-                hypothesis_error = True
-            finish_round()
-            stalled = stalled + 1 if summary.generated == before else 0
-            if hypothesis_error:
-                # A round cut short by Hypothesis drew fewer cases than its budget: that says nothing of the search
-                # space (a new user's worker took a FlakyFailure for exhaustion and drew 2 cases in 30 s). Go on,
-                # unless rounds keep ending so without drawing anything.
-                if stalled >= STALLED_ROUNDS:
-                    summary.notes.append(f"stopped: {stalled} rounds in a row ended in Hypothesis errors before "
-                                         f"drawing a case")
-                    break
-            elif state.best is None and drawn_examples[0] < budget:
-                break  # Hypothesis exhausted the strategy's search space
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was found, leave no running file
-        summary.interrupted = True
-        cut_short("an interrupt")
-        finish_round()
-    finally:
-        verifier.close()
-        summary.seconds = time.perf_counter() - t0
-    return summary
+    settings = RunSettings(seed=seed, timeout_s=timeout_s, backward=backward, plugins=plugins, isolate=isolate,
+                           accept=accept)
+    return Campaign(kernel, settings, strategy=strategy, max_examples=max_examples, corpus_dir=corpus_dir,
+                    device=device, shrink=shrink, database=database, read_from=read_from, duration_s=duration_s,
+                    deadline=deadline, worker=worker, replay=replay, on_event=on_event, should_stop=should_stop,
+                    shrink_seconds=shrink_seconds, round_examples=round_examples, worker_env=worker_env,
+                    covering=covering, pack=pack).run()
