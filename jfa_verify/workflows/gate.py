@@ -274,13 +274,20 @@ def small_cases(kernel: Kernel, device: torch.device, n: int, seed: int = 0) -> 
     return picked[:n]
 
 
+def _settings(options: GateOptions, plugins):
+    """The gate's run settings: isolated, ``options``' timeout and seed; one worker (a check asks for more)."""
+    from jfa_verify.run.settings import RunSettings
+
+    return RunSettings(timeout_s=options.timeout_s, plugins=plugins, isolate=True, seed=options.seed)
+
+
 def _check_suite(kernel, device, options, plugins) -> CheckResult:
     from jfa_verify.run.loop import Verifier
     from jfa_verify.checks.suites import get_suite
 
     cases = get_suite("default", device.type, options.seed, kernel=kernel).cases
-    with Verifier(kernel, device, options.reproducers, timeout_s=options.timeout_s, plugins=plugins,
-                  isolate=True, jobs=options.jobs) as verifier:
+    with Verifier(kernel, device, options.reproducers, _settings(options, plugins).replace(jobs=options.jobs)) \
+            as verifier:
         results = verifier.verify_all(cases)
     checked = [r for r in results if r.status != "unsupported"]
     out = CheckResult(kernel.name, "suite", _status_of(results), cases=len(checked),
@@ -308,16 +315,14 @@ def _campaign_status(findings: Sequence[Finding]) -> str:
 
 
 def _check_campaign(kernel, device, options, plugins) -> CheckResult:
-    from jfa_verify.fuzz import run_campaign
+    from jfa_verify.fuzz.campaign import Campaign
 
     if options.jobs > 1:
         return _check_campaign_workers(kernel, device, options, plugins)
     # (in the suite's folder the campaign replayed the suite's failures as its own: a new user's gate counted one
     # bug's 51 suite failures again as 47 campaign findings)
-    summary = run_campaign(kernel, max_examples=options.campaign_examples,
-                           corpus_dir=campaign_folder(options.reproducers),
-                           device=device, seed=options.seed, timeout_s=options.timeout_s, plugins=plugins,
-                           isolate=True)
+    summary = Campaign(kernel, _settings(options, plugins), max_examples=options.campaign_examples,
+                       corpus_dir=campaign_folder(options.reproducers), device=device).run()
     if summary.interrupted:  # the campaign kept Ctrl-C to itself; the gate stops too
         raise KeyboardInterrupt
     findings = [_campaign_finding(f.case.name or f.case.case_id(), f.status, f.explanation,
@@ -398,8 +403,7 @@ def _check_determinism(kernel, device, options, plugins) -> CheckResult:
 def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> CheckResult:
     from jfa_verify.run.loop import Verifier
 
-    with Verifier(kernel, device, options.reproducers, timeout_s=options.timeout_s, plugins=plugins, isolate=True,
-                  memory=fill) as verifier:
+    with Verifier(kernel, device, options.reproducers, _settings(options, plugins).replace(memory=fill)) as verifier:
         results = verifier.verify_all(small_cases(kernel, device, options.small_cases, options.seed))
     checked = [r for r in results if r.status != "unsupported"]
     out = CheckResult(kernel.name, check, _status_of(checked), cases=len(checked),

@@ -31,6 +31,7 @@ from jfa_verify.judge.compare import OUTPUTS
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.exits import ExitCode, exit_code_for
 from jfa_verify.run.runner import FAILING_STATUSES, STATUSES
+from jfa_verify.run.settings import RunSettings
 
 __all__ = ["Cell", "Finding", "Matrix", "run_matrix"]
 
@@ -412,6 +413,8 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
     # with campaigns, the cases get CASES_SHARE of the deadline: a slow suite must not starve the search
     cases_deadline = None if deadline_s is None else deadline_s * (CASES_SHARE if campaign_examples else 1.0)
     pending = {k.name: list(matrix.cases) for k in kernels}
+    settings = RunSettings(backward=backward, timeout_s=timeout_s, plugins=plugins, accept=accept, isolate=isolate,
+                           seed=seed)
     memory_reruns = [0, 0]  # cells run again, alone, after running out of device memory; those that then did not
     matrix.seconds.update({k.name: 0.0 for k in kernels})
 
@@ -420,8 +423,8 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
         record each verdict in its cell and the time in the kernel's seconds; returns the results (None: not
         started)."""
         t0 = time.monotonic()
-        with Verifier(kernel, device, reproducers, backward=backward, timeout_s=timeout_s, plugins=plugins,
-                      accept=accept, isolate=isolate or jobs > 1, jobs=workers) as verifier:
+        with Verifier(kernel, device, reproducers, settings.replace(isolate=isolate or jobs > 1, jobs=workers)) \
+                as verifier:
             results = verifier.verify_all(cells, on_result=on_result, deadline=until)
         memory_reruns[0] += verifier.memory_reruns[0]
         memory_reruns[1] += verifier.memory_reruns[1]
@@ -458,21 +461,19 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
         if campaign_examples and not late():
             # the time left is shared by the campaigns still to run
             share = None if deadline_s is None else (deadline_s - (time.monotonic() - start)) / (len(kernels) - i)
-            _campaign(matrix, kernel, device, campaign_folder(reproducers), plugins, backward, accept, timeout_s,
-                      campaign_examples, seed, share, isolate)
+            _campaign(matrix, kernel, device, campaign_folder(reproducers), settings, campaign_examples, share)
     return matrix
 
 
-def _campaign(matrix: Matrix, kernel, device, corpus, plugins, backward, accept, timeout_s, examples, seed,
-              deadline_s, isolate) -> None:
-    from jfa_verify.fuzz import run_campaign
+def _campaign(matrix: Matrix, kernel, device, corpus, settings: RunSettings, examples, deadline_s) -> None:
+    from jfa_verify.fuzz.campaign import Campaign
     from jfa_verify.run.corpus import replay_command
 
+    plugins = settings.plugins
     t0 = time.monotonic()
     deadline = None if deadline_s is None else time.time() + max(0.0, deadline_s)
-    summary = run_campaign(kernel, max_examples=examples, corpus_dir=corpus, device=device, seed=seed,
-                           timeout_s=timeout_s, backward=backward, plugins=plugins, accept=accept,
-                           deadline=deadline, isolate=isolate)
+    summary = Campaign(kernel, settings, max_examples=examples, corpus_dir=corpus, device=device,
+                       deadline=deadline).run()
     matrix.campaigns[kernel.name] = summary.to_dict()
     matrix.seconds[f"{kernel.name} campaign"] = round(time.monotonic() - t0, 2)
     for f in summary.failures:

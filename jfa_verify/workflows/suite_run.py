@@ -138,10 +138,12 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     from jfa_verify.run.interrupts import terminate_as_interrupt
     from jfa_verify.run.loop import Verifier
     from jfa_verify.run.report import run_report, write_json
+    from jfa_verify.run.settings import RunSettings
 
     kernel, suite, cases = outcome.kernel, outcome.suite, outcome.cases
-    with Verifier(kernel, device, request.reproducers, timeout_s=request.timeout_s, plugins=request.plugins,
-                  isolate=request.isolate, jobs=request.jobs) as verifier, terminate_as_interrupt():
+    settings = RunSettings(timeout_s=request.timeout_s, plugins=request.plugins, isolate=request.isolate,
+                           jobs=request.jobs, seed=request.seed)
+    with Verifier(kernel, device, request.reproducers, settings) as verifier, terminate_as_interrupt():
         done: list = []
         try:
             with observer.verifying(kernel, len(cases)) as seen:

@@ -189,14 +189,21 @@ def _plugin_paths(config: StepConfig) -> tuple[str, ...]:
     return tuple(str(Path(config.worktree) / p) for p in config.plugins)
 
 
+def _settings(config: StepConfig):
+    """The step's run settings: in this process, the worktree's plugins, ``--timeout`` per case, its seed."""
+    from jfa_verify.run.settings import RunSettings
+
+    return RunSettings(backward=config.backward, timeout_s=config.case_timeout, plugins=_plugin_paths(config),
+                       seed=config.seed)
+
+
 def _verdict_step(config: StepConfig, step: Path, kernel, device) -> tuple[str, str, dict]:
     """The float64 verdict on the target: bad on any failing case."""
     if config.target == "campaign":
-        from jfa_verify.fuzz import run_campaign
+        from jfa_verify.fuzz.campaign import Campaign
 
-        summary = run_campaign(kernel, max_examples=config.max_examples, corpus_dir=step / "repro", device=device,
-                               seed=config.seed, timeout_s=config.case_timeout, backward=config.backward,
-                               plugins=_plugin_paths(config))
+        summary = Campaign(kernel, _settings(config), max_examples=config.max_examples, corpus_dir=step / "repro",
+                           device=device).run()
         if summary.failures:
             f = summary.failures[0]  # its case file holds the verdict (a hang's or a crash's does not)
             saved = json.loads(f.path.read_text()) if f.path else {}
@@ -211,8 +218,7 @@ def _verdict_step(config: StepConfig, step: Path, kernel, device) -> tuple[str, 
     cases = _cases(config, kernel, device)
     if not cases:
         return "skip", f"no case of suite {config.suite!r} matches --filter {config.filter!r} at this commit", {}
-    verifier = Verifier(kernel, device, step / "repro", backward=config.backward, timeout_s=config.case_timeout,
-                        plugins=_plugin_paths(config))
+    verifier = Verifier(kernel, device, step / "repro", _settings(config))
     results = verifier.verify_all(cases)
     failed = [r for r in results if r.failed]
     if failed:
