@@ -134,7 +134,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     from jfa_verify.cases.coverage import Coverage
     from jfa_verify.cases.dimensions import Target
     from jfa_verify.cases.pairs import PairCoverage
-    from jfa_verify.checks.calls import check_relations, relation_status
+    from jfa_verify.checks.calls import check_relations
     from jfa_verify.run.interrupts import terminate_as_interrupt
     from jfa_verify.run.loop import Verifier
     from jfa_verify.run.report import run_report, write_json
@@ -162,7 +162,6 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
                  "finished": finished and not outcome.interrupted, "cases_planned": len(cases),
                  "pairs": pairs.to_dict(), "relations": broken,
                  "relation_checks": {"run": len(outcome.checked), "broken": len(broken),
-                                     "crashed": sum(relation_status(f) == "crash" for f in broken),
                                      "not_run_because": not_run_because}}
         outcome.report = write_json(request.report, run_report(results, kernel=kernel.name, device=device,
                                                                suite_note=suite.note, coverage=coverage.to_dict(),
