@@ -216,6 +216,17 @@ def campaign_lock(folder: Path) -> Iterator[None]:
         handle.close()  # (closing releases the lock)
 
 
+
+def _reported(config: FuzzConfig) -> dict:
+    """The campaign's configuration as its report shows it: a Redis URL's password replaced by ``***``."""
+    from jfa_verify.fuzz.database import redacted
+
+    shown = asdict(config)
+    if shown.get("database"):
+        shown["database"] = redacted(str(shown["database"]))
+    shown["read_from"] = [redacted(str(r)) for r in shown.get("read_from") or ()]
+    return shown
+
 def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: int, gpus: Sequence[str], console,
               live: bool, interval: float, report, png) -> dict:
     """:func:`run_fuzz` once its folder is held."""
@@ -351,7 +362,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
         "format": "jfa-verify-campaign/1",
         "kernel": kernel.name, "device": str(device), "workers": workers, "gpus": [str(g) for g in gpus],
         "seed": config.seed, "seeds": [config.seed + w for w in range(workers)],
-        "config": asdict(config),
+        "config": _reported(config),
         "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
         "seconds": round(seconds, 3), "cases": progress.cases,
         "cases_per_minute": round(60 * progress.cases / max(seconds, 1e-9), 1),

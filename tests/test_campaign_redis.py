@@ -155,3 +155,19 @@ def test_no_server_at_a_redis_url_is_a_clear_error():
         port = s.getsockname()[1]  # closed again: nothing listens there
     with pytest.raises(InvalidInput, match="no Redis server answers"):
         open_database(f"redis://127.0.0.1:{port}")
+
+
+def test_the_fuzz_command_never_prints_or_reports_a_redis_password(tmp_path, capsys):
+    """Regression (issue 43, 16): the campaign's banner printed the --database URL as given, password and all."""
+    from jfa_verify.cli import main
+
+    with _server(tmp_path, "--requirepass", "s3cret") as port:
+        url = f"redis://:s3cret@127.0.0.1:{port}/1"
+        rc = main(["fuzz", "--kernel", "triton_jfa", "--device", "cpu", "--max-examples", "1", "--forward-only",
+                   "--no-isolate", "--no-progress", "--shrink-seconds", "1", "--database", url,
+                   "--reproducers", str(tmp_path / "repro"), "--report", str(tmp_path / "campaign.json")])
+    out = capsys.readouterr()
+    assert rc in (0, 1), out.out + out.err
+    assert f"redis://:***@127.0.0.1:{port}/1" in out.out, out.out
+    assert "s3cret" not in out.out + out.err
+    assert "s3cret" not in (tmp_path / "campaign.json").read_text()

@@ -33,9 +33,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--workers", type=positive_int, default=1, help="campaign worker processes (default 1)")
     parser.add_argument("--gpus", type=lambda t: [g.strip() for g in t.split(",") if g.strip()], default=None,
                         metavar="0,1,...", help="GPUs the workers are pinned to, round-robin (default: every visible one)")
-    parser.add_argument("--database", default=None, metavar="DIR|redis://HOST:PORT",
-                        help="Hypothesis example database shared by the workers (default: REPRODUCERS/.hypothesis)")
-    parser.add_argument("--read-from", action="append", default=[], metavar="DIR|redis://HOST:PORT",
+    parser.add_argument("--database", default=None, metavar="DIR|redis[s]://[USER:PASSWORD@]HOST[:PORT][/DB]",
+                        help="Hypothesis example database shared by the workers (default: REPRODUCERS/.hypothesis; a Redis password may come from $JFA_REDIS_PASSWORD instead of the URL)")
+    parser.add_argument("--read-from", action="append", default=[], metavar="DIR|redis[s]://...",
                         help="also read (never write) this database (repeatable)")
     parser.add_argument("--report", default=None, type=new_file, help="write the campaign's JSON report here")
     parser.add_argument("--png", default=None, type=png_file, help="write a PNG of cases and findings over time here")
@@ -88,12 +88,12 @@ def main(args, ctx) -> int:
                         seed=seed, max_examples=max_examples, duration_s=args.duration, timeout_s=args.timeout,
                         backward=not args.forward_only, isolate=args.isolate, shrink_seconds=args.shrink_seconds,
                         covering=args.covering, pack=args.pack)
-    from jfa_verify.fuzz.database import default_database, open_database
+    from jfa_verify.fuzz.database import default_database, open_database, redacted
 
     # the database before the banner: a bad one is a usage error of one line (run_fuzz opens it again, for workers)
     if args.database is not None and not args.database.strip():
         # (an empty value, as from an unset shell variable, once fell back to the default without a word)
-        raise UsageError(f"--database {args.database!r} is empty; give a folder or redis://HOST:PORT, or leave "
+        raise UsageError(f"--database {args.database!r} is empty; give a folder or redis[s]://[USER:PASSWORD@]HOST[:PORT][/DB], or leave "
                          f"--database out for {default_database(args.reproducers)}")
     database = args.database or default_database(args.reproducers)
     open_database(database, tuple(args.read_from))
@@ -102,7 +102,7 @@ def main(args, ctx) -> int:
     console.print(f"jfa-verify fuzz: kernel [bold]{kernel.name}[/] on {device}, {args.workers} worker(s)"
                   + (f" on GPU(s) {','.join(gpus)}" if gpus else "")
                   + (f", packs of up to {args.pack} cases a launch" if args.pack > 1 else "") + f", up to {limit}, seed {seed} "
-                  f"(repeat the draws with --seed {seed}), database {database}")
+                  f"(repeat the draws with --seed {seed}), database {redacted(database)}")
     report = run_fuzz(config, workers=args.workers, gpus=gpus or (), console=console, live=not args.no_progress,
                       interval=args.progress_interval, report=args.report, png=args.png)
     print_campaign(report, console)
