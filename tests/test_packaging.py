@@ -19,6 +19,37 @@ def _run(cmd, cwd, timeout=600, env=None):
     return proc
 
 
+_PATHS = ("import json, site, sysconfig; p = sysconfig.get_paths(); "
+          "print(json.dumps([p['purelib'], p['platlib'], *site.getsitepackages()]))")
+
+
+def _environment_paths(python) -> list[str]:
+    """The package folders of interpreter ``python`` (its virtualenv's when it is one, else the base's)."""
+    proc = _run([str(python), "-c", _PATHS], cwd=Path(str(python)).parent)
+    assert proc.returncode == 0, proc.stderr
+    return list(dict.fromkeys(p for p in json.loads(proc.stdout) if Path(p).is_dir()))
+
+
+def _add_environment(python: Path, of) -> None:
+    """Make the venv of ``python`` see the packages of interpreter ``of`` (torch, Triton, ...) through a .pth file."""
+    purelib = _environment_paths(python)[0]
+    Path(purelib, "jfa_verify_test_environment.pth").write_text("\n".join(_environment_paths(of)) + "\n")
+
+
+def test_a_venv_made_from_a_venv_sees_the_outer_venvs_packages(tmp_path):
+    """Regression (issue 43, 1): in a virtualenv, the test venv was made with --system-site-packages, which sees the
+    *base* interpreter's site-packages, without torch: the wheel's tests failed with 'No module named torch'. Here
+    the test environment is a venv holding a module the base interpreter does not have."""
+    outer, inner = tmp_path / "outer", tmp_path / "inner"
+    assert _run([sys.executable, "-m", "venv", str(outer)], cwd=tmp_path).returncode == 0
+    outer_python = outer / "bin" / "python"
+    Path(_environment_paths(outer_python)[0], "only_in_the_outer_venv.py").write_text("WHERE = 'outer venv'\n")
+    assert _run([str(outer_python), "-m", "venv", str(inner)], cwd=tmp_path).returncode == 0
+    _add_environment(inner / "bin" / "python", of=outer_python)
+    seen = _run([str(inner / "bin" / "python"), "-c", "import only_in_the_outer_venv as m; print(m.WHERE)"], cwd=tmp_path)
+    assert seen.stdout.strip() == "outer venv", seen.stderr
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
     """A fresh venv with jfa-verify installed from a wheel built from this repository.
@@ -43,9 +74,14 @@ def venv(tmp_path_factory):
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
     (wheel,) = wheels.glob("jfa_verify-*.whl")
     env_dir = base / "env"
-    made = _run([sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)], cwd=base)
+    made = _run([sys.executable, "-m", "venv", str(env_dir)], cwd=base)
     assert made.returncode == 0, made.stderr
     python = env_dir / "bin" / "python"
+    # The test environment's packages, whether it is the base interpreter or a virtualenv: `venv
+    # --system-site-packages` made inside a virtualenv sees the *base* interpreter's site-packages, which lack torch
+    # when the README's commands ran in a virtualenv (issue 43, 1). Paths a .pth file adds come after the new venv's
+    # own site-packages, so jfa_verify is still the wheel's.
+    _add_environment(python, of=sys.executable)
     inst = _run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)], cwd=base)
     assert inst.returncode == 0, inst.stdout[-2000:] + inst.stderr[-2000:]
     where = _run([str(python), "-c", "import jfa_verify; print(jfa_verify.__file__)"], cwd=base)
