@@ -1,15 +1,17 @@
 """The packaged budget table is the reproducible fit of its recorded calibration, and passes the held-out cases.
 
-The records (one per drawn case, raw errors and floors per output) are in
-``docs/evidence/calibration-2026-11-29/``: H200 and CPU-interpreter cases, split by
-Hypothesis seed into a fitting set and a held-out set (the held-out set is H200 only,
-at least 10,000 cases per row but float8, whose 11,086 H200 cases are 2,705 fitting and
-8,381 held out). Regenerate the table (version 3, fitted from version 2) with::
+The records (one per drawn case, raw errors and floors per output) are compact copies in
+``tests/data/calibration/`` (``manifest.json``: the file each provenance name maps to, what it
+was used for, the raw file in git history at commit 4543630 and the kernel source commit):
+H200 and CPU-interpreter cases, split by Hypothesis seed into a fitting set and a held-out set
+(the held-out set is H200 only, at least 10,000 cases per row but float8, whose 11,086 H200
+cases are 2,705 fitting and 8,381 held out). Regenerate the table (version 3, fitted from
+version 2) with (``D=tests/data/calibration``, the held-out records from git history)::
 
-    jfa-verify calibrate --from-records $C/h200-fit.jsonl.gz $C/h200-holdout.jsonl.gz $C/cpu-fit.jsonl.gz \\
-        $C/cpu-holdout.jsonl.gz $C/cpu-fp8-refloored.jsonl.gz $C/h200-fp8-fit.jsonl.gz \\
-        --holdout $C/h200-b-holdout.jsonl.gz $C/h200-fp8-holdout.jsonl.gz \\
-        --against $C/budgets-v2.json --safety 4 --out jfa_verify/data/budgets.json
+    jfa-verify calibrate --from-records $D/fit-v2-v3-h200.jsonl.gz $D/heldout-v2-fit-v3-h200.jsonl.gz \\
+        $D/fit-v2-v3-cpu.jsonl.gz $D/heldout-v2-fit-v3-cpu.jsonl.gz $D/fit-v3-cpu-fp8-refloored.jsonl.gz \\
+        $D/fit-v3-h200-fp8.jsonl.gz --holdout h200-b-holdout.jsonl.gz h200-fp8-holdout.jsonl.gz \\
+        --against $D/budgets-v2.json --safety 4 --out jfa_verify/data/budgets.json
 
 The float8 records' floors were derived again from their cases (``jfa-verify refloor``)
 after two error-model fixes: forward-only references had dropped the O and LSE
@@ -23,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from jfa_verify.judge.budgets import BudgetTable, default_table
-from jfa_verify.workflows.calibrate import evaluate, fit, read_records
+from jfa_verify.workflows.calibrate import evaluate, fit
+from tests.calibration_records import DATA, load, manifest
 
-EVIDENCE = Path(__file__).resolve().parents[1] / "docs" / "evidence" / "calibration-2026-11-29"
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +38,13 @@ def table():
 def test_packaged_table_is_the_fit_of_its_recorded_cases(table):
     prov = table.provenance
     assert table.version == 3 and prov["measured_against_version"] == 2
-    records = read_records([EVIDENCE / name for name in prov["fitted_on"]])
+    records = load(prov["fitted_on"])
     assert dict(Counter(r.row for r in records)) == prov["cases_per_row"]
     assert {r.device for r in records} == {"NVIDIA H200", "cpu (Triton interpreter)"}
     # the float8 row is fitted on H200 cases too: FP8 tensor-core sums are not the interpreter's
     assert {r.device for r in records if r.row == "float8_e4m3fn"} == {"NVIDIA H200", "cpu (Triton interpreter)"}
     assert "NVIDIA H200" in prov["device"] and "2.11.0+cu130" in prov["torch"]
-    refit = fit(records, BudgetTable.load(EVIDENCE / "budgets-v2.json"), safety=prov["safety"],
+    refit = fit(records, BudgetTable.load(DATA / "budgets-v2.json"), safety=prov["safety"],
                 min_multiplier=prov["min_multiplier"], min_floor_ulps=prov["min_floor_ulps"])
     assert set(refit.budgets) == set(table.budgets)
     for row, outputs in table.budgets.items():
@@ -51,7 +53,7 @@ def test_packaged_table_is_the_fit_of_its_recorded_cases(table):
 
 
 def test_packaged_table_has_zero_false_failures_on_the_held_out_cases(table):
-    held = read_records([EVIDENCE / name for name in table.provenance["holdout"]["files"]])
+    held = load(table.provenance["holdout"]["files"])
     stats = evaluate(held, table)
     rows = {row for row, _ in stats}
     assert rows == {"float32", "float32-tf32", "bfloat16", "float16", "float8_e4m3fn"}
@@ -66,23 +68,41 @@ def test_packaged_table_has_zero_false_failures_on_the_held_out_cases(table):
     recorded = table.provenance["holdout"]["outputs"]
     for (row, out), st in stats.items():
         assert recorded[f"{row}/{out}"]["cases"] == len(st.headroom)
+        # the compact copy (numbers in float32) is the set the table was judged on: same headroom distribution
+        summary = st.summary()
+        for key in ("headroom_p50", "headroom_p99", "headroom_p999", "headroom_max", "needed_multiplier_max"):
+            assert summary[key] == pytest.approx(recorded[f"{row}/{out}"][key], rel=1e-5, abs=1e-12), (row, out, key)
+
+
+def test_fitting_and_held_out_records_are_disjoint(table):
+    """The held-out verdicts mean something only for cases the fit never saw: no file, seed or case in both."""
+    prov = table.provenance
+    fitted, held = set(prov["fitted_on"]), set(prov["holdout"]["files"])
+    assert fitted and held and not fitted & held
+    files = manifest()
+    assert all(files[name]["file"].startswith("fit-") or "fit-v3" in files[name]["file"] for name in fitted)
+    assert all(files[name]["file"].startswith("heldout-v3") for name in held)
+    fit_records, held_records = load(sorted(fitted)), load(sorted(held))
+    assert not {(r.kernel, r.seed) for r in fit_records} & {(r.kernel, r.seed) for r in held_records}
+    key = lambda r: (r.row, r.kernel, r.seed, r.device, tuple(sorted(r.outputs.items())))  # noqa: E731
+    assert not {key(r) for r in fit_records} & {key(r) for r in held_records}
 
 
 def test_every_h200_case_passes_under_the_packaged_table(table):
-    """The issue's bar: at least 10,000 H200 cases per row, every one passing (fitting and held out)."""
-    files = [name for name in table.provenance["fitted_on"] + table.provenance["holdout"]["files"]
-             if name.startswith("h200")]
-    h200 = [r for r in read_records([EVIDENCE / name for name in files]) if r.device == "NVIDIA H200"]
+    """The issue's bar, on held-out cases only (fitting cases pass by construction: the fit scales each row to its
+    worst fitting case): at least 10,000 H200 cases per row, every one passing; float8 has 8,381 held out, short."""
+    h200 = [r for r in load(table.provenance["holdout"]["files"]) if r.device == "NVIDIA H200"]
     stats = evaluate(h200, table)
     per_row = Counter(r.row for r in h200)
     assert set(per_row) == {"float32", "float32-tf32", "bfloat16", "float16", "float8_e4m3fn"}
-    assert min(per_row.values()) >= 10_000, per_row
+    assert min(n for row, n in per_row.items() if row != "float8_e4m3fn") >= 10_000, per_row
+    assert per_row["float8_e4m3fn"] >= 8_000, per_row
     for (row, out), st in stats.items():
         assert st.failures == 0 and max(st.headroom) < 1.0, (row, out, max(st.headroom))
-    # as the README says: cases with tokens on both sides (the rest are all-empty batches)
+    # cases with tokens on both sides (the rest are all-empty batches), held out only: docs/budgets.md
     tokens = Counter(r.row for r in h200 if r.case["tokens_q"] > 0 and r.case["tokens_k"] > 0)
-    assert min(tokens[row] for row in ("float32", "bfloat16", "float16")) >= 11_000
-    assert min(tokens["float32-tf32"], tokens["float8_e4m3fn"]) >= 8_500
+    assert min(tokens[row] for row in ("float32", "bfloat16", "float16")) >= 10_500, tokens
+    assert tokens["float32-tf32"] >= 8_300 and tokens["float8_e4m3fn"] >= 6_400, tokens
 
 
 def test_packaged_data_files_ship_in_the_wheel():
@@ -100,15 +120,14 @@ def test_packaged_data_files_ship_in_the_wheel():
         assert any(fnmatch.fnmatch(name, pat) for pat in patterns), f"{name} is not in the package data {patterns}"
 
 
-WINDOWS = EVIDENCE.parent / "windows-2026-12-01"
 
 
 def test_window_cases_pass_the_packaged_table(table):
     """Held-out windowed cases (never fitted on) pass the budget rows as they are: the mask changes which
     keys a row sums, not how it rounds. CPU records (the interpreter) and H200 records (``ci/gpu_windows.sh``)."""
-    files = sorted(WINDOWS.glob("*-window-holdout.jsonl.gz"))
-    assert any(f.name.startswith("cpu-") for f in files)
-    records = read_records(files)
+    names = sorted(name for name in manifest() if name.startswith("windows/"))
+    assert any("cpu-" in name for name in names) and all(name.endswith("-window-holdout.jsonl.gz") for name in names)
+    records = load(names)
     assert all(r.case["full"].get("window") for r in records)  # every record is a windowed case
     cpu = [r for r in records if r.device == "cpu (Triton interpreter)"]
     assert len(cpu) >= 300 and {r.row for r in cpu} == {"float32", "bfloat16", "float16"}
@@ -121,3 +140,24 @@ def test_window_cases_pass_the_packaged_table(table):
     assert any(r.case["causal"] for r in records)
     for (row, out), st in evaluate(records, table).items():
         assert st.failures == 0 and max(st.headroom) < 1.0, (row, out, max(st.headroom))
+
+
+def test_new_records_carry_a_hash_of_the_kernel_source(tmp_path):
+    """Issue 40: records say which kernel source they measured; a fitted table's provenance lists the hashes."""
+    from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.workflows.calibrate import kernel_source_hash, provenance
+
+    kernel = get_kernel("triton_jfa")
+    h = kernel_source_hash(kernel)
+    assert h.startswith("sha256:") and len(h) == 7 + 64 and h == kernel_source_hash(kernel)
+    assert h != kernel_source_hash(get_kernel("gluon_jfa"))
+    records = load(["h200-fit.jsonl.gz"])[:2]
+    records = [records[0], type(records[1])(**{**records[1].__dict__, "environment": {"kernel_source": h}})]
+    prov = provenance(records, safety=4, min_multiplier=0.05, min_floor_ulps=1, measured_against=2)
+    assert prov["kernel_source"] == f"{h}, not recorded for 1 case(s)"
+
+
+def test_manifest_names_the_kernel_source_commit_of_every_file():
+    for name, entry in manifest().items():
+        assert entry["kernel_source_commit"] and entry["raw"].startswith("4543630:"), name
+        assert (DATA / entry["file"]).is_file(), name

@@ -141,6 +141,7 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
     from jfa_verify.run.corpus import environment as process_environment
 
     environment = {key: process_environment()[key] for key in ("torch", "triton")}
+    environment["kernel_source"] = kernel_source_hash(kernel)  # ties the records to the code they measured
     records = Path(records)
     records.parent.mkdir(parents=True, exist_ok=True)
     dtypes = list(dtypes)
@@ -241,6 +242,24 @@ def refloor(records: Iterable[Record], device="cpu") -> list[Record]:
                                                                   *reference_scales(ref, name)))
         out.append(replace(rec, outputs=outputs))
     return out
+
+
+def kernel_source_hash(kernel) -> str:
+    """``sha256:<hex>`` of the kernel's Python sources (its loader's folder and ``source_dirs``), by relative
+    path and content; ``"unknown"`` when the loader has no file."""
+    import hashlib
+    import inspect
+
+    try:
+        dirs = [Path(inspect.getfile(kernel.loader)).parent]
+    except TypeError:
+        return "unknown"
+    dirs += [Path(d) for d in getattr(kernel, "source_dirs", ())]
+    digest = hashlib.sha256()
+    for folder in dirs:
+        for path in sorted(folder.rglob("*.py")):
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return "sha256:" + digest.hexdigest()
 
 
 def device_description(device) -> str:
@@ -409,6 +428,7 @@ def provenance(records: Sequence[Record], *, safety: float, min_multiplier: floa
         # records written before environments were recorded carry none: counted, not printed as "None"
         "torch": _versions(records, "torch"),
         "triton": _versions(records, "triton"),
+        "kernel_source": _versions(records, "kernel_source"),
         "kernels": sorted({r.kernel for r in records}),
         "cases_per_row": dict(sorted(rows.items())),
         "seeds": sorted({r.seed for r in records}),
