@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.judge.memory import FILLS
 
 __all__ = ["MEMORY_MODES", "RunSettings"]
 
-MEMORY_MODES = ("nan", "large")  # (jfa_verify.judge.memory.FILLS, less None: this layer may not import it)
+MEMORY_MODES = tuple(f for f in FILLS if f is not None)  # the tracked-memory fills (None: no tracking)
 
 
 @dataclass(frozen=True)
