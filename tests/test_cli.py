@@ -227,9 +227,28 @@ def test_run_of_a_kernel_the_device_cannot_run_is_refused_before_any_work(tmp_pa
     assert rc == 2, out
     assert "kernel 'gluon_jfa' does not run on cpu" in err and "`jfa-verify kernels` lists where each kernel runs" in err
     assert "contract coverage" not in out and not (tmp_path / "repro").exists()
-    payload = json.loads(report.read_text())
-    assert payload["finished"] is False and payload["interrupted"] is False and payload["cases"] == []
-    assert "does not run on cpu" in payload["error"]  # not the placeholder's "still running" (interrupted: null)
+    # nothing ran: no report, so none that reads "still running" (the placeholder's interrupted: null) either
+    assert not report.exists()
+
+
+@pytest.mark.parametrize("how", ["--kernel nope", "--filter zzz", "a plugin that fails to import"])
+def test_a_usage_error_leaves_an_earlier_report_untouched(tmp_path, capsys, how):
+    """Regression (issue 43, 3): ``run --kernel nope`` in a folder holding a finished report replaced it with an empty
+    error report; nothing ran, so the earlier report stays (exit 2, one line saying why)."""
+    report = tmp_path / "r.json"
+    before = json.dumps({"summary": {"pass": 176}, "finished": True, "interrupted": False})
+    report.write_text(before)
+    plugin = tmp_path / "broken_plugin.py"
+    plugin.write_text("import no_such_module_jfa\n")
+    extra = {"--kernel nope": ["--kernel", "nope"], "--filter zzz": ["--filter", "zzz"],
+             "a plugin that fails to import": ["--plugin", str(plugin)]}[how]
+    rc = main(["run", "--device", "cpu", "--report", str(report), "--reproducers", str(tmp_path / "repro"),
+               "--no-progress", *extra])
+    out, err = capsys.readouterr()
+    assert rc == 2, (out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert report.read_text() == before
+    assert {p.name for p in tmp_path.iterdir()} == {"r.json", "broken_plugin.py"}  # no temporary file left behind
 
 
 def test_run_counts_coverage_over_the_cases_the_kernel_ran_only(tmp_path, capsys, monkeypatch):

@@ -1,9 +1,12 @@
 """``jfa-verify run``'s workflow: verify one kernel on a built-in suite, then the suite's relation checks, writing the
 JSON report at every stage (reproducers are written by the verifier and the relation checks as findings come).
 
-The report file always says where the run got to: before any case it says the run has not finished (an earlier run's
-report must never stand for this one's), after the cases it holds every case's verdict (a kill during the relation
-checks keeps them), and at the end the relation checks too. What is printed, and when, is the caller's: it passes a
+The report file always says where the run got to once the run has started: a usage error before any case (an unknown
+kernel or suite, a plugin that fails to import, a filter matching nothing: exit 2) writes nothing, leaving an earlier
+report as it was; once the cases are chosen (or a Ctrl-C stopped the loading) it says the run has not finished (an
+earlier run's report must never stand for this one's), after the cases it holds every case's verdict (a kill during
+the relation checks keeps them), and at the end the relation checks too. Each write goes to a temporary file renamed
+over the report (:func:`~jfa_verify.run.report.write_json`). What is printed, and when, is the caller's: it passes a
 :class:`RunObserver`.
 """
 
@@ -13,7 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
-from jfa_verify.core.errors import InvalidInput, JFAError
+from jfa_verify.core.errors import InvalidInput
 
 
 @dataclass(frozen=True)
@@ -79,26 +82,26 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
 
     Raises:
         InvalidInput: the kernel does not run on ``device``, or no case of the suite matches the filter.
-        JFAError: the kernel cannot be loaded, or the suite does not exist (the report says why nothing ran).
+        JFAError: the kernel cannot be loaded, or the suite does not exist. Nothing ran: no report is written, and an
+            earlier one is left as it was (issue 43, 3: ``run --kernel nope`` replaced a finished report with an
+            empty error report).
     """
     from jfa_verify.run.report import run_report, write_json
 
-    # Until this run's report replaces it, the file says the run did not finish: a Ctrl-C while the kernel loads
-    # or the suite is built, or a kill, must not leave an earlier run's report there to be read as this one's.
-    # ("interrupted": null while it runs: nothing has stopped it yet, and it has not finished either)
-    def report_before_cases(interrupted: Optional[bool], **more):
+    # Once the run has started, and until this run's report replaces it, the file says the run did not finish: a
+    # Ctrl-C while the kernel loads or the suite is built, or a kill during the cases, must not leave an earlier
+    # run's report there to be read as this one's. ("interrupted": null while it runs: nothing has stopped it yet,
+    # and it has not finished either)
+    def report_before_cases(interrupted: Optional[bool]):
         return write_json(request.report, run_report([], kernel=request.kernel, device=device,
                                                      extra={"finished": False, "interrupted": interrupted,
-                                                            "cases_planned": None, **more}))
+                                                            "cases_planned": None}))
 
-    report = report_before_cases(None)
     try:
-        kernel, suite, cases = _cases(request, device, load_kernel)
+        kernel, suite, cases = _cases(request, device, load_kernel)  # a JFAError: a usage error, the report untouched
     except KeyboardInterrupt:  # loading and the covering array take seconds: the report says so, as a later stop's
         return RunOutcome(report_before_cases(True), interrupted=True)
-    except JFAError as e:  # the report says why nothing ran (it read "still running" otherwise)
-        report_before_cases(False, error=str(e))
-        raise
+    report = report_before_cases(None)
     outcome = RunOutcome(report, kernel, suite, cases)
     observer.planned(kernel, suite, cases)
     _verify(outcome, request, device, observer)
