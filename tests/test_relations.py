@@ -87,6 +87,22 @@ def test_a_kernel_that_writes_into_its_inputs_fails_the_case(jfa_device):
     assert "inputs unchanged" in result.explain()
 
 
+@pytest.mark.parametrize("edit, said", [
+    (lambda run: run.o[:, :, :-1], "o.shape=(21, 3, 15), expected (21, 3, 16)"),
+    (lambda run: run.o.to("meta"), "o.device=meta, expected cpu"),
+])
+def test_an_output_contract_violation_on_o_is_a_contract_finding_not_an_autograd_error(edit, said):
+    """Regression (issue 43, 4): an O of the wrong shape or device ran the backward first, so the verdict was an
+    autograd traceback ("Mismatch in shape") where the same mistake on LSE was named as a contract finding."""
+    def broken(problem, q, k, v, run):
+        run.o = edit(run)
+
+    result = run_case(CASE, _wrapped(f"planted-o-{said[:7]}", broken), "cpu")
+    assert result.status == "fail", result.message
+    assert any(said in m for m in result.findings_of("contract")), (result.findings, result.message)
+    assert "Traceback" not in result.message and "Mismatch" not in result.explain()
+
+
 def test_the_production_launch_is_judged_when_the_case_asks_for_it(jfa_device):
     seen = []
     kernel = _wrapped("spy-instrument", lambda p, q, k, v, run: seen.append(run.plan is not None))

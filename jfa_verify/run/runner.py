@@ -289,7 +289,8 @@ class KernelCall:
 
 def call_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, backward: bool,
                 instrument: bool = False, memory: Optional[str] = None) -> KernelCall:
-    """The kernel's forward (and backward) on fresh leaf copies of the inputs (same strides).
+    """The kernel's forward (and backward) on fresh leaf copies of the inputs (same strides). No backward when the
+    outputs break the output contract (:func:`~jfa_verify.core.contract.output_violations`): no gradients then.
 
     ``memory`` None: allocations read NaN (:func:`poisoned_allocations`); ``"nan"`` or ``"large"``:
     every allocation gets guard bands and that fill (:func:`jfa_verify.judge.memory.tracked_allocations`).
@@ -307,7 +308,10 @@ def call_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, 
         got = {"o": run.o.detach() if isinstance(run.o, torch.Tensor) else run.o}
         if run.lse is not None:
             got["lse"] = run.lse.detach() if isinstance(run.lse, torch.Tensor) else run.lse
-        if backward and isinstance(run.o, torch.Tensor) and run.o.requires_grad:
+        # Not on outputs that break the contract (a wrong shape or device): the autograd error would stand for the
+        # contract finding the caller names (issue 43, 4: o[:, :, :-1] surfaced as an autograd traceback)
+        if backward and isinstance(run.o, torch.Tensor) and run.o.requires_grad \
+                and not output_violations(problem, got["o"], got.get("lse")):
             run.o.backward(tensors.do)
             got.update(dq=q.grad, dk=k.grad, dv=v.grad)
     return KernelCall(run, got, [] if log is None else log.violations(got), changed_inputs(before, inputs))
