@@ -183,6 +183,23 @@ def test_kernels_says_which_run_on_the_device_and_why_not(capsys):
     assert "[forward only on cpu]" in lines["flex_document_mask"]  # its capabilities: no backward on the CPU
 
 
+def test_kernels_lists_a_kernel_whose_load_fails_as_not_running_with_the_reason(tmp_path, capsys):
+    """Regression (issue 43, 6): ``kernels`` said "runs on cpu" for kernels whose load() raised or returned None."""
+    plugin = tmp_path / "unloadable.py"
+    plugin.write_text("from jfa_verify import Capabilities, register_kernel\n\n\n"
+                      "@register_kernel('load_raises', capabilities=Capabilities())\n"
+                      "def load():\n    raise ImportError('needs my_cuda_ext')\n\n\n"
+                      "@register_kernel('load_returns_none', capabilities=Capabilities())\n"
+                      "def load_none():\n    return None\n")
+    assert main(["kernels", "--device", "cpu", "--plugin", str(plugin)]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert " not running " in lines["load_raises"] and "runs on" not in lines["load_raises"], lines["load_raises"]
+    assert lines["load_raises"].endswith("[load() raised ImportError: needs my_cuda_ext]"), lines["load_raises"]
+    assert " not running " in lines["load_returns_none"], lines["load_returns_none"]
+    assert lines["load_returns_none"].endswith("[load() returned no implementation]"), lines["load_returns_none"]
+    assert " runs on cpu " in lines["triton_jfa"]
+
+
 def test_schedule_table_and_png(tmp_path, capsys):
     png = tmp_path / "load.png"
     assert main(["schedule", "--batch", "64", "--num-sms", "8", "--png", str(png)]) == 0
