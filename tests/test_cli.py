@@ -89,6 +89,43 @@ def test_a_load_returning_no_implementation_is_a_usage_error_not_a_finding(tmp_p
     assert not list(repro.glob("*.json"))
 
 
+def test_a_quiet_run_prints_the_summary_and_the_failures_only(tmp_path, capsys):
+    """Regression (issue 43, 13): a default run printed about 344 lines, mostly coverage tables; there was no
+    quiet mode. --quiet prints the table of failing cases, each failure's explanation and the final line."""
+    common = ["run", "--device", "cpu", "--plugin", MUTANT_PLUGIN, "--kernel", "mutant-kv_bound_minus_one",
+              "--filter", "tile-edges/self", "--reproducers", str(tmp_path / "repro"), "--no-progress"]
+    assert main([*common, "--report", str(tmp_path / "loud.json")]) == 1
+    loud = capsys.readouterr().out
+    assert main([*common, "--report", str(tmp_path / "quiet.json"), "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "contract coverage" in loud and "jfa-verify run: kernel" in loud
+    assert "contract coverage" not in out and "pairs of classes" not in out and "jfa-verify run: kernel" not in out
+    failing = re.findall(r"\[FAIL\] (tile-edges/self/\S+)", loud)
+    assert failing and re.findall(r"\[FAIL\] (tile-edges/self/\S+)", out) == failing  # every explanation
+    assert out.lstrip().startswith("mutant-kv_bound_minus_one on Triton interpreter on CPU: failing cases"), out[:300]
+    assert re.match(rf"\d+ passed, {len(failing)} failed, .*; report: ", out.rstrip().splitlines()[-1]), out[-500:]
+    assert len(out.splitlines()) < len(loud.splitlines()) / 2
+
+
+def test_the_terminal_progress_bar_counts_passed_and_failed():
+    """Regression (issue 43, 13): the terminal's bar showed no counts (the progress lines of a log did)."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from jfa_verify.cli.output import counting_progress
+
+    file = io.StringIO()
+    console = Console(file=file, force_terminal=True, width=150, color_system=None)
+    bar, add = counting_progress(console, "verifying k", 4)
+    with bar:
+        for status in ("pass", "fail", "pass", "crash"):
+            add(SimpleNamespace(status=status, failed=status != "pass"))
+        bar.refresh()
+    assert "4/4" in file.getvalue() and "2 passed, 2 failed" in file.getvalue(), file.getvalue()[-400:]
+
+
 def test_help_opens_with_a_description_for_users_and_version_comes_from_the_metadata(capsys, monkeypatch):
     """Regression: ``--help`` opened with the module's docstring for maintainers; there was no ``--version``."""
     from importlib import metadata

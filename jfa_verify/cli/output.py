@@ -37,6 +37,27 @@ class ProgressLines:
                                highlight=False, markup=False)
 
 
+def counting_progress(console, what: str, total: int, *, disable: bool = False):
+    """A terminal's progress bar that counts the verdicts as they come (issue 43, 13: it showed none, where the
+    progress lines of a log do): returns ``(progress, add)``, ``add`` called with each case's result."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("[green]{task.fields[passed]} passed[/], [red]{task.fields[failed]} failed[/]"
+                                   "{task.fields[others]}"),
+                        TimeElapsedColumn(), console=console, transient=True, disable=disable)
+    task = progress.add_task(what, total=total, passed=0, failed=0, others="")
+    counts = {"passed": 0, "failed": 0, "unsupported": 0}
+
+    def add(result) -> None:
+        key = "passed" if result.status == "pass" else "failed" if result.failed else "unsupported"
+        counts[key] += 1
+        others = f", {counts['unsupported']} unsupported" if counts["unsupported"] else ""
+        progress.update(task, advance=1, passed=counts["passed"], failed=counts["failed"], others=others)
+
+    return progress, add
+
+
 def results_table(results, title: str):
     from rich.table import Table
 

@@ -38,6 +38,9 @@ def add_arguments(run) -> None:
     run.add_argument("--report", default="jfa-report.json", type=new_file,
                      help="JSON report to write (default: %(default)s)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
+    run.add_argument("--quiet", "-q", action="store_true",
+                     help="print the summary and the failures only: the table of failing cases, each failure's "
+                          "explanation and the final line (no header, coverage tables or progress lines)")
     run.add_argument("--timeout", type=positive_float, default=None,
                      help="seconds per case (compilation included); a case still running then is recorded as a "
                           "hang, its worker killed, and the run goes on")
@@ -61,6 +64,8 @@ class _Printer:
 
     def planned(self, kernel, suite, cases) -> None:
         args = self.args
+        if args.quiet:
+            return
         by = "/".join(o for o, given in (("--filter", args.filter), ("--max-cases", args.max_cases)) if given)
         picked = f"{len(cases)} cases" if len(cases) == len(suite.cases) else \
             f"{len(cases)} of {len(suite.cases)} cases, by {by}"
@@ -77,27 +82,32 @@ class _Printer:
 
     @contextmanager
     def verifying(self, kernel, total: int):
-        from rich.progress import Progress
+        from jfa_verify.cli.output import ProgressLines, counting_progress
 
-        from jfa_verify.cli.output import ProgressLines
-
-        quiet = self.args.no_progress
-        # a terminal gets the bar; a CI log a plain line at most every 10 s (it would otherwise see nothing for minutes)
+        off = self.args.no_progress
+        # a terminal gets the bar (it leaves nothing behind, so --quiet keeps it); a CI log a plain line at most every
+        # 10 s (it would otherwise see nothing for minutes), but none under --quiet
         lines = ProgressLines(self.console, f"verifying {kernel.name}", total) \
-            if not (quiet or self.console.is_terminal) else None
-        with Progress(console=self.console, transient=True, disable=quiet or lines is not None) as bar:
-            task = bar.add_task(f"verifying {kernel.name}", total=total)
-            yield lambda r: (bar.advance(task), lines and lines.add(r))
+            if not (off or self.args.quiet or self.console.is_terminal) else None
+        bar, add = counting_progress(self.console, f"verifying {kernel.name}", total,
+                                     disable=off or not self.console.is_terminal)
+        with bar:
+            yield lambda r: (add(r), lines and lines.add(r))
 
     def verified(self, kernel, results, coverage, pairs) -> None:
         from jfa_verify.cli.output import results_table
 
-        self.console.print(results_table(results, f"{kernel.name} on {self.where}"), soft_wrap=False)  # title centred
-        print(coverage.format(device_type=self.device_type), flush=True)
-        print(pairs.format(), flush=True)
-        for r in results:
-            if r.failed:
-                print(r.explain(), flush=True)
+        failing = [r for r in results if r.failed]
+        if self.args.quiet:  # the failures only (a default run printed some 344 lines, mostly coverage tables)
+            if failing:
+                self.console.print(results_table(failing, f"{kernel.name} on {self.where}: failing cases"),
+                                   soft_wrap=False)
+        else:
+            self.console.print(results_table(results, f"{kernel.name} on {self.where}"), soft_wrap=False)  # centred
+            print(coverage.format(device_type=self.device_type), flush=True)
+            print(pairs.format(), flush=True)
+        for r in failing:
+            print(r.explain(), flush=True)
 
 
 def main(args, ctx) -> int:
