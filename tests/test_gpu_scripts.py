@@ -101,3 +101,34 @@ def test_the_gluon_check_refuses_a_machine_without_cuda_before_checking_anything
     run = subprocess.run([sys.executable, str(ROOT / "ci" / "gpu_gluon_check.py"), "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "needs a CUDA device" in run.stderr
+
+
+def test_the_kernels_gpu_tests_are_all_marked_gpu_and_run_by_the_gpu_gate():
+    """Issue 40, 2: ``tests/test_kernels_gpu.py`` (gluon_jfa and triton_jfa's compiled branch against the oracles)
+    cannot silently run nothing: it collects tests, every one marked ``gpu`` (none is left once they are deselected),
+    collecting it imports no Triton, and the GPU gate runs it (``ci/gpu_run.sh``'s tests stage and the workflow)."""
+    import re
+
+    def collect(*args):
+        proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                               "--jfa-device", "cpu", *args, str(ROOT / "tests" / "test_kernels_gpu.py")],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+        return proc.stdout + proc.stderr
+
+    everything = collect()
+    ids = [line for line in everything.splitlines() if "::test_" in line]
+    assert any("gluon_jfa" in i for i in ids) and any("triton_jfa_tf32" in i for i in ids), everything
+    assert any("triton_jfa_fp8" in i for i in ids), everything
+    assert re.search(rf"\b{len(ids)} tests? collected", everything), everything
+    not_gpu = collect("-m", "not gpu")
+    assert re.search(rf"no tests collected \({len(ids)} deselected\)", not_gpu), not_gpu
+    probe = "import sys, tests.test_kernels_gpu; print(sorted(m for m in sys.modules if m.split('.')[0] == 'triton'))"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+    run_sh = (ROOT / "ci" / "gpu_run.sh").read_text()
+    listed = re.search(r"^tests=\(([^)]*)\)", run_sh, re.M)
+    assert listed and "tests/test_kernels_gpu.py" in listed.group(1).split()
+    workflow = " ".join((ROOT / ".github" / "workflows" / "gpu-gate.yml").read_text().split())  # folded lines joined
+    assert re.search(r"pytest [^\n]*?-m gpu --jfa-device cuda [^\n]*?tests/test_kernels_gpu\.py", workflow), workflow
+    assert '"kernels/**"' in workflow and "required" in workflow
