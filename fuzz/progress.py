@@ -166,6 +166,7 @@ def plot_timeline(progress: CampaignProgress, path: "str | Path", title: str = "
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     t = [p[0] for p in progress.timeline] or [0.0]
     cases = [p[1] for p in progress.timeline] or [0]
@@ -184,6 +185,8 @@ def plot_timeline(progress: CampaignProgress, path: "str | Path", title: str = "
         ax2.legend(handles.values(), handles.keys(), loc="lower right")
     ax2.set_ylabel("findings (unique)")
     ax2.set_xlabel("seconds")
+    for ax in (ax1, ax2):  # counts: no tick at 0.5 of a case or a finding
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=100)

@@ -367,3 +367,13 @@ def test_build_runs_first_at_each_commit_and_a_failing_build_is_a_skip_with_its_
     assert rc == 2 and good["verdict"] == "good" and bad["verdict"] == "skip"
     assert bad["reason"].startswith("build failed (exit 3)") and "cc: error: no rule" in bad["reason"]
     assert "--bad" in report["message"] and "cannot be tested: build failed" in report["message"]
+
+
+def test_bisect_help_says_what_it_does_and_its_exit_statuses(capsys):
+    """Regression (issue 43, 12): `jfa-verify bisect --help` had no description, only the usage and options."""
+    from jfa_verify.cli import main
+
+    assert main(["bisect", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Find the first commit of a kernel's repository between --good and --bad" in text
+    assert "Exit status: 0 one first bad commit named; 1 inconclusive" in text

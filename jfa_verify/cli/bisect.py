@@ -9,6 +9,11 @@ from jfa_verify.cli.arguments import (device_option, existing_file, folder, name
 
 HELP = ("find the kernel commit that broke correctness, speed or bits "
         "(git bisect run in a temporary worktree; see docs/bisect.md)")
+DESCRIPTION = ("Find the first commit of a kernel's repository between --good and --bad where a case fails (a "
+               "reproducer, a suite or a campaign), its outputs drift (--drift) or it is slower (--perf). git bisect "
+               "runs in a temporary worktree; the repository is never modified. Exit status: 0 one first bad commit "
+               "named; 1 inconclusive (skipped commits hide it; the candidates are listed); 2 usage or configuration "
+               "(endpoints that do not bracket a change included); 130 interrupted. See docs/bisect.md.")
 
 
 def add_arguments(parser) -> None:
