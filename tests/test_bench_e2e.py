@@ -55,7 +55,8 @@ def test_cpu_quick_rows_ratios_host_share_and_wrong(bench_e2e, wrong_kernel, cap
         cells = re.findall(r"([\d.]+) +([\d.]+)x +(\d+)%", row)
         assert len(cells) == 2, row  # fwd and fwd+bwd: ms, ratio, host share
         for ms, ratio, share in cells:
-            assert float(ms) > 0 and math.isfinite(float(ratio)) and float(ratio) > 0, row
+            # (printed to 2 decimals: a loaded CPU can print 0.00x; the JSON below holds the exact ratio)
+            assert float(ms) > 0 and math.isfinite(float(ratio)) and float(ratio) >= 0, row
             assert 0 <= int(share) <= 100, row
     wrong = [r for r in rows if f" {wrong_kernel} " in r]
     assert len(wrong) == 2 and all("WRONG" in r for r in wrong), out
@@ -66,8 +67,8 @@ def test_cpu_quick_rows_ratios_host_share_and_wrong(bench_e2e, wrong_kernel, cap
 
     data = json.loads((tmp_path / "e2e.json").read_text())
     kernel_rows = [r for r in data["rows"] if r["kernel"] == "triton_jfa"]
-    assert all(0 <= r[f"{m}_host_share"] <= 1 and math.isfinite(r[f"{m}_ratio"])
-               for r in kernel_rows for m in ("fwd", "fwd_bwd"))
+    assert len(kernel_rows) == 2 and all(0 <= r[f"{m}_host_share"] <= 1 and math.isfinite(r[f"{m}_ratio"])
+                                         and r[f"{m}_ratio"] > 0 for r in kernel_rows for m in ("fwd", "fwd_bwd"))
     assert {r["status"] for r in data["rows"] if r["kernel"] == wrong_kernel} == {"WRONG"}
 
 
