@@ -1,7 +1,8 @@
 """Every registered kernel called exactly as a user calls it, against FlashAttention-2, in one run.
 
 What is timed is what a user pays: the registered kernel's contract callable
-``fn(q, k, v, q_offsets, k_offsets, causal=...)`` (``jfa_verify.get_kernel(name)(...)``), host work included
+``fn(q, k, v, q_offsets, k_offsets, causal=...)`` (``jfa_verify.get_kernel(name)(...)``; with
+``max_seqlen_q``/``max_seqlen_k`` for a kernel whose call takes them, as FA2 is called), host work included
 (input validation, tile planning, schedules, descriptors, allocations, any host synchronization); nothing is
 built beforehand, as in training, where every step brings new offsets. ``fwd``: the forward call on inputs
 that need no gradient; ``fwd+bwd``: the forward call on leaf inputs that need one, then
@@ -30,8 +31,9 @@ catches an error spread thin over a long sequence, whose O is small). Inputs are
 
 Times: on CUDA, call time is the median of ``triton.testing.do_bench`` (CUDA events around each call,
 L2 flushed before it) of the whole call; kernel time is the GPU's busy time in the torch profiler
-(``ProfilerActivity.CUDA``): the union of the device activity intervals (kernels, memcpy, memset; not the
-synchronizations CUPTI also records on the device's timeline) of
+(``ProfilerActivity.CUDA``): the union of the device activity intervals (kernels, device copies, memset; not the
+synchronizations CUPTI also records on the device's timeline, nor host<->device copies, whose interval spans the
+host's staging) of
 ``--profile-calls`` calls, inside a range that ends with a synchronize, divided by the calls.
 Host share = (call time - kernel time) / call time: the part of a call the GPU waits for the host
 (negative values, from timing noise, are printed as 0). On the CPU (``--device cpu``, a smoke test of the
@@ -130,7 +132,10 @@ def _device_work(event) -> bool:
 
     kind = str(getattr(event, "activity_type", "") or "").lower()
     name = event.name.lower()
-    return event.device_type == DeviceType.CUDA and "sync" not in kind and "sync" not in name and "wait" not in name
+    # host<->device copies from pageable memory span the host's staging on the device timeline: not GPU work
+    copy = name.startswith("memcpy") and ("htod" in name or "dtoh" in name)
+    return (event.device_type == DeviceType.CUDA and "sync" not in kind and "sync" not in name and "wait" not in name
+            and not copy)
 
 
 def profile_segments(segments: dict, device_type: str, calls: int) -> dict:
@@ -171,6 +176,18 @@ def profile_segments(segments: dict, device_type: str, calls: int) -> dict:
                        if e.device_type == DeviceType.CPU and e.name.startswith("aten::"))
         out[key] = ((r.end - r.start) / 1e3 / calls, busy / 1e3 / calls)
     return out
+
+
+def call_hints(kernel, longest: int) -> dict:
+    """``max_seqlen_q``/``max_seqlen_k`` for a kernel whose call takes them (as FA2's, the floor, is called): a
+    user who wants the call with no host synchronization passes them; ``{}`` for the others."""
+    import inspect
+
+    try:
+        params = inspect.signature(getattr(kernel, "impl", kernel)).parameters
+    except (TypeError, ValueError):
+        return {}
+    return dict(max_seqlen_q=longest, max_seqlen_k=longest) if "max_seqlen_q" in params else {}
 
 
 class Peer:
@@ -274,15 +291,17 @@ def measure_config(kernels, batch, lengths, causal, dtype, d, args, device) -> l
         ref, ref_name = reference_attention(problem, q, k, v)["o"], "float64 reference"
     rows = [dict(base, kernel=peer.name, peer=peer.name, role="peer", peer_why=peer.why, status="ok",
                  check="the peer", _fns={"fwd": peer.fwd, "fwd_bwd": peer.fwd_bwd})]
+    longest = max(lengths)
     for name, kernel in kernels:
         row = dict(base, kernel=name, peer=peer.name, role="kernel", status="ok", _fns={})
+        hints = call_hints(kernel, longest)
         rows.append(row)
         reason = kernel.unsupported_reason(problem)
         if reason:
             row.update(status="skipped", reason=reason)
             continue
         try:
-            o = _first(kernel(q, k, v, offsets, offsets, causal=causal))
+            o = _first(kernel(q, k, v, offsets, offsets, causal=causal, **hints))
             ok, why = close_enough(o, ref, dtype)
         except UnsupportedCase as exc:  # refused at call time (e.g. nested SDPA on the CPU, causal)
             row.update(status="skipped", reason=str(exc)[:200])
@@ -294,15 +313,15 @@ def measure_config(kernels, batch, lengths, causal, dtype, d, args, device) -> l
         if not ok:
             row.update(status="WRONG", reason=why)
             continue
-        row["_fns"]["fwd"] = lambda kernel=kernel: kernel(q, k, v, offsets, offsets, causal=causal)
+        row["_fns"]["fwd"] = lambda kernel=kernel, hints=hints: kernel(q, k, v, offsets, offsets, causal=causal, **hints)
         bwd_reason = kernel.capabilities.backward_reason(problem)
         if bwd_reason:
             row["bwd_reason"] = bwd_reason
             continue
         qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
 
-        def fwd_bwd(kernel=kernel, qg=qg, kg=kg, vg=vg):
-            o = _first(kernel(qg, kg, vg, offsets, offsets, causal=causal))
+        def fwd_bwd(kernel=kernel, qg=qg, kg=kg, vg=vg, hints=hints):
+            o = _first(kernel(qg, kg, vg, offsets, offsets, causal=causal, **hints))
             return torch.autograd.grad(o, (qg, kg, vg), do)
 
         try:

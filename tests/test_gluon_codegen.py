@@ -138,14 +138,16 @@ class _Recorder:
 
 def test_the_registered_kernel_plans_dkdv_by_the_hooks_zigzag_in_the_backward_only(monkeypatch):
     # the adapter's wiring on CPU tensors (kernels recorded, not run): the forward launches the framework's zigzag
-    # query programs; the dK/dV plan (workloads_backward + the "dkdv" hook, zigzag) is built when the backward
-    # runs, not by a forward alone, and reaches the dK/dV launch; direct calls deal dK/dV tiles round-robin
+    # query programs planned on the device; the dK/dV tiles (workloads_backward's, dealt by the "dkdv" hook's
+    # zigzag) are planned when the backward runs, not by a forward alone, and reach the dK/dV launch; direct calls
+    # deal dK/dV tiles round-robin
     import types
 
     import torch
 
     from jfa_verify.core.contract import validate_inputs
     from jfa_verify.kernels.gluon_jfa import _host, build
+    from jfa_verify.scheduling import device_plan
     from jfa_verify.scheduling.planning import PersistentScheduler
     from jfa_verify.scheduling.schedules import workloads_backward, zigzag
 
@@ -156,26 +158,30 @@ def test_the_registered_kernel_plans_dkdv_by_the_hooks_zigzag_in_the_backward_on
     assert (registered.scheduler.forward, registered.scheduler.backward) == ("zigzag", "zigzag")
     host = types.SimpleNamespace(
         from_problem=lambda p, q, k, v: _host.from_problem(p, q, k, v, require_cuda=False),
+        from_shape=lambda *args: _host.from_shape(*args, require_cuda=False),
         tile_sizes=_host.tile_sizes, BWD_DKDV_TILES=_host.BWD_DKDV_TILES, POISON_ENV=_host.POISON_ENV,
         _GluonJaggedAttention=_host._GluonJaggedAttention)
     kmod = _Recorder()
     lengths = [700, 0, 129, 300]
     adapter = type(registered)(kmod, host, PersistentScheduler(backward="zigzag", num_sms=4))
-    calls = []
-    adapter.dkdv_plan = (lambda plan: lambda problem: calls.append(1) or plan(problem))(adapter.dkdv_plan)
+    calls = []  # the passes whose tiles were planned, True for dK/dV
+    planned = device_plan.DeviceLaunchPlan.tiles
+    monkeypatch.setattr(device_plan.DeviceLaunchPlan, "tiles",
+                        lambda self, backward: calls.append(backward) or planned(self, backward))
     off = torch.tensor([0, 700, 700, 829, 1129], dtype=torch.int32)
     q, k, v = (torch.randn(1129, 4, 64).to(torch.bfloat16).requires_grad_() for _ in range(3))
     problem = validate_inputs(q, k, v, off, off, causal=True)
     o, lse = adapter.launch(problem, q, k, v, off, off).outputs()
-    assert [name for name, *_ in kmod.launches] == ["_fwd_kernel"] and calls == []  # forward alone: no dK/dV plan
+    assert [name for name, *_ in kmod.launches] == ["_fwd_kernel"] and calls == [False]  # forward alone: no dK/dV
     o.float().sum().backward()
     assert [name for name, *_ in kmod.launches] == ["_fwd_kernel", "_bwd_delta_kernel", "_bwd_dkdv_kernel",
-                                                     "_bwd_dq_kernel"] and calls == [1]
+                                                     "_bwd_dq_kernel"] and True in calls
     _, grid, args, _ = kmod.launches[2]
     workloads = workloads_backward(lengths, lengths, 128, causal=True)
     want = [t for tiles in zigzag(workloads, 4).sm_tiles for t in tiles]
     tile_seq, tile_block, prog_start = args[10:13]
-    assert list(zip(tile_seq.tolist(), tile_block.tolist())) == [(t.sequence, t.block) for t in want]
+    used = prog_start.tolist()[-1]
+    assert list(zip(tile_seq[:used].tolist(), tile_block[:used].tolist())) == [(t.sequence, t.block) for t in want]
     assert grid == (4, 4) and prog_start.tolist()[-1] == len(want)
     # a direct call: round-robin over b-major key tiles
     assert _host.key_tiles([300, 0, 129], 128) == [(0, 0), (0, 1), (0, 2), (2, 0), (2, 1)]

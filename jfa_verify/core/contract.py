@@ -77,6 +77,7 @@ __all__ = [
     "MASKS",
     "MODES",
     "Mask",
+    "CallShape",
     "JaggedProblem",
     "causal_shift",
     "check_offsets_dense",
@@ -86,6 +87,7 @@ __all__ = [
     "keys_seen",
     "rows_seeing",
     "output_violations",
+    "validate_call",
     "validate_inputs",
     "visible_mask",
 ]
@@ -166,6 +168,17 @@ class JaggedProblem:
         """Boundaries of each sequence's rows in ``o`` (``[B + 1]`` ints)."""
         ends = [s + n for s, n in zip(self.out_starts, self.q_lengths)]
         return [self.out_starts[0] if self.out_starts else 0] + ends
+
+    @property
+    def total_k_rows(self) -> int:
+        """Rows of ``k``/``v`` (``k_offsets[-1]``; 0 for an empty batch, whose rows no kernel reads)."""
+        return self.k_starts[-1] + self.k_lengths[-1] if self.batch else 0
+
+    def call_shape(self) -> "CallShape":
+        """This problem as the :class:`CallShape` a kernel launches from (its true maxima as the hints)."""
+        return CallShape(self.mode, self.batch, self.total_q_rows, self.total_k_rows, self.num_heads_q, self.num_heads_kv, self.head_dim,
+                         self.head_dim_v, self.causal, self.causal_alignment, self.sm_scale, self.dtype, self.device,
+                         self.inputs_contiguous, self.window, self.max_seqlen_q, self.max_seqlen_k)
 
     def key_range(self, i: int, b: int) -> tuple[int, int]:
         """Keys ``[lo, hi)`` of sequence ``b`` that its query row ``i`` sees (see :func:`key_range`)."""
@@ -328,7 +341,8 @@ def check_offsets_dense(name: str, offsets: Optional[torch.Tensor]) -> None:
                            f"kernels read offsets as a dense array: pass {name}.contiguous()")
 
 
-def _check_offsets(name: str, offsets, tokens: int, device: torch.device) -> list[int]:
+def _check_offsets_tensor(name: str, offsets, device: torch.device) -> None:
+    """Type, rank, dtype, device and density of an offsets tensor: no value read (no synchronization)."""
     if not isinstance(offsets, torch.Tensor):
         raise InvalidInput(f"{name} must be a 1-D int32/int64 torch.Tensor, got {type(offsets).__name__}")
     if offsets.dim() != 1 or offsets.numel() < 1:
@@ -339,15 +353,22 @@ def _check_offsets(name: str, offsets, tokens: int, device: torch.device) -> lis
         raise InvalidInput(f"{name}.device={offsets.device} differs from q.device={device}; "
                            f"move it with {name}.to(q.device)")
     check_offsets_dense(name, offsets)
-    values = offsets.tolist()
+
+
+def _check_offset_values(name: str, offsets: torch.Tensor, tokens: int) -> list[int]:
+    """The values rules (reads the tensor to the host: one synchronization); vectorized, so a
+    10,000-sequence batch costs microseconds, not a Python loop."""
+    array = offsets.cpu().numpy()
+    values = array.tolist()
     if values[0] < 0:
         raise InvalidInput(f"{name}[0]={values[0]} is negative; offsets are row indices starting at 0 or above")
-    for b in range(len(values) - 1):
-        if values[b + 1] < values[b]:
-            raise InvalidInput(
-                f"{name} is not non-decreasing: {name}[{b}]={values[b]} > {name}[{b + 1}]={values[b + 1]}; "
-                f"offsets are cumulative lengths (cu_seqlens), build them with a cumsum of the lengths"
-            )
+    falls = np.flatnonzero(np.diff(array) < 0)
+    if falls.size:
+        b = int(falls[0])
+        raise InvalidInput(
+            f"{name} is not non-decreasing: {name}[{b}]={values[b]} > {name}[{b + 1}]={values[b + 1]}; "
+            f"offsets are cumulative lengths (cu_seqlens), build them with a cumsum of the lengths"
+        )
     if values[-1] != tokens:
         raise InvalidInput(
             f"{name}[-1]={values[-1]} does not equal the token count {tokens} of the packed tensor; "
@@ -372,12 +393,137 @@ def _check_scalar_options(causal, causal_alignment, sm_scale, head_dim: int) -> 
 
 
 def _check_hint(name: str, hint, actual: int) -> None:
+    """A ``max_seqlen`` hint (its type checked by :func:`validate_call`) against the true maximum."""
+    if hint is not None and hint < actual:
+        raise InvalidInput(f"{name}={hint} is below the longest sequence ({actual}); pass the true maximum or None")
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """What a call's tensors and options say without reading the offsets' values: everything a kernel needs
+    to size and launch its work, no device synchronization (:func:`validate_call`).
+
+    ``mode`` is ``"self"`` when ``q_offsets`` is the very ``k_offsets`` tensor over as many rows, else
+    ``"cross"`` (or ``"broadcast_q"``); ``total_q_rows``/``total_k_rows`` are the rows of ``o`` and ``k``;
+    ``max_seqlen_q``/``max_seqlen_k`` the caller's hints (None: not given).
+    """
+
+    mode: str
+    batch: int
+    total_q_rows: int
+    total_k_rows: int
+    num_heads_q: int
+    num_heads_kv: int
+    head_dim: int
+    head_dim_v: int
+    causal: bool
+    causal_alignment: str
+    sm_scale: float
+    dtype: torch.dtype
+    device: torch.device
+    inputs_contiguous: bool = True
+    window: Optional[tuple[int, int]] = None
+    max_seqlen_q: Optional[int] = None
+    max_seqlen_k: Optional[int] = None
+
+    @property
+    def mask(self) -> str:
+        """The call's mask, one of :data:`MASKS`."""
+        return mask_kind(self.causal, self.window)
+
+    @property
+    def aligned(self) -> bool:
+        """Whether the alignment may change what is visible; without lengths, any masked call but self-attention."""
+        return self.mask != "none" and self.mode != "self"
+
+    @property
+    def group_size(self) -> int:
+        return self.num_heads_q // self.num_heads_kv
+
+
+def _check_hint_type(name: str, hint) -> None:
     if hint is None:
         return
     if isinstance(hint, bool) or not isinstance(hint, numbers.Integral):
         raise InvalidInput(f"{name}={hint!r} is not an int; pass the longest sequence's length or None")
-    if hint < actual:
-        raise InvalidInput(f"{name}={hint} is below the longest sequence ({actual}); pass the true maximum or None")
+    if hint < 0:
+        raise InvalidInput(f"{name}={hint} is negative; pass the longest sequence's length or None")
+
+
+def validate_call(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_offsets: Optional[torch.Tensor],
+    k_offsets: torch.Tensor,
+    *,
+    causal: bool = False,
+    causal_alignment: str = "top_left",
+    sm_scale: Optional[float] = None,
+    max_seqlen_q: Optional[int] = None,
+    max_seqlen_k: Optional[int] = None,
+    window: Optional[tuple[int, int]] = None,
+) -> CallShape:
+    """Every rule of the contract that needs no offsets value: types, ranks, dtypes, devices, heads, head
+    dims, options, and the offsets tensors' type, rank, dtype, device and density. Reads nothing from the
+    device (a kernel's no-synchronization call path validates with this and trusts the values, as
+    FlashAttention's varlen API trusts ``cu_seqlens``).
+
+    Returns: a :class:`CallShape`.
+
+    Raises:
+        InvalidInput: as :func:`validate_inputs`, except the rules on offsets values.
+    """
+    broadcast = q_offsets is None
+    _check_tensor("q", q, 3, "[L_q, H_q, D] (broadcast-Q)" if broadcast else "[T_q, H_q, D]")
+    _check_tensor("k", k, 3, "[T_k, H_kv, D]")
+    _check_tensor("v", v, 3, "[T_k, H_kv, D_v]")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise InvalidInput(f"{name}.dtype={t.dtype} is not one of {', '.join(DTYPES)}; "
+                               f"cast with {name}.to(torch.bfloat16)")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise InvalidInput(f"q, k, v dtypes differ (q={q.dtype}, k={k.dtype}, v={v.dtype}); cast them to one dtype")
+    if not (q.device == k.device == v.device):
+        raise InvalidInput(f"q, k, v devices differ (q={q.device}, k={k.device}, v={v.device}); "
+                           f"move them to one device")
+    if k.shape[0] != v.shape[0]:
+        raise InvalidInput(f"k has {k.shape[0]} tokens but v has {v.shape[0]}; K and V share k_offsets")
+    if k.shape[1] != v.shape[1]:
+        raise InvalidInput(f"k has H_kv={k.shape[1]} heads but v has {v.shape[1]}; K and V must have the same heads")
+    if q.shape[2] != k.shape[2]:
+        raise InvalidInput(f"head-dim mismatch: q has D={q.shape[2]} but k has D={k.shape[2]}; "
+                           f"Q and K must share the head dim")
+    h_q, h_kv = q.shape[1], k.shape[1]
+    if h_kv == 0 or h_q % h_kv != 0:
+        raise InvalidInput(f"H_q={h_q} is not a multiple of H_kv={h_kv}; GQA needs H_q = group_size * H_kv")
+    if min(q.shape[2], v.shape[2]) < 1:
+        raise InvalidInput(f"head dims must be >= 1, got D={q.shape[2]}, D_v={v.shape[2]}")
+    sm_scale = _check_scalar_options(causal, causal_alignment, sm_scale, q.shape[2])
+    window = check_window(window)
+    _check_offsets_tensor("k_offsets", k_offsets, k.device)
+    batch = k_offsets.numel() - 1
+    if broadcast:
+        mode, total_q_rows = "broadcast_q", batch * q.shape[0]
+    else:
+        if q_offsets is not k_offsets:
+            _check_offsets_tensor("q_offsets", q_offsets, q.device)
+        if q_offsets.numel() != k_offsets.numel():
+            raise InvalidInput(
+                f"q_offsets has {q_offsets.numel()} entries but k_offsets has {k_offsets.numel()}; "
+                f"both must be [B + 1] for the same batch"
+            )
+        total_q_rows = q.shape[0]
+        mode = "self" if q_offsets is k_offsets and q.shape[0] == k.shape[0] else "cross"
+    _check_hint_type("max_seqlen_q", max_seqlen_q)
+    _check_hint_type("max_seqlen_k", max_seqlen_k)
+    return CallShape(
+        mode=mode, batch=batch, total_q_rows=total_q_rows, total_k_rows=k.shape[0], num_heads_q=h_q,
+        num_heads_kv=h_kv, head_dim=q.shape[2], head_dim_v=v.shape[2], causal=bool(causal),
+        causal_alignment=causal_alignment, sm_scale=sm_scale, dtype=q.dtype, device=q.device,
+        inputs_contiguous=q.is_contiguous() and k.is_contiguous() and v.is_contiguous(), window=window,
+        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+    )
 
 
 def validate_inputs(
@@ -413,55 +559,22 @@ def validate_inputs(
             ``sm_scale`` not a finite number; a ``max_seqlen`` hint below the
             real maximum; a ``window`` that is not a pair of ints >= -1.
     """
-    broadcast = q_offsets is None
-    _check_tensor("q", q, 3, "[L_q, H_q, D] (broadcast-Q)" if broadcast else "[T_q, H_q, D]")
-    _check_tensor("k", k, 3, "[T_k, H_kv, D]")
-    _check_tensor("v", v, 3, "[T_k, H_kv, D_v]")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dtype not in SUPPORTED_DTYPES:
-            raise InvalidInput(f"{name}.dtype={t.dtype} is not one of {', '.join(DTYPES)}; "
-                               f"cast with {name}.to(torch.bfloat16)")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise InvalidInput(f"q, k, v dtypes differ (q={q.dtype}, k={k.dtype}, v={v.dtype}); cast them to one dtype")
-    if not (q.device == k.device == v.device):
-        raise InvalidInput(f"q, k, v devices differ (q={q.device}, k={k.device}, v={v.device}); "
-                           f"move them to one device")
-    if k.shape[0] != v.shape[0]:
-        raise InvalidInput(f"k has {k.shape[0]} tokens but v has {v.shape[0]}; K and V share k_offsets")
-    if k.shape[1] != v.shape[1]:
-        raise InvalidInput(f"k has H_kv={k.shape[1]} heads but v has {v.shape[1]}; K and V must have the same heads")
-    if q.shape[2] != k.shape[2]:
-        raise InvalidInput(f"head-dim mismatch: q has D={q.shape[2]} but k has D={k.shape[2]}; "
-                           f"Q and K must share the head dim")
-    h_q, h_kv = q.shape[1], k.shape[1]
-    if h_kv == 0 or h_q % h_kv != 0:
-        raise InvalidInput(f"H_q={h_q} is not a multiple of H_kv={h_kv}; GQA needs H_q = group_size * H_kv")
-    if min(q.shape[2], v.shape[2]) < 1:
-        raise InvalidInput(f"head dims must be >= 1, got D={q.shape[2]}, D_v={v.shape[2]}")
-    sm_scale = _check_scalar_options(causal, causal_alignment, sm_scale, q.shape[2])
-    window = check_window(window)
-
-    k_off = _check_offsets("k_offsets", k_offsets, k.shape[0], k.device)
-    batch = len(k_off) - 1
-    k_lengths = tuple(k_off[b + 1] - k_off[b] for b in range(batch))
-    if broadcast:
+    shape = validate_call(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                          sm_scale=sm_scale, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, window=window)
+    k_off = _check_offset_values("k_offsets", k_offsets, k.shape[0])
+    batch = shape.batch
+    k_lengths = tuple(np.diff(k_off).tolist())
+    if shape.mode == "broadcast_q":
         mode = "broadcast_q"
         l_q = q.shape[0]
         q_lengths = (l_q,) * batch
         q_starts = (0,) * batch
         out_starts = tuple(b * l_q for b in range(batch))
-        total_q_rows = batch * l_q
     else:
-        q_off = k_off if q_offsets is k_offsets else _check_offsets("q_offsets", q_offsets, q.shape[0], q.device)
-        if len(q_off) != len(k_off):
-            raise InvalidInput(
-                f"q_offsets has {len(q_off)} entries but k_offsets has {len(k_off)}; "
-                f"both must be [B + 1] for the same batch"
-            )
-        q_lengths = tuple(q_off[b + 1] - q_off[b] for b in range(batch))
+        q_off = k_off if q_offsets is k_offsets else _check_offset_values("q_offsets", q_offsets, q.shape[0])
+        q_lengths = tuple(np.diff(q_off).tolist())
         q_starts = tuple(q_off[:-1])
         out_starts = q_starts
-        total_q_rows = q.shape[0]
         mode = "self" if q_off == k_off and q.shape[0] == k.shape[0] else "cross"
 
     problem = JaggedProblem(
@@ -471,18 +584,18 @@ def validate_inputs(
         q_starts=q_starts,
         out_starts=out_starts,
         k_starts=tuple(k_off[:-1]),
-        total_q_rows=total_q_rows,
-        num_heads_q=h_q,
-        num_heads_kv=h_kv,
-        head_dim=q.shape[2],
-        head_dim_v=v.shape[2],
-        causal=bool(causal),
+        total_q_rows=shape.total_q_rows,
+        num_heads_q=shape.num_heads_q,
+        num_heads_kv=shape.num_heads_kv,
+        head_dim=shape.head_dim,
+        head_dim_v=shape.head_dim_v,
+        causal=shape.causal,
         causal_alignment=causal_alignment,
-        sm_scale=sm_scale,
+        sm_scale=shape.sm_scale,
         dtype=q.dtype,
         device=q.device,
-        inputs_contiguous=q.is_contiguous() and k.is_contiguous() and v.is_contiguous(),
-        window=window,
+        inputs_contiguous=shape.inputs_contiguous,
+        window=shape.window,
     )
     _check_hint("max_seqlen_q", max_seqlen_q, problem.max_seqlen_q)
     _check_hint("max_seqlen_k", max_seqlen_k, problem.max_seqlen_k)

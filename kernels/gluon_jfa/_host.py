@@ -24,6 +24,7 @@ dK/dV pass tiles of 128 keys dealt round-robin unless given, the registered kern
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -95,10 +96,10 @@ def _check_supported(d: int, d_v: int, dtype: torch.dtype) -> None:
 @dataclass(frozen=True)
 class _Problem:
     broadcast: bool
-    q_lengths: tuple
-    k_lengths: tuple
-    q_first: int  # first query/output row of sequence 0 (rows before belong to no sequence)
-    k_first: int  # first key row of sequence 0
+    q_lengths: Optional[tuple]  # None: planned on the device (from_shape), lengths never read on the host
+    k_lengths: Optional[tuple]
+    q_first: Optional[int]  # first query/output row of sequence 0 (rows before belong to no sequence); None: unknown
+    k_first: Optional[int]  # first key row of sequence 0
     rows: int  # rows of o / columns of lse
     h_q: int
     h_kv: int
@@ -107,10 +108,7 @@ class _Problem:
     bottom_right: bool
     sm_scale: float
     dtype: torch.dtype
-
-    @property
-    def batch(self) -> int:
-        return len(self.k_lengths)
+    batch: int = 0
 
 
 def _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale, require_cuda=True) -> _Problem:
@@ -151,8 +149,30 @@ def from_problem(problem, q, k, v, require_cuda: bool = True) -> _Problem:
         rows=problem.total_q_rows,
         h_q=problem.num_heads_q, h_kv=problem.num_heads_kv, d=problem.head_dim, causal=problem.causal,
         bottom_right=problem.causal and problem.causal_alignment == "bottom_right", sm_scale=problem.sm_scale,
-        dtype=problem.dtype,
+        dtype=problem.dtype, batch=problem.batch,
     )
+
+
+def from_shape(shape, q, k, v, q_offsets, k_offsets, poison: bool = False, require_cuda: bool = True) -> _Problem:
+    """This kernel's launch description of a :class:`jfa_verify.core.contract.CallShape`, for a launch planned
+    on the device (:class:`jfa_verify.scheduling.device_plan.DeviceLaunchPlan`): no lengths, and no host
+    synchronization unless ``poison`` (a test mode: the rows before ``offsets[0]`` must then be cleared by
+    index, so ``offsets[0]`` is read).
+
+    Raises:
+        GluonUnsupported: as :func:`from_problem`.
+    """
+    from jfa_verify.core.contract import JaggedProblem
+
+    bare = JaggedProblem(shape.mode, (), (), (), (), (), shape.total_q_rows, shape.num_heads_q, shape.num_heads_kv,
+                         shape.head_dim, shape.head_dim_v, shape.causal, shape.causal_alignment, shape.sm_scale,
+                         shape.dtype, shape.device, shape.inputs_contiguous, shape.window)
+    described = from_problem(bare, q, k, v, require_cuda=require_cuda)
+    first = (None, None)
+    if poison:
+        first = (0 if described.broadcast else int(q_offsets[0]), int(k_offsets[0]))
+    return dataclasses.replace(described, q_lengths=None, k_lengths=None, q_first=first[0], k_first=first[1],
+                               rows=shape.total_q_rows, batch=shape.batch)
 
 
 def query_tiles(q_lengths: Sequence[int], block_m: int) -> list[tuple[int, int]]:
@@ -179,6 +199,15 @@ def _schedule(problem: _Problem, tiles, programs, num_sms: int, device, heads: O
     grid ``(programs, heads)``, unless ``JFA_GLUON_HEAD_GROUPS`` folds them (module docstring).
     """
     heads = problem.h_q if heads is None else heads
+    groups = heads  # one head per CTA (module docstring: why)
+    forced = os.environ.get(HEAD_GROUPS_ENV, "")
+    if forced:  # tests: e.g. "1" puts every head of a tile in one CTA (many units per CTA)
+        groups = int(forced) if heads % int(forced) == 0 else 1
+    if hasattr(programs, "prog_start"):  # a device plan (PlanArrays): its programs past the real ones are empty
+        if programs.programs == 0:
+            return None
+        return dict(tile_seq=programs.tile_seq, tile_block=programs.tile_block, prog_start=programs.prog_start,
+                    grid=(programs.programs, groups), heads_per_cta=heads // groups)
     block_m, _ = tile_sizes(problem.d, problem.dtype)
     if tiles is None:
         tiles = query_tiles(problem.q_lengths, block_m)
@@ -201,10 +230,6 @@ def _schedule(problem: _Problem, tiles, programs, num_sms: int, device, heads: O
     n_prog = len(starts) - 1
     if n_prog == 0:
         return None
-    groups = heads  # one head per CTA (module docstring: why)
-    forced = os.environ.get(HEAD_GROUPS_ENV, "")
-    if forced:  # tests: e.g. "1" puts every head of a tile in one CTA (many units per CTA)
-        groups = int(forced) if heads % int(forced) == 0 else 1
     i32 = lambda xs: torch.tensor(xs, dtype=torch.int32, device=device)  # noqa: E731
     return dict(tile_seq=i32([tiles[i][0] for i in order]), tile_block=i32([tiles[i][1] for i in order]),
                 prog_start=i32(starts), grid=(n_prog, groups), heads_per_cta=heads // groups)
@@ -226,12 +251,15 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
 
 
 def _alloc_outputs(problem: _Problem, device, poison: bool):
+    # rows that belong to no sequence (before offsets[0]) are the contract's 0 / -inf; with offsets[0] on the
+    # device (q_first None, never poisoned) every row starts so and the kernel overwrites the sequences' rows
     fill = float("nan") if poison else 0.0
     o = torch.full((problem.rows, problem.h_q, problem.d), fill, dtype=problem.dtype, device=device)
-    lse = torch.full((problem.h_q, problem.rows), fill, dtype=torch.float32, device=device)
-    # rows that belong to no sequence (before offsets[0]) are the contract's 0 / -inf
-    o[: problem.q_first].zero_()
-    lse[:, : problem.q_first] = float("-inf")
+    lse = torch.full((problem.h_q, problem.rows), float("-inf") if problem.q_first is None else fill,
+                     dtype=torch.float32, device=device)
+    if problem.q_first is not None:
+        o[: problem.q_first].zero_()
+        lse[:, : problem.q_first] = float("-inf")
     return o, lse
 
 
@@ -321,15 +349,16 @@ def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_of
     dq_rows = problem.rows if problem.broadcast else q.shape[0]
     dq_dtype = torch.float32 if problem.broadcast else q.dtype
     dq_out = torch.full((dq_rows, problem.h_q, d), fill, dtype=dq_dtype, device=device)
-    if not problem.broadcast:
+    if not problem.broadcast and problem.q_first is not None:
         dq_out[: problem.q_first].zero_()
     if k.shape[0] == 0 or problem.rows == 0 or q.shape[0] == 0:
         dq_out.zero_()
         dk.zero_()
         dv.zero_()
         return dq_out, dk, dv, None
-    dk[: problem.k_first].zero_()  # rows before offsets[0] belong to no sequence
-    dv[: problem.k_first].zero_()
+    if problem.k_first is not None:  # rows before offsets[0] belong to no sequence (else zero-filled already)
+        dk[: problem.k_first].zero_()
+        dv[: problem.k_first].zero_()
     do = do.contiguous()
     qk_scale = problem.sm_scale * math.log2(math.e)
     q2 = q.view(q.shape[0], problem.h_q * d)
@@ -343,7 +372,7 @@ def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_of
                  BROADCAST_Q=problem.broadcast, num_warps=NUM_WARPS)
     launches = []
     bm, bn = BWD_DKDV_TILES
-    if kv_tiles is None:  # direct calls: round-robin, no cost model (the registered kernel passes zigzag)
+    if kv_tiles is None and kv_programs is None:  # direct calls: round-robin (the registered kernel: zigzag)
         kv_tiles, kv_programs = key_tiles(problem.k_lengths, bn), None
     kv_plan = _schedule(problem, kv_tiles, kv_programs, num_sms, device, heads=problem.h_kv)
     if kv_plan is not None:

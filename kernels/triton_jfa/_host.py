@@ -20,16 +20,17 @@ from typing import Optional
 
 import torch
 
-from jfa_verify.core.contract import JaggedProblem, check_offsets_dense, validate_inputs
+from jfa_verify.core.contract import CallShape, JaggedProblem, check_offsets_dense, validate_call, validate_inputs
 from jfa_verify.core.device import interpreting
 from jfa_verify.core.dtypes import FORWARD_ONLY, output_dtype
 from jfa_verify.core.errors import UnsupportedCase
 from jfa_verify.kernels.triton_jfa._config import KERNEL_CAPABILITIES, launch_config
-from jfa_verify.scheduling.planning import GridScheduler
 from jfa_verify.protocol.kernel import KernelRun, LaunchPlan, Visits
+from jfa_verify.scheduling import device_plan
+from jfa_verify.scheduling.planning import GridScheduler
 from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
 
-__all__ = ["TritonJFA", "plan_launch"]
+__all__ = ["TritonJFA", "plan_launch", "DevicePlan"]
 
 
 def _schedule_arrays(workloads, programs, device) -> dict:
@@ -69,6 +70,22 @@ def plan_launch(problem: JaggedProblem, scheduler, *, tf32: bool = False) -> tup
     return arrays, LaunchPlan(cfg["tiles"], passes)
 
 
+class DevicePlan(device_plan.DeviceLaunchPlan):
+    """:class:`~jfa_verify.scheduling.device_plan.DeviceLaunchPlan` with ``triton_jfa``'s tiles, read as
+    :func:`plan_launch`'s arrays (same keys, ``"cfg"`` included)."""
+
+    def __init__(self, shape: CallShape, q_offsets, k_offsets, scheduler, tf32: bool):
+        self.cfg = launch_config(shape, tf32=tf32)
+        super().__init__(shape, q_offsets, k_offsets, scheduler, self.cfg["BLOCK_M"], self.cfg["BLOCK_N"])
+
+    def __getitem__(self, kind: str) -> dict:
+        if kind == "cfg":
+            return self.cfg
+        planned = self.arrays("dq" if kind == "pre" else kind, grid=kind == "pre")
+        return dict(tile_seq=planned.tile_seq, tile_block=planned.tile_block, tile_id=planned.tile_id,
+                    prog_start=planned.prog_start, programs=planned.programs)
+
+
 def _aligned(problem: JaggedProblem, *tensors: torch.Tensor) -> bool:
     """The kernels' ``ALIGNED`` flag: head dims and every token/head stride of ``tensors``
     (``[rows, heads, dim]``) multiples of 16 elements, every head-dim stride 1.
@@ -86,7 +103,7 @@ def _window_spans(problem: JaggedProblem) -> tuple[int, int]:
     longer than any sequence, the right side 0 under causal (the contract's intersection)."""
     if problem.window is None:
         return 0, 0
-    unbounded = problem.max_seqlen_q + problem.max_seqlen_k + 1
+    unbounded = problem.total_q_rows + problem.total_k_rows + 1  # known without the lengths
     left, right = (unbounded if side < 0 else side for side in problem.window)
     return left, 0 if problem.causal else right
 
@@ -126,15 +143,10 @@ def _probe(instr: Optional[Visits], kind, fallback):
 def _forward(kmod, problem, plan, q, k, v, q_off, k_off, instr):
     cfg = plan["cfg"]
     rows, h_q = problem.total_q_rows, problem.num_heads_q
-    o = torch.empty(rows, h_q, problem.head_dim_v, dtype=output_dtype(q.dtype), device=q.device)
-    lse = torch.empty(h_q, rows, dtype=torch.float32, device=q.device)
-    # Rows before offsets[0] belong to no sequence; every sequence row is written by the kernel.
-    if problem.mode == "broadcast_q":
-        first = 0  # sequence b's rows are b * L_q .. (b + 1) * L_q - 1: all rows
-    else:
-        first = problem.q_starts[0] if problem.batch else rows
-    o[:first].zero_()
-    lse[:, :first] = float("-inf")
+    # Rows before offsets[0] belong to no sequence (0 and -inf); the kernel writes every sequence row. Where
+    # offsets[0] lies is on the device: the whole output starts as the empty row's values.
+    o = torch.zeros(rows, h_q, problem.head_dim_v, dtype=output_dtype(q.dtype), device=q.device)
+    lse = torch.full((h_q, rows), float("-inf"), dtype=torch.float32, device=q.device)
     fw = plan["fwd"]
     if fw["programs"] > 0 and fw["tile_seq"].numel() > 0:
         visits, progs, instrument = _probe(instr, "fwd", fw["tile_id"])
@@ -169,11 +181,8 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr):
             BROADCAST_Q=broadcast, ALIGNED=_aligned(problem, o, do),
         )
 
-    dk = torch.empty(k.shape, dtype=k.dtype, device=dev)
-    dv = torch.empty(v.shape, dtype=v.dtype, device=dev)
-    k_first = problem.k_starts[0] if problem.batch else k.shape[0]
-    dk[:k_first].zero_()
-    dv[:k_first].zero_()
+    dk = torch.zeros(k.shape, dtype=k.dtype, device=dev)  # rows before offsets[0]: 0 (see _forward)
+    dv = torch.zeros(v.shape, dtype=v.dtype, device=dev)
     kv = plan["dkdv"]
     if kv["programs"] > 0 and kv["tile_seq"].numel() > 0:
         visits, progs, instrument = _probe(instr, "dkdv", kv["tile_id"])
@@ -191,10 +200,7 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr):
         partial = torch.empty(problem.total_q_rows, h_q, problem.head_dim, dtype=torch.float32, device=dev)
         dq_out = partial
     else:
-        dq = torch.empty(q.shape, dtype=q.dtype, device=dev)
-        q_first = problem.q_starts[0] if problem.batch else q.shape[0]
-        dq[:q_first].zero_()
-        dq_out = dq
+        dq_out = dq = torch.zeros(q.shape, dtype=q.dtype, device=dev)
     dqs = plan["dq"]
     if dqs["programs"] > 0 and dqs["tile_seq"].numel() > 0:
         visits, progs, instrument = _probe(instr, "dq", dqs["tile_id"])
@@ -216,6 +222,8 @@ class _JaggedAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, plan, instr):
         q_off = k_offsets if q_offsets is None else q_offsets  # never read under BROADCAST_Q
+        if isinstance(plan, DevicePlan):  # the kernels read the offsets as the plan clamped them
+            q_off, k_offsets = plan.q_off, plan.k_off
         o, lse = _forward(kmod, problem, plan, q, k, v, q_off, k_offsets, instr)
         ctx.save_for_backward(q, k, v, o, lse, q_off, k_offsets)
         ctx.kmod, ctx.problem, ctx.plan, ctx.instr = kmod, problem, plan, instr
@@ -255,37 +263,56 @@ class TritonJFA:
                  max_seqlen_q=None, max_seqlen_k=None, window=None):
         """The contract call (see :mod:`jfa_verify.core.contract`): returns ``(o, lse)``; ``o`` is differentiable.
 
+        With ``max_seqlen_q`` and ``max_seqlen_k`` given (as FlashAttention's varlen API takes them) the call reads
+        nothing back from the device: the offsets' values are trusted (clamped into the buffers, never read out
+        of bounds) and the tiles are planned on the device. Without them the offsets are read once (one small
+        synchronization) and checked against the contract.
+
         Raises:
             InvalidInput: inputs break the contract.
             UnsupportedCase: valid inputs outside ``triton_jfa``'s capabilities.
         """
-        problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
-                                  sm_scale=sm_scale, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-                                  window=window)
-        return self.launch(problem, q, k, v, q_offsets, k_offsets).outputs()
+        options = dict(causal=causal, causal_alignment=causal_alignment, sm_scale=sm_scale, max_seqlen_q=max_seqlen_q,
+                       max_seqlen_k=max_seqlen_k, window=window)
+        if max_seqlen_q is not None and max_seqlen_k is not None:
+            shape = validate_call(q, k, v, q_offsets, k_offsets, **options)
+        else:
+            shape = validate_inputs(q, k, v, q_offsets, k_offsets, **options).call_shape()
+        return self._run(shape, q, k, v, q_offsets, k_offsets, None).outputs()
 
     def launch(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, instrument: bool = False) -> KernelRun:
-        """One forward on an already validated ``problem``; with ``instrument``, the :class:`LaunchPlan`
-        and the :class:`Visits` counters (the backward's fill in when it runs).
+        """One forward on an already validated ``problem``, planned as the public call plans it; with
+        ``instrument``, the :class:`LaunchPlan` (the plan the kernels ran, read back) and the :class:`Visits`
+        counters (the backward's fill in when it runs).
 
         Raises:
             UnsupportedCase: ``problem`` is outside ``triton_jfa``'s capabilities.
             InvalidInput: offsets that are not dense (the problem was validated on other tensors).
         """
-        reason = KERNEL_CAPABILITIES.unsupported_reason(problem)
+        return self._run(problem.call_shape(), q, k, v, q_offsets, k_offsets, problem if instrument else None)
+
+    def _run(self, shape: CallShape, q, k, v, q_offsets, k_offsets, instrumented: Optional[JaggedProblem]) -> KernelRun:
+        reason = KERNEL_CAPABILITIES.unsupported_reason(shape)
         if reason is not None:
             raise UnsupportedCase(f"kernel 'triton_jfa' does not support this case: {reason}")
         check_offsets_dense("q_offsets", q_offsets)  # the kernels read the offsets as dense arrays
         check_offsets_dense("k_offsets", k_offsets)
-        arrays, plan = plan_launch(problem, self.scheduler, tf32=self.tf32)
+        if device_plan.plannable(self.scheduler):
+            arrays = DevicePlan(shape, q_offsets, k_offsets, self.scheduler, self.tf32)
+            plan = None if instrumented is None else LaunchPlan(arrays.cfg["tiles"], arrays.pass_plans(instrumented))
+        else:  # a scheduler only the host simulates: plan on the host (reads the lengths)
+            problem = instrumented or validate_inputs(q, k, v, q_offsets, k_offsets, causal=shape.causal,
+                                                      causal_alignment=shape.causal_alignment,
+                                                      sm_scale=shape.sm_scale, window=shape.window)
+            arrays, plan = plan_launch(problem, self.scheduler, tf32=self.tf32)
         visits = None
-        if instrument:
-            heads = {"fwd": problem.num_heads_q, "dq": problem.num_heads_q, "dkdv": problem.num_heads_kv}
+        if instrumented is not None:
+            heads = {"fwd": shape.num_heads_q, "dq": shape.num_heads_q, "dkdv": shape.num_heads_kv}
 
             def counters(fill):
                 return {kind: torch.full((len(plan.passes[kind].workloads), h), fill, dtype=torch.int32,
-                                         device=problem.device) for kind, h in heads.items()}
+                                         device=shape.device) for kind, h in heads.items()}
 
             visits = Visits(counters(0), counters(-1))
-        o, lse = _JaggedAttention.apply(q, k, v, q_offsets, k_offsets, self.kernels, problem, arrays, visits)
-        return KernelRun(o, lse, plan if instrument else None, visits)
+        o, lse = _JaggedAttention.apply(q, k, v, q_offsets, k_offsets, self.kernels, shape, arrays, visits)
+        return KernelRun(o, lse, plan, visits)

@@ -1,0 +1,305 @@
+"""Launch plans computed on the offsets' device: the host planner's tiles and programs with no host round trip.
+
+The host planner (:func:`~jfa_verify.scheduling.schedules.workloads_forward` /
+:func:`~jfa_verify.scheduling.schedules.workloads_backward` dealt by a scheduler of
+:mod:`jfa_verify.scheduling.planning`) is a Python loop per tile: tens of milliseconds a call on a
+1,000-sequence batch, paid on every training step because every step brings new offsets. This module
+builds the same launch arrays with a fixed number of tensor operations on the device that holds the
+offsets, so a kernel's public call reads nothing back to the host (FA3 builds its scheduler metadata on
+the GPU for the same reason; Dao, "FlashAttention-3", 2024).
+
+Fixed capacity instead of a count read back: a pass over ``T`` rows in tiles of ``block`` rows has at most
+``B + T // block`` tiles (``ceil(L / block) <= L // block + 1`` per sequence), known from the tensors'
+shapes. Slots past the real tile count hold filler entries, and every program past the real ones is
+empty (``prog_start[p] == prog_start[p + 1]``), so a kernel walking ``[prog_start[p], prog_start[p + 1])``
+runs exactly the host plan's tiles.
+
+The host planner stays the reference: :func:`plan_pass` returns arrays whose first ``count`` tiles and
+whose programs equal :func:`host_arrays` of the host plan entry for entry (tested on drawn batches), and
+:func:`to_pass_plan` reads a device plan back as a :class:`~jfa_verify.protocol.kernel.PassPlan` so the
+framework's schedule checks judge it exactly as they judge a host plan.
+
+Offsets are trusted, as FlashAttention's varlen API trusts ``cu_seqlens``: they are read through a
+clamp to ``[0, T]`` and a running maximum, so bad offsets can give wrong tiles but never a tile outside
+the buffer. Validate them first (:func:`jfa_verify.core.contract.validate_inputs`) where that matters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from jfa_verify.core.contract import CallShape, JaggedProblem, _diagonal_bounds
+from jfa_verify.core.errors import InvalidInput
+from jfa_verify.protocol.kernel import PassPlan
+from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler, default_num_sms
+from jfa_verify.scheduling.schedules import Schedule, Tile, workloads_backward, workloads_forward
+
+__all__ = ["DEVICE_SCHEDULERS", "DeviceLaunchPlan", "DeviceTiles", "PlanArrays", "capacity", "clamped_lengths",
+           "device_tiles", "plannable", "plan_pass", "host_arrays", "to_pass_plan"]
+
+# Scheduler names a device plan reproduces. "grid": one tile per program (no persistent loop);
+# "round_robin" drops cluster sentinels exactly as the host programs do, so it deals like "launch_order".
+DEVICE_SCHEDULERS = ("grid", "launch_order", "round_robin", "zigzag")
+
+
+def capacity(total_rows: int, batch: int, block: int) -> int:
+    """Upper bound on a pass's tiles (empty ones included): ``B + T // block``; ints, no device work."""
+    return batch + total_rows // block
+
+
+def clamped_offsets(offsets: torch.Tensor, total_rows: int) -> torch.Tensor:
+    """``offsets`` clamped to ``[0, T]`` and made non-decreasing (a running maximum), in their own dtype and
+    device: valid offsets come back unchanged, bad ones can no longer point outside the buffer."""
+    return torch.cummax(offsets.clamp(0, total_rows), dim=0).values
+
+
+def clamped_lengths(offsets: torch.Tensor, total_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(starts [B], lengths [B])`` int64 of :func:`clamped_offsets`."""
+    off = clamped_offsets(offsets, total_rows).to(torch.int64)
+    return off[:-1], off[1:] - off[:-1]
+
+
+@dataclass(frozen=True)
+class DeviceTiles:
+    """The non-empty tiles of one pass, in the host workloads' order, as ``[capacity]`` int64 tensors.
+
+    Entry ``i < count`` is the ``i``-th non-empty tile: ``seq`` its sequence, ``block`` its block in the
+    sequence, ``index`` its position in the host workload list (which also lists one empty tile per
+    sequence with no rows), ``cost`` its cost (:class:`~jfa_verify.scheduling.schedules.Tile`'s). ``valid``
+    marks ``i < count``; ``count`` is a 0-d tensor (never read on the host by a launch).
+    """
+
+    seq: torch.Tensor
+    block: torch.Tensor
+    index: torch.Tensor
+    cost: torch.Tensor
+    valid: torch.Tensor
+    count: torch.Tensor
+
+    @property
+    def capacity(self) -> int:
+        return self.seq.numel()
+
+
+def _ceil_div(x: torch.Tensor, d: int) -> torch.Tensor:
+    return torch.div(x + (d - 1), d, rounding_mode="floor")
+
+
+def _key_bounds(i, q_len, k_len, causal, alignment, window):
+    """Vectorized :func:`jfa_verify.core.contract.key_range`: ``(lo, hi)`` int64 tensors."""
+    lo, hi = _diagonal_bounds(i, q_len, k_len, causal, alignment, window)
+    lo = torch.zeros_like(k_len) if lo is None else torch.minimum(lo.clamp(min=0), k_len)
+    hi = k_len if hi is None else torch.minimum(hi.clamp(min=0), k_len)
+    return lo, torch.maximum(lo, hi)
+
+
+def device_tiles(lengths: torch.Tensor, other_lengths: torch.Tensor, block: int, cap: int, *, backward: bool,
+                 causal: bool = False, causal_alignment: str = "top_left", window=None) -> DeviceTiles:
+    """The non-empty tiles of a pass, computed on ``lengths``' device with no synchronization.
+
+    Args:
+        lengths: ``[B]`` int64, the blocked dimension's lengths (``L_q`` forward and dQ, ``L_k`` dK/dV).
+        other_lengths: ``[B]`` int64, the other dimension's (``L_k`` forward, ``L_q`` dK/dV).
+        block: BLOCK_M (forward) or BLOCK_N (dK/dV) rows per tile.
+        cap: slots, at least the pass's workload count (:func:`capacity`).
+        backward: dK/dV tiles (cost: query rows seeing the key block) instead of query tiles (cost: keys seen).
+        causal, causal_alignment, window: the mask (:func:`jfa_verify.core.contract.key_range`'s rule).
+
+    Returns:
+        :class:`DeviceTiles` equal, entry for entry, to the non-empty tiles of ``workloads_forward`` (or
+        ``workloads_backward``) of the same lengths.
+    """
+    dev = lengths.device
+    nblk = _ceil_div(lengths, block)
+    ends = torch.cumsum(nblk, 0)
+    work_starts = torch.cumsum(nblk.clamp(min=1), 0) - nblk.clamp(min=1)  # one empty workload per empty sequence
+    i = torch.arange(cap, device=dev)
+    count = ends[-1] if lengths.numel() else torch.zeros((), dtype=torch.int64, device=dev)
+    if lengths.numel() == 0:
+        zeros = torch.zeros(cap, dtype=torch.int64, device=dev)
+        return DeviceTiles(zeros, zeros, zeros, zeros, torch.zeros(cap, dtype=torch.bool, device=dev), count)
+    seq = torch.searchsorted(ends, i, right=True).clamp(max=lengths.numel() - 1)
+    valid = i < count
+    blk = torch.where(valid, i - (ends[seq] - nblk[seq]), torch.zeros_like(i))
+    length, other = lengths[seq], other_lengths[seq]
+    first = blk * block
+    rows = torch.minimum(length - first, torch.full_like(first, block))
+    if backward:  # jfa_verify.core.contract.rows_seeing, vectorized: q_len = other, k_len = length
+        q_len, k_len = other, length
+        lo0, hi0 = _diagonal_bounds(torch.zeros_like(q_len), q_len, k_len, causal, causal_alignment, window)
+        end_key = first + rows
+        start = torch.zeros_like(first) if hi0 is None else (first - hi0 + 1).clamp(min=0)
+        stop = q_len if lo0 is None else torch.minimum(q_len, end_key - lo0)
+        cost = torch.where(q_len > 0, (stop - start).clamp(min=0), torch.zeros_like(first))
+    else:  # jfa_verify.core.contract.keys_seen
+        lo, _ = _key_bounds(first, length, other, causal, causal_alignment, window)
+        _, hi = _key_bounds(first + rows - 1, length, other, causal, causal_alignment, window)
+        cost = (hi - lo).clamp(min=0)
+    zero = torch.zeros_like(i)
+    return DeviceTiles(torch.where(valid, seq, zero), blk, torch.where(valid, work_starts[seq] + blk, zero),
+                       torch.where(valid, cost, zero), valid, count)
+
+
+@dataclass(frozen=True)
+class PlanArrays:
+    """A pass's launch arrays (int32, on the device): program ``p`` runs the tiles at positions
+    ``prog_start[p] .. prog_start[p + 1] - 1`` of ``tile_seq``/``tile_block``/``tile_id`` (the host
+    workload index, for instrumentation). ``programs`` is the launch grid's first axis (an int)."""
+
+    tile_seq: torch.Tensor
+    tile_block: torch.Tensor
+    tile_id: torch.Tensor
+    prog_start: torch.Tensor
+    programs: int
+    scheduler: str
+
+
+def plan_pass(tiles: DeviceTiles, scheduler: str, num_programs: Optional[int] = None) -> PlanArrays:
+    """Deal ``tiles`` to programs as the host scheduler ``scheduler`` does (one of :data:`DEVICE_SCHEDULERS`).
+
+    ``num_programs``: persistent programs (the SM count; ignored by ``"grid"``, which launches one program per
+    slot, the ones past the real tiles empty).
+
+    Raises:
+        InvalidInput: an unknown scheduler name or ``num_programs < 1`` for a persistent one.
+    """
+    if scheduler not in DEVICE_SCHEDULERS:
+        raise InvalidInput(f"scheduler={scheduler!r} has no device plan; choose one of {DEVICE_SCHEDULERS}")
+    cap = tiles.capacity
+    dev = tiles.seq.device
+    i = torch.arange(cap, device=dev)
+    if scheduler == "grid":
+        order = i
+        starts = torch.minimum(torch.arange(cap + 1, device=dev), tiles.count)
+        n = cap
+    else:
+        if num_programs is None or num_programs < 1:
+            raise InvalidInput(f"num_programs={num_programs} for scheduler {scheduler!r}: pass the SM count (>= 1)")
+        n = int(num_programs)
+        if scheduler == "zigzag":
+            # rank by (-cost, index); invalid slots after every real tile
+            big = tiles.cost.max() + 1 if cap else 0
+            key = torch.where(tiles.valid, (big - tiles.cost) * cap + i, (big + 1) * cap + i)
+            by_rank = torch.argsort(key)
+            rank = torch.empty_like(by_rank)
+            rank[by_rank] = i
+            r = rank % n
+            program = torch.where((rank // n) % 2 == 0, r, n - 1 - r)
+        else:
+            rank, program = i, i % n
+        program = torch.where(tiles.valid, program, torch.full_like(program, n))
+        order = torch.argsort(program * cap + rank)
+        counts = torch.zeros(n + 1, dtype=torch.int64, device=dev).index_add_(0, program, torch.ones_like(program))
+        starts = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev), torch.cumsum(counts[:n], 0)])
+    i32 = torch.int32
+    return PlanArrays(tiles.seq[order].to(i32), tiles.block[order].to(i32), tiles.index[order].to(i32),
+                      starts.to(i32), n, scheduler)
+
+
+def host_arrays(plan: PassPlan) -> dict:
+    """The host plan's launch arrays as int lists: ``tile_seq``, ``tile_block``, ``tile_id`` (program order)
+    and ``prog_start`` (``programs + 1`` entries), the reference a device plan must equal."""
+    order = [int(i) for prog in plan.programs for i in prog]
+    starts = [0]
+    for prog in plan.programs:
+        starts.append(starts[-1] + len(prog))
+    return dict(tile_seq=[plan.workloads[i].sequence for i in order], tile_block=[plan.workloads[i].block for i in order],
+                tile_id=order, prog_start=starts)
+
+
+def to_pass_plan(arrays: PlanArrays, kind: str, workloads: list[Tile]) -> PassPlan:
+    """Read a device plan back (one synchronization) as a :class:`PassPlan` over the host ``workloads``, so the
+    framework's schedule checks judge what the kernel ran. A persistent plan carries a :class:`Schedule` named
+    after its scheduler (zigzag's load bound is then checked too).
+
+    Raises:
+        InvalidInput: a program lists a tile index outside ``workloads`` (a planning bug, named).
+    """
+    starts = arrays.prog_start.tolist()
+    ids = arrays.tile_id[: starts[-1]].tolist()
+    programs = tuple(tuple(ids[starts[p]:starts[p + 1]]) for p in range(arrays.programs))
+    for idx in ids:
+        if not 0 <= idx < len(workloads):
+            raise InvalidInput(f"device plan lists tile {idx} outside the {len(workloads)} workloads of pass {kind!r}")
+    if arrays.scheduler == "grid":
+        return PassPlan(kind, tuple(workloads), tuple(p for p in programs if p))
+    schedule = Schedule(arrays.scheduler, arrays.programs,
+                        tuple(tuple(workloads[i] for i in prog) for prog in programs),
+                        bounded=arrays.scheduler == "zigzag")
+    return PassPlan(kind, tuple(workloads), programs, schedule)
+
+
+def scheduler_name(scheduler, kind: str) -> Optional[str]:
+    """The :data:`DEVICE_SCHEDULERS` name a :mod:`~jfa_verify.scheduling.planning` hook deals pass ``kind`` by,
+    or None when only the host planner knows it (a custom hook, the dynamic simulation)."""
+    if isinstance(scheduler, GridScheduler):
+        return "grid"
+    if isinstance(scheduler, PersistentScheduler):
+        name = scheduler.backward if kind == "dkdv" else scheduler.forward
+        return name if name in DEVICE_SCHEDULERS else None
+    return None
+
+
+def plannable(scheduler) -> bool:
+    """Whether every pass of ``scheduler`` has a device plan."""
+    return all(scheduler_name(scheduler, kind) is not None for kind in ("fwd", "dq", "dkdv"))
+
+
+class DeviceLaunchPlan:
+    """Every pass of one call planned on the offsets' device, each when first asked for (a forward-only call
+    never plans the backward's passes); no host synchronization.
+
+    Args:
+        shape: the call (:func:`jfa_verify.core.contract.validate_call`, or a problem's ``call_shape()``).
+        q_offsets, k_offsets: the call's offsets (``q_offsets`` None under broadcast-Q).
+        scheduler: a :func:`plannable` hook (:class:`GridScheduler` or :class:`PersistentScheduler`).
+        block_m: query rows per tile of the forward and dQ passes; block_n: keys per dK/dV tile.
+
+    ``q_off``/``k_off`` are the offsets as :func:`clamped_offsets` makes them: kernels read these, so that
+    trusted offsets never send a tile outside the buffers.
+    """
+
+    def __init__(self, shape: CallShape, q_offsets, k_offsets, scheduler, block_m: int, block_n: int):
+        self.shape, self.scheduler, self.block_m, self.block_n = shape, scheduler, block_m, block_n
+        self.k_off = clamped_offsets(k_offsets, shape.total_k_rows)
+        k_len = (self.k_off[1:] - self.k_off[:-1]).to(torch.int64)
+        if shape.mode == "broadcast_q":
+            self.q_off = self.k_off  # never read under broadcast-Q
+            q_len = torch.full_like(k_len, shape.total_q_rows // max(shape.batch, 1))
+        else:
+            self.q_off = clamped_offsets(q_offsets, shape.total_q_rows)
+            q_len = (self.q_off[1:] - self.q_off[:-1]).to(torch.int64)
+        self.lengths = q_len, k_len
+        self._tiles: dict = {}
+        self._arrays: dict = {}
+
+    def tiles(self, backward: bool) -> DeviceTiles:
+        if backward not in self._tiles:
+            shape, (q_len, k_len) = self.shape, self.lengths
+            block = self.block_n if backward else self.block_m
+            rows = shape.total_k_rows if backward else shape.total_q_rows
+            self._tiles[backward] = device_tiles(
+                k_len if backward else q_len, q_len if backward else k_len, block,
+                capacity(rows, shape.batch, block), backward=backward, causal=shape.causal,
+                causal_alignment=shape.causal_alignment, window=shape.window)
+        return self._tiles[backward]
+
+    def arrays(self, kind: str, *, grid: bool = False) -> PlanArrays:
+        """Pass ``kind``'s launch arrays (``grid``: one tile per program, whatever the scheduler)."""
+        key = (kind, grid)
+        if key not in self._arrays:
+            name = "grid" if grid else scheduler_name(self.scheduler, kind)
+            num_sms = getattr(self.scheduler, "num_sms", None) or default_num_sms(self.shape.device)
+            self._arrays[key] = plan_pass(self.tiles(kind == "dkdv"), name, None if name == "grid" else num_sms)
+        return self._arrays[key]
+
+    def pass_plans(self, problem: JaggedProblem) -> dict:
+        """Every pass read back (synchronizes) as a :class:`PassPlan` over ``problem``'s host workloads."""
+        mask = dict(causal=problem.causal, causal_alignment=problem.causal_alignment, window=problem.window)
+        fwd = workloads_forward(problem.q_lengths, problem.k_lengths, self.block_m, **mask)
+        bwd = workloads_backward(problem.q_lengths, problem.k_lengths, self.block_n, **mask)
+        return {kind: to_pass_plan(self.arrays(kind), kind, tiles) for kind, tiles in (("fwd", fwd), ("dq", fwd),
+                                                                                        ("dkdv", bwd))}

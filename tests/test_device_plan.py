@@ -1,0 +1,96 @@
+"""The device planner against the host planner: equal launch arrays on drawn batches, every scheduler it covers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jfa_verify.core.errors import InvalidInput
+from jfa_verify.scheduling.device_plan import (DEVICE_SCHEDULERS, capacity, clamped_lengths, device_tiles,
+                                               host_arrays, plan_pass, to_pass_plan)
+from jfa_verify.scheduling.invariants import check_schedule
+from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler
+from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
+
+windows = st.one_of(st.none(), st.tuples(st.integers(-1, 70), st.integers(-1, 70)).filter(lambda w: w != (-1, -1)))
+
+
+@st.composite
+def batches(draw):
+    """Lengths with the shapes that break planners: empty sequences, one-row ones, exact multiples of a block."""
+    block = draw(st.sampled_from([1, 16, 32, 64]))
+    special = st.sampled_from([0, 1, block - 1, block, block + 1, 2 * block, 3 * block + 5])
+    length = st.one_of(special, st.integers(0, 200))
+    b = draw(st.integers(0, 12))
+    q = draw(st.lists(length, min_size=b, max_size=b))
+    k = draw(st.one_of(st.just(q), st.lists(length, min_size=b, max_size=b)))
+    return q, k, block
+
+
+def _host_plan(q, k, block, kind, scheduler, n, mask):
+    make = workloads_backward if kind == "dkdv" else workloads_forward
+    workloads = make(q, k, block, **mask)
+    if scheduler == "grid":
+        return workloads, GridScheduler()(workloads, kind, None)
+    return workloads, PersistentScheduler(scheduler, scheduler, num_sms=n)(workloads, kind, None)
+
+
+def _device_plan(q, k, block, kind, scheduler, n, mask):
+    ql, kl = torch.tensor(q, dtype=torch.int64), torch.tensor(k, dtype=torch.int64)
+    lengths, other = (kl, ql) if kind == "dkdv" else (ql, kl)
+    tiles = device_tiles(lengths, other, block, capacity(int(lengths.sum()), len(q), block),
+                         backward=kind == "dkdv", **mask)
+    return plan_pass(tiles, scheduler, n)
+
+
+@settings(max_examples=300, deadline=None)
+@given(batches(), st.sampled_from(DEVICE_SCHEDULERS), st.integers(1, 9), st.booleans(),
+       st.sampled_from(["top_left", "bottom_right"]), windows, st.sampled_from(["fwd", "dkdv"]))
+def test_device_plan_equals_the_host_plan(batch, scheduler, n, causal, alignment, window, kind):
+    q, k, block = batch
+    mask = dict(causal=causal, causal_alignment=alignment, window=window)
+    workloads, host = _host_plan(q, k, block, kind, scheduler, n, mask)
+    dev = _device_plan(q, k, block, kind, scheduler, n, mask)
+    want = host_arrays(host)
+    used = want["prog_start"][-1]
+    assert dev.tile_seq[:used].tolist() == want["tile_seq"]
+    assert dev.tile_block[:used].tolist() == want["tile_block"]
+    assert dev.tile_id[:used].tolist() == want["tile_id"]
+    starts = dev.prog_start.tolist()
+    # grid: one program per slot; the host lists one per real tile, the extra device programs are empty
+    assert starts[: len(want["prog_start"])] == want["prog_start"]
+    assert set(starts[len(want["prog_start"]):]) <= {used}
+    back = to_pass_plan(dev, kind, workloads)
+    assert back.programs == tuple(p for p in host.programs if p or scheduler != "grid")
+    if back.schedule is not None:  # zigzag's load bound included
+        assert check_schedule(back.schedule, workloads) == []
+
+
+def test_tile_costs_are_the_host_costs_under_a_window():
+    q, k = [0, 5, 130, 64], [7, 0, 90, 200]
+    mask = dict(causal=True, causal_alignment="bottom_right", window=(20, 3))
+    for kind, make in (("fwd", workloads_forward), ("dkdv", workloads_backward)):
+        lengths, other = (k, q) if kind == "dkdv" else (q, k)
+        host = [t for t in make(q, k, 32, **mask) if not t.empty]
+        tiles = device_tiles(torch.tensor(lengths), torch.tensor(other), 32, capacity(sum(lengths), 4, 32),
+                             backward=kind == "dkdv", **mask)
+        n = int(tiles.count)
+        assert n == len(host)
+        assert tiles.cost[:n].tolist() == [t.cost for t in host]
+        assert tiles.index[:n].tolist() == [t.index for t in host]
+
+
+def test_offsets_are_clamped_into_the_buffer():
+    starts, lengths = clamped_lengths(torch.tensor([0, 9, 4, 50]), total_rows=20)
+    assert starts.tolist() == [0, 9, 9]
+    assert lengths.tolist() == [9, 0, 11]
+
+
+def test_unknown_scheduler_and_missing_program_count_are_named():
+    tiles = device_tiles(torch.tensor([3]), torch.tensor([3]), 16, 2, backward=False)
+    with pytest.raises(InvalidInput, match="dynamic"):
+        plan_pass(tiles, "dynamic", 4)
+    with pytest.raises(InvalidInput, match="SM count"):
+        plan_pass(tiles, "zigzag")

@@ -1,0 +1,175 @@
+"""The shipped kernels' public call planned on the device (issue 38, 2): same values as the host-planned launch,
+no host synchronization when ``max_seqlen`` is given, capturable in a CUDA graph and replayable with new offsets.
+
+The CPU tests run ``triton_jfa`` in Triton's interpreter; the ``gpu``-marked ones (skipped on the CPU) run both
+kernels on a CUDA device: ``python -m pytest -m gpu --jfa-device cuda tests/test_device_planned_calls.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from jfa_verify.core.contract import validate_inputs
+from jfa_verify.core.errors import InvalidInput
+from jfa_verify.protocol.registry import get_kernel
+from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler
+
+
+def _offsets(lengths, first=0, device="cpu"):
+    return torch.tensor([first, *itertools.accumulate(lengths, initial=first)][1:], dtype=torch.int32, device=device)
+
+
+def _inputs(lengths, *, heads=(2, 1), d=16, dtype=torch.float32, device="cpu", first=0, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    rows = first + sum(lengths)
+    q, k, v = (torch.randn(rows, h, d, generator=g).to(dtype).to(device).requires_grad_()
+               for h in (heads[0], heads[1], heads[1]))
+    return q, k, v, _offsets(lengths, first, device)
+
+
+def _host_planned(impl, q, k, v, off, **mask):
+    """The launch as it was before the device planner: the framework's host workloads and scheduler."""
+    from jfa_verify.kernels.triton_jfa import _host
+
+    problem = validate_inputs(q, k, v, off, off, **mask)
+    arrays, _ = _host.plan_launch(problem, impl.scheduler, tf32=impl.tf32)
+    return _host._JaggedAttention.apply(q, k, v, off, off, impl.kernels, problem, arrays, None)
+
+
+def _values_and_grads(o, lse, q, k, v):
+    do = torch.randn(o.shape, generator=torch.Generator().manual_seed(1)).to(o.dtype)
+    return (o, lse, *torch.autograd.grad(o, (q, k, v), do))
+
+
+BATCHES = [
+    # empty and one-row sequences, tile edges (the interpreter's tiles are 32 query rows, 16 keys), rows before
+    # offsets[0] that belong to no sequence
+    dict(lengths=[0, 5, 33, 16, 1, 0], first=3),
+    dict(lengths=[47, 2, 31]),
+]
+
+
+@pytest.mark.parametrize("batch", BATCHES)
+@pytest.mark.parametrize("mask", [dict(causal=False), dict(causal=True),
+                                  dict(causal=True, causal_alignment="bottom_right", window=(7, 3))],
+                         ids=["none", "causal", "causal+window"])
+@pytest.mark.parametrize("scheduler", [None, GridScheduler()], ids=["zigzag", "grid"])
+def test_triton_jfa_device_plan_gives_the_host_plans_values_bit_for_bit(batch, mask, scheduler, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from jfa_verify.kernels.triton_jfa import build
+
+    impl = build(scheduler=scheduler or PersistentScheduler(num_sms=3))
+    q, k, v, off = _inputs(batch["lengths"], first=batch.get("first", 0))
+    longest = max(batch["lengths"])
+    want = _values_and_grads(*_host_planned(impl, q, k, v, off, **mask), q, k, v)
+    hinted = _values_and_grads(*impl(q, k, v, off, off, max_seqlen_q=longest, max_seqlen_k=longest, **mask), q, k, v)
+    checked = _values_and_grads(*impl(q, k, v, off, off, **mask), q, k, v)
+    for name, a, b, c in zip(("o", "lse", "dq", "dk", "dv"), want, hinted, checked):
+        assert torch.equal(a, b) and torch.equal(a, c), name
+    first = batch.get("first", 0)
+    assert not want[0][:first].any() and torch.isneginf(want[1][:, :first]).all()  # rows of no sequence
+
+
+def test_without_hints_the_offsets_are_still_checked():
+    q, k, v, _ = _inputs([4, 4])
+    bad = torch.tensor([0, 6, 5], dtype=torch.int32)
+    with pytest.raises(InvalidInput, match="not non-decreasing"):
+        get_kernel("triton_jfa")(q, k, v, bad, bad)
+    with pytest.raises(InvalidInput, match="max_seqlen_q=-1 is negative"):
+        get_kernel("triton_jfa")(q, k, v, bad, bad, max_seqlen_q=-1, max_seqlen_k=4)
+
+
+# ----------------------------------------------------------------------------------------------------- GPU
+
+GPU_KERNELS = [pytest.param("triton_jfa", marks=pytest.mark.gpu), pytest.param("gluon_jfa", marks=pytest.mark.gpu)]
+
+
+def _gpu_inputs(kernel, lengths, device, first=0):
+    return _inputs(lengths, heads=(4, 2), d=64, dtype=torch.bfloat16, device=device, first=first)
+
+
+def _skip_unless_runs(kernel, device):
+    if device.type != "cuda":
+        pytest.skip("needs a CUDA device (--jfa-device cuda)")
+    reason = get_kernel(kernel).capabilities.device_reason(device)
+    if reason:
+        pytest.skip(f"{kernel}: {reason}")
+
+
+@pytest.mark.parametrize("kernel", GPU_KERNELS)
+def test_the_hinted_call_and_its_backward_never_synchronize(kernel, jfa_device):
+    _skip_unless_runs(kernel, jfa_device)
+    fn = get_kernel(kernel)
+    lengths = [300, 0, 129, 1, 700]
+    q, k, v, off = _gpu_inputs(kernel, lengths, jfa_device)
+    call = dict(causal=True, max_seqlen_q=700, max_seqlen_k=700)
+    _values_and_grads(*fn(q, k, v, off, off, **call), q, k, v)  # compiles first
+    do = torch.randn(q.shape[0], 4, 64, device=jfa_device, dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        o, _ = fn(q, k, v, off, off, **call)
+        torch.autograd.grad(o, (q, k, v), do)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def _gpu_host_planned(kernel, q, k, v, off, causal):
+    """The kernel launched on plans built on the host (lists of tiles and programs made in Python)."""
+    if kernel == "gluon_jfa":
+        from jfa_verify.kernels.gluon_jfa import _host
+
+        return _host.gluon_jagged_attention(q, k, v, off, off, causal=causal)  # host tiles, round-robin programs
+    return _host_planned(get_kernel(kernel).impl, q, k, v, off, causal=causal)
+
+
+@pytest.mark.parametrize("kernel", GPU_KERNELS)
+def test_the_device_plan_gives_the_host_plans_values_bit_for_bit(kernel, jfa_device):
+    _skip_unless_runs(kernel, jfa_device)
+    fn = get_kernel(kernel)
+    lengths = [1000, 3, 0, 257, 128, 129, 64]
+    q, k, v, off = _gpu_inputs(kernel, lengths, jfa_device, first=5)
+    for causal in (False, True):
+        hinted = _values_and_grads(*fn(q, k, v, off, off, causal=causal, max_seqlen_q=1000, max_seqlen_k=1000),
+                                   q, k, v)
+        host = _values_and_grads(*_gpu_host_planned(kernel, q, k, v, off, causal), q, k, v)
+        for name, a, b in zip(("o", "lse", "dq", "dk", "dv"), hinted, host):
+            assert torch.equal(a, b), (kernel, causal, name)
+        assert not hinted[0][:5].any() and torch.isneginf(hinted[1][:, :5]).all()
+
+
+@pytest.mark.parametrize("kernel", GPU_KERNELS)
+def test_a_captured_graph_replays_new_offsets_bit_for_bit(kernel, jfa_device):
+    """Capture forward + backward once, then replay with other lengths in the same buffers (same capacity):
+    each replay equals an eager call on those offsets, bit for bit."""
+    _skip_unless_runs(kernel, jfa_device)
+    fn = get_kernel(kernel)
+    rows = 1024
+    q, k, v, off = _gpu_inputs(kernel, [rows], jfa_device)
+    do = torch.randn(rows, 4, 64, device=jfa_device, dtype=torch.bfloat16)
+    call = dict(causal=True, max_seqlen_q=rows, max_seqlen_k=rows)
+    static_off = _offsets([200, 0, 300, 524], device=jfa_device)
+
+    def step(offsets):
+        o, lse = fn(q, k, v, offsets, offsets, **call)
+        return (o, lse, *torch.autograd.grad(o, (q, k, v), do))
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step(static_off)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step(static_off)
+    for lengths in ([1, 1023, 0, 0], [512, 256, 128, 128], [200, 0, 300, 524], [0, 0, 0, 1024]):
+        static_off.copy_(_offsets(lengths, device=jfa_device))
+        graph.replay()
+        eager = step(_offsets(lengths, device=jfa_device))
+        torch.cuda.synchronize()
+        for name, a, b in zip(("o", "lse", "dq", "dk", "dv"), captured, eager):
+            assert torch.equal(a, b), (kernel, lengths, name)
