@@ -40,7 +40,7 @@ def _host_planned(impl, q, k, v, off, **mask):
 
 
 def _values_and_grads(o, lse, q, k, v):
-    do = torch.randn(o.shape, generator=torch.Generator().manual_seed(1)).to(o.dtype)
+    do = torch.randn(o.shape, generator=torch.Generator().manual_seed(1)).to(device=o.device, dtype=o.dtype)
     return (o, lse, *torch.autograd.grad(o, (q, k, v), do))
 
 
