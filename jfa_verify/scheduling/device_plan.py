@@ -234,10 +234,11 @@ def to_pass_plan(arrays: PlanArrays, kind: str, workloads: list[Tile]) -> PassPl
 
 def scheduler_name(scheduler, kind: str) -> Optional[str]:
     """The :data:`DEVICE_SCHEDULERS` name a :mod:`~jfa_verify.scheduling.planning` hook deals pass ``kind`` by,
-    or None when only the host planner knows it (a custom hook, the dynamic simulation)."""
-    if isinstance(scheduler, GridScheduler):
+    or None when only the host planner knows it (a custom hook, the dynamic simulation). Exact types only: a
+    subclass may deal otherwise (a planted scheduler bug is one), so only the host knows what it does."""
+    if type(scheduler) is GridScheduler:
         return "grid"
-    if isinstance(scheduler, PersistentScheduler):
+    if type(scheduler) is PersistentScheduler:
         name = scheduler.backward if kind == "dkdv" else scheduler.forward
         return name if name in DEVICE_SCHEDULERS else None
     return None
