@@ -13,13 +13,14 @@ from jfa_verify.cli import main
 from tests.helpers import signal_when
 
 PLUGIN = str(Path(__file__).parent / "quality" / "memory_plugin.py")
+HOST_LOOP = str(Path(__file__).parent / "quality" / "host_loop_plugin.py")  # nested_sdpa with a planted host loop
 CHEAP = ["--checks", "determinism", "canaries", "recycled_memory", "--small-cases", "2"]
 
 
-def _gate(tmp_path, *args):
+def _gate(tmp_path, *args, plugin=PLUGIN):
     out = [f"--json={tmp_path / 'g.json'}", f"--junit={tmp_path / 'g.xml'}", f"--markdown={tmp_path / 'g.md'}",
            f"--reproducers={tmp_path / 'repro'}"]
-    return main(["gate", "--device", "cpu", "--plugin", PLUGIN, *out, *args])
+    return main(["gate", "--device", "cpu", "--plugin", plugin, *out, *args])
 
 
 def _results(tmp_path) -> dict:
@@ -119,6 +120,114 @@ def test_perf_comparison_is_noise_aware():
     assert compare({"w": [13.0, 13.1, 12.9, 13.2, 13.0]}, base, 0.05)[0].regressed  # 30 % slower
     noisy = {"w": [7.0, 13.0, 10.0, 16.0, 4.0]}  # a spread that explains a 20 % slowdown
     assert not compare({"w": [12.0, 12.1, 11.9, 12.2, 12.0]}, noisy, 0.05)[0].regressed
+
+
+def test_perf_peer_catches_a_planted_host_loop_over_the_sequences(tmp_path, capsys):
+    # issue 38, 3: the perf check compared a kernel only with its own baseline, so one several times slower than the
+    # peer beside it passed. host-loop-nested_sdpa is nested_sdpa plus a Python loop over the sequences in its call
+    # (each sequence attended alone 3 times, read back with .item()): about 5x nested_sdpa's time, on any machine
+    rc = _gate(tmp_path, "--kernel", "host-loop-nested_sdpa", "--checks", "perf", "--perf-peer", "nested_sdpa",
+               "--perf-min-ratio", "0.8", plugin=HOST_LOOP)
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    perf = _results(tmp_path)[("host-loop-nested_sdpa", "perf")]
+    assert perf["status"] == "fail", perf
+    timed = {p["configuration"]: p for p in perf["peer_ratios"]}
+    # the CPU workloads nested_sdpa runs; its CPU backend refuses causal nested tensors, and the report says so
+    assert set(timed) == {"movielens (forward+backward)", "one-long-many-short (forward+backward)"}, timed
+    assert any(line.startswith("movielens-causal: not compared") for line in perf["details"]), perf["details"]
+    for p in timed.values():
+        assert p["ratio"] < 0.8 and p["below_min_ratio"], p
+        assert p["ratio"] == pytest.approx(p["peer_ms"] / p["kernel_ms"]) and p["rounds"] >= 5
+    findings = {f["case"]: f["summary"] for f in perf["findings"]}
+    assert set(findings) == {f"{c} vs nested_sdpa" for c in timed}, findings
+    for c, p in timed.items():  # the configuration and the numbers, in the finding itself
+        assert findings[f"{c} vs nested_sdpa"].startswith(c) and f"{p['ratio']:.3f} < --perf-min-ratio 0.8" in \
+            findings[f"{c} vs nested_sdpa"]
+    # the text, the Markdown and the JUnit XML carry each ratio too
+    assert out.count("BELOW --perf-min-ratio 0.8") == 2, out
+    md = (tmp_path / "g.md").read_text()
+    assert "### Performance against a peer" in md and md.count(" | below 0.8 |") == 2, md
+    (suite,) = ET.parse(tmp_path / "g.xml").getroot().findall("testsuite")
+    assert suite.get("name") == "host-loop-nested_sdpa.perf" and suite.get("failures") == "2"
+    cases = {case.get("name"): case for case in suite.findall("testcase")}
+    for c, p in timed.items():
+        case = cases[f"{c} vs nested_sdpa"]
+        assert case.find("failure") is not None
+        ratio = case.find("properties/property[@name='peer_over_kernel']").get("value")
+        assert float(ratio) == pytest.approx(p["ratio"], rel=1e-4)
+
+
+def test_perf_peer_against_itself_passes_a_low_minimum_ratio(tmp_path, capsys):
+    # the control of the test above: the unwrapped kernel timed against itself, same inputs, alternating rounds
+    rc = _gate(tmp_path, "--kernel", "nested_sdpa", "--checks", "perf", "--perf-peer", "nested_sdpa",
+               "--perf-min-ratio", "0.5")
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    report = json.loads((tmp_path / "g.json").read_text())
+    assert report["settings"]["perf_peer"] == "nested_sdpa" and report["settings"]["perf_min_ratio"] == 0.5
+    perf = _results(tmp_path)[("nested_sdpa", "perf")]
+    assert perf["status"] == "pass" and perf["cases"] == 2 and not perf["findings"], perf
+    assert [p["below_min_ratio"] for p in perf["peer_ratios"]] == [False, False], perf["peer_ratios"]
+    assert all(p["ratio"] >= 0.5 for p in perf["peer_ratios"])
+    assert (tmp_path / "g.md").read_text().count(" | at or above 0.5 |") == 2
+    (suite,) = ET.parse(tmp_path / "g.xml").getroot().findall("testsuite")
+    cases = suite.findall("testcase")
+    assert suite.get("failures") == "0" and sorted(c.get("name") for c in cases) == [
+        "movielens (forward+backward) vs nested_sdpa", "one-long-many-short (forward+backward) vs nested_sdpa"]
+    assert all(c.find("properties/property[@name='peer_over_kernel']") is not None for c in cases)
+
+
+def test_peer_timing_alternates_on_the_same_random_inputs_through_the_public_call():
+    import torch
+
+    from jfa_verify import Capabilities
+    from jfa_verify.checks.perf import measure_against_peer
+    from jfa_verify.protocol.kernel import Kernel
+
+    calls = []
+
+    def recorder(name):
+        def attention(q, k, v, q_offsets, k_offsets, **kwargs):
+            calls.append((name, q.clone(), q_offsets.tolist(), kwargs))
+            return q.clone(), None
+        return Kernel(name, "records its calls", lambda: attention, Capabilities(backward=False))
+
+    ratios, not_compared = measure_against_peer(recorder("kernel"), recorder("peer"), "cpu", rounds=4,
+                                                names=["movielens"])
+    assert not not_compared and [r.configuration for r in ratios] == ["movielens (forward)"]
+    assert ratios[0].rounds == 4 and ratios[0].ratio == ratios[0].peer_ms / ratios[0].kernel_ms
+    # one warm-up call each, then the kernel first in even rounds and the peer first in odd ones
+    assert [c[0] for c in calls] == ["kernel", "peer"] + ["kernel", "peer", "peer", "kernel"] * 2
+    first = calls[0]
+    assert first[1].std() > 0.5 and first[3]["causal"] is False  # random normal values, never zeros
+    for name, q, offsets, kwargs in calls[1:]:  # the same inputs and the same public call, every time
+        assert torch.equal(q, first[1]) and offsets == first[2] and kwargs == first[3]
+
+
+def test_gate_options_refuse_a_non_positive_min_ratio_and_a_ratio_without_a_peer():
+    from jfa_verify.core.errors import InvalidInput
+    from jfa_verify.workflows.gate import GateOptions
+
+    for bad in (0.0, -1.0):
+        with pytest.raises(InvalidInput, match="perf_min_ratio=.* must be > 0"):
+            GateOptions(perf_peer="nested_sdpa", perf_min_ratio=bad)
+    with pytest.raises(InvalidInput, match="needs perf_peer"):
+        GateOptions(perf_min_ratio=0.8)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--perf-peer", "nope"], "--perf-peer nope: no kernel named 'nope'; registered: "),
+    (["--perf-peer", "gluon_jfa"], "--perf-peer gluon_jfa cannot run on cpu: device=cpu not in ('cuda',)"),
+    (["--perf-peer", "nested_sdpa", "--perf-min-ratio", "0"], "--perf-min-ratio: 0 must be > 0"),
+    (["--perf-peer", "nested_sdpa", "--perf-min-ratio", "-0.5"], "--perf-min-ratio: -0.5 must be > 0"),
+    (["--perf-min-ratio", "0.8"], "--perf-min-ratio 0.8 needs --perf-peer KERNEL"),
+])
+def test_bad_perf_peer_arguments_exit_2_with_one_line_before_any_work(tmp_path, capsys, args, message):
+    assert _gate(tmp_path, "--kernel", "exact-ref", "--checks", "perf", *args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "g.json").exists()
 
 
 def test_bad_gate_arguments_exit_2_with_one_line(tmp_path, capsys):

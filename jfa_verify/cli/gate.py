@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from jfa_verify.cli.arguments import (device_option, existing_file, existing_folder, folder, new_file, number,
-                                      plugin_option, positive_float, positive_int, seed_int)
+from jfa_verify.cli.arguments import (UsageError, device_option, existing_file, existing_folder, folder, new_file,
+                                      number, plugin_option, positive_float, positive_int, seed_int)
 
 HELP = ("the CI gate: suite, campaign, replays, determinism, canaries, recycled memory "
         "(+ sanitizer, perf); JUnit/JSON/Markdown")
@@ -24,8 +24,9 @@ def add_arguments(parser) -> None:
     plugin_option(parser)
     parser.add_argument("--checks", nargs="+", default=["suite", "campaign", "replay", "determinism", "canaries",
                                                         "recycled_memory"],
-                        choices=("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory"),
-                        help="checks to run (sanitizer and perf run when their options are given)")
+                        choices=("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory", "perf"),
+                        help="checks to run (sanitizer and perf also run when their options are given; perf alone: "
+                             "--checks perf)")
     parser.add_argument("--campaign-examples", type=positive_int, default=25,
                         help="new cases the fixed-seed campaign draws (default: %(default)s)")
     parser.add_argument("--seed", type=seed_int, default=0, help="the campaign's seed (printed; same seed, same draws)")
@@ -37,6 +38,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--perf-baseline", type=existing_file, help="committed timings to compare with (jfa-verify-perf/1)")
     parser.add_argument("--perf-record", type=new_file, help="write this run's timings as a baseline")
     parser.add_argument("--perf-threshold", type=positive_float, default=0.05, help="slowdown tolerated beyond noise")
+    parser.add_argument("--perf-peer", metavar="KERNEL",
+                        help="a registered kernel (e.g. torch_fa2_varlen) timed beside each kernel in the same run, on "
+                             "the same inputs and through the same public call; reports peer time / kernel time")
+    parser.add_argument("--perf-min-ratio", type=positive_float, metavar="X",
+                        help="the perf check fails where peer time / kernel time is below X (needs --perf-peer)")
     parser.add_argument("--replay", action="append", default=[], type=existing_folder,
                         help="replay the case files in this folder (e.g. a nightly campaign's artifacts)")
     parser.add_argument("--reproducers", default="jfa-reproducers", type=folder, help="folder for failing-case files")
@@ -58,13 +64,15 @@ def main(args, ctx) -> int:
 
     if args.perf_baseline:
         read_baseline(args.perf_baseline)  # a bad baseline is a usage error before any work
+    _check_perf_peer(args, ctx)
 
     checks = tuple(dict.fromkeys([c for c in args.checks] + (["sanitizer"] if args.sanitizer else [])
-                                 + (["perf"] if args.perf_baseline or args.perf_record else [])))
+                                 + (["perf"] if args.perf_baseline or args.perf_record or args.perf_peer else [])))
     options = GateOptions(checks=checks, campaign_examples=args.campaign_examples, seed=args.seed, reruns=args.reruns,
                           small_cases=args.small_cases, sanitizer_tools=tuple(args.sanitizer or ("memcheck",)),
                           perf_baseline=args.perf_baseline, perf_record=args.perf_record,
-                          perf_threshold=args.perf_threshold, replay_dirs=tuple(args.replay),
+                          perf_threshold=args.perf_threshold, perf_peer=args.perf_peer,
+                          perf_min_ratio=args.perf_min_ratio, replay_dirs=tuple(args.replay),
                           reproducers=args.reproducers, timeout_s=args.timeout, jobs=args.jobs)
     device = ctx.device
     kernels = ctx.kernels(default=["triton_jfa"])
@@ -77,3 +85,25 @@ def main(args, ctx) -> int:
     if report.interrupted:
         print(f"jfa-verify gate: interrupted after {len(report.results)} check(s) (report written)", file=sys.stderr)
     return report.exit_code()
+
+
+def _check_perf_peer(args, ctx) -> None:
+    """``--perf-peer`` names a registered kernel that runs on the device, and ``--perf-min-ratio`` comes with it.
+
+    Raises:
+        UsageError: a ratio without a peer, no kernel of the peer's name, or a peer the device cannot run.
+    """
+    if args.perf_min_ratio is not None and not args.perf_peer:
+        raise UsageError(f"--perf-min-ratio {args.perf_min_ratio:g} needs --perf-peer KERNEL (the kernel to compare "
+                         f"with)")
+    if args.perf_peer:
+        from jfa_verify.core.errors import UnknownKernel
+
+        try:
+            peer = ctx.kernel(args.perf_peer)
+        except UnknownKernel as e:
+            raise UsageError(f"--perf-peer {args.perf_peer}: {e}") from None
+        why = peer.device_reason(ctx.device)
+        if why is not None:
+            raise UsageError(f"--perf-peer {args.perf_peer} cannot run on {ctx.device.type}: {why}; choose a peer "
+                             f"that runs there (jfa-verify kernels --device {ctx.device.type} lists them)")

@@ -16,7 +16,9 @@ skipped and why (a kernel the device cannot run, a check the device or the kerne
   NaN, as recycled memory holds (the NaN fill is part of every run);
 * ``sanitizer`` (CUDA only, on request): the suite's first cases under NVIDIA compute-sanitizer
   (``memcheck``: out-of-bounds and misaligned accesses; ``racecheck``: shared-memory races);
-* ``perf`` (on request): timings against a committed baseline, noise-aware (:mod:`jfa_verify.checks.perf`).
+* ``perf`` (on request): timings against a committed baseline, noise-aware, and against a named peer
+  timed in the same run on the same inputs (``peer time / kernel time`` per workload, failing below
+  ``perf_min_ratio``) (:mod:`jfa_verify.checks.perf`).
 
 Outputs: a JSON report, JUnit XML (one test suite per kernel and check), and a Markdown summary
 for ``$GITHUB_STEP_SUMMARY`` (verdict table, findings with replay commands, skipped checks, the
@@ -88,6 +90,9 @@ class CheckResult:
     # parts of the check that ran but could not be judged, each with why (racecheck errors of the form the
     # tool also reports on the kernel's race-free control): neither a pass nor a finding, listed in every report
     not_judged: list[str] = field(default_factory=list)
+    # the perf check against a peer: one entry per configuration timed (PeerRatio.to_dict, with the minimum
+    # ratio asked for and whether it is below it)
+    peer_ratios: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -95,7 +100,9 @@ class GateOptions:
     """What the gate runs. ``checks``: the subset of :data:`CHECKS` (default: all but sanitizer and perf,
     which run when asked for). ``small_cases``: cases per determinism/canary/recycled-memory check.
     ``jobs``: worker processes of the suite (isolated case workers) and of the campaign (campaign workers on
-    one Hypothesis database, seeds ``seed .. seed + jobs - 1``); the verdicts do not depend on it."""
+    one Hypothesis database, seeds ``seed .. seed + jobs - 1``); the verdicts do not depend on it.
+    ``perf_peer``: a registered kernel the perf check times beside each kernel (same run, same inputs);
+    ``perf_min_ratio``: the perf check fails where ``peer time / kernel time`` is below it (needs a peer)."""
 
     checks: tuple[str, ...] = ("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory")
     campaign_examples: int = 25
@@ -107,6 +114,8 @@ class GateOptions:
     perf_baseline: Optional[str] = None
     perf_record: Optional[str] = None
     perf_threshold: float = 0.05
+    perf_peer: Optional[str] = None
+    perf_min_ratio: Optional[float] = None
     replay_dirs: tuple[str, ...] = ()
     reproducers: str = "jfa-reproducers"
     timeout_s: Optional[float] = None
@@ -126,6 +135,12 @@ class GateOptions:
             raise InvalidInput(f"reruns={self.reruns} must be >= 2")
         if not 0 < self.perf_threshold < 10:
             raise InvalidInput(f"perf_threshold={self.perf_threshold} must be a fraction such as 0.05")
+        if self.perf_min_ratio is not None:
+            if not self.perf_min_ratio > 0:
+                raise InvalidInput(f"perf_min_ratio={self.perf_min_ratio} must be > 0 (peer time / kernel time, "
+                                   f"e.g. 0.8)")
+            if not self.perf_peer:
+                raise InvalidInput(f"perf_min_ratio={self.perf_min_ratio} needs perf_peer (the kernel to compare with)")
 
 
 @dataclass
@@ -160,7 +175,8 @@ class GateReport:
             "verdict": self.verdict, "exit_code": self.exit_code(), "device": self.device, "seconds": self.seconds,
             "interrupted": self.interrupted, "environment": self.environment,
             "settings": {"seed": o.seed, "campaign_examples": o.campaign_examples, "reruns": o.reruns,
-                         "checks": list(o.checks), "hypothesis": "derandomized by --seed; database: the reproducers folder"},
+                         "checks": list(o.checks), "hypothesis": "derandomized by --seed; database: the reproducers folder",
+                         **({"perf_peer": o.perf_peer, "perf_min_ratio": o.perf_min_ratio} if o.perf_peer else {})},
             "results": [{**{k: v for k, v in r.__dict__.items() if k != "findings"},
                          "findings": [f.__dict__ for f in r.findings]} for r in self.results],
         }
@@ -184,11 +200,17 @@ class GateReport:
             for i, why in enumerate(r.not_judged):
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"not-judged-{i}")
                 ET.SubElement(case, "skipped", message=why[:500]).text = why
+            ratios = {_ratio_case(p): p for p in r.peer_ratios}
             for f in r.findings:
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f.case)
+                if f.case in ratios:
+                    _junit_ratio(case, ratios.pop(f.case))
                 node = ET.SubElement(case, "failure", message=f"[{f.status}] {f.summary}"[:500], type=f.status)
                 node.text = f"{f.explanation}\nreplay: {f.replay}" if f.replay else f.explanation
-            for i in range(max(0, r.cases - len(r.findings)) if r.status != "error" else 0):
+            for name, p in ratios.items():  # the configurations at or above the minimum ratio (or with none asked)
+                _junit_ratio(ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=name), p)
+            passed = r.cases - len(r.findings) - len(ratios)
+            for i in range(max(0, passed) if r.status != "error" else 0):
                 ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"passed-{i}")
         ET.indent(root)
         return ET.tostring(root, encoding="unicode")
@@ -216,6 +238,17 @@ class GateReport:
         if skipped:
             lines += ["", "### Skipped", ""]
             lines += [f"- {r.kernel} / {r.check}: {r.reason}" for r in skipped]
+        timed = [(r, p) for r in self.results for p in r.peer_ratios]
+        if timed:
+            lines += ["", "### Performance against a peer (peer time / kernel time, medians; below 1: the kernel is "
+                      "slower)", "",
+                      "| kernel | peer | configuration | kernel ms | peer ms | peer / kernel | verdict |",
+                      "|---|---|---|---|---|---|---|"]
+            for r, p in timed:
+                verdict = ("no minimum" if p["min_ratio"] is None else
+                           f"below {p['min_ratio']:g}" if p["below_min_ratio"] else f"at or above {p['min_ratio']:g}")
+                lines.append(f"| {r.kernel} | {p['peer']} | {p['configuration']} | {p['kernel_ms']:.3f} | "
+                             f"{p['peer_ms']:.3f} | {p['ratio']:.3f} | {verdict} |")
         unjudged = [(r, why) for r in self.results for why in r.not_judged]
         if unjudged:
             lines += ["", "### Not judged", ""]
@@ -225,6 +258,22 @@ class GateReport:
             lines += ["", "### Errors", ""]
             lines += [f"- {r.kernel} / {r.check}: {r.reason.splitlines()[0] if r.reason else ''}" for r in errors]
         return "\n".join(lines) + "\n"
+
+
+def _ratio_case(p: dict) -> str:
+    """The name of a peer-timed configuration in findings and JUnit: ``"movielens (forward) vs PEER"``."""
+    return f"{p['configuration']} vs {p['peer']}"
+
+
+def _junit_ratio(case: ET.Element, p: dict) -> None:
+    """A peer-timed configuration's numbers on its JUnit testcase: properties and one line of output."""
+    props = ET.SubElement(case, "properties")
+    for key in ("peer", "kernel_ms", "peer_ms", "ratio", "min_ratio", "rounds"):
+        if p.get(key) is not None:
+            value = f"{p[key]:.6g}" if isinstance(p[key], float) else str(p[key])
+            ET.SubElement(props, "property", name="peer_over_kernel" if key == "ratio" else key, value=value)
+    ET.SubElement(case, "system-out").text = (f"{p['configuration']} [{p['case']}]: peer/kernel {p['ratio']:.3f} "
+                                              f"({p['peer']} {p['peer_ms']:.3f} ms, kernel {p['kernel_ms']:.3f} ms)")
 
 
 # ----------------------------------------------------------------------------- checks
@@ -498,24 +547,66 @@ def _run_control(kernel, tool_path: str, tool: str, log_dir: Path, timeout_s: fl
 def _check_perf(kernel, device, options, plugins) -> CheckResult:
     from jfa_verify.checks import perf
 
-    if not options.perf_baseline and not options.perf_record:
-        return CheckResult(kernel.name, "perf", "skip", reason="no --perf-baseline given")
-    times = perf.measure(kernel, device)
-    out = CheckResult(kernel.name, "perf", "pass", cases=len(times))
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
-    if options.perf_record:
-        perf.write_baseline(options.perf_record, kernel.name, name, times)
-        out.details.append(f"baseline recorded in {options.perf_record}")
-    if options.perf_baseline:
-        base = perf.read_baseline(options.perf_baseline)
-        if base.get("device") != name:
-            out.details.append(f"warning: baseline measured on {base.get('device')}, this device is {name}")
-        for v in perf.compare(times, base["times_ms"], options.perf_threshold):
-            out.details.append(v.describe())
-            if v.regressed:
-                out.status = "fail"
-                out.findings.append(Finding("perf", v.workload, "fail", v.describe()))
+    if not (options.perf_baseline or options.perf_record or options.perf_peer):
+        return CheckResult(kernel.name, "perf", "skip", reason="no --perf-baseline, --perf-record or --perf-peer given")
+    out = CheckResult(kernel.name, "perf", "pass")
+    if options.perf_baseline or options.perf_record:
+        times = perf.measure(kernel, device)
+        out.cases = len(times)
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
+        if options.perf_record:
+            perf.write_baseline(options.perf_record, kernel.name, name, times)
+            out.details.append(f"baseline recorded in {options.perf_record}")
+        if options.perf_baseline:
+            base = perf.read_baseline(options.perf_baseline)
+            if base.get("device") != name:
+                out.details.append(f"warning: baseline measured on {base.get('device')}, this device is {name}")
+            for v in perf.compare(times, base["times_ms"], options.perf_threshold):
+                out.details.append(v.describe())
+                if v.regressed:
+                    out.status = "fail"
+                    out.findings.append(Finding("perf", v.workload, "fail", v.describe()))
+    if options.perf_peer:
+        _compare_with_peer(kernel, device, options, out)
     return out
+
+
+def _compare_with_peer(kernel, device, options: GateOptions, out: CheckResult) -> None:
+    """The perf check's comparison with ``options.perf_peer`` (:func:`jfa_verify.checks.perf.measure_against_peer`):
+    a ratio line per configuration in ``out.details`` and ``out.peer_ratios``, a finding per ratio below
+    ``options.perf_min_ratio``."""
+    from jfa_verify.checks import perf
+    from jfa_verify.protocol.registry import get_kernel
+
+    peer = get_kernel(options.perf_peer)
+    why = peer.device_reason(device)
+    if why is not None:
+        raise InvalidInput(f"perf peer {peer.name!r} cannot run on {device.type}: {why}")
+    ratios, not_compared = perf.measure_against_peer(kernel, peer, device)
+    out.details += not_compared
+    out.cases += len(ratios)
+    least = options.perf_min_ratio
+    for r in ratios:
+        below = least is not None and r.ratio < least
+        out.peer_ratios.append({**r.to_dict(), "min_ratio": least, "below_min_ratio": below})
+        line = r.describe(kernel.name)
+        out.details.append(line + (f"  BELOW --perf-min-ratio {least:g}" if below else ""))
+        if below:
+            out.status = "fail"
+            out.findings.append(Finding(
+                "perf", _ratio_case(out.peer_ratios[-1]), "fail",
+                f"{r.configuration}: {kernel.name} takes {1 / r.ratio:.2f}x the time of {peer.name} (peer/kernel "
+                f"{r.ratio:.3f} < --perf-min-ratio {least:g}; {kernel.name} {r.kernel_ms:.3f} ms, {peer.name} "
+                f"{r.peer_ms:.3f} ms)",
+                f"{line}\nboth timed through the public contract call on the same inputs [{r.case}], alternating "
+                f"kernel and peer round by round"))
+    if not ratios:
+        why = (f"no workload that both {kernel.name} and the peer {peer.name} run on {device.type}: "
+               + "; ".join(not_compared))
+        if out.cases == 0:
+            out.status, out.reason = "skip", why
+        else:
+            out.not_judged.append(why)
 
 
 _RUNNERS = {"suite": _check_suite, "campaign": _check_campaign, "replay": _check_replay,
