@@ -52,6 +52,7 @@ def run(command: str) -> str:
     with tempfile.TemporaryDirectory(prefix="jfa-readme-") as tmp:
         env = {**os.environ, "TMP_OUT": tmp, "COLUMNS": "160"}
         env.pop("TRITON_INTERPRET", None)
+        env.pop("JFA_VERIFY_JOBS", None)  # (a test session's one worker: the example shows the machine's default)
         argv = [a.replace("$TMP", tmp) for a in shlex.split(command)]
         if argv[0] == "jfa-verify":
             argv = [sys.executable, "-m", "jfa_verify.cli", *argv[1:]]

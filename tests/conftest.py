@@ -26,8 +26,11 @@ os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempd
 # Under pytest-xdist every worker (and every process a test starts: mutant workers, CLI runs) would run torch
 # with one thread per core, so two workers on the 2-core CI machine ran several times more threads than
 # cores. One thread each, set before torch starts its pool (child processes inherit the variables).
+# For the same reason the commands the tests run (run, gate, fuzz, mutants) start one worker each, as they did before
+# they chose their worker count from the machine (issue 39): each pytest worker already has a core of its own.
+# (tests/test_parallelism.py tests the machine's default with this variable removed)
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "JFA_VERIFY_JOBS"):
         os.environ.setdefault(_name, "1")
 
 import pytest  # noqa: E402

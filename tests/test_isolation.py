@@ -472,7 +472,7 @@ def test_a_crash_in_the_relation_checks_is_a_finding_exit_4_not_the_end_of_the_r
     monkeypatch.setattr(suites, "get_suite", lambda *a, **k: suite)
 
     class Quiet:
-        def planned(self, kernel, suite, cases):
+        def planned(self, kernel, suite, cases, jobs):
             pass
 
         @contextlib.contextmanager

@@ -30,7 +30,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--timeout", type=positive_float, default=120.0,
                         help="seconds per case (compilation included) before it is a hang finding (default 120)")
     parser.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
-    parser.add_argument("--workers", type=positive_int, default=1, help="campaign worker processes (default 1)")
+    parser.add_argument("--workers", "--jobs", type=positive_int, default=None,
+                        help="campaign worker processes; default: one per CPU core, as many as free memory holds (on "
+                             "CUDA 8 GiB of the GPUs' a worker), at most 16 and one per case to draw, or "
+                             "$JFA_VERIFY_JOBS; the banner says what was chosen")
     parser.add_argument("--gpus", type=lambda t: [g.strip() for g in t.split(",") if g.strip()], default=None,
                         metavar="0,1,...", help="GPUs the workers are pinned to, round-robin (default: every visible one)")
     parser.add_argument("--database", default=None, metavar="DIR|redis[s]://[USER:PASSWORD@]HOST[:PORT][/DB]",
@@ -61,6 +64,7 @@ def main(args, ctx) -> int:
 
     from jfa_verify.cli.output import make_console, print_campaign
     from jfa_verify.fuzz.workers import FuzzConfig, run_fuzz
+    from jfa_verify.run.parallelism import choose_jobs
     from jfa_verify.workflows.suite_run import check_runs_on
 
     console = make_console()
@@ -83,6 +87,8 @@ def main(args, ctx) -> int:
             raise UsageError(f"--gpus {','.join(gpus)}: no GPU {','.join(absent)} on this machine (it has "
                              f"{','.join(present)}); give indices from that list")
         gpus = present if gpus is None else gpus
+    workers = choose_jobs(args.workers, device, gpus=gpus or (), work=max_examples, unit="case to draw",
+                          option="--workers")
     config = FuzzConfig(kernel=kernel.name, device_type=device.type, corpus_dir=args.reproducers,
                         plugins=ctx.plugins, database=args.database, read_from=tuple(args.read_from),
                         seed=seed, max_examples=max_examples, duration_s=args.duration, timeout_s=args.timeout,
@@ -99,11 +105,12 @@ def main(args, ctx) -> int:
     open_database(database, tuple(args.read_from))
     limit = " and ".join(x for x in (f"{max_examples} new cases drawn" if max_examples else "",
                                      f"{args.duration:g} s" if args.duration else "") if x)
-    console.print(f"jfa-verify fuzz: kernel [bold]{kernel.name}[/] on {device}, {args.workers} worker(s)"
+    console.print(f"jfa-verify fuzz: kernel [bold]{kernel.name}[/] on {device}, {workers}"
                   + (f" on GPU(s) {','.join(gpus)}" if gpus else "")
                   + (f", packs of up to {args.pack} cases a launch" if args.pack > 1 else "") + f", up to {limit}, seed {seed} "
-                  f"(repeat the draws with --seed {seed}), database {redacted(database)}")
-    report = run_fuzz(config, workers=args.workers, gpus=gpus or (), console=console, live=not args.no_progress,
+                  f"(repeat the draws with --seed {seed}" + ("" if workers.count == 1 else f" --workers {workers.count}")
+                  + f"), database {redacted(database)}")
+    report = run_fuzz(config, workers=workers.count, gpus=gpus or (), console=console, live=not args.no_progress,
                       interval=args.progress_interval, report=args.report, png=args.png)
     print_campaign(report, console)
     for broken in report["unreadable_case_files"]:  # (as `findings` says it; the exit status is 2 beside no crash

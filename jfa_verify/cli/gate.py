@@ -47,9 +47,9 @@ def add_arguments(parser) -> None:
                         help="replay the case files in this folder (e.g. a nightly campaign's artifacts)")
     parser.add_argument("--reproducers", default="jfa-reproducers", type=folder, help="folder for failing-case files")
     parser.add_argument("--timeout", type=positive_float, default=None, help="seconds per case before it is a hang")
-    parser.add_argument("--jobs", type=positive_int, default=1,
-                        help="worker processes of the suite and the campaign (default 1; on a GPU they overlap "
-                             "Triton's compiling)")
+    parser.add_argument("--jobs", type=positive_int, default=None,
+                        help="worker processes of the suite and the campaign (on a GPU they overlap Triton's "
+                             "compiling); default: the machine's, as `jfa-verify run --help` says, printed")
     parser.add_argument("--json", type=new_file, default="jfa-gate.json", help="the gate report (JSON)")
     parser.add_argument("--junit", type=new_file, default="jfa-gate.junit.xml", help="JUnit XML")
     parser.add_argument("--markdown", type=new_file, default="jfa-gate.md",
@@ -60,6 +60,7 @@ def main(args, ctx) -> int:
     """The CI gate: every check on every kernel named; JSON, JUnit and Markdown outputs; exit by the worst finding."""
     from jfa_verify.checks.perf import read_baseline
     from jfa_verify.run.interrupts import terminate_as_interrupt
+    from jfa_verify.run.parallelism import choose_jobs
     from jfa_verify.workflows.gate import GateOptions, run_gate, write_outputs
 
     if args.perf_baseline:
@@ -68,12 +69,14 @@ def main(args, ctx) -> int:
 
     checks = tuple(dict.fromkeys([c for c in args.checks] + (["sanitizer"] if args.sanitizer else [])
                                  + (["perf"] if args.perf_baseline or args.perf_record or args.perf_peer else [])))
+    jobs = choose_jobs(args.jobs, ctx.device)
     options = GateOptions(checks=checks, campaign_examples=args.campaign_examples, seed=args.seed, reruns=args.reruns,
                           small_cases=args.small_cases, sanitizer_tools=tuple(args.sanitizer or ("memcheck",)),
                           perf_baseline=args.perf_baseline, perf_record=args.perf_record,
                           perf_threshold=args.perf_threshold, perf_peer=args.perf_peer,
                           perf_min_ratio=args.perf_min_ratio, replay_dirs=tuple(args.replay),
-                          reproducers=args.reproducers, timeout_s=args.timeout, jobs=args.jobs)
+                          reproducers=args.reproducers, timeout_s=args.timeout, jobs=jobs.count,
+                          jobs_reason=jobs.reason)
     device = ctx.device
     kernels = ctx.kernels(default=["triton_jfa"])
     with terminate_as_interrupt():  # a cancelled CI job: the report of what finished is written

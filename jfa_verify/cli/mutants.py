@@ -27,7 +27,10 @@ def add_arguments(parser) -> None:
     device_option(parser)
     parser.add_argument("--seed", type=seed_int, default=0, help="seed of the suite's values and of each mutant's campaign (default: %(default)s)")
     parser.add_argument("--json", default=None, type=new_file, help="also write the results here")
-    parser.add_argument("--jobs", type=positive_int, default=1, help="mutants run at once, each in its own process")
+    parser.add_argument("--jobs", type=positive_int, default=None,
+                        help="mutants run at once, each in its own process; default: one per CPU core, as many as "
+                             "free memory holds (on CUDA 8 GiB of the GPU's a mutant), at most 16 and one per "
+                             "mutant, or $JFA_VERIFY_JOBS (one with --no-isolate); printed")
     parser.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
                         help="each mutant in its own process (default), so one that aborts or segfaults is killed by "
                              "its crash; --no-isolate runs them in this process (a crash ends the command)")
@@ -40,6 +43,7 @@ def main(args, ctx) -> int:
     """Run the CI profile against each planted-bug mutant; exit 1 if any (non-gpu-only) mutant survives."""
     from jfa_verify.core.exits import ExitCode
     from jfa_verify.fuzz.mutation import format_table, load_catalogue, run_mutants
+    from jfa_verify.run.parallelism import Jobs, choose_jobs
     from jfa_verify.run.report import write_json
 
     if args.stage == "campaign" and args.max_examples == 0:
@@ -62,12 +66,14 @@ def main(args, ctx) -> int:
               "suite": "the default suite and its relation checks, up to each mutant's first failure",
               "campaign": f"up to {args.max_examples} campaign examples per mutant"}[args.stage]
     total = len(only) if only else len(catalogue.mutants)
+    jobs = choose_jobs(args.jobs, dev, work=total, unit="mutant") if args.isolate else \
+        Jobs(1, "given", "in this process: --no-isolate")  # (run_mutants runs them one by one then)
     # before the first verdict, which can take minutes: a new user saw nothing at all until then
     print(f"mutation testing of catalogue {catalogue.name} on {dev}, stage {args.stage} ({budget}): {total} "
-          f"mutant(s), {args.jobs} at a time", flush=True)
+          f"mutant(s), {jobs.count} at a time ({jobs.reason})", flush=True)
     try:
         results = run_mutants(only or None, catalogue=args.catalogue, device=dev, max_examples=args.max_examples,
-                              seed=args.seed, jobs=args.jobs, stage=args.stage, isolate=args.isolate, on_result=keep)
+                              seed=args.seed, jobs=jobs.count, stage=args.stage, isolate=args.isolate, on_result=keep)
     except KeyboardInterrupt:
         if args.json:  # also when none finished: the JSON says so rather than being absent (or a stale earlier run's)
             write_json(args.json, [r.to_dict() for r in done])

@@ -44,9 +44,11 @@ def add_arguments(run) -> None:
     run.add_argument("--timeout", type=positive_float, default=None,
                      help="seconds per case (compilation included); a case still running then is recorded as a "
                           "hang, its worker killed, and the run goes on")
-    run.add_argument("--jobs", type=positive_int, default=1,
-                     help="isolated worker processes running cases at once (default 1; they overlap Triton's "
-                          "compiling, most of a suite's time on a fresh cache)")
+    run.add_argument("--jobs", type=positive_int, default=None,
+                     help="isolated worker processes running cases at once (they overlap Triton's compiling, most "
+                          "of a suite's time on a fresh cache); default: one per CPU core, as many as free memory "
+                          "holds (on CUDA 8 GiB of the GPU's a worker), at most 16 and one per case, or "
+                          "$JFA_VERIFY_JOBS; the header says what was chosen; --jobs 1 runs them one at a time")
     run.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
                      help="run cases in a worker process, so a crash or hang is that case's finding (default); "
                           "--no-isolate runs them in this process (a crash ends the run)")
@@ -62,7 +64,7 @@ class _Printer:
         self.args, self.device_type, self.console = args, device.type, make_console()
         self.where = "Triton interpreter on CPU" if interpreting() else str(device)
 
-    def planned(self, kernel, suite, cases) -> None:
+    def planned(self, kernel, suite, cases, jobs) -> None:
         args = self.args
         if args.quiet:
             return
@@ -70,7 +72,7 @@ class _Printer:
         picked = f"{len(cases)} cases" if len(cases) == len(suite.cases) else \
             f"{len(cases)} of {len(suite.cases)} cases, by {by}"
         self.console.print(f"jfa-verify run: kernel [bold]{kernel.name}[/], suite {suite.name} ({picked}), "
-                           f"{self.where}" + ("" if args.isolate else ", in-process (--no-isolate)"))
+                           f"{self.where}, " + (str(jobs) if args.isolate else "in-process (--no-isolate)"))
         if len(cases) == len(suite.cases):
             self.console.print(f"  {suite.note}")
         else:  # the note tells of the whole suite; say what of it this run has
@@ -113,7 +115,7 @@ class _Printer:
 def main(args, ctx) -> int:
     from jfa_verify.workflows.suite_run import RunRequest, exit_code, run_suite
 
-    if args.jobs > 1 and not args.isolate:  # before any work (the Verifier would refuse it in its own words)
+    if (args.jobs or 1) > 1 and not args.isolate:  # before any work (the Verifier would refuse it in its own words)
         raise UsageError(f"--jobs {args.jobs} with --no-isolate: cases run at once only in isolated worker "
                          f"processes; drop --no-isolate, or give --jobs 1 to run in this process")
     # The device first: it sets TRITON_INTERPRET, which must precede any import of triton (the report's environment

@@ -46,6 +46,7 @@ import torch
 from jfa_verify.cases.case import Case
 from jfa_verify.core.contract import JaggedProblem
 from jfa_verify.run.corpus import Corpus, campaign_folder, environment, read_case_file, replay_timeout, reproducer_folders
+from jfa_verify.run.parallelism import describe_jobs
 from jfa_verify.core.errors import InvalidInput, missing_dependency
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.checks import sanitizer
@@ -120,6 +121,7 @@ class GateOptions:
     reproducers: str = "jfa-reproducers"
     timeout_s: Optional[float] = None
     jobs: int = 1
+    jobs_reason: str = ""  # how ``jobs`` was chosen (``--jobs``, the machine's default), shown in the reports
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.checks) - set(CHECKS))
@@ -176,7 +178,8 @@ class GateReport:
             "interrupted": self.interrupted, "environment": self.environment,
             "settings": {"seed": o.seed, "campaign_examples": o.campaign_examples, "reruns": o.reruns,
                          "checks": list(o.checks), "hypothesis": "derandomized by --seed; database: the reproducers folder",
-                         **({"perf_peer": o.perf_peer, "perf_min_ratio": o.perf_min_ratio} if o.perf_peer else {})},
+                         **({"perf_peer": o.perf_peer, "perf_min_ratio": o.perf_min_ratio} if o.perf_peer else {}),
+                         "jobs": o.jobs, "jobs_reason": o.jobs_reason},
             "results": [{**{k: v for k, v in r.__dict__.items() if k != "findings"},
                          "findings": [f.__dict__ for f in r.findings]} for r in self.results],
         }
@@ -632,7 +635,7 @@ def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins
                 if "campaign" in options.checks else "")
     reruns = f", {options.reruns} reruns" if "determinism" in options.checks else ""
     log(f"jfa-verify gate on {name}: kernels {', '.join(k.name for k in kernels)}; checks {', '.join(options.checks)}; "
-        f"seed {options.seed}{campaign}{reruns}")
+        f"seed {options.seed}{campaign}{reruns}; {describe_jobs(options.jobs, options.jobs_reason)}")
     try:
         _run_checks(report, kernels, device, options, plugins, log)
     except KeyboardInterrupt:  # the check under way has no verdict; what finished is reported

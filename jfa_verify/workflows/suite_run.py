@@ -33,14 +33,14 @@ class RunRequest:
     timeout_s: Optional[float] = None
     plugins: tuple[str, ...] = ()
     isolate: bool = True
-    jobs: int = 1
+    jobs: Optional[int] = 1  # None: the machine's default (:func:`~jfa_verify.run.parallelism.choose_jobs`)
 
 
 class RunObserver(Protocol):
     """The caller's view of a run, called in this order (the command line prints from it)."""
 
-    def planned(self, kernel, suite, cases: list) -> None:
-        """The cases are chosen and about to run."""
+    def planned(self, kernel, suite, cases: list, jobs) -> None:
+        """The cases are chosen and about to run, in ``jobs`` workers (a :class:`~jfa_verify.run.parallelism.Jobs`)."""
 
     def verifying(self, kernel, total: int) -> AbstractContextManager[Callable]:
         """Around the cases: yields a function called with each case's result as it finishes."""
@@ -63,6 +63,7 @@ class RunOutcome:
     relations: list = field(default_factory=list)  # the relation checks planned
     checked: list = field(default_factory=list)  # each planned check's finding line, or None where it held
     skipped: Optional[str] = None
+    jobs: object = None  # the workers' :class:`~jfa_verify.run.parallelism.Jobs`, once the cases are chosen
 
     @property
     def findings(self) -> list[str]:
@@ -81,7 +82,8 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     suite is built returns an outcome with no cases.
 
     Raises:
-        InvalidInput: the kernel does not run on ``device``, or no case of the suite matches the filter.
+        InvalidInput: the kernel does not run on ``device``, no case of the suite matches the filter, or
+            ``$JFA_VERIFY_JOBS`` is no worker count.
         JFAError: the kernel cannot be loaded, or the suite does not exist. Nothing ran: no report is written, and an
             earlier one is left as it was (issue 43, 3: ``run --kernel nope`` replaced a finished report with an
             empty error report).
@@ -101,9 +103,10 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
         kernel, suite, cases = _cases(request, device, load_kernel)  # a JFAError: a usage error, the report untouched
     except KeyboardInterrupt:  # loading and the covering array take seconds: the report says so, as a later stop's
         return RunOutcome(report_before_cases(True), interrupted=True)
+    jobs = _jobs(request, device, len(cases))  # (a bad $JFA_VERIFY_JOBS: a usage error, the report untouched)
     report = report_before_cases(None)
-    outcome = RunOutcome(report, kernel, suite, cases)
-    observer.planned(kernel, suite, cases)
+    outcome = RunOutcome(report, kernel, suite, cases, jobs=jobs)
+    observer.planned(kernel, suite, cases, jobs)
     _verify(outcome, request, device, observer)
     return outcome
 
@@ -133,6 +136,15 @@ def _cases(request: RunRequest, device, load_kernel):
     return kernel, suite, cases[: request.max_cases] if request.max_cases else cases
 
 
+def _jobs(request: RunRequest, device, cases: int):
+    """The run's workers: ``request.jobs``, else the machine's default for ``cases`` cases; one without isolation."""
+    from jfa_verify.run.parallelism import Jobs, choose_jobs
+
+    if not request.isolate and request.jobs is None:
+        return Jobs(1, "given", "in this process")
+    return choose_jobs(request.jobs, device, work=cases)
+
+
 def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObserver) -> None:
     from jfa_verify.cases.coverage import Coverage
     from jfa_verify.cases.dimensions import Target
@@ -145,7 +157,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
 
     kernel, suite, cases = outcome.kernel, outcome.suite, outcome.cases
     settings = RunSettings(timeout_s=request.timeout_s, plugins=request.plugins, isolate=request.isolate,
-                           jobs=request.jobs, seed=request.seed)
+                           jobs=outcome.jobs.count, seed=request.seed)
     with Verifier(kernel, device, request.reproducers, settings) as verifier, terminate_as_interrupt():
         done: list = []
         try:
@@ -163,6 +175,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
         broken = outcome.findings
         extra = {"interrupted": outcome.interrupted if finished or outcome.interrupted else None,  # (null: running)
                  "finished": finished and not outcome.interrupted, "cases_planned": len(cases),
+                 "jobs": outcome.jobs.to_dict(),
                  "pairs": pairs.to_dict(), "relations": broken,
                  "relation_checks": {"run": len(outcome.checked), "broken": len(broken),
                                      "not_run_because": not_run_because}}
