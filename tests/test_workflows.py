@@ -71,5 +71,23 @@ def test_the_lint_is_not_vacuous(tmp_path):
 
 def test_gpu_gate_workflow_runs_the_gate_with_pinned_versions():
     text = (ROOT / ".github" / "workflows" / "gpu-gate.yml").read_text()
-    assert "jfa-verify gate" in text and "triton==3.6.0" in text and "--junit" in text and "--sanitizer" in text
-    assert "TRITON_CACHE_DIR" in text and "upload-artifact" in text
+    assert "jfa-verify gate" in text and '"triton==${TRITON_VERSION}"' in text and "--junit" in text
+    assert "--sanitizer" in text and "TRITON_CACHE_DIR" in text and "upload-artifact" in text
+
+
+def test_every_workflow_keeps_tritons_cache_keyed_by_the_triton_pin_and_the_kernels_source():
+    """Issue 39, 4: Triton's cache is restored between runs, keyed by the Triton version (pyproject.toml's pin, in
+    one place per workflow) and a hash of the kernels' source, in the folder TRITON_CACHE_DIR names."""
+    import re
+
+    pin = re.search(r'"triton==([^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    for workflow in WORKFLOWS:
+        text = workflow.read_text()
+        assert f'TRITON_VERSION: "{pin}"' in text, (workflow.name, pin)
+        assert not re.search(r"triton==\d", text), f"{workflow.name}: install Triton as triton==${{TRITON_VERSION}}"
+        assert "TRITON_CACHE_DIR: " in text and "uses: actions/cache@v4" in text, workflow.name
+        (key,) = re.findall(r"^\s+key: (.+)$", text, re.M)
+        assert key.startswith("triton-${{ env.TRITON_VERSION }}-") and "hashFiles('kernels/**/*.py')" in key, key
+        (path,) = re.findall(r"^\s+path: (.+)$", text.split("actions/cache@v4")[1], re.M)[:1]
+        cache_dir = re.search(r"TRITON_CACHE_DIR: (.+)$", text, re.M).group(1).strip()
+        assert path.strip() in (cache_dir, "${{ env.TRITON_CACHE_DIR }}"), (workflow.name, path, cache_dir)
