@@ -377,3 +377,32 @@ def test_bisect_help_says_what_it_does_and_its_exit_statuses(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "Find the first commit of a kernel's repository between --good and --bad" in text
     assert "Exit status: 0 one first bad commit named; 1 inconclusive" in text
+
+
+def _paste(command: str, tmp_path, **env) -> subprocess.CompletedProcess:
+    """Run a printed command as a user pastes it into a shell, with ``jfa-verify`` this interpreter's."""
+    shim = tmp_path / "bin"
+    shim.mkdir(exist_ok=True)
+    (shim / "jfa-verify").write_text(f'#!/bin/sh\nexec {sys.executable} -m jfa_verify.cli "$@"\n')
+    (shim / "jfa-verify").chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "TMPDIR": str(tmp_path), **env}
+    return subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_the_printed_replay_command_can_be_pasted_twice_and_leaves_no_worktree(toy, tmp_path, capsys):
+    """Regression (issue 43, 7): the first bad commit's replay command checked it out into one fixed path: pasted a
+    second time it failed (``git worktree add``: exit 128), and it left a worktree registered in the user's
+    repository. Each paste now checks out into a fresh folder and removes the worktree however the replay ends."""
+    c, out = toy.commits, tmp_path / "out"
+    before = _user_state(toy)
+    assert _bisect(toy.path, c[6], c[7], out, "--case", str(_reproducer(tmp_path / "cases"))) == 0, capsys.readouterr()
+    replay = _report(out)["replay"]
+    for _ in range(2):  # the failure it shows, each time; nothing left behind
+        pasted = _paste(replay, tmp_path)
+        assert pasted.returncode == 1, pasted.stdout[-2000:] + pasted.stderr[-2000:]
+        assert "recorded verdict" in pasted.stdout or "[FAIL]" in pasted.stdout
+        assert _user_state(toy) == before and not list(tmp_path.glob("jfa-first-bad-*"))
+    # a replay that cannot run at all (no jfa-verify on the PATH: the shell's 127) still removes its worktree
+    broken = _paste(replay, tmp_path, PATH="/usr/bin:/bin")
+    assert broken.returncode == 127, broken.stderr
+    assert _user_state(toy) == before and not list(tmp_path.glob("jfa-first-bad-*"))

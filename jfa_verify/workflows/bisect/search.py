@@ -341,10 +341,35 @@ def _keep_reproducer(report: BisectReport, req: BisectRequest, plugins: tuple[st
     dest = Path(req.out) / f"first-bad-{report.first_bad[:10]}-{Path(src).name}"
     shutil.copy(src, dest)
     report.reproducer = str(dest)
-    checkout = Path(tempfile.gettempdir()) / f"jfa-first-bad-{report.first_bad[:10]}"
-    command = replay_command(dest, report.kernel, [str(checkout / p) for p in plugins])
-    command += f" --device {req.device}" if req.device else ""
-    command += "" if plugins else f"  (with module {req.module} importable)"
-    report.replay = f"git -C {report.repo} worktree add --detach {checkout} {report.first_bad[:10]} && {command}"
+    report.replay = replay_at_commit(report.repo, report.first_bad[:10], dest, report.kernel, plugins, req.device)
+    report.replay += "" if plugins else f"  (with module {req.module} importable)"
     if req.mode == "drift":
         report.replay += "  (replay judges by float64; the drift is against the good commit's outputs)"
+
+
+# A checkout's plugin path inside the printed command, before ``"$wt"/`` takes its place (safe for shlex.quote).
+_CHECKOUT_MARK = "/jfa-verify-checkout-"
+
+
+def replay_at_commit(repo: str, commit: str, reproducer: "str | Path", kernel: str, plugins: tuple[str, ...] = (),
+                     device: Optional[str] = None) -> str:
+    """The one-line shell command that replays ``reproducer`` with the kernel as it is at ``commit`` of ``repo``.
+
+    It checks ``commit`` out in a worktree of its own, under a fresh temporary folder (``mktemp -d``), replays
+    with the ``plugins`` (paths relative to the repository) of that checkout, and removes the worktree and its
+    registration (``git worktree remove --force``, ``git worktree prune``) however the replay ends: a failure,
+    Ctrl-C or SIGTERM included. Its exit status is the replay's (130 when stopped; 2 when the checkout fails). So it
+    can be pasted any number of times: a fixed checkout path failed the second time (exit 128) and left a worktree
+    registered in the user's repository (issue 43, 7).
+    """
+    import shlex
+
+    command = replay_command(reproducer, kernel, [f"{_CHECKOUT_MARK}{i}" for i in range(len(plugins))])
+    for i, rel in enumerate(plugins):
+        command = command.replace(f"--plugin {_CHECKOUT_MARK}{i}", f'--plugin "$wt"/{shlex.quote(rel)}', 1)
+    command += f" --device {device}" if device else ""
+    script = ('repo=$1; wt=$(mktemp -d "${TMPDIR:-/tmp}/jfa-first-bad-XXXXXX") || exit 2; wt=$wt/checkout; '
+              'done_() { git -C "$repo" worktree remove --force "$wt" >/dev/null 2>&1; rm -rf "${wt%/checkout}"; '
+              'git -C "$repo" worktree prune; }; trap done_ EXIT; trap "exit 130" INT TERM HUP; '
+              f'git -C "$repo" worktree add --quiet --detach "$wt" "$2" || exit 2; {command}')
+    return f"sh -c {shlex.quote(script)} jfa-replay {shlex.quote(str(repo))} {shlex.quote(commit)}"
