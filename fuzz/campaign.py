@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
 
 from jfa_verify.cases.case import Case
-from jfa_verify.run.corpus import TIMEOUT_EXIT_CODE, Corpus, read_case_file
+from jfa_verify.run.corpus import NOW_PASSING, TIMEOUT_EXIT_CODE, Corpus, read_case_file
 from jfa_verify.cases.coverage import Coverage, classify
 from jfa_verify.core.device import keeps_device_choice
 from jfa_verify.core.errors import InvalidInput, KernelConfigError
@@ -120,7 +120,7 @@ class CampaignSummary:
                  f"({self.generated} drawn{packed}) in {self.seconds:.1f} s: {counts}"
                  + (" -- interrupted" if self.interrupted else "")]
         for p in self.fixed:
-            lines.append(f"  fixed (now passes, file removed): {p}")
+            lines.append(f"  fixed (now passes; its file moved to {p.parent / NOW_PASSING}): {p.name}")
         for f in self.failures:
             sig = f" finding {f.signature['id']}" if f.signature else ""
             more = f", {f.examples} more example(s)" if f.examples else ""

@@ -101,10 +101,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     Ctrl-C or SIGTERM at any point, from the first import on (torch's loading takes seconds), ends it with one line
     and exit 130, never a traceback or a death by the signal: ``import jfa_verify`` loads nothing heavy, and everything
     after is in here."""
-    from jfa_verify.run.interrupts import terminate_as_interrupt
+    from jfa_verify.run.interrupts import terminate_as_interrupt, verdict_scope
 
     try:
-        with terminate_as_interrupt():  # (a CI timeout's SIGTERM while torch loads killed it without a word)
+        # Once a run's final report is written, a stop changes neither it nor the exit status (issue 43, 10); the
+        # console script (argv None) keeps it so until the process exits, a caller gets its handlers back.
+        with verdict_scope(restore=argv is not None), terminate_as_interrupt():
             return _main(argv)
     except KeyboardInterrupt:  # (before a command runs: while torch and the rest load, or arguments are checked)
         print("\njfa-verify: interrupted", file=sys.stderr)
@@ -139,6 +141,10 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     with output_outlives_reader():  # `| head` ends neither the command nor its exit status
         try:
             _outputs_apart(args)
+            from jfa_verify.cli.supervise import needs_watching, watched_run
+
+            if needs_watching(args, argv):  # `run --no-isolate`: a kernel's crash still ends in exit 4 (issue 43, 9)
+                return watched_run(args)
             # SIGTERM (a CI job's timeout, `kill`) ends any command as Ctrl-C does: exit 130 with what it has
             with device_scope(), terminate_as_interrupt():  # and a caller's own device choice survives the command
                 return args.command_main(args, Context.from_args(args))

@@ -10,11 +10,13 @@ from jfa_verify.core.exits import FINDINGS_IN_WORDS
 
 HELP = "list the findings in a reproducer folder (one per signature), each with its replay command"
 DESCRIPTION = ("List the findings in a reproducer folder, one per signature, each with its id and the command "
-               "that replays it. Exit status, as for the command that recorded them (jfa_verify/core/exits.py: "
-               f"a finding is not a usage error): 0 no finding listed; {FINDINGS_IN_WORDS}; 2 no such folder, "
-               "a bad argument, or a case file that cannot be read (named; a finding may be lost in it) beside "
-               "no crash or hang, or a case file still marked running (its process died mid-case: killed, or "
-               "taken down by the kernel; no verdict yet) beside no finding.")
+               "that replays it, and name every case file that cannot be read, with the reason. Exit status, as "
+               "for the command that recorded them (jfa_verify/core/exits.py: a finding is not a usage error): 0 "
+               f"no finding listed; {FINDINGS_IN_WORDS}; 2 no such folder, a bad argument, or "
+               "a case file that cannot be read (a finding may be lost in it) beside no crash or hang, or a case "
+               "file still marked running (its process died mid-case: killed, or taken down by the kernel; no "
+               "verdict yet) beside no finding. Files of earlier findings whose cases now pass are kept in the "
+               "folder's now-passing/ subfolder, which is not listed.")
 
 
 def add_arguments(parser) -> None:
@@ -62,10 +64,11 @@ def main(args, ctx) -> int:
         make_console().print(table)
         for r in rows:  # plain lines, never wrapped: each is pasted as it is
             print(f"{r['id']} replay: {r['replay']}")
-        if not rows:
-            print(f"no findings in {root}")
     code = int(exit_code_for(r["status"] for r in rows))
     broken = unreadable_case_files(root)
+    if not rows and not args.json:  # (with an unreadable file, "no findings" is more than anyone can say)
+        print(f"no findings in {root}" if not broken else
+              f"no readable findings in {root}; {len(broken)} case file(s) could not be read (below)")
     for path, why in broken:
         print(f"jfa-verify findings: error: {path} is not a readable case file ({why}); a finding may be lost in "
               f"it: restore it, or remove it once you have read it", file=sys.stderr)

@@ -79,7 +79,9 @@ def results_table(results, title: str):
 
 def print_campaign(report: dict, console) -> None:
     """A campaign's summary: counts, each finding with its replay command, fixed files, notes, coverage."""
-    from jfa_verify.run.corpus import replay_command
+    from pathlib import Path
+
+    from jfa_verify.run.corpus import NOW_PASSING, replay_command
 
     new = set(report["new_findings"])
     console.print(f"campaign on {report['kernel']} ({report['device']}, {report['workers']} worker(s), seed "
@@ -99,7 +101,8 @@ def print_campaign(report: dict, console) -> None:
     if not report["findings"]:
         console.print("  no findings", highlight=False, markup=False)
     for p in report["fixed"]:
-        console.print(f"  fixed (now passes, file removed): {p}", highlight=False, markup=False)
+        console.print(f"  fixed (now passes; its file moved to {Path(p).parent / NOW_PASSING}): {Path(p).name}",
+                      highlight=False, markup=False)
     for w, d in report["worker_errors"].items():
         console.print(f"  worker {w} died: {d['why']}", highlight=False, markup=False)
     for n in report["notes"]:

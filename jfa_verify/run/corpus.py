@@ -29,6 +29,7 @@ __all__ = ["Corpus", "read_case_file", "environment", "normalize_status", "repla
 FORMAT = "jfa-verify-case/1"
 TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchdog timeout
 RUNNING = "running"  # the status of a case file whose case has not finished (or whose process died)
+NOW_PASSING = "now-passing"  # the subfolder keeping earlier findings' files whose cases now pass (Corpus.record)
 # Keys that belong to a case file, not to one run of its case: kept when the case runs again.
 FILE_KEYS = ("finding", "found_by")
 
@@ -125,6 +126,20 @@ class Corpus:
         # path -> the text a case file had before :meth:`guard` rewrote it as "running" (a saved finding replayed):
         # what :meth:`discard` puts back
         self._before: dict[Path, str] = {}
+        self.now_passing: list[Path] = []  # earlier findings that passed and were moved (:meth:`record`)
+
+    def now_passing_folder(self) -> Path:
+        """Where :meth:`record` keeps the files of earlier findings whose cases now pass (``<root>/now-passing``):
+        out of the findings (neither ``findings`` nor a campaign's replay reads it), never deleted."""
+        return self.root / NOW_PASSING
+
+    def _earlier_verdict(self, path: Path) -> Optional[str]:
+        """The failing status the file at ``path`` held before :meth:`guard` rewrote it, or None."""
+        try:
+            status = normalize_status(json.loads(self._before.get(path, "")).get("status", ""))
+        except (ValueError, AttributeError):
+            return None
+        return status if status in ("fail", "error", "crash", "hang") else None
 
     def path_for(self, case: Case, kernel: str, memory: Optional[str] = None) -> Path:
         """The case file of ``case`` on ``kernel``; a run under a memory mode (the gate's canary and
@@ -169,9 +184,24 @@ class Corpus:
             self._before.pop(path, None)
 
     def record(self, path: Path, result) -> Optional[Path]:
-        """Keep ``path`` with the verdict when ``result`` failed; delete it otherwise."""
+        """Keep ``path`` with the verdict when ``result`` failed; otherwise delete it, unless it held an earlier
+        verdict (a finding replayed or run again): that file is moved to :meth:`now_passing_folder`, with a line on
+        stderr saying where (a new user's passing rerun silently deleted the reproducers of the cases it fixed:
+        issue 43, 12). A ``"running"`` leftover that passes had no verdict and is removed."""
         if not result.failed:
+            earlier = self._earlier_verdict(path)
+            if earlier is None:
+                path.unlink(missing_ok=True)
+                return None
+            kept = self.now_passing_folder() / path.name
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            tmp = kept.with_suffix(".tmp")
+            tmp.write_text(self._before[path])  # the earlier verdict, as it was (the file now says "running")
+            os.replace(tmp, kept)
             path.unlink(missing_ok=True)
+            self.now_passing.append(kept)
+            print(f"jfa-verify: {path.name} (recorded {earlier}) now passes: its reproducer is kept as {kept}, out of "
+                  f"the findings; delete it once you no longer need it", file=sys.stderr, flush=True)
             return None
         payload = json.loads(path.read_text())
         payload.update(status=result.status, verdict=result.to_dict(), explanation=result.explain())

@@ -10,7 +10,8 @@ import threading
 import time
 from typing import Iterator, Optional
 
-__all__ = ["children_start_deaf", "exit_with_parent", "hear_interrupts", "interrupt_behind", "terminate_as_interrupt"]
+__all__ = ["children_start_deaf", "exit_with_parent", "hear_interrupts", "interrupt_behind", "terminate_as_interrupt",
+           "verdict_scope", "writing_verdict"]
 
 # How often a worker checks that its parent is still there (where the kernel cannot tell it).
 PARENT_POLL_S = 1.0
@@ -92,7 +93,66 @@ def terminate_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if not _VERDICT["written"]:  # (once it is, a stop changes nothing until the scope ends: verdict_scope)
+            signal.signal(signal.SIGTERM, previous)
+
+
+# The command's verdict (:func:`verdict_scope`): "open" while a scope is open, "written" once its final report is on
+# disk.
+_VERDICT: dict = {"open": False, "written": False}
+
+
+def _after_verdict(signum, frame) -> None:
+    """A stop that comes once the run's verdict is written: the run has finished, so it changes nothing."""
+
+
+@contextlib.contextmanager
+def verdict_scope(*, restore: bool = True) -> Iterator[None]:
+    """A command's lifetime, inside which :func:`writing_verdict` can make the command's result final.
+
+    Once the final report is written, SIGINT and SIGTERM no longer interrupt: what is left is printing, and the
+    exit status is the report's (a new user's Ctrl-C just after a run finished gave exit 130 beside a report that
+    said finished, all passed: issue 43, 10). ``restore``: put the handlers back when the scope ends (a caller's
+    process: tests, the API); False for a process that exits right after (the console script), since a stop
+    between the scope's end and the exit would still be an interrupt. Outside the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread() or _VERDICT["open"]:
+        yield
+        return
+    entry = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _VERDICT.update(open=True, written=False)
+    try:
+        yield
+    finally:
+        written = _VERDICT["written"]
+        _VERDICT.update(open=False, written=False)
+        if restore and written:
+            for sig, handler in entry.items():
+                signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def writing_verdict() -> Iterator[None]:
+    """Around the write of a command's final report, inside a :func:`verdict_scope`: a stop that comes during the
+    write is held, and once the block ends the command has finished: that stop and any later one change nothing
+    (they no longer raise :class:`KeyboardInterrupt`). A block that raises lets a held stop go as the interrupt it
+    was. Outside a scope, or outside the main thread, it does nothing."""
+    if not _VERDICT["open"] or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in sigs}
+    try:
+        yield
+    except BaseException:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        if held:
+            raise KeyboardInterrupt(f"signal {signal.Signals(held[0]).name}")
+        raise
+    for sig in sigs:
+        signal.signal(sig, _after_verdict)
+    _VERDICT["written"] = True
 
 
 @contextlib.contextmanager

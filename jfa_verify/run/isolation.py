@@ -32,7 +32,7 @@ from jfa_verify.core.errors import InvalidInput, KernelConfigError, PluginError
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.runner import CaseResult, not_judged
 
-__all__ = ["CaseWorker", "WorkerSpec", "crash_result", "sticky_device_error"]
+__all__ = ["CaseWorker", "WorkerSpec", "crash_result", "death_in_words", "sticky_device_error"]
 
 # Messages of CUDA errors after which the process's context is unusable (every later call fails):
 # the case is a crash, and the worker that saw it must not run another case.
@@ -54,16 +54,22 @@ def crash_result(case: Case, kernel: str, status: str, message: str, plugins: tu
     return CaseResult(case, kernel, status, message=message, seconds={"kernel": seconds}, plugins=tuple(plugins))
 
 
+def death_in_words(status: int) -> str:
+    """How a process ended, by its exit code as :mod:`subprocess` and :mod:`multiprocessing` give it (negative: the
+    signal): ``"killed by SIGSEGV (signal 11)"``, or ``"exited with status 7"``."""
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"killed by {name} (signal {-status})"
+    return f"exited with status {status}"
+
+
 def _death(exitcode: Optional[int]) -> str:
     if exitcode is None:
         return "worker process ended without an exit status"
-    if exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        return f"worker process killed by {name} (signal {-exitcode})"
-    return f"worker process exited with status {exitcode} before returning a verdict"
+    return f"worker process {death_in_words(exitcode)}" + ("" if exitcode < 0 else " before returning a verdict")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,69 @@
+"""What a run that died mid-case leaves behind, made into its verdict: the case in flight is a crash.
+
+``jfa-verify run --no-isolate`` runs cases in the run's own process, so a kernel that segfaults or calls
+``os._exit`` takes that process with it: no Python code runs after the signal. The case's file was written before
+the kernel ran (status ``"running"``, :meth:`~jfa_verify.run.corpus.Corpus.guard`), so the finding survives; the
+process that waited for the run (:mod:`jfa_verify.cli.supervise`) calls :func:`record_death`, which rewrites that
+file as a crash and says in the run's report what happened (issue 43, 9: the report was left a placeholder and the
+exit status was the raw signal's).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+from jfa_verify.run.corpus import RUNNING, Corpus, read_case_file, replay_command
+from jfa_verify.run.isolation import crash_result, death_in_words
+from jfa_verify.run.report import summary, write_json
+
+__all__ = ["death_in_words", "record_death"]
+
+
+def record_death(report: "str | Path", reproducers: "str | Path", since: float, how: str) -> Optional[Path]:
+    """Record that the process running cases in itself died, ``how``
+    (:func:`~jfa_verify.run.isolation.death_in_words`).
+
+    Every case file of ``reproducers`` that it left ``"running"`` (written at or after ``since``, a
+    :func:`time.time`) becomes a crash with a verdict saying so; the report (``report``, this run's placeholder or
+    its report before the relation checks) keeps what it had and adds ``"crash"`` (how, the case file, its replay
+    command), counts the case as crashed, and says ``"finished": false, "interrupted": false``. Returns the case
+    file of the case in flight (the newest one left running), or None when no case was running (the process died
+    between cases: loading the kernel, or in the framework).
+    """
+    left = []
+    for path in Corpus(reproducers).files():
+        try:
+            if path.stat().st_mtime < since - 1.0:  # (mtime granularity) another run's leftover
+                continue
+            case, payload = read_case_file(path)
+        except Exception:  # (named by `findings`; nothing of this run's)
+            continue
+        if payload.get("status") == RUNNING:
+            left.append((path.stat().st_mtime, path, case, payload))
+    message = f"the process running this case in itself (--no-isolate) {how}"
+    results = []
+    for _, path, case, payload in sorted(left, key=lambda t: t[0]):
+        result = crash_result(case, payload.get("kernel") or "", "crash", message, tuple(payload.get("plugins", ())))
+        result.reproducer = str(path)
+        payload.update(status="crash", verdict=result.to_dict(), explanation=result.explain())
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
+        tmp.replace(path)
+        results.append((path, result))
+    in_flight = results[-1][0] if results else None
+    try:
+        before = json.loads(Path(report).read_text())
+    except (OSError, ValueError):
+        before = {}
+    cases = [c for c in before.get("cases", []) if isinstance(c, dict)] + [r.to_dict() for _, r in results]
+    counts = summary([])
+    counts.update({s: sum(c.get("status") == s for c in cases) for s in counts})
+    before.update(cases=cases, summary=counts, finished=False, interrupted=False, crash={
+        "how": how, "case_file": str(in_flight) if in_flight else None,
+        "replay": replay_command(in_flight, results[-1][1].kernel or None, results[-1][1].plugins) if in_flight else None,
+        "note": "cases run in the run's own process (--no-isolate): the verdicts of the cases before it that passed "
+                "died with it; every failing one has its case file"})
+    write_json(report, before)
+    return in_flight

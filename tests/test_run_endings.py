@@ -1,0 +1,132 @@
+"""How a ``jfa-verify run`` ends, and what it leaves: a kernel that kills the run's own process (``--no-isolate``), a
+stop that lands once the run has finished, earlier reproducers of cases that now pass, and a reproducer folder with
+an unreadable file (issue 43: 9, 10, 12). Each runs the command line as a user does, in a process of its own."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from jfa_verify.cases.case import Case
+from jfa_verify.cli import main
+from jfa_verify.core.exits import ExitCode
+from jfa_verify.run.corpus import FORMAT, NOW_PASSING, Corpus, read_case_file
+from jfa_verify.run.runner import CaseResult
+from tests.helpers import interruptible
+
+# Six cases of the CPU default suite (self/bf16, broadcast/bf16, self/fp16, cross-causal/fp16, self-causal/fp32,
+# broadcast/fp32), as tests/test_isolation.py takes them.
+FILTER = "layout-7-3-19-5-11"
+
+def _plugin(make, name, dies="False", how="os.abort()"):
+    """A ``misbehaving_plugin`` kernel (the float64 reference, rounded) that ends its own process with ``how``
+    where ``dies`` holds."""
+    path = make(name, crash=dies)
+    path.write_text(path.read_text().replace("os.abort()", how))
+    return path
+
+
+def _run_args(plugin, kernel, repro, report, *extra):
+    return [sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(plugin), "--kernel",
+            kernel, "--filter", FILTER, "--reproducers", str(repro), "--report", str(report), "--no-progress", *extra]
+
+
+@pytest.mark.parametrize("how, death", [("os.kill(os.getpid(), __import__('signal').SIGSEGV)", "SIGSEGV (signal 11)"),
+                                        ("os._exit(7)", "exited with status 7")])
+def test_a_kernel_that_kills_the_no_isolate_run_exits_4_and_the_report_names_the_case(tmp_path, how, death,
+                                                                                       misbehaving_plugin):
+    """Regression (issue 43, 9): with --no-isolate, a segfault in the kernel ended the run with the raw signal's
+    status (139, or 11) and left the report a placeholder saying nothing. The case file written before the case
+    ran is now a crash, the report says what happened and in which case, `findings` lists it, and the exit is 4."""
+    plugin = _plugin(misbehaving_plugin, "dies_on_fp16", dies="dtype == torch.float16", how=how)
+    repro, report = tmp_path / "repro", tmp_path / "r.json"
+    proc = subprocess.run(_run_args(plugin, "dies_on_fp16", repro, report, "--no-isolate"), capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == ExitCode.CRASH, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (path,) = repro.glob("*.json")
+    case, payload = read_case_file(path)
+    assert case.dtype == "float16" and payload["status"] == "crash" and death in payload["verdict"]["message"]
+    assert "[CRASH] jfa-verify run: the run's process" in proc.stderr and str(path) in proc.stderr
+    written = json.loads(report.read_text())
+    assert written["finished"] is False and written["interrupted"] is False
+    assert written["crash"]["case_file"] == str(path) and death in written["crash"]["how"]
+    assert written["summary"]["crash"] == 1 and [c["status"] for c in written["cases"]] == ["crash"]
+    assert written["crash"]["replay"].startswith("jfa-verify replay ") and str(plugin) in written["crash"]["replay"]
+    listed = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "findings", str(repro), "--json"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert listed.returncode == ExitCode.CRASH
+    assert [r["status"] for r in json.loads(listed.stdout)] == ["crash"]
+
+
+def test_a_stop_just_after_the_run_finished_leaves_its_exit_status_and_report_agreeing(tmp_path, misbehaving_plugin):
+    """Regression (issue 43, 10): a Ctrl-C landing just after the run wrote its report (finished, all passed) ended
+    it with 130. Once the report is on disk the run has finished: the stop changes nothing, and the exit status is
+    the report's. (``JFA_VERIFY_TEST_AFTER_REPORT`` holds the run in exactly that moment.)"""
+    plugin = misbehaving_plugin("plain_ok")
+    repro, report = tmp_path / "repro", tmp_path / "r.json"
+    proc = subprocess.Popen(_run_args(plugin, "plain_ok", repro, report, "--max-cases", "1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path, preexec_fn=interruptible,
+                            env={**os.environ, "JFA_VERIFY_TEST_AFTER_REPORT": "3"})
+    try:
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "test hook: report" in line:
+                proc.send_signal(signal.SIGINT)
+                break
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert any("test hook: report" in line for line in seen), "".join(seen) + out[-2000:]
+    written = json.loads(report.read_text())
+    assert written["finished"] is True and written["interrupted"] is False and written["summary"]["pass"] == 1
+    assert proc.returncode == ExitCode.OK, out[-2000:] + err[-2000:]
+    assert "1 passed" in out and "interrupted" not in err
+
+
+def _saved(folder, case, kernel="triton_jfa", status="fail"):
+    return Corpus(folder).write(case, kernel, "cpu", CaseResult(case, kernel, status, message="planted"))
+
+
+def test_a_passing_rerun_keeps_the_earlier_reproducer_and_says_where(tmp_path, capsys):
+    """Regression (issue 43, 12): a rerun where a saved finding's case now passes deleted its reproducer without a
+    word. It is moved to the folder's now-passing/ subfolder (out of the findings), and the run says so."""
+    case = Case(kv_lengths=(3, 5), num_heads_q=2, num_heads_kv=2, head_dim=16, dtype="float32", seed=1)
+    repro = tmp_path / "repro"
+    path = _saved(repro, case)
+    recorded = path.read_text()
+    corpus = Corpus(repro)
+    with corpus.guard(case, "triton_jfa", "cpu") as guarded:
+        assert corpus.record(guarded, CaseResult(case, "triton_jfa", "pass")) is None
+    kept = repro / NOW_PASSING / path.name
+    assert not path.exists() and kept.read_text() == recorded and corpus.now_passing == [kept]
+    err = capsys.readouterr().err
+    assert path.name in err and str(kept) in err and "now passes" in err
+    # out of the findings: the folder lists nothing (exit 0), and a case that never failed leaves no file
+    assert main(["findings", str(repro), "--json"]) == 0 and json.loads(capsys.readouterr().out) == []
+    other = Case(kv_lengths=(4,), head_dim=16, dtype="float32")
+    with corpus.guard(other, "triton_jfa", "cpu") as fresh:
+        corpus.record(fresh, CaseResult(other, "triton_jfa", "pass"))
+    assert not fresh.exists() and sorted(p.name for p in (repro / NOW_PASSING).iterdir()) == [path.name]
+
+
+def test_findings_lists_what_it_reads_and_names_the_file_it_cannot(tmp_path, capsys):
+    """Regression (issue 43, 12): on a folder holding an unreadable case file, `findings` printed "no findings" and
+    then an error. It lists every readable finding, names the unreadable file with the reason, never says "no
+    findings", and exits as documented (its --help): 2 beside no crash or hang (a finding may be lost in the file),
+    the crash's 4 beside one."""
+    folder = tmp_path / "repro"
+    folder.mkdir()
+    broken = folder / "0123456789ab-triton_jfa.json"
+    broken.write_text(json.dumps({"format": FORMAT})[:-3])
+    assert main(["findings", str(folder)]) == ExitCode.USAGE
+    out, err = capsys.readouterr()
+    assert "no findings" not in out and f"no readable findings in {folder}; 1 case file(s) could not be read" in out
+    assert str(broken) in err and "not valid JSON" in err
+    crash = _saved(folder, Case(kv_lengths=(3,), head_dim=16, dtype="float32"), status="crash")
+    assert main(["findings", str(folder)]) == ExitCode.CRASH
+    out, err = capsys.readouterr()
+    assert "crash" in out and str(crash) in out and "no readable findings" not in out and str(broken) in err
