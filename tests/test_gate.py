@@ -591,9 +591,9 @@ def test_the_h200_racecheck_reports_of_gluon_jfa_are_classified_as_the_scaffolds
     # control's one; the same report with one access moved to a statement of the kernel is judged
     from jfa_verify.checks import sanitizer
 
-    evidence = Path(__file__).resolve().parents[1] / "docs" / "evidence" / "gpu-2026-12-01-c"
-    kernel_text = (evidence / "call3-sanitizer-gluon_jfa-racecheck.log").read_text()
-    control = sanitizer.ToolRun([], 1, 0, (evidence / "call3-sanitizer-gluon_jfa-racecheck-control.log").read_text())
+    data = Path(__file__).resolve().parent / "data" / "sanitizer"  # (copied from docs/evidence/gpu-2026-12-01-c)
+    kernel_text = (data / "gluon_jfa-racecheck-h200.log").read_text()
+    control = sanitizer.ToolRun([], 1, 0, (data / "gluon_jfa-racecheck-control-h200.log").read_text())
     kernel_dirs = sanitizer.source_dirs(__import__("jfa_verify.kernels.gluon_jfa", fromlist=["load"]).load)
     control_dirs = sanitizer.source_dirs("jfa_verify.kernels.gluon_jfa.sanitizer_control")
     verdict = sanitizer.classify_races(sanitizer.ToolRun([], 12, 99, kernel_text), kernel_dirs, control, control_dirs)
