@@ -3,7 +3,7 @@
 import pytest
 
 from jfa_verify import Case
-from jfa_verify.judge.findings import KINDS, Finding, explain_findings, findings_from_dict, messages
+from jfa_verify.judge.findings import KINDS, Finding, explain_findings, findings_from_dict, messages, part_finding
 from jfa_verify.run.runner import CaseResult, judged_status
 
 
@@ -38,17 +38,25 @@ def test_readers_filter_by_kind_and_the_explanation_keeps_each_kinds_form():
 
 
 def test_a_report_entry_round_trips_and_one_of_the_old_format_is_read_the_same_way():
-    found = [Finding("contract", "lse is float16"), Finding("part", "o, dq", "part 2")]
+    found = [Finding("contract", "lse is float16"), part_finding(2, ["o", "dq"])]
     entry = _result(findings=found, status="fail").to_dict()
+    assert entry["findings"][1] == {"kind": "part", "message": "o, dq", "where": "part 2", "part": 2,
+                                    "outputs": ["o", "dq"]}
     assert findings_from_dict(entry) == found
-    assert findings_from_dict(entry, "part") == [Finding("part", "o, dq", "part 2")]
+    assert findings_from_dict(entry, "part") == [part_finding(2, ["o", "dq"])]
     old = {"contract_violations": ["lse is float16"], "memory_violations": [], "schedule_violations": ["[order] x"]}
     assert findings_from_dict(old) == [Finding("contract", "lse is float16"), Finding("schedule", "[order] x")]
     assert findings_from_dict(old, "memory") == []
+    # a part's finding written before it kept its part and outputs: read from its where and comma-joined message
+    before = {"findings": [{"kind": "part", "message": "o, dq", "where": "part 2"}]}
+    assert findings_from_dict(before) == [part_finding(2, ["o", "dq"])]
 
 
 def test_part_failures_are_a_view_of_the_part_findings():
     pack = Case.pack([Case(kv_lengths=(3,), seed=1), Case(kv_lengths=(4,), seed=2), Case(kv_lengths=(5,), seed=3)])
-    result = CaseResult(pack, "k", "fail", findings=[Finding("part", "o, lse", "part 1")], parts_judged=True)
+    result = CaseResult(pack, "k", "fail", findings=[part_finding(1, ["o", "lse"])], parts_judged=True)
     assert result.part_failures == [[], ["o", "lse"], []]
+    # structured, not parsed: an output name holding the separator stays one name
+    odd = CaseResult(pack, "k", "fail", findings=[part_finding(0, ["o, scaled"])], parts_judged=True)
+    assert odd.part_failures == [["o, scaled"], [], []]
     assert CaseResult(pack, "k", "pass").part_failures is None

@@ -143,7 +143,8 @@ def test_a_packed_run_is_judged_per_part_and_split_to_the_part_that_fails(plugin
     assert part_statuses(bad) == ["pass", "fail", "pass"]
     assert "1 of 3 parts fail, each judged on its own rows of this launch" in bad.explain()
     assert "part 1 (seed 2): o" in bad.explain()
-    assert bad.to_dict()["findings"] == [{"kind": "part", "message": "o", "where": "part 1"}]
+    assert bad.to_dict()["findings"] == [{"kind": "part", "message": "o", "where": "part 1", "part": 1,
+                                         "outputs": ["o"]}]
     ran, dropped = [], []
 
     def verify(case):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
-__all__ = ["Finding", "KINDS", "explain_findings", "findings_from_dict", "messages"]
+__all__ = ["Finding", "KINDS", "explain_findings", "findings_from_dict", "messages", "part_finding"]
 
 
 @dataclass(frozen=True)
@@ -18,19 +18,32 @@ class Finding:
     """One thing wrong with a kernel's run of a case, other than an output's error.
 
     ``kind``: a key of :data:`KINDS`. ``message``: what is wrong, in one line. ``where``: the place it names
-    (a pass and head for a scheduler invariant, ``"part 3"`` for a packed part), or ``""``.
+    (a pass and head for a scheduler invariant, ``"part 3"`` for a packed part), or ``""``. ``part`` and
+    ``outputs``: a packed part's finding, structured (the part's index in ``case.parts`` and the outputs that fail
+    on its own rows); None and ``()`` for every other kind. :func:`part_finding` makes one.
     """
 
     kind: str
     message: str
     where: str = ""
+    part: Optional[int] = None
+    outputs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"finding kind {self.kind!r} is not one of {sorted(KINDS)} (jfa_verify.judge.findings.KINDS)")
+        object.__setattr__(self, "outputs", tuple(self.outputs))
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "message": self.message, "where": self.where}
+        out = {"kind": self.kind, "message": self.message, "where": self.where}
+        if self.part is not None:
+            out.update(part=self.part, outputs=list(self.outputs))
+        return out
+
+
+def part_finding(index: int, outputs: Sequence[str]) -> Finding:
+    """The finding of packed part ``index`` whose ``outputs`` fail on its own rows (:mod:`jfa_verify.judge.packing`)."""
+    return Finding("part", ", ".join(outputs), f"part {index}", index, tuple(outputs))
 
 
 # kind -> (heading in an explanation, how many of its messages the explanation lists; 0: all on one line)
@@ -78,7 +91,17 @@ def findings_from_dict(entry: Mapping, kind: Optional[str] = None) -> list[Findi
     """The findings of a report's or case file's verdict ``entry`` (``CaseResult.to_dict()``), of ``kind`` only
     when given; entries written before the findings list have a list per kind, read the same way."""
     if "findings" in entry:
-        found = [Finding(f["kind"], f["message"], f.get("where", "")) for f in entry["findings"] or ()]
+        found = [_finding(f) for f in entry["findings"] or ()]
     else:
         found = [Finding(k, m) for k, key in _LEGACY_KEYS.items() for m in entry.get(key) or ()]
     return [f for f in found if kind is None or f.kind == kind]
+
+
+def _finding(f: Mapping) -> Finding:
+    """One finding of a report's list; a packed part's written before ``part`` and ``outputs`` were kept has them
+    in its ``where`` (``"part 3"``) and comma-joined ``message`` (``"o, dq"``), read from there."""
+    if f["kind"] == "part" and "part" not in f:
+        index = f.get("where", "").partition("part ")[2]
+        if index.isdigit():
+            return part_finding(int(index), [o for o in f["message"].split(", ") if o])
+    return Finding(f["kind"], f["message"], f.get("where", ""), f.get("part"), tuple(f.get("outputs") or ()))

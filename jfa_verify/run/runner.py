@@ -26,7 +26,7 @@ from jfa_verify.core.contract import JaggedProblem, output_violations
 from jfa_verify.core.device import as_device
 from jfa_verify.core.errors import InvalidInput, KernelConfigError, KernelUnavailable, UnsupportedCase
 from jfa_verify.judge.immutability import changed_inputs, copy_keeping_strides, snapshot
-from jfa_verify.judge.findings import Finding, explain_findings, messages
+from jfa_verify.judge.findings import Finding, explain_findings, messages, part_finding
 from jfa_verify.judge.localize import Location, locate, spread
 from jfa_verify.oracles import padded_sdpa_attention, reference_attention
 from jfa_verify.judge.packing import judge_parts, pack_failures_line
@@ -123,8 +123,8 @@ class CaseResult:
         """Each part's failing outputs when the packed case was judged per part (None otherwise)."""
         if not self.parts_judged:
             return None
-        failing = {f.where: f.message.split(", ") for f in self.findings if f.kind == "part"}
-        return [failing.get(f"part {i}", []) for i in range(len(self.case.parts or ()))]
+        failing = {f.part: list(f.outputs) for f in self.findings if f.kind == "part"}
+        return [failing.get(i, []) for i in range(len(self.case.parts or ()))]
 
     @property
     def failed(self) -> bool:
@@ -453,8 +453,7 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
         if case.parts is not None:  # each part judged as it would be standing alone
             part_failures = judge_parts(case, got, ref, sdpa, budgets=budgets, tf32=kernel.capabilities.tf32)
             result.parts_judged = True
-            result.findings += [Finding("part", ", ".join(failing), f"part {i}")
-                                for i, failing in enumerate(part_failures) if failing]
+            result.findings += [part_finding(i, failing) for i, failing in enumerate(part_failures) if failing]
             if any(part_failures):
                 # (the pack's own allowance is its largest part's: a part's failure of another output, or one its
                 # rows show only against its own allowance, is no failure a convention of the pack's explains)
