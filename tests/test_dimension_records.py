@@ -3,8 +3,8 @@
 import pytest
 
 from jfa_verify.cases.case import Case
-from jfa_verify.cases.construct import BUILDERS, reachable
-from jfa_verify.cases.coverage import CLASSES, COVERAGE, unsupported_classes
+from jfa_verify.cases.construct import BUILDERS, build_case, reachable
+from jfa_verify.cases.coverage import CLASSES, COVERAGE, classify, unsupported_classes, views_of
 from jfa_verify.cases.dimensions import DIMENSIONS, Target, dimension
 from jfa_verify.protocol.kernel import Capabilities
 from jfa_verify.protocol.registry import get_kernel
@@ -42,3 +42,26 @@ def test_coverage_reach_follows_the_records():
     assert {"window_asymmetric", "window_unbounded_side", "odd_head_dim", "non_pow2_head_dim"} <= out
     assert not {"window", "window_causal", "causal_top_left", "causal_misaligned"} & out
     assert not reachable("head_dim", "odd", Target(caps)) and reachable("head_dim", "pow2", Target(caps))
+
+
+def test_a_view_class_of_coverage_is_read_off_the_dimension_classes_a_built_case_has():
+    target = TARGETS[1]  # (triton_jfa: every view reachable, windows too)
+    views = {name: c for name, c in COVERAGE.items() if c.view}
+    assert {"self", "float32", "gqa", "strided", "int64_offsets", "causal_bottom_right", "window"} <= set(views)
+    for name, c in views.items():
+        inside = build_case({dim: classes[0] for dim, classes in c.of}, target)
+        assert name in classify(inside), (name, inside)
+        # a case outside the first dimension's classes (its first other class) is outside the view
+        dim, classes = c.of[0]
+        other = next(x for x in dimension(dim).classes if x not in classes)
+        outside = build_case({dim: other}, target)
+        assert name not in classify(outside), (name, outside)
+
+
+def test_each_record_names_its_classes_and_the_coverage_classes_that_view_it():
+    mode = BUILDERS["mode"]
+    assert mode.name == "mode" and mode.classes is dimension("mode").classes and mode.description
+    assert {"self", "cross", "broadcast_q", "q_ne_k"} <= set(views_of("mode"))
+    assert views_of("mode")["self"] == CLASSES["self"]
+    assert views_of("relation") == {}  # no coverage class views the length relation
+    assert BUILDERS["dtype"]("bfloat16", Target(None)) == {"dtype": "bfloat16"}

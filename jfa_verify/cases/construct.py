@@ -25,11 +25,11 @@ from typing import Callable, Mapping, Optional
 from jfa_verify.cases.case import Case
 from jfa_verify.core.dtypes import dtype_name
 from jfa_verify.core.masks import Mask
-from jfa_verify.cases.dimensions import (DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, tile_count,
-                         tile_shape, window_of, window_shape)
+from jfa_verify.cases.dimensions import (DIMENSIONS, LENGTH_DIMENSIONS, Dimension, Target, classify, dimension,
+                                         tile_count, tile_shape, window_of, window_shape)
 
-__all__ = ["BUILDERS", "CANDIDATE_HEAD_DIMS", "HEADS", "SM_SCALE_FACTORS", "build_case", "case_cost", "head_dims_for",
-           "length_cost", "lengths_for", "reachable"]
+__all__ = ["BUILDERS", "CANDIDATE_HEAD_DIMS", "DimensionRecord", "HEADS", "SM_SCALE_FACTORS", "Within", "build_case",
+           "case_cost", "head_dims_for", "length_cost", "lengths_for", "reachable"]
 
 # (H_q, H_kv) per heads class: H_kv = 2 where it can be, so a KV head index mix-up shows.
 HEADS = {"mha": (2, 2), "gqa_pow2": (4, 2), "gqa_non_pow2": (6, 2), "mqa": (3, 1)}
@@ -270,54 +270,116 @@ class _TilesAt(Target):
 # with the window's shape, the length dimensions searched jointly, head dims against the tiles asked).
 
 
-def _field(name: str) -> Callable[[str, Target], Optional[dict]]:
-    return lambda cls, target: {name: cls}
+@dataclass(frozen=True)
+class Within:
+    """What :func:`build_case` chose jointly before the dimension records fill in a case's fields: the mode and
+    lengths (searched together), the head dims (with the tiles asked), the key tile and whether the mask is causal."""
+
+    mode: str
+    q: tuple
+    k: tuple
+    d: int
+    dv: int
+    bn: int
+    causal: bool
 
 
-def _lengths_build(dim: str) -> Callable[[str, Target], Optional[dict]]:
-    def build(cls: str, target: Target) -> Optional[dict]:
+Build = Callable[[str, Target, Optional[Within]], Optional[dict]]
+
+
+@dataclass(frozen=True)
+class DimensionRecord:
+    """One contract dimension's record: the dimension (its classes with their descriptions, its classifier and
+    support rule: :attr:`dimension`) and how a case of each class is built (:attr:`build`). The coverage classes are
+    views over these records (:data:`jfa_verify.cases.coverage.COVERAGE`, :func:`jfa_verify.cases.coverage.views_of`).
+
+    ``record(cls, target)`` gives the fields of a :class:`Case` in class ``cls`` (a small case of its own, None when
+    none exists inside ``target``); ``record(cls, target, within)`` the fields of that class for the case
+    :func:`build_case` is making (lengths, head dims and the mask chosen jointly: :class:`Within`).
+    """
+
+    dimension: Dimension
+    build: Build
+
+    @property
+    def name(self) -> str:
+        return self.dimension.name
+
+    @property
+    def classes(self) -> dict:
+        return self.dimension.classes
+
+    def __call__(self, cls: Optional[str], target: Target, within: Optional[Within] = None) -> Optional[dict]:
+        return self.build(cls, target, within)
+
+    @property
+    def description(self) -> str:
+        return self.dimension.description
+
+
+def _query_fields(mode: str, q: tuple) -> dict:
+    return {"q_lengths": q} if mode == "cross" else ({"broadcast_q_len": q[0] if q else 0}
+                                                     if mode == "broadcast_q" else {})
+
+
+def _field(name: str) -> Build:
+    return lambda cls, target, within=None: {name: cls}
+
+
+def _lengths_build(dim: str) -> Build:
+    def build(cls: Optional[str], target: Target, within: Optional[Within] = None) -> Optional[dict]:
+        if within is not None:  # searched jointly with the other length dimensions
+            return {"mode": within.mode, "kv_lengths": within.k, **_query_fields(within.mode, within.q)}
         found = lengths_for(((dim, cls),), *target.tiles(32, 32), target.num_sms)
         if found is None:
             return None
         mode, q, k = found
-        extra = {"q_lengths": q} if mode == "cross" else ({"broadcast_q_len": q[0] if q else 0}
-                                                          if mode == "broadcast_q" else {})
-        return {"mode": mode, "kv_lengths": k, **extra}
+        return {"mode": mode, "kv_lengths": k, **_query_fields(mode, q)}
     return build
 
 
-def _mask_build(cls: str, target: Target) -> dict:
-    mask = Mask.parse(cls)
+def _mask_build(cls: str, target: Target, within: Optional[Within] = None) -> dict:
+    mask = Mask.parse(cls)  # (in a whole case the window's record, after this one, sets the window's shape)
     return {"causal": mask.causal, "causal_alignment": mask.alignment or "top_left",
             "window": window_of("symmetric", mask.causal, 1) if mask.windowed else None}
 
 
-def _window_build(cls: str, target: Target) -> dict:
+def _window_build(cls: str, target: Target, within: Optional[Within] = None) -> dict:
+    if within is not None:
+        return {"window": window_of(cls, within.causal, within.bn)}
     return {"window": window_of(cls, False, target.tiles(32, 32)[1])}
 
 
-def _heads_build(cls: str, target: Target) -> dict:
+def _heads_build(cls: str, target: Target, within: Optional[Within] = None) -> dict:
     return dict(zip(("num_heads_q", "num_heads_kv"), HEADS[cls]))
 
 
-def _head_dims_build(dim: str) -> Callable[[str, Target], Optional[dict]]:
-    def build(cls: str, target: Target) -> Optional[dict]:
+def _head_dims_build(dim: str) -> Build:
+    def build(cls: Optional[str], target: Target, within: Optional[Within] = None) -> Optional[dict]:
+        if within is not None:  # chosen jointly with the value dim and the tiles asked
+            return {"head_dim": within.d, "head_dim_v": within.dv}
         dims = head_dims_for(*((cls, None) if dim == "head_dim" else (None, cls)), target.capabilities)
         return None if dims is None else dict(zip(("head_dim", "head_dim_v"), dims))
     return build
 
 
-def _sm_scale_build(cls: str, target: Target) -> dict:
-    return {"head_dim": 32, "sm_scale": None if cls == "default" else SM_SCALE_FACTORS[cls] / math.sqrt(32)}
+def _sm_scale_build(cls: str, target: Target, within: Optional[Within] = None) -> dict:
+    d = 32 if within is None else within.d
+    scale = None if cls == "default" else SM_SCALE_FACTORS[cls] / math.sqrt(d)
+    return {"sm_scale": scale} if within is not None else {"head_dim": d, "sm_scale": scale}
 
 
-def _offsets_start_build(cls: str, target: Target) -> dict:
-    if cls == "distinct":
+def _offsets_start_build(cls: str, target: Target, within: Optional[Within] = None) -> dict:
+    if cls == "distinct" and within is None:
         return {"mode": "cross", "kv_lengths": (2,), "q_lengths": (2,), "q_offsets_start": Q_OFFSETS_START}
+    if cls == "distinct":  # (build_case searched cross-attention lengths for it)
+        return {"offsets_start": 0, "q_offsets_start": Q_OFFSETS_START}
     return {"offsets_start": OFFSETS_START if cls == "nonzero" else 0}
 
 
-def _tile_shape_build(cls: str, target: Target) -> Optional[dict]:
+def _tile_shape_build(cls: Optional[str], target: Target, within: Optional[Within] = None) -> Optional[dict]:
+    if within is not None:
+        return {}  # the head dims were chosen to give the tiles asked
     for dtype in (dtype_name(d) for d in target.capabilities.dtypes):
         dims = head_dims_for(None, None, target.capabilities,
                              lambda d, dv: tile_shape(target.tiles(d, dv, dtype)) == cls)
@@ -326,15 +388,18 @@ def _tile_shape_build(cls: str, target: Target) -> Optional[dict]:
     return None
 
 
-def _variant_build(cls: str, target: Target) -> dict:
+def _variant_build(cls: str, target: Target, within: Optional[Within] = None) -> dict:
     return {"instrument": cls == "instrumented"}
 
 
-BUILDERS: dict[str, Callable[[str, Target], Optional[dict]]] = {
-    d.name: _lengths_build(d.name) if d.lengths else _field(d.name) for d in DIMENSIONS}
-BUILDERS.update(mask=_mask_build, window=_window_build, heads=_heads_build, head_dim=_head_dims_build("head_dim"),
-                value_dim=_head_dims_build("value_dim"), sm_scale=_sm_scale_build, offsets_start=_offsets_start_build,
-                tile_shape=_tile_shape_build, variant=_variant_build)
+_BUILDS: dict[str, Build] = {
+    "mask": _mask_build, "window": _window_build, "heads": _heads_build, "head_dim": _head_dims_build("head_dim"),
+    "value_dim": _head_dims_build("value_dim"), "sm_scale": _sm_scale_build, "offsets_start": _offsets_start_build,
+    "tile_shape": _tile_shape_build, "variant": _variant_build}
+# One record per dimension of the contract model, in its order (a case's fields are filled in this order).
+BUILDERS: dict[str, DimensionRecord] = {
+    d.name: DimensionRecord(d, _BUILDS.get(d.name) or (_lengths_build(d.name) if d.lengths else _field(d.name)))
+    for d in DIMENSIONS}
 
 
 def reachable(name: str, cls: str, target: Target) -> bool:
@@ -373,7 +438,9 @@ def _mask_classes(asked: tuple, caps) -> Optional[tuple[str, str]]:
 def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, name: str = "") -> Optional[Case]:
     """A case in every class of ``classes`` (``{dimension: class}``; a missing dimension takes its first
     supported class, the mask and the window's shape the first that go with what was asked), inside
-    ``target``'s kernel capabilities, or None when none exists.
+    ``target``'s kernel capabilities, or None when none exists. What goes together is chosen jointly (the lengths of
+    the six length dimensions, the head dims with the tiles asked, the mask with the window's shape: :class:`Within`);
+    the case's fields then come from each dimension's record (:data:`BUILDERS`), in the model's order.
 
     Raises:
         KeyError: an unknown dimension or class name.
@@ -395,9 +462,7 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
     if masks is None:
         return None
     chosen.update(zip(_MASK_DIMENSIONS, masks))
-    mask = Mask.parse(chosen["mask"])
-    causal, alignment = mask.causal, mask.alignment
-    shape = chosen["window"]
+    causal = Mask.parse(chosen["mask"]).causal
     modes = [classes["mode"]] if "mode" in classes else [m for m in dimension("mode").classes
                                                           if dimension("mode").support(m, caps) is None]
     if chosen["offsets_start"] == "distinct":  # two starts need two offsets tensors
@@ -409,7 +474,6 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
         return None
     d, dv = dims
     bm, bn = target.tiles(d, dv, chosen["dtype"])
-    window = window_of(shape, causal, bn)
     found = []
     for mode in modes:  # a mode the kernel runs (the search would otherwise draw any); the cheapest
         want = tuple((n, chosen.get(n, mode if n == "mode" else None)) for n in LENGTH_DIMENSIONS)
@@ -419,22 +483,11 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
     if not found:
         return None
     mode, q, k = min(found)[-1]
-    h_q, h_kv = HEADS[chosen["heads"]]
-    scale = None
-    if chosen["sm_scale"] != "default":
-        scale = SM_SCALE_FACTORS[chosen["sm_scale"]] / math.sqrt(d)
-    extra = {"q_lengths": q} if mode == "cross" else ({"broadcast_q_len": q[0] if q else 0} if mode == "broadcast_q" else {})
-    if chosen["offsets_start"] == "distinct":
-        extra["q_offsets_start"] = Q_OFFSETS_START
-    case = Case(
-        kv_lengths=k, mode=mode, num_heads_q=h_q, num_heads_kv=h_kv, head_dim=d, head_dim_v=dv,
-        dtype=chosen["dtype"], causal=causal, causal_alignment=alignment or "top_left",
-        window=window,
-        offsets_dtype=chosen["offsets_dtype"], offsets_start=OFFSETS_START if chosen["offsets_start"] == "nonzero" else 0,
-        offsets_layout=chosen["offsets_layout"], values=chosen["values"], layout=chosen["layout"], sm_scale=scale,
-        instrument=chosen["variant"] == "instrumented", seed=_stable_seed(tuple(sorted(chosen.items())), seed) % 2**32,
-        name=name, **extra,
-    )
+    within = Within(mode, q, k, d, dv, bn, causal)
+    fields: dict = {}
+    for record in BUILDERS.values():
+        fields.update(record(chosen.get(record.name), target, within))
+    case = Case(**fields, seed=_stable_seed(tuple(sorted(chosen.items())), seed) % 2**32, name=name)
     got = classify(case, target)
     missing = [f"{n}={c}" for n, c in chosen.items() if c not in got[n]]
     if missing:  # construction and classifier must agree; a disagreement is a bug here, not in the kernel

@@ -1,7 +1,9 @@
 """Input-class coverage: which corners of the input space a run exercised, with counts.
 
 :func:`classify` names the classes one case belongs to, from the case alone
-(lengths, heads, dims, flags) and the kernel's tile sizes; :class:`Coverage`
+(lengths, heads, dims, flags) and the kernel's tile sizes; a class that is a view over
+the contract model's dimension classes (:attr:`CoverageClass.view`: the mode, the dtype,
+the GQA group, ...) is read off those dimensions' classifiers, not decided twice; :class:`Coverage`
 counts them over a run, so a campaign that never drew a class is visible.
 Classes are defined on what the case *is*, not on the strategy that drew it
 (a Pareto draw is not recognisable from its lengths; its skew is).
@@ -15,10 +17,11 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Union
 
 from jfa_verify.cases.case import LAYOUTS, Case
+from jfa_verify.cases.dimensions import Target, dimension
 from jfa_verify.core.masks import Mask
 
 __all__ = ["CLASSES", "COVERAGE", "CPU_EXPECTED", "WINDOW_CLASSES", "Coverage", "CoverageClass", "classify",
-           "element_extent", "expected_classes", "unsupported_classes"]
+           "element_extent", "expected_classes", "unsupported_classes", "views_of"]
 
 
 @dataclass(frozen=True)
@@ -27,12 +30,15 @@ class CoverageClass:
 
     ``of``: ``((dimension, classes), ...)`` of :mod:`jfa_verify.cases.dimensions`: a case of this class is in one
     of ``classes`` of each dimension named, so a kernel reaches it exactly when it reaches one of them in each
-    (:func:`jfa_verify.cases.construct.reachable`); ``()``: any kernel does. The finer rules (a
-    window side at the tile edge, a prime length) are :func:`classify`'s.
+    (:func:`jfa_verify.cases.construct.reachable`); ``()``: any kernel does. ``view``: a case is in this class
+    exactly when it is in one of ``classes`` of every dimension named, so :func:`classify` reads it off the
+    dimensions' own classifiers; otherwise a finer rule of :func:`classify` decides (a window side at the tile edge,
+    a prime length, an odd value head dim).
     """
 
     description: str
     of: tuple = ()
+    view: bool = False
 
 
 def _masks(which: Callable[[Mask], bool]) -> tuple[str, tuple[str, ...]]:
@@ -45,9 +51,10 @@ _STRIDED = tuple(c for c in LAYOUTS if c != "contiguous")
 _OTHER_DV = ("other_same_padding", "narrower_other_padding", "wider_other_padding")
 
 COVERAGE: dict[str, CoverageClass] = {
-    "self": CoverageClass("self-attention", of=(("mode", ("self",)),)),
-    "cross": CoverageClass("cross-attention (separate query offsets)", of=(("mode", ("cross",)),)),
-    "broadcast_q": CoverageClass("broadcast-Q (one dense Q for every sequence)", of=(("mode", ("broadcast_q",)),)),
+    "self": CoverageClass("self-attention", of=(("mode", ("self",)),), view=True),
+    "cross": CoverageClass("cross-attention (separate query offsets)", of=(("mode", ("cross",)),), view=True),
+    "broadcast_q": CoverageClass("broadcast-Q (one dense Q for every sequence)", of=(("mode", ("broadcast_q",)),),
+                                 view=True),
     "broadcast_q_multi_tile": CoverageClass(
         "broadcast-Q with L_q spanning more than one BLOCK_M tile", of=(("mode", ("broadcast_q",)),)),
     "zero_length_q": CoverageClass("a sequence with no query rows"),
@@ -63,14 +70,16 @@ COVERAGE: dict[str, CoverageClass] = {
     "skew": CoverageClass("the longest sequence is >= 8x the median of the others (one mega-sequence)"),
     "q_ne_k": CoverageClass("a sequence whose query length differs from its key length", of=(("mode", _UNEQUAL),)),
     "causal_top_left": CoverageClass(
-        "causal, top-left alignment", of=(_masks(lambda m: m.causal and m.alignment == "top_left"),)),
+        "causal, top-left alignment", of=(_masks(lambda m: m.causal and m.alignment == "top_left"),), view=True),
     "causal_bottom_right": CoverageClass(
-        "causal, bottom-right alignment", of=(_masks(lambda m: m.causal and m.alignment == "bottom_right"),)),
+        "causal, bottom-right alignment", of=(_masks(lambda m: m.causal and m.alignment == "bottom_right"),),
+        view=True),
     "causal_misaligned": CoverageClass(
         "causal with some query length != key length (alignment matters)",
         of=(_masks(lambda m: m.causal), ("mode", _UNEQUAL))),
-    "window": CoverageClass("a sliding window (left, right)", of=(_WINDOWED,)),
-    "window_causal": CoverageClass("a sliding window with causal", of=(_masks(lambda m: m.causal and m.windowed),)),
+    "window": CoverageClass("a sliding window (left, right)", of=(_WINDOWED,), view=True),
+    "window_causal": CoverageClass("a sliding window with causal", of=(_masks(lambda m: m.causal and m.windowed),),
+                                   view=True),
     "window_zero": CoverageClass("a window side of 0 (only the diagonal on that side)", of=(_WINDOWED,)),
     "window_asymmetric": CoverageClass(
         "a window with left != right", of=(_WINDOWED, ("window", ("wider_left", "wider_right")))),
@@ -81,33 +90,39 @@ COVERAGE: dict[str, CoverageClass] = {
         "a window side at least as long as the longest sequence", of=(_WINDOWED,)),
     "window_empty_rows": CoverageClass(
         "a query row the window leaves with no key (its keys are all out of reach)", of=(_WINDOWED,)),
-    "gqa": CoverageClass("grouped-query attention (1 < H_kv < H_q)", of=(("heads", ("gqa_pow2", "gqa_non_pow2")),)),
-    "mqa": CoverageClass("multi-query attention (H_kv = 1 < H_q)", of=(("heads", ("mqa",)),)),
+    "gqa": CoverageClass("grouped-query attention (1 < H_kv < H_q)", of=(("heads", ("gqa_pow2", "gqa_non_pow2")),),
+                         view=True),
+    "mqa": CoverageClass("multi-query attention (H_kv = 1 < H_q)", of=(("heads", ("mqa",)),), view=True),
     "odd_head_dim": CoverageClass("an odd query/key or value head dim", of=(("head_dim", ("odd",)),)),
     "non_pow2_head_dim": CoverageClass(
         "a head dim that is not a power of two", of=(("head_dim", ("odd", "non_pow2_even")),)),
     "distinct_value_head_dim": CoverageClass(
-        "value head dim != query/key head dim", of=(("value_dim", _OTHER_DV),)),
+        "value head dim != query/key head dim", of=(("value_dim", _OTHER_DV),), view=True),
     "offsets_nonzero_start": CoverageClass("offsets[0] > 0 (a view into a larger buffer)"),
     "distinct_offsets_start": CoverageClass(
-        "q_offsets[0] != k_offsets[0] (cross-attention)", of=(("offsets_start", ("distinct",)), ("mode", ("cross",)))),
+        "q_offsets[0] != k_offsets[0] (cross-attention)", of=(("offsets_start", ("distinct",)), ("mode", ("cross",))),
+        view=True),
     "strided_offsets": CoverageClass(
-        "offsets as strided views (columns of one [B + 1, 2] tensor; outside the contract)"),
-    "int64_offsets": CoverageClass("int64 offsets"),
+        "offsets as strided views (columns of one [B + 1, 2] tensor; outside the contract)",
+        of=(("offsets_layout", ("strided",)),), view=True),
+    "int64_offsets": CoverageClass("int64 offsets", of=(("offsets_dtype", ("int64",)),), view=True),
     "strided": CoverageClass(
-        "non-contiguous q/k/v/dO", of=(("layout", _STRIDED),)),
+        "non-contiguous q/k/v/dO", of=(("layout", _STRIDED),), view=True),
     "head_dim_strided": CoverageClass(
-        "q/k/v/dO with a head-dim stride other than 1", of=(("layout", ("head_dim_strided",)),)),
+        "q/k/v/dO with a head-dim stride other than 1", of=(("layout", ("head_dim_strided",)),), view=True),
     "offset_overflow": CoverageClass("a tensor with more than 2**31 elements (int32 index overflow)"),
-    "large_logits": CoverageClass("large logits (saturated softmax)"),
-    "correlated": CoverageClass("low-rank, correlated activations"),
-    "near_ties": CoverageClass("near-tied scores"),
-    "tiny": CoverageClass("tiny values"),
-    "float32": CoverageClass("float32", of=(("dtype", ("float32",)),)),
-    "bfloat16": CoverageClass("bfloat16", of=(("dtype", ("bfloat16",)),)),
-    "float16": CoverageClass("float16", of=(("dtype", ("float16",)),)),
+    "large_logits": CoverageClass("large logits (saturated softmax)", of=(("values", ("large_logits",)),), view=True),
+    "correlated": CoverageClass("low-rank, correlated activations", of=(("values", ("correlated",)),), view=True),
+    "near_ties": CoverageClass("near-tied scores", of=(("values", ("near_ties",)),), view=True),
+    "tiny": CoverageClass("tiny values", of=(("values", ("tiny",)),), view=True),
+    "float32": CoverageClass("float32", of=(("dtype", ("float32",)),), view=True),
+    "bfloat16": CoverageClass("bfloat16", of=(("dtype", ("bfloat16",)),), view=True),
+    "float16": CoverageClass("float16", of=(("dtype", ("float16",)),), view=True),
 }
 CLASSES: dict[str, str] = {name: c.description for name, c in COVERAGE.items()}
+# The views name dimensions decided by the case alone (mode, mask, heads, dims, dtype, offsets, layout, values): any
+# target classifies them alike (the SM count given: no device is asked for its own).
+_ANY_TARGET = Target(None, num_sms=1)
 
 # Window classes: reached only for kernels that declare a window mask.
 WINDOW_CLASSES = tuple(c for c in CLASSES if c.startswith("window"))
@@ -152,9 +167,7 @@ def _window_classes(case: Case, block_m: int, block_n: int) -> set[str]:
     from jfa_verify.core.contract import key_range
 
     left, right = case.window
-    out = {"window"}
-    if case.causal:
-        out.add("window_causal")
+    out = set()
     sides = (left, right)
     if 0 in sides:
         out.add("window_zero")
@@ -174,6 +187,24 @@ def _window_classes(case: Case, block_m: int, block_n: int) -> set[str]:
             out.add("window_empty_rows")
             break
     return out
+
+
+def views_of(dimension_name: str) -> dict[str, str]:
+    """The coverage classes that view the dimension ``dimension_name`` (name -> description)."""
+    return {n: c.description for n, c in COVERAGE.items() if any(d == dimension_name for d, _ in c.of)}
+
+
+def _views(case: Case) -> set[str]:
+    """The classes of :data:`COVERAGE` that are views (:attr:`CoverageClass.view`) holding for ``case``, read off the
+    classifiers of the dimensions they name (which need no tiles: the case alone decides them)."""
+    found: dict[str, set] = {}
+
+    def classes_of(name: str) -> set:
+        if name not in found:
+            found[name] = dimension(name).classify(case, _ANY_TARGET)
+        return found[name]
+
+    return {name for name, c in COVERAGE.items() if c.view and all(classes_of(d) & set(cs) for d, cs in c.of)}
 
 
 def element_extent(case: Case) -> int:
@@ -201,13 +232,7 @@ def classify(case: Case, block_sizes: tuple[int, int] = (32, 16)) -> set[str]:
     """
     block_m, block_n = block_sizes
     q, k = case.query_lengths, case.kv_lengths
-    out = {case.mode, case.dtype}
-    if case.values != "normal":
-        out.add(case.values)
-    if case.layout != "contiguous":
-        out.add("strided")
-    if case.layout == "head_dim_strided":
-        out.add("head_dim_strided")
+    out = _views(case)
     if any(n == 0 for n in q):
         out.add("zero_length_q")
     if any(n == 0 for n in k):
@@ -236,29 +261,17 @@ def classify(case: Case, block_sizes: tuple[int, int] = (32, 16)) -> set[str]:
         out.add("broadcast_q_multi_tile")
     if any(a != b for a, b in zip(q, k)):
         out.add("q_ne_k")
-    if case.causal:
-        out.add(f"causal_{case.causal_alignment}")
-        if any(a != b for a, b in zip(q, k)):
-            out.add("causal_misaligned")
+    if case.causal and any(a != b for a, b in zip(q, k)):
+        out.add("causal_misaligned")
     if case.window is not None:
         out |= _window_classes(case, block_m, block_n)
-    if case.num_heads_q != case.num_heads_kv:
-        out.add("mqa" if case.num_heads_kv == 1 else "gqa")
     dims = {case.head_dim, case.dv}
     if any(d % 2 for d in dims):
         out.add("odd_head_dim")
     if any(d & (d - 1) for d in dims):
         out.add("non_pow2_head_dim")
-    if case.dv != case.head_dim:
-        out.add("distinct_value_head_dim")
     if case.offsets_start > 0 or case.q_start > 0:
         out.add("offsets_nonzero_start")
-    if case.distinct_starts:
-        out.add("distinct_offsets_start")
-    if case.offsets_layout != "contiguous":
-        out.add("strided_offsets")
-    if case.offsets_dtype == "int64":
-        out.add("int64_offsets")
     if element_extent(case) > 2**31:
         out.add("offset_overflow")
     return out
