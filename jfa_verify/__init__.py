@@ -2,7 +2,8 @@
 
 Public API (everything else is internal):
 
-* the contract: :func:`validate_inputs`, :class:`JaggedProblem`, :func:`key_range`;
+* the contract: :func:`validate_inputs`, :func:`validate_call` (no offsets value read), :class:`JaggedProblem`,
+  :class:`CallShape`, :func:`key_range`;
 * the kernel protocol: :class:`Capabilities`, :class:`TileSizes`, :class:`KernelRun`,
   :class:`LaunchPlan`, :class:`PassPlan`, :class:`Visits`, :class:`Kernel`;
 * the registry: :func:`register_kernel`, :func:`get_kernel`, :func:`kernel_names`, :func:`load_plugin`;
@@ -24,6 +25,7 @@ _EXPORTS = {
     "Case": "cases.case", "CaseTensors": "cases.case",
     "OUTPUTS": "judge.compare", "OutputComparison": "judge.compare", "compare_output": "judge.compare",
     "JaggedProblem": "core.contract", "key_range": "core.contract", "validate_inputs": "core.contract",
+    "CallShape": "core.contract", "validate_call": "core.contract",
     "InvalidInput": "core.errors", "JFAError": "core.errors", "KernelConfigError": "core.errors", "KernelProtocolError": "core.errors",
     "KernelUnavailable": "core.errors", "PluginError": "core.errors", "UnknownKernel": "core.errors", "UnsupportedCase": "core.errors",
     "Location": "judge.localize", "locate": "judge.localize",
@@ -50,6 +52,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CallShape",
     "Capabilities",
     "Case",
     "CaseResult",
@@ -82,6 +85,7 @@ __all__ = [
     "locate",
     "register_kernel",
     "run_case",
+    "validate_call",
     "validate_inputs",
 ]
 __version__ = "0.2.0"

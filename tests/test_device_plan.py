@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jfa_verify.core.errors import InvalidInput
-from jfa_verify.scheduling.device_plan import (DEVICE_SCHEDULERS, capacity, clamped_lengths, device_tiles,
-                                               host_arrays, plan_pass, to_pass_plan)
+from jfa_verify.scheduling.device_plan import (DEVICE_SCHEDULERS, FILLER_BLOCK, capacity, clamped_lengths,
+                                               device_tiles, fused_pass, host_arrays, plan_pass, to_pass_plan)
 from jfa_verify.scheduling.invariants import check_schedule
 from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler
 from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
@@ -66,6 +66,28 @@ def test_device_plan_equals_the_host_plan(batch, scheduler, n, causal, alignment
     assert back.programs == tuple(p for p in host.programs if p or scheduler != "grid")
     if back.schedule is not None:  # zigzag's load bound included
         assert check_schedule(back.schedule, workloads) == []
+
+
+@settings(max_examples=120, deadline=None)
+@given(batches(), st.sampled_from(DEVICE_SCHEDULERS), st.integers(1, 9), st.booleans(),
+       st.sampled_from(["top_left", "bottom_right"]), windows, st.booleans())
+def test_the_triton_planner_writes_the_torch_planners_arrays(jfa_device, batch, scheduler, n, causal, alignment,
+                                                            window, backward):
+    """The two Triton launches (run here by the interpreter, on the GPU compiled) against the torch reference,
+    entry for entry, fillers past the real tiles included (a grid kernel runs one program per slot)."""
+    if jfa_device.type != "cpu":
+        pytest.skip("the interpreter run; the GPU runs it inside tests/test_device_planned_calls.py")
+    q, k, block = batch
+    mask = dict(causal=causal, causal_alignment=alignment, window=window)
+    lengths, other = (torch.tensor(k), torch.tensor(q)) if backward else (torch.tensor(q), torch.tensor(k))
+    cap = capacity(int(lengths.sum()), len(q), block)
+    want = plan_pass(device_tiles(lengths, other, block, cap, backward=backward, **mask), scheduler, n)
+    got = fused_pass(lengths, other, block, cap, scheduler, n, backward=backward, with_ids=True, **mask)
+    assert got.programs == want.programs
+    for name in ("tile_seq", "tile_block", "tile_id", "prog_start"):
+        assert torch.equal(getattr(got, name), getattr(want, name)), name
+    used = int(want.prog_start[-1])
+    assert (got.tile_block[used:] == FILLER_BLOCK).all()
 
 
 def test_tile_costs_are_the_host_costs_under_a_window():

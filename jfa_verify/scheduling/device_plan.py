@@ -38,16 +38,20 @@ from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler, d
 from jfa_verify.scheduling.schedules import Schedule, Tile, workloads_backward, workloads_forward
 
 __all__ = ["DEVICE_SCHEDULERS", "DeviceLaunchPlan", "DeviceTiles", "PlanArrays", "capacity", "clamped_lengths",
-           "device_tiles", "plannable", "plan_pass", "host_arrays", "to_pass_plan"]
+           "device_tiles", "fused_pass", "plannable", "plan_pass", "host_arrays", "to_pass_plan"]
 
 # Scheduler names a device plan reproduces. "grid": one tile per program (no persistent loop);
 # "round_robin" drops cluster sentinels exactly as the host programs do, so it deals like "launch_order".
 DEVICE_SCHEDULERS = ("grid", "launch_order", "round_robin", "zigzag")
+# The block of the filler entries past a plan's real tiles (sequence 0, this block): past every sequence's rows, so
+# a kernel that runs one program per slot (a grid) finds nothing to do there (plan_kernels.py writes the same).
+FILLER_BLOCK = 1 << 30
 
 
 def capacity(total_rows: int, batch: int, block: int) -> int:
-    """Upper bound on a pass's tiles (empty ones included): ``B + T // block``; ints, no device work."""
-    return batch + total_rows // block
+    """Upper bound on a pass's tiles (empty ones included): ``B + T // block`` (0 for an empty batch, whose rows
+    belong to no sequence); ints, no device work."""
+    return batch + total_rows // block if batch else 0
 
 
 def clamped_offsets(offsets: torch.Tensor, total_rows: int) -> torch.Tensor:
@@ -139,8 +143,8 @@ def device_tiles(lengths: torch.Tensor, other_lengths: torch.Tensor, block: int,
         _, hi = _key_bounds(first + rows - 1, length, other, causal, causal_alignment, window)
         cost = (hi - lo).clamp(min=0)
     zero = torch.zeros_like(i)
-    return DeviceTiles(torch.where(valid, seq, zero), blk, torch.where(valid, work_starts[seq] + blk, zero),
-                       torch.where(valid, cost, zero), valid, count)
+    return DeviceTiles(torch.where(valid, seq, zero), torch.where(valid, blk, torch.full_like(i, FILLER_BLOCK)),
+                       torch.where(valid, work_starts[seq] + blk, i), torch.where(valid, cost, zero), valid, count)
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,62 @@ def plan_pass(tiles: DeviceTiles, scheduler: str, num_programs: Optional[int] = 
     i32 = torch.int32
     return PlanArrays(tiles.seq[order].to(i32), tiles.block[order].to(i32), tiles.index[order].to(i32),
                       starts.to(i32), n, scheduler)
+
+
+_SCHED_CODES = {"grid": 0, "launch_order": 1, "round_robin": 1, "zigzag": 2}
+
+
+def fused_pass(lengths: torch.Tensor, other_lengths: torch.Tensor, block: int, cap: int, scheduler: str,
+               num_programs: Optional[int] = None, *, backward: bool, causal: bool = False,
+               causal_alignment: str = "top_left", window=None, with_ids: bool = False) -> PlanArrays:
+    """:func:`device_tiles` then :func:`plan_pass` in two Triton launches (:mod:`~jfa_verify.scheduling.plan_kernels`)
+    and three tensor operations (the running tile count, and for zigzag a stable sort by cost), the same arrays.
+
+    ``with_ids``: ``tile_id`` holds the host workload indices (instrumented launches read them); otherwise the
+    slot (kernels that are not instrumented never read it). Runs wherever Triton runs ``lengths``' tensors (a
+    CUDA device, or the interpreter on the CPU).
+
+    Raises:
+        InvalidInput: as :func:`plan_pass`.
+    """
+    from jfa_verify.scheduling import plan_kernels as pk
+
+    if scheduler not in DEVICE_SCHEDULERS:
+        raise InvalidInput(f"scheduler={scheduler!r} has no device plan; choose one of {DEVICE_SCHEDULERS}")
+    code = _SCHED_CODES[scheduler]
+    if code and (num_programs is None or num_programs < 1):
+        raise InvalidInput(f"num_programs={num_programs} for scheduler {scheduler!r}: pass the SM count (>= 1)")
+    dev, batch = lengths.device, lengths.numel()
+    n = cap if code == 0 else int(num_programs)
+    i32 = dict(dtype=torch.int32, device=dev)
+    tile_seq, tile_block, tile_id = (torch.empty(cap, **i32) for _ in range(3))
+    if batch == 0 or cap == 0:
+        return PlanArrays(tile_seq, tile_block, tile_id, torch.zeros(n + 1, **i32), n, scheduler)
+    prog_start = torch.empty(n + 1, **i32)
+    ends = torch.cumsum(torch.div(lengths + (block - 1), block, rounding_mode="floor"), 0)
+    steps = batch.bit_length() + 1
+    seq = blk = by_rank = ends  # unread unless zigzag
+    if code == 2:
+        seq, blk, key = (torch.empty(cap, dtype=torch.int64, device=dev) for _ in range(3))
+        left = window[0] if window is not None and window[0] >= 0 else -1
+        right = 0 if causal else (window[1] if window is not None and window[1] >= 0 else -1)
+        pk._tiles_kernel[(triton_cdiv(cap, pk.SLOTS),)](
+            ends, lengths, other_lengths, seq, blk, key, batch, cap, steps, max(left, 0), max(right, 0),
+            BLOCK=block, WITH_COST=True, BACKWARD=backward, BOTTOM_RIGHT=causal_alignment == "bottom_right",
+            HAS_LEFT=left >= 0, HAS_RIGHT=right >= 0, S=pk.SLOTS)
+        by_rank = torch.sort(key, descending=True, stable=True).indices
+    empty_before = ends
+    if with_ids:
+        empty = (lengths == 0).to(torch.int64)
+        empty_before = torch.cumsum(empty, 0) - empty
+    pk._deal_kernel[(triton_cdiv(max(cap, n + 1), pk.SLOTS),)](
+        ends, lengths, seq, blk, by_rank, empty_before, tile_seq, tile_block, tile_id, prog_start, batch, cap, n,
+        steps, BLOCK=block, SCHED=code, WITH_IDS=with_ids, S=pk.SLOTS)
+    return PlanArrays(tile_seq, tile_block, tile_id, prog_start, n, scheduler)
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def host_arrays(plan: PassPlan) -> dict:
@@ -263,13 +323,21 @@ class DeviceLaunchPlan:
     trusted offsets never send a tile outside the buffers.
     """
 
-    def __init__(self, shape: CallShape, q_offsets, k_offsets, scheduler, block_m: int, block_n: int):
+    def __init__(self, shape: CallShape, q_offsets, k_offsets, scheduler, block_m: int, block_n: int, *,
+                 with_ids: bool = False):
+        from jfa_verify.core.device import interpreting
+
         self.shape, self.scheduler, self.block_m, self.block_n = shape, scheduler, block_m, block_n
+        self.with_ids = with_ids
+        # the Triton planner wherever Triton runs these tensors; else the torch reference (same arrays)
+        self.fused = shape.device.type == "cuda" or interpreting()
         self.k_off = clamped_offsets(k_offsets, shape.total_k_rows)
         k_len = (self.k_off[1:] - self.k_off[:-1]).to(torch.int64)
         if shape.mode == "broadcast_q":
             self.q_off = self.k_off  # never read under broadcast-Q
             q_len = torch.full_like(k_len, shape.total_q_rows // max(shape.batch, 1))
+        elif q_offsets is k_offsets and shape.total_q_rows == shape.total_k_rows:
+            self.q_off, q_len = self.k_off, k_len  # self-attention: one clamp
         else:
             self.q_off = clamped_offsets(q_offsets, shape.total_q_rows)
             q_len = (self.q_off[1:] - self.q_off[:-1]).to(torch.int64)
@@ -290,11 +358,22 @@ class DeviceLaunchPlan:
 
     def arrays(self, kind: str, *, grid: bool = False) -> PlanArrays:
         """Pass ``kind``'s launch arrays (``grid``: one tile per program, whatever the scheduler)."""
-        key = (kind, grid)
+        key = ("fwd" if kind in ("fwd", "dq") else kind, grid)  # the dQ pass runs the forward's tiles and programs
         if key not in self._arrays:
             name = "grid" if grid else scheduler_name(self.scheduler, kind)
-            num_sms = getattr(self.scheduler, "num_sms", None) or default_num_sms(self.shape.device)
-            self._arrays[key] = plan_pass(self.tiles(kind == "dkdv"), name, None if name == "grid" else num_sms)
+            num_sms = None if name == "grid" else (getattr(self.scheduler, "num_sms", None)
+                                                   or default_num_sms(self.shape.device))
+            if self.fused:
+                shape, backward = self.shape, kind == "dkdv"
+                q_len, k_len = self.lengths
+                block = self.block_n if backward else self.block_m
+                rows = shape.total_k_rows if backward else shape.total_q_rows
+                self._arrays[key] = fused_pass(
+                    k_len if backward else q_len, q_len if backward else k_len, block,
+                    capacity(rows, shape.batch, block), name, num_sms, backward=backward, causal=shape.causal,
+                    causal_alignment=shape.causal_alignment, window=shape.window, with_ids=self.with_ids)
+            else:
+                self._arrays[key] = plan_pass(self.tiles(kind == "dkdv"), name, num_sms)
         return self._arrays[key]
 
     def pass_plans(self, problem: JaggedProblem) -> dict:

@@ -74,9 +74,10 @@ class DevicePlan(device_plan.DeviceLaunchPlan):
     """:class:`~jfa_verify.scheduling.device_plan.DeviceLaunchPlan` with ``triton_jfa``'s tiles, read as
     :func:`plan_launch`'s arrays (same keys, ``"cfg"`` included)."""
 
-    def __init__(self, shape: CallShape, q_offsets, k_offsets, scheduler, tf32: bool):
+    def __init__(self, shape: CallShape, q_offsets, k_offsets, scheduler, tf32: bool, with_ids: bool = False):
         self.cfg = launch_config(shape, tf32=tf32)
-        super().__init__(shape, q_offsets, k_offsets, scheduler, self.cfg["BLOCK_M"], self.cfg["BLOCK_N"])
+        super().__init__(shape, q_offsets, k_offsets, scheduler, self.cfg["BLOCK_M"], self.cfg["BLOCK_N"],
+                         with_ids=with_ids)
 
     def __getitem__(self, kind: str) -> dict:
         if kind == "cfg":
@@ -298,7 +299,8 @@ class TritonJFA:
         check_offsets_dense("q_offsets", q_offsets)  # the kernels read the offsets as dense arrays
         check_offsets_dense("k_offsets", k_offsets)
         if device_plan.plannable(self.scheduler):
-            arrays = DevicePlan(shape, q_offsets, k_offsets, self.scheduler, self.tf32)
+            arrays = DevicePlan(shape, q_offsets, k_offsets, self.scheduler, self.tf32,
+                                with_ids=instrumented is not None)
             plan = None if instrumented is None else LaunchPlan(arrays.cfg["tiles"], arrays.pass_plans(instrumented))
         else:  # a scheduler only the host simulates: plan on the host (reads the lengths)
             problem = instrumented or validate_inputs(q, k, v, q_offsets, k_offsets, causal=shape.causal,
