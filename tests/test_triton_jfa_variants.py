@@ -22,13 +22,20 @@ from jfa_verify.core.target_driver import TargetOnlyDriver
 driver.set_active(TargetOnlyDriver(90))
 from jfa_verify.kernels.triton_jfa import _kernels as K
 
-def key(fn, offsets, data, scalar):
+INDEX = ("TILE_SEQ", "TILE_BLOCK", "TILE_ID", "PROG_TILE_START", "VISITS", "PROGS")
+ROWS = ("LSE", "DELTA")
+
+def key(fn, offsets, data, scalar, index=None, rows=None):
     args = {}
     for p in fn.params:
         if p.is_constexpr:
             args[p.name] = 64 if p.name.startswith("BLOCK") else False
         elif p.name in ("Q_OFF", "K_OFF"):
             args[p.name] = offsets
+        elif p.name in INDEX and index is not None:
+            args[p.name] = index
+        elif p.name in ROWS and rows is not None:
+            args[p.name] = rows
         elif p.name[0].isupper():
             args[p.name] = data
         elif p.name.endswith("scale"):  # qk_scale, sm_scale: floats, never specialized
@@ -40,6 +47,7 @@ def key(fn, offsets, data, scalar):
     return compute_cache_key(cache[1], spec, opts)
 
 offsets, data = torch.zeros(64, dtype=torch.int32), torch.zeros(72, dtype=torch.bfloat16)
+lse = torch.zeros(72, dtype=torch.float32)
 out = {}
 for fn in (K._fwd_kernel, K._bwd_preprocess_kernel, K._bwd_dkdv_kernel, K._bwd_dq_kernel):
     same = key(fn, offsets[0:9], data[:64], 16)
@@ -48,6 +56,11 @@ for fn in (K._fwd_kernel, K._bwd_preprocess_kernel, K._bwd_dkdv_kernel, K._bwd_d
         offsets=same == key(fn, offsets[1:10], data[:64], 16),
         # strides, head counts, head dims, window spans: values that address memory or bound masks
         scalars=same == key(fn, offsets[0:9], data[:64], 7),
+        # the plan's arrays and counters 4 bytes past a boundary (read one scalar at a time)
+        index=key(fn, offsets[0:9], data[:64], 16, index=offsets[0:9])
+        == key(fn, offsets[0:9], data[:64], 16, index=offsets[1:10]),
+        # LSE/DELTA 4 bytes past a boundary (rows start at an offset read on the device)
+        rows=key(fn, offsets[0:9], data[:64], 16, rows=lse[0:64]) == key(fn, offsets[0:9], data[:64], 16, rows=lse[1:65]),
         # data 2 bytes past a boundary: here alignment changes the code (16-byte vector loads or not)
         data=same == key(fn, offsets[0:9], data[1:65], 16),
     )
@@ -64,11 +77,13 @@ def _keys() -> dict:
     return json.loads(line[len("KEYS"):])
 
 
-def test_offsets_alignment_and_scalars_build_no_new_variant_but_data_alignment_does():
+def test_offsets_plan_lse_alignment_and_scalars_build_no_new_variant_but_data_alignment_does():
     keys = _keys()
     assert set(keys) == {"_fwd_kernel", "_bwd_preprocess_kernel", "_bwd_dkdv_kernel", "_bwd_dq_kernel"}
     for name, same in keys.items():
         assert same["offsets"] is True, f"{name}: offsets 4 bytes off a 16-byte boundary build a second variant"
         assert same["scalars"] is True, f"{name}: a stride or head-count value builds a new variant"
+        assert same["index"] is True, f"{name}: plan arrays or counters 4 bytes off a boundary build a new variant"
+        assert same["rows"] is True, f"{name}: LSE/DELTA 4 bytes off a boundary build a new variant"
         # the control: the key does see alignment where the kernel specializes on it
         assert same["data"] is False, f"{name}: the key ignores the data pointers' alignment"

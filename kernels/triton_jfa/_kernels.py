@@ -39,7 +39,13 @@ _SCALARS = ("L_Q", "GROUP", "NUM_HEADS", "HEAD_DIM", "HEAD_DIM_V", "WIN_LEFT", "
 # Offsets are read one scalar at a time, so their pointers' 16-byte alignment changes no code; yet
 # the strided offsets layout (both offsets as columns of one tensor) gives a pointer 4 or 8 bytes
 # past one, and Triton would compile every variant twice (42% of the H200 campaign mix's cases).
-_UNALIGNED_POINTERS = ("Q_OFF", "K_OFF")
+# The same holds for the plan's arrays (one scalar per tile or program), the instrumentation
+# counters (one scalar per visit) and LSE/DELTA, whose rows start at an offset read on the device
+# (``h * stride_lh + out_start``: no alignment the compiler could use): sm_90 PTX of all four kernels
+# is identical with and without their alignment (issue 39, 3), so a plan or counters packed into one
+# buffer, or an LSE view, build no second variant.
+_UNALIGNED_POINTERS = ("Q_OFF", "K_OFF", "TILE_SEQ", "TILE_BLOCK", "TILE_ID", "PROG_TILE_START", "VISITS", "PROGS",
+                       "LSE", "DELTA")
 
 
 def _jit_unspecialized(fn):
