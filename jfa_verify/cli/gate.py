@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from jfa_verify.cli.arguments import (UsageError, device_option, existing_file, existing_folder, folder, new_file,
@@ -50,6 +51,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--jobs", type=positive_int, default=None,
                         help="worker processes of the suite and the campaign (on a GPU they overlap Triton's "
                              "compiling); default: the machine's, as `jfa-verify run --help` says, printed")
+    parser.add_argument("--precompile", action=argparse.BooleanOptionalAction, default=True,
+                        help="the suite check builds each distinct Triton kernel variant its cases launch once, in "
+                             "--jobs processes, before they run (default; a measured no-op on the CPU interpreter); "
+                             "--no-precompile builds each at its first launch")
     parser.add_argument("--json", type=new_file, default="jfa-gate.json", help="the gate report (JSON)")
     parser.add_argument("--junit", type=new_file, default="jfa-gate.junit.xml", help="JUnit XML")
     parser.add_argument("--markdown", type=new_file, default="jfa-gate.md",
@@ -76,7 +81,7 @@ def main(args, ctx) -> int:
                           perf_threshold=args.perf_threshold, perf_peer=args.perf_peer,
                           perf_min_ratio=args.perf_min_ratio, replay_dirs=tuple(args.replay),
                           reproducers=args.reproducers, timeout_s=args.timeout, jobs=jobs.count,
-                          jobs_reason=jobs.reason)
+                          jobs_reason=jobs.reason, precompile=args.precompile)
     device = ctx.device
     kernels = ctx.kernels(default=["triton_jfa"])
     with terminate_as_interrupt():  # a cancelled CI job: the report of what finished is written

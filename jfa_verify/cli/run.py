@@ -49,6 +49,11 @@ def add_arguments(run) -> None:
                           "of a suite's time on a fresh cache); default: one per CPU core, as many as free memory "
                           "holds (on CUDA 8 GiB of the GPU's a worker), at most 16 and one per case, or "
                           "$JFA_VERIFY_JOBS; the header says what was chosen; --jobs 1 runs them one at a time")
+    run.add_argument("--precompile", action=argparse.BooleanOptionalAction, default=True,
+                     help="before the cases, build each distinct Triton kernel variant they launch once, in parallel "
+                          "processes (default; the header says how many and how long; on the CPU the interpreter "
+                          "builds nothing and the step is a measured no-op); --no-precompile builds each at its "
+                          "first launch, in the case workers")
     run.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
                      help="run cases in a worker process, so a crash or hang is that case's finding (default); "
                           "--no-isolate runs them in this process (a crash ends the run)")
@@ -81,6 +86,10 @@ class _Printer:
             rows = sum(c.name.startswith(ROW_PREFIX) for c in cases)
             self.console.print(f"  {suite.note} (in the whole suite; {rows} of the {len(cases)} case(s) picked here "
                                f"are covering-array rows)")
+
+    def precompiled(self, result) -> None:
+        if not self.args.quiet:
+            self.console.print(f"  {result.summary()}", highlight=False)
 
     @contextmanager
     def verifying(self, kernel, total: int):
@@ -124,7 +133,8 @@ def main(args, ctx) -> int:
     device = ctx.device
     request = RunRequest(kernel=ctx.kernel_name, suite=ctx.suite, seed=ctx.seed, filter=ctx.filter,
                          max_cases=ctx.max_cases, report=args.report, reproducers=ctx.reproducers,
-                         timeout_s=args.timeout, plugins=ctx.plugins, isolate=args.isolate, jobs=args.jobs)
+                         timeout_s=args.timeout, plugins=ctx.plugins, isolate=args.isolate, jobs=args.jobs,
+                         precompile=args.precompile)
     printer = _Printer(args, device)
     outcome = run_suite(request, device, ctx.kernel, printer)
     if outcome.cases is None:

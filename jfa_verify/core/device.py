@@ -94,6 +94,16 @@ def _pin_triton_compiled() -> None:
                            "Triton, or start a fresh process without TRITON_INTERPRET")
 
 
+def choose_for_compiling(device_type: str = "cuda") -> torch.device:
+    """Record ``device_type`` as this process's device, unchecked, with Triton's compiler on (not the interpreter):
+    a process that only builds kernels for a target (:class:`~jfa_verify.core.target_driver.TargetOnlyDriver`, no GPU
+    needed) then imports kernel modules compiled, and ``"cpu"`` host code runs up to each launch on CPU tensors."""
+    global _chosen
+    _chosen = torch.device(device_type)
+    os.environ.pop("TRITON_INTERPRET", None)
+    return _chosen
+
+
 def selected_device() -> Optional[torch.device]:
     """The device chosen by :func:`select_device`, or None if none was chosen in this process."""
     return _chosen

@@ -94,6 +94,8 @@ class CheckResult:
     # the perf check against a peer: one entry per configuration timed (PeerRatio.to_dict, with the minimum
     # ratio asked for and whether it is below it)
     peer_ratios: list[dict] = field(default_factory=list)
+    # the suite check: its precompile step (:meth:`~jfa_verify.run.precompile.Precompiled.to_dict`), None elsewhere
+    precompile: Optional[dict] = None
 
 
 @dataclass
@@ -122,6 +124,7 @@ class GateOptions:
     timeout_s: Optional[float] = None
     jobs: int = 1
     jobs_reason: str = ""  # how ``jobs`` was chosen (``--jobs``, the machine's default), shown in the reports
+    precompile: bool = True  # the suite builds its kernel variants first, in ``jobs`` processes (--no-precompile)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.checks) - set(CHECKS))
@@ -179,7 +182,7 @@ class GateReport:
             "settings": {"seed": o.seed, "campaign_examples": o.campaign_examples, "reruns": o.reruns,
                          "checks": list(o.checks), "hypothesis": "derandomized by --seed; database: the reproducers folder",
                          **({"perf_peer": o.perf_peer, "perf_min_ratio": o.perf_min_ratio} if o.perf_peer else {}),
-                         "jobs": o.jobs, "jobs_reason": o.jobs_reason},
+                         "jobs": o.jobs, "jobs_reason": o.jobs_reason, "precompile": o.precompile},
             "results": [{**{k: v for k, v in r.__dict__.items() if k != "findings"},
                          "findings": [f.__dict__ for f in r.findings]} for r in self.results],
         }
@@ -337,13 +340,17 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
     from jfa_verify.run.loop import Verifier
     from jfa_verify.checks.suites import get_suite
 
+    from jfa_verify.workflows.suite_run import precompile_cases
+
     cases = get_suite("default", device.type, options.seed, kernel=kernel).cases
+    built = precompile_cases(kernel, cases, device, jobs=options.jobs, plugins=plugins, enabled=options.precompile)
     with Verifier(kernel, device, options.reproducers, _settings(options, plugins).replace(jobs=options.jobs)) \
             as verifier:
         results = verifier.verify_all(cases)
     checked = [r for r in results if r.status != "unsupported"]
     out = CheckResult(kernel.name, "suite", _status_of(results), cases=len(checked),
-                      findings=[_finding("suite", r) for r in results if r.failed])
+                      findings=[_finding("suite", r) for r in results if r.failed], details=[built.summary()],
+                      precompile=built.to_dict())
     if not checked:
         out.status, out.reason = "skip", f"no suite case is inside the kernel's capabilities ({results[0].message})"
     return out

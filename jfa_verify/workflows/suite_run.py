@@ -34,6 +34,7 @@ class RunRequest:
     plugins: tuple[str, ...] = ()
     isolate: bool = True
     jobs: Optional[int] = 1  # None: the machine's default (:func:`~jfa_verify.run.parallelism.choose_jobs`)
+    precompile: bool = True  # build the cases' kernel variants first, in parallel (:mod:`jfa_verify.run.precompile`)
 
 
 class RunObserver(Protocol):
@@ -41,6 +42,9 @@ class RunObserver(Protocol):
 
     def planned(self, kernel, suite, cases: list, jobs) -> None:
         """The cases are chosen and about to run, in ``jobs`` workers (a :class:`~jfa_verify.run.parallelism.Jobs`)."""
+
+    def precompiled(self, result) -> None:
+        """The precompile step ended (a :class:`~jfa_verify.run.precompile.Precompiled`; optional for an observer)."""
 
     def verifying(self, kernel, total: int) -> AbstractContextManager[Callable]:
         """Around the cases: yields a function called with each case's result as it finishes."""
@@ -64,6 +68,7 @@ class RunOutcome:
     checked: list = field(default_factory=list)  # each planned check's finding line, or None where it held
     skipped: Optional[str] = None
     jobs: object = None  # the workers' :class:`~jfa_verify.run.parallelism.Jobs`, once the cases are chosen
+    precompiled: object = None  # the :class:`~jfa_verify.run.precompile.Precompiled` step, once it ran
 
     @property
     def findings(self) -> list[str]:
@@ -107,8 +112,26 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     report = report_before_cases(None)
     outcome = RunOutcome(report, kernel, suite, cases, jobs=jobs)
     observer.planned(kernel, suite, cases, jobs)
+    try:
+        outcome.precompiled = precompile_cases(kernel, cases, device, jobs=jobs.count, plugins=request.plugins,
+                                               enabled=request.precompile)
+    except KeyboardInterrupt:  # no case ran: the report says the run stopped
+        outcome.report, outcome.interrupted = report_before_cases(True), True
+        return outcome
+    getattr(observer, "precompiled", lambda result: None)(outcome.precompiled)
     _verify(outcome, request, device, observer)
     return outcome
+
+
+def precompile_cases(kernel, cases, device, *, jobs: int, plugins=(), enabled: bool = True, backward: bool = True,
+                     memory=None):
+    """The run's precompile step (:func:`~jfa_verify.run.precompile.precompile`; ``enabled`` False: a record saying it
+    was turned off, ``--no-precompile``)."""
+    from jfa_verify.run.precompile import Precompiled, precompile
+
+    if not enabled:
+        return Precompiled(cases=len(cases), skipped="--no-precompile")
+    return precompile(kernel, cases, device, jobs=jobs, plugins=plugins, backward=backward, memory=memory)
 
 
 def check_runs_on(kernel, device) -> None:
@@ -176,6 +199,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
         extra = {"interrupted": outcome.interrupted if finished or outcome.interrupted else None,  # (null: running)
                  "finished": finished and not outcome.interrupted, "cases_planned": len(cases),
                  "jobs": outcome.jobs.to_dict(),
+                 "precompile": outcome.precompiled.to_dict() if outcome.precompiled is not None else None,
                  "pairs": pairs.to_dict(), "relations": broken,
                  "relation_checks": {"run": len(outcome.checked), "broken": len(broken),
                                      "not_run_because": not_run_because}}
@@ -215,4 +239,4 @@ def exit_code(outcome: RunOutcome) -> int:
     return int(exit_code_for([r.status for r in outcome.results] + [relation_status(f) for f in outcome.findings]))
 
 
-__all__ = ["RunObserver", "RunOutcome", "RunRequest", "check_runs_on", "exit_code", "run_suite"]
+__all__ = ["RunObserver", "RunOutcome", "RunRequest", "check_runs_on", "exit_code", "precompile_cases", "run_suite"]
