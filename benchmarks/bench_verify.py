@@ -77,6 +77,7 @@ def _worker(args: dict, worker: int, results) -> None:
 
     from jfa_verify.core.device import select_device
     from jfa_verify.run.loop import Verifier
+    from jfa_verify.run.settings import RunSettings
     from jfa_verify.protocol.registry import get_kernel
     from jfa_verify.judge.packing import part_statuses
     from jfa_verify.strategies import cases, packs
@@ -89,8 +90,8 @@ def _worker(args: dict, worker: int, results) -> None:
     state = {"n": 0, "launches": 0, "last": None, "start": time.perf_counter() + args["warmup"], "end": None}
     state["end"] = state["start"] + args["seconds"]
     with tempfile.TemporaryDirectory() as folder, \
-            Verifier(kernel, device, folder, backward=not args["forward_only"], isolate=args["isolate"],
-                     timeout_s=args["timeout"]) as verifier:
+            Verifier(kernel, device, folder, RunSettings(backward=not args["forward_only"], isolate=args["isolate"],
+                                                         timeout_s=args["timeout"])) as verifier:
         def probe(case):
             now = time.perf_counter()
             if now >= state["end"]:

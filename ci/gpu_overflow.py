@@ -27,6 +27,7 @@ def main() -> int:
     from jfa_verify.fuzz.mutation import gpu_only_cases, load_catalogue
     from jfa_verify.protocol.registry import get_kernel
     from jfa_verify.run.runner import run_case
+    from jfa_verify.run.settings import RunSettings
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "gpu-out"))
     out.mkdir(parents=True, exist_ok=True)
@@ -41,7 +42,7 @@ def main() -> int:
                ("mutant int32_token_stride_overflow", load_catalogue().kernel_of("int32_token_stride_overflow")))
     for label, kernel in kernels:
         t = time.time()
-        r = run_case(case, kernel, dev, backward=False, instrument=False, tensors=tensors)  # the same tensors
+        r = run_case(case, kernel, dev, RunSettings(backward=False), instrument=False, tensors=tensors)  # same tensors
         results[label] = {"status": r.status, "seconds": time.time() - t, "explain": r.explain()[:3000]}
         print(f"== {label}: {r.status} in {time.time() - t:.0f} s\n{r.explain()[:1500]}", flush=True)
         (out / "overflow.json").write_text(json.dumps(results, indent=1))

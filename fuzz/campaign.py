@@ -404,8 +404,8 @@ class Campaign:
             if not result.failed:
                 return result, None
             path = self.corpus.path_for(case, self.name)
-            return result, path if path.exists() else self.corpus.write(case, self.name, str(self.dev), result,
-                                                                         self.verifier.plugins)
+            plugins = self.verifier.settings.plugins
+            return result, path if path.exists() else self.corpus.write(case, self.name, str(self.dev), result, plugins)
         t = time.perf_counter()
         result = self.verifier.verify(case, annotations)
         parts, statuses = case.split(), part_statuses(result)

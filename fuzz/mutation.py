@@ -535,12 +535,14 @@ def shared_suite(catalogue: "Catalogue | str", device, seed: int = 0) -> tuple:
 def _verifier(kernel, dev, corpus_dir: Optional[str]):
     """``verify(case, backward) -> CaseResult``: through the write-ahead corpus when there is one."""
     from jfa_verify.run.runner import run_case
+    from jfa_verify.run.settings import RunSettings
 
+    settings = {b: RunSettings(backward=b) for b in (True, False)}
     if corpus_dir is None:
-        return lambda case, backward: run_case(case, kernel, dev, backward=backward)
+        return lambda case, backward: run_case(case, kernel, dev, settings[backward])
     from jfa_verify.run.loop import Verifier
 
-    verifiers = {b: Verifier(kernel, dev, corpus_dir, backward=b) for b in (True, False)}
+    verifiers = {b: Verifier(kernel, dev, corpus_dir, settings[b]) for b in (True, False)}
     return lambda case, backward: verifiers[backward].verify(case)
 
 

@@ -57,6 +57,13 @@ class FuzzConfig:
     strategy: dict = field(default_factory=dict)
     pack: int = 1  # the most cases one launch holds (jfa_verify.strategies.packs); 1: no packing
 
+    def settings(self):
+        """These fields as the run's :class:`~jfa_verify.run.settings.RunSettings` (how each case runs)."""
+        from jfa_verify.run.settings import RunSettings
+
+        return RunSettings(backward=self.backward, timeout_s=self.timeout_s, plugins=self.plugins,
+                           isolate=self.isolate, seed=self.seed)
+
 
 def _interrupted_summary() -> dict:
     """The summary of a worker interrupted before its campaign had one: nothing drawn, nothing found."""
@@ -251,9 +258,8 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     gpu_env = {"CUDA_VISIBLE_DEVICES": gpus[0]} if gpus else {}
     interrupted = False
     try:
-        with terminate_as_interrupt(), Verifier(kernel, device, corpus_dir, backward=config.backward,
-                                                timeout_s=config.timeout_s, plugins=config.plugins,
-                                                isolate=config.isolate, worker_env=gpu_env) as verifier:
+        with terminate_as_interrupt(), Verifier(kernel, device, corpus_dir, config.settings(),
+                                                worker_env=gpu_env) as verifier:
             prep = prepare_corpus(corpus_dir, kernel, verifier, classes_of)
     except KeyboardInterrupt:  # while a killed campaign's files were replayed: each is kept as it was; no worker starts
         interrupted = True

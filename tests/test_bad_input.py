@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from jfa_verify import Capabilities, Case, JFAError, TileSizes, get_kernel, load_plugin, register_kernel
 from jfa_verify.cli import main
 from jfa_verify.core.contract import validate_inputs
+from jfa_verify.run.settings import RunSettings
 
 OFF = torch.tensor([0, 3, 5], dtype=torch.int32)
 
@@ -268,7 +269,7 @@ def test_run_case_takes_a_kernel_name_and_names_a_bad_device_with_the_fix():
 
     case = Case(kv_lengths=(3, 5), head_dim=16, dtype="float32")
     register_kernel("named_in_run_case", capabilities=Capabilities(backward=False))(lambda: _reference_forward)
-    result = run_case(case, "named_in_run_case", "cpu", backward=False)
+    result = run_case(case, "named_in_run_case", "cpu", RunSettings(backward=False))
     assert (result.kernel, result.status) == ("named_in_run_case", "pass"), result.message
     with pytest.raises(InvalidInput, match=r"device='gpu' is not a device; give 'cuda' \(or 'cuda:N'\) for a GPU, "
                                            r"or 'cpu'"):

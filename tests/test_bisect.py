@@ -18,6 +18,7 @@ from jfa_verify.cli import main
 from jfa_verify.run.corpus import FORMAT
 from jfa_verify.checks.drift import output_drift
 from jfa_verify.checks.slowdown import judge_slowdown, median_interval
+from jfa_verify.run.settings import RunSettings
 from tests.bisect_repo import KERNEL, PLUGIN, build_toy_repo
 
 CASE = Case(kv_lengths=(5, 17, 9), num_heads_q=2, num_heads_kv=2, head_dim=32, dtype="float32", seed=3, name="toy")
@@ -319,10 +320,10 @@ def test_gpu_bisect_repository_plants_one_slowdown_and_stays_correct(tmp_path, m
         assert Path(kmod.__file__).parent == checkout  # this commit's copy, not the installed kernels
         counted = _CountLaunches(kmod._fwd_kernel)
         kmod._fwd_kernel = counted
-        result = run_case(case, kernel, "cpu", backward=False, instrument=False)
+        result = run_case(case, kernel, "cpu", RunSettings(backward=False), instrument=False)
         assert result.status == "pass", result.explain()
         assert counted.launches == launches
-        instrumented = run_case(case, kernel, "cpu", backward=False)
+        instrumented = run_case(case, kernel, "cpu", RunSettings(backward=False))
         assert (instrumented.status == "pass") == (launches == 1), instrumented.explain()
         if launches > 1:
             assert f"ran {launches} times: a valid tile did not run exactly once" in instrumented.explain()

@@ -13,6 +13,7 @@ from jfa_verify.fuzz import run_campaign
 from jfa_verify import run_case
 from jfa_verify.strategies import cases
 from jfa_verify.protocol.registry import get_kernel, load_plugin
+from jfa_verify.run.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANT_PLUGIN = ROOT / "tests" / "quality" / "mutant_plugin.py"
@@ -39,7 +40,7 @@ def test_campaign_on_mutant_writes_a_case_file_that_replays(mutant, jfa_device, 
 
     case, payload = read_case_file(failure.path)
     assert payload["status"] == "fail" and payload["kernel"] == mutant.name and case == failure.case
-    replay = run_case(case, mutant, jfa_device, backward=False)
+    replay = run_case(case, mutant, jfa_device, RunSettings(backward=False))
     assert replay.status == payload["status"]
     assert sorted(c.name for c in replay.failing) == sorted(n for n, o in payload["verdict"]["outputs"].items()
                                                             if not o["passed"])
@@ -227,7 +228,7 @@ def test_a_leftover_folded_into_a_known_finding_is_not_said_to_be_kept(tmp_path,
     kernel = get_kernel("wrong_when_batched_folded")
     corpus = Corpus(tmp_path)
     known, left_running = (Case(kv_lengths=lengths, dtype="float32", head_dim=16) for lengths in ((2, 3), (2, 3, 1)))
-    with Verifier(kernel, "cpu", corpus, backward=False) as verifier:
+    with Verifier(kernel, "cpu", corpus, RunSettings(backward=False)) as verifier:
         assert verifier.verify(known).status == "error"
         assert prepare_corpus(tmp_path, kernel, verifier, classifier(kernel, "cpu"))["new_findings"] == 1
         with corpus.guard(left_running, kernel.name, "cpu"):
@@ -257,7 +258,7 @@ def test_recovery_after_a_kill_mid_shrink_keeps_one_unshrunk_finding_of_the_bug(
     kernel = get_kernel("wrong_when_batched")
     corpus = Corpus(tmp_path)
     steps = [Case(kv_lengths=lengths, dtype="float32", head_dim=16) for lengths in ((5, 6, 7), (2, 3), (1, 1))]
-    with Verifier(kernel, "cpu", corpus, backward=False) as verifier:
+    with Verifier(kernel, "cpu", corpus, RunSettings(backward=False)) as verifier:
         for step, case in enumerate(steps[:2]):  # the drawn failure and a smaller shrink step, both failing
             assert verifier.verify(case, {"shrink_round": "r1-w0", "shrink_step": step}).status == "error"
         with corpus.guard(steps[2], kernel.name, "cpu", annotations={"shrink_round": "r1-w0", "shrink_step": 2}):

@@ -12,6 +12,7 @@ import pytest
 
 from jfa_verify.run.corpus import read_case_file
 from jfa_verify import run_case
+from jfa_verify.run.settings import RunSettings
 
 CORPUS = Path(__file__).with_name("corpus")
 FILES = sorted(CORPUS.glob("*.json"))
@@ -33,7 +34,7 @@ def test_jfa_corpus_fixture_keeps_failures_only(jfa_corpus, jfa_kernel, jfa_devi
     case, _ = read_case_file(FILES[0])
     with jfa_corpus.guard(case, jfa_kernel.name, str(jfa_device)) as path:
         assert path.is_file()  # written before the kernel runs
-        kept = jfa_corpus.record(path, run_case(case, jfa_kernel, jfa_device, backward=False))
+        kept = jfa_corpus.record(path, run_case(case, jfa_kernel, jfa_device, RunSettings(backward=False)))
     assert kept is None and not path.exists()
 
 

@@ -14,6 +14,7 @@ from jfa_verify.run.corpus import read_case_file
 from jfa_verify.core.exits import ExitCode, exit_code_for
 from jfa_verify.run.isolation import CaseWorker, WorkerSpec, sticky_device_error
 from jfa_verify.protocol.registry import load_plugin
+from jfa_verify.run.settings import RunSettings
 from tests.helpers import interruptible, signal_when
 
 # Six cases of the CPU default suite: self/bf16, broadcast/bf16, self/fp16, cross-causal/fp16, self-causal/fp32,
@@ -105,7 +106,7 @@ def test_case_worker_restarts_after_a_crash_and_reports_sticky_cuda_errors_as_cr
     plugin.write_text(text)
     load_plugin(plugin)
     ok, sticky, abort = (Case(kv_lengths=(3,) * n, dtype="float32", head_dim=16) for n in (1, 2, 3))
-    with CaseWorker(WorkerSpec("sticky", "cpu", (str(plugin),), backward=False)) as worker:
+    with CaseWorker(WorkerSpec("sticky", "cpu", RunSettings(plugins=[plugin], backward=False))) as worker:
         assert worker.run(ok, 60).status == "pass"
         first = worker.pid
         r = worker.run(sticky, 60)
@@ -139,7 +140,7 @@ def _references(problem, *args, **kw):  # the verifier's own reference fails on 
 _runner.padded_sdpa_attention = _references
 """)
     ok, oom, sticky = (Case(kv_lengths=(3,) * n, dtype="float32", head_dim=16) for n in (1, 2, 3))
-    with CaseWorker(WorkerSpec("outside", "cpu", (str(plugin),), backward=False)) as worker:
+    with CaseWorker(WorkerSpec("outside", "cpu", RunSettings(plugins=[plugin], backward=False))) as worker:
         assert worker.run(ok, 60).status == "pass"
         first = worker.pid
         r = worker.run(oom, 60)
@@ -168,12 +169,12 @@ def test_in_process_failures_outside_the_kernel_call_are_not_judged_verdicts(mon
 
     with monkeypatch.context() as m:
         m.setattr(Case, "materialize", no_memory)
-        r = run_case(case, kernel, "cpu", backward=False)
+        r = run_case(case, kernel, "cpu", RunSettings(backward=False))
     assert r.status == "error" and r.message.startswith("not judged: materializing the case's tensors failed [out of")
     assert r.unjudged
-    assert run_case(case, kernel, "cpu", backward=False).status == "pass"
+    assert run_case(case, kernel, "cpu", RunSettings(backward=False)).status == "pass"
     # the kernel's own out-of-memory error stays the kernel's error, with the same hint
-    own = run_case(Case(kv_lengths=(3, 3), dtype="float32", head_dim=16), kernel, "cpu", backward=False)
+    own = run_case(Case(kv_lengths=(3, 3), dtype="float32", head_dim=16), kernel, "cpu", RunSettings(backward=False))
     assert own.status == "error" and own.message.startswith("OutOfMemoryError: CUDA out of memory. Tried to allocate")
     assert "[out of device memory: other processes on the card" in own.message and not own.unjudged
 
@@ -227,10 +228,10 @@ def test_failures_before_the_kernel_call_give_the_same_verdicts_isolated_and_in_
     plugin = tmp_path / "preparing.py"
     plugin.write_text(_PREPARING)
     two, three, four, five = (Case(kv_lengths=(3,) * n, dtype="float32", head_dim=16) for n in (2, 3, 4, 5))
-    with CaseWorker(WorkerSpec("preparing", "cpu", (str(plugin),), backward=False)) as worker:
+    with CaseWorker(WorkerSpec("preparing", "cpu", RunSettings(plugins=[plugin], backward=False))) as worker:
         isolated = [worker.run(c, 60) for c in (two, three)]
         pid = worker.pid
-        r = worker.run(four, 60, memory="nan")
+        r = worker.run(four, 60, worker.spec.settings.replace(memory="nan"))
         assert r.status == "error" and r.message.startswith("not judged: the case worker failed: RuntimeError: "
                                                             "verifier bug") and r.memory == "nan"
         with pytest.raises(InvalidInput, match="a case outside the contract"):
@@ -238,7 +239,7 @@ def test_failures_before_the_kernel_call_give_the_same_verdicts_isolated_and_in_
         assert worker.pid == pid  # one worker throughout
     monkeypatch.setattr(Case, "problem", Case.problem)  # the plugin patches it: restored after the test
     load_plugin(plugin)
-    in_process = [run_case(c, get_kernel("preparing"), "cpu", backward=False) for c in (two, three)]
+    in_process = [run_case(c, get_kernel("preparing"), "cpu", RunSettings(backward=False)) for c in (two, three)]
     for a, b in zip(isolated, in_process):
         assert (a.status, a.message.splitlines()[0]) == (b.status, b.message.splitlines()[0])
     assert in_process[0].status == "unsupported" and "no batches of 2" in in_process[0].message
@@ -277,8 +278,8 @@ def test_verifier_jobs_keep_the_order_and_each_verdict(tmp_path, misbehaving_plu
     load_plugin(plugin)
     kernel = get_kernel("crashes-on-3")
     cases = [Case(kv_lengths=tuple(range(5, 5 + b)), head_dim=16, dtype="float32") for b in (1, 2, 3, 4, 5, 2)]
-    with Verifier(kernel, "cpu", tmp_path / "repro", backward=False, plugins=[str(plugin)], isolate=True,
-                  jobs=3) as verifier:
+    with Verifier(kernel, "cpu", tmp_path / "repro",
+                  RunSettings(backward=False, plugins=[str(plugin)], isolate=True, jobs=3)) as verifier:
         seen = []
         results = verifier.verify_all(cases, on_result=seen.append)
     assert [r.case.kv_lengths for r in results] == [c.kv_lengths for c in cases]
@@ -286,7 +287,7 @@ def test_verifier_jobs_keep_the_order_and_each_verdict(tmp_path, misbehaving_plu
     assert len(seen) == len(cases)
     assert [json.loads(p.read_text())["status"] for p in (tmp_path / "repro").glob("*.json")] == ["crash"]
     with pytest.raises(InvalidInput, match="jobs=2"):
-        Verifier(kernel, "cpu", tmp_path / "r2", jobs=2)
+        Verifier(kernel, "cpu", tmp_path / "r2", RunSettings(jobs=2))
 
 
 @pytest.mark.parametrize("how", ["plain", "in_lock_code"])
@@ -314,8 +315,8 @@ def test_verifier_jobs_interrupted_mid_case_leave_no_running_file(tmp_path, misb
         except KeyboardInterrupt:
             raise RuntimeError("release unlocked lock")
 
-    with Verifier(get_kernel(name), "cpu", tmp_path / "repro", backward=False, plugins=[str(plugin)],
-                  isolate=True, jobs=2) as verifier:
+    with Verifier(get_kernel(name), "cpu", tmp_path / "repro",
+                  RunSettings(backward=False, plugins=[str(plugin)], isolate=True, jobs=2)) as verifier:
         with pytest.raises(KeyboardInterrupt, match=None if how == "plain" else "SIGTERM"):
             verifier.verify_all(cases, on_result=interrupt)
     assert not list((tmp_path / "repro").glob("*.json"))
@@ -434,15 +435,15 @@ def test_a_case_worker_whose_parent_is_gone_ends_quietly(tmp_path):
             return forward
     """))
     script = textwrap.dedent(f"""
-        from jfa_verify import Case
+        from jfa_verify import Case, RunSettings
         from jfa_verify.run.isolation import CaseWorker, WorkerSpec
 
         if __name__ == "__main__":
-            worker = CaseWorker(WorkerSpec("slow_once", "cpu", ({str(plugin)!r},), backward=False))
+            worker = CaseWorker(WorkerSpec("slow_once", "cpu", RunSettings(plugins=[{str(plugin)!r}], backward=False)))
             case = Case(kv_lengths=(3,), dtype="float32", head_dim=16)
             assert worker.run(case, 60).status == "pass"
             child = worker._proc
-            worker._conn.send((case, False, None))
+            worker._conn.send((case, None))
             worker._conn.close()  # what the parent's death does to the pipe
             child.join(30)
             print("exit", child.exitcode)
@@ -483,7 +484,7 @@ def test_a_crash_in_the_relation_checks_is_a_finding_exit_4_not_the_end_of_the_r
             pass
 
     request = RunRequest(kernel="aborts_alone", suite="tiny", report=str(tmp_path / "r.json"),
-                         reproducers=str(tmp_path / "repro"), plugins=(str(plugin),))
+                         reproducers=str(tmp_path / "repro"), settings=RunSettings(plugins=[plugin], isolate=True))
     outcome = run_suite(request, select_device("cpu"), lambda: (load_plugin(plugin), get_kernel("aborts_alone"))[1],
                         Quiet())
     assert [r.status for r in outcome.results] == ["pass"]

@@ -24,6 +24,7 @@ from jfa_verify.core.contract import JaggedProblem
 from jfa_verify.core.dtypes import FORWARD_ONLY, to_dtype
 from jfa_verify.kernels.gluon_jfa import _host as gluon_host  # pure Python at import (Triton inside functions)
 from jfa_verify.protocol.registry import get_kernel
+from jfa_verify.run.settings import RunSettings
 
 pytestmark = pytest.mark.gpu
 
@@ -80,7 +81,7 @@ def _judged(kernel_name: str, case: Case, device) -> None:
     if reason is not None:
         pytest.skip(f"{kernel_name} does not run on {torch.cuda.get_device_name(device)}: {reason}")
     backward = to_dtype(case.dtype) not in FORWARD_ONLY
-    result = run_case(case, kernel, device, backward=backward)
+    result = run_case(case, kernel, device, RunSettings(backward=backward))
     assert result.status == "pass", result.explain()
     judged = {c.name for c in result.comparisons}
     want = {"o", "lse", "dq", "dk", "dv"} if backward else {"o", "lse"}

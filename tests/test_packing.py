@@ -19,6 +19,7 @@ from jfa_verify.judge.packing import judge_parts, part_statuses, stand_alone
 from jfa_verify.protocol.registry import get_kernel, load_plugin
 from jfa_verify.run.runner import CaseResult, run_case
 from jfa_verify.strategies import packs
+from jfa_verify.run.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "tests" / "packing_plugin.py"
@@ -136,9 +137,9 @@ def test_a_packed_run_is_judged_per_part_and_split_to_the_part_that_fails(plugin
     parts = [Case(kv_lengths=(3, 5), dtype="float32", seed=1), Case(kv_lengths=(25,), dtype="float32", seed=2),
              Case(kv_lengths=(9,), dtype="float32", seed=3)]
     packed = Case.pack(parts)
-    good = run_case(packed, ok, backward=False)
+    good = run_case(packed, ok, "cpu", RunSettings(backward=False))
     assert good.status == "pass" and good.part_failures == [[], [], []] and part_statuses(good) == ["pass"] * 3
-    bad = run_case(packed, long_rows, backward=False)
+    bad = run_case(packed, long_rows, "cpu", RunSettings(backward=False))
     assert bad.status == "fail" and bad.part_failures == [[], ["o"], []]
     assert part_statuses(bad) == ["pass", "fail", "pass"]
     assert "1 of 3 parts fail, each judged on its own rows of this launch" in bad.explain()
@@ -149,7 +150,7 @@ def test_a_packed_run_is_judged_per_part_and_split_to_the_part_that_fails(plugin
 
     def verify(case):
         ran.append(case)
-        return run_case(case, long_rows, backward=False)
+        return run_case(case, long_rows, "cpu", RunSettings(backward=False))
 
     alone = stand_alone(bad, verify, dropped.append)
     assert alone.case == parts[1] and alone.status == "fail" and ran == [parts[1]] and dropped == [bad]
@@ -211,9 +212,10 @@ def test_a_bug_of_the_composition_is_kept_as_the_packed_case(plugin, tmp_path):
         described = f"{finding.case.describe()} ({finding.status}: {finding.explanation[:300]})"
         assert finding.status == "fail" and finding.signature["outputs"] == ["o"], described
         assert finding.case.parts is not None and finding.case.batch > 6, described  # no drawn case has > 5 sequences
-        parts = [run_case(p, kernel, backward=False).status for p in finding.case.split()]
+        parts = [run_case(p, kernel, "cpu", RunSettings(backward=False)).status for p in finding.case.split()]
         assert parts == ["pass"] * len(finding.case.parts), described
-        assert run_case(finding.case, kernel, backward=False).status == "fail", described  # the pack replays it
+        forward = RunSettings(backward=False)
+        assert run_case(finding.case, kernel, "cpu", forward).status == "fail", described  # the pack replays it
 
 
 def test_fuzz_pack_on_the_command_line(tmp_path):
@@ -258,14 +260,14 @@ def test_an_accepted_convention_of_the_pack_does_not_hide_a_part_failing_on_its_
              Case(kv_lengths=(1,), q_lengths=(3,), seed=2, **common),  # O is one value row: a small allowance
              Case(kv_lengths=(48,), q_lengths=(40,), seed=3, **common)]
     packed = Case.pack(parts)
-    right = run_case(packed, kernel, backward=False, accept=accept)
+    right = run_case(packed, kernel, "cpu", RunSettings(backward=False, accept=accept))
     assert right.status == "pass" and right.accepted and part_statuses(right) == ["pass"] * 3
-    own = run_case(parts[1], kernel, backward=False).comparisons[0].allowance
+    own = run_case(parts[1], kernel, "cpu", RunSettings(backward=False)).comparisons[0].allowance
     pack_allowance = right.comparisons[0].allowance
     assert right.comparisons[0].name == "o" and own < pack_allowance / 1.5, (own, pack_allowance)
     delta[0] = (own * pack_allowance) ** 0.5
-    assert run_case(parts[1], kernel, backward=False, accept=accept).status == "fail"
-    wrong = run_case(packed, kernel, backward=False, accept=accept)
+    assert run_case(parts[1], kernel, "cpu", RunSettings(backward=False, accept=accept)).status == "fail"
+    wrong = run_case(packed, kernel, "cpu", RunSettings(backward=False, accept=accept))
     assert wrong.comparisons[0].passed  # the pack's own O passes: only the part's judgement sees it
     assert wrong.status == "fail" and not wrong.accepted and wrong.part_failures[1] == ["o"]
     assert part_statuses(wrong) == ["fail", "fail", "pass"]
@@ -310,7 +312,7 @@ def test_a_leftover_packed_case_is_split_before_it_is_kept(plugin, tmp_path):
     corpus = Corpus(tmp_path)
     with corpus.guard(Case.pack(parts), kernel.name, "cpu") as running:
         pass  # in flight at a kill -9
-    with Verifier(kernel, "cpu", corpus, backward=False) as verifier:
+    with Verifier(kernel, "cpu", corpus, RunSettings(backward=False)) as verifier:
         (left,) = prepare_corpus(tmp_path, kernel, verifier, classifier(kernel, "cpu"))["leftovers"]
     assert left["case"] == parts[1] and left["status"] == "fail" and left["kept"]
     assert not running.exists() and sorted(tmp_path.glob("*.json")) == [Path(left["path"])]

@@ -15,6 +15,7 @@ from jfa_verify import Case, run_case
 from jfa_verify.core.errors import KernelUnavailable
 from jfa_verify.protocol.kernel import Kernel
 from jfa_verify.protocol.registry import add_kernel, get_kernel, load_plugin
+from jfa_verify.run.settings import RunSettings
 
 HERE = Path(__file__).resolve().parent
 PLUGIN = HERE / "fa2_like_plugin.py"
@@ -298,14 +299,15 @@ CROSS_EMPTY_ROWS = Case(kv_lengths=(2, 3), q_lengths=(6, 3), mode="cross", causa
 def test_declared_convention_is_still_a_finding_unless_accepted():
     load_plugin(PLUGIN)
     kernel = get_kernel("fa2_like")
-    result = run_case(CROSS_EMPTY_ROWS, kernel, "cpu", backward=False)
+    result = run_case(CROSS_EMPTY_ROWS, kernel, "cpu", RunSettings(backward=False))
     assert result.status == "fail" and result.conventions == ["lse_plus_inf_empty_rows"] and not result.accepted
     assert [c.name for c in result.failing] == ["lse"]
     assert "infinite values of the wrong sign" in result.failing[0].problem
     assert "--accept lse_plus_inf_empty_rows" in result.explain()
     # the worst index points at a row that sees no key (row 0 of sequence 0: L_q=6 > L_k=2)
     assert result.locations["lse"].token == 0 and result.failing[0].kernel_value == math.inf
-    accepted = run_case(CROSS_EMPTY_ROWS, kernel, "cpu", backward=False, accept=("lse_plus_inf_empty_rows",))
+    accepted = run_case(CROSS_EMPTY_ROWS, kernel, "cpu",
+                        RunSettings(backward=False, accept=("lse_plus_inf_empty_rows",)))
     assert accepted.status == "pass" and accepted.accepted and accepted.failing  # the finding stays visible
     assert any("accepted convention" in n for n in accepted.notes)
 
@@ -317,8 +319,8 @@ def test_convention_does_not_excuse_other_failures(tmp_path):
         "lse = torch.where(torch.isneginf(lse), torch.full_like(lse, float(\"inf\")), lse)",
         "lse = torch.full_like(lse, float(\"inf\"))"))
     load_plugin(plugin)
-    result = run_case(CROSS_EMPTY_ROWS, get_kernel("fa2_like_bad"), "cpu", backward=False,
-                      accept=("lse_plus_inf_empty_rows",))
+    result = run_case(CROSS_EMPTY_ROWS, get_kernel("fa2_like_bad"), "cpu",
+                      RunSettings(backward=False, accept=("lse_plus_inf_empty_rows",)))
     assert result.status == "fail" and result.conventions == [] and not result.accepted
 
 
@@ -448,15 +450,15 @@ def test_verify_all_starts_no_case_after_its_deadline(tmp_path):
     # a deadline already past: no case starts, in this process or on isolated workers (none is even started)
     for isolate, jobs in ((False, 1), (True, 1), (True, 2)):
         seen = []
-        with Verifier(kernel, "cpu", tmp_path / f"past-{isolate}-{jobs}", backward=False, plugins=[str(PLUGIN)],
-                      isolate=isolate, jobs=jobs) as verifier:
+        with Verifier(kernel, "cpu", tmp_path / f"past-{isolate}-{jobs}",
+                      RunSettings(backward=False, plugins=[str(PLUGIN)], isolate=isolate, jobs=jobs)) as verifier:
             results = verifier.verify_all(JOBS_CASES, on_result=seen.append, deadline=time.monotonic() - 1)
             assert [w.pid for w in verifier.workers] == [None] * (jobs if isolate else 0)
         assert results == [None, None, None] and seen == []
     assert not list(tmp_path.rglob("*.json"))  # not even a write-ahead case file
     # no deadline: every case, in order
     seen = []
-    with Verifier(kernel, "cpu", tmp_path / "all", backward=False) as verifier:
+    with Verifier(kernel, "cpu", tmp_path / "all", RunSettings(backward=False)) as verifier:
         results = verifier.verify_all(JOBS_CASES, on_result=seen.append)
     assert [r.status for r in results] == ["pass", "fail", "error"]
     assert [r.case for r in results] == JOBS_CASES and seen == results
@@ -469,7 +471,7 @@ def test_verify_all_starts_no_case_after_its_deadline(tmp_path):
 
     seen = []
     deadline = time.monotonic() + 1.0
-    with Verifier(kernel, "cpu", tmp_path / "some", backward=False) as verifier:
+    with Verifier(kernel, "cpu", tmp_path / "some", RunSettings(backward=False)) as verifier:
         results = verifier.verify_all(JOBS_CASES, on_result=past_the_deadline, deadline=deadline)
     assert [r and r.status for r in results] == ["pass", None, None] and seen == results[:1]
 
@@ -479,16 +481,16 @@ def test_run_matrix_with_jobs_gives_the_cells_of_one_at_a_time(tmp_path):
 
     load_plugin(PLUGIN)
     kernels, cpu = [get_kernel("fa2_like")], torch.device("cpu")
-    opts = dict(plugins=[str(PLUGIN)], backward=False)
-    one = run_matrix(kernels, JOBS_CASES, cpu, reproducers=tmp_path / "one", **opts)
-    two = run_matrix(kernels, JOBS_CASES, cpu, reproducers=tmp_path / "two", jobs=2, deadline_s=600, **opts)
+    settings = RunSettings(plugins=[str(PLUGIN)], backward=False)
+    one = run_matrix(kernels, JOBS_CASES, cpu, settings, reproducers=tmp_path / "one")
+    two = run_matrix(kernels, JOBS_CASES, cpu, settings, reproducers=tmp_path / "two", jobs=2, deadline_s=600)
     for m in (one, two):
         assert [m.cell("fa2_like", c).status for c in JOBS_CASES] == ["pass", "fail", "error"]
     # the same cells, recorded in the cases' order whichever worker finished first
     assert list(two.cells) == list(one.cells) == [("fa2_like", c.case_id()) for c in JOBS_CASES]
     assert [c.signature for c in two.cells.values()] == [c.signature for c in one.cells.values()]
     # a deadline spent before the first case: every cell is "not run", as with the loop's break before
-    late = run_matrix(kernels, JOBS_CASES, cpu, reproducers=tmp_path / "late", jobs=2, deadline_s=1e-9, **opts)
+    late = run_matrix(kernels, JOBS_CASES, cpu, settings, reproducers=tmp_path / "late", jobs=2, deadline_s=1e-9)
     assert [late.cell("fa2_like", c).status for c in JOBS_CASES] == [NOT_RUN] * 3 and late.cells == {}
     assert late.counts("fa2_like")[NOT_RUN] == 3
 
@@ -515,8 +517,8 @@ def test_cases_that_ran_out_of_device_memory_run_again_alone(tmp_path, misbehavi
 
     name = f"short_of_memory_{jobs}"
     plugin, cases = _short_of_memory(tmp_path, misbehaving_plugin, name)
-    with Verifier(get_kernel(name), "cpu", tmp_path / "r", backward=False, plugins=[str(plugin)],
-                  isolate=jobs > 1, jobs=jobs) as verifier:
+    with Verifier(get_kernel(name), "cpu", tmp_path / "r",
+                  RunSettings(backward=False, plugins=[str(plugin)], isolate=jobs > 1, jobs=jobs)) as verifier:
         seen = []
         results = verifier.verify_all(cases, on_result=seen.append)
     assert [r.status for r in results] == ["pass", "pass", "error"] and "out of device memory" in results[2].message
@@ -530,8 +532,8 @@ def test_matrix_runs_cells_that_ran_out_of_device_memory_again_one_at_a_time(tmp
     from jfa_verify.workflows.matrix import run_matrix
 
     plugin, cases = _short_of_memory(tmp_path, misbehaving_plugin, "short_of_memory")
-    m = run_matrix([get_kernel("short_of_memory")], cases, torch.device("cpu"), reproducers=tmp_path / "r",
-                   plugins=[str(plugin)], backward=False)
+    m = run_matrix([get_kernel("short_of_memory")], cases, torch.device("cpu"),
+                   RunSettings(plugins=[str(plugin)], backward=False), reproducers=tmp_path / "r")
     assert [m.cell("short_of_memory", c).status for c in cases] == ["pass", "pass", "error"]
     assert "out of device memory" in m.cell("short_of_memory", cases[2]).message
     assert "2 cell(s) that ran out of device memory were run again, one at a time: 1 no longer did" in m.suite_note
@@ -611,7 +613,8 @@ def test_matrix_gives_the_time_fast_kernels_leave_to_the_cells_a_slow_one_did_no
 
     load_plugin(PLUGIN)
     # the real verdicts, computed before the clock starts: only the paced sleeps spend the deadline
-    with Verifier(get_kernel("fa2_like"), "cpu", tmp_path / "real", backward=False, plugins=[str(PLUGIN)]) as v:
+    with Verifier(get_kernel("fa2_like"), "cpu", tmp_path / "real",
+                  RunSettings(backward=False, plugins=[str(PLUGIN)])) as v:
         real = {c.case_id(): r for c, r in zip(JOBS_CASES, v.verify_all(JOBS_CASES))}
     calls = []
 
@@ -626,13 +629,14 @@ def test_matrix_gives_the_time_fast_kernels_leave_to_the_cells_a_slow_one_did_no
                 time.sleep(0.6)
                 out.append(real[case.case_id()])
             else:
-                out.append(run_case(case, self.kernel, "cpu", backward=False))  # unsupported on the CPU: instant
+                # unsupported on the CPU: instant
+                out.append(run_case(case, self.kernel, "cpu", RunSettings(backward=False)))
         return out
 
     monkeypatch.setattr(Verifier, "verify_all", paced_verify_all)
     kernels = [get_kernel("fa2_like"), get_kernel("torch_varlen_attn")]
-    m = run_matrix(kernels, JOBS_CASES, torch.device("cpu"), reproducers=tmp_path, deadline_s=2.0,
-                   plugins=[str(PLUGIN)], backward=False)
+    m = run_matrix(kernels, JOBS_CASES, torch.device("cpu"), RunSettings(plugins=[str(PLUGIN)], backward=False),
+                   reproducers=tmp_path, deadline_s=2.0)
     assert [m.cell("fa2_like", c).status for c in JOBS_CASES] == ["pass", "fail", "error"]
     assert calls[:2] == [("fa2_like", 3), ("torch_varlen_attn", 3)] and [k for k, _ in calls[2:]] == ["fa2_like"]
     assert m.counts("torch_varlen_attn")[NOT_RUN] == 0

@@ -15,6 +15,7 @@ from jfa_verify import run_case
 from jfa_verify.run.corpus import read_case_file
 from jfa_verify.core.exits import exit_code_for
 from jfa_verify.protocol.registry import get_kernel
+from jfa_verify.run.settings import RunSettings
 
 PEERS = Path(__file__).with_name("corpus") / "peers"
 EMPTY_Q = PEERS / "fa2-varlen-all-empty-query-batch-invalid-argument.json"
@@ -100,12 +101,12 @@ def test_fa2_varlen_rejects_an_empty_tensor_with_zero_strides(tmp_path):
 def test_fa2_varlen_lse_is_plus_inf_for_rows_without_keys(jfa_device):
     case, _ = read_case_file(PLUS_INF)
     kernel = get_kernel("torch_fa2_varlen")
-    result = run_case(case, kernel, jfa_device, backward=False)
+    result = run_case(case, kernel, jfa_device, RunSettings(backward=False))
     assert result.status == "fail", result.explain()
     assert [c.name for c in result.failing] == ["lse"], result.explain()
     assert result.failing[0].problem == "infinite values of the wrong sign"
     assert result.conventions == ["lse_plus_inf_empty_rows"]  # explained by the declared convention, still a finding
-    accepted = run_case(case, kernel, jfa_device, backward=False, accept=("lse_plus_inf_empty_rows",))
+    accepted = run_case(case, kernel, jfa_device, RunSettings(backward=False, accept=("lse_plus_inf_empty_rows",)))
     assert accepted.status == "pass" and accepted.accepted
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from jfa_verify import Case, run_case
 from jfa_verify.strategies import cases
+from jfa_verify.run.settings import RunSettings
 
 SMALL = dict(max_batch=4, max_len=40, head_dims=(16, 24, 40))
 # Found by these properties on the H200: D=40 / D_v=24 gave wrong O (see test_triton_jfa.py).
@@ -39,7 +40,7 @@ def _draw(data, kernel, device):
 def _check(case, kernel, device, output, backward) -> str:
     """Judge ``output`` of ``case``: ``"judged"``, ``"declined"`` (unsupported: nothing judged) or ``"rejected"``
     (out-of-contract offsets the kernel rightly rejected: nothing to compare)."""
-    result = run_case(case, kernel, device, backward=backward)
+    result = run_case(case, kernel, device, RunSettings(backward=backward))
     drawn = currently_in_test_context()
     (note if drawn else print)(result.explain())
     if result.status == "unsupported" or (result.status == "pass" and not result.comparisons):

@@ -52,7 +52,7 @@ def test_readme_kernel_passes_the_gates_memory_checks_on_a_first_sequence_that_i
     recycled-memory checks: on a guard-banded allocation (then an autograd view of its buffer) the kernel's
     `o[rows] = ...` into an empty first slice, then into the next, raised "a leaf Variable that requires grad is
     being used in an in-place operation"."""
-    from jfa_verify import Case, run_case
+    from jfa_verify import Case, RunSettings, run_case
     from jfa_verify.protocol.registry import get_kernel, load_plugin
 
     text = (ROOT / "README.md").read_text()
@@ -63,14 +63,14 @@ def test_readme_kernel_passes_the_gates_memory_checks_on_a_first_sequence_that_i
     case = Case(kv_lengths=(0, 3), head_dim=32, head_dim_v=33, num_heads_q=4, num_heads_kv=2, dtype="bfloat16",
                 causal=True, causal_alignment="bottom_right", layout="head_dim_strided", values="large_logits")
     for memory in (None, "nan", "large"):
-        result = run_case(case, get_kernel("my_jfa_memory"), "cpu", memory=memory)
+        result = run_case(case, get_kernel("my_jfa_memory"), "cpu", RunSettings(memory=memory))
         assert result.status == "pass", (memory, result.explain())
 
 
 def test_a_kernel_whose_output_is_detached_fails_when_it_declares_a_backward(tmp_path):
     """Regression (a new user's trial): the README's kernel returning `o.detach(), lse.detach()` passed all 99 cases
     of `jfa-verify run` and a campaign with its gradients never judged (the backward was skipped without a word)."""
-    from jfa_verify import Case, run_case
+    from jfa_verify import Case, RunSettings, run_case
     from jfa_verify.protocol.registry import get_kernel, load_plugin
 
     text = (ROOT / "README.md").read_text()
@@ -84,7 +84,7 @@ def test_a_kernel_whose_output_is_detached_fails_when_it_declares_a_backward(tmp
     case = Case(kv_lengths=(5, 3), head_dim=16, dtype="float32")
     result = run_case(case, kernel, "cpu")
     assert result.status == "fail" and "o does not require grad" in result.explain(), result.explain()
-    assert run_case(case, kernel, "cpu", backward=False).status == "pass"  # the forward itself is right
+    assert run_case(case, kernel, "cpu", RunSettings(backward=False)).status == "pass"  # the forward itself is right
     # where every true gradient is zero (no sequence with a score) an O no gradient reaches is right: the README's
     # own kernel leaves O a fresh tensor for a batch of no sequence (a second trial's gate failed it there)
     for empty in (Case(kv_lengths=(0, 0), head_dim=16, dtype="float32"),

@@ -62,11 +62,35 @@ def test_a_setting_given_once_is_what_the_isolated_worker_uses(tmp_path, misbeha
     assert saved["status"] == "hang" and saved["memory"] == "nan" and saved["plugins"] == [str(plugin)]
 
 
-def test_loose_keywords_still_make_the_settings(tmp_path):
+def test_settings_travel_whole_and_loose_keywords_are_refused(tmp_path):
     from jfa_verify.protocol.registry import get_kernel
     from jfa_verify.run.loop import Verifier
+    from jfa_verify.run.runner import run_case
 
-    verifier = Verifier(get_kernel("triton_jfa"), "cpu", tmp_path, RunSettings(seed=3), backward=False, accept=["x"])
-    assert verifier.settings == RunSettings(seed=3, backward=False, accept=("x",))
-    with pytest.raises(InvalidInput, match="jobs=2"):
-        Verifier(get_kernel("triton_jfa"), "cpu", tmp_path, jobs=2)
+    kernel = get_kernel("triton_jfa")
+    settings = RunSettings(seed=3, backward=False, accept=["x"], isolate=True, memory="nan", jobs=2)
+    verifier = Verifier(kernel, "cpu", tmp_path, settings)  # (its workers start on the first case: none here)
+    assert verifier.settings is settings and [w.spec.settings for w in verifier.workers] == [settings, settings]
+    assert verifier.workers[0].spec.plugins == settings.plugins
+    with pytest.raises(TypeError):
+        Verifier(kernel, "cpu", tmp_path, backward=False)  # one way only: the settings object
+    with pytest.raises(TypeError):
+        run_case(Case(kv_lengths=(3,), head_dim=16, dtype="float32"), kernel, "cpu", backward=False)
+    # the simple call keeps the defaults
+    result = run_case(Case(kv_lengths=(3,), head_dim=16, dtype="float32"), kernel, "cpu")
+    assert result.status == "pass" and {"o", "dq"} <= {c.name for c in result.comparisons}
+
+
+def test_the_command_line_context_makes_the_settings_once_from_the_arguments():
+    import argparse
+
+    from jfa_verify.cli.context import Context
+
+    args = argparse.Namespace(command="matrix", timeout=5.0, isolate=True, plugin=["a.py"], seed=None,
+                              forward_only=True, accept=["lse_plus_inf_empty_rows"], memory="nan")
+    ctx = Context.from_args(args)
+    assert ctx.settings is ctx.settings  # made once
+    assert ctx.settings == RunSettings(timeout_s=5.0, isolate=True, plugins=("a.py",), seed=0, backward=False,
+                                       accept=("lse_plus_inf_empty_rows",), memory="nan")
+    # a command without those options runs with the defaults, in this process
+    assert Context.from_args(argparse.Namespace(command="replay")).settings == RunSettings()

@@ -30,6 +30,7 @@ from jfa_verify.strategies import (
 )
 from jfa_verify.protocol.kernel import Capabilities, Kernel, TileSizes, tiles_for_shape
 from jfa_verify.protocol.registry import get_kernel
+from jfa_verify.run.settings import RunSettings
 
 KERNEL = get_kernel("triton_jfa")
 
@@ -298,7 +299,7 @@ def test_overflow_case_on_gpu(jfa_kernel, jfa_device):
     case = find(overflow_cases(), lambda c: len(c.kv_lengths) >= 2, settings=FIND)
     # forward only: the float64 reference's whole-buffer gradients (3 x 16 GiB) with the kernel's, the SDPA
     # oracle's and the inputs pass the H200's 139 GiB (OutOfMemoryError there, 2026-12-01)
-    result = run_case(case, jfa_kernel, jfa_device, backward=False)
+    result = run_case(case, jfa_kernel, jfa_device, RunSettings(backward=False))
     assert result.status in _passing(jfa_kernel), result.explain()
 
 

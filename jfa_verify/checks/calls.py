@@ -145,7 +145,9 @@ def relation_status(line: str) -> str:
 
 
 def _relation_spec(kernel, device, plugins) -> WorkerSpec:
-    return WorkerSpec(kernel=kernel.name, device_type=str(device).split(":")[0], plugins=tuple(plugins))
+    from jfa_verify.run.settings import RunSettings
+
+    return WorkerSpec(kernel.name, str(device).split(":")[0], RunSettings(plugins=plugins))
 
 
 def _answer_relations(conn, spec, kernel, device) -> None:

@@ -18,6 +18,7 @@ from jfa_verify.cases.case import Case
 from jfa_verify.judge.localize import locate
 from jfa_verify.protocol.kernel import Kernel
 from jfa_verify.run.runner import call_kernel, run_case
+from jfa_verify.run.settings import RunSettings
 
 __all__ = ["RerunVerdict", "check_reruns"]
 
@@ -73,7 +74,7 @@ def check_reruns(case: Case, kernel: Kernel, device, *, reruns: int = 3, backwar
     backward = backward and caps.backward_reason(problem) is None
     if not caps.deterministic:
         for i in range(reruns):
-            result = run_case(case, kernel, device, backward=backward, tensors=tensors)
+            result = run_case(case, kernel, device, RunSettings(backward=backward), tensors=tensors)
             if result.failed:
                 verdict.status = "fail"
                 verdict.differences.append(f"rerun {i}: {result.explain()}")

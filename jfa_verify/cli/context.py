@@ -1,7 +1,8 @@
-"""What the commands share, built once from the parsed arguments: the device, the plugins, the kernel(s), the suite and
-the case filter. Nothing heavy happens when it is built: the device is chosen (torch imported, Triton's interpreter
-turned on for the CPU) the first time a command asks for it, the plugins are imported when a kernel is first asked
-for, so a command that needs neither (``findings``, ``schedule``) never loads them."""
+"""What the commands share, built once from the parsed arguments: the device, the plugins, the kernel(s), the suite,
+the case filter and the run's :class:`~jfa_verify.run.settings.RunSettings`. Nothing heavy happens when it is built:
+the device is chosen (torch imported, Triton's interpreter turned on for the CPU) the first time a command asks for
+it, the plugins are imported when a kernel is first asked for, the settings are made on first use, so a command that
+needs none of them (``findings``, ``schedule``) never loads them."""
 
 from __future__ import annotations
 
@@ -47,16 +48,41 @@ class Context:
     max_cases: Optional[int] = None
     seed: Optional[int] = None
     reproducers: Optional[str] = None  # the folder for failing-case files
+    # what goes into :attr:`settings`
+    timeout_s: Optional[float] = None  # --timeout
+    isolate: bool = False  # --isolate / --no-isolate (a command without the option runs its cases in-process)
+    backward: bool = True  # not --forward-only
+    accept: tuple[str, ...] = ()  # --accept
+    memory: Optional[str] = None  # --memory
 
     @classmethod
     def from_args(cls, args) -> "Context":
         """The context of parsed arguments: options a command does not have stay at their defaults."""
-        def get(name):
-            return getattr(args, name, None)
+        def get(name, default=None):
+            return getattr(args, name, default)
 
         return cls(command=args.command, device_choice=get("device"), plugins=_names(get("plugin")),
                    kernel_names=_names(get("kernel")), suites=_names(get("suite")), filter=get("filter"),
-                   max_cases=get("max_cases"), seed=get("seed"), reproducers=get("reproducers"))
+                   max_cases=get("max_cases"), seed=get("seed"), reproducers=get("reproducers"),
+                   timeout_s=get("timeout"), isolate=bool(get("isolate", False)),
+                   backward=not get("forward_only", False), accept=_names(get("accept")), memory=get("memory"))
+
+    @cached_property
+    def settings(self):
+        """The run's :class:`~jfa_verify.run.settings.RunSettings`, made once from the arguments (the one place a
+        command's options become settings): ``--timeout``, ``--isolate``, ``--forward-only``, ``--plugin``,
+        ``--accept``, ``--memory`` and ``--seed`` (0 when the command draws its own). ``jobs`` is 1: a command that
+        runs cases at once chooses the count (:func:`~jfa_verify.run.parallelism.choose_jobs`) and derives
+        ``ctx.settings.replace(jobs=...)``.
+
+        Raises:
+            InvalidInput: a value :class:`~jfa_verify.run.settings.RunSettings` refuses (a usage error, exit 2).
+        """
+        from jfa_verify.run.settings import RunSettings
+
+        return RunSettings(backward=self.backward, timeout_s=self.timeout_s, isolate=self.isolate,
+                           plugins=self.plugins, accept=self.accept, memory=self.memory,
+                           seed=self.seed if self.seed is not None else 0)
 
     @property
     def kernel_name(self) -> Optional[str]:

@@ -73,7 +73,6 @@ def main(args, ctx) -> int:
                              "drop them, or run the matrix without --from-json")
     return command(MatrixOptions(
         kernels=ctx.kernel_names, suites=ctx.suites, campaign=args.campaign, device=ctx.device_choice,
-        plugins=ctx.plugins, reproducers=ctx.reproducers, accept=tuple(args.accept), filter=ctx.filter,
-        max_cases=ctx.max_cases, seed=ctx.seed, timeout_s=args.timeout, deadline_s=args.deadline,
-        backward=not args.forward_only, isolate=args.isolate, jobs=args.jobs, quiet=args.quiet,
+        settings=ctx.settings, reproducers=ctx.reproducers, filter=ctx.filter, max_cases=ctx.max_cases,
+        deadline_s=args.deadline, jobs=args.jobs, quiet=args.quiet,
         from_json=tuple(args.from_json), json=args.json, markdown=args.markdown, png=args.png))

@@ -52,7 +52,7 @@ def main(args, ctx) -> int:
             raise
         raise UsageError(f"{e}; this case file was recorded with "
                          f"{' '.join(f'--plugin {p}' for p in recorded)}: add that to the command") from None
-    memory = args.memory or payload.get("memory")
+    settings = ctx.settings.replace(memory=args.memory or payload.get("memory"))  # (the file's memory mode)
     timeout = replay_timeout(payload, args.timeout)
     if payload.get("status") in ("crash", "hang", RUNNING) or timeout:
         # A recorded crash or hang (or a case whose process died mid-case) replays in a case worker, so it cannot
@@ -64,10 +64,10 @@ def main(args, ctx) -> int:
                   f"(--timeout S to change)" if payload.get("status") != RUNNING else
                   f"a case whose run ended mid-case (a crash, a hang or a kill): replayed in a case worker with a "
                   f"limit of {timeout:g} s (--timeout S to change)", flush=True)
-        with CaseWorker(WorkerSpec(kernel.name, device.type, ctx.plugins)) as worker:
-            result = worker.run(case, timeout, memory=memory)
+        with CaseWorker(WorkerSpec(kernel.name, device.type, settings)) as worker:
+            result = worker.run(case, timeout)
     else:
-        result = run_case(case, kernel, device, plugins=ctx.plugins, memory=memory)
+        result = run_case(case, kernel, device, settings)
     result.reproducer = args.file
     print(result.explain(), flush=True)
     if payload.get("status") in ("fail", "error", "crash", "hang"):

@@ -131,9 +131,8 @@ def main(args, ctx) -> int:
     # imports it; written before, it left every in-process call compiled for a GPU: a new user's 5 relation checks
     # all "broke" on CPU).
     device = ctx.device
-    request = RunRequest(kernel=ctx.kernel_name, suite=ctx.suite, seed=ctx.seed, filter=ctx.filter,
-                         max_cases=ctx.max_cases, report=args.report, reproducers=ctx.reproducers,
-                         timeout_s=args.timeout, plugins=ctx.plugins, isolate=args.isolate, jobs=args.jobs,
+    request = RunRequest(kernel=ctx.kernel_name, suite=ctx.suite, filter=ctx.filter, max_cases=ctx.max_cases,
+                         report=args.report, reproducers=ctx.reproducers, settings=ctx.settings, jobs=args.jobs,
                          precompile=args.precompile)
     printer = _Printer(args, device)
     outcome = run_suite(request, device, ctx.kernel, printer)

@@ -31,6 +31,7 @@ from jfa_verify.cases.case import Case
 from jfa_verify.core.errors import InvalidInput, KernelConfigError, PluginError
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.runner import CaseResult, not_judged
+from jfa_verify.run.settings import RunSettings
 
 __all__ = ["CaseWorker", "WorkerSpec", "crash_result", "death_in_words", "sticky_device_error"]
 
@@ -74,16 +75,19 @@ def _death(exitcode: Optional[int]) -> str:
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What a worker loads: the kernel by registry name, the plugin files that register it, the device type,
-    and how it judges (``backward``, ``budgets``: a :class:`~jfa_verify.judge.budgets.BudgetTable` or None)."""
+    """What a worker loads and how it runs cases: the kernel by registry name, the device type, and the run's
+    :class:`~jfa_verify.run.settings.RunSettings` whole (its ``plugins`` are the files that register the kernel; its
+    ``backward``, ``budgets``, ``memory`` and ``accept`` judge each case, as :func:`~jfa_verify.run.runner.run_case`
+    reads them)."""
 
     kernel: str
     device_type: str
-    plugins: tuple[str, ...] = ()
-    backward: bool = True
-    budgets: object = None
+    settings: RunSettings = field(default_factory=RunSettings)
     env: dict = field(default_factory=dict)  # set in the child before anything runs (CUDA_VISIBLE_DEVICES)
-    accept: tuple[str, ...] = ()  # declared conventions the user accepts (run_case's accept)
+
+    @property
+    def plugins(self) -> tuple[str, ...]:
+        return self.settings.plugins
 
 
 # A case worker keeps at most this much device memory cached between cases (PyTorch's caching allocator holds a
@@ -138,11 +142,12 @@ def _answer(conn, spec: WorkerSpec, kernel, device) -> None:
         msg = conn.recv()
         if msg is None:
             return
-        case, backward, memory = msg
+        case, settings = msg
+        settings = settings or spec.settings  # (None: the spec's, which the child already holds)
+        memory = settings.memory
         t0 = time.perf_counter()
         try:
-            result = run_case(case, kernel, device, backward=backward, budgets=spec.budgets, plugins=spec.plugins,
-                              memory=memory, accept=spec.accept)
+            result = run_case(case, kernel, device, settings)
         except KernelConfigError as e:  # the parent raises it: a usage error, not this case's verdict
             conn.send(("config-error", str(e)))
             continue
@@ -301,19 +306,18 @@ class CaseWorker:
             return "crash", message, elapsed
 
     # -- cases ---------------------------------------------------------------------
-    def run(self, case: Case, timeout_s: Optional[float] = None, *, backward: Optional[bool] = None,
-            memory: Optional[str] = None) -> CaseResult:
+    def run(self, case: Case, timeout_s: Optional[float] = None, settings: Optional[RunSettings] = None) -> CaseResult:
         """Run ``case`` in the child; a death is a ``"crash"`` verdict, no answer within ``timeout_s`` a ``"hang"``.
 
         ``timeout_s`` counts from sending the case (kernel compilation included); None waits forever.
-        ``backward``: judge the gradients (default: the spec's). ``memory``: as
-        :func:`jfa_verify.run.runner.run_case` (guard bands and the fill of uninitialized allocations).
+        ``settings``: how this case is judged (:func:`jfa_verify.run.runner.run_case`; default the spec's: a memory
+        mode or ``backward`` of one case, ``spec.settings.replace(memory="nan")``; the child keeps the plugins it
+        loaded).
 
         Raises:
             KernelConfigError: the kernel's ``load()`` returned no implementation in the child.
         """
-        backward = self.spec.backward if backward is None else backward
-        kind, result, elapsed = self._call((case, backward, memory), timeout_s)
+        kind, result, elapsed = self._call((case, settings), timeout_s)
         if kind != "answer":
             return crash_result(case, self.spec.kernel, kind, result, self.spec.plugins, elapsed)
         if isinstance(result, tuple) and result[0] == "config-error":

@@ -50,33 +50,24 @@ class Verifier:
             case; verdicts do not depend on it); on a GPU they share the card: Triton compiles a kernel's
             variants on the CPU, which is most of a suite's time on a fresh cache, so workers overlap it.
         worker_env: environment variables of the isolated worker (``CUDA_VISIBLE_DEVICES`` to pin it).
-        **options: fields of :class:`~jfa_verify.run.settings.RunSettings` given one by one (``backward=False``),
-            applied over ``settings``.
 
-    Raises:
-        InvalidInput: a setting refused by :class:`~jfa_verify.run.settings.RunSettings` (``jobs`` < 1, or
-            ``jobs`` > 1 without ``isolate``, ...).
-        TypeError: an option that is no field of :class:`~jfa_verify.run.settings.RunSettings`.
+    A variant of a run's settings is derived with ``settings.replace(...)`` (validated again: ``jobs`` < 1, or
+    ``jobs`` > 1 without ``isolate``, raise :class:`~jfa_verify.core.errors.InvalidInput`).
 
     Use it as a context manager (or call :meth:`close`) to end an isolated worker.
     """
 
     def __init__(self, kernel: Kernel, device: torch.device, corpus: "Corpus | str | Path",
-                 settings: Optional[RunSettings] = None, *, worker_env: Optional[dict] = None, **options):
-        settings = (settings or RunSettings()).replace(**options) if options else (settings or RunSettings())
+                 settings: Optional[RunSettings] = None, *, worker_env: Optional[dict] = None):
+        settings = settings or RunSettings()
         self.settings = settings
         self.kernel, self.device = kernel, torch.device(device)
         self.corpus = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
-        self.backward, self.timeout_s, self.budgets = settings.backward, settings.timeout_s, settings.budgets
-        self.plugins = settings.plugins
-        self.memory = settings.memory
-        self.accept = settings.accept
         self.workers = []
         if settings.isolate:
             from jfa_verify.run.isolation import CaseWorker, WorkerSpec
 
-            spec = WorkerSpec(kernel.name, self.device.type, self.plugins, self.backward, self.budgets,
-                              dict(worker_env or {}), self.accept)
+            spec = WorkerSpec(kernel.name, self.device.type, settings, dict(worker_env or {}))
             self.workers = [CaseWorker(spec) for _ in range(settings.jobs)]
         self.worker = self.workers[0] if self.workers else None
         self._interrupted = threading.Event()  # set by verify_all when it ends its workers mid-case
@@ -100,22 +91,24 @@ class Verifier:
         if self._interrupted.is_set():  # a thread of verify_all that took a case after Ctrl-C: do not start it
             raise KeyboardInterrupt
         t0 = time.perf_counter()
-        watchdog = None if self.isolated else self.timeout_s  # isolated: the parent keeps the time
-        if self.memory:  # a replay must run it under the same memory conditions
-            annotations = {**(annotations or {}), "memory": self.memory}
-        with self.corpus.guard(case, self.kernel.name, str(self.device), watchdog, self.plugins, annotations) as path:
+        settings = self.settings
+        watchdog = None if self.isolated else settings.timeout_s  # isolated: the parent keeps the time
+        if settings.memory:  # a replay must run it under the same memory conditions
+            annotations = {**(annotations or {}), "memory": settings.memory}
+        with self.corpus.guard(case, self.kernel.name, str(self.device), watchdog, settings.plugins,
+                               annotations) as path:
             t1 = time.perf_counter()
             try:
                 if self.isolated:
                     try:
-                        result = worker.run(case, self.timeout_s, memory=self.memory)
+                        result = worker.run(case, settings.timeout_s)
                     except Exception:
                         if not self._interrupted.is_set():
                             raise
                     if self._interrupted.is_set():  # its worker was killed by the interrupt (whatever run then
                         raise KeyboardInterrupt  # returned or raised): no verdict
                 else:
-                    result = run_case(case, self.kernel, self.device, settings=self.settings)
+                    result = run_case(case, self.kernel, self.device, settings)
             except KeyboardInterrupt:
                 self.corpus.discard(path)
                 if self.isolated:

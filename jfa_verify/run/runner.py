@@ -329,32 +329,28 @@ def _as_kernel(kernel: "Kernel | str") -> Kernel:
                        f"jfa_verify.Kernel (jfa_verify.get_kernel(name))")
 
 
-def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = "cpu", *, backward: bool = True,
-             budgets=None, instrument: bool = True, tensors=None, plugins: tuple[str, ...] = (),
-             memory: Optional[str] = None, accept: tuple[str, ...] = (),
-             settings: Optional[RunSettings] = None) -> CaseResult:
+def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = "cpu",
+             settings: Optional[RunSettings] = None, *, instrument: bool = True, tensors=None) -> CaseResult:
     """Run ``case`` through ``kernel`` (a registered :class:`~jfa_verify.protocol.kernel.Kernel`) and both oracles.
 
     Args:
         case: the case. kernel: the kernel under test, or its registered name. device: where the tensors live
             (``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a :class:`torch.device`).
-        backward: judge dQ, dK, dV too (when the kernel has a backward for this case).
-        budgets: the :class:`jfa_verify.judge.budgets.BudgetTable` to judge by (default: the packaged
-            table); a kernel declaring ``tf32`` is judged by the ``float32-tf32`` row.
+        settings: how the case is run and judged (:class:`~jfa_verify.run.settings.RunSettings`; None: the
+            defaults). Of it one case run in this process reads ``backward`` (judge dQ, dK, dV too, when the
+            kernel has a backward for this case), ``budgets`` (the :class:`jfa_verify.judge.budgets.BudgetTable`
+            to judge by, default the packaged table; a kernel declaring ``tf32`` is judged by the
+            ``float32-tf32`` row), ``plugins`` (the files the kernel came from, named in the replay command),
+            ``memory`` (None: allocations read NaN; ``"nan"``/``"large"``: guard bands around every allocation,
+            a write outside being a failure naming the buffer and offset, and that fill of uninitialized memory,
+            ``"large"`` recycled memory holding large finite values) and ``accept`` (the kernel's declared
+            conventions the user accepts: a case whose every failure one of them explains passes, marked
+            ``accepted``; see :mod:`jfa_verify.core.conventions`).
         instrument: ask an instrumented kernel for its launch plan and tile visits and check the
             scheduler invariants (calibration turns it off: it measures numerics only); a case with
             ``instrument=False`` runs the production launch whatever this says.
         tensors: ``case.materialize(device)`` already made (several kernels judged on one huge
             case); None to materialize here.
-        plugins: plugin files the kernel came from, named in the replay command.
-        memory: None (allocations read NaN), or ``"nan"``/``"large"``: guard bands around every
-            allocation (a write outside is a failure naming the buffer and offset) and that fill of
-            uninitialized memory (``"large"``: recycled memory holding large finite values).
-        accept: names of the kernel's declared conventions the user accepts: a case whose every
-            failure one of them explains passes, marked ``accepted`` (see :mod:`jfa_verify.core.conventions`).
-        settings: a :class:`~jfa_verify.run.settings.RunSettings`; when given, its ``backward``, ``budgets``,
-            ``plugins``, ``memory`` and ``accept`` are used in place of those keywords (the rest of it does not
-            concern one case run in this process).
 
     Returns a :class:`CaseResult`. Kernel exceptions become ``status="error"``
     with the traceback's last lines; they are never raised from here, so one bad
@@ -370,9 +366,9 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
     under raises :class:`~jfa_verify.core.errors.UnknownKernel`; a device that is not one, :class:`InvalidInput`
     naming it and the fix.
     """
-    if settings is not None:
-        backward, budgets, plugins = settings.backward, settings.budgets, settings.plugins
-        memory, accept = settings.memory, settings.accept
+    settings = settings or RunSettings()
+    backward, budgets, plugins = settings.backward, settings.budgets, settings.plugins
+    memory, accept = settings.memory, settings.accept
     kernel = _as_kernel(kernel)
     device = as_device(device)
     t_start = time.perf_counter()

@@ -420,7 +420,7 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
     results = []
     # In a case worker: earlier findings include crashes and hangs (a nightly's), which in this process
     # would end the gate, or hold it, with no report written.
-    with CaseWorker(WorkerSpec(kernel.name, device.type, tuple(plugins))) as worker:
+    with CaseWorker(WorkerSpec(kernel.name, device.type, _settings(options, plugins))) as worker:
         for path in files:
             try:
                 case, payload = read_case_file(path)

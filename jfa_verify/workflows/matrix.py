@@ -371,30 +371,29 @@ def _cell_text(c: Cell) -> str:
     return c.status
 
 
-def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers: "str | Path",
-               plugins: Sequence[str] = (), backward: bool = True, accept: Sequence[str] = (),
-               timeout_s: Optional[float] = None, campaign_examples: int = 0, seed: int = 0,
-               deadline_s: Optional[float] = None, suite_note: str = "", isolate: bool = False,
-               on_result: Optional[Callable] = None, jobs: int = 1) -> Matrix:
+def run_matrix(kernels: Sequence, cases: Sequence[Case], device, settings: Optional[RunSettings] = None, *,
+               reproducers: "str | Path", campaign_examples: int = 0, deadline_s: Optional[float] = None,
+               suite_note: str = "", on_result: Optional[Callable] = None, jobs: int = 1) -> Matrix:
     """Run every case through every kernel (and a campaign per kernel); returns the :class:`Matrix`.
 
     Args:
         kernels: registered :class:`~jfa_verify.protocol.kernel.Kernel` objects.
         cases: the cases (the same for every kernel).
         device: a ``torch.device``.
+        settings: how every case runs and is judged (:class:`~jfa_verify.run.settings.RunSettings`; None: the
+            defaults): its ``plugins`` are the files the kernels came from (every replay command names them all),
+            ``backward``, ``accept``, ``timeout_s`` as :class:`jfa_verify.run.loop.Verifier` reads them, ``seed``
+            the campaigns' Hypothesis seed, ``isolate`` runs every case in a worker process
+            (:mod:`jfa_verify.run.isolation`): a crash or a sticky CUDA error is that case's finding and the next
+            case gets a fresh worker.
         reproducers: folder of failing-case files (campaigns use ``<reproducers>/campaign``).
-        plugins: the plugin files the kernels came from (every replay command names them all).
-        backward, accept, timeout_s: as :class:`jfa_verify.run.loop.Verifier`.
         campaign_examples: examples of a campaign per kernel after its cases (0: none); the campaign
             keeps searching after a finding, one shrunk case per kind of finding.
-        seed: the campaigns' Hypothesis seed.
         deadline_s: wall-clock seconds for the whole call; with campaigns, cells not started within
             :data:`CASES_SHARE` of it are ``not run`` and the campaigns share what is left (no case of
             theirs starts after it); without, cells not started by then are ``not run``. The cases' time is
             shared by the kernels in turn: each gets an equal part of what is left when its turn comes, and
             the time that fast kernels leave goes, in a further pass, to the cells a slower one did not reach.
-        isolate: run every case in a worker process (:mod:`jfa_verify.run.isolation`): a crash or a sticky CUDA
-            error is that case's finding and the next case gets a fresh worker.
         on_result: called with each :class:`~jfa_verify.run.runner.CaseResult` as it finishes (progress).
         jobs: worker processes per kernel (:meth:`jfa_verify.run.loop.Verifier.verify_all`): a kernel's cases run
             that many at a time, each in an isolated worker (more than 1 implies ``isolate``); they overlap
@@ -413,8 +412,7 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
     # with campaigns, the cases get CASES_SHARE of the deadline: a slow suite must not starve the search
     cases_deadline = None if deadline_s is None else deadline_s * (CASES_SHARE if campaign_examples else 1.0)
     pending = {k.name: list(matrix.cases) for k in kernels}
-    settings = RunSettings(backward=backward, timeout_s=timeout_s, plugins=plugins, accept=accept, isolate=isolate,
-                           seed=seed)
+    settings = settings or RunSettings()
     memory_reruns = [0, 0]  # cells run again, alone, after running out of device memory; those that then did not
     matrix.seconds.update({k.name: 0.0 for k in kernels})
 
@@ -423,8 +421,8 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, *, reproducers:
         record each verdict in its cell and the time in the kernel's seconds; returns the results (None: not
         started)."""
         t0 = time.monotonic()
-        with Verifier(kernel, device, reproducers, settings.replace(isolate=isolate or jobs > 1, jobs=workers)) \
-                as verifier:
+        each = settings.replace(isolate=settings.isolate or jobs > 1, jobs=workers)
+        with Verifier(kernel, device, reproducers, each) as verifier:
             results = verifier.verify_all(cells, on_result=on_result, deadline=until)
         memory_reruns[0] += verifier.memory_reruns[0]
         memory_reruns[1] += verifier.memory_reruns[1]
@@ -494,16 +492,12 @@ class MatrixOptions:
     suites: tuple[str, ...] = ()  # built-in suite names (none: the default suite)
     campaign: int = 0  # examples of a campaign per kernel after the cases
     device: Optional[str] = None  # "cuda", "cpu" or None (the GPU when there is one)
-    plugins: tuple[str, ...] = ()
+    # how every case runs (plugins, accepted conventions, timeout, backward, isolation) and the suites' seed
+    settings: RunSettings = field(default_factory=lambda: RunSettings(isolate=True))
     reproducers: Optional[str] = "jfa-reproducers"
-    accept: tuple[str, ...] = ()  # declared conventions whose findings pass, marked accepted
     filter: Optional[str] = None  # only cases whose name contains this text
     max_cases: Optional[int] = None
-    seed: int = 0
-    timeout_s: Optional[float] = None
     deadline_s: Optional[float] = None
-    backward: bool = True
-    isolate: bool = True
     jobs: int = 1
     quiet: bool = False  # no line per case
     from_json: tuple[str, ...] = ()  # merge these matrices instead of running
@@ -579,12 +573,13 @@ def _run(options: MatrixOptions) -> Matrix:
         raise InvalidInput("matrix needs --kernel NAME at least once (or --from-json FILES to merge)")
     # first: on the CPU it turns on Triton's interpreter, which must happen before any kernel module imports Triton
     device = select_device(options.device)
-    for p in options.plugins:
+    for p in options.settings.plugins:
         load_plugin(p)
     kernels = [get_kernel(name) for name in dict.fromkeys(options.kernels)]
     cases, notes = [], []
     for name in options.suites or ("default",):
-        suite = get_suite(name, device.type, options.seed)  # generic tiles: one set of columns for every kernel
+        # generic tiles: one set of columns for every kernel
+        suite = get_suite(name, device.type, options.settings.seed)
         cases += [c for c in suite.cases if not options.filter or options.filter in c.name]
         notes.append(f"suite {name}: {suite.note}")
     if options.max_cases:
@@ -601,7 +596,6 @@ def _run(options: MatrixOptions) -> Matrix:
         if not options.quiet:
             print(f"  {result.kernel:22s} {result.status:11s} {result.case.name}", flush=True)
 
-    return run_matrix(kernels, cases, device, reproducers=options.reproducers, plugins=options.plugins,
-                      backward=options.backward, accept=options.accept, timeout_s=options.timeout_s,
-                      campaign_examples=options.campaign, seed=options.seed, deadline_s=options.deadline_s,
-                      suite_note="; ".join(notes), on_result=progress, isolate=options.isolate, jobs=options.jobs)
+    return run_matrix(kernels, cases, device, options.settings, reproducers=options.reproducers,
+                      campaign_examples=options.campaign, deadline_s=options.deadline_s,
+                      suite_note="; ".join(notes), on_result=progress, jobs=options.jobs)

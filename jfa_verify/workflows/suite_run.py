@@ -19,20 +19,26 @@ from typing import Callable, Optional, Protocol
 from jfa_verify.core.errors import InvalidInput
 
 
+def _isolated():
+    """RunRequest's default settings: cases in isolated workers, as the command line runs them."""
+    from jfa_verify.run.settings import RunSettings
+
+    return RunSettings(isolate=True)
+
+
 @dataclass(frozen=True)
 class RunRequest:
     """What to run: the kernel (by name; ``load_kernel`` loads it), the suite, which of its cases, where to write."""
 
     kernel: str
     suite: str = "default"
-    seed: int = 0
     filter: Optional[str] = None  # only cases whose name contains this text
     max_cases: Optional[int] = None  # the first N cases (after the filter)
     report: str = "jfa-report.json"
     reproducers: Optional[str] = "jfa-reproducers"
-    timeout_s: Optional[float] = None
-    plugins: tuple[str, ...] = ()
-    isolate: bool = True
+    # how every case runs (timeout, plugins, isolation) and the suite's seed: a
+    # :class:`~jfa_verify.run.settings.RunSettings`, isolated by default; its ``jobs`` is set from :attr:`jobs`
+    settings: object = field(default_factory=_isolated)
     jobs: Optional[int] = 1  # None: the machine's default (:func:`~jfa_verify.run.parallelism.choose_jobs`)
     precompile: bool = True  # build the cases' kernel variants first, in parallel (:mod:`jfa_verify.run.precompile`)
 
@@ -113,8 +119,8 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     outcome = RunOutcome(report, kernel, suite, cases, jobs=jobs)
     observer.planned(kernel, suite, cases, jobs)
     try:
-        outcome.precompiled = precompile_cases(kernel, cases, device, jobs=jobs.count, plugins=request.plugins,
-                                               enabled=request.precompile)
+        outcome.precompiled = precompile_cases(kernel, cases, device, jobs=jobs.count,
+                                               plugins=request.settings.plugins, enabled=request.precompile)
     except KeyboardInterrupt:  # no case ran: the report says the run stopped
         outcome.report, outcome.interrupted = report_before_cases(True), True
         return outcome
@@ -151,7 +157,7 @@ def _cases(request: RunRequest, device, load_kernel):
 
     kernel = load_kernel()
     check_runs_on(kernel, device)  # before the suite is built and 84 cases are dispatched only to be unsupported
-    suite = get_suite(request.suite, device.type, request.seed, kernel=kernel)
+    suite = get_suite(request.suite, device.type, request.settings.seed, kernel=kernel)
     cases = [c for c in suite.cases if not request.filter or request.filter in c.name]
     if not cases:
         raise InvalidInput(f"--filter {request.filter!r}: no case of suite {request.suite!r} matches; names look "
@@ -163,7 +169,7 @@ def _jobs(request: RunRequest, device, cases: int):
     """The run's workers: ``request.jobs``, else the machine's default for ``cases`` cases; one without isolation."""
     from jfa_verify.run.parallelism import Jobs, choose_jobs
 
-    if not request.isolate and request.jobs is None:
+    if not request.settings.isolate and request.jobs is None:
         return Jobs(1, "given", "in this process")
     return choose_jobs(request.jobs, device, work=cases)
 
@@ -176,11 +182,9 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     from jfa_verify.run.interrupts import terminate_as_interrupt
     from jfa_verify.run.loop import Verifier
     from jfa_verify.run.report import run_report, write_json
-    from jfa_verify.run.settings import RunSettings
 
     kernel, suite, cases = outcome.kernel, outcome.suite, outcome.cases
-    settings = RunSettings(timeout_s=request.timeout_s, plugins=request.plugins, isolate=request.isolate,
-                           jobs=outcome.jobs.count, seed=request.seed)
+    settings = request.settings.replace(jobs=outcome.jobs.count)
     with Verifier(kernel, device, request.reproducers, settings) as verifier, terminate_as_interrupt():
         done: list = []
         try:
@@ -223,8 +227,8 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
                                                   ("a hang", counts["hang"])) if cond), None)
     outcome.relations = [] if outcome.skipped else list(suite.relations)
     try:
-        check_relations(outcome.relations, kernel, device, request.reproducers, plugins=request.plugins,
-                        on_checked=outcome.checked.append, isolate=request.isolate)
+        check_relations(outcome.relations, kernel, device, request.reproducers, plugins=request.settings.plugins,
+                        on_checked=outcome.checked.append, isolate=request.settings.isolate)
     except KeyboardInterrupt:  # the cases' verdicts stand, and so do the relations checked by then
         outcome.interrupted = True
     left = len(outcome.relations) - len(outcome.checked)

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from jfa_verify import run_case
 from jfa_verify.strategies import cases
 from jfa_verify.protocol.registry import get_kernel, load_plugin
+from jfa_verify.run.settings import RunSettings
 
 MUTANT_PLUGIN = Path(__file__).with_name("mutant_plugin.py")
 
@@ -36,7 +37,7 @@ def test_kv_bound_off_by_one_shrinks_to_two_sequences_two_tiles(mutant, jfa_devi
     def kernel_matches_oracles(case):
         key = case.case_id()
         if key not in verdicts:
-            verdicts[key] = run_case(case, mutant, jfa_device, backward=False)
+            verdicts[key] = run_case(case, mutant, jfa_device, RunSettings(backward=False))
         result = verdicts[key]
         if result.failed:
             failing.append(case)
