@@ -512,11 +512,17 @@ class Case:
             b += n
         return out
 
+    @property
+    def mask(self) -> Mask:
+        """The case's mask (:class:`~jfa_verify.core.masks.Mask`: its kind and the alignment of its diagonal), the one
+        place a case's mask fields become a :class:`Mask` (the contract model's ``mask`` dimension reads it)."""
+        return Mask.of(self.causal, self.window, self.causal_alignment)
+
     def describe(self) -> str:
         """One-line human summary, e.g. ``self causal/top_left bfloat16 B=4 Tk=45 H=4/2 D=32``, then any
         softmax scale given, layout, value distribution, offsets start or offsets dtype other than the default
         (``sm_scale=0.051 offsets_start=3``)."""
-        m = Mask.of(self.causal, self.window, self.causal_alignment)
+        m = self.mask
         mask = "full" if m.none else str(m) if self.window is None else f"{m.kind}{list(self.window)}/{m.alignment}"
         q = ""
         if self.mode == "cross":

@@ -311,7 +311,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("mask", "causal mask and/or window, and where their diagonal lies", {
         str(m): "no mask" if m.none else f"{m.kind}, query i's diagonal at key "
         + ("i" if m.alignment == "top_left" else "i + L_k - L_q") for m in Mask.classes()
-    }, lambda c, t: {str(Mask.of(c.causal, c.window, c.causal_alignment))}, _mask_support),
+    }, lambda c, t: {str(c.mask)}, _mask_support),
     Dimension("relation", "each sequence's query length against its key length", {
         "equal": "L_q == L_k in every sequence",
         "shorter": "L_q < L_k in some sequence, never L_q > L_k, and not a tile apart (below)",
