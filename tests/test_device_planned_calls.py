@@ -73,6 +73,30 @@ def test_triton_jfa_device_plan_gives_the_host_plans_values_bit_for_bit(batch, m
     assert not want[0][:first].any() and torch.isneginf(want[1][:, :first]).all()  # rows of no sequence
 
 
+def test_a_device_plan_that_deals_otherwise_than_the_host_planner_fails_the_case(monkeypatch, jfa_device):
+    """Issue 38: a planning kernel that disagrees with the host planner on a drawn case is a failing case, even when
+    its numbers come out right (here two tiles trade programs: every tile still runs once)."""
+    import dataclasses
+
+    from jfa_verify import Case, run_case
+    from jfa_verify.scheduling import device_plan
+
+    planned = device_plan.DeviceLaunchPlan.arrays
+
+    def swapped(self, kind, **kw):
+        a = planned(self, kind, **kw)
+        order = torch.arange(a.tile_seq.numel())
+        order[:2] = torch.tensor([1, 0])
+        return dataclasses.replace(a, tile_seq=a.tile_seq[order], tile_block=a.tile_block[order], tile_id=a.tile_id[order])
+
+    case = Case(kv_lengths=(40, 0, 17, 3), dtype="float32", head_dim=16, num_heads_q=2, num_heads_kv=1)
+    assert run_case(case, "triton_jfa", jfa_device).status == "pass"
+    monkeypatch.setattr(device_plan.DeviceLaunchPlan, "arrays", swapped)
+    result = run_case(case, "triton_jfa", jfa_device)
+    assert result.status == "fail", result.explain()
+    assert "not the host planner's" in result.explain(), result.explain()
+
+
 def test_without_hints_the_offsets_are_still_checked():
     q, k, v, _ = _inputs([4, 4])
     bad = torch.tensor([0, 6, 5], dtype=torch.int32)

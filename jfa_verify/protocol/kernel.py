@@ -257,10 +257,18 @@ class PassPlan:
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """What an instrumented kernel ran: its tile sizes and a :class:`PassPlan` per pass (``fwd``, ``dq``, ``dkdv``)."""
+    """What an instrumented kernel ran: its tile sizes and a :class:`PassPlan` per pass (``fwd``, ``dq``, ``dkdv``).
+
+    A kernel that plans its launches on the device (:mod:`jfa_verify.scheduling.device_plan`) also gives, per pass,
+    the launch arrays it ran (``arrays``, read back) and the ones its host planner makes for the same call
+    (``reference``), each ``{"tile_seq", "tile_block", "tile_id", "prog_start"}`` int lists: the framework checks
+    that they agree (a planner that disagrees with the host planner on a drawn case fails that case).
+    """
 
     tiles: TileSizes
     passes: Mapping[str, PassPlan]
+    arrays: Optional[Mapping[str, Mapping[str, list]]] = None
+    reference: Optional[Mapping[str, Mapping[str, list]]] = None
 
 
 @dataclass

@@ -38,7 +38,8 @@ from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler, d
 from jfa_verify.scheduling.schedules import Schedule, Tile, workloads_backward, workloads_forward
 
 __all__ = ["DEVICE_SCHEDULERS", "DeviceLaunchPlan", "DeviceTiles", "PlanArrays", "capacity", "clamped_lengths",
-           "device_tiles", "fused_pass", "plannable", "plan_pass", "host_arrays", "to_pass_plan"]
+           "device_tiles", "disagreement", "fused_pass", "plannable", "plan_pass", "host_arrays", "read_back",
+           "to_pass_plan"]
 
 # Scheduler names a device plan reproduces. "grid": one tile per program (no persistent loop);
 # "round_robin" drops cluster sentinels exactly as the host programs do, so it deals like "launch_order".
@@ -268,6 +269,32 @@ def host_arrays(plan: PassPlan) -> dict:
         starts.append(starts[-1] + len(prog))
     return dict(tile_seq=[plan.workloads[i].sequence for i in order], tile_block=[plan.workloads[i].block for i in order],
                 tile_id=order, prog_start=starts)
+
+
+def read_back(arrays: PlanArrays) -> dict:
+    """A device plan's launch arrays as int lists (one synchronization), :func:`host_arrays`' format with the
+    entries the launch reads: the tiles of its programs."""
+    starts = arrays.prog_start.tolist()
+    used = starts[-1] if starts else 0
+    return dict(tile_seq=arrays.tile_seq[:used].tolist(), tile_block=arrays.tile_block[:used].tolist(),
+                tile_id=arrays.tile_id[:used].tolist(), prog_start=starts)
+
+
+def disagreement(device: dict, host: dict) -> Optional[str]:
+    """Where a device plan's arrays (:func:`read_back`) differ from the host planner's (:func:`host_arrays`, or a
+    kernel's own host arrays in that format), or None. A grid's extra device programs past the host's are empty."""
+    d_starts, h_starts = device["prog_start"], host["prog_start"]
+    if d_starts[: len(h_starts)] != h_starts or set(d_starts[len(h_starts):]) - {h_starts[-1]}:
+        first = next((p for p, (a, b) in enumerate(zip(d_starts, h_starts)) if a != b), min(len(d_starts), len(h_starts)))
+        return (f"program starts differ from program {first}: device {d_starts[first:first + 4]}, host "
+                f"{h_starts[first:first + 4]} ({len(d_starts) - 1} device programs, {len(h_starts) - 1} host)")
+    for name in ("tile_id", "tile_seq", "tile_block"):
+        if device[name] != host[name]:
+            i = next((i for i, (a, b) in enumerate(zip(device[name], host[name])) if a != b),
+                     min(len(device[name]), len(host[name])))
+            return (f"{name} differs at position {i}: device {device[name][i:i + 4]}, host {host[name][i:i + 4]} "
+                    f"({len(device[name])} device entries, {len(host[name])} host)")
+    return None
 
 
 def to_pass_plan(arrays: PlanArrays, kind: str, workloads: list[Tile]) -> PassPlan:

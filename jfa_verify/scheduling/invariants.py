@@ -25,6 +25,7 @@ Violation kinds:
 ``visits_shape``          a visit or program-id array of the wrong shape
 ``visit_count``           a tile visited a number of times other than scheduled
 ``program_id``            a tile run by a program other than its scheduled SM
+``device_plan``           launch arrays planned on the device differ from the host planner's
 ========================  =====================================================
 """
 
@@ -443,4 +444,11 @@ def check_instrumented_run(plan: LaunchPlan, visits: Visits, *, passes: Sequence
         if planned.schedule is not None:
             for v in check_schedule(planned.schedule, planned.workloads, cluster_size=planned.cluster_size):
                 out.append(Violation(v.kind, f"{kind}: {v.message}", tile=v.tile, sm=v.sm))
+        if plan.arrays is not None and plan.reference is not None and kind in plan.arrays and kind in plan.reference:
+            from jfa_verify.scheduling.device_plan import disagreement
+
+            why = disagreement(plan.arrays[kind], plan.reference[kind])
+            if why is not None:
+                out.append(Violation("device_plan", f"{kind}: the launch arrays planned on the device are not the "
+                                     f"host planner's: {why}"))
     return out

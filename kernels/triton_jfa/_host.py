@@ -292,6 +292,16 @@ class TritonJFA:
         """
         return self._run(problem.call_shape(), q, k, v, q_offsets, k_offsets, problem if instrument else None)
 
+    def _checked_plan(self, arrays: "DevicePlan", problem: JaggedProblem) -> LaunchPlan:
+        """The device plan read back, with the host planner's arrays for the same call beside it (the framework
+        checks they agree: :func:`jfa_verify.scheduling.device_plan.disagreement`)."""
+        host, _ = plan_launch(problem, self.scheduler, tf32=self.tf32)
+        kinds = ("fwd", "dq", "dkdv")
+        as_lists = lambda a: {name: a[name].tolist() for name in ("tile_seq", "tile_block", "tile_id", "prog_start")}  # noqa: E731
+        return LaunchPlan(arrays.cfg["tiles"], arrays.pass_plans(problem),
+                          arrays={kind: device_plan.read_back(arrays.arrays(kind)) for kind in kinds},
+                          reference={kind: as_lists(host[kind]) for kind in kinds})
+
     def _run(self, shape: CallShape, q, k, v, q_offsets, k_offsets, instrumented: Optional[JaggedProblem]) -> KernelRun:
         reason = KERNEL_CAPABILITIES.unsupported_reason(shape)
         if reason is not None:
@@ -301,7 +311,7 @@ class TritonJFA:
         if device_plan.plannable(self.scheduler):
             arrays = DevicePlan(shape, q_offsets, k_offsets, self.scheduler, self.tf32,
                                 with_ids=instrumented is not None)
-            plan = None if instrumented is None else LaunchPlan(arrays.cfg["tiles"], arrays.pass_plans(instrumented))
+            plan = None if instrumented is None else self._checked_plan(arrays, instrumented)
         else:  # a scheduler only the host simulates: plan on the host (reads the lengths)
             problem = instrumented or validate_inputs(q, k, v, q_offsets, k_offsets, causal=shape.causal,
                                                       causal_alignment=shape.causal_alignment,

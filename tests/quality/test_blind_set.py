@@ -1,8 +1,9 @@
 """The CI gate on the blind set: the default suite kills at least 95% of planted bugs that nobody has read.
 
-``tests/quality/blind_set.json`` is ``docs/evidence/detection-2026-12-02/blind2/catalogue.json``, copied in
-unread: 12 one-line bugs of ``triton_jfa`` written by a helper that had not read the suite, the strategies,
-the contract model or any other catalogue. Nobody working on the suite reads it, its survivors included; it
+``tests/quality/blind_set.json`` is ``docs/evidence/detection-2026-12-04/blind3/catalogue.json``, copied in
+unread: 25 one-line bugs of ``triton_jfa`` written by a helper that had not read the suite, the strategies,
+the contract model or any other catalogue (the set before it, ``blind2``, was rotated into the regression
+catalogue on 2026-12-04 when the device planner left one of its patches stale). Nobody working on the suite reads it, its survivors included; it
 is used through this gate's counts only. Once anyone reads it (a survivor to fix, say), it is no longer
 blind: it then joins the regression catalogue and a fresh blind set replaces it (``docs/mutation.md``,
 "Rotating the blind set").

@@ -165,7 +165,7 @@ def _one_host_mutant(tmp_path, name: str, description: str, statement: str) -> P
 
     header = {k: v for k, v in json.loads((Path(__file__).parent / "regression_catalogue.json").read_text()).items()
               if k != "mutants"}
-    line = "        first = problem.q_starts[0] if problem.batch else rows"
+    line = '    fw = plan["fwd"]'
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(dict(header, name=name, mutants=[
         {"name": name, "description": description, "target": "host", "old": line, "new": f"{line}; {statement}"}])))
@@ -212,7 +212,7 @@ def test_an_interrupted_mutants_command_keeps_the_verdicts_that_finished(tmp_pat
 
     header = {k: v for k, v in json.loads((Path(__file__).parent / "regression_catalogue.json").read_text()).items()
               if k != "mutants"}
-    line = "        first = problem.q_starts[0] if problem.batch else rows"
+    line = '    fw = plan["fwd"]'
     mutants = [{"name": name, "description": name, "target": "host", "old": line, "new": f"{line}; {statement}"}
                for name, statement in (("host_aborts", "__import__('os').abort()"),
                                        ("host_sleeps", "__import__('time').sleep(600)"))]
@@ -265,7 +265,9 @@ def test_the_campaign_stage_stops_at_its_first_finding(tmp_path, monkeypatch):
     # first failure (which alone is its verdict); on the H200 no mutant had a verdict in 250 s
     from jfa_verify.fuzz import campaign
 
-    path = _one_host_mutant(tmp_path, "host_raises", "the host code raises", "raise RuntimeError('planted')")
+    # (raises on every case but broadcast-Q ones: a kernel that raises everywhere is broken, not killed)
+    path = _one_host_mutant(tmp_path, "host_raises", "the host code raises",
+                            "assert problem.mode == 'broadcast_q', 'planted'")
     summaries = []
     real = campaign.run_campaign
     monkeypatch.setattr(campaign, "run_campaign", lambda *a, **k: summaries.append(real(*a, **k)) or summaries[-1])
@@ -434,6 +436,6 @@ def test_the_mutants_command_fails_on_a_broken_mutant(tmp_path, capsys):
 def test_a_kernel_that_raises_on_some_valid_cases_and_computes_others_is_killed_by_the_raise(tmp_path):
     # the raise is then the finding: the kernel rejects an input its contract accepts
     path = _one_host_mutant(tmp_path, "host_raises_on_empty", "the host code raises on an empty sequence",
-                            "assert all(n > 0 for n in problem.k_lengths)")
+                            "assert bool((k_off[1:] > k_off[:-1]).all())")
     result = run_mutant("host_raises_on_empty", catalogue=str(path), device="cpu", stage="targeted", max_examples=0)
     assert result.killed and result.killing_status == "error" and not result.killed_by_output, result
