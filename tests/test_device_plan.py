@@ -116,3 +116,22 @@ def test_unknown_scheduler_and_missing_program_count_are_named():
         plan_pass(tiles, "dynamic", 4)
     with pytest.raises(InvalidInput, match="SM count"):
         plan_pass(tiles, "zigzag")
+
+
+def test_a_process_with_the_compiled_planner_plans_cpu_tensors_with_torch(tmp_path):
+    """Regression (H200 gate, 2026-12-04): the GPU tests' process imports the planner compiled, then mutant tests run
+    CPU cases in the interpreter; the compiled planner was handed CPU tensors, every case raised, and two mutants
+    came out "broken". The planner's own mode decides now."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import os, torch\n"
+        "os.environ.pop('TRITON_INTERPRET', None)\n"
+        "from jfa_verify.scheduling import plan_kernels, device_plan\n"
+        "os.environ['TRITON_INTERPRET'] = '1'\n"
+        "print(type(plan_kernels._deal_kernel).__name__, device_plan.triton_planner_runs(torch.device('cpu')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["JITFunction", "False"], out.stdout

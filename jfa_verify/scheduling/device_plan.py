@@ -256,6 +256,21 @@ def fused_pass(lengths: torch.Tensor, other_lengths: torch.Tensor, block: int, c
     return PlanArrays(tile_seq, tile_block, tile_id, prog_start, n, scheduler)
 
 
+def triton_planner_runs(device: torch.device) -> bool:
+    """Whether :func:`fused_pass` runs on ``device``'s tensors in this process: compiled on CUDA, or in the
+    interpreter on the CPU. ``@triton.jit`` chose one of the two when the planner's module was first imported (a
+    process that ran CUDA cases and then CPU ones, as the GPU gate's mutant tests do, has the compiled planner),
+    so the module's own mode decides, not the environment now."""
+    from jfa_verify.core.device import interpreting
+
+    if device.type != "cuda" and not interpreting():
+        return False
+    from jfa_verify.scheduling import plan_kernels
+
+    interpreted = type(plan_kernels._deal_kernel).__name__ == "InterpretedFunction"
+    return interpreted == (device.type != "cuda")
+
+
 def triton_cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -352,12 +367,10 @@ class DeviceLaunchPlan:
 
     def __init__(self, shape: CallShape, q_offsets, k_offsets, scheduler, block_m: int, block_n: int, *,
                  with_ids: bool = False):
-        from jfa_verify.core.device import interpreting
-
         self.shape, self.scheduler, self.block_m, self.block_n = shape, scheduler, block_m, block_n
         self.with_ids = with_ids
         # the Triton planner wherever Triton runs these tensors; else the torch reference (same arrays)
-        self.fused = shape.device.type == "cuda" or interpreting()
+        self.fused = triton_planner_runs(shape.device)
         self.k_off = clamped_offsets(k_offsets, shape.total_k_rows)
         k_len = (self.k_off[1:] - self.k_off[:-1]).to(torch.int64)
         if shape.mode == "broadcast_q":
