@@ -444,9 +444,10 @@ def check_instrumented_run(plan: LaunchPlan, visits: Visits, *, passes: Sequence
         if planned.schedule is not None:
             for v in check_schedule(planned.schedule, planned.workloads, cluster_size=planned.cluster_size):
                 out.append(Violation(v.kind, f"{kind}: {v.message}", tile=v.tile, sm=v.sm))
-        if plan.arrays is not None and plan.reference is not None and kind in plan.arrays and kind in plan.reference:
-            from jfa_verify.scheduling.device_plan import disagreement
+    if plan.arrays is not None and plan.reference is not None:  # every launch's arrays, the passes' and others'
+        from jfa_verify.scheduling.device_plan import disagreement
 
+        for kind in sorted(set(plan.arrays) & set(plan.reference)):
             why = disagreement(plan.arrays[kind], plan.reference[kind])
             if why is not None:
                 out.append(Violation("device_plan", f"{kind}: the launch arrays planned on the device are not the "

@@ -296,11 +296,12 @@ class TritonJFA:
         """The device plan read back, with the host planner's arrays for the same call beside it (the framework
         checks they agree: :func:`jfa_verify.scheduling.device_plan.disagreement`)."""
         host, _ = plan_launch(problem, self.scheduler, tf32=self.tf32)
-        kinds = ("fwd", "dq", "dkdv")
         as_lists = lambda a: {name: a[name].tolist() for name in ("tile_seq", "tile_block", "tile_id", "prog_start")}  # noqa: E731
+        device = {kind: arrays.arrays(kind) for kind in ("fwd", "dq", "dkdv")}
+        device["pre"] = arrays.arrays("dq", grid=True)  # the delta preprocess: one program per query tile
         return LaunchPlan(arrays.cfg["tiles"], arrays.pass_plans(problem),
-                          arrays={kind: device_plan.read_back(arrays.arrays(kind)) for kind in kinds},
-                          reference={kind: as_lists(host[kind]) for kind in kinds})
+                          arrays={kind: device_plan.read_back(a) for kind, a in device.items()},
+                          reference={kind: as_lists(host[kind]) for kind in device})
 
     def _run(self, shape: CallShape, q, k, v, q_offsets, k_offsets, instrumented: Optional[JaggedProblem]) -> KernelRun:
         reason = KERNEL_CAPABILITIES.unsupported_reason(shape)
