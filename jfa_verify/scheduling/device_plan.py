@@ -33,13 +33,13 @@ import torch
 
 from jfa_verify.core.contract import CallShape, JaggedProblem, _diagonal_bounds
 from jfa_verify.core.errors import InvalidInput
-from jfa_verify.protocol.kernel import PassPlan
+from jfa_verify.protocol.kernel import LaunchPlan, PassPlan, TileSizes
 from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler, default_num_sms
 from jfa_verify.scheduling.schedules import Schedule, Tile, workloads_backward, workloads_forward
 
 __all__ = ["DEVICE_SCHEDULERS", "DeviceLaunchPlan", "DeviceTiles", "PlanArrays", "capacity", "clamped_lengths",
-           "device_tiles", "disagreement", "fused_pass", "plannable", "plan_pass", "host_arrays", "read_back",
-           "to_pass_plan"]
+           "device_tiles", "disagreement", "flatten_programs", "fused_pass", "launch_plan", "launch_tensors", "plannable",
+           "plan_pass", "host_arrays", "read_back", "to_pass_plan"]
 
 # Scheduler names a device plan reproduces. "grid": one tile per program (no persistent loop);
 # "round_robin" drops cluster sentinels exactly as the host programs do, so it deals like "launch_order".
@@ -275,15 +275,44 @@ def triton_cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def flatten_programs(programs, num_tiles: int, *, drop_empty: bool = False) -> tuple[list[int], list[int]]:
+    """The one schedule flattening: programs (lists of tile indices) as ``(order, prog_start)``, program ``p``
+    running ``order[prog_start[p]:prog_start[p + 1]]``. ``drop_empty``: programs with no tile get no entry (a
+    kernel that launches no CTA for them).
+
+    Raises:
+        InvalidInput: a program lists an index outside ``[0, num_tiles)`` (a ValueError).
+    """
+    order: list[int] = []
+    starts = [0]
+    for prog in programs:
+        if drop_empty and len(prog) == 0:
+            continue
+        for idx in prog:
+            idx = int(idx)
+            if not 0 <= idx < num_tiles:
+                raise InvalidInput(f"schedule tile index {idx} outside [0, {num_tiles}); a schedule lists tile "
+                                   f"indices")
+            order.append(idx)
+        starts.append(len(order))
+    return order, starts
+
+
 def host_arrays(plan: PassPlan) -> dict:
     """The host plan's launch arrays as int lists: ``tile_seq``, ``tile_block``, ``tile_id`` (program order)
-    and ``prog_start`` (``programs + 1`` entries), the reference a device plan must equal."""
-    order = [int(i) for prog in plan.programs for i in prog]
-    starts = [0]
-    for prog in plan.programs:
-        starts.append(starts[-1] + len(prog))
+    and ``prog_start`` (``programs + 1`` entries), the reference a device plan must equal
+    (:func:`flatten_programs` of its programs)."""
+    order, starts = flatten_programs(plan.programs, len(plan.workloads))
     return dict(tile_seq=[plan.workloads[i].sequence for i in order], tile_block=[plan.workloads[i].block for i in order],
                 tile_id=order, prog_start=starts)
+
+
+def launch_tensors(lists: dict, device) -> dict:
+    """:func:`host_arrays`' int lists as a launch's int32 tensors on ``device``, with ``programs`` (an int)."""
+    as_i32 = lambda xs: torch.tensor(xs, dtype=torch.int32, device=device)  # noqa: E731
+    out = {name: as_i32(lists[name]) for name in ("tile_seq", "tile_block", "tile_id", "prog_start")}
+    out["programs"] = len(lists["prog_start"]) - 1
+    return out
 
 
 def read_back(arrays: PlanArrays) -> dict:
@@ -423,3 +452,37 @@ class DeviceLaunchPlan:
         bwd = workloads_backward(problem.q_lengths, problem.k_lengths, self.block_n, **mask)
         return {kind: to_pass_plan(self.arrays(kind), kind, tiles) for kind, tiles in (("fwd", fwd), ("dq", fwd),
                                                                                         ("dkdv", bwd))}
+
+
+PASSES = ("fwd", "dq", "dkdv")
+
+
+def launch_plan(planned: DeviceLaunchPlan, problem: JaggedProblem, tiles: TileSizes, *,
+                grids: Optional[dict] = None) -> LaunchPlan:
+    """The :class:`~jfa_verify.protocol.kernel.LaunchPlan` of an instrumented launch planned on the device: every
+    pass of ``planned`` read back (one synchronization per pass) as a :class:`PassPlan` over ``problem``'s host
+    workloads, and, per launch, the arrays it ran (:func:`read_back`) beside the host planner's for the same call
+    (``planned.scheduler`` dealing the framework's workloads, :func:`host_arrays`): the framework's
+    :func:`~jfa_verify.scheduling.invariants.check_instrumented_run` judges the schedules and reports a
+    ``device_plan`` violation where the two disagree. Every native kernel that plans on the device builds its
+    plan here.
+
+    Args:
+        planned: the :class:`DeviceLaunchPlan` the kernel launched from (``with_ids=True``, so ``tile_id`` holds
+            the host workload indices).
+        problem: the validated problem of the call (its lengths are the host planner's input).
+        tiles: the kernel's tile sizes (``LaunchPlan.tiles``).
+        grids: extra launches of one tile per program, ``{name: pass}`` (``triton_jfa``'s delta preprocess runs
+            the dQ pass's tiles as a grid: ``{"pre": "dq"}``); checked against the host's grid of those tiles.
+    """
+    from jfa_verify.scheduling.planning import GridScheduler
+
+    passes = planned.pass_plans(problem)
+    scheduler = planned.scheduler
+    host = {kind: scheduler(list(passes[kind].workloads), kind, problem) for kind in PASSES}
+    device = {kind: planned.arrays(kind) for kind in PASSES}
+    for name, kind in (grids or {}).items():
+        device[name] = planned.arrays(kind, grid=True)
+        host[name] = GridScheduler()(list(passes[kind].workloads), kind, problem)
+    return LaunchPlan(tiles, passes, arrays={kind: read_back(a) for kind, a in device.items()},
+                      reference={kind: host_arrays(p) for kind, p in host.items()})

@@ -399,7 +399,28 @@ def assert_schedule_ok(
         raise ScheduleInvariantError(format_violations(violations, header=header), violations)
 
 
-def check_instrumented_run(plan: LaunchPlan, visits: Visits, *, passes: Sequence[str] = ("fwd", "dq", "dkdv")
+def _plan_alone(kind: str, planned) -> list[Violation]:
+    """A pass's plan without visits: its schedule's invariants (:func:`check_schedule`) or, for a pass no framework
+    schedule built (a grid), each valid tile listed in exactly one program slot and no empty tile listed."""
+    if planned.schedule is not None:
+        return [Violation(v.kind, f"{kind}: {v.message}", tile=v.tile, sm=v.sm)
+                for v in check_schedule(planned.schedule, planned.workloads, cluster_size=planned.cluster_size)]
+    listed = np.zeros(len(planned.workloads), dtype=np.int64)
+    for prog in planned.programs:
+        for idx in prog:
+            if 0 <= idx < len(listed):
+                listed[idx] += 1
+    out = []
+    for idx, t in enumerate(planned.workloads):
+        want = 0 if t.empty else 1
+        if listed[idx] != want:
+            what = "an empty tile is planned" if want == 0 else "a valid tile is not planned exactly once"
+            out.append(Violation("visit_count", f"{kind}: tile {idx} (sequence {t.sequence}, block {t.block}) is in "
+                                 f"the plan {listed[idx]} times: {what}", tile=idx))
+    return out
+
+
+def check_instrumented_run(plan: LaunchPlan, visits: Optional[Visits], *, passes: Sequence[str] = ("fwd", "dq", "dkdv")
                            ) -> list[Violation]:
     """Check an instrumented kernel run (:class:`~jfa_verify.protocol.kernel.KernelRun`'s ``plan`` and ``visits``).
 
@@ -407,11 +428,13 @@ def check_instrumented_run(plan: LaunchPlan, visits: Visits, *, passes: Sequence
     tile with rows must have run exactly once and each empty tile never, and
     each tile must have run on the program its plan gave it. When a framework
     scheduler built the pass (``PassPlan.schedule``), the host invariants of
-    :func:`check_schedule` are checked too.
+    :func:`check_schedule` are checked too. A kernel that records no visits
+    (``visits=None``: ``gluon_jfa``) has its plan judged alone: the
+    schedules' invariants and the device plan against the host planner's.
 
     Args:
         plan: the :class:`~jfa_verify.protocol.kernel.LaunchPlan` the kernel ran.
-        visits: the :class:`~jfa_verify.protocol.kernel.Visits` it recorded.
+        visits: the :class:`~jfa_verify.protocol.kernel.Visits` it recorded, or None when it records none.
         passes: which passes ran (omit the backward ones after a forward-only run).
 
     Returns:
@@ -420,6 +443,9 @@ def check_instrumented_run(plan: LaunchPlan, visits: Visits, *, passes: Sequence
     out: list[Violation] = []
     for kind in passes:
         planned = plan.passes[kind]
+        if visits is None:
+            out += _plan_alone(kind, planned)
+            continue
         tiles = planned.workloads
         counts = np.asarray(visits.counts[kind].cpu())
         ran_on = np.asarray(visits.programs[kind].cpu())

@@ -23,6 +23,7 @@ CAPABILITIES = Capabilities(
     min_compute_capability=(9, 0),
     max_compute_capability=(9, 0),  # wgmma and setmaxnreg are sm_90a instructions
     deterministic=True,  # no atomics: dK/dV and dQ each written by one program
+    instrumented=True,  # launch(instrument=True) returns its LaunchPlan (no visits: the plan is judged alone)
 )
 
 

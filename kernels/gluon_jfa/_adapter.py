@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from typing import Optional
 
 from jfa_verify.core.contract import CallShape, JaggedProblem, check_offsets_dense, validate_call, validate_inputs
-from jfa_verify.protocol.kernel import KernelRun
+from jfa_verify.protocol.kernel import KernelRun, LaunchPlan, TileSizes
 from jfa_verify.scheduling import device_plan
 from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
 
@@ -38,47 +40,81 @@ class GluonJFA:
             shape = validate_call(q, k, v, q_offsets, k_offsets, **options)
         else:
             shape = validate_inputs(q, k, v, q_offsets, k_offsets, **options).call_shape()
-        return self._run(shape, None, q, k, v, q_offsets, k_offsets)
+        return self._run(shape, None, q, k, v, q_offsets, k_offsets).outputs()
 
     def launch(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, instrument: bool = False) -> KernelRun:
         """One forward on a validated ``problem``, planned as the public call plans it: the framework's query tiles
         (``workloads_forward`` with BLOCK_M = 128) dealt by the scheduler hook (zigzag by cost by default); the
-        backward's dK/dV pass runs the hook's ``"dkdv"`` plan of ``workloads_backward`` tiles of 128 keys."""
-        o, lse = self._run(problem.call_shape(), problem, q, k, v, q_offsets, k_offsets)
-        return KernelRun(o, lse)
+        backward's dK/dV pass runs the hook's ``"dkdv"`` plan of ``workloads_backward`` tiles of 128 keys.
 
-    def _run(self, shape: CallShape, problem, q, k, v, q_offsets, k_offsets):
+        With ``instrument``, the run's ``plan`` is the :class:`LaunchPlan` it launched from (:meth:`plan`): the
+        framework checks its schedules and, for a plan made on the device, that its arrays are the host planner's.
+        The kernels record no visits (``visits`` stays None)."""
+        return self._run(problem.call_shape(), problem if instrument else None, q, k, v, q_offsets, k_offsets)
+
+    def tiles(self, shape) -> TileSizes:
+        """The forward's and dQ's query tiles (BLOCK_M rows) and the dK/dV pass's key tiles."""
+        block_m, _ = self.host.tile_sizes(shape.head_dim, shape.dtype)
+        return TileSizes(block_m, self.host.BWD_DKDV_TILES[1])
+
+    def plan(self, shape: CallShape, q_offsets, k_offsets, instrumented: Optional[JaggedProblem] = None
+             ) -> tuple[Optional[device_plan.DeviceLaunchPlan], Optional[LaunchPlan]]:
+        """``(device plan, LaunchPlan)`` of a call: the :class:`~jfa_verify.scheduling.device_plan.DeviceLaunchPlan`
+        the kernels launch from (None for a scheduler only the host simulates, which needs ``instrumented``'s
+        lengths) and, for an ``instrumented`` problem, its :class:`LaunchPlan`
+        (:func:`jfa_verify.scheduling.device_plan.launch_plan`; host-simulated: the host planner's passes). No
+        kernel runs: this works on any device's offsets."""
+        tiles = self.tiles(shape)
+        if device_plan.plannable(self.scheduler):
+            planned = device_plan.DeviceLaunchPlan(shape, q_offsets, k_offsets, self.scheduler, tiles.block_m,
+                                                   tiles.block_n, with_ids=instrumented is not None)
+            checked = None if instrumented is None else device_plan.launch_plan(planned, instrumented, tiles)
+            return planned, checked
+        if instrumented is None:
+            return None, None
+        fwd = self.scheduler(self._workloads(instrumented, backward=False), "fwd", instrumented)
+        passes = {"fwd": fwd, "dq": dataclasses.replace(fwd, kind="dq"),  # the dQ pass runs the forward's programs
+                  "dkdv": self.scheduler(self._workloads(instrumented, backward=True), "dkdv", instrumented)}
+        return None, LaunchPlan(tiles, passes)
+
+    def _workloads(self, problem: JaggedProblem, *, backward: bool) -> list:
+        tiles = self.tiles(problem)
+        workloads = workloads_backward if backward else workloads_forward
+        return workloads(problem.q_lengths, problem.k_lengths, tiles.block_n if backward else tiles.block_m,
+                         causal=problem.causal, causal_alignment=problem.causal_alignment)
+
+    def _run(self, shape: CallShape, instrumented, q, k, v, q_offsets, k_offsets) -> KernelRun:
         check_offsets_dense("q_offsets", q_offsets)
         check_offsets_dense("k_offsets", k_offsets)
         poison = os.environ.get(self.host.POISON_ENV, "") == "1"
-        if device_plan.plannable(self.scheduler):
-            block_m, _ = self.host.tile_sizes(shape.head_dim, shape.dtype)
-            plan = device_plan.DeviceLaunchPlan(shape, q_offsets, k_offsets, self.scheduler, block_m,
-                                                self.host.BWD_DKDV_TILES[1])
+        planned, checked = self.plan(shape, q_offsets, k_offsets, instrumented)
+        if planned is not None:
             launch_problem = self.host.from_shape(shape, q, k, v, q_offsets, k_offsets, poison)
-            q_off = None if q_offsets is None else plan.q_off
-            return self.host._GluonJaggedAttention.apply(q, k, v, q_off, plan.k_off, self.kernels, launch_problem,
-                                                         None, plan.arrays("fwd"), poison,
-                                                         lambda: (None, plan.arrays("dkdv")))
+            q_off = None if q_offsets is None else planned.q_off
+            o, lse = self.host._GluonJaggedAttention.apply(q, k, v, q_off, planned.k_off, self.kernels, launch_problem,
+                                                           None, planned.arrays("fwd"), poison,
+                                                           lambda: (None, planned.arrays("dkdv")))
+            return KernelRun(o, lse, checked)
         # a scheduler only the host simulates: the lengths are read and the plan built in Python
-        problem = problem or validate_inputs(q, k, v, q_offsets, k_offsets, causal=shape.causal,
-                                             causal_alignment=shape.causal_alignment, sm_scale=shape.sm_scale)
+        problem = instrumented or validate_inputs(q, k, v, q_offsets, k_offsets, causal=shape.causal,
+                                                  causal_alignment=shape.causal_alignment, sm_scale=shape.sm_scale)
         launch_problem = self.host.from_problem(problem, q, k, v)
-        block_m, _ = self.host.tile_sizes(problem.head_dim, problem.dtype)
-        workloads = workloads_forward(problem.q_lengths, problem.k_lengths, block_m, causal=problem.causal,
-                                      causal_alignment=problem.causal_alignment)
-        planned = self.scheduler(workloads, "fwd", problem)
+        workloads = self._workloads(problem, backward=False)
+        planned_fwd = checked.passes["fwd"] if checked is not None else self.scheduler(workloads, "fwd", problem)
         tiles = [(t.sequence, t.block) for t in workloads]
-        programs = [list(p) for p in planned.programs]
-        return self.host._GluonJaggedAttention.apply(q, k, v, q_offsets, k_offsets, self.kernels, launch_problem,
-                                                     tiles, programs, poison, lambda: self.dkdv_plan(problem))
+        programs = [list(p) for p in planned_fwd.programs]
+        dkdv = ((lambda: self._as_lists(checked.passes["dkdv"])) if checked is not None
+                else (lambda: self.dkdv_plan(problem)))
+        o, lse = self.host._GluonJaggedAttention.apply(q, k, v, q_offsets, k_offsets, self.kernels, launch_problem,
+                                                       tiles, programs, poison, dkdv)
+        return KernelRun(o, lse, checked)
+
+    @staticmethod
+    def _as_lists(planned) -> tuple[list, list]:
+        return [(t.sequence, t.block) for t in planned.workloads], [list(p) for p in planned.programs]
 
     def dkdv_plan(self, problem: JaggedProblem) -> tuple[list, list]:
         """The dK/dV pass's ``(tiles, programs)``: ``workloads_backward`` tiles of BLOCK_N keys dealt by the
         scheduler hook's ``"dkdv"`` plan. Built by the backward only (its cost model is milliseconds of Python on
         a 2,000-tile batch; a forward alone does not pay it)."""
-        _, block_n = self.host.BWD_DKDV_TILES
-        workloads = workloads_backward(problem.q_lengths, problem.k_lengths, block_n, causal=problem.causal,
-                                       causal_alignment=problem.causal_alignment)
-        planned = self.scheduler(workloads, "dkdv", problem)
-        return [(t.sequence, t.block) for t in workloads], [list(p) for p in planned.programs]
+        return self._as_lists(self.scheduler(self._workloads(problem, backward=True), "dkdv", problem))

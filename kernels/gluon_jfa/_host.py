@@ -218,16 +218,9 @@ def _schedule(problem: _Problem, tiles, programs, num_sms: int, device, heads: O
             raise ValueError(f"tile ({b}, {m}) outside the batch of {problem.batch} sequences")
     if programs is None:
         programs = round_robin_programs(len(tiles), num_sms)
-    order, starts = [], [0]
-    for prog in programs:
-        if len(prog) == 0:
-            continue  # an idle program needs no CTA
-        for i in prog:
-            i = int(i)
-            if not 0 <= i < len(tiles):
-                raise ValueError(f"program tile index {i} outside [0, {len(tiles)})")
-            order.append(i)
-        starts.append(len(order))
+    from jfa_verify.scheduling.device_plan import flatten_programs
+
+    order, starts = flatten_programs(programs, len(tiles), drop_empty=True)  # an idle program needs no CTA
     n_prog = len(starts) - 1
     if n_prog == 0:
         return None

@@ -33,26 +33,10 @@ from jfa_verify.scheduling.schedules import workloads_backward, workloads_forwar
 __all__ = ["TritonJFA", "plan_launch", "DevicePlan"]
 
 
-def _schedule_arrays(workloads, programs, device) -> dict:
-    """Flatten program lists into the kernel's ``TILE_SEQ``/``TILE_BLOCK``/``TILE_ID``/``PROG_TILE_START``."""
-    order: list[int] = []
-    starts = [0]
-    for prog in programs:
-        for idx in prog:
-            idx = int(idx)
-            if not 0 <= idx < len(workloads):
-                raise ValueError(f"schedule tile index {idx} outside [0, {len(workloads)}); "
-                                 f"a schedule lists tile indices")
-            order.append(idx)
-        starts.append(len(order))
-    as_i32 = lambda xs: torch.tensor(xs, dtype=torch.int32, device=device)  # noqa: E731
-    return dict(
-        tile_seq=as_i32([workloads[i].sequence for i in order]),
-        tile_block=as_i32([workloads[i].block for i in order]),
-        tile_id=as_i32(order),
-        prog_start=as_i32(starts),
-        programs=len(starts) - 1,
-    )
+def _schedule_arrays(plan, device) -> dict:
+    """A pass's programs as the kernel's ``TILE_SEQ``/``TILE_BLOCK``/``TILE_ID``/``PROG_START`` tensors (the
+    framework's one flattening, :func:`jfa_verify.scheduling.device_plan.host_arrays`)."""
+    return device_plan.launch_tensors(device_plan.host_arrays(plan), device)
 
 
 def plan_launch(problem: JaggedProblem, scheduler, *, tf32: bool = False) -> tuple[dict, LaunchPlan]:
@@ -62,10 +46,10 @@ def plan_launch(problem: JaggedProblem, scheduler, *, tf32: bool = False) -> tup
     fwd = workloads_forward(problem.q_lengths, problem.k_lengths, cfg["BLOCK_M"], **mask)
     bwd = workloads_backward(problem.q_lengths, problem.k_lengths, cfg["BLOCK_N"], **mask)
     passes = {kind: scheduler(tiles, kind, problem) for kind, tiles in (("fwd", fwd), ("dq", fwd), ("dkdv", bwd))}
-    arrays = {kind: _schedule_arrays(p.workloads, p.programs, problem.device) for kind, p in passes.items()}
+    arrays = {kind: _schedule_arrays(p, problem.device) for kind, p in passes.items()}
     # delta preprocess: one program per non-empty query tile, the same tiles as the dQ kernel
     pre = GridScheduler()(fwd, "dq", problem)
-    arrays["pre"] = _schedule_arrays(pre.workloads, pre.programs, problem.device)
+    arrays["pre"] = _schedule_arrays(pre, problem.device)
     arrays["cfg"] = cfg
     return arrays, LaunchPlan(cfg["tiles"], passes)
 
@@ -293,15 +277,9 @@ class TritonJFA:
         return self._run(problem.call_shape(), q, k, v, q_offsets, k_offsets, problem if instrument else None)
 
     def _checked_plan(self, arrays: "DevicePlan", problem: JaggedProblem) -> LaunchPlan:
-        """The device plan read back, with the host planner's arrays for the same call beside it (the framework
-        checks they agree: :func:`jfa_verify.scheduling.device_plan.disagreement`)."""
-        host, _ = plan_launch(problem, self.scheduler, tf32=self.tf32)
-        as_lists = lambda a: {name: a[name].tolist() for name in ("tile_seq", "tile_block", "tile_id", "prog_start")}  # noqa: E731
-        device = {kind: arrays.arrays(kind) for kind in ("fwd", "dq", "dkdv")}
-        device["pre"] = arrays.arrays("dq", grid=True)  # the delta preprocess: one program per query tile
-        return LaunchPlan(arrays.cfg["tiles"], arrays.pass_plans(problem),
-                          arrays={kind: device_plan.read_back(a) for kind, a in device.items()},
-                          reference={kind: as_lists(host[kind]) for kind in device})
+        """The device plan read back, with the host planner's arrays for the same call beside it (the framework's
+        :func:`jfa_verify.scheduling.device_plan.launch_plan`); the delta preprocess runs the dQ tiles as a grid."""
+        return device_plan.launch_plan(arrays, problem, arrays.cfg["tiles"], grids={"pre": "dq"})
 
     def _run(self, shape: CallShape, q, k, v, q_offsets, k_offsets, instrumented: Optional[JaggedProblem]) -> KernelRun:
         reason = KERNEL_CAPABILITIES.unsupported_reason(shape)
