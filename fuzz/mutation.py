@@ -602,20 +602,30 @@ def _crash_result(name: str, mutant: Mutant, corpus_dir: Path, why: str) -> Muta
 CASE_TIMEOUT_S = 180.0
 
 
+def _adopt_environment(env: dict) -> None:
+    """A mutant process's initializer: the environment of the process that asked for it, whole."""
+    os.environ.clear()
+    os.environ.update(env)
+
+
 def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, case_timeout_s: float = CASE_TIMEOUT_S,
               stop: Optional[threading.Event] = None, **kwargs) -> Optional[MutantResult]:
-    """``run_mutant`` in a fresh spawned process (its own Triton state; a segfault ends only it). A case
+    """``run_mutant`` in a fresh process (its own Triton state; a segfault ends only it), forked from the fork
+    server that case workers use (a Python start-up of torch and Triton costs seconds a mutant). A case
     that runs past ``case_timeout_s`` (its write-ahead case file stays ``running``) kills the worker and
     the mutant: a hang is a finding, as in ``jfa-verify run --timeout``. When ``stop`` is set (Ctrl-C,
     SIGTERM) the worker is killed and there is no result (None)."""
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures import TimeoutError as FutureTimeout
     from concurrent.futures.process import BrokenProcessPool
 
+    from jfa_verify.run.isolation import worker_context
+
     corpus = root / name
     corpus.mkdir(parents=True, exist_ok=True)
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    # (the child takes this process's environment as a spawned one would, not the fork server's older one)
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=worker_context(), initializer=_adopt_environment,
+                               initargs=(dict(os.environ),))
 
     def kill_worker() -> None:
         for proc in list(getattr(pool, "_processes", {}).values()):
@@ -688,6 +698,9 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
         return results
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
+    from jfa_verify.run.isolation import start_worker_server, worker_context
+
+    start_worker_server(worker_context())  # (here, in the calling thread: the mutants' threads cannot make it deaf)
     stop = threading.Event()
     with tempfile.TemporaryDirectory(prefix="jfa-mutants-") as root, ThreadPoolExecutor(max_workers=jobs) as threads:
         futures = {threads.submit(_isolated, n, cat, catalogue, Path(root), case_timeout_s, stop, **options): n

@@ -33,7 +33,8 @@ from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.runner import CaseResult, not_judged
 from jfa_verify.run.settings import RunSettings
 
-__all__ = ["CaseWorker", "WorkerSpec", "crash_result", "death_in_words", "sticky_device_error"]
+__all__ = ["CaseWorker", "WorkerSpec", "crash_result", "death_in_words", "start_worker_server", "sticky_device_error",
+           "worker_context"]
 
 # Messages of CUDA errors after which the process's context is unusable (every later call fails):
 # the case is a crash, and the worker that saw it must not run another case.
@@ -168,13 +169,25 @@ def _answer(conn, spec: WorkerSpec, kernel, device) -> None:
         conn.send(result)
 
 
-def _context():
-    """A fork server that has imported torch and jfa-verify (fast restarts), else spawn."""
+def worker_context():
+    """The multiprocessing context for fresh worker processes: a fork server that has imported torch and jfa-verify
+    (a child costs a fork, not a Python start-up of seconds), else spawn. A child must set what it needs from the
+    environment itself (the fork server's is the one it started with)."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(_PRELOAD)
         return ctx
     return multiprocessing.get_context("spawn")
+
+
+def start_worker_server(ctx) -> None:
+    """Start :func:`worker_context`'s fork server now if it is one, deaf to Ctrl-C while it imports (a Ctrl-C then
+    would kill it, and every later child with it). Call from the main thread (elsewhere it starts hearing)."""
+    from jfa_verify.run.interrupts import children_start_deaf
+
+    if ctx.get_start_method() == "forkserver":
+        with children_start_deaf():
+            multiprocessing.forkserver.ensure_running()
 
 
 class CaseWorker:
@@ -204,20 +217,18 @@ class CaseWorker:
     # -- lifecycle -----------------------------------------------------------------
     def _start(self) -> None:
         t0 = time.perf_counter()
-        ctx = _context()
+        ctx = worker_context()
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child, self.spec, os.getpid(), self._answer), daemon=True,
                            name="jfa-verify-case-worker")
         from jfa_verify.run.interrupts import children_start_deaf
 
-        forks = ctx.get_start_method() == "forkserver"
-        with children_start_deaf():  # (the fork server's imports, or a spawned child's, would die of a Ctrl-C)
-            if forks:  # (started on its own: proc.start() waits for its imports, and this process must not be
-                multiprocessing.forkserver.ensure_running()  # deaf that long)
-            else:
+        if ctx.get_start_method() == "forkserver":
+            start_worker_server(ctx)  # (on its own: proc.start() waits for the child, and this process must not be
+            proc.start()  # deaf that long)
+        else:
+            with children_start_deaf():  # (a spawned child's imports would die of a Ctrl-C)
                 proc.start()
-        if forks:
-            proc.start()
         child.close()
         # Known at once, so that kill() from another thread (Ctrl-C under Verifier.verify_all) ends a child
         # still loading too, instead of leaving it to run its case to the end (or hang in it).

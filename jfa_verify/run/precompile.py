@@ -213,9 +213,9 @@ def _pool(workers: int, kernel_name: Optional[str], plugins, target,
           device_type: Optional[str] = None) -> ProcessPoolExecutor:
     import os
 
-    from jfa_verify.run.isolation import _context
+    from jfa_verify.run.isolation import worker_context
 
-    return ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_init_worker,
+    return ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(), initializer=_init_worker,
                                initargs=(kernel_name, tuple(plugins), target, os.getpid(), device_type))
 
 
