@@ -36,7 +36,9 @@ synchronizations CUPTI also records on the device's timeline, nor host<->device 
 host's staging) of
 ``--profile-calls`` calls, inside a range that ends with a synchronize, divided by the calls.
 Host share = (call time - kernel time) / call time: the part of a call the GPU waits for the host
-(negative values, from timing noise, are printed as 0). On the CPU (``--device cpu``, a smoke test of the
+in back-to-back calls (negative values, from timing noise, are printed as 0; a host faster than the GPU hides
+behind the queue and reads 0). "h ms" (``host_ms`` in the JSON, CUDA only) is the direct figure: the median
+wall time of one call from its start to its return, the device idle before it (:func:`host_call_ms`). On the CPU (``--device cpu``, a smoke test of the
 same code path on tiny batches) there is no device: call time is the profiled range's wall time of one call
 and "kernel time" the ATen operators' self CPU time in it, so the host share there is the share of Python
 (the Triton interpreter's included): a check of the code path, not a measurement.
@@ -113,6 +115,21 @@ def time_call(fn, rep_ms: float) -> float:
     from triton.testing import do_bench
 
     return float(do_bench(fn, warmup=max(1.0, rep_ms / 4), rep=rep_ms, return_mode="median"))
+
+
+def host_call_ms(fn, calls: int = 7) -> float:
+    """Median ms that ``fn()`` keeps the host busy, on CUDA: the wall time from the call to its return, each call
+    started on an idle device (a synchronize before it, none inside the timed span), so it is the host work the
+    call does before its last launch (validation, planning, launches, any synchronization it makes itself), not
+    the GPU's. A direct figure beside the host share, which is what the GPU waits for in back-to-back calls."""
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    torch.cuda.synchronize()
+    return float(sorted(times)[len(times) // 2])
 
 
 def _union_us(intervals) -> float:
@@ -336,6 +353,7 @@ def measure_config(kernels, batch, lengths, causal, dtype, d, args, device) -> l
                 if device.type == "cuda":  # (the CPU's call time is the profiled range's: no second timing)
                     # (no warm-up call: the correctness call and the first fwd+bwd call compiled everything)
                     row[f"{mode}_ms"] = time_call(fn, args.rep_ms)
+                    row[f"{mode}_host_ms"] = host_call_ms(fn)
                 segments[(i, mode)] = fn
             except Exception as exc:  # noqa: BLE001
                 row.update(status="error", reason=f"{mode}: {type(exc).__name__}: {str(exc)[:200]}")
@@ -357,7 +375,7 @@ def measure_config(kernels, batch, lengths, causal, dtype, d, args, device) -> l
 
 
 HEADER = (f"{'batch':22s} {'causal':6s} {'dtype':5s} {'D':>3s} {'kernel':20s} | {'fwd ms':>8s} {'ratio':>6s} "
-          f"{'host':>5s} | {'f+b ms':>8s} {'ratio':>6s} {'host':>5s} | peer")
+          f"{'host':>5s} {'h ms':>6s} | {'f+b ms':>8s} {'ratio':>6s} {'host':>5s} {'h ms':>6s} | peer")
 
 
 def line(row) -> str:
@@ -371,11 +389,13 @@ def line(row) -> str:
 
     def cell(mode):
         if f"{mode}_ms" not in row:
-            return f"{'-':>8s} {'-':>6s} {'-':>5s}"
+            return f"{'-':>8s} {'-':>6s} {'-':>5s} {'-':>6s}"
         ratio = row.get(f"{mode}_ratio")
         share = row.get(f"{mode}_host_share")
+        host_ms = row.get(f"{mode}_host_ms")
         return (f"{row[f'{mode}_ms']:8.3f} {(format(ratio, '.2f') + 'x') if ratio is not None else '-':>6s} "
-                f"{(format(share * 100, '.0f') + '%') if share is not None and share == share else '-':>5s}")
+                f"{(format(share * 100, '.0f') + '%') if share is not None and share == share else '-':>5s} "
+                f"{format(host_ms, '.3f') if host_ms is not None else '-':>6s}")
 
     tail = row["peer"] + (f" (no bwd: {row['bwd_reason'][:60]})" if "bwd_reason" in row else "")
     return head + f"{cell('fwd')} | {cell('fwd_bwd')} | {tail}"
@@ -437,7 +457,7 @@ def main(argv=None) -> int:
         kernels, skipped = usable_kernels(args.kernels, device)
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
         print(f"{name}, torch {torch.__version__}; ratio = peer time / kernel time (above 1: faster); "
-              f"host = (call - kernel time) / call", flush=True)
+              f"host = (call - kernel time) / call; h ms = host time of one call on an idle GPU", flush=True)
         for kname, why in skipped.items():
             print(f"skipped {kname}: {why}", flush=True)
         all_batches = run_batches(device.type)
