@@ -98,7 +98,7 @@ def test_the_gluon_check_refuses_a_machine_without_cuda_before_checking_anything
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    run = subprocess.run([sys.executable, str(ROOT / "ci" / "gpu_gluon_check.py"), "--out", str(tmp_path)],
+    run = subprocess.run([sys.executable, str(ROOT / "ci" / "gpu_gluon_check.py"), "--report", str(tmp_path / "r.json")],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "needs a CUDA device" in run.stderr
 

@@ -23,7 +23,7 @@ from jfa_verify.protocol.kernel import tiles_for_shape
 from jfa_verify.cases.pairs import covering_array
 from jfa_verify.checks.relations import Relation
 
-__all__ = ["Suite", "default_suite", "SUITES", "get_suite", "relation_checks", "suite_inputs"]
+__all__ = ["Suite", "default_suite", "jagged_grid_suite", "SUITES", "get_suite", "relation_checks", "suite_inputs"]
 
 DTYPES = DIFFERENTIABLE
 
@@ -201,7 +201,93 @@ def mha_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
     return Suite("mha", cases, base.note + "; MHA (H_kv = H_q)")
 
 
-SUITES = {"default": default_suite, "windows": windows_suite, "mha": mha_suite}
+def jagged_grid_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
+    """The jagged-length grid that ``ci/gpu_gluon_check.py`` checked ``gluon_jfa`` on, as cases any kernel runs
+    (judged by the framework's one tolerance rule): lengths at the kernel's query tile ±1 and twice it ±1 with an
+    empty and a half-tile sequence (``boundary``), a mixed batch, a batch mostly of empty sequences, twenty
+    one-token sequences, cross-attention with empty and one-token sequences on either side (L_q ≠ L_k), broadcast-Q
+    over jagged keys (with an empty and a one-token key sequence), one long sequence, MovieLens user histories,
+    offsets not starting at 0; no mask, causal top-left and bottom-right; MHA, GQA and MQA; bfloat16 and float16 at
+    D = 128 and 64.
+
+    On the GPU: the check's full sizes (D = 128 and 64; the long sequence 32 query tiles + 1, 4,097 for 128-row
+    tiles). On the CPU (Triton's interpreter): the fixed lengths scaled by 1/8 (the boundary and one-token ones are
+    not scaled: they sit at the kernel's own tiles), the long sequence 257, MovieLens batches of 6 and 12 scaled by
+    1/8, D = 32 and 16, so each case takes a few seconds. The check's explicit schedules (1-5 programs, every head
+    in one CTA) were ``gluon_jfa``'s own call options, not cases: here every kernel runs its own scheduler.
+    """
+    gpu = device_type == "cuda"
+    scale = 1.0 if gpu else 1 / 8
+    big, small = (128, 64) if gpu else (32, 16)  # the check's head dims, or the interpreter's
+    sized = lambda lengths: _scaled(tuple(lengths), scale)  # noqa: E731
+
+    def boundary(d):
+        bm, _ = tiles_for_shape(kernel, d, None, None, device_type).as_tuple()
+        return (1, bm - 1, bm, bm + 1, 2 * bm - 1, 2 * bm, 2 * bm + 1, 0, max(1, bm // 2))
+
+    mixed = sized((17, 300, 64, 1000, 129))
+    empties = sized((0, 5, 0, 0, 300, 0))
+    one_token = (1,) * 20 + (2, 3)
+    cross_q, cross_k = sized((64, 1, 200, 0, 129, 300, 7)), sized((300, 129, 17, 50, 0, 128, 1))
+    bq_k, bq_len = sized((0, 1, 100, 300, 129, 1000)), max(1, round(200 * scale))
+    long = (32 * tiles_for_shape(kernel, big, None, None, device_type).block_m + 1,) if gpu else (257,)
+    movielens = sample_movielens_batch(24 if gpu else 6, seed + 11, scale=scale)
+    movielens_many = sample_movielens_batch(200 if gpu else 12, seed + 12, scale=scale)
+    masks = {"none": dict(causal=False), "top_left": dict(causal=True),
+             "bottom_right": dict(causal=True, causal_alignment="bottom_right")}
+    rows = []  # (name, dtype, head dim, mask, heads (H_q, H_kv), key lengths, extra Case fields)
+
+    def add(dtype, d, mask, heads, kv, tag, **extra):
+        mode = extra.get("mode", "self")
+        label = {"self": "self", "cross": "cross", "broadcast_q": f"bq{extra.get('broadcast_q_len', '')}"}[mode]
+        name = f"{'bf16' if dtype == 'bfloat16' else 'fp16'}-d{d}-{label}-{mask}" + (f"-{tag}" if tag else "")
+        rows.append((name, dtype, d, mask, heads, tuple(kv), extra))
+
+    bf, fp = "bfloat16", "float16"
+    cross = dict(mode="cross", q_lengths=cross_q)
+    bq = dict(mode="broadcast_q", broadcast_q_len=bq_len)
+    for mask in masks:
+        add(bf, big, mask, (4, 4), boundary(big), "boundary")
+    add(bf, big, "none", (4, 4), mixed, "mixed")
+    add(bf, big, "top_left", (8, 2), mixed, "gqa8/2")
+    add(bf, big, "none", (8, 1), mixed, "mqa8/1")
+    for mask in masks:
+        add(bf, big, mask, (4, 4), cross_k, "", **cross)
+    for mask in masks:
+        add(bf, big, mask, (4, 2), bq_k, "", **bq)
+    add(bf, big, "top_left", (4, 4), empties, "empties")
+    add(bf, big, "none", (4, 4), one_token, "one_token")
+    add(bf, big, "top_left", (2, 2), long, "long")
+    add(bf, big, "top_left", (4, 4), movielens, "movielens")
+    add(bf, big, "none", (4, 2), movielens, "movielens")
+    add(bf, big, "top_left", (4, 4), mixed, "offset0", offsets_start=37)
+    add(bf, big, "top_left", (4, 4), movielens_many, "movielens-many")
+    add(bf, big, "top_left", (4, 2), mixed, "mixed-gqa4/2")
+    add(bf, small, "none", (4, 4), boundary(small), "boundary")
+    add(bf, small, "bottom_right", (4, 4), boundary(small), "boundary")
+    add(bf, small, "bottom_right", (8, 2), cross_k, "gqa8/2", **cross)
+    add(bf, small, "none", (8, 1), bq_k, "mqa8/1", **dict(bq, broadcast_q_len=max(1, round(64 * scale))))
+    add(bf, small, "none", (2, 2), long, "long")
+    add(bf, small, "none", (2, 1), long + sized((300, 1)), "long-mqa")
+    add(bf, small, "bottom_right", (4, 4), movielens, "movielens")
+    add(fp, big, "top_left", (4, 4), mixed, "mixed")
+    add(fp, big, "bottom_right", (8, 2), cross_k, "gqa8/2", **cross)
+    add(fp, big, "top_left", (4, 4), bq_k, "", **bq)
+    add(fp, big, "none", (4, 1), bq_k, "mqa4/1", **bq)
+    add(fp, big, "none", (4, 4), boundary(big), "boundary")
+    add(fp, small, "top_left", (4, 4), boundary(small), "boundary")
+    add(fp, small, "none", (4, 4), cross_k, "", **cross)
+    add(fp, small, "bottom_right", (4, 2), bq_k, "gqa4/2", **bq)
+    add(fp, small, "none", (4, 4), empties, "empties")
+    cases = tuple(Case(kv_lengths=kv, dtype=dtype, head_dim=d, num_heads_q=hq, num_heads_kv=hkv,
+                       seed=seed * 1000 + 700 + n, name=f"jagged-grid/{name}", **masks[mask], **extra)
+                  for n, (name, dtype, d, mask, (hq, hkv), kv, extra) in enumerate(rows))
+    note = ("the jagged-length grid at full size" if gpu else
+            "the jagged-length grid; CPU interpreter: fixed lengths scaled by 1/8, MovieLens batches of 6 and 12, D=32/16")
+    return Suite("jagged-grid", cases, note)
+
+
+SUITES = {"default": default_suite, "windows": windows_suite, "mha": mha_suite, "jagged-grid": jagged_grid_suite}
 
 
 def suite_inputs(kernel, device_type: str) -> tuple:
