@@ -42,20 +42,23 @@ def test_the_grid_covers_every_configuration_of_the_gluon_check(device_type, ker
         assert all(caps.supports_head_dim(c.head_dim) for c in suite.cases)
 
 
-@pytest.mark.slow
-def test_the_grid_runs_on_triton_jfa_on_the_cpu_and_judges_every_configuration(tmp_path, capsys):
+def test_the_grid_runs_through_jfa_verify_run_on_triton_jfa_on_the_cpu_and_judges_every_output(tmp_path, capsys):
+    # The grid is for the GPU (gluon_jfa runs nowhere else); on the CPU its two smallest cases (the empties rows)
+    # show that the command runs it and judges all five outputs of each (the whole grid took 116 s on 2 cores, its
+    # first five cases 35 s: too long for CI's budget).
     from jfa_verify.cli import main
 
     report = tmp_path / "grid.json"
     code = main(["run", "--device", "cpu", "--kernel", "triton_jfa", "--suite", "jagged-grid", "--no-progress",
-                 "--jobs", "2", "--report", str(report), "--reproducers", str(tmp_path / "repro")])
+                 "--filter", "empties", "--jobs", "1", "--report", str(report), "--reproducers", str(tmp_path / "repro")])
     out = capsys.readouterr().out
     assert code == 0, out[-3000:]
     results = json.loads(report.read_text())["cases"]
     suite = get_suite("jagged-grid", "cpu", kernel=get_kernel("triton_jfa"))
-    assert [r["case"]["name"] for r in results] == [c.name for c in suite.cases]
+    empties = [c.name for c in suite.cases if "empties" in c.name]
+    assert len(empties) == 2 and [r["case"]["name"] for r in results] == empties
     for r in results:
         assert r["status"] == "pass", r
         judged = set(r["outputs"])
         assert {"o", "lse", "dq", "dk", "dv"} <= judged, (r["case"]["name"], judged)
-    assert "36 passed" in out
+    assert "2 passed" in out
