@@ -20,10 +20,10 @@ source ci/gpu_env.sh
 gpu_install "$out/install.log" || exit 2
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
 stages=" ${STAGES:-gate tests big} "
-rc_gate=0 rc_mut=1 rc_test=0 rc_excl=0 rc_spec=0
+rc_gate=0 rc_mut=1 rc_grid=0 rc_test=0 rc_excl=0 rc_spec=0
 tests=(tests/test_triton_jfa.py tests/test_properties.py tests/test_scheduled_kernels.py
        tests/quality/test_scheduler_bugs.py tests/quality/test_mutants.py tests/test_gate.py tests/test_counter_normals.py
-       tests/test_kernels_gpu.py tests/test_device_planned_calls.py)
+       tests/test_kernels_gpu.py tests/test_device_planned_calls.py tests/test_native_kit.py)
 if [[ $stages == *" gate "* ]]; then
 
 # one gate per kernel, side by side (as a CI matrix would run them): each checks numbers, not speed
@@ -41,6 +41,13 @@ jfa-verify run --device cuda --plugin tests/quality/mutant_plugin.py --kernel mu
   --filter tile-edges --no-progress --report "$out/mutant.json" --reproducers "$out/mutant-repro" >"$out/mutant.log" 2>&1
 rc_mut=$?
 grep -E "^\[FAIL\]|worst at|passed," "$out/mutant.log" | head -8
+# gluon_jfa on the jagged grid (tile-boundary lengths at its own tiles, empties, cross, broadcast-Q, MovieLens, ...)
+if [[ " ${GATE_KERNELS:-gluon_jfa} " == *" gluon_jfa "* ]]; then
+  jfa-verify run --device cuda --kernel gluon_jfa --suite jagged-grid --no-progress --jobs "${WORKERS:-8}" \
+    --report "$out/jagged-grid-gluon_jfa.json" --reproducers "$out/grid-repro" >"$out/jagged-grid-gluon_jfa.log" 2>&1
+  rc_grid=$?
+  tail -3 "$out/jagged-grid-gluon_jfa.log"
+fi
 fi
 if [[ $stages == *" tests "* ]]; then
 # A few tests take minutes on the GPU (a mutant's targeted cases, the gate's crash and hang runs): work stealing
@@ -62,6 +69,7 @@ python3 benchmarks/bench_specialization.py --json "$out/specialization.json" > "
 rc_spec=$?
 grep -E "speedup|NOT bit" "$out/specialization.log" | head -30
 fi
-echo "gpu gate (stages:$stages): gate=$rc_gate (want 0) planted-bug run=$rc_mut (want 1) tests=$rc_test (want 0)" \
+echo "gpu gate (stages:$stages): gate=$rc_gate (want 0) planted-bug run=$rc_mut (want 1) jagged grid=$rc_grid (want 0)" \
+  "tests=$rc_test (want 0)" \
   "exclusive tests (2^31 cases included)=$rc_excl (want 0) hints bit-identical=$rc_spec (want 0)"
-[ "$rc_gate" = 0 ] && [ "$rc_mut" = 1 ] && [ "$rc_test" = 0 ] && [ "$rc_excl" = 0 ] && [ "$rc_spec" = 0 ]
+[ "$rc_gate" = 0 ] && [ "$rc_mut" = 1 ] && [ "$rc_grid" = 0 ] && [ "$rc_test" = 0 ] && [ "$rc_excl" = 0 ] && [ "$rc_spec" = 0 ]
