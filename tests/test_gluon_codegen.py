@@ -307,6 +307,10 @@ def test_a_gluon_mutant_is_judged_under_racecheck_with_the_kernels_control_and_s
     module = catalogue.module(kernel_mutant)
     dirs = sanitizer.source_dirs(mutant.loader) + [Path(d) for d in mutant.source_dirs]
     path = Path(module.__file__)
-    assert sanitizer._resolve(path.name, dirs) == path.resolve()
+    assert sanitizer.kernel_sites(path.name, dirs) == [path.resolve()]
     assert len(sanitizer.scaffold_lines(path, "_fwd_kernel")) == 2  # its def line and warp_specialize call
-    assert sanitizer._resolve("_kernels.py", dirs) == (ROOT / "kernels" / "gluon_jfa" / "_kernels.py").resolve()
+    shipped = (ROOT / "kernels" / "gluon_jfa" / "_kernels.py").resolve()
+    assert sanitizer.kernel_sites("_kernels.py", dirs) == [shipped]
+    # found from the mutant's own implementation too, without any folder declared
+    files = sanitizer.implementation_files(mutant.impl)
+    assert path.resolve() in files and sanitizer.kernel_sites(path.name, [], files) == [path.resolve()]

@@ -8,6 +8,13 @@ partitions (their state bytes and captured values), not a statement of the kerne
 declares a control (:attr:`jfa_verify.protocol.kernel.Kernel.sanitizer_control`) has its racecheck errors of
 exactly that form listed as *not judged* when the control shows errors of that form too. Every other
 racecheck error, and every report of the other tools, is judged.
+
+This module is the one home of that rule. It depends on the kernel, never on where its files are: each
+access of an error is mapped to a site of the kernel's own source (:func:`kernel_sites`): the file the
+tool names (a base name, or a path) is looked up among the source files of the kernel under test (the
+modules its loaded implementation holds, :func:`implementation_files`) and the folders it declares, and
+the line is matched against that file's ``def`` and ``warp_specialize(...)`` sites of the named function.
+A copy of a kernel at any path, or a fork, gets the verdict of the original when its source is the same.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import inspect
 import re
 import subprocess
 import sys
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
@@ -123,13 +131,53 @@ def _access(match: "re.Match[str]") -> Access:
     return Access(kind, function, name, int(line))
 
 
-def _resolve(name: str, dirs: Sequence[Path]) -> Optional[Path]:
-    """The one source file the tool's ``name`` (a base name, as racecheck prints it) is in ``dirs``; None when
-    there is none or more than one (an unknown site is judged)."""
-    if Path(name).name != name:
-        return None
-    found = {(Path(d) / name).resolve() for d in dirs if (Path(d) / name).is_file()}
-    return found.pop() if len(found) == 1 else None
+def implementation_files(impl) -> list[Path]:
+    """The source files of a loaded kernel implementation, wherever they are: the files of the modules, classes
+    and functions it is or holds (one level down: e.g. a kernels module an adapter was built on, a copy
+    imported from any folder), a Triton ``JITFunction`` by the function it wraps. Unknown objects add none."""
+    files: list[Path] = []
+    objects = [impl, type(impl)]
+    held = getattr(impl, "__dict__", None)
+    if isinstance(held, dict) and not isinstance(impl, types.ModuleType):
+        objects += list(held.values())
+    for obj in objects:
+        obj = getattr(obj, "fn", obj)  # a JITFunction wraps the Python function it compiles
+        if isinstance(obj, (str, bytes, int, float, bool)) or obj is None:
+            continue
+        try:
+            path = Path(inspect.getfile(obj)).resolve()
+        except (TypeError, OSError):
+            continue
+        if path.suffix == ".py" and path.is_file() and path not in files:
+            files.append(path)
+    return files
+
+
+def kernel_files(kernel) -> list[Path]:
+    """:func:`implementation_files` of a registered :class:`~jfa_verify.protocol.kernel.Kernel` (loaded here
+    when it is not yet); none when it does not load (its errors are then looked up by folder alone)."""
+    try:
+        impl = kernel.impl
+    except Exception:  # noqa: BLE001 (a kernel that does not load here has no files to add; the run judged it)
+        return []
+    return implementation_files(impl)
+
+
+def kernel_sites(name: str, dirs: Sequence[Path], files: Sequence[Path] = ()) -> list[Path]:
+    """The kernel's source files the tool's ``name`` can be (it prints a base name; a path is taken as given
+    only when it is one of the kernel's files or lies in one of ``dirs``): the implementation ``files`` of that
+    base name when there are any, else the files of that name in ``dirs``. Empty: not the kernel's source
+    (an unknown site is judged). More than one: each must show the same site (:func:`_scaffold_race`)."""
+    files = [Path(f).resolve() for f in files]
+    dirs = [Path(d).resolve() for d in dirs]
+    path = Path(name)
+    if path.name != name:  # a path: the kernel's own file, or nothing
+        if not path.is_absolute() or not path.is_file():
+            return []
+        path = path.resolve()
+        return [path] if path in files or path.parent in dirs else []
+    own = sorted({f for f in files if f.name == name and f.is_file()})
+    return own or sorted({d / name for d in dirs if (d / name).is_file()})
 
 
 def scaffold_lines(path: Path, function: str) -> set[int]:
@@ -148,17 +196,23 @@ def scaffold_lines(path: Path, function: str) -> set[int]:
     return {defs[0].lineno} | calls if calls else set()
 
 
-def _scaffold_race(block: Sequence[Access], dirs: Sequence[Path]) -> bool:
+def _scaffold_race(block: Sequence[Access], dirs: Sequence[Path], files: Sequence[Path] = ()) -> bool:
     """Whether one racecheck error is the scaffold's hand-off: a read against writes, all in one function
-    and file, every access at that function's scaffold lines (:func:`scaffold_lines`)."""
+    and file, every access at that function's scaffold lines (:func:`scaffold_lines`) in the kernel's source
+    file the tool names (:func:`kernel_sites`; every candidate file must agree)."""
     first, others = block[0], block[1:]
     if first.kind != "Read" or not others or any(a.kind != "Write" for a in others):
         return False
     if len({(a.function, a.file) for a in block}) != 1:
         return False
-    path = _resolve(first.file, dirs)
-    lines = scaffold_lines(path, first.function) if path is not None else set()
-    return bool(lines) and all(a.line in lines for a in block)
+    sources = kernel_sites(first.file, dirs, files)
+    if not sources:
+        return False
+    for path in sources:
+        lines = scaffold_lines(path, first.function)
+        if not lines or any(a.line not in lines for a in block):
+            return False
+    return True
 
 
 @dataclass
@@ -171,10 +225,11 @@ class RaceVerdict:
 
 
 def classify_races(kernel_run: ToolRun, kernel_dirs: Sequence[Path], control_run: Optional[ToolRun],
-                   control_dirs: Sequence[Path]) -> RaceVerdict:
-    """Split ``kernel_run``'s racecheck errors: an error of the scaffold's form (:func:`_scaffold_race`) is not
-    judged when the control's run shows errors of that form too. All others are judged, and all of them are
-    when a block cannot be read or the blocks read are not as many as the summary counts (the print limit)."""
+                   control_dirs: Sequence[Path], kernel_files: Sequence[Path] = ()) -> RaceVerdict:
+    """Split ``kernel_run``'s racecheck errors: an error of the scaffold's form (:func:`_scaffold_race`, the
+    kernel's sources found in ``kernel_files`` first, then ``kernel_dirs``) is not judged when the control's
+    run shows errors of that form too. All others are judged, and all of them are when a block cannot be read
+    or the blocks read are not as many as the summary counts (the print limit)."""
     total = kernel_run.errors or 0
     if control_run is None or not control_run.errors:
         return RaceVerdict(total)
@@ -183,7 +238,7 @@ def classify_races(kernel_run: ToolRun, kernel_dirs: Sequence[Path], control_run
     blocks = race_errors(kernel_run.text)
     if not control_scaffold or blocks is None or len(blocks) != total:
         return RaceVerdict(total)
-    scaffold = [b for b in blocks if _scaffold_race(b, kernel_dirs)]
+    scaffold = [b for b in blocks if _scaffold_race(b, kernel_dirs, kernel_files)]
     return RaceVerdict(total - len(scaffold), scaffold, control_scaffold)
 
 

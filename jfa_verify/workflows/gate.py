@@ -510,7 +510,8 @@ def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
         if n and tool == "racecheck" and control is not None:
             kernel_dirs = sanitizer.source_dirs(kernel.loader, plugins) + [Path(d) for d in kernel.source_dirs]
             races = sanitizer.classify_races(run, kernel_dirs, control,
-                                             sanitizer.source_dirs(kernel.sanitizer_control))
+                                             sanitizer.source_dirs(kernel.sanitizer_control),
+                                             sanitizer.kernel_files(kernel))
             if races.not_judged:
                 out.not_judged.append(
                     f"racecheck: {len(races.not_judged)} of {n} error(s) not judged, each a read at a kernel's def "
