@@ -247,13 +247,8 @@ class FindingIndex:
 
 def mark_finding(corpus: Corpus, path: Path, sig: dict, **extra) -> None:
     """Make the case file at ``path`` the file of finding ``sig`` (its shrink-round marks removed)."""
-    payload = json.loads(path.read_text())
-    payload.pop("shrink_round", None)
-    payload.pop("shrink_step", None)
-    payload.update(finding=sig, **extra)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
-    os.replace(tmp, path)
+    # (through the corpus: under its folder lock, as another worker may be rewriting the same file)
+    corpus.update(path, drop=("shrink_round", "shrink_step"), finding=sig, **extra)
 
 
 def recover(root: "str | Path", kernel: str, classes_of: Callable[[Case], set[str]]) -> dict:

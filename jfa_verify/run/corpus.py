@@ -16,6 +16,7 @@ import os
 import platform
 import sys
 import threading
+import uuid
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
@@ -91,9 +92,12 @@ def _environment() -> dict:
 def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
     def fire() -> None:
         try:
-            payload = json.loads(path.read_text())
-            payload.update(status="hang", explanation=f"no result after {timeout_s} s; process ended")
-            _write_atomic(path, payload)
+            with _folder_lock(path.parent):
+                payload = json.loads(path.read_text())
+                for key in _HOLD_KEYS:
+                    payload.pop(key, None)
+                payload.update(status="hang", explanation=f"no result after {timeout_s} s; process ended")
+                _write_atomic(path, payload)
         finally:
             # in-process there is no table or report after this: say which case it was and how to replay it
             try:
@@ -113,33 +117,115 @@ def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
 
 
 def _write_atomic(path: Path, payload: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
-    os.replace(tmp, path)
+    _write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True))
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    """Write ``path`` through a temporary file of this process and thread alone: two workers writing one case file
+    through one shared ``.tmp`` name moved each other's text into place, or lost their own (issue: a case file left
+    behind by ``fuzz --isolate --workers 2``)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """Hold ``folder`` while a case file in it is read and rewritten (an advisory ``flock`` on the folder itself,
+    across processes and threads: each call opens its own descriptor; none where the system has no ``flock``)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: one process per folder
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (closing releases the lock)
+
+
+# The keys of a "running" file that say who is running its case (guard ... record/discard, see Corpus.guard):
+# "holders": [[pid, token, start], ...] of the guards in flight (_holder); "earlier": the file's text before the first
+# of them (None: there was none); "passed": one of them passed already.
+_HOLD_KEYS = ("holders", "earlier", "passed")
+_LIVE_TOKENS: set = set()  # this process's guards in flight
+
+
+def _started(pid: int) -> Optional[int]:
+    """When process ``pid`` started (clock ticks since boot, Linux's ``/proc``), or None where that cannot be read:
+    with its pid it names one process, even once a dead one's pid is reused."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _holder(token: str) -> list:
+    """This process's entry among a running file's holders: ``[pid, token, start]``."""
+    return [os.getpid(), token, _started(os.getpid())]
+
+
+def _alive(holder) -> bool:
+    """A guard in flight: this process's (its token still live), or another process that is still running (a killed
+    process's guard, whose "running" file a later campaign replays as a leftover, is not)."""
+    try:
+        pid, token = int(holder[0]), str(holder[1])
+        start = holder[2] if len(holder) > 2 else None
+    except (TypeError, ValueError, IndexError):
+        return False
+    if pid == os.getpid():
+        return token in _LIVE_TOKENS
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        pass
+    return start is None or _started(pid) in (None, start)
+
+
+def _read_payload(path: Path) -> Optional[dict]:
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def _failing_status(text: Optional[str]) -> Optional[str]:
+    """The failing status of a case file's text, or None (no text, not a case file, or not failing)."""
+    try:
+        status = normalize_status(json.loads(text or "").get("status", ""))
+    except (ValueError, AttributeError):
+        return None
+    return status if status in ("fail", "error", "crash", "hang") else None
 
 
 class Corpus:
-    """A folder of case files (``<case_id>-<kernel>.json``)."""
+    """A folder of case files (``<case_id>-<kernel>.json``).
+
+    Several processes (a campaign's workers) and threads may verify cases in one folder, and two of them may verify
+    the same case at once (both draw it): every read and rewrite of a case file is done under a lock on the folder,
+    and a ``"running"`` file names the guards running its case (:meth:`guard`), so that the last of them to finish
+    decides its fate: a failing verdict written by any of them stays (no finding is lost); otherwise a pass by any of
+    them removes the file (a case file is removed exactly when a pass is its verdict), and when none gave a verdict
+    the file that stood there before the first of them is put back (none: no file is left behind)."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
-        # path -> the text a case file had before :meth:`guard` rewrote it as "running" (a saved finding replayed):
-        # what :meth:`discard` puts back
-        self._before: dict[Path, str] = {}
+        # path -> [(pid, token) of each of this object's guards in flight on it]
+        self._held: dict[Path, list] = {}
         self.now_passing: list[Path] = []  # earlier findings that passed and were moved (:meth:`record`)
 
     def now_passing_folder(self) -> Path:
         """Where :meth:`record` keeps the files of earlier findings whose cases now pass (``<root>/now-passing``):
         out of the findings (neither ``findings`` nor a campaign's replay reads it), never deleted."""
         return self.root / NOW_PASSING
-
-    def _earlier_verdict(self, path: Path) -> Optional[str]:
-        """The failing status the file at ``path`` held before :meth:`guard` rewrote it, or None."""
-        try:
-            status = normalize_status(json.loads(self._before.get(path, "")).get("status", ""))
-        except (ValueError, AttributeError):
-            return None
-        return status if status in ("fail", "error", "crash", "hang") else None
 
     def path_for(self, case: Case, kernel: str, memory: Optional[str] = None) -> Path:
         """The case file of ``case`` on ``kernel``; a run under a memory mode (the gate's canary and
@@ -150,7 +236,8 @@ class Corpus:
     @contextlib.contextmanager
     def guard(self, case: Case, kernel: str, device: str, timeout_s: Optional[float] = None,
               plugins: tuple[str, ...] = (), annotations: Optional[dict] = None) -> Iterator[Path]:
-        """Write the case file first; the caller calls :meth:`record` or the file stays as ``running``.
+        """Write the case file first; the caller calls :meth:`record` (or :meth:`discard`) or the file stays as
+        ``running``.
 
         With ``timeout_s``, a watchdog marks the file ``"hang"`` and ends the process with
         :data:`TIMEOUT_EXIT_CODE` if the block is still running after that many seconds: a hung
@@ -158,55 +245,113 @@ class Corpus:
         :class:`~jfa_verify.run.loop.Verifier` passes no ``timeout_s``: its parent process keeps the time.)
         ``annotations``: extra keys stored in the file (a campaign's shrink round, so that a killed
         campaign's shrink steps can be told apart from findings).
+
+        The ``"running"`` file records this guard among its ``holders`` (with the process's id) and, in
+        ``earlier``, the text the file had before the first guard still in flight: a saved finding replayed, or a
+        killed process's ``"running"`` file (its holders are gone) being replayed. A second worker running the same
+        case joins the first one's holders and shares its ``earlier`` (it never takes the first one's
+        ``"running"`` file for a file to put back).
         """
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.path_for(case, kernel, (annotations or {}).get("memory"))
-        kept = {}
-        if path.exists():  # the case ran before (a finding replayed): its file keeps what marks it
+        me = _holder(uuid.uuid4().hex)
+        with _folder_lock(self.root):
+            kept, holders, passed = {}, [], False
             try:
-                text = path.read_text()
-                self._before[path] = text
-                old = json.loads(text)
+                earlier = path.read_text()  # put back as it was by a discard (None: there was none)
+            except OSError:
+                earlier = None
+            try:
+                old = json.loads(earlier) if earlier is not None else None
+            except ValueError:
+                old = None
+            if isinstance(old, dict):  # the case ran before (a finding replayed): its file keeps what marks it
                 kept = {k: old[k] for k in FILE_KEYS if k in old}
-            except (OSError, ValueError):
-                pass
-        _write_atomic(path, {**kept, **(annotations or {}), "format": FORMAT, "case": case.to_dict(), "kernel": kernel,
-                             "device": device, "plugins": list(plugins), "status": RUNNING,
-                             # as given (a replay from the run's folder), and absolute (from any other folder)
-                             "plugin_paths": [str(Path(p).resolve()) for p in plugins],
-                             "environment": environment()})
+                live = [h for h in old.get("holders") or () if _alive(h)]
+                if old.get("status") == RUNNING and live:  # running now, by another worker: join it
+                    holders, earlier, passed = live, old.get("earlier"), bool(old.get("passed"))
+            _LIVE_TOKENS.add(me[1])
+            self._held.setdefault(path, []).append(me)
+            _write_atomic(path, {**kept, **(annotations or {}), "format": FORMAT, "case": case.to_dict(),
+                                 "kernel": kernel, "device": device, "plugins": list(plugins), "status": RUNNING,
+                                 # as given (a replay from the run's folder), and absolute (from any other folder)
+                                 "plugin_paths": [str(Path(p).resolve()) for p in plugins],
+                                 "environment": environment(),
+                                 "holders": holders + [me], "earlier": earlier, "passed": passed})
         timer = _watchdog(path, timeout_s) if timeout_s else None
         try:
             yield path
         finally:
             if timer is not None:
                 timer.cancel()
-            self._before.pop(path, None)
+            # (neither recorded nor discarded: an exception of the caller's; the file stays "running", and this
+            # guard is no longer live, so a later guard takes the file for a leftover to put back)
+            held = self._held.get(path) or []
+            if me in held:
+                held.remove(me)
+                if not held:
+                    self._held.pop(path, None)
+            _LIVE_TOKENS.discard(me[1])
+
+    def _release(self, path: Path) -> tuple[Optional[dict], list]:
+        """Under the folder lock: the current payload of ``path`` (None: gone) and the live holders other than
+        this object's latest guard on it, which is released."""
+        held = self._held.get(path) or []
+        me = held.pop() if held else None
+        if me is not None:
+            _LIVE_TOKENS.discard(me[1])
+        if not held:
+            self._held.pop(path, None)
+        payload = _read_payload(path)
+        if payload is None:
+            return None, []
+        others = [h for h in payload.get("holders") or () if list(h) != me and _alive(h)]
+        return payload, others
+
+    def _passed(self, path: Path, earlier: Optional[str]) -> None:
+        """The last guard out of a case that passed: remove its file, or move an earlier verdict to
+        :meth:`now_passing_folder` (a new user's passing rerun silently deleted the reproducers of the cases it fixed:
+        issue 43, 12)."""
+        status = _failing_status(earlier)
+        if status is None:
+            path.unlink(missing_ok=True)
+            return
+        kept = self.now_passing_folder() / path.name
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        _write_text_atomic(kept, earlier)  # the earlier verdict, as it was (the file now says "running")
+        path.unlink(missing_ok=True)
+        self.now_passing.append(kept)
+        print(f"jfa-verify: {path.name} (recorded {status}) now passes: its reproducer is kept as {kept}, out of "
+              f"the findings; delete it once you no longer need it", file=sys.stderr, flush=True)
 
     def record(self, path: Path, result) -> Optional[Path]:
         """Keep ``path`` with the verdict when ``result`` failed; otherwise delete it, unless it held an earlier
         verdict (a finding replayed or run again): that file is moved to :meth:`now_passing_folder`, with a line on
         stderr saying where (a new user's passing rerun silently deleted the reproducers of the cases it fixed:
-        issue 43, 12). A ``"running"`` leftover that passes had no verdict and is removed."""
-        if not result.failed:
-            earlier = self._earlier_verdict(path)
-            if earlier is None:
-                path.unlink(missing_ok=True)
+        issue 43, 12). A ``"running"`` leftover that passes had no verdict and is removed.
+
+        Another worker running the same case at once: a failing verdict is written at once (and stays, whatever
+        the other worker's verdict); a pass while the other is still running leaves the file to it (its verdict or,
+        when it gets none, this pass decides); a pass after the other wrote a failing verdict leaves that verdict."""
+        with _folder_lock(self.root):
+            payload, others = self._release(path)
+            if not result.failed:
+                if payload is None or payload.get("status") != RUNNING:
+                    return None  # removed by another worker's pass, or holding another worker's failing verdict
+                if others:
+                    payload.update(holders=others, passed=True)
+                    _write_atomic(path, payload)
+                    return None
+                self._passed(path, payload.get("earlier"))
                 return None
-            kept = self.now_passing_folder() / path.name
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            tmp = kept.with_suffix(".tmp")
-            tmp.write_text(self._before[path])  # the earlier verdict, as it was (the file now says "running")
-            os.replace(tmp, kept)
-            path.unlink(missing_ok=True)
-            self.now_passing.append(kept)
-            print(f"jfa-verify: {path.name} (recorded {earlier}) now passes: its reproducer is kept as {kept}, out of "
-                  f"the findings; delete it once you no longer need it", file=sys.stderr, flush=True)
-            return None
-        payload = json.loads(path.read_text())
-        payload.update(status=result.status, verdict=result.to_dict(), explanation=result.explain())
-        _write_atomic(path, payload)
-        return path
+            payload = payload or {}
+            for key in _HOLD_KEYS:
+                payload.pop(key, None)
+            payload.update(status=result.status, verdict=result.to_dict(), explanation=result.explain())
+            if "case" not in payload:  # (gone: removed by hand, or by a worker that judged the case before)
+                payload.update(format=FORMAT, case=result.case.to_dict())
+            _write_atomic(path, payload)
+            return path
 
     def write(self, case: Case, kernel: str, device: str, result, plugins: tuple[str, ...] = ()) -> Optional[Path]:
         """Write the file of a case judged before (its verdict ``result``); as :meth:`record`, a pass writes none."""
@@ -216,23 +361,34 @@ class Corpus:
     def discard(self, path: Path) -> None:
         """Undo :meth:`guard` for a case that got no verdict (Ctrl-C, SIGTERM, a kernel that cannot load): a file
         that stood there before (a saved finding, or a killed run's ``"running"`` file, being replayed) is put back
-        as it was; a file the guard made is removed.
+        as it was; a file the guard made is removed. Another worker running the same case at once decides instead
+        (the last one out); one that already passed or failed it has given the verdict.
 
         A new user's Ctrl-C while a campaign replayed its saved findings deleted the finding's file, hangs
         included: a finding must outlive any interrupt."""
-        before = self._before.pop(path, None)
-        if before is None:
-            path.unlink(missing_ok=True)
-            return
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(before)
-        os.replace(tmp, path)
+        with _folder_lock(self.root):
+            payload, others = self._release(path)
+            if payload is None or payload.get("status") != RUNNING:
+                return  # gone (another worker's pass), or another worker's verdict
+            if others:
+                payload["holders"] = others
+                _write_atomic(path, payload)
+            elif payload.get("passed"):
+                self._passed(path, payload.get("earlier"))
+            elif payload.get("earlier") is None:
+                path.unlink(missing_ok=True)
+            else:
+                _write_text_atomic(path, payload["earlier"])
 
-    def update(self, path: Path, **fields) -> None:
-        """Add or replace top-level keys of a case file (atomically)."""
-        payload = json.loads(path.read_text())
-        payload.update(fields)
-        _write_atomic(path, payload)
+    def update(self, path: Path, *, drop: Iterable[str] = (), **fields) -> None:
+        """Add or replace top-level keys of a case file, removing those in ``drop`` (atomically, under the
+        folder's lock)."""
+        with _folder_lock(path.parent):
+            payload = json.loads(path.read_text())
+            for key in drop:
+                payload.pop(key, None)
+            payload.update(fields)
+            _write_atomic(path, payload)
 
     def files(self) -> list[Path]:
         """The case files (call files, :data:`CALL_FILE_SUFFIX`, are not: :meth:`call_files`)."""
