@@ -2,9 +2,10 @@
 
 :class:`Campaign` (or :func:`run_campaign`, its settings given one by one) is one campaign worker
 (``jfa-verify fuzz --workers N`` runs N of them, see :mod:`jfa_verify.fuzz.workers`). It replays its share of
-the saved findings, then searches in **rounds**: each round is one Hypothesis run (reuse of the shared example
-database, generation, shrinking) of at most ``round_examples`` new cases, with its own seed. Between rounds the worker
-re-reads the database, so a failure saved by another worker is replayed here.
+the saved findings, then searches in **rounds**: each round replays the shared example database's saved examples
+(Hypothesis's ``reuse`` phase, in a run of its own), then draws at most ``round_examples`` new cases with its own seed
+(``generate``, ``target``), shrinking in both. Each round re-reads the database, so a failure saved by another worker is
+replayed here; the draws never read it, so a seed draws the same cases whatever the database holds.
 
 Findings (:mod:`jfa_verify.fuzz.findings`): a failing case whose key and input classes match a
 known finding is counted as that finding's example and the search goes on (a known bug never ends
@@ -23,6 +24,7 @@ or hang is the case's verdict and the campaign goes on. Hypothesis's database de
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import time
 import uuid
@@ -30,8 +32,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
+from unittest import SkipTest
 
 from hypothesis import HealthCheck, Phase, given, settings, target
+from hypothesis.errors import Unsatisfiable
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
@@ -92,6 +96,7 @@ class CampaignSummary:
     notes: list[str] = field(default_factory=list)
     packs: int = 0  # packed launches run (--pack): each also counts its parts in cases_run
     packs_failed: int = 0  # of those, launches that failed and were split (jfa_verify.judge.packing.stand_alone)
+    draws: str = ""  # sha256 of the case ids drawn (generated), in order: same seed, same draws, same digest
 
     @property
     def failed(self) -> bool:
@@ -109,7 +114,7 @@ class CampaignSummary:
             "known_examples": dict(self.known_examples),
             "fixed": [str(p) for p in self.fixed], "coverage": self.coverage.to_dict(),
             "pairs": self.pairs.to_dict() if self.pairs is not None else None,
-            "first_failure_at": self.first_failure_at,
+            "first_failure_at": self.first_failure_at, "draws": self.draws,
         }
 
     def format(self, *, coverage: bool = True) -> str:
@@ -251,9 +256,10 @@ class Campaign:
         kernel: a registered kernel or its name.
         settings: how each case runs (:class:`~jfa_verify.run.settings.RunSettings`; None: the defaults):
             ``seed``: the Hypothesis seed of the first round (round r uses ``seed + 1000003 * r``): same seed,
-            same draws, for one worker on an empty database. ``timeout_s``: wall-clock limit per case. Isolated:
-            past it the case is a ``"hang"`` finding and the campaign goes on. In-process: the case file is marked
-            ``"hang"`` and the process exits with :data:`TIMEOUT_EXIT_CODE` (a hung kernel cannot be interrupted).
+            same draws, whatever the database holds (its examples are replayed in a run of their own).
+            ``timeout_s``: wall-clock limit per case. Isolated: past it the case is a ``"hang"`` finding and the
+            campaign goes on. In-process: the case file is marked ``"hang"`` and the process exits with
+            :data:`TIMEOUT_EXIT_CODE` (a hung kernel cannot be interrupted).
             ``backward``: run the backward pass too (when the kernel has one). ``plugins``: plugin files the kernel
             came from (named in replay commands; loaded by isolated workers). ``isolate``: run cases in a worker
             process (crashes and hangs become findings). ``accept``: the kernel's declared conventions the user
@@ -378,6 +384,8 @@ class Campaign:
         self.state = _Round(id="")
         self.step = itertools.count()
         self.drawn_examples = 0  # Hypothesis examples drawn in this round (a pack is one)
+        self.draws = hashlib.sha256()  # the ids of the drawn cases, in order (summary.draws)
+        self.reusing = False  # the round's replay of the database's examples (not draws: see _search)
         self.index = None
         self.verifier = Verifier(kernel, dev, corpus, self.settings, worker_env=self.worker_env)
         if isinstance(self.database, ExampleDatabase):
@@ -518,7 +526,7 @@ class Campaign:
         if self._stop_now():
             raise _StopCampaign()
         shrinking = state.target is not None
-        if not shrinking:
+        if not shrinking and not self.reusing:
             if self.pack > 1 and self.max_examples is not None and summary.generated >= self.max_examples:
                 raise _StopCampaign()  # (a round's budget is in examples, each pack one; max_examples counts cases)
             summary.generated += len(case.split())
@@ -526,8 +534,13 @@ class Campaign:
             contract_classes = exercised(case, self.model)
             target(_rarity(contract_classes, self.drawn), label="rarely drawn contract classes")
             self.drawn.update((d, c) for d, cs in contract_classes.items() for c in cs)
+            self.draws.update(case.case_id().encode() + b"\n")
+            summary.draws = self.draws.hexdigest()
+        elif not shrinking:  # a saved example replayed: scored as a draw would be (Hypothesis keeps the pareto front of
+            # the scores in the database), but not counted (its own run: it cannot steer the draws)
+            target(_rarity(exercised(case, self.model), self.drawn), label="rarely drawn contract classes")
         annotations = {"shrink_round": state.id, "shrink_step": next(self.step)}
-        phase = "shrink" if shrinking else "generate"
+        phase = "shrink" if shrinking else "reuse" if self.reusing else "generate"
         try:
             ran = case.case_id() not in self.verdicts
             result, path = self._run_one(case, phase, annotations)
@@ -611,10 +624,50 @@ class Campaign:
                 else:
                     self._new_finding(case, result, path, "covering", signature(result.to_dict(), classes))
 
+    def _pass(self, r: int, budget: int, phases: list, base, reusing: bool) -> Optional[str]:
+        """One Hypothesis run of round ``r``: ``"end"`` (the campaign ends), ``"error"`` (Hypothesis's own verdict,
+        noted) or None."""
+        self.state = _Round(id=f"{uuid.uuid4().hex[:12]}-w{self.worker}")
+        self.reusing = reusing
+        run = settings(base, max_examples=budget, phases=phases)(
+            hypothesis_seed(self.settings.seed + 1000003 * r)(given(case=self.strategy)(self._probe)))
+        try:
+            run()
+        except _StopCampaign:
+            self._cut_short("the campaign's end (its examples, --duration or a stop)")
+            self._finish_round()
+            return "end"
+        except _Misregistered as e:
+            raise e.args[0] from None
+        except (_CaseFailed, _StopRound):
+            pass
+        except Exception as e:  # Hypothesis's own verdicts (flaky, unsatisfiable): note, next round
+            if reusing and isinstance(e, (Unsatisfiable, SkipTest)):  # (nothing saved, or nothing that still makes a
+                # case: no example ran)
+                self._finish_round()
+                return None
+            what = "the replay of the database's examples" if reusing else "Hypothesis"
+            self.summary.notes.append(f"round {r}: {what} ended with {type(e).__name__}: {str(e)[:300]}")
+            self._cut_short(f"Hypothesis's {type(e).__name__}")
+            self._finish_round()
+            return "error"
+        finally:
+            self.reusing = False
+        self._finish_round()
+        return None
+
     def _search(self) -> None:
-        summary, max_examples, seed = self.summary, self.max_examples, self.settings.seed
-        phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if self.shrink else [])
-        base = settings(database=self.db, deadline=None, phases=phases, derandomize=False, print_blob=False,
+        """The rounds. Each is two Hypothesis runs: the replay of the database's saved examples (failures first:
+        Hypothesis's ``reuse`` phase, with shrinking), then the seeded draws (``generate`` and ``target``, with
+        shrinking) without the ``reuse`` phase, which is the only one that reads the database: the draws of a seed
+        are the same whatever the database holds (a new user's ``--seed 2`` in a folder with an earlier campaign's
+        database drew other cases and missed the finding it made in a fresh folder: issue 43, 8). New failures are
+        still saved into the database. The replayed examples are not draws: they count neither in ``generated``
+        nor toward the rarity target, so that they cannot steer the draws either."""
+        summary, max_examples = self.summary, self.max_examples
+        shrink = [Phase.shrink] if self.shrink else []
+        reuse_phases, draw_phases = [Phase.reuse] + shrink, [Phase.explicit, Phase.generate, Phase.target] + shrink
+        base = settings(database=self.db, deadline=None, derandomize=False, print_blob=False,
                         report_multiple_bugs=False,
                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                HealthCheck.filter_too_much])
@@ -628,27 +681,16 @@ class Campaign:
                 # round's Hypothesis draws its simplest example first: --pack 8 --max-examples 8 ran one trivial case)
                 budget = self.round_examples if max_examples is None else \
                     min(self.round_examples, max_examples - summary.generated)
-                self.state = _Round(id=f"{uuid.uuid4().hex[:12]}-w{self.worker}")
                 summary.rounds += 1
-                before, self.drawn_examples = summary.generated, 0
-                run = settings(base, max_examples=budget)(
-                    hypothesis_seed(seed + 1000003 * r)(given(case=self.strategy)(self._probe)))
-                hypothesis_error = False
-                try:
-                    run()
-                except _StopCampaign:
-                    self._cut_short("the campaign's end (its examples, --duration or a stop)")
-                    self._finish_round()
+                # (Hypothesis replays max(2, max_examples) saved examples in a run without draws; in one with draws,
+                # max(2, a tenth of them): as many as before the draws had a run of their own)
+                if self._pass(r, -(-budget // 10), reuse_phases, base, reusing=True) == "end":
                     break
-                except _Misregistered as e:
-                    raise e.args[0] from None
-                except (_CaseFailed, _StopRound):
-                    pass
-                except Exception as e:  # Hypothesis's own verdicts (flaky, unsatisfiable): note, next round
-                    summary.notes.append(f"round {r}: Hypothesis ended with {type(e).__name__}: {str(e)[:300]}")
-                    self._cut_short(f"Hypothesis's {type(e).__name__}")
-                    hypothesis_error = True
-                self._finish_round()
+                before, self.drawn_examples = summary.generated, 0
+                end = self._pass(r, budget, draw_phases, base, reusing=False)
+                if end == "end":
+                    break
+                hypothesis_error = end == "error"
                 stalled = stalled + 1 if summary.generated == before else 0
                 if hypothesis_error:
                     # A round cut short by Hypothesis drew fewer cases than its budget: that says nothing of the search

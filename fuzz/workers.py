@@ -373,6 +373,9 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
         "seconds": round(seconds, 3), "cases": progress.cases,
         "cases_per_minute": round(60 * progress.cases / max(seconds, 1e-9), 1),
         "drawn": sum(s.get("generated", 0) for s in summaries.values()),
+        # per worker, a digest of the ids of the cases it drew, in order: one seed draws the same whatever the
+        # database holds (Campaign._search), and two campaigns with the same digests drew the same cases
+        "draws": {str(w): s.get("draws", "") for w, s in sorted(summaries.items())},
         # packed launches (--pack): each holds several of the cases counted above; split: failed and split up
         "packs": {"launches": sum(s.get("packs", 0) for s in summaries.values()),
                   "split": sum(s.get("packs_failed", 0) for s in summaries.values())},

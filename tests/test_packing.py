@@ -185,10 +185,12 @@ def test_the_packs_strategy_draws_valid_packs_of_at_most_size(plugin):
 
 def test_a_packed_campaign_shrinks_a_part_bug_to_one_plain_case(plugin, tmp_path):
     kernel = plugin["pack_long_rows"]
-    # (seed 1: seed 0 also draws a case of two sequences, (0, 31) after shrinking, that jagged_lengths does not
-    # shrink to one sequence, a second finding of the bug; unpacked campaigns meet that too, seed 9 for one)
+    # (seed 5: seed 0 also draws a case of two sequences, (0, 31) after shrinking, that jagged_lengths does not
+    # shrink to one sequence, a second finding of the bug; unpacked campaigns meet that too, seed 9 for one. Seeds 1
+    # and 2 find (31,) then (21,), two findings of other classes, since the database's replays no longer take draws
+    # from the 60: issue 43, 8)
     summary = run_campaign(kernel, strategy=packs(kernel, size=8, modes=["self", "cross"]), max_examples=60,
-                           corpus_dir=tmp_path, device="cpu", seed=1, backward=False, pack=8)
+                           corpus_dir=tmp_path, device="cpu", seed=5, backward=False, pack=8)
     (finding,) = summary.failures
     # one sequence past the bug's 20 keys, standing alone: the pack it was drawn in split, then shrunk
     assert finding.case.parts is None and finding.case.batch == 1 and finding.case.kv_lengths[0] > 20
