@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import multiprocessing
 import os
 import queue as queue_module
 import signal
@@ -71,13 +70,19 @@ def _interrupted_summary() -> dict:
 
 
 def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], replay: list, deadline: Optional[float],
-                 gpu: Optional[str], events, stop, ctrl_c: bool = True) -> None:
+                 gpu: Optional[str], events, stop, ctrl_c: bool = True, owner: Optional[int] = None,
+                 env: Optional[dict] = None) -> None:
     """One campaign worker process: pin the GPU, load the kernel as the coordinator did, search, report.
 
-    ``ctrl_c``: Ctrl-C interrupts it (False where the coordinator itself ignores SIGINT, as a background job does)."""
+    ``ctrl_c``: Ctrl-C interrupts it (False where the coordinator itself ignores SIGINT, as a background job does).
+    ``owner``: the coordinator's pid (the worker is forked by the fork server, which is not the coordinator);
+    ``env``: the coordinator's environment, taken whole (the fork server's is older)."""
     from jfa_verify.run.interrupts import exit_with_parent, hear_interrupts, terminate_as_interrupt
 
-    exit_with_parent()
+    exit_with_parent(owner)
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before anything touches CUDA in this process or its children
 
@@ -241,6 +246,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     from jfa_verify.cases.coverage import unsupported_classes
     from jfa_verify.core.exits import ExitCode, exit_code_for
     from jfa_verify.run.interrupts import children_start_deaf, terminate_as_interrupt
+    from jfa_verify.run.isolation import start_worker_server, worker_context
     from jfa_verify.run.loop import Verifier
     from jfa_verify.run.report import write_json
 
@@ -282,7 +288,10 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     replay = [p for p in saved if str(p) not in leftover_paths]
     deadline = None if config.duration_s is None else started + config.duration_s
 
-    ctx = multiprocessing.get_context("spawn")
+    # Workers fork from the case workers' fork server, which has imported torch and jfa-verify (a spawned worker
+    # spent about 2.5 s importing them), started deaf to Ctrl-C as spawned workers were.
+    ctx = worker_context()
+    start_worker_server(ctx)
     events, stop = ctx.Queue(), ctx.Event()
     shares = _shares(config.max_examples, workers)
     procs = {}
@@ -296,7 +305,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
                 gpu = str(gpus[w % len(gpus)]) if gpus else None
                 procs[w] = ctx.Process(target=_worker_main, name=f"jfa-verify-fuzz-worker-{w}",
                                        args=(config, w, shares[w], [str(p) for p in replay[w::workers]], deadline, gpu,
-                                             events, stop, ctrl_c))
+                                             events, stop, ctrl_c, os.getpid(), dict(os.environ)))
                 with children_start_deaf():
                     procs[w].start()
         except KeyboardInterrupt:  # (the workers started hear of it through stop, as below)

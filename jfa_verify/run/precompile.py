@@ -213,9 +213,11 @@ def _pool(workers: int, kernel_name: Optional[str], plugins, target,
           device_type: Optional[str] = None) -> ProcessPoolExecutor:
     import os
 
-    from jfa_verify.run.isolation import worker_context
+    from jfa_verify.run.isolation import start_worker_server, worker_context
 
-    return ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(), initializer=_init_worker,
+    ctx = worker_context()
+    start_worker_server(ctx)  # (deaf to Ctrl-C while it imports, in the main thread)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                                initargs=(kernel_name, tuple(plugins), target, os.getpid(), device_type))
 
 
