@@ -271,6 +271,7 @@ def test_mutants_take_the_shared_suite_only_when_their_suite_inputs_match(monkey
 def test_the_campaign_stage_stops_at_its_first_finding(tmp_path, monkeypatch, jfa_device):
     # regression (H200, 2026-12-02): the campaign stage ran the whole covering array and every example after the
     # first failure (which alone is its verdict); on the H200 no mutant had a verdict in 250 s
+    _cpu_run_only(jfa_device)
     from jfa_verify.fuzz import campaign
 
     # (raises on every case but broadcast-Q ones: a kernel that raises everywhere is broken, not killed)
