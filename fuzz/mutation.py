@@ -602,12 +602,6 @@ def _crash_result(name: str, mutant: Mutant, corpus_dir: Path, why: str) -> Muta
 CASE_TIMEOUT_S = 180.0
 
 
-def _adopt_environment(env: dict) -> None:
-    """A mutant process's initializer: the environment of the process that asked for it, whole."""
-    os.environ.clear()
-    os.environ.update(env)
-
-
 def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, case_timeout_s: float = CASE_TIMEOUT_S,
               stop: Optional[threading.Event] = None, **kwargs) -> Optional[MutantResult]:
     """``run_mutant`` in a fresh process (its own Triton state; a segfault ends only it), forked from the fork
@@ -619,12 +613,12 @@ def _isolated(name: str, cat: Catalogue, catalogue: str, root: Path, case_timeou
     from concurrent.futures import TimeoutError as FutureTimeout
     from concurrent.futures.process import BrokenProcessPool
 
-    from jfa_verify.run.isolation import worker_context
+    from jfa_verify.run.isolation import adopt_environment, worker_context
 
     corpus = root / name
     corpus.mkdir(parents=True, exist_ok=True)
     # (the child takes this process's environment as a spawned one would, not the fork server's older one)
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=worker_context(), initializer=_adopt_environment,
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=worker_context(), initializer=adopt_environment,
                                initargs=(dict(os.environ),))
 
     def kill_worker() -> None:

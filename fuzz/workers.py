@@ -81,8 +81,9 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
 
     exit_with_parent(owner)
     if env is not None:
-        os.environ.clear()
-        os.environ.update(env)
+        from jfa_verify.run.isolation import adopt_environment
+
+        adopt_environment(env)
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before anything touches CUDA in this process or its children
 

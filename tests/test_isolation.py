@@ -503,15 +503,14 @@ def test_a_process_from_the_worker_fork_server_takes_the_callers_environment_of_
     # mutant, 2026-12-04); the server keeps the environment it started with, so the caller's is handed over whole.
     from concurrent.futures import ProcessPoolExecutor
 
-    from jfa_verify.fuzz.mutation import _adopt_environment
-    from jfa_verify.run.isolation import start_worker_server, worker_context
+    from jfa_verify.run.isolation import adopt_environment, start_worker_server, worker_context
 
     ctx = worker_context()
     start_worker_server(ctx)
     monkeypatch.setenv("JFA_VERIFY_TEST_LATE_VARIABLE", "set after the fork server started")
     import os
 
-    with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_adopt_environment,
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=adopt_environment,
                              initargs=(dict(os.environ),)) as pool:
         seen = pool.submit(os.getenv, "JFA_VERIFY_TEST_LATE_VARIABLE").result(timeout=120)
     assert seen == "set after the fork server started"

@@ -33,7 +33,7 @@ from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.runner import CaseResult, not_judged
 from jfa_verify.run.settings import RunSettings
 
-__all__ = ["CaseWorker", "WorkerSpec", "crash_result", "death_in_words", "start_worker_server", "sticky_device_error",
+__all__ = ["CaseWorker", "WorkerSpec", "adopt_environment", "crash_result", "death_in_words", "start_worker_server", "sticky_device_error",
            "worker_context"]
 
 # Messages of CUDA errors after which the process's context is unusable (every later call fails):
@@ -178,6 +178,13 @@ def worker_context():
         ctx.set_forkserver_preload(_PRELOAD)
         return ctx
     return multiprocessing.get_context("spawn")
+
+
+def adopt_environment(env: dict) -> None:
+    """Make this process's environment ``env``, whole: a process forked by :func:`worker_context`'s fork server has
+    the server's older environment, not that of the process that asked for it (as a spawned one would)."""
+    os.environ.clear()
+    os.environ.update(env)
 
 
 def start_worker_server(ctx) -> None:
