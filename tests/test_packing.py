@@ -191,11 +191,17 @@ def test_a_packed_campaign_shrinks_a_part_bug_to_one_plain_case(plugin, tmp_path
     # from the 60: issue 43, 8)
     summary = run_campaign(kernel, strategy=packs(kernel, size=8, modes=["self", "cross"]), max_examples=60,
                            corpus_dir=tmp_path, device="cpu", seed=5, backward=False, pack=8)
-    (finding,) = summary.failures
-    # one sequence past the bug's 20 keys, standing alone: the pack it was drawn in split, then shrunk
-    assert finding.case.parts is None and finding.case.batch == 1 and finding.case.kv_lengths[0] > 20
+    # How many findings the one bug makes is Hypothesis's to say (CI once met two with this seed, where this machine
+    # meets one: a case the shrinker leaves with other classes is a finding of its own). Each must be the bug in a
+    # plain case: split out of its pack, a sequence past the bug's 20 keys; one of them shrunk to that sequence alone.
+    assert summary.failures, summary.format(coverage=False)
+    for finding in summary.failures:
+        described = f"{finding.case.describe()} ({finding.status}: {finding.explanation[:300]})"
+        assert finding.case.parts is None and max(finding.case.kv_lengths) > 20, described
+    assert any(f.case.batch == 1 for f in summary.failures), [f.case.describe() for f in summary.failures]
     assert summary.packs > 0 and summary.packs_failed > 0
-    assert sorted(tmp_path.glob("*.json")) == [finding.path]  # the packs' and halves' files removed
+    # the packs' and halves' files removed
+    assert sorted(tmp_path.glob("*.json")) == sorted(f.path for f in summary.failures)
     assert summary.cases_run == summary.coverage.total
     assert "packed launch(es)" in summary.format(coverage=False)
 
