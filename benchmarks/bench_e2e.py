@@ -67,7 +67,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-
 from bench_gluon import bench_batches  # noqa: E402
 from bench_schedules import bench_inputs  # noqa: E402
 

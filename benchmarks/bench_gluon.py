@@ -43,7 +43,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from bench_schedules import batches, bench_inputs
 
 

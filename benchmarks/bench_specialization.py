@@ -57,6 +57,7 @@ def main() -> int:
 
     args = bench_arguments(__doc__, "bench_specialization.py")
     from triton.testing import do_bench
+
     from jfa_verify.core.contract import validate_inputs
     from jfa_verify.kernels.triton_jfa._host import _forward, plan_launch
     from jfa_verify.scheduling.planning import GridScheduler

@@ -76,10 +76,10 @@ def _worker(args: dict, worker: int, results) -> None:
     from hypothesis import seed as hypothesis_seed
 
     from jfa_verify.core.device import select_device
+    from jfa_verify.judge.packing import part_statuses
+    from jfa_verify.protocol.registry import get_kernel
     from jfa_verify.run.loop import Verifier
     from jfa_verify.run.settings import RunSettings
-    from jfa_verify.protocol.registry import get_kernel
-    from jfa_verify.judge.packing import part_statuses
     from jfa_verify.strategies import cases, packs
 
     device = select_device(args["device"])

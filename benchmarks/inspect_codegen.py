@@ -71,9 +71,9 @@ def inspect(head_dim: int = 128, heads: int = 8, dtype: str = "bfloat16", arch: 
         RuntimeError: under ``TRITON_INTERPRET=1``. KeyError: an unknown dtype name.
         InvalidInput: sizes the contract refuses (for example ``heads=0``).
     """
-    from triton.runtime.driver import driver
-
     import dataclasses
+
+    from triton.runtime.driver import driver
 
     import jfa_verify.kernels.triton_jfa._config as tj
     from jfa_verify.core.contract import validate_inputs

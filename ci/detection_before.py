@@ -43,9 +43,9 @@ def _one(name: str, stage: str, device: str, examples: int) -> dict:
     kernel = catalogue.kernel_of(name)
     start = time.time()
     if stage == "suite":
+        from jfa_verify.checks.suites import get_suite
         from jfa_verify.protocol.registry import get_kernel
         from jfa_verify.run.runner import run_case
-        from jfa_verify.checks.suites import get_suite
 
         cases = get_suite("default", device, 0, kernel=get_kernel(catalogue.kernel)).cases
         for index, case in enumerate(cases):

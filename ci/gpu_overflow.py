@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 
-
 def main() -> int:
     from jfa_verify.core.device import select_device
     from jfa_verify.fuzz.mutation import gpu_only_cases, load_catalogue

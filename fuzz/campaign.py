@@ -35,21 +35,20 @@ from typing import Callable, Optional, Sequence
 from unittest import SkipTest
 
 from hypothesis import HealthCheck, Phase, given, settings, target
-from hypothesis.errors import Unsatisfiable
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
+from hypothesis.errors import Unsatisfiable
 
 from jfa_verify.cases.case import Case
-from jfa_verify.run.corpus import NOW_PASSING, TIMEOUT_EXIT_CODE, Corpus, read_case_file
 from jfa_verify.cases.coverage import Coverage, classify
 from jfa_verify.core.device import keeps_device_choice
 from jfa_verify.core.errors import InvalidInput, KernelConfigError
+from jfa_verify.run.corpus import NOW_PASSING, TIMEOUT_EXIT_CODE, Corpus, read_case_file
 from jfa_verify.run.settings import RunSettings
 
 from .database import CampaignDatabase, open_database
-from .findings import (Finding, FindingIndex, key_of, mark_finding, record_example, recover, running_files,
-                       signature)
+from .findings import Finding, FindingIndex, key_of, mark_finding, record_example, recover, running_files, signature
 
 __all__ = ["Campaign", "CampaignFailure", "CampaignSummary", "prepare_corpus", "run_campaign", "TIMEOUT_EXIT_CODE"]
 
@@ -351,14 +350,14 @@ class Campaign:
 
     def _start(self) -> None:
         """Choose the device, resolve the kernel and strategy, open the corpus, the verifier and the database."""
+        import torch
+
         from jfa_verify.cases.dimensions import Target
         from jfa_verify.cases.pairs import PairCoverage
         from jfa_verify.core.device import current_device, select_device
         from jfa_verify.protocol.registry import get_kernel
         from jfa_verify.run.loop import Verifier
         from jfa_verify.strategies import cases, packs
-
-        import torch
 
         dev = current_device() if self.device is None else select_device(torch.device(self.device).type)
         if isinstance(self.kernel, str):

@@ -18,8 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
-from hypothesis.database import (DirectoryBasedExampleDatabase, ExampleDatabase, MultiplexedDatabase,
-                                 ReadOnlyDatabase)
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase, MultiplexedDatabase, ReadOnlyDatabase
 
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.paths import folder_problem

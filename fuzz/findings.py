@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from jfa_verify.cases.case import Case
-from jfa_verify.judge.findings import findings_from_dict
-from jfa_verify.run.corpus import RUNNING, Corpus, read_case_file, replay_command, reproducer_folders
 from jfa_verify.cases.coverage import classify
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.judge.findings import findings_from_dict
 from jfa_verify.protocol.kernel import GENERIC_TILES
+from jfa_verify.run.corpus import RUNNING, Corpus, read_case_file, replay_command, reproducer_folders
 from jfa_verify.run.runner import FAILING_STATUSES
 
 __all__ = ["Finding", "FindingIndex", "error_kind", "key_of", "list_findings", "mark_finding", "match_finding",

@@ -91,8 +91,8 @@ CORRUPTIONS: dict[str, Callable] = {
 
 def corrupted_scheduler(name: str, num_sms: int = 3):
     """Zigzag forward/dQ, round-robin dK/dV on ``num_sms`` programs, with corruption ``name`` applied."""
-    from jfa_verify.scheduling.planning import PersistentScheduler
     from jfa_verify.protocol.kernel import PassPlan
+    from jfa_verify.scheduling.planning import PersistentScheduler
 
     corrupt = CORRUPTIONS[name]
 
@@ -205,9 +205,8 @@ class Catalogue:
 
     def kernel_of(self, name: str, prefix: str = "mutant-") -> Kernel:
         """A :class:`Kernel` for mutant ``name`` (not registered), with the mutated kernel's capabilities."""
-        from jfa_verify.protocol.registry import get_kernel
-
         from jfa_verify.checks.sanitizer import source_dirs
+        from jfa_verify.protocol.registry import get_kernel
 
         base = get_kernel(self.kernel)
         # the copies' folder, then the base kernel's own sources (a host-code mutant runs its kernels unchanged)
@@ -521,9 +520,9 @@ def shared_suite(catalogue: "Catalogue | str", device, seed: int = 0) -> tuple:
     seconds each, most of a killed mutant's time on the CPU)."""
     import torch
 
+    from jfa_verify.checks.suites import get_suite, suite_inputs
     from jfa_verify.core.device import select_device
     from jfa_verify.protocol.registry import get_kernel
-    from jfa_verify.checks.suites import get_suite, suite_inputs
 
     cat = load_catalogue(catalogue) if isinstance(catalogue, str) else catalogue
     dev = select_device(torch.device(device).type)
@@ -675,9 +674,9 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     for n in names:
         cat[n]  # every name must exist before anything runs
     options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage, max_cases=max_cases)
-    from jfa_verify.core.device import select_device
-
     import torch
+
+    from jfa_verify.core.device import select_device
 
     if cat.device_reason(select_device(torch.device(device).type)):
         isolate = False  # every mutant is skipped (run_mutant says why) before any process or suite is made

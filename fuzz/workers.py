@@ -243,9 +243,9 @@ def _reported(config: FuzzConfig) -> dict:
 def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: int, gpus: Sequence[str], console,
               live: bool, interval: float, report, png) -> dict:
     """:func:`run_fuzz` once its folder is held."""
-    from jfa_verify.run.corpus import environment
     from jfa_verify.cases.coverage import unsupported_classes
     from jfa_verify.core.exits import ExitCode, exit_code_for
+    from jfa_verify.run.corpus import environment
     from jfa_verify.run.interrupts import children_start_deaf, terminate_as_interrupt
     from jfa_verify.run.isolation import start_worker_server, worker_context
     from jfa_verify.run.loop import Verifier

@@ -21,8 +21,7 @@ import torch
 
 from jfa_verify.core.contract import JaggedProblem
 
-from ._common import (check_output_grad, expand_kv_heads, length_groups, padded_row_index, reduce_kv_heads,
-                      visible_masks)
+from ._common import check_output_grad, expand_kv_heads, length_groups, padded_row_index, reduce_kv_heads, visible_masks
 
 __all__ = ["reference_attention", "sequence_groups"]
 

@@ -24,8 +24,8 @@ def bench_e2e(monkeypatch):
 @pytest.fixture
 def wrong_kernel(monkeypatch):
     """A registered kernel whose O is wrong (O times 1.5), removed again after the test."""
-    from jfa_verify.oracles import reference_attention
     from jfa_verify.core.contract import validate_inputs
+    from jfa_verify.oracles import reference_attention
     from jfa_verify.protocol import registry
     from jfa_verify.protocol.kernel import Capabilities
 

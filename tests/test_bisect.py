@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from jfa_verify.workflows.bisect.config import GIT_EXIT, STEP_EXIT, StepConfig, step_script
 from jfa_verify.cases.case import Case
-from jfa_verify.cli import main
-from jfa_verify.run.corpus import FORMAT
 from jfa_verify.checks.drift import output_drift
 from jfa_verify.checks.slowdown import judge_slowdown, median_interval
+from jfa_verify.cli import main
+from jfa_verify.run.corpus import FORMAT
 from jfa_verify.run.settings import RunSettings
+from jfa_verify.workflows.bisect.config import GIT_EXIT, STEP_EXIT, StepConfig, step_script
 from tests.bisect_repo import KERNEL, PLUGIN, build_toy_repo
 
 CASE = Case(kv_lengths=(5, 17, 9), num_heads_q=2, num_heads_kv=2, head_dim=32, dtype="float32", seed=3, name="toy")

@@ -29,7 +29,6 @@ from jfa_verify.workflows.calibrate import evaluate, fit
 from tests.calibration_records import DATA, load, manifest
 
 
-
 @pytest.fixture(scope="module")
 def table():
     return default_table()

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
+from jfa_verify.cli import main
 from jfa_verify.judge.budgets import Budget, BudgetTable, default_table
 from jfa_verify.workflows.calibrate import Record, evaluate, fit, needed_multiplier, read_records
-from jfa_verify.cli import main
 
 
 def _rec(row, out, numbers, problems=None):
@@ -133,9 +133,9 @@ def test_report_command_draws_both_pngs_and_rejects_missing_records(tmp_path, ca
 
 def test_sample_runs_fixed_cases_of_the_sampled_dtypes_first(tmp_path):
     from jfa_verify import Case
-    from jfa_verify.workflows.calibrate import sample
     from jfa_verify.core.device import select_device
     from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.workflows.calibrate import sample
 
     long_case = Case(kv_lengths=(70, 3), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32", name="long")
     other = Case(kv_lengths=(5,), dtype="float16", name="not sampled")
@@ -227,10 +227,10 @@ def test_report_and_mutants_reject_bad_arguments(tmp_path, capsys):
 def test_refloor_derives_the_runners_floors_again_and_keeps_the_measured_errors(tmp_path, capsys):
     """A record's floors are a function of its case: refloor gives back what the runner recorded,
     for a backward (bfloat16) and a forward-only (float8) case, and keeps (e, s) as measured."""
-    from jfa_verify.workflows.calibrate import refloor
     from jfa_verify.cases.case import Case
     from jfa_verify.judge.compare import floor_terms
     from jfa_verify.oracles import reference_attention
+    from jfa_verify.workflows.calibrate import refloor
 
     cases = [Case(kv_lengths=(9, 0, 4), dtype="bfloat16", num_heads_q=2, num_heads_kv=1, head_dim=16, seed=3),
              Case(kv_lengths=(12, 5), mode="cross", q_lengths=(1, 3), dtype="float8_e4m3fn", head_dim=16, seed=4)]

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from jfa_verify.run.corpus import TIMEOUT_EXIT_CODE, read_case_file
-from jfa_verify.fuzz import run_campaign
 from jfa_verify import run_case
-from jfa_verify.strategies import cases
+from jfa_verify.fuzz import run_campaign
 from jfa_verify.protocol.registry import get_kernel, load_plugin
+from jfa_verify.run.corpus import TIMEOUT_EXIT_CODE, read_case_file
 from jfa_verify.run.settings import RunSettings
+from jfa_verify.strategies import cases
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANT_PLUGIN = ROOT / "tests" / "quality" / "mutant_plugin.py"
@@ -161,8 +161,8 @@ def test_an_interrupt_while_a_saved_finding_is_replayed_keeps_its_case_file(jfa_
     first) deleted the finding's case file, a hang's too: the interrupted case had no verdict, and its file was
     removed as if the campaign had made it. The file is put back as it was."""
     from jfa_verify import Case
-    from jfa_verify.run.corpus import Corpus
     from jfa_verify.fuzz.findings import mark_finding, signature
+    from jfa_verify.run.corpus import Corpus
     from jfa_verify.run.runner import CaseResult
 
     def interrupted(*args, **kwargs):
@@ -220,9 +220,9 @@ def test_a_leftover_folded_into_a_known_finding_is_not_said_to_be_kept(tmp_path,
     """Regression (a new user's trial): a "running" file left by a kill that failed on replay was noted "(kept as a
     finding)" while recovery had folded it into a finding already kept (its file gone, an example line instead)."""
     from jfa_verify import Case, Verifier
-    from jfa_verify.run.corpus import Corpus
     from jfa_verify.fuzz.campaign import classifier, prepare_corpus
     from jfa_verify.fuzz.findings import list_findings
+    from jfa_verify.run.corpus import Corpus
 
     # (a name of its own: a kernel name is registered once per process, and the next test registers its own)
     plugin = misbehaving_plugin("wrong_when_batched_folded", wrong="B >= 2")
@@ -251,9 +251,9 @@ def test_recovery_after_a_kill_mid_shrink_keeps_one_unshrunk_finding_of_the_bug(
     it beside the round's last step: two findings of one bug. The replay keeps the marks, the round collapses to
     one finding, marked unshrunk (matched on its failing outputs alone)."""
     from jfa_verify import Case, Verifier
-    from jfa_verify.run.corpus import Corpus
     from jfa_verify.fuzz.campaign import classifier, prepare_corpus
     from jfa_verify.fuzz.findings import list_findings
+    from jfa_verify.run.corpus import Corpus
 
     plugin = misbehaving_plugin("wrong_when_batched", wrong="B >= 2")
     load_plugin(str(plugin))

@@ -11,8 +11,14 @@ import pytest
 
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.fuzz import run_campaign
-from jfa_verify.fuzz.database import (CONNECT_TIMEOUT_S, PASSWORD_VARIABLE, RedisURL, open_database, parse_redis_url,
-                                      redacted)
+from jfa_verify.fuzz.database import (
+    CONNECT_TIMEOUT_S,
+    PASSWORD_VARIABLE,
+    RedisURL,
+    open_database,
+    parse_redis_url,
+    redacted,
+)
 from jfa_verify.protocol.registry import get_kernel, load_plugin
 from jfa_verify.strategies import cases
 

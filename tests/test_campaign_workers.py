@@ -10,11 +10,11 @@ import threading
 import time
 from pathlib import Path
 
-from jfa_verify.run.corpus import read_case_file
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.fuzz import run_campaign
 from jfa_verify.fuzz.findings import list_findings
 from jfa_verify.protocol.registry import get_kernel, load_plugin
+from jfa_verify.run.corpus import read_case_file
 from jfa_verify.strategies import cases
 from tests.helpers import interruptible
 

@@ -152,8 +152,8 @@ def test_every_option_of_every_command_says_what_it_does(capsys):
     --no-progress, nor what its exit statuses mean; other commands had bare options too."""
     import argparse
 
-    from jfa_verify.cli import build_parser
     from jfa_verify.checks.suites import SUITES
+    from jfa_verify.cli import build_parser
 
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
     bare = {name: [a.option_strings[0] for a in p._actions if a.option_strings and not a.help]
@@ -380,9 +380,7 @@ def test_a_stop_during_the_relation_checks_keeps_every_cases_verdict(tmp_path, m
     # only after them: a Ctrl-C or SIGTERM there exited 130 with the placeholder report, every verdict lost
     import dataclasses
 
-    from jfa_verify.checks import calls
-
-    from jfa_verify.checks import suites
+    from jfa_verify.checks import calls, suites
 
     real = suites.get_suite
 

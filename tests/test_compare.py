@@ -38,7 +38,8 @@ def test_allowance_is_twice_sdpa_error_plus_floor():
 
 def test_nan_fails_and_is_located():
     ref = torch.zeros(2, 3, dtype=torch.float64)
-    got = torch.zeros(2, 3); got[1, 2] = float("nan")
+    got = torch.zeros(2, 3)
+    got[1, 2] = float("nan")
     c = compare_output("o", got, got.nan_to_num(), ref, torch.float32)
     assert not c.passed and "1 NaN" in c.problem and c.worst_index == (1, 2)
 
@@ -171,8 +172,8 @@ def test_budget_table_is_versioned_with_provenance_and_used():
 
 
 def test_bad_budget_file_is_a_clear_error(tmp_path):
-    from jfa_verify.judge.budgets import BudgetTable
     from jfa_verify.core.errors import InvalidInput
+    from jfa_verify.judge.budgets import BudgetTable
 
     bad = tmp_path / "b.json"
     bad.write_text('{"format": "something-else"}')
@@ -203,8 +204,8 @@ def test_tf32_row_measures_operand_rounding_in_tf32_units():
 def test_runner_judges_a_tf32_kernel_by_the_tf32_row():
     from jfa_verify import Case
     from jfa_verify.core.device import select_device
-    from jfa_verify.run.runner import run_case
     from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.run.runner import run_case
 
     case = Case(kv_lengths=(9, 4), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32")
     dev = select_device("cpu")

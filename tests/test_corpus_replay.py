@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jfa_verify.run.corpus import read_case_file
 from jfa_verify import run_case
+from jfa_verify.run.corpus import read_case_file
 from jfa_verify.run.settings import RunSettings
 
 CORPUS = Path(__file__).with_name("corpus")
@@ -45,8 +45,8 @@ def test_replay_commands_work_pasted_in_any_folder_and_name_the_plugin_of_the_ke
     import shlex
 
     from jfa_verify.cases.case import Case
-    from jfa_verify.run.corpus import replay_command
     from jfa_verify.protocol.registry import load_plugin
+    from jfa_verify.run.corpus import replay_command
 
     plugin = misbehaving_plugin("replays_anywhere")
     load_plugin(plugin)

@@ -8,8 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jfa_verify.core.errors import InvalidInput
-from jfa_verify.scheduling.device_plan import (DEVICE_SCHEDULERS, FILLER_BLOCK, capacity, clamped_lengths,
-                                               device_tiles, fused_pass, host_arrays, plan_pass, to_pass_plan)
+from jfa_verify.scheduling.device_plan import (
+    DEVICE_SCHEDULERS,
+    FILLER_BLOCK,
+    capacity,
+    clamped_lengths,
+    device_tiles,
+    fused_pass,
+    host_arrays,
+    plan_pass,
+    to_pass_plan,
+)
 from jfa_verify.scheduling.invariants import check_schedule
 from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler
 from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward

@@ -7,11 +7,11 @@ import torch
 
 from jfa_verify import Case
 from jfa_verify.core.contract import validate_inputs
-from jfa_verify.core.dtypes import output_dtype
 from jfa_verify.core.device import select_device
+from jfa_verify.core.dtypes import output_dtype
 from jfa_verify.core.errors import InvalidInput, UnsupportedCase
-from jfa_verify.run.runner import run_case
 from jfa_verify.protocol.registry import get_kernel
+from jfa_verify.run.runner import run_case
 
 FP8 = dict(num_heads_q=4, num_heads_kv=2, head_dim=16, dtype="float8_e4m3fn")
 

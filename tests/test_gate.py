@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from jfa_verify.cli import main
-
 from tests.helpers import signal_when
 
 PLUGIN = str(Path(__file__).parent / "quality" / "memory_plugin.py")
@@ -304,8 +303,8 @@ def test_a_check_that_could_not_judge_is_not_a_finding():
 def test_jobs_run_the_suite_and_the_campaign_in_worker_processes_with_the_same_findings(tmp_path, misbehaving_plugin):
     # a kernel wrong on every float16 input: with two workers each suite case still gets its own verdict
     # (every float16 case a finding, no other), and the campaign's workers report theirs with replay commands
-    from jfa_verify.protocol.registry import load_plugin, get_kernel
     from jfa_verify.checks.suites import get_suite
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
 
     plugin = misbehaving_plugin("wrong-in-fp16", wrong="dtype == torch.float16")
     proc = _gate_subprocess(tmp_path, plugin, "wrong-in-fp16", "--checks", "suite", "campaign", "--jobs", "2",
@@ -336,8 +335,8 @@ def test_the_sanitizer_runs_the_kernel_alone_without_the_oracles(monkeypatch, ca
     # by the padded oracle of the sanitized `jfa-verify run`, and were blamed on triton_jfa
     import jfa_verify.oracles as oracles
     import jfa_verify.run.runner as runner
-    from jfa_verify.workflows.gate import SANITIZER_LAYOUT
     from jfa_verify.cli.kernel_only import main as kernel_only
+    from jfa_verify.workflows.gate import SANITIZER_LAYOUT
 
     def oracle_called(*args, **kwargs):
         raise AssertionError("an oracle ran under the sanitizer")
@@ -361,9 +360,9 @@ def test_small_cases_stay_inside_the_contract():
     # contract), and the determinism check, handed such a case, reported the refusal as an error
     import torch
 
-    from jfa_verify.workflows.gate import small_cases
-    from jfa_verify.protocol.registry import get_kernel
     from jfa_verify.checks.suites import get_suite
+    from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.workflows.gate import small_cases
 
     kernel = get_kernel("triton_jfa")
     assert any(c.offsets_layout != "contiguous" for c in get_suite("default", "cpu", 0, kernel=kernel).cases)
@@ -503,8 +502,8 @@ SCAFFOLD = "R:kernel:k.py:4&W:kernel:k.py:4&W:kernel:k.py:6"
 def _sanitized(tmp_path, monkeypatch, kernel_races, control_races, control="ctl", **env):
     import torch
 
-    from jfa_verify.workflows.gate import GateOptions, GateReport, _check_sanitizer
     from jfa_verify.protocol.kernel import Capabilities, Kernel
+    from jfa_verify.workflows.gate import GateOptions, GateReport, _check_sanitizer
 
     bin_dir, src = tmp_path / "bin", tmp_path / "src"
     bin_dir.mkdir(exist_ok=True)

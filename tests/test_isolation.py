@@ -10,10 +10,10 @@ import time
 import pytest
 
 from jfa_verify.cases.case import Case
-from jfa_verify.run.corpus import read_case_file
 from jfa_verify.core.exits import ExitCode, exit_code_for
-from jfa_verify.run.isolation import CaseWorker, WorkerSpec, sticky_device_error
 from jfa_verify.protocol.registry import load_plugin
+from jfa_verify.run.corpus import read_case_file
+from jfa_verify.run.isolation import CaseWorker, WorkerSpec, sticky_device_error
 from jfa_verify.run.settings import RunSettings
 from tests.helpers import interruptible, signal_when
 
@@ -271,8 +271,8 @@ def test_old_timeout_status_reads_as_hang(tmp_path):
 def test_verifier_jobs_keep_the_order_and_each_verdict(tmp_path, misbehaving_plugin):
     # three workers, one case of which crashes its worker: every other case still gets its verdict, in order
     from jfa_verify.core.errors import InvalidInput
-    from jfa_verify.run.loop import Verifier
     from jfa_verify.protocol.registry import get_kernel, load_plugin
+    from jfa_verify.run.loop import Verifier
 
     plugin = misbehaving_plugin("crashes-on-3", crash="B == 3")
     load_plugin(plugin)
@@ -298,8 +298,8 @@ def test_verifier_jobs_interrupted_mid_case_leave_no_running_file(tmp_path, misb
     # the lock code of the main thread's wait on futures and surfaced as "RuntimeError: release unlocked lock"
     # raised while handling the KeyboardInterrupt: a traceback, no interrupted report, and exit 1 (a finding's
     # code) for a stop. It must come out as the stop it is.
-    from jfa_verify.run.loop import Verifier
     from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.run.loop import Verifier
 
     name = f"hangs-on-2-{how}"
     plugin = misbehaving_plugin(name, hang="B == 2")

@@ -54,7 +54,8 @@ def test_single_key_returns_its_value_row():
     q = torch.randn(3, 1, 16, dtype=torch.float64).float()
     k = torch.randn(1, 1, 16)
     v = torch.randn(1, 1, 16)
-    q_off = torch.tensor([0, 3]); k_off = torch.tensor([0, 1])
+    q_off = torch.tensor([0, 3])
+    k_off = torch.tensor([0, 1])
     for fn in (reference_attention, padded_sdpa_attention, blockwise_attention):
         out = oracle(fn, q, k, v, q_off, k_off)
         assert torch.allclose(out["o"].double(), v.double().expand(3, 1, 16), atol=1e-6)
@@ -66,7 +67,8 @@ def test_identical_keys_return_mean_of_values():
     q = torch.randn(4, 2, 16)
     k = torch.randn(1, 2, 16).expand(6, 2, 16).contiguous()
     v = torch.randn(6, 2, 16)
-    off = torch.tensor([0, 4]); koff = torch.tensor([0, 6])
+    off = torch.tensor([0, 4])
+    koff = torch.tensor([0, 6])
     for fn in (reference_attention, padded_sdpa_attention, blockwise_attention):
         out = oracle(fn, q, k, v, off, koff)
         assert torch.allclose(out["o"].double(), v.double().mean(0, keepdim=True).expand(4, 2, 16), atol=1e-5)
@@ -77,8 +79,11 @@ def test_identical_keys_return_mean_of_values():
 
 def test_query_with_no_visible_key_is_zero_and_minus_inf():
     # Bottom-right causal with L_k=2 < L_q=5: rows 0..2 see no key; L_k=0 sees nothing.
-    q = torch.randn(7, 1, 16); k = torch.randn(2, 1, 16); v = torch.randn(2, 1, 16)
-    q_off = torch.tensor([0, 5, 7]); k_off = torch.tensor([0, 2, 2])
+    q = torch.randn(7, 1, 16)
+    k = torch.randn(2, 1, 16)
+    v = torch.randn(2, 1, 16)
+    q_off = torch.tensor([0, 5, 7])
+    k_off = torch.tensor([0, 2, 2])
     do = torch.randn(7, 1, 16)
     for fn in (reference_attention, padded_sdpa_attention, blockwise_attention):
         out = oracle(fn, q, k, v, q_off, k_off, causal=True, causal_alignment="bottom_right", do=do)

@@ -11,15 +11,15 @@ import torch
 from hypothesis import given, settings
 
 from jfa_verify import Case
-from jfa_verify.judge.compare import compare_output, reference_scales
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.fuzz import run_campaign
-from jfa_verify.oracles import padded_sdpa_attention, reference_attention
+from jfa_verify.judge.compare import compare_output, reference_scales
 from jfa_verify.judge.packing import judge_parts, part_statuses, stand_alone
+from jfa_verify.oracles import padded_sdpa_attention, reference_attention
 from jfa_verify.protocol.registry import get_kernel, load_plugin
 from jfa_verify.run.runner import CaseResult, run_case
-from jfa_verify.strategies import packs
 from jfa_verify.run.settings import RunSettings
+from jfa_verify.strategies import packs
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "tests" / "packing_plugin.py"
@@ -308,10 +308,10 @@ def test_max_examples_counts_cases_without_cutting_rounds_short(plugin, tmp_path
 def test_a_leftover_packed_case_is_split_before_it_is_kept(plugin, tmp_path):
     # A kill -9 mid-launch of a failing pack left its file "running"; the next campaign replayed it and kept the
     # whole pack as a finding, though its failure stands in one part.
-    from jfa_verify.run.corpus import Corpus
     from jfa_verify.fuzz.campaign import classifier, prepare_corpus
     from jfa_verify.fuzz.findings import list_findings
     from jfa_verify.fuzz.workers import leftover_note
+    from jfa_verify.run.corpus import Corpus
     from jfa_verify.run.loop import Verifier
 
     kernel = plugin["pack_long_rows"]

@@ -356,7 +356,6 @@ def test_campaign_finds_the_empty_batch_error_and_the_plus_inf_lse(tmp_path):
 
 def test_matrix_cli_table_findings_outputs_and_replays(tmp_path, monkeypatch, capsys):
     from jfa_verify.cli import main
-
     from jfa_verify.protocol import registry
 
     monkeypatch.chdir(tmp_path)

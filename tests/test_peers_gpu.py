@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from jfa_verify import run_case
-from jfa_verify.run.corpus import read_case_file
 from jfa_verify.core.exits import exit_code_for
 from jfa_verify.protocol.registry import get_kernel
+from jfa_verify.run.corpus import read_case_file
 from jfa_verify.run.settings import RunSettings
 
 PEERS = Path(__file__).with_name("corpus") / "peers"

@@ -8,12 +8,12 @@ which the kernel rightly rejected, are checks of the contract, not of an output:
 
 import pytest
 from hypothesis import event, given, note, settings, target
-from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
 from jfa_verify import Case, run_case
-from jfa_verify.strategies import cases
 from jfa_verify.run.settings import RunSettings
+from jfa_verify.strategies import cases
 
 SMALL = dict(max_batch=4, max_len=40, head_dims=(16, 24, 40))
 # Found by these properties on the H200: D=40 / D_v=24 gave wrong O (see test_triton_jfa.py).

@@ -9,9 +9,9 @@ import torch
 
 from jfa_verify import Case
 from jfa_verify.checks.calls import check_relations, is_call_file, read_call_file, write_call_file
+from jfa_verify.checks.relations import Relation, permuted
 from jfa_verify.protocol.kernel import Kernel
 from jfa_verify.protocol.registry import add_kernel, get_kernel
-from jfa_verify.checks.relations import Relation, permuted
 from jfa_verify.run.runner import run_case
 
 CASE = Case(kv_lengths=(5, 0, 17, 3), mode="cross", q_lengths=(9, 2, 4, 3), causal=True,

@@ -1,14 +1,14 @@
 """The persistent kernels under every schedule: outputs pass and every instrumented run meets the invariants."""
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dataclasses
-
 from jfa_verify import get_kernel, run_case
 from jfa_verify.kernels.triton_jfa import build
-from jfa_verify.scheduling.planning import PersistentScheduler
 from jfa_verify.protocol.kernel import Kernel
+from jfa_verify.scheduling.planning import PersistentScheduler
 from jfa_verify.scheduling.schedules import SCHEDULERS
 from jfa_verify.strategies import cases
 

@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 
 from jfa_verify import Case
 from jfa_verify.checks.calls import read_call_file
+from jfa_verify.checks.stateful import call_sequence_machine, moved_tokens, same_maxima
 from jfa_verify.protocol.kernel import Kernel
 from jfa_verify.protocol.registry import add_kernel, get_kernel
 from jfa_verify.run.runner import run_case
-from jfa_verify.checks.stateful import call_sequence_machine, moved_tokens, same_maxima
 
 SMALL = st.builds(Case, kv_lengths=st.lists(st.integers(1, 9), min_size=2, max_size=3).map(tuple),
                   dtype=st.just("float32"), head_dim=st.just(16), num_heads_q=st.just(1), num_heads_kv=st.just(1))

@@ -8,6 +8,9 @@ from hypothesis import strategies as st
 from jfa_verify import Case, run_case
 from jfa_verify.cases.case import VALUE_DISTRIBUTIONS
 from jfa_verify.cases.coverage import CLASSES, CPU_EXPECTED, Coverage, classify, element_extent
+from jfa_verify.protocol.kernel import Capabilities, Kernel, TileSizes, tiles_for_shape
+from jfa_verify.protocol.registry import get_kernel
+from jfa_verify.run.settings import RunSettings
 from jfa_verify.strategies import (
     cases,
     cross_query_lengths,
@@ -28,9 +31,6 @@ from jfa_verify.strategies import (
     tile_boundary_lengths,
     value_policies,
 )
-from jfa_verify.protocol.kernel import Capabilities, Kernel, TileSizes, tiles_for_shape
-from jfa_verify.protocol.registry import get_kernel
-from jfa_verify.run.settings import RunSettings
 
 KERNEL = get_kernel("triton_jfa")
 

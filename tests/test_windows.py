@@ -6,8 +6,8 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from jfa_verify import Case, InvalidInput, run_case, validate_inputs
-from jfa_verify.core.contract import check_window, key_range, keys_seen, mask_kind, rows_seeing, visible_mask
 from jfa_verify.cases.coverage import WINDOW_CLASSES, Coverage, classify
+from jfa_verify.core.contract import check_window, key_range, keys_seen, mask_kind, rows_seeing, visible_mask
 from jfa_verify.protocol.kernel import Capabilities, Kernel
 from jfa_verify.protocol.registry import get_kernel
 from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward

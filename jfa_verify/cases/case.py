@@ -21,8 +21,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from jfa_verify.core.contract import CAUSAL_ALIGNMENTS, MODES, JaggedProblem, Mask, check_window, validate_inputs
 from jfa_verify.cases.counter_normals import counter_normals
+from jfa_verify.core.contract import CAUSAL_ALIGNMENTS, MODES, JaggedProblem, Mask, check_window, validate_inputs
 from jfa_verify.core.dtypes import DTYPES, OFFSET_DTYPES, output_dtype
 from jfa_verify.core.errors import InvalidInput
 

@@ -23,10 +23,20 @@ from functools import lru_cache
 from typing import Callable, Mapping, Optional
 
 from jfa_verify.cases.case import Case
+from jfa_verify.cases.dimensions import (
+    DIMENSIONS,
+    LENGTH_DIMENSIONS,
+    Dimension,
+    Target,
+    classify,
+    dimension,
+    tile_count,
+    tile_shape,
+    window_of,
+    window_shape,
+)
 from jfa_verify.core.dtypes import dtype_name
 from jfa_verify.core.masks import Mask
-from jfa_verify.cases.dimensions import (DIMENSIONS, LENGTH_DIMENSIONS, Dimension, Target, classify, dimension,
-                                         tile_count, tile_shape, window_of, window_shape)
 
 __all__ = ["BUILDERS", "CANDIDATE_HEAD_DIMS", "DimensionRecord", "HEADS", "SM_SCALE_FACTORS", "Within", "build_case",
            "case_cost", "head_dims_for", "length_cost", "lengths_for", "reachable"]

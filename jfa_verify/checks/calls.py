@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from jfa_verify.cases.case import Case
-from jfa_verify.core.errors import InvalidInput
 from jfa_verify.checks.relations import RELATIONS, Relation
+from jfa_verify.core.errors import InvalidInput
 from jfa_verify.run.isolation import CaseWorker, WorkerSpec
 from jfa_verify.run.runner import _traceback_tail
 

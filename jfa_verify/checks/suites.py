@@ -17,11 +17,11 @@ from dataclasses import dataclass, replace
 
 from jfa_verify.cases.case import Case
 from jfa_verify.cases.dimensions import Target, padded_width
+from jfa_verify.cases.pairs import covering_array
+from jfa_verify.checks.relations import Relation
 from jfa_verify.core.dtypes import DIFFERENTIABLE
 from jfa_verify.core.lengths import sample_movielens_batch
 from jfa_verify.protocol.kernel import tiles_for_shape
-from jfa_verify.cases.pairs import covering_array
-from jfa_verify.checks.relations import Relation
 
 __all__ = ["Suite", "default_suite", "jagged_grid_suite", "SUITES", "get_suite", "relation_checks", "suite_inputs"]
 

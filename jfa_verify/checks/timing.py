@@ -25,8 +25,8 @@ from typing import Callable
 import torch
 
 from jfa_verify.cases.case import Case
-from jfa_verify.core.errors import InvalidInput, UnsupportedCase
 from jfa_verify.checks.perf import workloads
+from jfa_verify.core.errors import InvalidInput, UnsupportedCase
 from jfa_verify.protocol.kernel import Kernel
 
 __all__ = ["batch_case", "pin_cpu_timing", "time_block", "timed_call"]

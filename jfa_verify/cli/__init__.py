@@ -129,7 +129,9 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     except SystemExit as e:  # a bad argument (exit 2, one line already printed) or --help (0)
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
     except ModuleNotFoundError as e:  # the parser imports numpy (its choices come from the suites): a --no-deps
-        from jfa_verify.core.errors import missing_dependency  # install without it gave every command, --version too, a traceback
+        from jfa_verify.core.errors import (
+            missing_dependency,  # install without it gave every command, --version too, a traceback
+        )
 
         print(f"jfa-verify: error: {missing_dependency(e)}", file=sys.stderr)
         return EXIT_USAGE

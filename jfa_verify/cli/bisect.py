@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jfa_verify.cli.arguments import (device_option, existing_file, folder, name_part, nonneg_float, number,
-                                      percent, positive_float, positive_int, seed_int)
+from jfa_verify.cli.arguments import (
+    device_option,
+    existing_file,
+    folder,
+    name_part,
+    nonneg_float,
+    number,
+    percent,
+    positive_float,
+    positive_int,
+    seed_int,
+)
 
 HELP = ("find the kernel commit that broke correctness, speed or bits "
         "(git bisect run in a temporary worktree; see docs/bisect.md)")
@@ -62,8 +72,8 @@ def add_arguments(parser) -> None:
 
 
 def main(args, ctx) -> int:
-    from jfa_verify.workflows.bisect.search import BisectRequest, run_bisect
     from jfa_verify.workflows.bisect.report import format_text
+    from jfa_verify.workflows.bisect.search import BisectRequest, run_bisect
 
     req = BisectRequest(
         repo=args.repo, good=args.good, bad=args.bad, kernel=ctx.kernel_name, plugins=ctx.plugins,

@@ -5,9 +5,22 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jfa_verify.cli.arguments import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, existing_file, kernel_options, new_file,
-                                      nonneg_float, nonneg_int, positive_float, positive_int, seed_int)
+from jfa_verify.cli.arguments import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    existing_file,
+    kernel_options,
+    new_file,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    seed_int,
+)
 from jfa_verify.core.exits import ExitCode
+
 HELP = "measure error distributions and fit a budget table"
 
 
@@ -46,8 +59,8 @@ def add_arguments(parser) -> None:
 def main(args, ctx) -> int:
     import json
 
-    from jfa_verify.workflows import calibrate as cal
     from jfa_verify.judge.budgets import BudgetTable, default_table
+    from jfa_verify.workflows import calibrate as cal
 
     current = BudgetTable.load(args.against) if args.against else default_table()
     held = cal.read_records(args.holdout) if args.holdout else []

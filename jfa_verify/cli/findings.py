@@ -30,9 +30,9 @@ def main(args, ctx) -> int:
     """List a reproducer folder's findings; the exit status is the one their verdicts give (see the help)."""
     import json
 
-    from jfa_verify.run.corpus import RUNNING
     from jfa_verify.core.exits import exit_code_for
     from jfa_verify.fuzz.findings import list_findings, unreadable_case_files
+    from jfa_verify.run.corpus import RUNNING
 
     if args.folder and args.reproducers and Path(args.folder).resolve() != Path(args.reproducers).resolve():
         raise UsageError(f"two folders given: {args.folder!r} and --reproducers {args.reproducers!r}; give one")

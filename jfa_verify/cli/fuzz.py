@@ -5,8 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jfa_verify.cli.arguments import (EXIT_USAGE, UsageError, kernel_options, new_file, png_file, positive_float,
-                                      positive_int, seed_int)
+from jfa_verify.cli.arguments import (
+    EXIT_USAGE,
+    UsageError,
+    kernel_options,
+    new_file,
+    png_file,
+    positive_float,
+    positive_int,
+    seed_int,
+)
 from jfa_verify.core.exits import FINDINGS_IN_WORDS
 
 HELP = "Hypothesis campaign: adversarial cases, shrinking, deduplicated findings, worker processes on one shared database"

@@ -5,8 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jfa_verify.cli.arguments import (UsageError, device_option, existing_file, existing_folder, folder, new_file,
-                                      number, plugin_option, positive_float, positive_int, seed_int)
+from jfa_verify.cli.arguments import (
+    UsageError,
+    device_option,
+    existing_file,
+    existing_folder,
+    folder,
+    new_file,
+    number,
+    plugin_option,
+    positive_float,
+    positive_int,
+    seed_int,
+)
 
 HELP = ("the CI gate: suite, campaign, replays, determinism, canaries, recycled memory "
         "(+ sanitizer, perf); JUnit/JSON/Markdown")

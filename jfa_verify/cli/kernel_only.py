@@ -49,11 +49,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _run(args) -> int:
     import torch
 
+    from jfa_verify.checks.suites import get_suite
     from jfa_verify.core.device import select_device
     from jfa_verify.core.errors import JFAError, KernelConfigError, KernelUnavailable, UnsupportedCase
     from jfa_verify.protocol.registry import get_kernel, load_plugin
     from jfa_verify.run.runner import call_kernel
-    from jfa_verify.checks.suites import get_suite
 
     try:
         device = select_device(args.device)

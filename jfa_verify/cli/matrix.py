@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from jfa_verify.cli.arguments import (UsageError, device_option, existing_file, folder, name_part, new_file,
-                                      nonneg_int, plugin_option, png_file, positive_float, positive_int, seed_int)
+from jfa_verify.cli.arguments import (
+    UsageError,
+    device_option,
+    existing_file,
+    folder,
+    name_part,
+    new_file,
+    nonneg_int,
+    plugin_option,
+    png_file,
+    positive_float,
+    positive_int,
+    seed_int,
+)
 
 HELP = ("kernels x cases in one table: pass/fail/error/unsupported, worst headroom, "
         "findings with replay commands; JSON, Markdown and a PNG heat map")

@@ -5,8 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jfa_verify.cli.arguments import (EXIT_OK, EXIT_FAIL, EXIT_USAGE, UsageError, device_option, positive_int,
-                                      nonneg_int, seed_int, new_file)
+from jfa_verify.cli.arguments import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    device_option,
+    new_file,
+    nonneg_int,
+    positive_int,
+    seed_int,
+)
 
 HELP = "mutation testing: the CI profile against each planted-bug kernel"
 DESCRIPTION = ("Mutation testing: each planted bug of a catalogue (a one-line change of the "

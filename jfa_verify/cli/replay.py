@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from jfa_verify.cli.arguments import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, existing_file, kernel_options,
-                                      positive_float)
+from jfa_verify.cli.arguments import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    existing_file,
+    kernel_options,
+    positive_float,
+)
 from jfa_verify.core.exits import FINDINGS_IN_WORDS
 
 HELP = "re-run a case file (or an inline case) and print its verdict"
@@ -27,9 +34,9 @@ def add_arguments(parser) -> None:
 def main(args, ctx) -> int:
     """Re-run one case; never writes, moves or deletes the file it was given."""
     from jfa_verify.cases.case import Case
-    from jfa_verify.run.corpus import RUNNING, read_case_file, replay_timeout
     from jfa_verify.cli.output import make_console
     from jfa_verify.core.errors import UnknownKernel
+    from jfa_verify.run.corpus import RUNNING, read_case_file, replay_timeout
     from jfa_verify.run.runner import run_case
 
     console = make_console()

@@ -6,8 +6,16 @@ import argparse
 import sys
 from contextlib import contextmanager
 
-from jfa_verify.cli.arguments import (EXIT_USAGE, UsageError, kernel_options, name_part, new_file, positive_float,
-                                      positive_int, seed_int)
+from jfa_verify.cli.arguments import (
+    EXIT_USAGE,
+    UsageError,
+    kernel_options,
+    name_part,
+    new_file,
+    positive_float,
+    positive_int,
+    seed_int,
+)
 from jfa_verify.core.exits import FINDINGS_IN_WORDS, ExitCode
 
 HELP = "verify a kernel on the built-in suite (the main job)"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-
 from typing import Iterable
 
 __all__ = ["ExitCode", "FINDINGS_IN_WORDS", "exit_code_for"]

@@ -19,8 +19,8 @@ from typing import Callable, Optional
 
 import torch
 
-from jfa_verify.judge.budgets import default_table, precision_of
 from jfa_verify.cases.case import Case
+from jfa_verify.judge.budgets import default_table, precision_of
 from jfa_verify.judge.compare import OUTPUTS, compare_output
 
 __all__ = ["judge_parts", "pack_failures_line", "part_statuses", "stand_alone"]

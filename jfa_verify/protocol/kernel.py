@@ -39,7 +39,13 @@ import torch
 
 from jfa_verify.core.contract import CAUSAL_ALIGNMENTS, MASKS, MODES, JaggedProblem, Mask
 from jfa_verify.core.dtypes import DIFFERENTIABLE, DTYPES, dtype_name
-from jfa_verify.core.errors import InvalidInput, KernelConfigError, KernelProtocolError, KernelUnavailable, UnsupportedCase
+from jfa_verify.core.errors import (
+    InvalidInput,
+    KernelConfigError,
+    KernelProtocolError,
+    KernelUnavailable,
+    UnsupportedCase,
+)
 
 __all__ = ["Capabilities", "GENERIC_TILES", "Kernel", "KernelRun", "LaunchPlan", "PassPlan", "TileSizes", "Visits",
            "tiles_for_shape"]

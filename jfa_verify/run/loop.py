@@ -13,10 +13,10 @@ from typing import Callable, Iterable, Optional
 import torch
 
 from jfa_verify.cases.case import Case
-from jfa_verify.run.corpus import Corpus
 from jfa_verify.core.errors import KernelConfigError, PluginError
-from jfa_verify.run.interrupts import interrupt_behind
 from jfa_verify.protocol.kernel import Kernel
+from jfa_verify.run.corpus import Corpus
+from jfa_verify.run.interrupts import interrupt_behind
 from jfa_verify.run.runner import CaseResult, ran_out_of_memory, run_case
 from jfa_verify.run.settings import RunSettings
 

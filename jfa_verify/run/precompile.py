@@ -199,9 +199,8 @@ def compile_variant(variant: Variant) -> float:
 
 
 def _trace_in_worker(cases, device: str, backward: bool, memory: Optional[str]):
-    from triton.runtime import driver
-
     import torch
+    from triton.runtime import driver
 
     variants, untraced = trace_variants(_WORKER["kernel"], cases, torch.device(device), backward=backward,
                                         memory=memory)

@@ -18,18 +18,18 @@ from typing import Optional
 
 import torch
 
-from jfa_verify.judge.budgets import default_table, precision_of
 from jfa_verify.cases.case import Case
-from jfa_verify.judge.compare import OUTPUTS, OutputComparison, compare_output, reference_scales
-from jfa_verify.core.conventions import normalized
 from jfa_verify.core.contract import JaggedProblem, output_violations
+from jfa_verify.core.conventions import normalized
 from jfa_verify.core.device import as_device
 from jfa_verify.core.errors import InvalidInput, KernelConfigError, KernelUnavailable, UnsupportedCase
-from jfa_verify.judge.immutability import changed_inputs, copy_keeping_strides, snapshot
+from jfa_verify.judge.budgets import default_table, precision_of
+from jfa_verify.judge.compare import OUTPUTS, OutputComparison, compare_output, reference_scales
 from jfa_verify.judge.findings import Finding, explain_findings, messages, part_finding
+from jfa_verify.judge.immutability import changed_inputs, copy_keeping_strides, snapshot
 from jfa_verify.judge.localize import Location, locate, spread
-from jfa_verify.oracles import padded_sdpa_attention, reference_attention
 from jfa_verify.judge.packing import judge_parts, pack_failures_line
+from jfa_verify.oracles import padded_sdpa_attention, reference_attention
 from jfa_verify.protocol.kernel import PASSES, Kernel, KernelRun
 from jfa_verify.run.settings import RunSettings
 

@@ -9,8 +9,8 @@ from typing import Optional, Sequence
 from hypothesis import strategies as st
 
 from jfa_verify.cases.case import LAYOUTS, OFFSETS_LAYOUTS, VALUE_DISTRIBUTIONS, Case
-from jfa_verify.core.contract import MODES, Mask
 from jfa_verify.cases.dimensions import tile_shape
+from jfa_verify.core.contract import MODES, Mask
 from jfa_verify.core.dtypes import DTYPES, dtype_name
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.protocol.kernel import Capabilities, Kernel, tiles_for_shape

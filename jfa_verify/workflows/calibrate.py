@@ -125,8 +125,8 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
     kernel raised is an error, not a sample (and not a record).
     """
     from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import strategies as st
     from hypothesis import seed as hypothesis_seed
+    from hypothesis import strategies as st
 
     from jfa_verify.judge.budgets import precision_of
     from jfa_verify.run.runner import run_case
@@ -219,10 +219,10 @@ def refloor(records: Iterable[Record], device="cpu") -> list[Record]:
         InvalidInput: record ``i`` (1-based in the message) without its full case
             (``case["full"]``) or with an unknown row.
     """
-    from jfa_verify.judge.budgets import PRECISIONS
     from jfa_verify.cases.case import Case
-    from jfa_verify.judge.compare import floor_terms, reference_scales
     from jfa_verify.core.errors import InvalidInput
+    from jfa_verify.judge.budgets import PRECISIONS
+    from jfa_verify.judge.compare import floor_terms, reference_scales
     from jfa_verify.oracles import reference_attention
 
     out = []

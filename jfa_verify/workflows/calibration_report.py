@@ -15,8 +15,8 @@ from typing import Sequence
 import numpy as np
 
 from jfa_verify.judge.budgets import BudgetTable
-from jfa_verify.workflows.calibrate import Record, record_headroom
 from jfa_verify.judge.compare import OUTPUTS
+from jfa_verify.workflows.calibrate import Record, record_headroom
 
 __all__ = ["plot_error_vs_length", "plot_headroom", "write_report"]
 

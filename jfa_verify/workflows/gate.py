@@ -44,14 +44,21 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from jfa_verify.cases.case import Case
+from jfa_verify.checks import sanitizer
+from jfa_verify.checks.sanitizer import sanitizer_errors  # noqa: F401  (re-exported: the gate's tests and users read it here)
 from jfa_verify.core.contract import JaggedProblem
-from jfa_verify.run.corpus import Corpus, campaign_folder, environment, read_case_file, replay_timeout, reproducer_folders
-from jfa_verify.run.parallelism import describe_jobs
 from jfa_verify.core.errors import InvalidInput, missing_dependency
 from jfa_verify.core.exits import ExitCode
-from jfa_verify.checks import sanitizer
 from jfa_verify.protocol.kernel import Kernel
-from jfa_verify.checks.sanitizer import sanitizer_errors  # noqa: F401  (re-exported: the gate's tests and users read it here)
+from jfa_verify.run.corpus import (
+    Corpus,
+    campaign_folder,
+    environment,
+    read_case_file,
+    replay_timeout,
+    reproducer_folders,
+)
+from jfa_verify.run.parallelism import describe_jobs
 
 __all__ = ["CHECKS", "CheckResult", "Finding", "GateOptions", "GateReport", "run_gate"]
 
@@ -337,9 +344,8 @@ def _settings(options: GateOptions, plugins):
 
 
 def _check_suite(kernel, device, options, plugins) -> CheckResult:
-    from jfa_verify.run.loop import Verifier
     from jfa_verify.checks.suites import get_suite
-
+    from jfa_verify.run.loop import Verifier
     from jfa_verify.workflows.suite_run import precompile_cases
 
     cases = get_suite("default", device.type, options.seed, kernel=kernel).cases

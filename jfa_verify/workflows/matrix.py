@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from jfa_verify.cases.case import Case
-from jfa_verify.judge.compare import OUTPUTS
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.exits import ExitCode, exit_code_for
+from jfa_verify.judge.compare import OUTPUTS
 from jfa_verify.run.runner import FAILING_STATUSES, STATUSES
 from jfa_verify.run.settings import RunSettings
 
@@ -565,9 +565,9 @@ def _read_matrix(path: str) -> Matrix:
 
 
 def _run(options: MatrixOptions) -> Matrix:
+    from jfa_verify.checks.suites import get_suite
     from jfa_verify.core.device import interpreting, select_device
     from jfa_verify.protocol.registry import get_kernel, load_plugin
-    from jfa_verify.checks.suites import get_suite
 
     if not options.kernels:
         raise InvalidInput("matrix needs --kernel NAME at least once (or --from-json FILES to merge)")

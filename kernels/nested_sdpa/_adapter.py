@@ -6,9 +6,9 @@ import warnings
 
 import torch
 
-from jfa_verify.protocol.adapting import ContractAdapter, restore_rows, varlen_inputs
 from jfa_verify.core.contract import JaggedProblem
 from jfa_verify.core.errors import UnsupportedCase
+from jfa_verify.protocol.adapting import ContractAdapter, restore_rows, varlen_inputs
 from jfa_verify.protocol.kernel import KernelRun
 
 __all__ = ["NestedSDPA"]

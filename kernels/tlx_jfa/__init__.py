@@ -14,7 +14,6 @@ forward only, head dim <= 128 with ``D == D_v``, 2-byte dtypes.
 
 from __future__ import annotations
 
-
 import torch
 
 from jfa_verify.protocol.kernel import Capabilities

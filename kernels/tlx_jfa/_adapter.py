@@ -26,9 +26,9 @@ from pathlib import Path
 
 import torch
 
-from jfa_verify.protocol.adapting import ContractAdapter, restore_rows, varlen_inputs
 from jfa_verify.core.contract import JaggedProblem
 from jfa_verify.core.errors import KernelUnavailable
+from jfa_verify.protocol.adapting import ContractAdapter, restore_rows, varlen_inputs
 from jfa_verify.protocol.kernel import KernelRun
 
 __all__ = ["SOURCE", "TLXJaggedAttention", "load_tlx_function"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from jfa_verify.protocol.adapting import ContractAdapter, lse_rows, restore_rows, varlen_inputs
 from jfa_verify.core.contract import JaggedProblem
+from jfa_verify.protocol.adapting import ContractAdapter, lse_rows, restore_rows, varlen_inputs
 from jfa_verify.protocol.kernel import KernelRun
 
 __all__ = ["FlashAttentionVarlen", "window_sides"]

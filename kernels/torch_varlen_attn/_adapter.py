@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jfa_verify.protocol.adapting import ContractAdapter, lse_rows, restore_rows, varlen_inputs
 from jfa_verify.core.contract import JaggedProblem
+from jfa_verify.protocol.adapting import ContractAdapter, lse_rows, restore_rows, varlen_inputs
 from jfa_verify.protocol.kernel import KernelRun
 
 __all__ = ["VarlenAttn", "varlen_window"]

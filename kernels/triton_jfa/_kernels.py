@@ -26,7 +26,6 @@ because the interpreter's bf16 arithmetic and casts are not the GPU's.
 import triton
 import triton.language as tl
 
-
 # Scalars that vary from case to case but not the arithmetic: not specialized. Triton
 # would otherwise compile a variant per combination of values == 1 / divisible by 16,
 # and with random head counts and head dims nearly every drawn case needed its own

@@ -251,8 +251,8 @@ def test_mutants_take_the_shared_suite_only_when_their_suite_inputs_match(monkey
     # covering array before: 7 s a mutant on the CPU); a mutant whose bug changes what the suite is built from
     # (capabilities, tiles) must build its own
     from jfa_verify import Case
-    from jfa_verify.fuzz import mutation
     from jfa_verify.checks.suites import suite_inputs
+    from jfa_verify.fuzz import mutation
 
     cat = load_catalogue("triton_jfa")
     name = next(n for n, m in cat.mutants.items() if not m.scheduler and not m.gpu_only)

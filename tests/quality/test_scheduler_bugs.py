@@ -6,8 +6,8 @@ import pytest
 
 from jfa_verify import Case, get_kernel, run_case
 from jfa_verify.fuzz.mutation import CORRUPTIONS, load_catalogue
-from jfa_verify.scheduling.invariants import check_schedule
 from jfa_verify.kernels.triton_jfa import build
+from jfa_verify.scheduling.invariants import check_schedule
 from jfa_verify.scheduling.planning import PersistentScheduler
 from jfa_verify.scheduling.schedules import workloads_forward, zigzag
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from jfa_verify import run_case
-from jfa_verify.strategies import cases
 from jfa_verify.protocol.registry import get_kernel, load_plugin
 from jfa_verify.run.settings import RunSettings
+from jfa_verify.strategies import cases
 
 MUTANT_PLUGIN = Path(__file__).with_name("mutant_plugin.py")
 

@@ -160,8 +160,8 @@ def serve(state: str, worktree: str, load: Callable[[StepConfig, str], object]) 
     ``{"error": ...}``."""
     import torch
 
-    from jfa_verify.core.device import select_device
     from jfa_verify.checks.timing import batch_case, pin_cpu_timing, time_block, timed_call
+    from jfa_verify.core.device import select_device
 
     config = StepConfig.read(state)
     device = select_device(config.device)

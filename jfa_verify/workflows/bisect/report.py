@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from jfa_verify.workflows.bisect.config import StepRecord
 from jfa_verify.core.exits import ExitCode
+from jfa_verify.workflows.bisect.config import StepRecord
 
 __all__ = ["BisectReport", "format_markdown", "format_text", "write_reports"]
 

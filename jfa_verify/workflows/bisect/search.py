@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from jfa_verify.workflows.bisect.config import StepConfig, read_records, step_script
-from jfa_verify.workflows.bisect.report import BisectReport, write_reports
 from jfa_verify.core.errors import InvalidInput, ToolError
 from jfa_verify.run.corpus import replay_command
+from jfa_verify.workflows.bisect.config import StepConfig, read_records, step_script
+from jfa_verify.workflows.bisect.report import BisectReport, write_reports
 
 __all__ = ["BisectRequest", "run_bisect"]
 

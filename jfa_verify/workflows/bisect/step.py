@@ -245,10 +245,10 @@ def _drift_step(config: StepConfig, step: Path, kernel, device, role: str) -> tu
     kernel repeats itself bit for bit, or within ``atol``, on the same inputs)."""
     import torch
 
-    from jfa_verify.run.corpus import Corpus
     from jfa_verify.checks.drift import output_drift
     from jfa_verify.core.errors import UnsupportedCase
     from jfa_verify.judge.localize import locate
+    from jfa_verify.run.corpus import Corpus
     from jfa_verify.run.runner import call_kernel
 
     def outputs(case, tensors, problem) -> dict:
@@ -441,9 +441,9 @@ def cmd_died(state: str, role: str, status: int) -> int:
 def cmd_control(state: str, case_file: str) -> int:
     """The float64 and padded-SDPA oracles alone on a case file's case: exit 0 when they finish."""
     config = StepConfig.read(state)
-    from jfa_verify.run.corpus import read_case_file
     from jfa_verify.core.device import select_device
     from jfa_verify.oracles import padded_sdpa_attention, reference_attention
+    from jfa_verify.run.corpus import read_case_file
 
     device = select_device(config.device)
     case, _ = read_case_file(case_file)

@@ -91,10 +91,9 @@ def columns(docs: list[dict]) -> dict:
 
 def check_float32_copy(docs: list[dict], path: Path) -> None:
     sys.path.insert(0, str(HERE.parents[2]))
-    from tests.calibration_records import read_npz_records
-
     from jfa_verify.judge.budgets import default_table
     from jfa_verify.workflows.calibrate import Record, record_headroom
+    from tests.calibration_records import read_npz_records
 
     table = default_table()
     for d, r in zip(docs, read_npz_records(path), strict=True):
