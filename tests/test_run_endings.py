@@ -130,3 +130,30 @@ def test_findings_lists_what_it_reads_and_names_the_file_it_cannot(tmp_path, cap
     assert main(["findings", str(folder)]) == ExitCode.CRASH
     out, err = capsys.readouterr()
     assert "crash" in out and str(crash) in out and "no readable findings" not in out and str(broken) in err
+
+
+def test_a_death_marks_only_the_cases_no_live_process_still_runs(tmp_path):
+    """Regression: ``record_death`` (the waiting process of a ``--no-isolate`` run that died) made a crash of every
+    ``"running"`` file of the folder, so a case another live run was verifying in the same folder became a crash of
+    this run's death; it also wrote through one shared ``.tmp`` name, outside the folder's lock. Only the files whose
+    guards are all dead are the death's."""
+    import time
+
+    from jfa_verify.run.postmortem import record_death
+
+    repro, since = tmp_path / "repro", time.time()
+    dead_case, live_case = Case(kv_lengths=(3,), head_dim=16), Case(kv_lengths=(5, 2), head_dim=16)
+    script = ("import os, sys; from jfa_verify.cases.case import Case; from jfa_verify.run.corpus import Corpus\n"
+              f"g = Corpus(sys.argv[1]).guard(Case(kv_lengths=(3,), head_dim=16), 'k', 'cpu'); g.__enter__()\n"
+              "os._exit(0)  # dies holding its case, as a segfaulting kernel's run does\n")
+    subprocess.run([sys.executable, "-c", script, str(repro)], check=True, timeout=120)
+    corpus = Corpus(repro)
+    with corpus.guard(live_case, "k", "cpu") as live:  # a run of this process, still verifying its case
+        in_flight = record_death(tmp_path / "r.json", repro, since, "died of SIGSEGV (signal 11)")
+        dead = corpus.path_for(dead_case, "k")
+        assert in_flight == dead and read_case_file(dead)[1]["status"] == "crash"
+        assert read_case_file(live)[1]["status"] == "running"
+        written = json.loads((tmp_path / "r.json").read_text())
+        assert [c["status"] for c in written["cases"]] == ["crash"] and written["crash"]["case_file"] == str(dead)
+        corpus.discard(live)
+    assert sorted(p.name for p in repro.iterdir()) == [dead.name]  # no temporary file left behind

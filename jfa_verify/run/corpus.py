@@ -18,7 +18,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from jfa_verify.cases.case import Case
 from jfa_verify.core.errors import InvalidInput
@@ -389,6 +389,33 @@ class Corpus:
                 payload.pop(key, None)
             payload.update(fields)
             _write_atomic(path, payload)
+
+    def mark_orphans(self, since: float, verdict: Callable[[Case, dict], dict]) -> list[tuple[Path, dict]]:
+        """Rewrite each ``"running"`` file of this folder written at or after ``since`` (a :func:`time.time`) whose
+        guards are all gone (their processes dead) with ``verdict(case, payload)``'s keys, under the folder's lock,
+        oldest first; returns ``[(path, new payload)]``.
+
+        A file a live process still holds (another run or campaign worker on the same folder) is left alone: its
+        case is still running. ``since`` keeps an earlier run's leftovers out (they are replayed, not re-judged)."""
+        done = []
+        with _folder_lock(self.root):
+            left = []
+            for path in self.files():
+                try:
+                    mtime = path.stat().st_mtime
+                    if mtime < since - 1.0:  # (mtime granularity) another run's leftover
+                        continue
+                    case, payload = read_case_file(path)
+                except Exception:  # (named by `findings`; nothing of this run's)
+                    continue
+                if payload.get("status") != RUNNING or any(_alive(h) for h in payload.get("holders") or ()):
+                    continue
+                left.append((mtime, path, case, payload))
+            for _, path, case, payload in sorted(left, key=lambda t: t[0]):
+                payload.update(verdict(case, payload))
+                _write_atomic(path, payload)
+                done.append((path, payload))
+        return done
 
     def files(self) -> list[Path]:
         """The case files (call files, :data:`CALL_FILE_SUFFIX`, are not: :meth:`call_files`)."""

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from jfa_verify.run.corpus import RUNNING, Corpus, read_case_file, replay_command
+from jfa_verify.run.corpus import Corpus, replay_command
 from jfa_verify.run.isolation import crash_result, death_in_words
 from jfa_verify.run.report import summary, write_json
 
@@ -26,32 +26,26 @@ def record_death(report: "str | Path", reproducers: "str | Path", since: float, 
     (:func:`~jfa_verify.run.isolation.death_in_words`).
 
     Every case file of ``reproducers`` that it left ``"running"`` (written at or after ``since``, a
-    :func:`time.time`) becomes a crash with a verdict saying so; the report (``report``, this run's placeholder or
+    :func:`time.time`, and held by no live process: :meth:`~jfa_verify.run.corpus.Corpus.mark_orphans`) becomes a crash with a verdict saying so; the report (``report``, this run's placeholder or
     its report before the relation checks) keeps what it had and adds ``"crash"`` (how, the case file, its replay
     command), counts the case as crashed, and says ``"finished": false, "interrupted": false``. Returns the case
     file of the case in flight (the newest one left running), or None when no case was running (the process died
     between cases: loading the kernel, or in the framework).
     """
-    left = []
-    for path in Corpus(reproducers).files():
-        try:
-            if path.stat().st_mtime < since - 1.0:  # (mtime granularity) another run's leftover
-                continue
-            case, payload = read_case_file(path)
-        except Exception:  # (named by `findings`; nothing of this run's)
-            continue
-        if payload.get("status") == RUNNING:
-            left.append((path.stat().st_mtime, path, case, payload))
     message = f"the process running this case in itself (--no-isolate) {how}"
-    results = []
-    for _, path, case, payload in sorted(left, key=lambda t: t[0]):
+    crashes = []
+
+    def as_crash(case, payload) -> dict:
         result = crash_result(case, payload.get("kernel") or "", "crash", message, tuple(payload.get("plugins", ())))
+        crashes.append(result)
+        return dict(status="crash", verdict=result.to_dict(), explanation=result.explain())
+
+    # (through the corpus, under its lock: a case another live process still runs in the same folder is not this
+    # death's, and no other writer's text is moved into place)
+    marked = Corpus(reproducers).mark_orphans(since, as_crash)
+    results = [(path, result) for (path, _), result in zip(marked, crashes)]
+    for path, result in results:
         result.reproducer = str(path)
-        payload.update(status="crash", verdict=result.to_dict(), explanation=result.explain())
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
-        tmp.replace(path)
-        results.append((path, result))
     in_flight = results[-1][0] if results else None
     try:
         before = json.loads(Path(report).read_text())
