@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Iterator, Optional
 from jfa_verify.cases.case import Case
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.exits import ExitCode
+from jfa_verify.run.interrupts import process_alive, process_start
 
 __all__ = ["Corpus", "read_case_file", "environment", "normalize_status", "replay_command", "replay_timeout",
            "campaign_folder", "reproducer_folders", "TIMEOUT_EXIT_CODE"]
@@ -156,18 +157,9 @@ _HOLD_KEYS = ("holders", "earlier", "passed")
 _LIVE_TOKENS: set = set()  # this process's guards in flight
 
 
-def _started(pid: int) -> Optional[int]:
-    """When process ``pid`` started (clock ticks since boot, Linux's ``/proc``), or None where that cannot be read:
-    with its pid it names one process, even once a dead one's pid is reused."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _holder(token: str) -> list:
     """This process's entry among a running file's holders: ``[pid, token, start]``."""
-    return [os.getpid(), token, _started(os.getpid())]
+    return [os.getpid(), token, process_start(os.getpid())]
 
 
 def _alive(holder) -> bool:
@@ -180,13 +172,7 @@ def _alive(holder) -> bool:
         return False
     if pid == os.getpid():
         return token in _LIVE_TOKENS
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        pass
-    return start is None or _started(pid) in (None, start)
+    return process_alive(pid, start)
 
 
 def _read_payload(path: Path) -> Optional[dict]:

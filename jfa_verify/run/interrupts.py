@@ -10,11 +10,33 @@ import threading
 import time
 from typing import Iterator, Optional
 
-__all__ = ["children_start_deaf", "exit_with_parent", "hear_interrupts", "interrupt_behind", "terminate_as_interrupt",
-           "verdict_scope", "writing_verdict"]
+__all__ = ["children_start_deaf", "exit_with_parent", "hear_interrupts", "interrupt_behind", "process_alive",
+           "process_start", "terminate_as_interrupt", "verdict_scope", "writing_verdict"]
 
 # How often a worker checks that its parent is still there (where the kernel cannot tell it).
 PARENT_POLL_S = 1.0
+
+
+def process_start(pid: int) -> Optional[int]:
+    """When process ``pid`` started (clock ticks since boot, Linux's ``/proc``), or None where that cannot be read:
+    with its pid it names one process, even once a dead one's pid is reused."""
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_alive(pid: int, start: Optional[int] = None) -> bool:
+    """Process ``pid`` is still running and, when ``start`` (:func:`process_start` taken earlier) is known and can
+    be read again, is the same process (not a later one given the dead one's pid). Another user's process of that
+    pid counts as running unless its start time says otherwise (``kill`` may not signal it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        pass
+    return start is None or process_start(pid) in (None, start)
 
 
 def exit_with_parent(owner: Optional[int] = None) -> None:
@@ -41,14 +63,10 @@ def exit_with_parent(owner: Optional[int] = None) -> None:
         def alive() -> bool:
             return os.getppid() == parent
     else:
+        start = process_start(owner)
+
         def alive() -> bool:
-            try:
-                os.kill(owner, 0)
-            except ProcessLookupError:
-                return False
-            except PermissionError:  # there, but another user's: a reused pid, so the owner is gone
-                return False
-            return True
+            return process_alive(owner, start)
 
     def watch() -> None:
         while alive():
