@@ -404,7 +404,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "several_waves": "at least three times more tiles than SMs",
     }, _waves, lengths=True),
     Dimension("variant", "the kernel launch judged", {
-        "instrumented": "launch plan and tile visits recorded (scheduler invariants checked)",
+        "instrumented": "launch plan recorded, and tile visits where the kernel counts them (scheduler invariants checked)",
         "production": "the uninstrumented launch users run",
     }, _variant, _variant_support),
 )
