@@ -3,10 +3,11 @@
 A kernel under test is a callable with this signature::
 
     jagged_attention(q, k, v, q_offsets, k_offsets, *, causal=False,
-                     causal_alignment="top_left", sm_scale=None[, window=None]) -> (o, lse)
+                     causal_alignment="top_left", sm_scale=None[, window=None]
+                     [, block_selection=None]) -> (o, lse)
 
-(``window`` is passed only for a windowed call, so a kernel without windows
-keeps the shorter signature.)
+(``window`` is passed only for a windowed call and ``block_selection`` only for a
+block-sparse one, so a kernel without them keeps the shorter signature.)
 
 differentiable with respect to ``q``, ``k`` and ``v`` through torch autograd
 (the backward gives dq, dk, dv). Shapes (T_q, T_k: packed token counts;
@@ -46,10 +47,16 @@ with ``shift = 0`` (``causal_alignment="top_left"``) or ``L_k - L_q``
   is then irrelevant, as in FlashAttention, which sets it to 0 under causal);
 * neither: every key of the sequence.
 
+With a ``block_selection`` (:class:`~jfa_verify.core.selection.BlockSelection`: per query
+block of ``block_m`` rows, the KV blocks of ``block_n`` keys it visits), key ``j`` is visible
+to query ``i`` iff the mask above allows it *and* KV block ``j // block_n`` is selected for
+query block ``i // block_m`` of the sequence (the same for every head).
+
 ``o_i = sum_j softmax_j(score[i, :]) v_j`` over visible keys (:func:`key_range`
-is the one home of that rule in the framework). A query row with
-no visible key (``L_k == 0``, causal bottom-right with ``L_k < L_q``, or a window
-that lies past either end of the keys) has
+is the one home of the mask's rule in the framework, :func:`visible_masks` and
+:meth:`JaggedProblem.key_spans` of the whole rule with a selection). A query row with
+no visible key (``L_k == 0``, causal bottom-right with ``L_k < L_q``, a window
+that lies past either end of the keys, or no selected block that the mask reaches) has
 ``o_i = 0`` and ``lse_i = -inf``, never NaN; its gradients are zero. Rows of
 ``o`` that belong to no sequence are 0 with ``lse = -inf``. Broadcast-Q's
 ``dq`` is the sum over the batch of each sequence's dQ.
@@ -71,8 +78,11 @@ import torch
 from jfa_verify.core.dtypes import DTYPES, OFFSET_DTYPES, output_dtype
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.masks import CAUSAL_ALIGNMENTS, MASKS, Mask
+from jfa_verify.core.selection import BlockSelection, SelectedBlocks, check_selection_tensors, select_blocks
 
 __all__ = [
+    "BlockSelection",
+    "SelectedBlocks",
     "CAUSAL_ALIGNMENTS",
     "MASKS",
     "MODES",
@@ -90,6 +100,7 @@ __all__ = [
     "validate_call",
     "validate_inputs",
     "visible_mask",
+    "visible_masks",
 ]
 
 MODES = ("self", "cross", "broadcast_q")
@@ -123,6 +134,8 @@ class JaggedProblem:
     device: torch.device
     inputs_contiguous: bool = True  # q, k and v are all contiguous (TMA-fed kernels need it)
     window: Optional[tuple[int, int]] = None  # (left, right), -1 unbounded; None: no window
+    # the block-sparse selection's host view (validated; its ``source`` holds the caller's tensors); None: dense
+    block_selection: Optional[SelectedBlocks] = None
 
     @classmethod
     def of_shape(cls, head_dim: int, head_dim_v: Optional[int], dtype: Optional[torch.dtype],
@@ -178,12 +191,30 @@ class JaggedProblem:
         """This problem as the :class:`CallShape` a kernel launches from (its true maxima as the hints)."""
         return CallShape(self.mode, self.batch, self.total_q_rows, self.total_k_rows, self.num_heads_q, self.num_heads_kv, self.head_dim,
                          self.head_dim_v, self.causal, self.causal_alignment, self.sm_scale, self.dtype, self.device,
-                         self.inputs_contiguous, self.window, self.max_seqlen_q, self.max_seqlen_k)
+                         self.inputs_contiguous, self.window, self.max_seqlen_q, self.max_seqlen_k,
+                         None if self.block_selection is None else self.block_selection.source)
 
     def key_range(self, i: int, b: int) -> tuple[int, int]:
         """Keys ``[lo, hi)`` of sequence ``b`` that its query row ``i`` sees (see :func:`key_range`)."""
         return key_range(i, self.q_lengths[b], self.k_lengths[b], self.causal, self.causal_alignment,
                          self.window)
+
+    def key_spans(self, i: int, b: int) -> tuple[tuple[int, int], ...]:
+        """Every key of sequence ``b`` its query row ``i`` sees, as increasing disjoint ``[lo, hi)`` spans: the
+        mask's :meth:`key_range`, cut to the KV blocks selected for the row's query block when the call has a
+        ``block_selection`` (empty: the row sees no key)."""
+        lo, hi = self.key_range(i, b)
+        sel = self.block_selection
+        if sel is None:
+            return ((lo, hi),) if lo < hi else ()
+        spans = []
+        for j in sel.selected(b, i // sel.block_m):
+            a, z = max(lo, j * sel.block_n), min(hi, (j + 1) * sel.block_n)
+            if a < z:
+                if spans and spans[-1][1] == a:
+                    a = spans.pop()[0]
+                spans.append((a, z))
+        return tuple(spans)
 
 
 # ----------------------------------------------------------------------------- visibility: the one rule
@@ -289,20 +320,31 @@ def rows_seeing(first_key: int, end_key: int, q_len: int, k_len: int, causal: bo
 
 
 def visible_mask(q_len: int, k_len: int, causal: bool, alignment: str, device,
-                 window: Optional[tuple[int, int]] = None) -> torch.Tensor:
-    """Bool ``[q_len, k_len]``: True where query ``i`` may see key ``j`` (:func:`key_range` as a mask)."""
+                 window: Optional[tuple[int, int]] = None, selection: Optional[SelectedBlocks] = None,
+                 sequence: int = 0) -> torch.Tensor:
+    """Bool ``[q_len, k_len]``: True where query ``i`` may see key ``j`` (:func:`key_range` as a mask, cut to the
+    blocks ``selection`` selects for sequence ``sequence`` when given: :func:`visible_masks`)."""
     lengths = torch.tensor([[q_len], [k_len]], device=device)
-    return visible_masks(lengths[0], lengths[1], q_len, k_len, causal, alignment, window)[0]
+    return visible_masks(lengths[0], lengths[1], q_len, k_len, causal, alignment, window, selection,
+                         None if selection is None else [sequence])[0]
 
 
 def visible_masks(q_lens: torch.Tensor, k_lens: torch.Tensor, rows: int, cols: int, causal: bool, alignment: str,
-                  window: Optional[tuple[int, int]] = None) -> torch.Tensor:
+                  window: Optional[tuple[int, int]] = None, selection: Optional[SelectedBlocks] = None,
+                  sequences=None) -> torch.Tensor:
     """Bool ``[n, rows, cols]``: :func:`visible_mask` of ``n`` sequences at once, padded with False.
 
     ``q_lens``, ``k_lens``: int tensors ``[n]`` of each sequence's lengths (at most ``rows`` and ``cols``), on
     the device the masks are made on. Entry ``[s, i, j]`` is True iff ``i < q_lens[s]``, ``j < k_lens[s]`` and
     query ``i`` of sequence ``s`` may see key ``j``; the same rule as :func:`visible_mask`, one launch per term
     instead of per sequence.
+
+    ``selection``: a call's :class:`~jfa_verify.core.selection.SelectedBlocks` (None: dense); then ``sequences``
+    (``n`` ints) are the call's sequence numbers of the ``n`` rows, and a key is visible only where its KV block is
+    selected for the row's query block too (:meth:`~jfa_verify.core.selection.SelectedBlocks.block_masks`).
+
+    Raises:
+        InvalidInput: ``selection`` given without one sequence number per mask.
     """
     dev = q_lens.device
     i = torch.arange(rows, device=dev)[None, :, None]
@@ -314,6 +356,11 @@ def visible_masks(q_lens: torch.Tensor, k_lens: torch.Tensor, rows: int, cols: i
         mask &= j >= lo
     if hi is not None:
         mask &= j < hi
+    if selection is not None:
+        if sequences is None or len(sequences) != q_lens.shape[0]:
+            raise InvalidInput(f"visible_masks: a selection needs the sequence number of each of the "
+                               f"{q_lens.shape[0]} masks, got sequences={sequences!r}")
+        mask &= selection.block_masks(list(sequences), rows, cols, dev)
     return mask
 
 
@@ -405,7 +452,8 @@ class CallShape:
 
     ``mode`` is ``"self"`` when ``q_offsets`` is the very ``k_offsets`` tensor over as many rows, else
     ``"cross"`` (or ``"broadcast_q"``); ``total_q_rows``/``total_k_rows`` are the rows of ``o`` and ``k``;
-    ``max_seqlen_q``/``max_seqlen_k`` the caller's hints (None: not given).
+    ``max_seqlen_q``/``max_seqlen_k`` the caller's hints (None: not given); ``block_selection`` the caller's
+    :class:`~jfa_verify.core.selection.BlockSelection` (its ``block_sizes`` known, its values unread), None when dense.
     """
 
     mode: str
@@ -425,6 +473,7 @@ class CallShape:
     window: Optional[tuple[int, int]] = None
     max_seqlen_q: Optional[int] = None
     max_seqlen_k: Optional[int] = None
+    block_selection: Optional[BlockSelection] = None  # the caller's selection (values unread); None: dense
 
     @property
     def mask(self) -> str:
@@ -463,6 +512,7 @@ def validate_call(
     max_seqlen_q: Optional[int] = None,
     max_seqlen_k: Optional[int] = None,
     window: Optional[tuple[int, int]] = None,
+    block_selection: Optional[BlockSelection] = None,
 ) -> CallShape:
     """Every rule of the contract that needs no offsets value: types, ranks, dtypes, devices, heads, head
     dims, options, and the offsets tensors' type, rank, dtype, device and density. Reads nothing from the
@@ -472,7 +522,7 @@ def validate_call(
     Returns: a :class:`CallShape`.
 
     Raises:
-        InvalidInput: as :func:`validate_inputs`, except the rules on offsets values.
+        InvalidInput: as :func:`validate_inputs`, except the rules on offsets and block-selection values.
     """
     broadcast = q_offsets is None
     _check_tensor("q", q, 3, "[L_q, H_q, D] (broadcast-Q)" if broadcast else "[T_q, H_q, D]")
@@ -517,12 +567,14 @@ def validate_call(
         mode = "self" if q_offsets is k_offsets and q.shape[0] == k.shape[0] else "cross"
     _check_hint_type("max_seqlen_q", max_seqlen_q)
     _check_hint_type("max_seqlen_k", max_seqlen_k)
+    if block_selection is not None:
+        check_selection_tensors(block_selection, q.device)
     return CallShape(
         mode=mode, batch=batch, total_q_rows=total_q_rows, total_k_rows=k.shape[0], num_heads_q=h_q,
         num_heads_kv=h_kv, head_dim=q.shape[2], head_dim_v=v.shape[2], causal=bool(causal),
         causal_alignment=causal_alignment, sm_scale=sm_scale, dtype=q.dtype, device=q.device,
         inputs_contiguous=q.is_contiguous() and k.is_contiguous() and v.is_contiguous(), window=window,
-        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, block_selection=block_selection,
     )
 
 
@@ -539,6 +591,7 @@ def validate_inputs(
     max_seqlen_q: Optional[int] = None,
     max_seqlen_k: Optional[int] = None,
     window: Optional[tuple[int, int]] = None,
+    block_selection: Optional[BlockSelection] = None,
 ) -> JaggedProblem:
     """Check one call against the JFA contract and describe it on the host.
 
@@ -546,6 +599,8 @@ def validate_inputs(
     optional hints; when given they must be at least the true maxima.
     ``window``: ``(left, right)`` sliding window, ``-1`` unbounded on that side (see
     :func:`check_window`; ``(-1, -1)`` is no window); its diagonal follows ``causal_alignment``.
+    ``block_selection``: a :class:`~jfa_verify.core.selection.BlockSelection` (None: dense attention); its
+    tensors are read to the host once and its view put on :attr:`JaggedProblem.block_selection`.
 
     Returns: a :class:`JaggedProblem` (this reads each offsets tensor to the host
     once: one device synchronization per tensor). Validate a call once and hand
@@ -557,10 +612,15 @@ def validate_inputs(
             not a multiple of ``H_kv``; query/key head-dim mismatch; K/V length
             or head mismatch; ``causal`` not a bool; unknown ``causal_alignment``;
             ``sm_scale`` not a finite number; a ``max_seqlen`` hint below the
-            real maximum; a ``window`` that is not a pair of ints >= -1.
+            real maximum; a ``window`` that is not a pair of ints >= -1; a ``block_selection`` that
+            is not a :class:`BlockSelection`, whose tensors are not 1-D dense int32/int64 on ``q``'s device,
+            whose offsets are not ``NQB + 1`` non-decreasing row pointers from 0 to ``len(indices)``, or whose
+            indices leave their sequence's KV blocks or are not strictly increasing per query block
+            (:func:`~jfa_verify.core.selection.select_blocks`).
     """
     shape = validate_call(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
-                          sm_scale=sm_scale, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, window=window)
+                          sm_scale=sm_scale, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, window=window,
+                          block_selection=block_selection)
     k_off = _check_offset_values("k_offsets", k_offsets, k.shape[0])
     batch = shape.batch
     k_lengths = tuple(np.diff(k_off).tolist())
@@ -596,6 +656,8 @@ def validate_inputs(
         device=q.device,
         inputs_contiguous=shape.inputs_contiguous,
         window=shape.window,
+        block_selection=None if block_selection is None else select_blocks(block_selection, q_lengths, k_lengths,
+                                                                           q.device),
     )
     _check_hint("max_seqlen_q", max_seqlen_q, problem.max_seqlen_q)
     _check_hint("max_seqlen_k", max_seqlen_k, problem.max_seqlen_k)

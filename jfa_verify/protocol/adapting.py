@@ -24,8 +24,9 @@ class ContractAdapter:
     """Base of the peer adapters: the contract call validates once, refuses what the adapter's capabilities
     leave out (the framework checks them before :meth:`launch`; a direct caller gets the same answer), and
     hands the problem to :meth:`launch` (``launch(problem, q, k, v, q_offsets, k_offsets, *,
-    instrument=False) -> KernelRun``, the adapter's job). Returns ``(o, lse)``, or ``o`` alone for a peer
-    without LSE.
+    instrument=False) -> KernelRun``, the adapter's job; a block-sparse call's ``block_selection=`` tensors are
+    passed on to it as that keyword, their host view being ``problem.block_selection``). Returns ``(o, lse)``,
+    or ``o`` alone for a peer without LSE.
 
     Raises:
         InvalidInput: the call breaks the contract. UnsupportedCase: outside ``capabilities``.
@@ -35,16 +36,17 @@ class ContractAdapter:
         self.capabilities = capabilities
 
     def __call__(self, q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None,
-                 window=None):
+                 window=None, block_selection=None):
         from jfa_verify.core.contract import validate_inputs
         from jfa_verify.core.errors import UnsupportedCase
 
         problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
-                                  sm_scale=sm_scale, window=window)
+                                  sm_scale=sm_scale, window=window, block_selection=block_selection)
         reason = None if self.capabilities is None else self.capabilities.unsupported_reason(problem)
         if reason is not None:
             raise UnsupportedCase(f"{type(self).__name__}: {reason}")
-        return self.launch(problem, q, k, v, q_offsets, k_offsets).outputs()
+        sparse = {} if block_selection is None else {"block_selection": block_selection}
+        return self.launch(problem, q, k, v, q_offsets, k_offsets, **sparse).outputs()
 
     def launch(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, instrument: bool = False):
         raise NotImplementedError

@@ -11,12 +11,16 @@ implementation, which is either
       fn(q, k, v, q_offsets, k_offsets, *, causal=False,
          causal_alignment="top_left", sm_scale=None[, window=(left, right)]) -> (o, lse)
 
-  (``window`` is passed only for windowed cases, which only a kernel declaring a window mask gets)
+  (``window`` is passed only for windowed cases, which only a kernel declaring a window mask gets;
+  ``block_selection=`` a :class:`~jfa_verify.core.selection.BlockSelection` only for block-sparse cases, which
+  only a kernel declaring their block sizes in ``Capabilities(block_sparse=...)`` gets)
 
   differentiable in ``q``, ``k``, ``v`` through torch autograd; ``o`` alone when it
   declares ``Capabilities(returns_lse=False)``; or
 * a **framework-aware kernel**: an object that is such a callable and also has
-  ``launch(problem, q, k, v, q_offsets, k_offsets, *, instrument=False) -> KernelRun``,
+  ``launch(problem, q, k, v, q_offsets, k_offsets, *, instrument=False[, block_selection]) -> KernelRun``
+  (``block_selection``: the caller's tensors, passed only for a block-sparse call; its host view is
+  ``problem.block_selection``),
   taking the problem the framework validated once (no second validation or
   host synchronization), and returning, when instrumented, the
   :class:`LaunchPlan` it ran and the :class:`Visits` it recorded.
@@ -46,6 +50,7 @@ from jfa_verify.core.errors import (
     KernelUnavailable,
     UnsupportedCase,
 )
+from jfa_verify.core.selection import BLOCK_SIZES, BlockSelection, check_block_size
 
 __all__ = ["Capabilities", "GENERIC_TILES", "Kernel", "KernelRun", "LaunchPlan", "PassPlan", "TileSizes", "Visits",
            "tiles_for_shape"]
@@ -105,6 +110,9 @@ class Capabilities:
         deterministic: the same inputs give bit-identical outputs on every run (no atomics or races).
         instrumented: ``launch(..., instrument=True)`` returns the :class:`LaunchPlan` and :class:`Visits`.
         tf32: float32 inputs are multiplied with TF32 operands (judged by the ``float32-tf32`` budget row).
+        block_sparse: the ``(block_m, block_n)`` pairs of block selections the kernel handles (each a power of
+            two in [16, 256]; :class:`~jfa_verify.core.selection.BlockSelection`); ``()``: no block-sparse
+            support, and cases with a selection are reported unsupported, never run.
     """
 
     dtypes: tuple[torch.dtype, ...] = tuple(DTYPES[n] for n in DIFFERENTIABLE)
@@ -132,6 +140,7 @@ class Capabilities:
     deterministic: bool = True
     instrumented: bool = False
     tf32: bool = False
+    block_sparse: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         bad = [d for d in self.dtypes if d not in DTYPES.values()]
@@ -162,6 +171,7 @@ class Capabilities:
             raise InvalidInput(f"Capabilities device_types={self.device_types} must be a subset of ('cuda', 'cpu')")
         if self.lse_base not in ("e", "2"):
             raise InvalidInput(f"Capabilities lse_base={self.lse_base!r} must be 'e' or '2'")
+        object.__setattr__(self, "block_sparse", _check_block_pairs(self.block_sparse))
 
     @property
     def causal(self) -> bool:
@@ -211,6 +221,10 @@ class Capabilities:
             return f"window={problem.window} is not symmetric (supported: (w, w) with w >= 0)"
         if problem.group_size != 1 and not self.gqa:
             return f"GQA group size {problem.group_size} not supported"
+        selection = problem.block_selection
+        if selection is not None and selection.block_sizes not in self.block_sparse:
+            return (f"block selection with (block_m, block_n)={selection.block_sizes} not supported (block_sparse="
+                    f"{self.block_sparse}{': no block-sparse path' if not self.block_sparse else ''})")
         return self.device_reason(problem.device)
 
     def device_reason(self, device: "torch.device | str") -> Optional[str]:
@@ -237,6 +251,24 @@ class Capabilities:
         if problem.group_size != 1 and not self.gqa_backward:
             return f"GQA group size {problem.group_size} has no backward in this kernel"
         return None
+
+
+def _check_block_pairs(pairs) -> tuple[tuple[int, int], ...]:
+    """``Capabilities.block_sparse`` as a tuple of int pairs.
+
+    Raises:
+        InvalidInput: not a sequence of ``(block_m, block_n)`` pairs of powers of two in [16, 256].
+    """
+    fix = f"pass a tuple of (block_m, block_n) pairs, each one of {BLOCK_SIZES}, e.g. ((64, 64),), or () for none"
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, (tuple, list)):
+        raise InvalidInput(f"Capabilities block_sparse={pairs!r} is not a tuple of pairs; {fix}")
+    out = []
+    for pair in pairs:
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise InvalidInput(f"Capabilities block_sparse: {pair!r} is not a (block_m, block_n) pair; {fix}")
+        out.append((check_block_size("Capabilities block_sparse block_m", pair[0]),
+                    check_block_size("Capabilities block_sparse block_n", pair[1])))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -410,9 +442,12 @@ class Kernel:
             raise UnsupportedCase(f"kernel {self.name!r} does not support this case: {reason}")
 
     def run(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, sm_scale: Optional[float] = None,
-            instrument: bool = False) -> KernelRun:
+            instrument: bool = False, block_selection: Optional[BlockSelection] = None) -> KernelRun:
         """One forward call on a validated ``problem``; ``sm_scale`` is passed as the case gives it
         (None: the kernel's own default). LSE in base 2 is converted here when the kernel declares it.
+        A block-sparse problem's selection is passed as the ``block_selection=`` keyword (to ``launch`` or the
+        contract callable): ``block_selection`` when given, else the tensors the problem was validated with
+        (``problem.block_selection.source``); a dense problem's calls carry no such keyword.
 
         Raises:
             KernelProtocolError: the implementation returned something other than the protocol's result.
@@ -420,13 +455,17 @@ class Kernel:
         """
         impl = self.impl
         launch = getattr(impl, "launch", None)
+        if block_selection is None and problem.block_selection is not None:
+            block_selection = problem.block_selection.source
+        sparse = {} if problem.block_selection is None else {"block_selection": block_selection}
         if launch is not None:
-            run = launch(problem, q, k, v, q_offsets, k_offsets, instrument=instrument)
+            run = launch(problem, q, k, v, q_offsets, k_offsets, instrument=instrument, **sparse)
             if not isinstance(run, KernelRun):
                 raise KernelProtocolError(f"kernel {self.name!r}: launch() returned {type(run).__name__}, "
                                           f"not a KernelRun")
         else:
             extra = {} if problem.window is None else {"window": problem.window}
+            extra.update(sparse)
             result = impl(q, k, v, q_offsets, k_offsets, causal=problem.causal,
                           causal_alignment=problem.causal_alignment, sm_scale=sm_scale, **extra)
             run = KernelRun.from_result(result, returns_lse=self.capabilities.returns_lse, kernel=self.name)
