@@ -22,46 +22,42 @@ import queue as queue_module
 import signal
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
+
+from jfa_verify.run.settings import RunSettings
 
 __all__ = ["FuzzConfig", "run_fuzz"]
 
 _GRACE_S = 3.0  # seconds a dead worker's last events may still be in flight
 
 
+def _campaign_run_settings() -> RunSettings:
+    return RunSettings(timeout_s=120.0, isolate=True)
+
+
 @dataclass(frozen=True)
 class FuzzConfig:
-    """A campaign's settings (picklable: each worker process gets a copy). See :func:`run_campaign`'s arguments;
-    ``max_examples`` is the total over all workers; ``strategy`` holds keyword arguments of
-    :func:`jfa_verify.strategies.cases`."""
+    """A campaign's settings (picklable: each worker process gets a copy). ``run``: how each case runs and is judged,
+    passed whole (its ``seed`` is worker 0's; worker ``w`` draws with ``seed + w``; default: isolated, 120 s a case);
+    the rest are :class:`~jfa_verify.fuzz.campaign.Campaign`'s arguments; ``max_examples`` is the total over all
+    workers; ``strategy`` holds keyword arguments of :func:`jfa_verify.strategies.cases`."""
 
     kernel: str
     device_type: str
     corpus_dir: str
-    plugins: tuple[str, ...] = ()
+    run: RunSettings = field(default_factory=_campaign_run_settings)
     database: Optional[str] = None
     read_from: tuple[str, ...] = ()
-    seed: int = 0
     max_examples: Optional[int] = 100
     duration_s: Optional[float] = None
-    timeout_s: Optional[float] = 120.0
-    backward: bool = True
     shrink: bool = True
-    isolate: bool = True
     shrink_seconds: float = 120.0
     round_examples: int = 100
     covering: bool = False  # worker 0 runs the covering array of the contract's pairs first
     strategy: dict = field(default_factory=dict)
     pack: int = 1  # the most cases one launch holds (jfa_verify.strategies.packs); 1: no packing
-
-    def settings(self):
-        """These fields as the run's :class:`~jfa_verify.run.settings.RunSettings` (how each case runs)."""
-        from jfa_verify.run.settings import RunSettings
-
-        return RunSettings(backward=self.backward, timeout_s=self.timeout_s, plugins=self.plugins,
-                           isolate=self.isolate, seed=self.seed)
 
 
 def _interrupted_summary() -> dict:
@@ -98,24 +94,23 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
             from jfa_verify.protocol.registry import get_kernel, load_plugin
             from jfa_verify.strategies import cases, packs
 
-            from .campaign import run_campaign
+            from .campaign import Campaign
 
             device = select_device(config.device_type)
-            for p in config.plugins:
+            for p in config.run.plugins:
                 load_plugin(p)
             kernel = get_kernel(config.kernel)
-            seed = config.seed + worker
+            seed = config.run.seed + worker
             send({"event": "start", "device": f"{device}{'' if gpu is None else ':' + gpu}", "seed": seed,
                   "pid": os.getpid()})
             strategy = (cases(kernel, device_type=device.type, **config.strategy) if config.pack == 1 else
                         packs(kernel, device_type=device.type, size=config.pack, **config.strategy))
-            summary = run_campaign(
-                kernel, strategy=strategy, pack=config.pack, max_examples=max_examples,
-                corpus_dir=config.corpus_dir, device=device, seed=seed, timeout_s=config.timeout_s,
-                backward=config.backward, shrink=config.shrink, plugins=config.plugins, database=config.database,
-                read_from=config.read_from, deadline=deadline, isolate=config.isolate, worker=worker, replay=replay,
-                on_event=send, should_stop=stop.is_set, shrink_seconds=config.shrink_seconds,
-                round_examples=config.round_examples, covering=config.covering and worker == 0)
+            summary = Campaign(
+                kernel, config.run.replace(seed=seed), strategy=strategy, pack=config.pack,
+                max_examples=max_examples, corpus_dir=config.corpus_dir, device=device, shrink=config.shrink,
+                database=config.database, read_from=config.read_from, deadline=deadline, worker=worker,
+                replay=replay, on_event=send, should_stop=stop.is_set, shrink_seconds=config.shrink_seconds,
+                round_examples=config.round_examples, covering=config.covering and worker == 0).run()
         send({"event": "done", "summary": summary.to_dict()})
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the campaign had a summary (loading, setting up): an
         # interrupt with nothing done, not a dead worker (a new user's early Ctrl-C read "worker 0 died")
@@ -175,7 +170,7 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
     from jfa_verify.protocol.registry import get_kernel, load_plugin
 
     device = select_device(config.device_type)
-    for p in config.plugins:
+    for p in config.run.plugins:
         load_plugin(p)
     kernel = get_kernel(config.kernel)
     corpus_dir = Path(config.corpus_dir)
@@ -234,7 +229,10 @@ def _reported(config: FuzzConfig) -> dict:
     """The campaign's configuration as its report shows it: a Redis URL's password replaced by ``***``."""
     from jfa_verify.fuzz.database import redacted
 
-    shown = asdict(config)
+    run = config.run
+    shown = asdict(replace(config, run=None))
+    shown["run"] = {**{f.name: getattr(run, f.name) for f in fields(run) if f.name != "budgets"},
+                    "budgets": "packaged" if run.budgets is None else "given"}
     if shown.get("database"):
         shown["database"] = redacted(str(shown["database"]))
     shown["read_from"] = [redacted(str(r)) for r in shown.get("read_from") or ()]
@@ -257,7 +255,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     from .progress import CampaignProgress, plot_timeline
 
     database = config.database or default_database(corpus_dir)
-    config = FuzzConfig(**{**asdict(config), "database": database})
+    config = replace(config, database=database)
     classes_of = classifier(kernel, device.type)
     started = time.time()
     say = (lambda text: console.print(text, highlight=False)) if console is not None else (lambda text: None)
@@ -265,7 +263,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     gpu_env = {"CUDA_VISIBLE_DEVICES": gpus[0]} if gpus else {}
     interrupted = False
     try:
-        with terminate_as_interrupt(), Verifier(kernel, device, corpus_dir, config.settings(),
+        with terminate_as_interrupt(), Verifier(kernel, device, corpus_dir, config.run,
                                                 worker_env=gpu_env) as verifier:
             prep = prepare_corpus(corpus_dir, kernel, verifier, classes_of)
     except KeyboardInterrupt:  # while a killed campaign's files were replayed: each is kept as it was; no worker starts
@@ -377,7 +375,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     payload = {
         "format": "jfa-verify-campaign/1",
         "kernel": kernel.name, "device": str(device), "workers": workers, "gpus": [str(g) for g in gpus],
-        "seed": config.seed, "seeds": [config.seed + w for w in range(workers)],
+        "seed": config.run.seed, "seeds": [config.run.seed + w for w in range(workers)],
         "config": _reported(config),
         "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
         "seconds": round(seconds, 3), "cases": progress.cases,
@@ -414,7 +412,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
         write_json(report, payload)
     if png:
         try:
-            plot_timeline(progress, png, title=f"{kernel.name} on {device}, {workers} worker(s), seed {config.seed}")
+            plot_timeline(progress, png, title=f"{kernel.name} on {device}, {workers} worker(s), seed {config.run.seed}")
         except ImportError:
             payload["notes"].append("no PNG: matplotlib is missing (pip install 'jfa-verify[plots]')")
     return payload

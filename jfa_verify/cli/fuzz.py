@@ -98,10 +98,9 @@ def main(args, ctx) -> int:
     workers = choose_jobs(args.workers, device, gpus=gpus or (), work=max_examples, unit="case to draw",
                           option="--workers")
     config = FuzzConfig(kernel=kernel.name, device_type=device.type, corpus_dir=args.reproducers,
-                        plugins=ctx.plugins, database=args.database, read_from=tuple(args.read_from),
-                        seed=seed, max_examples=max_examples, duration_s=args.duration, timeout_s=args.timeout,
-                        backward=not args.forward_only, isolate=args.isolate, shrink_seconds=args.shrink_seconds,
-                        covering=args.covering, pack=args.pack)
+                        run=ctx.settings.replace(seed=seed), database=args.database,
+                        read_from=tuple(args.read_from), max_examples=max_examples, duration_s=args.duration,
+                        shrink_seconds=args.shrink_seconds, covering=args.covering, pack=args.pack)
     from jfa_verify.fuzz.database import default_database, open_database, redacted
 
     # the database before the banner: a bad one is a usage error of one line (run_fuzz opens it again, for workers)

@@ -96,7 +96,7 @@ def print_campaign(report: dict, console) -> None:
         tag = "NEW " if f["id"] in new else ""
         console.print(f"  {tag}finding {f['id'] or '(unmerged)'} [{f['status']}] {f['error_kind']} "
                       f"{'/'.join(f['outputs']) or '-'}: {f['case']}, {f['examples']} example(s)\n"
-                      f"    replay: {replay_command(f['path'], f['kernel'], report['config']['plugins'])}",
+                      f"    replay: {replay_command(f['path'], f['kernel'], report['config']['run']['plugins'])}",
                       highlight=False, markup=False)
     if not report["findings"]:
         console.print("  no findings", highlight=False, markup=False)

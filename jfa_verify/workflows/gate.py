@@ -401,9 +401,8 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
     """The campaign with ``options.jobs`` campaign workers (``jfa-verify fuzz --workers``) on one database."""
     from jfa_verify.fuzz.workers import FuzzConfig, run_fuzz
 
-    config = FuzzConfig(kernel.name, device.type, str(campaign_folder(options.reproducers)), plugins=tuple(plugins),
-                        seed=options.seed,
-                        max_examples=options.campaign_examples, timeout_s=options.timeout_s)
+    config = FuzzConfig(kernel.name, device.type, str(campaign_folder(options.reproducers)),
+                        run=_settings(options, plugins), max_examples=options.campaign_examples)
     payload = run_fuzz(config, workers=options.jobs)
     if payload["interrupted"]:  # the campaign kept Ctrl-C (or SIGTERM) to itself; the gate stops too
         raise KeyboardInterrupt
