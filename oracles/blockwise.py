@@ -75,7 +75,7 @@ def blockwise_attention(
         qb = q[q_rows].to(cd)
         kb = expand_kv_heads(k[k_rows].to(cd), g)
         vb = expand_kv_heads(v[k_rows].to(cd), g)
-        mask = visible_mask(lq, lk, p.causal, p.causal_alignment, dev, p.window)
+        mask = visible_mask(lq, lk, p.causal, p.causal_alignment, dev, p.window, p.block_selection, b)
         ob = torch.zeros(lq, p.num_heads_q, p.head_dim_v, dtype=cd, device=dev)
         lse_b = torch.full((p.num_heads_q, lq), float("-inf"), dtype=cd, device=dev)
         for m0 in range(0, lq, block_m):

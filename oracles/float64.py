@@ -1,7 +1,7 @@
 """The exact reference: float64, explicit formulas on the tensors' device, sequences padded in groups.
 
 Forward, per sequence and head: ``S = sm_scale * Q K^T`` masked to the visible
-keys, ``lse = logsumexp(S)`` (natural log), ``P = exp(S - lse)``, ``O = P V``.
+keys (the mask and, for a block-sparse call, the selected blocks), ``lse = logsumexp(S)`` (natural log), ``P = exp(S - lse)``, ``O = P V``.
 Backward (the softmax Jacobian, as in FlashAttention-2, Dao 2023,
 arXiv:2307.08691, Algorithm 2): ``dV = P^T dO``, ``dP = dO V^T``,
 ``Delta = rowsum(dO * O)``, ``dS = P * (dP - Delta)``, ``dQ = sm_scale dS K``,
@@ -128,7 +128,7 @@ def reference_attention(
         vb = _gather(v, k_idx, k_ok, g)
         lengths = torch.tensor([q_lens, k_lens], device=dev)
         mask = visible_masks(lengths[0], lengths[1], lq_max, lk_max, p.causal, p.causal_alignment,
-                             p.window)[:, None]  # [n, 1, Lq, Lk], False on padding
+                             p.window, p.block_selection, group)[:, None]  # [n, 1, Lq, Lk], False on padding
         s = torch.einsum("nihd,njhd->nhij", qb, kb) * p.sm_scale
         s = s.masked_fill(~mask, float("-inf"))
         row_lse = (torch.logsumexp(s, dim=-1) if lk_max > 0

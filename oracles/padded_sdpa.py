@@ -74,7 +74,8 @@ def padded_sdpa_attention(
     float32, the logsumexp of scores computed in the input dtype; with ``do``,
     ``dq``, ``dk``, ``dv`` in the input dtype, from autograd through SDPA. Float8
     inputs (forward only) are computed in bfloat16 on their exact values. Rows
-    with no visible key follow the contract (0, ``-inf``, zero gradients).
+    with no visible key follow the contract (0, ``-inf``, zero gradients). A block-sparse call's
+    selection is applied as part of the boolean mask SDPA is given.
 
     Rows with no visible key are given one dummy visible key inside SDPA, so it
     produces no NaN, and then multiplied by zero, which also zeroes their
@@ -120,7 +121,8 @@ def _sdpa_group(p: JaggedProblem, group: list, q, k, v, do, result: dict) -> Non
     kp = _pad(k_, kvalid, p.group_size)
     vp = _pad(v_, kvalid, p.group_size)
     lengths = torch.tensor([q_lens, k_lens], device=dev)
-    mask = visible_masks(lengths[0], lengths[1], lq_max, lk_max, p.causal, p.causal_alignment, p.window)
+    mask = visible_masks(lengths[0], lengths[1], lq_max, lk_max, p.causal, p.causal_alignment, p.window,
+                         p.block_selection, group)
     has_key = mask.any(-1)  # [n, Lq]
     sdpa_mask = mask.clone()
     sdpa_mask[..., 0] |= ~has_key
