@@ -22,9 +22,11 @@ import numpy as np
 import torch
 
 from jfa_verify.cases.counter_normals import counter_normals
+from jfa_verify.cases.sparsity import Sparsity
 from jfa_verify.core.contract import CAUSAL_ALIGNMENTS, MODES, JaggedProblem, Mask, check_window, validate_inputs
 from jfa_verify.core.dtypes import DTYPES, OFFSET_DTYPES, output_dtype
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.selection import BlockSelection
 
 __all__ = ["Case", "CaseTensors", "GENERATORS", "LAYOUTS", "OFFSETS_LAYOUTS", "VALUE_DISTRIBUTIONS"]
 
@@ -44,7 +46,7 @@ GENERATORS = ("counter", "pcg64")
 # out of ``to_dict`` (and so of ``case_id``) while they hold it, so old case files and ids stay valid.
 # ``generator`` is the one whose file meaning ("pcg64") differs from the dataclass default ("counter").
 _LATE_FIELDS = {"layout": "contiguous", "offsets_layout": "contiguous", "instrument": True, "window": None,
-                "q_offsets_start": None, "generator": "pcg64", "parts": None}
+                "q_offsets_start": None, "generator": "pcg64", "parts": None, "block_sparsity": None}
 # Fields a packed case's parts may differ in (:meth:`Case.pack`); every other input field they share.
 _PART_FIELDS = ("kv_lengths", "q_lengths", "seed")
 
@@ -55,7 +57,8 @@ class CaseTensors:
 
     ``q``: ``[T_q, H_q, D]`` (broadcast-Q: ``[L_q, H_q, D]``); ``k``: ``[T_k, H_kv, D]``;
     ``v``: ``[T_k, H_kv, D_v]``; ``q_offsets``: ``[B + 1]`` or None (broadcast-Q);
-    ``k_offsets``: ``[B + 1]``; ``do``: the output gradient ``[rows, H_q, D_v]``.
+    ``k_offsets``: ``[B + 1]``; ``do``: the output gradient ``[rows, H_q, D_v]``; ``block_selection``: the
+    block-sparse case's :class:`~jfa_verify.core.selection.BlockSelection` on the same device (None: dense).
     """
 
     q: torch.Tensor
@@ -64,6 +67,7 @@ class CaseTensors:
     q_offsets: Optional[torch.Tensor]
     k_offsets: torch.Tensor
     do: torch.Tensor
+    block_selection: Optional[BlockSelection] = None
 
     def call_args(self) -> tuple:
         """``(q, k, v, q_offsets, k_offsets)`` as the kernel receives them."""
@@ -203,6 +207,10 @@ class Case:
             are those of the case standing alone (:meth:`split` gives them back), so a part cut out of the
             packed run is judged on the same numbers; ``seed`` is the first part's. Not for broadcast-Q,
             whose one dense Q all sequences share.
+        block_sparsity: None (dense), or how a block-sparse case's selection is drawn
+            (:class:`~jfa_verify.cases.sparsity.Sparsity`: block sizes, pattern, ratio; JSON: an object of those
+            fields); :meth:`materialize` draws it from the lengths and seed into ``CaseTensors.block_selection``,
+            the call's ``block_selection=``.
         name: a label for reports; not part of the inputs.
 
     Raises:
@@ -232,6 +240,7 @@ class Case:
     q_offsets_start: Optional[int] = None
     generator: str = "counter"
     parts: Optional[tuple[tuple[int, int], ...]] = None
+    block_sparsity: Optional[Sparsity] = None
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -239,6 +248,7 @@ class Case:
         if self.q_lengths is not None:
             object.__setattr__(self, "q_lengths", _int_tuple("q_lengths", self.q_lengths))
         object.__setattr__(self, "window", check_window(self.window))
+        object.__setattr__(self, "block_sparsity", Sparsity.of(self.block_sparsity))
         for name in ("broadcast_q_len", "num_heads_q", "num_heads_kv", "head_dim", "head_dim_v", "offsets_start", "q_offsets_start",
                      "seed"):
             value = getattr(self, name)
@@ -372,8 +382,18 @@ class Case:
         return DTYPES[self.dtype]
 
     def problem(self, tensors: CaseTensors) -> JaggedProblem:
-        """Validate this case's tensors once (contiguous offsets: :meth:`CaseTensors.contract_args`)."""
-        return validate_inputs(*tensors.contract_args(), **self.contract_kwargs())
+        """Validate this case's tensors once (contiguous offsets: :meth:`CaseTensors.contract_args`; the block
+        selection of a block-sparse case)."""
+        return validate_inputs(*tensors.contract_args(), **self.contract_kwargs(),
+                               block_selection=tensors.block_selection)
+
+    def selected_blocks(self) -> Optional[list[list[list[int]]]]:
+        """The block selection :meth:`materialize` makes (per sequence, per query block, its KV blocks), or None
+        for a dense case. A packed case's parts draw theirs as they would standing alone."""
+        if self.block_sparsity is None:
+            return None
+        return [blocks for part in self.split()
+                for blocks in self.block_sparsity.blocks(part.query_lengths, part.kv_lengths, part.seed)]
 
     def contract_kwargs(self) -> dict:
         """The call's keyword arguments: ``causal``, ``causal_alignment``, ``sm_scale`` and, for a windowed
@@ -402,7 +422,7 @@ class Case:
             d["q_lengths"] = list(self.q_lengths)
         if self.parts is not None:
             d["parts"] = [list(p) for p in self.parts]
-        return d
+        return d  # (asdict made block_sparsity a dict of its fields)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -537,7 +557,8 @@ class Case:
             # rows before the first sequence change what a kernel's views look like (a known peer trigger)
             ("offsets_start", self.offsets_start, 0), ("q_offsets_start", self.q_offsets_start, None),
             ("offsets_dtype", self.offsets_dtype, "int32"), ("generator", self.generator, "counter"),
-            ("parts", None if self.parts is None else len(self.parts), None))
+            ("parts", None if self.parts is None else len(self.parts), None),
+            ("sparse", None if self.block_sparsity is None else self.block_sparsity.describe(), None))
             if value != default)
         return (
             f"{self.mode} {mask} {self.dtype} B={self.batch} Tk={sum(self.kv_lengths)}{q} "
@@ -576,7 +597,9 @@ class Case:
                 q_offsets_t = k_offsets
             else:
                 q_offsets_t = None if q_offsets is None else offsets(q_offsets)
-        return CaseTensors(tensor("q"), tensor("k"), tensor("v"), q_offsets_t, k_offsets, tensor("do"))
+        blocks = self.selected_blocks()
+        selection = None if blocks is None else self.block_sparsity.selection(blocks, device)
+        return CaseTensors(tensor("q"), tensor("k"), tensor("v"), q_offsets_t, k_offsets, tensor("do"), selection)
 
     def _shapes(self) -> dict[str, tuple[int, int, int]]:
         """The shape of each generated tensor: ``q``, ``k``, ``v`` and ``do`` (rows before the first sequence included)."""

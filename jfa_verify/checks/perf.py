@@ -98,6 +98,8 @@ def public_call(kernel: Kernel, case: Case, tensors: CaseTensors, *, backward: b
     case's output gradient (input gradients cleared first); without, the call runs under ``torch.no_grad``."""
     q, k, v = (x.detach().clone().requires_grad_(backward) for x in (tensors.q, tensors.k, tensors.v))
     q_offsets, k_offsets, kwargs = tensors.q_offsets, tensors.k_offsets, case.contract_kwargs()
+    if tensors.block_selection is not None:
+        kwargs["block_selection"] = tensors.block_selection
 
     def call() -> None:
         if not backward:
