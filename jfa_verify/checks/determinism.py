@@ -20,7 +20,7 @@ from jfa_verify.protocol.kernel import Kernel
 from jfa_verify.run.runner import call_kernel, run_case
 from jfa_verify.run.settings import RunSettings
 
-__all__ = ["RerunVerdict", "check_reruns"]
+__all__ = ["RerunVerdict", "check_reruns", "first_difference"]
 
 
 @dataclass
@@ -41,7 +41,9 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.detach().contiguous().view(-1).view(torch.uint8)
 
 
-def _first_difference(a: torch.Tensor, b: torch.Tensor) -> Optional[tuple[int, ...]]:
+def first_difference(a: torch.Tensor, b: torch.Tensor) -> Optional[tuple[int, ...]]:
+    """The index of the first element whose bits differ between ``a`` and ``b`` (NaN payloads and signed zeros
+    compared as bits), None when they are bit-identical, ``()`` when their shapes or dtypes differ."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return ()
     differ = _bits(a).reshape(-1, a.element_size()).ne(_bits(b).reshape(-1, b.element_size())).any(1)
@@ -91,7 +93,7 @@ def check_reruns(case: Case, kernel: Kernel, device, *, reruns: int = 3, backwar
             first = got
             continue
         for name, ref in first.items():
-            index = _first_difference(ref, got[name])
+            index = first_difference(ref, got[name])
             if index is None:
                 continue
             if index == ():

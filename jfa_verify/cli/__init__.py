@@ -6,7 +6,8 @@ database), ``findings`` (the deduplicated findings of a reproducer folder),
 ``calibrate`` (error distributions and a proposed budget table), ``report``
 and ``refloor`` (calibration records), ``mutants`` (a planted-bug catalogue's
 kill table), ``replay`` (re-run one case file or inline case), ``kernels``
-(the registry), ``schedule`` (per-SM load of the tile schedulers), ``matrix`` (kernels x cases),
+(the registry), ``schedule`` (per-SM load of the tile schedulers), ``matrix`` (kernels x cases), ``stress``
+(long cases rerun under timing perturbation),
 ``bisect`` (the kernel commit that broke correctness, speed or bits, through ``git bisect run``).
 
 Every argument is checked before any work: a bad one exits 2 with one line
@@ -31,7 +32,7 @@ from jfa_verify.core.exits import ExitCode
 
 # in the order `jfa-verify --help` lists them
 COMMANDS = ("run", "fuzz", "findings", "calibrate", "report", "refloor", "replay", "kernels", "schedule", "gate",
-            "matrix", "mutants", "bisect")
+            "stress", "matrix", "mutants", "bisect")
 
 # What `jfa-verify --help` opens with: the tool for its user (this module's docstring is for its maintainers).
 DESCRIPTION = (
@@ -41,7 +42,7 @@ DESCRIPTION = (
     "token, tile) and saved as a reproducer with the command that replays it. `run` verifies a kernel on the "
     "built-in suite, `gate` is the CI gate, `fuzz` searches with Hypothesis and `findings` lists what was found, "
     "`replay` re-runs one reproducer, `matrix` compares kernels, `mutants` checks the checks on planted bugs, "
-    "`calibrate`, `report` and `refloor` fit and plot the error budgets, `schedule` shows tile schedules' load "
+    "`stress` reruns long cases under timing perturbation, `calibrate`, `report` and `refloor` fit and plot the error budgets, `schedule` shows tile schedules' load "
     "per SM, `bisect` finds the commit that broke a kernel, and `kernels` lists the kernels and where they run. "
     f"Exit status: {ExitCode.OK:d} passed, {ExitCode.FINDING:d} a finding, {ExitCode.USAGE:d} usage or configuration, "
     f"{ExitCode.HANG:d} a hang, {ExitCode.CRASH:d} a crash, {ExitCode.INTERRUPTED:d} interrupted.")

@@ -36,13 +36,16 @@ def add_arguments(parser) -> None:
     plugin_option(parser)
     parser.add_argument("--checks", nargs="+", default=["suite", "campaign", "replay", "determinism", "canaries",
                                                         "recycled_memory"],
-                        choices=("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory", "perf"),
+                        choices=("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory", "stress",
+                                 "perf"),
                         help="checks to run (sanitizer and perf also run when their options are given; perf alone: "
-                             "--checks perf)")
+                             "--checks perf; stress: long cases rerun under timing perturbation, on request)")
     parser.add_argument("--campaign-examples", type=positive_int, default=25,
                         help="new cases the fixed-seed campaign draws (default: %(default)s)")
     parser.add_argument("--seed", type=seed_int, default=0, help="the campaign's seed (printed; same seed, same draws)")
     parser.add_argument("--reruns", type=number(int, minimum=2), default=3, help="runs per determinism case (>= 2)")
+    parser.add_argument("--stress-reruns", type=number(int, minimum=2), default=None,
+                        help="runs per stress case (>= 2; default 200 on CUDA, a few on the CPU; 10000 hunts rare races)")
     parser.add_argument("--small-cases", type=positive_int, default=4,
                         help="cases per determinism, canary and recycled-memory check")
     parser.add_argument("--sanitizer", nargs="*", choices=("memcheck", "racecheck", "initcheck", "synccheck"),
@@ -87,7 +90,7 @@ def main(args, ctx) -> int:
                                  + (["perf"] if args.perf_baseline or args.perf_record or args.perf_peer else [])))
     jobs = choose_jobs(args.jobs, ctx.device)
     options = GateOptions(checks=checks, campaign_examples=args.campaign_examples, seed=args.seed, reruns=args.reruns,
-                          small_cases=args.small_cases, sanitizer_tools=tuple(args.sanitizer or ("memcheck",)),
+                          stress_reruns=args.stress_reruns, small_cases=args.small_cases, sanitizer_tools=tuple(args.sanitizer or ("memcheck",)),
                           perf_baseline=args.perf_baseline, perf_record=args.perf_record,
                           perf_threshold=args.perf_threshold, perf_peer=args.perf_peer,
                           perf_min_ratio=args.perf_min_ratio, replay_dirs=tuple(args.replay),

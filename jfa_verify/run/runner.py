@@ -33,8 +33,8 @@ from jfa_verify.oracles import padded_sdpa_attention, reference_attention
 from jfa_verify.protocol.kernel import PASSES, Kernel, KernelRun
 from jfa_verify.run.settings import RunSettings
 
-__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "judged_status", "not_judged",
-           "ran_out_of_memory", "run_case", "poisoned_allocations"]
+__all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "judge_outputs", "judged_status",
+           "not_judged", "ran_out_of_memory", "run_case", "poisoned_allocations"]
 
 # Every verdict a case can get. "crash" and "hang" come from an isolated run
 # (jfa_verify.run.isolation): the worker process died, or ran past the timeout and was killed.
@@ -476,6 +476,13 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
         _sync(device)  # the judging's own device work: an error in it shows in this case, not in the next one
     except Exception as e:
         return not_judged(result, stage, e)
+    return _settle(result, explained_outputs, parts_explained, accept)
+
+
+def _settle(result: CaseResult, explained_outputs: list[bool], parts_explained: bool, accept) -> CaseResult:
+    """``result``'s status from its comparisons and findings (:func:`judged_status`), then the declared
+    conventions: kept only where they explain every failure, and a pass (marked accepted) where the user accepts
+    them all."""
     result.status = judged_status(result)
     if not all(explained_outputs) or any(f.kind != "part" for f in result.findings) or not parts_explained:
         result.conventions = []  # a failure no declared convention explains: the whole case is a plain finding
@@ -484,6 +491,35 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
         result.notes.append(f"accepted convention(s) {', '.join(result.conventions)} (--accept): "
                             f"{len(result.failing)} output(s) differ from the contract as the kernel declares")
     return result
+
+
+def judge_outputs(case: Case, kernel: Kernel, problem: JaggedProblem, got: dict, ref: dict, sdpa: dict,
+                  settings: Optional[RunSettings] = None, *, tiles=None) -> CaseResult:
+    """Judge outputs of one kernel call already made (``got``: :attr:`KernelCall.outputs`) against references
+    already computed, as :func:`run_case` judges its own call: the output contract, then each output against
+    ``ref`` (:func:`~jfa_verify.oracles.reference_attention` of ``problem``'s tensors) within the budget that
+    ``sdpa`` (:func:`~jfa_verify.oracles.padded_sdpa_attention`) calibrates, then the kernel's declared conventions.
+    For many calls of one case (reruns) with the references made once; a packed case's parts are not judged
+    apart here (use :func:`run_case`).
+
+    Args:
+        case, kernel, problem: the case, the kernel that made ``got`` and the validated problem.
+        got, ref, sdpa: dicts of tensors by output name (``o``, ``lse``, ``dq``, ``dk``, ``dv``).
+        settings: ``budgets`` and ``accept`` are read (None: the defaults).
+        tiles: the kernel's tiles for ``problem`` (localization); None: ``kernel.tile_sizes(problem)``.
+
+    Returns a :class:`CaseResult` with status ``"pass"`` or ``"fail"``.
+    """
+    settings = settings or RunSettings()
+    tiles = kernel.tile_sizes(problem) if tiles is None else tiles
+    result = CaseResult(case, kernel.name, "pass", block_sizes=tiles.as_tuple() if tiles else None,
+                        plugins=tuple(settings.plugins))
+    result.findings += [Finding("contract", m) for m in output_violations(problem, got["o"], got.get("lse"))]
+    if result.findings:
+        result.status = judged_status(result)
+        return result
+    explained = _compare_outputs(result, problem, got, ref, sdpa, kernel, settings.budgets, tiles)
+    return _settle(result, explained, True, settings.accept)
 
 
 # Outputs past this many elements get no spread (:func:`~jfa_verify.judge.localize.spread` holds a few float64 copies: a

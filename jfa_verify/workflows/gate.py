@@ -14,6 +14,9 @@ skipped and why (a kernel the device cannot run, a check the device or the kerne
   included: a write outside is a failure naming the buffer and offset (:mod:`jfa_verify.judge.memory`);
 * ``recycled_memory``: uninitialized allocations filled with large finite values instead of
   NaN, as recycled memory holds (the NaN fill is part of every run);
+* ``stress`` (on request): long, pipeline-filling cases rerun many times under timing perturbation (a noise
+  kernel on a second stream, fewer SMs for persistent grids, other launch orders), bit-compared for a
+  deterministic kernel and judged against the references (:mod:`jfa_verify.checks.stress`);
 * ``sanitizer`` (CUDA only, on request): the suite's first cases under NVIDIA compute-sanitizer
   (``memcheck``: out-of-bounds and misaligned accesses; ``racecheck``: shared-memory races);
 * ``perf`` (on request): timings against a committed baseline, noise-aware, and against a named peer
@@ -62,7 +65,7 @@ from jfa_verify.run.parallelism import describe_jobs
 
 __all__ = ["CHECKS", "CheckResult", "Finding", "GateOptions", "GateReport", "run_gate"]
 
-CHECKS = ("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory", "sanitizer", "perf")
+CHECKS = ("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory", "stress", "sanitizer", "perf")
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 SANITIZER_LAYOUT = "layout-7-3-19-5-11"  # the default suite's smallest lengths
 # A check's "error" is a check that could not judge (a tool failed or ran past its time, the framework
@@ -108,7 +111,8 @@ class CheckResult:
 @dataclass
 class GateOptions:
     """What the gate runs. ``checks``: the subset of :data:`CHECKS` (default: all but sanitizer and perf,
-    which run when asked for). ``small_cases``: cases per determinism/canary/recycled-memory check.
+    which run when asked for; so does stress). ``stress_reruns``: runs per stress case (None: 200 on CUDA, a few on
+    the CPU). ``small_cases``: cases per determinism/canary/recycled-memory check.
     ``jobs``: worker processes of the suite (isolated case workers) and of the campaign (campaign workers on
     one Hypothesis database, seeds ``seed .. seed + jobs - 1``); the verdicts do not depend on it.
     ``perf_peer``: a registered kernel the perf check times beside each kernel (same run, same inputs);
@@ -118,6 +122,7 @@ class GateOptions:
     campaign_examples: int = 25
     seed: int = 0
     reruns: int = 3
+    stress_reruns: Optional[int] = None
     small_cases: int = 4
     sanitizer_tools: tuple[str, ...] = ("memcheck", "racecheck")
     sanitizer_cases: int = 2
@@ -145,6 +150,8 @@ class GateOptions:
                 raise InvalidInput(f"{name}={getattr(self, name)} must be >= 1")
         if self.reruns < 2:
             raise InvalidInput(f"reruns={self.reruns} must be >= 2")
+        if self.stress_reruns is not None and self.stress_reruns < 2:
+            raise InvalidInput(f"stress_reruns={self.stress_reruns} must be >= 2 (or None for the device's default)")
         if not 0 < self.perf_threshold < 10:
             raise InvalidInput(f"perf_threshold={self.perf_threshold} must be a fraction such as 0.05")
         if self.perf_min_ratio is not None:
@@ -464,6 +471,28 @@ def _check_determinism(kernel, device, options, plugins) -> CheckResult:
     return out
 
 
+def _check_stress(kernel, device, options, plugins) -> CheckResult:
+    """The stress reruns (:func:`jfa_verify.checks.stress.run_stress`): a finding per case whose reruns differ
+    bit-wise (a deterministic kernel), fail against the references or raise; the modes run and skipped in details."""
+    from jfa_verify.checks.stress import StressOptions, run_stress
+    from jfa_verify.run.corpus import replay_command
+
+    report = run_stress(kernel, device, StressOptions(reruns=options.stress_reruns, seed=options.seed),
+                        settings=_settings(options, plugins))
+    checked = [v for v in report.verdicts if v.status != "unsupported"]
+    out = CheckResult(kernel.name, "stress", "pass", cases=len(checked),
+                      details=[f"{report.reruns} reruns per case, {len(checked)} case(s)"] + report.mode_lines())
+    for v in checked:
+        if v.status != "pass":
+            summary = (v.first_difference.describe() if v.first_difference else (v.failures or [v.message])[0])
+            out.findings.append(Finding("stress", v.case.name, "fail", summary[:300], v.describe(),
+                                        replay_command(v.case, kernel.name, plugins)))
+    out.status = "fail" if out.findings else ("skip" if not checked else "pass")
+    if not checked:
+        out.reason = "no stress case inside the kernel's capabilities"
+    return out
+
+
 def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> CheckResult:
     from jfa_verify.run.loop import Verifier
 
@@ -626,7 +655,7 @@ def _compare_with_peer(kernel, device, options: GateOptions, out: CheckResult) -
 
 
 _RUNNERS = {"suite": _check_suite, "campaign": _check_campaign, "replay": _check_replay,
-            "determinism": _check_determinism,
+            "determinism": _check_determinism, "stress": _check_stress,
             "canaries": lambda k, d, o, p: _check_memory(k, d, o, p, "nan", "canaries"),
             "recycled_memory": lambda k, d, o, p: _check_memory(k, d, o, p, "large", "recycled_memory"),
             "sanitizer": _check_sanitizer, "perf": _check_perf}
@@ -666,7 +695,7 @@ def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugi
             if why is not None:
                 report.results.append(CheckResult(kernel.name, check, "skip", reason=why))
                 continue
-            if crashed and check == "determinism":  # runs in this process: a crash would end the gate
+            if crashed and check in ("determinism", "stress"):  # run in this process: a crash would end the gate
                 report.results.append(CheckResult(kernel.name, check, "skip", reason="the kernel crashed its "
                                                   "process in an isolated check; reruns in-process skipped"))
                 continue

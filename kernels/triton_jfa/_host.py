@@ -23,11 +23,11 @@ import torch
 from jfa_verify.core.contract import CallShape, JaggedProblem, check_offsets_dense, validate_call, validate_inputs
 from jfa_verify.core.device import interpreting
 from jfa_verify.core.dtypes import FORWARD_ONLY, output_dtype
-from jfa_verify.core.errors import UnsupportedCase
+from jfa_verify.core.errors import InvalidInput, UnsupportedCase
 from jfa_verify.kernels.triton_jfa._config import KERNEL_CAPABILITIES, launch_config
 from jfa_verify.protocol.kernel import KernelRun, LaunchPlan, Visits
 from jfa_verify.scheduling import device_plan
-from jfa_verify.scheduling.planning import GridScheduler
+from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler
 from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
 
 __all__ = ["TritonJFA", "plan_launch", "DevicePlan"]
@@ -264,6 +264,22 @@ class TritonJFA:
         else:
             shape = validate_inputs(q, k, v, q_offsets, k_offsets, **options).call_shape()
         return self._run(shape, q, k, v, q_offsets, k_offsets, None).outputs()
+
+    def with_programs(self, num_programs: int) -> Optional["TritonJFA"]:
+        """This kernel with every persistent pass capped to ``num_programs`` programs (fewer SMs than the device has:
+        the stress check's ``fewer_sms`` mode, :mod:`jfa_verify.checks.stress`), or None when it runs no persistent
+        grid (one tile per program: nothing to cap).
+
+        Raises:
+            InvalidInput: ``num_programs`` is not an int >= 1.
+        """
+        if isinstance(num_programs, bool) or not isinstance(num_programs, int) or num_programs < 1:
+            raise InvalidInput(f"num_programs={num_programs!r} must be an int >= 1 (persistent programs per pass)")
+        if not isinstance(self.scheduler, PersistentScheduler):
+            return None
+        s = self.scheduler
+        capped = PersistentScheduler(s.forward, s.backward, num_sms=num_programs, cluster_size=s.cluster_size)
+        return TritonJFA(self.kernels, scheduler=capped, tf32=self.tf32)
 
     def launch(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, instrument: bool = False) -> KernelRun:
         """One forward on an already validated ``problem``, planned as the public call plans it; with

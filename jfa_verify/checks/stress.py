@@ -1,0 +1,533 @@
+"""Stress reruns: long, pipeline-filling cases rerun many times under timing perturbation.
+
+A race in a warp-specialized kernel (a shared-memory stage handed back before the MMA reading it has completed, a
+missing wait, the wrong phase on a later lap of the ring) shows only when the pipeline wraps its ring many times and
+the timing of the warps shifts. Short cases never wrap the ring; three reruns rarely shift the timing. This check:
+
+* builds cases from the kernel's own tile sizes (:func:`stress_cases`) so that every query tile streams many KV tiles
+  and every KV tile many query tiles (:func:`pipeline_laps`: at least ``laps`` laps of a ring of ``stages`` stages),
+  causal and not, GQA, D = 64 and 128;
+* reruns each case ``reruns`` times (default :data:`DEFAULT_RERUNS`: 200 on CUDA, a few on the CPU interpreter),
+  interleaving the cases round by round (:func:`plan_rounds`);
+* perturbs the timing of each round by one named mode (:data:`MODES`): ``plain`` (none), ``noise`` (copies and
+  matmuls queued on a second CUDA stream, running beside the kernel: :class:`NoiseKernel`), ``fewer_sms`` (persistent
+  grids capped to fewer programs, where the kernel's implementation offers ``with_programs(n)``) and
+  ``launch_order`` (the cases of the round in another order). A mode the device or the kernel rules out is reported
+  skipped with the reason;
+* compares every rerun bit for bit with rerun 0 for a kernel that declares itself deterministic
+  (:attr:`~jfa_verify.protocol.kernel.Capabilities.deterministic`), and judges rerun 0 (and any rerun that differs)
+  against the references with the runner's judge (:func:`jfa_verify.run.runner.judge_outputs`); a kernel that declares
+  itself non-deterministic has every rerun judged instead.
+
+The first differing rerun is reported with its mode, the output, and the element's (sequence, head, token, tile)
+(:func:`jfa_verify.judge.localize.locate`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+import torch
+
+from jfa_verify.cases.case import Case
+from jfa_verify.checks.determinism import first_difference
+from jfa_verify.core.contract import JaggedProblem, key_range
+from jfa_verify.core.errors import InvalidInput
+from jfa_verify.judge.localize import locate
+from jfa_verify.oracles import padded_sdpa_attention, reference_attention
+from jfa_verify.protocol.kernel import Kernel, TileSizes, tiles_for_shape
+from jfa_verify.run.runner import call_kernel, judge_outputs
+from jfa_verify.run.settings import RunSettings
+
+__all__ = ["DEFAULT_RERUNS", "MODES", "NoiseKernel", "Round", "RerunDifference", "StressOptions", "StressReport",
+           "StressVerdict", "mode_reasons", "pipeline_laps", "plan_rounds", "run_stress", "stress_cases",
+           "stress_length"]
+
+MODES = ("plain", "noise", "fewer_sms", "launch_order")
+DEFAULT_RERUNS = {"cuda": 200, "cpu": 3}
+DEFAULT_LAPS = {"cuda": 8, "cpu": 1}
+# The deepest shared-memory ring assumed (the protocol does not expose a kernel's stage count): triton_jfa runs up
+# to 3 forward stages, gluon_jfa triple-buffers K/V; 4 leaves room for a deeper production kernel.
+PIPELINE_STAGES = 4
+MAX_RERUNS = 1_000_000
+# (query heads, KV heads, head dim, causal) of the stress cases: causal and not, GQA, D = 64 and 128
+SHAPES = ((4, 4, 128, False), (4, 4, 128, True), (8, 2, 64, False), (8, 2, 64, True))
+CPU_SHAPES = ((2, 2, 128, False), (2, 2, 128, True), (4, 2, 64, False), (4, 2, 64, True))
+# Copies and matmuls of the noise kernel, queued per rerun on the side stream
+NOISE_BYTES = 256 << 20
+NOISE_MATMUL = 4096
+NOISE_ITERATIONS = 8
+
+
+@dataclass(frozen=True)
+class StressOptions:
+    """What a stress run does. ``reruns``: runs per case (None: :data:`DEFAULT_RERUNS` of the device); ``modes``:
+    the perturbation modes asked for (a subset of :data:`MODES`); ``laps``: ring laps every case makes at least
+    (None: :data:`DEFAULT_LAPS` of the device); ``stages``: the ring's assumed depth; ``seed``: the cases' inputs and
+    the launch orders; ``backward``: judge dQ, dK, dV too where the kernel has a backward.
+
+    Raises:
+        InvalidInput: reruns < 2 or above :data:`MAX_RERUNS`, an unknown or empty mode list, laps or stages < 1.
+    """
+
+    reruns: Optional[int] = None
+    modes: tuple[str, ...] = MODES
+    laps: Optional[int] = None
+    stages: int = PIPELINE_STAGES
+    seed: int = 0
+    backward: bool = True
+
+    def __post_init__(self) -> None:
+        if self.reruns is not None and not 2 <= self.reruns <= MAX_RERUNS:
+            raise InvalidInput(f"reruns={self.reruns} must be in [2, {MAX_RERUNS}] (one run has nothing to compare "
+                               f"with); e.g. 200, or 10000 to hunt a rare race")
+        unknown = sorted(set(self.modes) - set(MODES))
+        if unknown or not self.modes:
+            raise InvalidInput(f"modes={list(self.modes)}: {'unknown ' + str(unknown) if unknown else 'none given'}; "
+                               f"choose from {MODES}")
+        for name in ("laps", "stages"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InvalidInput(f"{name}={value} must be >= 1")
+
+    def reruns_on(self, device: torch.device) -> int:
+        return self.reruns if self.reruns is not None else DEFAULT_RERUNS["cuda" if device.type == "cuda" else "cpu"]
+
+    def laps_on(self, device: torch.device) -> int:
+        return self.laps if self.laps is not None else DEFAULT_LAPS["cuda" if device.type == "cuda" else "cpu"]
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+def stress_length(tiles: TileSizes, laps: int, stages: int = PIPELINE_STAGES) -> int:
+    """Tokens a sequence needs so that one query tile streams ``laps * stages`` KV tiles and one KV tile streams as
+    many query tiles: ``max(block_m, block_n) * stages * laps`` (an int)."""
+    return max(tiles.block_m, tiles.block_n) * stages * laps
+
+
+def pipeline_laps(case: Case, tiles: TileSizes, stages: int = PIPELINE_STAGES) -> float:
+    """Ring laps of the shortest pipeline loop ``case`` makes (a float; 0 for a case with no score): per sequence,
+    the most KV tiles one query tile streams (forward, dQ) and the most query tiles one KV tile streams (dK, dV),
+    the smaller of the two, divided by ``stages``; the minimum over sequences with rows and keys. The visible keys
+    are the contract's (:func:`~jfa_verify.core.contract.key_range`)."""
+    if case.mode == "broadcast_q":
+        raise InvalidInput("pipeline_laps: broadcast-Q cases are not stress cases; give a self or cross case")
+    q_lengths = case.q_lengths if case.q_lengths is not None else case.kv_lengths
+    laps = []
+    for lq, lk in zip(q_lengths, case.kv_lengths):
+        if lq == 0 or lk == 0:
+            continue
+        per_kv_tile = [0] * math.ceil(lk / tiles.block_n)
+        most_kv = 0
+        for t in range(math.ceil(lq / tiles.block_m)):
+            first, last = t * tiles.block_m, min(lq, (t + 1) * tiles.block_m) - 1
+            lo = key_range(first, lq, lk, case.causal, case.causal_alignment, case.window)[0]
+            hi = key_range(last, lq, lk, case.causal, case.causal_alignment, case.window)[1]
+            if hi <= lo:
+                continue
+            span = range(lo // tiles.block_n, math.ceil(hi / tiles.block_n))
+            most_kv = max(most_kv, len(span))
+            for j in span:
+                per_kv_tile[j] += 1
+        laps.append(min(most_kv, max(per_kv_tile)) / stages)
+    return min(laps) if laps else 0.0
+
+
+def _dtype_for(kernel: Kernel) -> str:
+    names = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        if dtype in kernel.capabilities.dtypes:
+            return names[dtype]
+    raise InvalidInput(f"kernel {kernel.name!r} declares none of bfloat16, float16, float32 "
+                       f"(dtypes={kernel.capabilities.dtypes}): the stress check has no dtype to run it in")
+
+
+def stress_cases(kernel: Kernel, device: "torch.device | str", *, laps: int, stages: int = PIPELINE_STAGES,
+                 seed: int = 0) -> list[Case]:
+    """The stress cases for ``kernel`` on ``device``: one per shape of :data:`SHAPES` (:data:`CPU_SHAPES` on the
+    CPU) inside the kernel's capabilities, each of three self-attention sequences sized from the kernel's tiles for
+    that shape (:func:`stress_length`): ``L``, ``L + block_n - 1`` (a ragged last KV tile) and ``L // 2 + 1``
+    (half as many laps, a ragged last query tile), in the kernel's preferred dtype (bfloat16 first).
+
+    Raises:
+        InvalidInput: ``laps`` or ``stages`` < 1, or a kernel with no float dtype.
+    """
+    if laps < 1 or stages < 1:
+        raise InvalidInput(f"laps={laps}, stages={stages} must be >= 1")
+    device = torch.device(device)
+    dtype = _dtype_for(kernel)
+    cases = []
+    for heads_q, heads_kv, head_dim, causal in (SHAPES if device.type == "cuda" else CPU_SHAPES):
+        shape = JaggedProblem.of_shape(head_dim, None, getattr(torch, dtype), device, num_heads_q=heads_q,
+                                       num_heads_kv=heads_kv, causal=causal)
+        if kernel.unsupported_reason(shape) is not None:
+            continue
+        tiles = tiles_for_shape(kernel, head_dim, dtype=getattr(torch, dtype), device_type=device.type)
+        n = stress_length(tiles, 2 * laps, stages)  # the half-length sequence still makes `laps` laps
+        lengths = (n, n + tiles.block_n - 1, n // 2 + 1)
+        name = (f"stress-{'causal' if causal else 'full'}-h{heads_q}x{heads_kv}-d{head_dim}-"
+                f"{'-'.join(map(str, lengths))}")
+        cases.append(Case(kv_lengths=lengths, num_heads_q=heads_q, num_heads_kv=heads_kv, head_dim=head_dim,
+                          dtype=dtype, causal=causal, seed=seed, instrument=False, name=name))
+    return cases
+
+
+# ----------------------------------------------------------------------------- perturbation
+
+
+@dataclass(frozen=True)
+class Round:
+    """One rerun of every case: ``index`` (the rerun index), its perturbation ``mode``, the ``order`` the cases run
+    in (indices into the case list) and, for ``fewer_sms``, the ``programs`` the persistent grid is capped to."""
+
+    index: int
+    mode: str
+    order: tuple[int, ...]
+    programs: Optional[int] = None
+
+
+def program_caps(sm_count: int) -> tuple[int, ...]:
+    """The program counts ``fewer_sms`` cycles through for a device of ``sm_count`` SMs: about a half, a third and a
+    seventh of them (at least 1, distinct, largest first)."""
+    return tuple(sorted({max(1, sm_count // d) for d in (2, 3, 7)}, reverse=True))
+
+
+def plan_rounds(reruns: int, n_cases: int, modes: Sequence[str], *, seed: int = 0,
+                sm_count: Optional[int] = None) -> list[Round]:
+    """The rounds of a stress run: rerun 0 is ``plain`` in the cases' order (the bit-comparison baseline); reruns
+    1.. cycle through ``modes`` (the available ones), the perturbed ones first and ``plain`` (when asked for) last. A ``launch_order`` round
+    runs the cases in a seeded permutation that differs from the list's order (when there are two or more); a
+    ``fewer_sms`` round caps the programs at the next of :func:`program_caps` of ``sm_count``.
+
+    Raises:
+        InvalidInput: ``reruns < 1``, ``n_cases < 0``, an unknown mode, or ``fewer_sms`` without ``sm_count``.
+    """
+    if reruns < 1 or n_cases < 0:
+        raise InvalidInput(f"reruns={reruns} must be >= 1 and n_cases={n_cases} >= 0")
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        raise InvalidInput(f"modes {unknown} unknown; choose from {MODES}")
+    if "fewer_sms" in modes and not sm_count:
+        raise InvalidInput(f"mode fewer_sms needs sm_count (the device's SMs), got {sm_count!r}")
+    # the perturbed modes first (rerun 0 is already plain), plain last
+    cycle = [m for m in modes if m != "plain"] + [m for m in modes if m == "plain"] or ["plain"]
+    caps = program_caps(sm_count) if sm_count else ()
+    identity = tuple(range(n_cases))
+    rounds, capped = [Round(0, "plain", identity)], 0
+    for i in range(1, reruns):
+        mode = cycle[(i - 1) % len(cycle)]
+        order, programs = identity, None
+        if mode == "launch_order" and n_cases > 1:
+            perm = list(identity)
+            random.Random(seed * 1_000_003 + i).shuffle(perm)
+            order = tuple(perm) if tuple(perm) != identity else identity[::-1]
+        if mode == "fewer_sms":
+            programs, capped = caps[capped % len(caps)], capped + 1
+        rounds.append(Round(i, mode, order, programs))
+    return rounds
+
+
+def mode_reasons(kernel: Kernel, device: torch.device, modes: Sequence[str], n_cases: int) -> dict[str, str]:
+    """Why each mode of ``modes`` cannot run here (mode -> reason); the modes absent from the result run.
+    ``fewer_sms`` loads the kernel to ask its implementation for ``with_programs``."""
+    reasons = {}
+    if "noise" in modes and device.type != "cuda":
+        reasons["noise"] = (f"needs a CUDA device (the noise kernel runs on a second CUDA stream beside the kernel); "
+                            f"this run is on {device.type}")
+    if "launch_order" in modes and n_cases < 2:
+        reasons["launch_order"] = f"{n_cases} case(s) inside the kernel's capabilities: no other order to launch"
+    if "fewer_sms" in modes:
+        impl = kernel.impl
+        if not callable(getattr(impl, "with_programs", None)):
+            reasons["fewer_sms"] = (f"the kernel protocol gives a caller no way to cap a kernel's persistent programs, "
+                                    f"and {kernel.name}'s implementation ({type(impl).__name__}) offers no "
+                                    f"with_programs(n) to do it")
+        elif impl.with_programs(1) is None:
+            reasons["fewer_sms"] = f"{kernel.name} runs no persistent grid (with_programs(n) returned None)"
+    return reasons
+
+
+class NoiseKernel:
+    """A bandwidth- and SM-hungry load on a second CUDA stream, queued before each rerun so that it runs beside
+    the kernel under test: :data:`NOISE_ITERATIONS` times a copy of :data:`NOISE_BYTES` bytes and a
+    :data:`NOISE_MATMUL`-square bfloat16 matmul. A context manager (the buffers live inside it).
+
+    Raises:
+        InvalidInput: ``device`` is not a CUDA device.
+    """
+
+    def __init__(self, device: torch.device, *, nbytes: int = NOISE_BYTES, size: int = NOISE_MATMUL,
+                 iterations: int = NOISE_ITERATIONS):
+        if device.type != "cuda":
+            raise InvalidInput(f"NoiseKernel needs a CUDA device, got device={device}")
+        self.device, self.nbytes, self.size, self.iterations = device, nbytes, size, iterations
+        self.stream = None
+
+    def __enter__(self) -> "NoiseKernel":
+        self.stream = torch.cuda.Stream(self.device)  # PyTorch's pool streams do not synchronize with stream 0
+        with torch.cuda.stream(self.stream):
+            self.src = torch.empty(self.nbytes, dtype=torch.uint8, device=self.device).fill_(1)
+            self.dst = torch.empty_like(self.src)
+            self.a = torch.randn(self.size, self.size, dtype=torch.bfloat16, device=self.device)
+            self.c = torch.empty_like(self.a)
+        return self
+
+    def burst(self) -> None:
+        """Queue one burst on the side stream (returns at once; the work runs beside what follows)."""
+        with torch.cuda.stream(self.stream):
+            for _ in range(self.iterations):
+                self.dst.copy_(self.src)
+                torch.matmul(self.a, self.a, out=self.c)
+
+    def settle(self) -> None:
+        """Wait for the queued bursts (between reruns, so that the queue never grows)."""
+        self.stream.synchronize()
+
+    def __exit__(self, *exc) -> None:
+        self.settle()
+        del self.src, self.dst, self.a, self.c
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+
+@dataclass(frozen=True)
+class RerunDifference:
+    """The first rerun of a case whose outputs differ bit-wise from rerun 0: the rerun, its mode, the output, the
+    element's location (``(sequence, head, token, tile)`` in words) and the two values."""
+
+    rerun: int
+    mode: str
+    output: str
+    index: tuple[int, ...]
+    where: str
+    before: float
+    after: float
+    moved: int
+    max_diff: float
+
+    def describe(self) -> str:
+        return (f"rerun {self.rerun} ({self.mode}): {self.output} differs bit-wise from rerun 0 at {self.where}: "
+                f"{self.before!r} then {self.after!r} ({self.moved} element(s) moved, max |diff| {self.max_diff:.3g})")
+
+
+@dataclass
+class StressVerdict:
+    """One case's stress verdict. ``status``: pass, fail, error or unsupported; ``reruns``: the reruns made;
+    ``first_difference`` and ``differing_reruns``: the bit comparison (deterministic kernels);
+    ``failures``: reruns whose judged outputs failed (``"rerun i (mode): ..."``); ``message``: an error or why
+    unsupported."""
+
+    case: Case
+    kernel: str
+    deterministic: bool
+    laps: float
+    status: str = "pass"
+    reruns: int = 0
+    first_difference: Optional[RerunDifference] = None
+    differing_reruns: int = 0
+    failures: list[str] = field(default_factory=list)
+    first_failing_rerun: Optional[int] = None
+    message: str = ""
+
+    def describe(self) -> str:
+        head = f"{self.case.name}: {self.status}, {self.reruns} rerun(s), {self.laps:g} ring laps"
+        lines = [head]
+        if self.first_difference is not None:
+            lines.append(f"  {self.differing_reruns} rerun(s) differ bit-wise; first: {self.first_difference.describe()}")
+        lines += [f"  {f}" for f in self.failures[:3]]
+        if self.message:
+            lines.append(f"  {self.message}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"case": self.case.to_dict(), "name": self.case.name, "status": self.status, "reruns": self.reruns,
+                "laps": self.laps, "deterministic": self.deterministic, "differing_reruns": self.differing_reruns,
+                "first_difference": None if self.first_difference is None else dataclasses.asdict(self.first_difference),
+                "first_failing_rerun": self.first_failing_rerun, "failures": self.failures, "message": self.message}
+
+
+@dataclass
+class StressReport:
+    """A stress run of one kernel: the verdict per case, the reruns each mode ran (``modes_run``) and the modes
+    skipped with their reasons (``modes_skipped``)."""
+
+    kernel: str
+    device: str
+    reruns: int
+    verdicts: list[StressVerdict] = field(default_factory=list)
+    modes_run: dict[str, int] = field(default_factory=dict)
+    modes_skipped: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        """``error`` > ``fail`` > ``pass``; ``skip`` when no case was inside the kernel's capabilities."""
+        statuses = {v.status for v in self.verdicts}
+        for s in ("error", "fail"):
+            if s in statuses:
+                return s
+        return "pass" if "pass" in statuses else "skip"
+
+    def mode_lines(self) -> list[str]:
+        return ([f"mode {m}: {n} rerun(s)" for m, n in self.modes_run.items()]
+                + [f"mode {m}: skipped: {why}" for m, why in self.modes_skipped.items()])
+
+    def to_dict(self) -> dict:
+        return {"kernel": self.kernel, "device": self.device, "status": self.status, "reruns": self.reruns,
+                "seconds": self.seconds, "modes_run": self.modes_run, "modes_skipped": self.modes_skipped,
+                "cases": [v.to_dict() for v in self.verdicts]}
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+@dataclass
+class _State:
+    verdict: StressVerdict
+    problem: JaggedProblem = None
+    tensors: object = None
+    tiles: Optional[TileSizes] = None
+    backward: bool = False
+    ref: dict = None
+    sdpa: dict = None
+    first: Optional[dict] = None
+    done: bool = False
+
+
+def _prepare(case: Case, kernel: Kernel, device: torch.device, options: StressOptions) -> _State:
+    tiles = tiles_for_shape(kernel, case.head_dim, case.head_dim_v, case.torch_dtype, device.type)
+    state = _State(StressVerdict(case, kernel.name, kernel.capabilities.deterministic,
+                                 pipeline_laps(case, tiles, options.stages)))
+    state.tensors = case.materialize(device)
+    state.problem = case.problem(state.tensors)
+    reason = kernel.unsupported_reason(state.problem)
+    if reason is not None:
+        state.verdict.status, state.verdict.message, state.done = "unsupported", reason, True
+        return state
+    state.tiles = kernel.tile_sizes(state.problem)
+    state.backward = options.backward and kernel.capabilities.backward_reason(state.problem) is None
+    t = state.tensors
+    do = t.do if state.backward else None
+    state.ref = reference_attention(state.problem, t.q, t.k, t.v, do=do)
+    state.sdpa = padded_sdpa_attention(state.problem, t.q, t.k, t.v, do=do)
+    return state
+
+
+def _rerun(state: _State, kernel: Kernel, rnd: Round, settings: RunSettings) -> None:
+    """One rerun of one case: call, bit comparison with rerun 0 (deterministic kernels), judging."""
+    v = state.verdict
+    try:
+        got = call_kernel(kernel, state.problem, state.tensors, v.case, backward=state.backward).outputs
+        got = {n: t.detach().clone() for n, t in got.items() if isinstance(t, torch.Tensor)}
+    except Exception as e:  # the kernel under test may fail in any way
+        v.status, v.message, state.done = "error", f"rerun {rnd.index} ({rnd.mode}): {type(e).__name__}: {e}", True
+        return
+    v.reruns += 1
+    judge = not v.deterministic or state.first is None
+    if v.deterministic and state.first is not None:
+        differs = False
+        for name, before in state.first.items():
+            index = first_difference(before, got[name])
+            if index is None:
+                continue
+            differs = True
+            if v.first_difference is None:
+                v.first_difference = _difference(state, rnd, name, index, before, got[name])
+            break
+        if differs:
+            v.differing_reruns += 1
+            v.status = "fail"
+            judge = v.differing_reruns == 1  # the first differing rerun is judged too (is it also wrong?)
+    if state.first is None:
+        state.first = got
+    if judge:
+        result = judge_outputs(v.case, kernel, state.problem, got, state.ref, state.sdpa, settings, tiles=state.tiles)
+        if result.status != "pass":
+            v.status = "fail"
+            lines = [line.strip() for line in result.explain().splitlines()[1:] if line.strip()]
+            v.failures.append(f"rerun {rnd.index} ({rnd.mode}): " + "; ".join(lines[:4]))
+            if v.first_failing_rerun is None:
+                v.first_failing_rerun = rnd.index
+
+
+def _difference(state: _State, rnd: Round, name: str, index: tuple, before: torch.Tensor,
+                after: torch.Tensor) -> RerunDifference:
+    if index == ():
+        return RerunDifference(rnd.index, rnd.mode, name, (), "shape or dtype changed", float("nan"), float("nan"),
+                               before.numel(), float("inf"))
+    moved = (after.double() - before.double()).abs()
+    where = locate(state.problem, name, index, state.tiles).describe()
+    return RerunDifference(rnd.index, rnd.mode, name, index, where, before[index].item(), after[index].item(),
+                           int((moved != 0).sum()), float(torch.nan_to_num(moved, nan=float("inf")).max()))
+
+
+def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOptions = StressOptions(), *,
+               cases: Optional[Sequence[Case]] = None, settings: Optional[RunSettings] = None,
+               log: Callable[[str], None] = lambda line: None) -> StressReport:
+    """Rerun the stress cases (``cases``, default :func:`stress_cases`) through ``kernel`` on ``device`` under the
+    perturbation modes of ``options`` and return the :class:`StressReport` (findings are verdicts, never raised).
+
+    ``settings``: the run's budgets and accepted conventions (None: the defaults). ``log``: a progress line per
+    hundred rounds and per case that fails. A case stops rerunning at its first kernel exception (``error``).
+
+    Raises:
+        InvalidInput: bad options (:class:`StressOptions`), a case that is not valid.
+    """
+    device = torch.device(device)
+    settings = settings or RunSettings()
+    t0 = time.perf_counter()
+    reruns = options.reruns_on(device)
+    cases = list(cases) if cases is not None else stress_cases(kernel, device, laps=options.laps_on(device),
+                                                               stages=options.stages, seed=options.seed)
+    report = StressReport(kernel.name, str(device), reruns)
+    states = [_prepare(c, kernel, device, options) for c in cases]
+    report.verdicts = [s.verdict for s in states]
+    live = [s for s in states if not s.done]
+    if not live:
+        report.seconds = time.perf_counter() - t0
+        return report
+    report.modes_skipped = mode_reasons(kernel, device, options.modes, len(live))
+    modes = [m for m in options.modes if m not in report.modes_skipped]
+    sm_count = None
+    if "fewer_sms" in modes:
+        from jfa_verify.scheduling.planning import default_num_sms
+
+        sm_count = default_num_sms(device)
+    capped: dict[int, Kernel] = {}
+    noise = NoiseKernel(device) if "noise" in modes else None
+    try:
+        if noise is not None:
+            noise.__enter__()
+        for rnd in plan_rounds(reruns, len(live), modes, seed=options.seed, sm_count=sm_count):
+            report.modes_run[rnd.mode] = report.modes_run.get(rnd.mode, 0) + 1
+            runner = kernel
+            if rnd.programs is not None:
+                if rnd.programs not in capped:
+                    capped[rnd.programs] = dataclasses.replace(kernel, _impl=kernel.impl.with_programs(rnd.programs))
+                runner = capped[rnd.programs]
+            for i in rnd.order:
+                state = live[i]
+                if state.done:
+                    continue
+                if rnd.mode == "noise":
+                    noise.burst()
+                failed = state.verdict.status
+                _rerun(state, runner, rnd, settings)
+                if noise is not None and rnd.mode == "noise":
+                    noise.settle()
+                if state.verdict.status != failed:
+                    log(f"  {state.verdict.case.name}: {state.verdict.status} at rerun {rnd.index} ({rnd.mode})")
+            if rnd.index and rnd.index % 100 == 0:
+                log(f"  {rnd.index} of {reruns} reruns done")
+    finally:
+        if noise is not None:
+            noise.__exit__(None, None, None)
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,56 @@
+"""``jfa-verify stress``: long cases rerun under timing perturbation (the work: :mod:`jfa_verify.checks.stress`)."""
+
+from __future__ import annotations
+
+from jfa_verify.cli.arguments import EXIT_FAIL, EXIT_OK, EXIT_USAGE, kernel_options, new_file, number, seed_int
+
+HELP = "rerun long, pipeline-filling cases many times under timing perturbation (races show rarely)"
+DESCRIPTION = ("Rerun long cases sized from the kernel's tiles (every pipeline stage cycles many laps; causal and "
+               "not, GQA, D=64 and 128) many times, each rerun perturbed by one named mode: plain, noise (a "
+               "bandwidth- and SM-hungry load on a second CUDA stream), fewer_sms (persistent grids capped to fewer "
+               "programs, where the kernel offers it), launch_order (the cases in another order). A deterministic "
+               "kernel's reruns are compared bit for bit; every kernel's outputs are judged against the references. "
+               "The first differing rerun is reported with its mode and the element's sequence, head, token and "
+               "tile. Exit status: 0 passed; 1 a rerun differed, failed or raised; 2 a bad argument, or no case "
+               "inside the kernel's capabilities.")
+
+
+def add_arguments(parser) -> None:
+    kernel_options(parser, reproducers=False)
+    parser.add_argument("--reruns", type=number(int, minimum=2), default=None,
+                        help="runs per case (>= 2; default 200 on CUDA, 3 on the CPU interpreter; 10000 hunts rare "
+                             "races)")
+    parser.add_argument("--modes", nargs="+", default=None,
+                        choices=("plain", "noise", "fewer_sms", "launch_order"),
+                        help="perturbation modes the reruns cycle through (default: all; one the device or the "
+                             "kernel rules out is reported skipped with the reason)")
+    parser.add_argument("--laps", type=number(int, minimum=1), default=None,
+                        help="ring laps every case makes at least (default 8 on CUDA, 1 on the CPU)")
+    parser.add_argument("--seed", type=seed_int, default=0, help="seed of the cases' inputs and the launch orders")
+    parser.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
+    parser.add_argument("--json", type=new_file, default=None, help="write the report (JSON) here")
+
+
+def main(args, ctx) -> int:
+    """Run the stress check on one kernel; print each case's verdict and the modes; exit by the worst verdict."""
+    from jfa_verify.checks.stress import MODES, StressOptions, run_stress
+    from jfa_verify.run.report import write_json
+
+    device = ctx.device
+    kernel = ctx.kernel()
+    options = StressOptions(reruns=args.reruns, modes=tuple(args.modes or MODES), laps=args.laps, seed=args.seed,
+                            backward=not args.forward_only)
+    print(f"jfa-verify stress on {device}: {kernel.name}, {options.reruns_on(device)} reruns per case, modes "
+          f"{', '.join(options.modes)}", flush=True)
+    report = run_stress(kernel, device, options, settings=ctx.settings, log=lambda line: print(line, flush=True))
+    for v in report.verdicts:
+        print(v.describe())
+    for line in report.mode_lines():
+        print(f"  {line}")
+    print(f"stress: {report.status} in {report.seconds:.1f} s")
+    if args.json:
+        print(f"wrote {write_json(args.json, report.to_dict())}")
+    if report.status == "skip":
+        print(f"no stress case is inside {kernel.name}'s capabilities: nothing checked")
+        return EXIT_USAGE
+    return EXIT_FAIL if report.status in ("fail", "error") else EXIT_OK

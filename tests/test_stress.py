@@ -1,0 +1,224 @@
+"""The stress check (:mod:`jfa_verify.checks.stress`): case sizing, the rerun loop and its bit comparison, the
+perturbation schedule, planted kernels caught or passed, and its wiring into ``gate`` and ``jfa-verify stress``."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from jfa_verify.cases.case import Case
+from jfa_verify.checks.stress import (
+    CPU_SHAPES,
+    MODES,
+    StressOptions,
+    mode_reasons,
+    pipeline_laps,
+    plan_rounds,
+    program_caps,
+    run_stress,
+    stress_cases,
+    stress_length,
+)
+from jfa_verify.cli import main
+from jfa_verify.core.errors import InvalidInput
+from jfa_verify.protocol.kernel import Capabilities, Kernel, TileSizes
+from jfa_verify.protocol.registry import get_kernel, load_plugin
+from jfa_verify.scheduling.planning import default_num_sms
+
+PLUGIN = str(Path(__file__).parent / "quality" / "stress_plugin.py")
+# a short ragged case the planted kernels run fast: the planted element (sequence 1, head 1, token 40) lies in it
+SMALL = Case(kv_lengths=(30, 70, 20), num_heads_q=2, num_heads_kv=2, head_dim=16, dtype="bfloat16", name="small")
+
+
+def _planted(name: str):
+    load_plugin(PLUGIN)
+    kernel = get_kernel(name)
+    return kernel, kernel.impl.log
+
+
+def _tiled(tiles: TileSizes) -> Kernel:
+    return Kernel(f"tiles-{tiles.block_m}x{tiles.block_n}", "", lambda: None, Capabilities(), lambda p: tiles)
+
+
+# -- case sizing --------------------------------------------------------------------------------------------------
+
+
+def test_pipeline_laps_counts_tiles_per_loop_on_a_hand_checked_case():
+    tiles = TileSizes(4, 4)
+    full, causal = Case(kv_lengths=(16,)), Case(kv_lengths=(16,), causal=True)
+    # 16 keys in tiles of 4: each query tile streams 4 KV tiles, each KV tile is streamed by 4 query tiles
+    assert pipeline_laps(full, tiles, stages=1) == 4 and pipeline_laps(full, tiles, stages=2) == 2
+    # causal: the last query tile sees all 4 KV tiles, the first KV tile is seen by all 4 query tiles
+    assert pipeline_laps(causal, tiles, stages=1) == 4
+    # the shortest sequence decides; empty sequences have no loop
+    assert pipeline_laps(Case(kv_lengths=(16, 4, 0)), tiles, stages=1) == 1
+
+
+@pytest.mark.parametrize("tiles", [TileSizes(32, 16), TileSizes(64, 64), TileSizes(128, 64), TileSizes(64, 32)])
+@pytest.mark.parametrize("laps", [1, 3])
+def test_stress_cases_make_many_laps_for_the_kernels_tiles(tiles, laps):
+    cases = stress_cases(_tiled(tiles), "cpu", laps=laps, stages=4)
+    assert [(c.num_heads_q, c.num_heads_kv, c.head_dim, c.causal) for c in cases] == list(CPU_SHAPES)
+    assert {c.causal for c in cases} == {True, False} and {c.head_dim for c in cases} == {64, 128}
+    assert any(c.num_heads_q != c.num_heads_kv for c in cases)  # GQA
+    for case in cases:
+        assert pipeline_laps(case, tiles, stages=4) >= laps, case
+        assert max(case.kv_lengths) >= stress_length(tiles, laps, 4)
+        assert len(set(case.kv_lengths)) == len(case.kv_lengths)  # ragged, not one length repeated
+    # the measure is no constant: the suite's short cases make less than one lap
+    assert pipeline_laps(SMALL, tiles, stages=4) < 1
+
+
+def test_stress_cases_skip_shapes_outside_the_capabilities():
+    no_gqa = Kernel("no-gqa", "", lambda: None, Capabilities(gqa=False, gqa_backward=False),
+                    lambda p: TileSizes(32, 16))
+    cases = stress_cases(no_gqa, "cpu", laps=1)
+    assert cases and all(c.num_heads_q == c.num_heads_kv for c in cases)
+
+
+# -- the perturbation schedule ------------------------------------------------------------------------------------
+
+
+def test_plan_rounds_starts_plain_and_cycles_every_mode():
+    rounds = plan_rounds(13, 3, MODES, seed=5, sm_count=132)
+    assert [r.index for r in rounds] == list(range(13))
+    assert rounds[0].mode == "plain" and rounds[0].order == (0, 1, 2) and rounds[0].programs is None
+    assert rounds[1].mode != "plain" and rounds[4].mode == "plain"  # perturbed modes first after the baseline
+    counts = {m: sum(r.mode == m for r in rounds[1:]) for m in MODES}
+    assert counts == {m: 3 for m in MODES}  # 12 perturbed reruns, 4 modes, evenly
+    for r in rounds:
+        assert sorted(r.order) == [0, 1, 2]
+        assert (r.order != (0, 1, 2)) == (r.mode == "launch_order")
+        assert (r.programs is not None) == (r.mode == "fewer_sms")
+    assert [r.programs for r in rounds if r.mode == "fewer_sms"] == list(program_caps(132))
+    assert all(0 < p < 132 for p in program_caps(132)) and program_caps(1) == (1,)
+    assert plan_rounds(13, 3, MODES, seed=5, sm_count=132) == rounds  # seeded: the same plan again
+    assert plan_rounds(13, 3, MODES, seed=6, sm_count=132) != rounds
+
+
+def test_plan_rounds_refuses_what_it_cannot_plan():
+    with pytest.raises(InvalidInput, match="fewer_sms needs sm_count"):
+        plan_rounds(4, 2, ("fewer_sms",))
+    with pytest.raises(InvalidInput, match="unknown"):
+        plan_rounds(4, 2, ("jitter",))
+    with pytest.raises(InvalidInput, match="reruns=1 must be in"):
+        StressOptions(reruns=1)
+    with pytest.raises(InvalidInput, match="choose from"):
+        StressOptions(modes=("plain", "jitter"))
+
+
+def test_modes_the_cpu_or_the_kernel_rule_out_are_named_with_the_reason():
+    plain = Kernel("plain-fn", "", lambda: (lambda *a, **k: None), Capabilities())
+    reasons = mode_reasons(plain, __import__("torch").device("cpu"), MODES, n_cases=1)
+    assert set(reasons) == {"noise", "fewer_sms", "launch_order"}
+    assert "needs a CUDA device" in reasons["noise"]
+    assert "no with_programs(n)" in reasons["fewer_sms"] and "no other order" in reasons["launch_order"]
+
+
+# -- planted kernels ----------------------------------------------------------------------------------------------
+
+
+def test_a_rare_race_is_caught_at_the_rerun_it_happened_and_localized():
+    kernel, log = _planted("stress-rare-race")
+    from tests.quality.stress_plugin import RATE, SPOT, TILES
+
+    report = run_stress(kernel, "cpu", StressOptions(reruns=2 * RATE, modes=("plain", "launch_order")), cases=[SMALL])
+    (verdict,) = report.verdicts
+    assert log.perturbed and verdict.status == "fail"
+    first = verdict.first_difference
+    assert first.rerun == log.perturbed[0] > 0  # one case: call i is rerun i
+    assert verdict.differing_reruns == len(log.perturbed)
+    b, h, t = SPOT
+    assert first.output == "o" and f"sequence {b}, head {h}, token {t}, M-tile {t // TILES.block_m}" in first.where
+    assert not verdict.failures  # a 1-ulp change is inside the budget: only the bit comparison sees it
+    assert f"rerun {first.rerun} (" in verdict.describe() and "differs bit-wise" in verdict.describe()
+
+
+def test_a_correct_deterministic_kernel_passes_every_mode_it_can_run():
+    kernel, log = _planted("stress-exact")
+    cases = [SMALL, Case(kv_lengths=(9, 33), num_heads_q=4, num_heads_kv=2, head_dim=16, dtype="float32",
+                         causal=True, name="gqa")]
+    report = run_stress(kernel, "cpu", StressOptions(reruns=7), cases=cases)
+    assert report.status == "pass", [v.describe() for v in report.verdicts]
+    assert all(v.reruns == 7 and v.first_difference is None for v in report.verdicts)
+    assert report.modes_run == {"plain": 3, "fewer_sms": 2, "launch_order": 2}
+    assert set(report.modes_skipped) == {"noise"}
+    # (mode_reasons asks once for one program first: does the kernel run a persistent grid at all?)
+    assert set(log.programs) == set(program_caps(default_num_sms(__import__("torch").device("cpu"))))
+    assert log.calls == 7 * len(cases)
+
+
+def test_a_nondeterministic_kernel_within_its_budget_passes_and_beyond_it_fails():
+    kernel, _ = _planted("stress-noisy")
+    report = run_stress(kernel, "cpu", StressOptions(reruns=4, modes=("plain",)), cases=[SMALL])
+    assert report.status == "pass" and report.verdicts[0].first_difference is None  # never bit-compared
+
+    planted = type(kernel.impl)
+
+    def drifts(log, o, lse, q_offsets):  # every third call moves one LSE far outside its budget
+        if log.calls % 3 == 2:
+            lse = lse.clone()
+            lse[0, 5] += 0.5
+        return o, lse
+
+    loud = Kernel("loud", "", lambda: planted(drifts), kernel.capabilities, kernel.tile_sizes_fn)
+    report = run_stress(loud, "cpu", StressOptions(reruns=4, modes=("plain",)), cases=[SMALL])
+    (verdict,) = report.verdicts
+    assert verdict.status == "fail" and verdict.first_failing_rerun == 2
+    assert verdict.failures[0].startswith("rerun 2 (plain):") and "lse" in verdict.failures[0]
+
+
+# -- wiring: gate --checks stress and jfa-verify stress ------------------------------------------------------------
+
+
+def _gate(tmp_path, kernel, *args):
+    out = [f"--json={tmp_path / 'g.json'}", f"--junit={tmp_path / 'g.xml'}", f"--markdown={tmp_path / 'g.md'}",
+           f"--reproducers={tmp_path / 'repro'}"]
+    rc = main(["gate", "--device", "cpu", "--plugin", PLUGIN, "--kernel", kernel, *out, "--checks", "stress", *args])
+    results = json.loads((tmp_path / "g.json").read_text())["results"]
+    return rc, {r["check"]: r for r in results}
+
+
+def test_gate_stress_reports_a_rare_race_as_a_finding(tmp_path, capsys):
+    rc, results = _gate(tmp_path, "stress-rare-race", "--stress-reruns", "4")  # 4 cases: call 13 is rerun 3
+    stress = results["stress"]
+    assert rc == 1 and stress["status"] == "fail", capsys.readouterr().out
+    assert "differs bit-wise from rerun 0" in stress["findings"][0]["summary"]
+    assert "head 1, token 40" in stress["findings"][0]["summary"]
+    assert any("mode noise: skipped: needs a CUDA device" in d for d in stress["details"])
+
+
+def test_gate_stress_passes_a_correct_kernel(tmp_path, capsys):
+    rc, results = _gate(tmp_path, "stress-exact", "--stress-reruns", "2")
+    assert rc == 0 and results["stress"]["status"] == "pass" and results["stress"]["cases"] == len(CPU_SHAPES)
+    assert "2 reruns per case" in results["stress"]["details"][0]
+
+
+def test_stress_command_writes_its_report_and_exits_by_the_verdict(tmp_path, capsys):
+    report = tmp_path / "stress.json"
+    rc = main(["stress", "--device", "cpu", "--plugin", PLUGIN, "--kernel", "stress-exact", "--reruns", "2",
+               "--modes", "plain", "launch_order", "--json", str(report)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    payload = json.loads(report.read_text())
+    assert payload["status"] == "pass" and payload["modes_run"] == {"plain": 1, "launch_order": 1}
+    assert len(payload["cases"]) == len(CPU_SHAPES) and "stress: pass" in out
+    assert main(["stress", "--device", "cpu", "--reruns", "1"]) == 2  # a usage error, not a finding
+
+
+def test_triton_jfa_caps_its_persistent_programs_for_fewer_sms():
+    import dataclasses
+
+    import torch
+
+    base = get_kernel("triton_jfa")
+    capped = dataclasses.replace(base, _impl=base.impl.with_programs(2))
+    case = Case(kv_lengths=(70, 40), head_dim=16, dtype="float32")
+    t = case.materialize("cpu")
+    problem = case.problem(t)
+    runs = [k.run(problem, t.q, t.k, t.v, t.q_offsets, t.k_offsets, instrument=True) for k in (base, capped)]
+    assert [len(r.plan.passes["fwd"].programs) for r in runs] == [default_num_sms(torch.device("cpu")), 2]
+    assert torch.equal(runs[0].o, runs[1].o)  # the same tiles, dealt to fewer programs
+    assert get_kernel("triton_jfa_grid").impl.with_programs(2) is None  # one tile per program: nothing to cap
+    with pytest.raises(InvalidInput, match="num_programs=0"):
+        base.impl.with_programs(0)
