@@ -303,6 +303,25 @@ def test_overflow_case_on_gpu(jfa_kernel, jfa_device):
     assert result.status in _passing(jfa_kernel), result.explain()
 
 
+@pytest.mark.gpu
+@pytest.mark.gpu_exclusive
+@pytest.mark.slow
+def test_overflow_case_backward_on_gpu(jfa_kernel, jfa_device):
+    """The same 2**31 case forward and backward, judged on chunks: O, LSE, dQ, dK and dV of the sequences past the
+    boundary and of a sample elsewhere, each against a float64 reference of that sequence alone
+    (:func:`jfa_verify.run.chunked.run_chunked`; the whole buffer's float64 gradients would not fit)."""
+    if jfa_device.type != "cuda":
+        pytest.skip("the 2**31 class runs on a GPU only")
+    from jfa_verify.run.chunked import run_chunked
+
+    case = find(overflow_cases(), lambda c: len(c.kv_lengths) >= 2, settings=FIND)
+    result = run_chunked(case, jfa_kernel, jfa_device, kv_heads_per_chunk=1)
+    assert result.status in _passing(jfa_kernel), result.explain()
+    if result.status == "pass":
+        assert {c.comparison.name for c in result.comparisons} >= {"o", "lse"} and len(result.sequences) >= 2
+        assert jfa_kernel.name != "triton_jfa" or {"dq", "dk", "dv"} <= {c.comparison.name for c in result.comparisons}
+
+
 # -- coverage ---------------------------------------------------------------------------------------------------
 
 
