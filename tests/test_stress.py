@@ -222,3 +222,40 @@ def test_triton_jfa_caps_its_persistent_programs_for_fewer_sms():
     assert get_kernel("triton_jfa_grid").impl.with_programs(2) is None  # one tile per program: nothing to cap
     with pytest.raises(InvalidInput, match="num_programs=0"):
         base.impl.with_programs(0)
+
+
+@pytest.mark.gpu
+def test_triton_jfa_passes_stress_in_every_mode_on_gpu(jfa_device):
+    """Every mode runs on a GPU (noise on a second stream, fewer programs, other orders) and a correct kernel
+    passes; 20 reruns keep it short (the gate's default is 200)."""
+    import torch
+
+    from jfa_verify.checks.stress import NoiseKernel
+
+    if jfa_device.type != "cuda":
+        pytest.skip("the noise kernel needs a CUDA stream")
+    with NoiseKernel(jfa_device) as noise:  # queues and drains without error
+        noise.burst()
+        noise.settle()
+    report = run_stress(get_kernel("triton_jfa"), jfa_device, StressOptions(reruns=20))
+    assert report.status == "pass", "\n".join(v.describe() for v in report.verdicts)
+    assert set(report.modes_run) == set(MODES) and not report.modes_skipped, report.mode_lines()
+    assert all(v.laps >= 8 for v in report.verdicts) and len(report.verdicts) == 4
+    assert {v.case.head_dim for v in report.verdicts} == {64, 128}
+    torch.cuda.synchronize(jfa_device)
+
+
+def test_gluon_jfa_caps_its_persistent_ctas_for_fewer_sms():
+    # (the adapter alone, pure Python: gluon_jfa's kernels run on a Hopper GPU only)
+    import types
+
+    from jfa_verify.kernels.gluon_jfa._adapter import GluonJFA
+    from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler
+
+    kernel = GluonJFA(types.SimpleNamespace(__name__="kernels"), None, PersistentScheduler(backward="zigzag"))
+    capped = kernel.with_programs(5)
+    assert (capped.scheduler.num_sms, capped.scheduler.forward, capped.scheduler.backward) == (5, "zigzag", "zigzag")
+    assert kernel.scheduler.num_sms is None  # the kernel itself is left as it was
+    assert GluonJFA(kernel.kernels, None, GridScheduler()).with_programs(5) is None
+    with pytest.raises(InvalidInput, match="num_programs=0"):
+        kernel.with_programs(0)

@@ -67,6 +67,17 @@ class PersistentScheduler:
     def __repr__(self) -> str:
         return f"PersistentScheduler(forward={self.forward!r}, backward={self.backward!r}, num_sms={self.num_sms})"
 
+    def with_num_sms(self, num_sms: int) -> "PersistentScheduler":
+        """The same schedulers over ``num_sms`` persistent programs (fewer SMs than the device has: the stress
+        check's ``fewer_sms`` mode, through a kernel's ``with_programs``).
+
+        Raises:
+            InvalidInput: ``num_sms`` is not an int >= 1.
+        """
+        if isinstance(num_sms, bool) or not isinstance(num_sms, int) or num_sms < 1:
+            raise InvalidInput(f"num_programs={num_sms!r} must be an int >= 1 (persistent programs per pass)")
+        return PersistentScheduler(self.forward, self.backward, num_sms=num_sms, cluster_size=self.cluster_size)
+
     def schedule(self, workloads: list[Tile], kind: str, num_sms: int) -> Schedule:
         name = self.backward if kind == "dkdv" else self.forward
         if SCHEDULERS[name] is round_robin:

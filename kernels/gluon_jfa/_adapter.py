@@ -42,6 +42,21 @@ class GluonJFA:
             shape = validate_inputs(q, k, v, q_offsets, k_offsets, **options).call_shape()
         return self._run(shape, None, q, k, v, q_offsets, k_offsets).outputs()
 
+    def with_programs(self, num_programs: int) -> Optional["GluonJFA"]:
+        """This kernel with its persistent CTAs capped to ``num_programs`` per pass (fewer SMs than the device has:
+        the stress check's ``fewer_sms`` mode, :mod:`jfa_verify.checks.stress`), or None for a scheduler hook that
+        is no :class:`~jfa_verify.scheduling.planning.PersistentScheduler` (nothing it can cap).
+
+        Raises:
+            InvalidInput: ``num_programs`` is not an int >= 1.
+        """
+        from jfa_verify.scheduling.planning import PersistentScheduler
+
+        if not isinstance(self.scheduler, PersistentScheduler):
+            PersistentScheduler().with_num_sms(num_programs)  # (a bad count is refused all the same)
+            return None
+        return GluonJFA(self.kernels, self.host, self.scheduler.with_num_sms(num_programs))
+
     def launch(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, instrument: bool = False) -> KernelRun:
         """One forward on a validated ``problem``, planned as the public call plans it: the framework's query tiles
         (``workloads_forward`` with BLOCK_M = 128) dealt by the scheduler hook (zigzag by cost by default); the

@@ -23,7 +23,7 @@ import torch
 from jfa_verify.core.contract import CallShape, JaggedProblem, check_offsets_dense, validate_call, validate_inputs
 from jfa_verify.core.device import interpreting
 from jfa_verify.core.dtypes import FORWARD_ONLY, output_dtype
-from jfa_verify.core.errors import InvalidInput, UnsupportedCase
+from jfa_verify.core.errors import UnsupportedCase
 from jfa_verify.kernels.triton_jfa._config import KERNEL_CAPABILITIES, launch_config
 from jfa_verify.protocol.kernel import KernelRun, LaunchPlan, Visits
 from jfa_verify.scheduling import device_plan
@@ -273,13 +273,10 @@ class TritonJFA:
         Raises:
             InvalidInput: ``num_programs`` is not an int >= 1.
         """
-        if isinstance(num_programs, bool) or not isinstance(num_programs, int) or num_programs < 1:
-            raise InvalidInput(f"num_programs={num_programs!r} must be an int >= 1 (persistent programs per pass)")
         if not isinstance(self.scheduler, PersistentScheduler):
+            PersistentScheduler().with_num_sms(num_programs)  # (a bad count is refused all the same)
             return None
-        s = self.scheduler
-        capped = PersistentScheduler(s.forward, s.backward, num_sms=num_programs, cluster_size=s.cluster_size)
-        return TritonJFA(self.kernels, scheduler=capped, tf32=self.tf32)
+        return TritonJFA(self.kernels, scheduler=self.scheduler.with_num_sms(num_programs), tf32=self.tf32)
 
     def launch(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, instrument: bool = False) -> KernelRun:
         """One forward on an already validated ``problem``, planned as the public call plans it; with
