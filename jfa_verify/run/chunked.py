@@ -3,9 +3,9 @@
 :func:`jfa_verify.run.runner.run_case` judges every output against a float64 reference of the whole buffer, which a
 2^31-element case's backward does not leave room for. :func:`run_chunked` calls the kernel the same way
 (:func:`~jfa_verify.run.runner.call_kernel`, backward included), then judges O, LSE, dQ, dK and dV only on the
-sequences an int32 index overflow can reach plus a sample elsewhere (:func:`~jfa_verify.oracles.chunked.
-reachable_sequences`), each sequence in KV-head chunks (:func:`~jfa_verify.oracles.chunked.chunked_reference`,
-:func:`~jfa_verify.judge.chunks.judge_chunks`).
+sequences an int32 index overflow can reach plus a sample elsewhere
+(:func:`~jfa_verify.oracles.chunked.reachable_sequences`), each sequence in KV-head chunks
+(:func:`~jfa_verify.oracles.chunked.chunked_reference`, :func:`~jfa_verify.judge.chunks.judge_chunks`).
 """
 
 from __future__ import annotations
