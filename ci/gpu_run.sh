@@ -2,16 +2,17 @@
 # The GPU gate, for a CUDA machine (the lent H200 here; B200 runners in production).
 # Installs the package without dependencies (the machine has torch and Triton), then runs
 # `jfa-verify gate` on triton_jfa and gluon_jfa, one gate per kernel at the same time (suite, campaign,
-# determinism, canaries, recycled memory, stress reruns (STRESS_RERUNS, default 200), compute-sanitizer memcheck +
-# racecheck), a planted-bug run that must fail, the GPU tests
+# determinism, canaries, recycled memory, compute-sanitizer memcheck + racecheck), a planted-bug run that must fail,
+# the stress check per kernel (STRESS_RERUNS reruns of each long case, default 200), the GPU tests
 # (pytest-xdist workers for the ordinary ones, the ones needing most of the card alone: the 2^31-element
 # cases, where triton_jfa must pass and its int32-overflow mutant must die), and the ALIGNED hints'
 # bit-identity. Logs and reports go under ${OUT:-gpu-out}.
 # GATE_EXAMPLES (default 200) sizes the gate's campaign; WORKERS (default 8) the gate's --jobs; TEST_WORKERS
-# (default 12 of the H200 machine's 16 cores: the tests mostly wait on Triton compiling) the pytest workers. STAGES (default "gate tests big backward") runs parts, so that each fits a 10-minute job (H200,
+# (default 12 of the H200 machine's 16 cores: the tests mostly wait on Triton compiling) the pytest workers. STAGES (default "gate stress tests big backward") runs parts, so that each fits a 10-minute job (H200,
 # cold Triton cache, 2026-12-01): "gate" (the gates and the planted-bug run, about 4 minutes with both gates side by side), "tests"
 # (the GPU tests on xdist workers: 126 tests took 326 s on 2026-12-01; 138 were not done in 400 s at 4ff987f), "big" (the tests that need most of the card, alone,
-# about 4 minutes; the hints' bit-identity), "backward" (the 2^31-element backward judged on chunks, alone: triton_jfa
+# about 4 minutes; the hints' bit-identity), "stress" (jfa-verify stress on each kernel, one after the other: a stage of
+# its own so that the gate stage keeps its measured time), "backward" (the 2^31-element backward judged on chunks, alone: triton_jfa
 # must pass, its int32 dK/dV key-row mutant must die). Green is every stage green on one commit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,8 +22,8 @@ export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
 source ci/gpu_env.sh
 gpu_install "$out/install.log" || exit 2
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
-stages=" ${STAGES:-gate tests big backward} "
-rc_gate=0 rc_mut=1 rc_grid=0 rc_test=0 rc_excl=0 rc_spec=0 rc_bwd=0
+stages=" ${STAGES:-gate stress tests big backward} "
+rc_gate=0 rc_mut=1 rc_grid=0 rc_test=0 rc_excl=0 rc_spec=0 rc_bwd=0 rc_stress=0
 tests=(tests/test_triton_jfa.py tests/test_properties.py tests/test_scheduled_kernels.py
        tests/quality/test_scheduler_bugs.py tests/quality/test_mutants.py tests/test_gate.py tests/test_counter_normals.py
        tests/test_kernels_gpu.py tests/test_device_planned_calls.py tests/test_native_kit.py tests/test_stress.py)
@@ -32,7 +33,6 @@ if [[ $stages == *" gate "* ]]; then
 pids=()
 for k in ${GATE_KERNELS:-triton_jfa gluon_jfa}; do
   jfa-verify gate --device cuda --kernel "$k" --seed 0 \
-    --checks suite campaign replay determinism canaries recycled_memory stress --stress-reruns "${STRESS_RERUNS:-200}" \
     --campaign-examples "${GATE_EXAMPLES:-200}" --sanitizer memcheck racecheck --timeout 300 --jobs "${WORKERS:-8}" \
     --reproducers "$out/repro" --json "$out/gate-$k.json" --junit "$out/gate-$k.junit.xml" \
     --markdown "$out/gate-$k.md" >"$out/gate-$k.log" 2>&1 &
@@ -51,6 +51,13 @@ if [[ " ${GATE_KERNELS:-gluon_jfa} " == *" gluon_jfa "* ]]; then
   rc_grid=$?
   tail -3 "$out/jagged-grid-gluon_jfa.log"
 fi
+fi
+if [[ $stages == *" stress "* ]]; then
+for k in ${GATE_KERNELS:-triton_jfa gluon_jfa}; do
+  jfa-verify stress --device cuda --kernel "$k" --seed 0 --reruns "${STRESS_RERUNS:-200}" --json "$out/stress-$k.json" \
+    >"$out/stress-$k.log" 2>&1 || rc_stress=$?
+  tail -5 "$out/stress-$k.log"
+done
 fi
 if [[ $stages == *" tests "* ]]; then
 # A few tests take minutes on the GPU (a mutant's targeted cases, the gate's crash and hang runs): work stealing
@@ -81,6 +88,6 @@ fi
 echo "gpu gate (stages:$stages): gate=$rc_gate (want 0) planted-bug run=$rc_mut (want 1) jagged grid=$rc_grid (want 0)" \
   "tests=$rc_test (want 0)" \
   "exclusive tests (2^31 cases included)=$rc_excl (want 0) hints bit-identical=$rc_spec (want 0)" \
-  "2^31 backward on chunks=$rc_bwd (want 0)"
+  "2^31 backward on chunks=$rc_bwd (want 0) stress=$rc_stress (want 0)"
 [ "$rc_gate" = 0 ] && [ "$rc_mut" = 1 ] && [ "$rc_grid" = 0 ] && [ "$rc_test" = 0 ] && [ "$rc_excl" = 0 ] && [ "$rc_spec" = 0 ] \
-  && [ "$rc_bwd" = 0 ]
+  && [ "$rc_bwd" = 0 ] && [ "$rc_stress" = 0 ]
