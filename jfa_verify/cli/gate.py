@@ -89,17 +89,17 @@ def main(args, ctx) -> int:
     checks = tuple(dict.fromkeys([c for c in args.checks] + (["sanitizer"] if args.sanitizer else [])
                                  + (["perf"] if args.perf_baseline or args.perf_record or args.perf_peer else [])))
     jobs = choose_jobs(args.jobs, ctx.device)
-    options = GateOptions(checks=checks, campaign_examples=args.campaign_examples, seed=args.seed, reruns=args.reruns,
-                          stress_reruns=args.stress_reruns, small_cases=args.small_cases, sanitizer_tools=tuple(args.sanitizer or ("memcheck",)),
-                          perf_baseline=args.perf_baseline, perf_record=args.perf_record,
-                          perf_threshold=args.perf_threshold, perf_peer=args.perf_peer,
+    options = GateOptions(run=ctx.settings.replace(isolate=True, jobs=jobs.count), checks=checks,
+                          campaign_examples=args.campaign_examples, reruns=args.reruns,
+                          stress_reruns=args.stress_reruns, small_cases=args.small_cases,
+                          sanitizer_tools=tuple(args.sanitizer or ("memcheck",)), perf_baseline=args.perf_baseline,
+                          perf_record=args.perf_record, perf_threshold=args.perf_threshold, perf_peer=args.perf_peer,
                           perf_min_ratio=args.perf_min_ratio, replay_dirs=tuple(args.replay),
-                          reproducers=args.reproducers, timeout_s=args.timeout, jobs=jobs.count,
-                          jobs_reason=jobs.reason, precompile=args.precompile)
+                          reproducers=args.reproducers, jobs_reason=jobs.reason, precompile=args.precompile)
     device = ctx.device
     kernels = ctx.kernels(default=["triton_jfa"])
     with terminate_as_interrupt():  # a cancelled CI job: the report of what finished is written
-        report = run_gate(kernels, device, options, plugins=list(ctx.plugins))
+        report = run_gate(kernels, device, options)
     written = write_outputs(report, json_path=args.json, junit_path=args.junit, markdown_path=args.markdown)
     print(report.to_markdown(), flush=True)
     if written:

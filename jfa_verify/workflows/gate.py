@@ -62,6 +62,7 @@ from jfa_verify.run.corpus import (
     reproducer_folders,
 )
 from jfa_verify.run.parallelism import describe_jobs
+from jfa_verify.run.settings import RunSettings
 
 __all__ = ["CHECKS", "CheckResult", "Finding", "GateOptions", "GateReport", "run_gate"]
 
@@ -113,14 +114,16 @@ class GateOptions:
     """What the gate runs. ``checks``: the subset of :data:`CHECKS` (default: all but sanitizer and perf,
     which run when asked for; so does stress). ``stress_reruns``: runs per stress case (None: 200 on CUDA, a few on
     the CPU). ``small_cases``: cases per determinism/canary/recycled-memory check.
-    ``jobs``: worker processes of the suite (isolated case workers) and of the campaign (campaign workers on
-    one Hypothesis database, seeds ``seed .. seed + jobs - 1``); the verdicts do not depend on it.
+    ``run``: how every case runs and is judged (:class:`~jfa_verify.run.settings.RunSettings`, passed whole: plugins,
+    timeout, seed, ...; isolated: the gate runs every case in a case worker); its ``jobs``: worker processes of the
+    suite (isolated case workers) and of the campaign (campaign workers on one Hypothesis database, seeds
+    ``seed .. seed + jobs - 1``); the verdicts do not depend on it.
     ``perf_peer``: a registered kernel the perf check times beside each kernel (same run, same inputs);
     ``perf_min_ratio``: the perf check fails where ``peer time / kernel time`` is below it (needs a peer)."""
 
     checks: tuple[str, ...] = ("suite", "campaign", "replay", "determinism", "canaries", "recycled_memory")
+    run: RunSettings = field(default_factory=lambda: RunSettings(isolate=True))
     campaign_examples: int = 25
-    seed: int = 0
     reruns: int = 3
     stress_reruns: Optional[int] = None
     small_cases: int = 4
@@ -133,8 +136,6 @@ class GateOptions:
     perf_min_ratio: Optional[float] = None
     replay_dirs: tuple[str, ...] = ()
     reproducers: str = "jfa-reproducers"
-    timeout_s: Optional[float] = None
-    jobs: int = 1
     jobs_reason: str = ""  # how ``jobs`` was chosen (``--jobs``, the machine's default), shown in the reports
     precompile: bool = True  # the suite builds its kernel variants first, in ``jobs`` processes (--no-precompile)
 
@@ -145,7 +146,10 @@ class GateOptions:
         bad_tools = sorted(set(self.sanitizer_tools) - set(SANITIZER_TOOLS))
         if bad_tools:
             raise InvalidInput(f"sanitizer tools {bad_tools} unknown; choose from {SANITIZER_TOOLS}")
-        for name in ("campaign_examples", "small_cases", "sanitizer_cases", "jobs"):
+        if not isinstance(self.run, RunSettings) or not self.run.isolate:
+            raise InvalidInput(f"run={self.run!r}: give RunSettings(isolate=True, ...): the gate runs every case in a "
+                               f"case worker (a crash or hang is that case's verdict)")
+        for name in ("campaign_examples", "small_cases", "sanitizer_cases"):
             if getattr(self, name) < 1:
                 raise InvalidInput(f"{name}={getattr(self, name)} must be >= 1")
         if self.reruns < 2:
@@ -193,10 +197,10 @@ class GateReport:
         return {
             "verdict": self.verdict, "exit_code": self.exit_code(), "device": self.device, "seconds": self.seconds,
             "interrupted": self.interrupted, "environment": self.environment,
-            "settings": {"seed": o.seed, "campaign_examples": o.campaign_examples, "reruns": o.reruns,
+            "settings": {"seed": o.run.seed, "campaign_examples": o.campaign_examples, "reruns": o.reruns,
                          "checks": list(o.checks), "hypothesis": "derandomized by --seed; database: the reproducers folder",
                          **({"perf_peer": o.perf_peer, "perf_min_ratio": o.perf_min_ratio} if o.perf_peer else {}),
-                         "jobs": o.jobs, "jobs_reason": o.jobs_reason, "precompile": o.precompile},
+                         "jobs": o.run.jobs, "jobs_reason": o.jobs_reason, "precompile": o.precompile},
             "results": [{**{k: v for k, v in r.__dict__.items() if k != "findings"},
                          "findings": [f.__dict__ for f in r.findings]} for r in self.results],
         }
@@ -238,7 +242,7 @@ class GateReport:
     def to_markdown(self) -> str:
         """A summary for ``$GITHUB_STEP_SUMMARY``: verdict table, findings, skipped checks, settings."""
         o = self.options
-        settings = [f"seed {o.seed}"] + ([f"campaign {o.campaign_examples} examples"] if "campaign" in o.checks
+        settings = [f"seed {o.run.seed}"] + ([f"campaign {o.campaign_examples} examples"] if "campaign" in o.checks
                                          else []) + ([f"{o.reruns} reruns"] if "determinism" in o.checks else [])
         lines = [f"## jfa-verify gate: {self.verdict}", "",
                  f"Device: {self.device}; torch {self.environment.get('torch')}, Triton "
@@ -343,11 +347,10 @@ def small_cases(kernel: Kernel, device: torch.device, n: int, seed: int = 0) -> 
     return picked[:n]
 
 
-def _settings(options: GateOptions, plugins):
-    """The gate's run settings: isolated, ``options``' timeout and seed; one worker (a check asks for more)."""
-    from jfa_verify.run.settings import RunSettings
-
-    return RunSettings(timeout_s=options.timeout_s, plugins=plugins, isolate=True, seed=options.seed)
+def _settings(options: GateOptions):
+    """The run settings of a check that runs one case at a time: ``options.run`` with one worker (a check that runs
+    cases at once takes ``options.run`` itself)."""
+    return options.run.replace(jobs=1)
 
 
 def _check_suite(kernel, device, options, plugins) -> CheckResult:
@@ -355,9 +358,9 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
     from jfa_verify.run.loop import Verifier
     from jfa_verify.workflows.suite_run import precompile_cases
 
-    cases = get_suite("default", device.type, options.seed, kernel=kernel).cases
-    built = precompile_cases(kernel, cases, device, jobs=options.jobs, plugins=plugins, enabled=options.precompile)
-    with Verifier(kernel, device, options.reproducers, _settings(options, plugins).replace(jobs=options.jobs)) \
+    cases = get_suite("default", device.type, options.run.seed, kernel=kernel).cases
+    built = precompile_cases(kernel, cases, device, jobs=options.run.jobs, plugins=plugins, enabled=options.precompile)
+    with Verifier(kernel, device, options.reproducers, options.run) \
             as verifier:
         results = verifier.verify_all(cases)
     checked = [r for r in results if r.status != "unsupported"]
@@ -389,28 +392,28 @@ def _campaign_status(findings: Sequence[Finding]) -> str:
 def _check_campaign(kernel, device, options, plugins) -> CheckResult:
     from jfa_verify.fuzz.campaign import Campaign
 
-    if options.jobs > 1:
+    if options.run.jobs > 1:
         return _check_campaign_workers(kernel, device, options, plugins)
     # (in the suite's folder the campaign replayed the suite's failures as its own: a new user's gate counted one
     # bug's 51 suite failures again as 47 campaign findings)
-    summary = Campaign(kernel, _settings(options, plugins), max_examples=options.campaign_examples,
+    summary = Campaign(kernel, _settings(options), max_examples=options.campaign_examples,
                        corpus_dir=campaign_folder(options.reproducers), device=device).run()
     if summary.interrupted:  # the campaign kept Ctrl-C to itself; the gate stops too
         raise KeyboardInterrupt
     findings = [_campaign_finding(f.case.name or f.case.case_id(), f.status, f.explanation,
                                   str(f.path) if f.path else None, kernel, plugins) for f in summary.failures]
     return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=summary.cases_run, findings=findings,
-                       details=[f"seed {options.seed}, {options.campaign_examples} examples, statuses "
+                       details=[f"seed {options.run.seed}, {options.campaign_examples} examples, statuses "
                                 f"{dict(summary.statuses)}"])
 
 
 def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
-    """The campaign with ``options.jobs`` campaign workers (``jfa-verify fuzz --workers``) on one database."""
+    """The campaign with ``options.run.jobs`` campaign workers (``jfa-verify fuzz --workers``) on one database."""
     from jfa_verify.fuzz.workers import FuzzConfig, run_fuzz
 
     config = FuzzConfig(kernel.name, device.type, str(campaign_folder(options.reproducers)),
-                        run=_settings(options, plugins), max_examples=options.campaign_examples)
-    payload = run_fuzz(config, workers=options.jobs)
+                        run=_settings(options), max_examples=options.campaign_examples)
+    payload = run_fuzz(config, workers=options.run.jobs)
     if payload["interrupted"]:  # the campaign kept Ctrl-C (or SIGTERM) to itself; the gate stops too
         raise KeyboardInterrupt
     if payload["worker_errors"]:
@@ -419,7 +422,7 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
     findings = [_campaign_finding(f["case"].get("name") or f["signature"].get("id", "?"), f["status"],
                                   f["explanation"], f["path"], kernel, plugins) for f in payload["failures"]]
     return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=payload["cases"], findings=findings,
-                       details=[f"seeds {payload['seeds']}, {options.campaign_examples} examples over {options.jobs} "
+                       details=[f"seeds {payload['seeds']}, {options.campaign_examples} examples over {options.run.jobs} "
                                 f"workers, statuses {payload['statuses']}"])
 
 
@@ -432,7 +435,7 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
     results = []
     # In a case worker: earlier findings include crashes and hangs (a nightly's), which in this process
     # would end the gate, or hold it, with no report written.
-    with CaseWorker(WorkerSpec(kernel.name, device.type, _settings(options, plugins))) as worker:
+    with CaseWorker(WorkerSpec(kernel.name, device.type, _settings(options))) as worker:
         for path in files:
             try:
                 case, payload = read_case_file(path)
@@ -440,7 +443,7 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
                 continue
             if payload.get("kernel") not in (None, kernel.name):
                 continue
-            result = worker.run(case, replay_timeout(payload, options.timeout_s))
+            result = worker.run(case, replay_timeout(payload, options.run.timeout_s))
             result.reproducer = str(path)
             results.append(result)
     if not results:
@@ -455,7 +458,7 @@ def _check_determinism(kernel, device, options, plugins) -> CheckResult:
     from jfa_verify.run.corpus import replay_command
 
     verdicts = [check_reruns(c, kernel, device, reruns=options.reruns)
-                for c in small_cases(kernel, device, options.small_cases, options.seed)]
+                for c in small_cases(kernel, device, options.small_cases, options.run.seed)]
     checked = [v for v in verdicts if v.status != "unsupported"]
     out = CheckResult(kernel.name, "determinism", "pass", cases=len(checked))
     for v in checked:
@@ -477,8 +480,8 @@ def _check_stress(kernel, device, options, plugins) -> CheckResult:
     from jfa_verify.checks.stress import StressOptions, run_stress
     from jfa_verify.run.corpus import replay_command
 
-    report = run_stress(kernel, device, StressOptions(reruns=options.stress_reruns, seed=options.seed),
-                        settings=_settings(options, plugins))
+    report = run_stress(kernel, device, StressOptions(reruns=options.stress_reruns, seed=options.run.seed),
+                        settings=_settings(options))
     checked = [v for v in report.verdicts if v.status != "unsupported"]
     out = CheckResult(kernel.name, "stress", "pass", cases=len(checked),
                       details=[f"{report.reruns} reruns per case, {len(checked)} case(s)"] + report.mode_lines())
@@ -496,8 +499,8 @@ def _check_stress(kernel, device, options, plugins) -> CheckResult:
 def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> CheckResult:
     from jfa_verify.run.loop import Verifier
 
-    with Verifier(kernel, device, options.reproducers, _settings(options, plugins).replace(memory=fill)) as verifier:
-        results = verifier.verify_all(small_cases(kernel, device, options.small_cases, options.seed))
+    with Verifier(kernel, device, options.reproducers, _settings(options).replace(memory=fill)) as verifier:
+        results = verifier.verify_all(small_cases(kernel, device, options.small_cases, options.run.seed))
     checked = [r for r in results if r.status != "unsupported"]
     out = CheckResult(kernel.name, check, _status_of(checked), cases=len(checked),
                       findings=[_finding(check, r) for r in checked if r.failed])
@@ -521,7 +524,7 @@ def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
     out = CheckResult(kernel.name, "sanitizer", "pass", cases=options.sanitizer_cases)
     log_dir = Path(options.reproducers)
     log_dir.mkdir(parents=True, exist_ok=True)
-    timeout_s = options.timeout_s or 600
+    timeout_s = options.run.timeout_s or 600
     for tool in options.sanitizer_tools:
         t0 = time.perf_counter()
         control = _run_control(kernel, tool_path, tool, log_dir, timeout_s, out) if tool == "racecheck" else None
@@ -661,7 +664,7 @@ _RUNNERS = {"suite": _check_suite, "campaign": _check_campaign, "replay": _check
             "sanitizer": _check_sanitizer, "perf": _check_perf}
 
 
-def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins: Sequence[str] = (),
+def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *,
              log: Callable[[str], None] = print) -> GateReport:
     """Run ``options.checks`` on every kernel; returns the :class:`GateReport` (never raises for findings).
 
@@ -677,9 +680,9 @@ def run_gate(kernels: Sequence[Kernel], device, options: GateOptions, *, plugins
                 if "campaign" in options.checks else "")
     reruns = f", {options.reruns} reruns" if "determinism" in options.checks else ""
     log(f"jfa-verify gate on {name}: kernels {', '.join(k.name for k in kernels)}; checks {', '.join(options.checks)}; "
-        f"seed {options.seed}{campaign}{reruns}; {describe_jobs(options.jobs, options.jobs_reason)}")
+        f"seed {options.run.seed}{campaign}{reruns}; {describe_jobs(options.run.jobs, options.jobs_reason)}")
     try:
-        _run_checks(report, kernels, device, options, plugins, log)
+        _run_checks(report, kernels, device, options, options.run.plugins, log)
     except KeyboardInterrupt:  # the check under way has no verdict; what finished is reported
         report.interrupted = True
         log("  interrupted: the report holds the checks that finished")
