@@ -130,3 +130,86 @@ def test_planted_selection_bugs_fail(mutation, case):
     assert run_case(case, get_kernel("block_sparse_ref"), "cpu").status == "pass"
     result = run_case(case, get_kernel(f"block_sparse_ref_{mutation}"), "cpu", RunSettings())
     assert result.status == "fail", result.explain()
+
+
+# ----------------------------------------------------------------------------- strategies, dimension, coverage
+
+SPARSE_CAPS = Capabilities(block_sparse=((16, 16), (32, 16)), backward=False)
+
+
+def test_strategies_draw_selections_only_for_block_sparse_kernels():
+    from hypothesis import given, settings
+
+    from jfa_verify.strategies import block_sparsities, cases
+
+    drawn = set()
+
+    @settings(max_examples=40, deadline=None, database=None)
+    @given(cases(SPARSE_CAPS, dtypes=["float32"]), cases(Capabilities(), dtypes=["float32"]),
+           block_sparsities([(64, 32)]))
+    def check(sparse, dense, alone):
+        assert dense.block_sparsity is None
+        assert alone.block_sizes == (64, 32)
+        if sparse.block_sparsity is not None:
+            assert sparse.block_sparsity.block_sizes in SPARSE_CAPS.block_sparse
+            drawn.add(sparse.block_sparsity.pattern)
+            problem = sparse.problem(sparse.materialize())  # the drawn selection is valid for the drawn lengths
+            assert problem.block_selection.block_sizes == sparse.block_sparsity.block_sizes
+
+    check()
+    assert len(drawn) >= 3
+
+    @settings(max_examples=1, deadline=None, database=None)
+    @given(cases(Capabilities(), block_sparse=True))
+    def forced(case):
+        pass
+
+    with pytest.raises(InvalidInput, match="block_sparse=True"):
+        forced()
+    with pytest.raises(InvalidInput, match="patterns"):
+        block_sparsities([(16, 16)], patterns=["nope"])
+
+
+def test_the_sparsity_dimension_builds_and_classifies_each_pattern():
+    from jfa_verify.cases.construct import build_case, reachable
+    from jfa_verify.cases.coverage import SPARSE_CLASSES, classify, expected_classes, unsupported_classes
+    from jfa_verify.cases.dimensions import Target, dimension
+
+    target = Target(SPARSE_CAPS)
+    for pattern in PATTERNS:
+        case = build_case({"sparsity": pattern}, target)
+        assert case.block_sparsity.pattern == pattern and case.block_sparsity.block_sizes == (16, 16)
+        assert dimension("sparsity").classify(case, target) == {pattern}
+        assert f"sparse_{pattern}" in classify(case)
+    dense_target = Target(Capabilities())
+    assert reachable("sparsity", "dense", dense_target) and not reachable("sparsity", "topk", dense_target)
+    assert set(SPARSE_CLASSES) <= unsupported_classes(Capabilities())
+    assert set(SPARSE_CLASSES) <= set(expected_classes("cpu", SPARSE_CAPS))
+    # a dense case's classes and seed are what they were before the dimension existed
+    dense = build_case({"mode": "self"}, dense_target)
+    assert dense.block_sparsity is None and not any(c.startswith("sparse_") for c in classify(dense))
+
+
+def test_a_selection_beside_non_empty_neighbours_is_its_own_class():
+    from jfa_verify.cases.coverage import classify
+
+    assert "sparse_beside_neighbours" in classify(_case("edges", kv_lengths=(20, 33, 17)))
+    assert "sparse_beside_neighbours" not in classify(_case("edges", kv_lengths=(20, 0, 0)))
+    assert "sparse_beside_neighbours" not in classify(Case(kv_lengths=(20, 33, 17)))
+
+
+def test_drawn_block_sparse_cases_pass_the_exact_plugin():
+    from hypothesis import given, settings
+
+    from jfa_verify.strategies import cases
+
+    load_plugin(PLUGIN)
+    kernel = get_kernel("block_sparse_ref")
+
+    @settings(max_examples=10, deadline=None, database=None)
+    @given(cases(kernel, dtypes=["float32"], block_sparse=True, max_batch=3))
+    def check(case):
+        result = run_case(case, kernel, "cpu")
+        assert result.status == "pass", result.explain()
+
+    check()

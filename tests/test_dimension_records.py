@@ -45,8 +45,8 @@ def test_coverage_reach_follows_the_records():
 
 
 def test_a_view_class_of_coverage_is_read_off_the_dimension_classes_a_built_case_has():
-    target = TARGETS[1]  # (triton_jfa: every view reachable, windows too)
-    views = {name: c for name, c in COVERAGE.items() if c.view}
+    target = TARGETS[1]  # (triton_jfa: every view reachable, windows too; block selections where it declares them)
+    views = {name: c for name, c in COVERAGE.items() if c.view and name not in unsupported_classes(target.capabilities)}
     assert {"self", "float32", "gqa", "strided", "int64_offsets", "causal_bottom_right", "window"} <= set(views)
     for name, c in views.items():
         inside = build_case({dim: classes[0] for dim, classes in c.of}, target)

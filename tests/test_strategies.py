@@ -401,15 +401,20 @@ def test_coverage_of_a_kernel_does_not_count_classes_outside_its_capabilities():
     assert {"float32", "strided", "head_dim_strided", "odd_head_dim", "non_pow2_head_dim", "distinct_value_head_dim",
             "window"} <= outside and not outside & {"gqa", "mqa", "cross", "broadcast_q", "causal_bottom_right",
                                                       "bfloat16", "multi_tile", "tile_boundary"}
-    assert unsupported_classes(KERNEL.capabilities) == set()  # triton_jfa declares the whole contract
+    # triton_jfa declares the whole contract (block selections once it declares a block-sparse path)
+    from jfa_verify.cases.coverage import SPARSE_CLASSES
+
+    assert unsupported_classes(KERNEL.capabilities) == (set() if KERNEL.capabilities.block_sparse else
+                                                       set(SPARSE_CLASSES))
     nested = unsupported_classes(get_kernel("nested_sdpa").capabilities)
     assert {"broadcast_q", "gqa", "mqa", "causal_bottom_right"} <= nested and "causal_top_left" not in nested
     assert set(expected_classes("cuda", gluon.capabilities)) == set(CLASSES) - outside
 
     cov = Coverage.for_kernel(gluon, "cuda").update([Case(kv_lengths=(5, 129), dtype="bfloat16", head_dim=64)])
     text = cov.format(device_type="cuda")
-    # the window rows are shown only when a case had a window (as before): the rest are listed apart
-    assert _listed(text, "outside the kernel's capabilities") == {c for c in outside if not c.startswith("window")}
+    # the window and block-sparse rows are shown only when a case had one (as before): the rest are listed apart
+    assert _listed(text, "outside the kernel's capabilities") == {c for c in outside
+                                                                   if not c.startswith(("window", "sparse_"))}
     assert not _listed(text, "never drawn") & outside and "tile_boundary" not in _listed(text, "never drawn")
     assert "gqa" in _listed(text, "never drawn")
 

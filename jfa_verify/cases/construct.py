@@ -35,6 +35,7 @@ from jfa_verify.cases.dimensions import (
     window_of,
     window_shape,
 )
+from jfa_verify.cases.sparsity import Sparsity
 from jfa_verify.core.dtypes import dtype_name
 from jfa_verify.core.masks import Mask
 
@@ -402,10 +403,18 @@ def _variant_build(cls: str, target: Target, within: Optional[Within] = None) ->
     return {"instrument": cls == "instrumented"}
 
 
+def _sparsity_build(cls: str, target: Target, within: Optional[Within] = None) -> Optional[dict]:
+    if cls == "dense":
+        return {"block_sparsity": None}
+    pairs = target.capabilities.block_sparse
+    # the smallest blocks the kernel declares: the most blocks per sequence for a small case
+    return None if not pairs else {"block_sparsity": Sparsity(*min(pairs, key=lambda p: p[0] * p[1]), pattern=cls)}
+
+
 _BUILDS: dict[str, Build] = {
     "mask": _mask_build, "window": _window_build, "heads": _heads_build, "head_dim": _head_dims_build("head_dim"),
     "value_dim": _head_dims_build("value_dim"), "sm_scale": _sm_scale_build, "offsets_start": _offsets_start_build,
-    "tile_shape": _tile_shape_build, "variant": _variant_build}
+    "tile_shape": _tile_shape_build, "variant": _variant_build, "sparsity": _sparsity_build}
 # One record per dimension of the contract model, in its order (a case's fields are filled in this order).
 BUILDERS: dict[str, DimensionRecord] = {
     d.name: DimensionRecord(d, _BUILDS.get(d.name) or (_lengths_build(d.name) if d.lengths else _field(d.name)))
@@ -497,7 +506,9 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
     fields: dict = {}
     for record in BUILDERS.values():
         fields.update(record(chosen.get(record.name), target, within))
-    case = Case(**fields, seed=_stable_seed(tuple(sorted(chosen.items())), seed) % 2**32, name=name)
+    # (a dense case's seed is what it was before the sparsity dimension existed)
+    seeded = tuple(sorted(item for item in chosen.items() if item != ("sparsity", "dense")))
+    case = Case(**fields, seed=_stable_seed(seeded, seed) % 2**32, name=name)
     got = classify(case, target)
     missing = [f"{n}={c}" for n, c in chosen.items() if c not in got[n]]
     if missing:  # construction and classifier must agree; a disagreement is a bug here, not in the kernel

@@ -18,10 +18,11 @@ from typing import Callable, Iterable, Optional, Union
 
 from jfa_verify.cases.case import LAYOUTS, Case
 from jfa_verify.cases.dimensions import Target, dimension
+from jfa_verify.cases.sparsity import PATTERNS
 from jfa_verify.core.masks import Mask
 
-__all__ = ["CLASSES", "COVERAGE", "CPU_EXPECTED", "WINDOW_CLASSES", "Coverage", "CoverageClass", "classify",
-           "element_extent", "expected_classes", "unsupported_classes", "views_of"]
+__all__ = ["CLASSES", "COVERAGE", "CPU_EXPECTED", "SPARSE_CLASSES", "WINDOW_CLASSES", "Coverage", "CoverageClass",
+           "classify", "element_extent", "expected_classes", "unsupported_classes", "views_of"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,12 @@ COVERAGE: dict[str, CoverageClass] = {
     "float32": CoverageClass("float32", of=(("dtype", ("float32",)),), view=True),
     "bfloat16": CoverageClass("bfloat16", of=(("dtype", ("bfloat16",)),), view=True),
     "float16": CoverageClass("float16", of=(("dtype", ("float16",)),), view=True),
+    # block-sparse selections, views over the sparsity dimension's patterns; the boundary class is finer
+    **{f"sparse_{p}": CoverageClass(f"block-sparse: {dimension('sparsity').classes[p]}", of=(("sparsity", (p,)),),
+                                    view=True) for p in PATTERNS},
+    "sparse_beside_neighbours": CoverageClass(
+        "block-sparse: a selection on a sequence whose neighbours in the packed buffer have keys",
+        of=(("sparsity", PATTERNS),)),
 }
 CLASSES: dict[str, str] = {name: c.description for name, c in COVERAGE.items()}
 # The views name dimensions decided by the case alone (mode, mask, heads, dims, dtype, offsets, layout, values): any
@@ -126,8 +133,11 @@ _ANY_TARGET = Target(None, num_sms=1)
 
 # Window classes: reached only for kernels that declare a window mask.
 WINDOW_CLASSES = tuple(c for c in CLASSES if c.startswith("window"))
-# Classes a CPU campaign is expected to reach; offset_overflow is GPU only; windows need a kernel with them.
-CPU_EXPECTED = tuple(c for c in CLASSES if c != "offset_overflow" and c not in WINDOW_CLASSES)
+# Block-sparse classes: reached only for kernels that declare block_sparse pairs.
+SPARSE_CLASSES = tuple(c for c in CLASSES if c.startswith("sparse_"))
+# Classes a CPU campaign is expected to reach; offset_overflow is GPU only; windows and block selections need a
+# kernel with them.
+CPU_EXPECTED = tuple(c for c in CLASSES if c != "offset_overflow" and c not in WINDOW_CLASSES + SPARSE_CLASSES)
 
 
 def expected_classes(device_type: str = "cpu", capabilities=None) -> tuple[str, ...]:
@@ -135,9 +145,10 @@ def expected_classes(device_type: str = "cpu", capabilities=None) -> tuple[str, 
     CUDA, every class but the GPU-only ``offset_overflow`` elsewhere, less (with ``capabilities``, a kernel's
     :class:`~jfa_verify.protocol.kernel.Capabilities`) the classes no case of that kernel can reach
     (:func:`unsupported_classes`). Without ``capabilities`` a CPU run expects no window class either
-    (:data:`CPU_EXPECTED`: not every kernel has windows)."""
+    (:data:`CPU_EXPECTED`: not every kernel has windows), and on either device no block-sparse class (nor does a
+    kernel declaring no ``block_sparse`` pair)."""
     if capabilities is None:
-        return tuple(CLASSES) if device_type == "cuda" else CPU_EXPECTED
+        return tuple(c for c in CLASSES if c not in SPARSE_CLASSES) if device_type == "cuda" else CPU_EXPECTED
     outside = unsupported_classes(capabilities)
     return tuple(c for c in CLASSES if c not in outside and (device_type == "cuda" or c != "offset_overflow"))
 
@@ -274,6 +285,9 @@ def classify(case: Case, block_sizes: tuple[int, int] = (32, 16)) -> set[str]:
         out.add("offsets_nonzero_start")
     if element_extent(case) > 2**31:
         out.add("offset_overflow")
+    if case.block_sparsity is not None and any(
+            q[b] and k[b] and any(0 <= n < case.batch and k[n] for n in (b - 1, b + 1)) for b in range(case.batch)):
+        out.add("sparse_beside_neighbours")  # its selected blocks sit next to another sequence's keys
     return out
 
 
@@ -335,11 +349,12 @@ class Coverage:
         ``device_type``). A class the table shows at 0 that is not expected is listed apart ("not expected
         on cpu: ..."), so "never drawn" names every other class at 0. The window classes are listed only
         when some case had a window or ``expected`` names one (a run without windows reads as it did
-        before windows existed)."""
+        before windows existed), and the block-sparse classes alike."""
         expected = tuple(expected_classes(device_type, self.capabilities) if expected is None else expected)
         shown = set(expected) | set(self.counts)
-        rows = {name: desc for name, desc in CLASSES.items() if name not in WINDOW_CLASSES or name in shown
-                or any(c in shown for c in WINDOW_CLASSES)}
+        rows = {name: desc for name, desc in CLASSES.items()
+                if all(name not in group or name in shown or any(c in shown for c in group)
+                       for group in (WINDOW_CLASSES, SPARSE_CLASSES))}
         width = max(len(c) for c in rows)
         lines = [f"coverage over {self.total} case(s)", f"  {'class':{width}s} {'count':>6s} {'share':>6s}"]
         for name, desc in rows.items():

@@ -8,8 +8,9 @@ sequence's query length to its key length; the sliding window's shape; the GQA g
 (powers of two or not, MQA); the head dim and the value head dim's padding; the
 dtype; the softmax scale; the offsets' dtype, start and memory layout; the q/k/v/dO
 strides; the value distribution; empty and one-token sequences; lengths at the
-kernel's own tiles; the batch and the number of tiles against the SMs; and the
-variant of the kernel judged (instrumented or production).
+kernel's own tiles; the batch and the number of tiles against the SMs; the
+variant of the kernel judged (instrumented or production); and, for block-sparse
+kernels, the block selection's pattern.
 
 :func:`classify` names a case's classes per dimension, from the case alone and
 a :class:`Target` (the kernel's tiles for the case's shape, the SM count of the
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from jfa_verify.cases.case import LAYOUTS, VALUE_DISTRIBUTIONS, Case
+from jfa_verify.cases.sparsity import PATTERNS
 from jfa_verify.core.contract import MODES, Mask
 from jfa_verify.core.dtypes import DTYPES, dtype_name
 from jfa_verify.protocol.kernel import Capabilities, Kernel, tiles_for_shape
@@ -277,6 +279,10 @@ def _variant_support(cls: str, caps: Capabilities) -> Optional[str]:
     return None if cls == "production" or caps.instrumented else "the kernel has no instrumented launch"
 
 
+def _sparsity_support(cls: str, caps: Capabilities) -> Optional[str]:
+    return None if cls == "dense" or caps.block_sparse else "the kernel has no block-sparse path (block_sparse=())"
+
+
 def _always(cls: str, caps: Capabilities) -> Optional[str]:
     return None
 
@@ -407,12 +413,24 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "instrumented": "launch plan recorded, and tile visits where the kernel counts them (scheduler invariants checked)",
         "production": "the uninstrumented launch users run",
     }, _variant, _variant_support),
+    # Block-sparse selections (jfa_verify.cases.sparsity): drawn only for kernels declaring block_sparse pairs.
+    Dimension("sparsity", "the block selection of a block-sparse call (kernels declaring block_sparse)", {
+        "dense": "no block selection",
+        "all": "every KV block selected (equal to dense)",
+        "topk": "random top-k, half the KV blocks of each query block",
+        "one": "one KV block per query block",
+        "empty_block": "a query block per sequence selects nothing (its rows: O = 0, LSE = -inf)",
+        "with_last": "top-k plus the last KV block, partial where block_n does not divide L_k",
+        "without_last": "top-k without the last KV block",
+        "edges": "the first and last KV block of each sequence, beside its neighbours in the packed buffer",
+    }, lambda c, t: {"dense" if c.block_sparsity is None else c.block_sparsity.pattern}, _sparsity_support),
 )
 LENGTH_DIMENSIONS = tuple(d.name for d in DIMENSIONS if d.lengths)
 _BY_NAME = {d.name: d for d in DIMENSIONS}
 
 # One home for the class sets that cases are built from.
 assert set(_BY_NAME["mode"].classes) == set(MODES) and set(_BY_NAME["layout"].classes) == set(LAYOUTS)
+assert set(_BY_NAME["sparsity"].classes) == {"dense", *PATTERNS}
 
 
 def dimension(name: str) -> Dimension:

@@ -38,6 +38,9 @@ _ORDER = {d.name: i for i, d in enumerate(DIMENSIONS)}
 _OFFSETS_PEERS = ("mode", "offsets_dtype", "offsets_start", "batch")
 
 
+_DENSE = ("sparsity", "dense")
+
+
 def _pair(a: tuple, b: tuple) -> Pair:
     return (a, b) if _ORDER[a[0]] < _ORDER[b[0]] else (b, a)
 
@@ -52,9 +55,10 @@ def _moot(p: Pair) -> bool:
 
 # What a batch with no computed score (no sequence with both queries and keys) still exercises:
 # launching, empty tiles (of the kernel's tile shape), writing O = 0 and LSE = -inf. Its values, scale,
-# heads and head dims decide nothing, so it counts for no pair of theirs.
+# heads and head dims decide nothing, so it counts for no pair of theirs. (Its block selection, empty, is still
+# one the kernel must take.)
 _WITHOUT_SCORES = {"mode", "mask", "relation", "window", "edges", "tiles", "tile_shape", "batch", "waves", "dtype",
-                   "offsets_dtype", "offsets_start", "offsets_layout", "layout", "variant"}
+                   "offsets_dtype", "offsets_start", "offsets_layout", "layout", "variant", "sparsity"}
 
 
 def computes_scores(case: Case) -> bool:
@@ -71,8 +75,9 @@ def exercised(case: Case, target: Target) -> dict:
 
 
 def pairs_of(classes: dict) -> set:
-    """Every pair of one case's classes (:func:`exercised` output), moot pairs left out."""
-    items = [(d, c) for d in classes for c in sorted(classes[d])]
+    """Every pair of one case's classes (:func:`exercised` output), moot pairs left out, and none of the
+    ``dense`` sparsity class (no block selection: the other dimensions' pairs are the dense model's own)."""
+    items = [(d, c) for d in classes for c in sorted(classes[d]) if (d, c) != _DENSE]
     out = set()
     for a, b in combinations(items, 2):
         if a[0] != b[0]:
@@ -123,7 +128,10 @@ def universe(target: Target) -> Universe:
 def _universe(target: Target) -> Universe:
     caps = target.capabilities
     classes, unsupported, not_on_device = {}, {}, {}
-    for d in DIMENSIONS:
+    # A kernel without block selections has no pair of the sparsity dimension, nor a class of it outside its
+    # capabilities: its pairs, rows and reports are what they were before the dimension existed.
+    dims = [d for d in DIMENSIONS if caps.block_sparse or d.name != "sparsity"]
+    for d in dims:
         ok = []
         for c in d.classes:
             reason = d.support(c, caps)
@@ -142,12 +150,13 @@ def _universe(target: Target) -> Universe:
             else:
                 unsupported[(d.name, c)] = reason
         classes[d.name] = ok
+    classes.setdefault("sparsity", ["dense"])
     supported, infeasible = set(), set()
-    for d1, d2 in combinations(DIMENSIONS, 2):
+    for d1, d2 in combinations(dims, 2):
         for c1 in classes[d1.name]:
             for c2 in classes[d2.name]:
                 p = ((d1.name, c1), (d2.name, c2))
-                if _moot(p):
+                if _moot(p) or _DENSE in p:
                     continue
                 (supported if _feasible(p, target) else infeasible).add(p)
     return Universe(target, classes, supported, infeasible, unsupported, not_on_device)
@@ -212,7 +221,8 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
     uni = universe(target)
     # length dimensions first (their joint search prunes early), then the heads (they scale the cost)
     names = [n for n in LENGTH_DIMENSIONS] + ["heads"]
-    names += [d.name for d in DIMENSIONS if d.name not in names and d.name != "offsets_layout"]
+    names += [d.name for d in DIMENSIONS if d.name not in names and d.name != "offsets_layout"
+              and (d.name != "sparsity" or target.capabilities.block_sparse)]
     params = OrderedDict((n, list(uni.classes[n])) for n in names)
     if not all(params.values()):  # the kernel takes no class of a dimension (say head dims 1024 only): no row can
         return []  # be built (allpairspy raised ValueError, and `run` died with its traceback)
@@ -357,6 +367,10 @@ class PairCoverage:
     def __init__(self, target: Target):
         self.target = target
         self.universe = universe(target)
+        # the classes reported: the sparsity dimension only for a kernel with block selections (a dense kernel's
+        # report is what it was before that dimension existed)
+        self.classes = {d: cs for d, cs in self.universe.classes.items()
+                        if d != "sparsity" or target.capabilities.block_sparse}
         self.class_counts: dict = {}
         self.pairs: set = set()
         self.total = 0
@@ -365,7 +379,7 @@ class PairCoverage:
         """Count ``case``; returns its classes per dimension."""
         classes = exercised(case, self.target)
         for d, cs in classes.items():
-            for c in cs:
+            for c in (cs if d in self.classes else ()):
                 self.class_counts[(d, c)] = self.class_counts.get((d, c), 0) + 1
         self.pairs |= pairs_of(classes)
         self.total += 1
@@ -386,11 +400,11 @@ class PairCoverage:
 
     @property
     def missing_classes(self) -> list:
-        return [(d, c) for d, cs in self.universe.classes.items() for c in cs if not self.class_counts.get((d, c))]
+        return [(d, c) for d, cs in self.classes.items() for c in cs if not self.class_counts.get((d, c))]
 
     def summary(self) -> str:
         """One line: classes and pairs covered out of those the kernel supports."""
-        n_classes = sum(len(cs) for cs in self.universe.classes.values())
+        n_classes = sum(len(cs) for cs in self.classes.values())
         got = len(self.universe.supported & self.pairs)
         return (f"contract coverage over {self.total} case(s): classes {n_classes - len(self.missing_classes)}/"
                 f"{n_classes}, pairs of classes {got}/{len(self.universe.supported)} "
@@ -401,8 +415,8 @@ class PairCoverage:
         """The summary, the classes never exercised, and up to ``limit`` missing pairs."""
         lines = [self.summary()]
         per_dim = []
-        for d in DIMENSIONS:
-            seen = [f"{c} {self.class_counts.get((d.name, c), 0)}" for c in self.universe.classes[d.name]]
+        for d in (d for d in DIMENSIONS if d.name in self.classes):
+            seen = [f"{c} {self.class_counts.get((d.name, c), 0)}" for c in self.classes[d.name]]
             per_dim.append(f"  {d.name:15s} " + ", ".join(seen))
         lines.extend(per_dim)
         gone = self.missing_classes

@@ -17,7 +17,8 @@ Length classes (batches): :func:`jagged_lengths` composes :func:`empty_batches`,
 Case classes: :func:`cases` (modes, both causal alignments, sliding windows (:func:`windows`)
 for kernels that declare them, GQA/MQA, odd head
 dims, broadcast-Q, value adversaries, strided layout, offsets not at 0,
-int32/int64 offsets); :func:`packs` (cases sharing all but lengths and seed, packed into
+int32/int64 offsets; block selections (:func:`block_sparsities`) for kernels declaring
+``block_sparse``); :func:`packs` (cases sharing all but lengths and seed, packed into
 one launch); :func:`overflow_cases` (GPU only, element offsets past
 2**31). :mod:`jfa_verify.cases.coverage` names the classes a case belongs to.
 """
@@ -25,6 +26,7 @@ one launch); :func:`overflow_cases` (GPU only, element offsets past
 from jfa_verify.strategies._cases import (
     DEFAULT_HEAD_DIMS,
     DEFAULT_MAX_LEN,
+    block_sparsities,
     cases,
     head_configs,
     head_dims,
@@ -56,6 +58,7 @@ __all__ = [
     "DEFAULT_HEAD_DIMS",
     "DEFAULT_MAX_LEN",
     "LENGTH_KINDS",
+    "block_sparsities",
     "cases",
     "packs",
     "cross_query_lengths",

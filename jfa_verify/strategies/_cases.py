@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from jfa_verify.cases.case import LAYOUTS, OFFSETS_LAYOUTS, VALUE_DISTRIBUTIONS, Case
 from jfa_verify.cases.dimensions import tile_shape
+from jfa_verify.cases.sparsity import PATTERNS, Sparsity
 from jfa_verify.core.contract import MODES, Mask
 from jfa_verify.core.dtypes import DTYPES, dtype_name
 from jfa_verify.core.errors import InvalidInput
@@ -30,6 +31,7 @@ __all__ = [
     "cases",
     "overflow_cases",
     "windows",
+    "block_sparsities",
 ]
 
 DEFAULT_HEAD_DIMS = (16, 17, 24, 32, 33, 40, 64)
@@ -176,6 +178,25 @@ def windows(block_sizes: tuple[int, int] = (32, 16), *, max_len: int = 48, symme
         lambda w: (0, -1) if w == (-1, -1) else w)
 
 
+def block_sparsities(pairs: Sequence[tuple[int, int]], *, patterns: Sequence[str] = PATTERNS
+                     ) -> st.SearchStrategy[Sparsity]:
+    """A :class:`~jfa_verify.cases.sparsity.Sparsity` (a case's block selection) with one of ``pairs`` as its
+    ``(block_m, block_n)`` (a kernel's ``Capabilities.block_sparse``) and a pattern of ``patterns``: every KV
+    block, random top-k (ratio 0.5, 0.25 or 0.75), one block, a query block selecting nothing, the last (partial)
+    KV block selected or not, the blocks at the sequence's edges. Shrinks toward the first pair, ``"all"`` and
+    ratio 0.5.
+
+    Raises:
+        InvalidInput: no pair, or a pattern that is not one of :data:`~jfa_verify.cases.sparsity.PATTERNS`.
+    """
+    pairs, patterns = list(pairs), list(patterns)
+    if not pairs or not patterns or set(patterns) - set(PATTERNS):
+        raise InvalidInput(f"block_sparsities(pairs={pairs}, patterns={patterns}): give at least one (block_m, "
+                           f"block_n) pair and patterns among {PATTERNS}")
+    return st.builds(lambda pair, pattern, ratio: Sparsity(*pair, pattern=pattern, ratio=ratio),
+                     st.sampled_from(pairs), st.sampled_from(patterns), st.sampled_from([0.5, 0.25, 0.75]))
+
+
 @st.composite
 def cases(
     draw,
@@ -194,6 +215,7 @@ def cases(
     layouts: Optional[Sequence[str]] = None,
     offsets_layouts: Optional[Sequence[str]] = None,
     gqa: Optional[bool] = None,
+    block_sparse: Optional[bool] = None,
 ) -> Case:
     """A whole :class:`Case` inside ``kernel``'s capabilities (default: ``triton_jfa``'s).
 
@@ -216,6 +238,9 @@ def cases(
         values, layouts: restrict value distributions and memory layouts (default: all).
         offsets_layouts: restrict the offsets layouts (default: all, strided views included).
         gqa: allow GQA/MQA head ratios (default: when the kernel supports them).
+        block_sparse: force a block selection (:func:`block_sparsities`) on or off (default: drawn, half the
+            time, for a kernel declaring ``Capabilities(block_sparse=...)``; never for one without it, whose
+            draws stay what they were).
 
     Draws self, cross (query lengths different from key lengths) and
     broadcast-Q (several L_q, including 0, 1 and tile boundaries) cases,
@@ -276,6 +301,11 @@ def cases(
             alignment = draw(st.sampled_from(list(caps.causal_alignments)))
     if mode == "cross" and draw(st.integers(0, 3)) == 3:  # q_offsets[0] != k_offsets[0]; shrinks to one start
         extra["q_offsets_start"] = draw(st.sampled_from([0, 1, 5, 17]))
+    if block_sparse and not caps.block_sparse:
+        raise InvalidInput(f"block_sparse=True: the kernel declares no block_sparse pairs ({caps.block_sparse})")
+    # Drawn after everything else and only for a block-sparse kernel: other kernels' draws are unchanged.
+    if caps.block_sparse and (draw(st.booleans()) if block_sparse is None else block_sparse):
+        extra["block_sparsity"] = draw(block_sparsities(caps.block_sparse))
     return Case(
         kv_lengths=kv,
         mode=mode,
