@@ -429,6 +429,26 @@ def test_replayed_crash_and_hang_findings_are_judged_in_a_worker_and_the_report_
     assert "SIGABRT" in " ".join(f["explanation"] for f in replay["findings"])
 
 
+def test_replay_check_names_an_unreadable_case_file_and_does_not_pass(tmp_path, misbehaving_plugin):
+    # regression: a folder with a case that now passes and a truncated case file passed the replay check
+    # (PASS, exit 0) with no word of the file, which `findings` names ("a finding may be lost in it", exit 2)
+    from jfa_verify.cases.case import Case
+
+    plugin = misbehaving_plugin("replays-clean")
+    nightly = tmp_path / "nightly"
+    _recorded(nightly, plugin, "replays-clean", "crash", Case(kv_lengths=(5, 6), head_dim=16, dtype="float32"))
+    broken = nightly / "aaaa-bug_gqa.json"
+    broken.write_text('{"format": "jfa-verify-case/1", "case": {"kv_len')
+    proc = _gate_subprocess(tmp_path, plugin, "replays-clean", "--checks", "replay", "--replay", str(nightly))
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((tmp_path / "g.json").read_text())
+    replay = _results(tmp_path)[("replays-clean", "replay")]
+    assert report["verdict"] == "ERROR" and replay["status"] == "error" and replay["cases"] == 1
+    assert str(broken) in replay["reason"] and any(str(broken) in why for why in replay["not_judged"])
+    assert str(broken) in proc.stdout and "a finding may be lost in it" in proc.stdout
+    assert str(broken) in (tmp_path / "g.md").read_text()
+
+
 def test_sigterm_ends_the_gate_with_the_report_of_what_finished_and_no_running_file(tmp_path, misbehaving_plugin):
     # regression: a cancelled CI job (SIGTERM) killed the gate outright: no report, "running" case files, and
     # its case workers, hung in the kernel, outlived it; Ctrl-C ended it with no report either
