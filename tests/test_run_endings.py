@@ -61,6 +61,27 @@ def test_a_kernel_that_kills_the_no_isolate_run_exits_4_and_the_report_names_the
     assert [r["status"] for r in json.loads(listed.stdout)] == ["crash"]
 
 
+def test_the_no_isolate_crash_message_prints_a_replay_command_that_works_pasted(tmp_path, misbehaving_plugin):
+    """Regression: after a --no-isolate run died (exit 4), its message said `jfa-verify replay repro/<id>-K.json`:
+    pasted, that failed ("no kernel named ... add --plugin", exit 2). The command printed names the kernel's
+    --plugin and an absolute path, as every printed replay does, and pasted in another folder it replays the crash."""
+    import shlex
+
+    plugin = _plugin(misbehaving_plugin, "dies_at_once", dies="True")
+    (tmp_path / "elsewhere").mkdir()
+    proc = subprocess.run(_run_args(plugin, "dies_at_once", "repcrash", "r.json", "--no-isolate", "--max-cases", "1"),
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == ExitCode.CRASH, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (path,) = (tmp_path / "repcrash").glob("*.json")
+    printed = proc.stderr.split("`jfa-verify findings` lists it and `", 1)[1].split("`", 1)[0]
+    assert printed == json.loads((tmp_path / "r.json").read_text())["crash"]["replay"]
+    words = shlex.split(printed)
+    assert words[:3] == ["jfa-verify", "replay", str(path)] and words[words.index("--plugin") + 1] == str(plugin)
+    pasted = subprocess.run([sys.executable, "-m", "jfa_verify.cli", *words[1:], "--device", "cpu"],
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path / "elsewhere")
+    assert pasted.returncode == ExitCode.CRASH, pasted.stdout[-2000:] + pasted.stderr[-2000:]
+
+
 def test_a_stop_just_after_the_run_finished_leaves_its_exit_status_and_report_agreeing(tmp_path, misbehaving_plugin):
     """Regression (issue 43, 10): a Ctrl-C landing just after the run wrote its report (finished, all passed) ended
     it with 130. Once the report is on disk the run has finished: the stop changes nothing, and the exit status is
@@ -144,14 +165,14 @@ def test_a_death_marks_only_the_cases_no_live_process_still_runs(tmp_path):
     repro, since = tmp_path / "repro", time.time()
     dead_case, live_case = Case(kv_lengths=(3,), head_dim=16), Case(kv_lengths=(5, 2), head_dim=16)
     script = ("import os, sys; from jfa_verify.cases.case import Case; from jfa_verify.run.corpus import Corpus\n"
-              f"g = Corpus(sys.argv[1]).guard(Case(kv_lengths=(3,), head_dim=16), 'k', 'cpu'); g.__enter__()\n"
+              "g = Corpus(sys.argv[1]).guard(Case(kv_lengths=(3,), head_dim=16), 'k', 'cpu'); g.__enter__()\n"
               "os._exit(0)  # dies holding its case, as a segfaulting kernel's run does\n")
     subprocess.run([sys.executable, "-c", script, str(repro)], check=True, timeout=120)
     corpus = Corpus(repro)
     with corpus.guard(live_case, "k", "cpu") as live:  # a run of this process, still verifying its case
         in_flight = record_death(tmp_path / "r.json", repro, since, "died of SIGSEGV (signal 11)")
         dead = corpus.path_for(dead_case, "k")
-        assert in_flight == dead and read_case_file(dead)[1]["status"] == "crash"
+        assert in_flight.case_file == dead and read_case_file(dead)[1]["status"] == "crash"
         assert read_case_file(live)[1]["status"] == "running"
         written = json.loads((tmp_path / "r.json").read_text())
         assert [c["status"] for c in written["cases"]] == ["crash"] and written["crash"]["case_file"] == str(dead)

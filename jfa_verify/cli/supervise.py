@@ -81,8 +81,8 @@ def watched_run(args) -> int:
     how = death_in_words(status)
     in_flight = record_death(args.report, args.reproducers or "jfa-reproducers", since, how)
     print(f"[CRASH] jfa-verify run: the run's process {how}"
-          + (f" while running the case in {in_flight} (--no-isolate runs cases in the run's own process); the case "
-             f"file now says so, `jfa-verify findings` lists it and `jfa-verify replay {in_flight}` replays it in a "
+          + (f" while running the case in {in_flight.case_file} (--no-isolate runs cases in the run's own process); "
+             f"the case file now says so, `jfa-verify findings` lists it and `{in_flight.replay}` replays it in a "
              f"case worker" if in_flight else " between cases (no case was running)")
           + f"; the report ({args.report}) says what happened. Drop --no-isolate to have a crash be one case's "
             f"finding and the run go on.", file=sys.stderr, flush=True)

@@ -12,16 +12,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from jfa_verify.run.corpus import Corpus, replay_command
 from jfa_verify.run.isolation import crash_result, death_in_words
 from jfa_verify.run.report import summary, write_json
 
-__all__ = ["death_in_words", "record_death"]
+__all__ = ["InFlight", "death_in_words", "record_death"]
 
 
-def record_death(report: "str | Path", reproducers: "str | Path", since: float, how: str) -> Optional[Path]:
+class InFlight(NamedTuple):
+    """The case a death took down: its case file and the one command that replays it (absolute paths, the kernel's
+    ``--plugin`` named: :func:`~jfa_verify.run.corpus.replay_command`), as the report's ``"crash"`` holds them."""
+
+    case_file: Path
+    replay: str
+
+
+def record_death(report: "str | Path", reproducers: "str | Path", since: float, how: str) -> Optional[InFlight]:
     """Record that the process running cases in itself died, ``how``
     (:func:`~jfa_verify.run.isolation.death_in_words`).
 
@@ -29,8 +37,8 @@ def record_death(report: "str | Path", reproducers: "str | Path", since: float, 
     :func:`time.time`, and held by no live process: :meth:`~jfa_verify.run.corpus.Corpus.mark_orphans`) becomes a crash with a verdict saying so; the report (``report``, this run's placeholder or
     its report before the relation checks) keeps what it had and adds ``"crash"`` (how, the case file, its replay
     command), counts the case as crashed, and says ``"finished": false, "interrupted": false``. Returns the case
-    file of the case in flight (the newest one left running), or None when no case was running (the process died
-    between cases: loading the kernel, or in the framework).
+    in flight (the newest one left running: its file and replay command, :class:`InFlight`), or None when no case
+    was running (the process died between cases: loading the kernel, or in the framework).
     """
     message = f"the process running this case in itself (--no-isolate) {how}"
     crashes = []
@@ -46,7 +54,8 @@ def record_death(report: "str | Path", reproducers: "str | Path", since: float, 
     results = [(path, result) for (path, _), result in zip(marked, crashes)]
     for path, result in results:
         result.reproducer = str(path)
-    in_flight = results[-1][0] if results else None
+    in_flight = (InFlight(results[-1][0], replay_command(results[-1][0], results[-1][1].kernel or None,
+                                                         results[-1][1].plugins)) if results else None)
     try:
         before = json.loads(Path(report).read_text())
     except (OSError, ValueError):
@@ -55,8 +64,8 @@ def record_death(report: "str | Path", reproducers: "str | Path", since: float, 
     counts = summary([])
     counts.update({s: sum(c.get("status") == s for c in cases) for s in counts})
     before.update(cases=cases, summary=counts, finished=False, interrupted=False, crash={
-        "how": how, "case_file": str(in_flight) if in_flight else None,
-        "replay": replay_command(in_flight, results[-1][1].kernel or None, results[-1][1].plugins) if in_flight else None,
+        "how": how, "case_file": str(in_flight.case_file) if in_flight else None,
+        "replay": in_flight.replay if in_flight else None,
         "note": "cases run in the run's own process (--no-isolate): the verdicts of the cases before it that passed "
                 "died with it; every failing one has its case file"})
     write_json(report, before)
