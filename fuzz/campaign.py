@@ -53,12 +53,16 @@ from .findings import Finding, FindingIndex, key_of, mark_finding, record_exampl
 __all__ = ["Campaign", "CampaignFailure", "CampaignSummary", "prepare_corpus", "run_campaign", "TIMEOUT_EXIT_CODE"]
 
 
+FOUND_HERE = ("search", "covering")  # CampaignFailure sources that found the failure in this campaign
+
+
 @dataclass
 class CampaignFailure:
     """One finding of a campaign: its case file, status, verdict text, signature and examples seen here.
 
-    ``source``: ``"search"`` (found and shrunk now), ``"corpus"`` (a saved finding that still fails),
-    ``"leftover"`` (a case file a killed process left ``"running"``, replayed: it failed).
+    ``source``: ``"search"`` (found and shrunk now), ``"covering"`` (found by the covering array, kept as found),
+    ``"corpus"`` (a saved finding that still fails), ``"leftover"`` (a case file a killed process left ``"running"``,
+    replayed: it failed). :data:`FOUND_HERE` are the sources of findings new to the campaign.
     """
 
     case: Case

@@ -14,6 +14,11 @@ from pathlib import Path
 
 from jfa_verify.cases.coverage import expected_classes
 
+# The phases whose cases are new to the campaign (drawn by the search, or the --covering array's): they count toward
+# coverage; a replay of a saved case or a shrink step does not (a --covering campaign once said "never drawn: cross,
+# causal_bottom_right, float16" beside four findings of exactly those classes, all from its covering array).
+NEW_CASE_PHASES = ("generate", "covering")
+
 __all__ = ["CampaignProgress", "WorkerStats", "plot_timeline"]
 
 
@@ -71,7 +76,7 @@ class CampaignProgress:
             self.statuses[event["status"]] += 1
             if event["status"] in ("fail", "error", "crash", "hang"):
                 stats.failing += 1
-            if event["phase"] == "generate":
+            if event["phase"] in NEW_CASE_PHASES:
                 self.classes.update(event["classes"])
             for part, s in event.get("breakdown", {}).items():
                 stats.seconds[part] += s

@@ -225,6 +225,15 @@ def campaign_lock(folder: Path) -> Iterator[None]:
 
 
 
+def new_findings(found: list) -> list:
+    """The ids of the findings this campaign found (its search's or its covering array's, ``FOUND_HERE``), of its
+    failures' dicts (``CampaignFailure.to_dict``); a saved finding replayed is not new (a ``--covering`` campaign in
+    a fresh folder once reported ``new_findings 0`` beside four findings of its covering array)."""
+    from .campaign import FOUND_HERE
+
+    return sorted({f["signature"]["id"] for f in found if f["source"] in FOUND_HERE})
+
+
 def _reported(config: FuzzConfig) -> dict:
     """The campaign's configuration as its report shows it: a Redis URL's password replaced by ``***``."""
     from jfa_verify.fuzz.database import redacted
@@ -388,7 +397,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
         "packs": {"launches": sum(s.get("packs", 0) for s in summaries.values()),
                   "split": sum(s.get("packs_failed", 0) for s in summaries.values())},
         "statuses": dict(progress.statuses), "interrupted": interrupted, "exit_code": int(code),
-        "new_findings": sorted({f["signature"]["id"] for f in found if f["source"] == "search"}),
+        "new_findings": new_findings(found),
         "failures": found,  # this campaign's own failing cases (each worker's), with verdict and case file
         "findings": list_findings(corpus_dir, kernel.name),
         "fixed": sorted({p for s in summaries.values() for p in s["fixed"]}),
