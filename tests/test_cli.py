@@ -915,3 +915,22 @@ def test_a_missing_dependency_of_jfa_verify_is_a_usage_error_not_a_finding(tmp_p
     err = capsys.readouterr().err
     assert code == 2, err
     assert "a dependency is missing" in err and "pip install allpairspy" in err
+
+
+def test_a_crash_inside_the_tool_exits_70_not_a_findings_1(tmp_path, monkeypatch, capsys):
+    """Regression (new-user trial): an exception inside jfa-verify itself (a traceback ending ``KeyError: ...``)
+    exited 1, a kernel finding's code, so CI could not tell a tool bug from a kernel bug. It is an internal error:
+    the message says so, with the traceback and where to report it, and the exit is its own code (70)."""
+    from jfa_verify.cli import kernels
+    from jfa_verify.core.exits import REPORT_INTERNAL_ERRORS, ExitCode
+
+    def broken(args, ctx):
+        raise KeyError("tile_m")
+
+    monkeypatch.setattr(kernels, "main", broken)
+    assert main(["kernels", "--device", "cpu"]) == ExitCode.INTERNAL == 70
+    err = capsys.readouterr().err
+    assert err.startswith("jfa-verify: internal error") and "Traceback" in err and "KeyError: 'tile_m'" in err
+    assert REPORT_INTERNAL_ERRORS in err
+    assert int(ExitCode.INTERNAL) not in (ExitCode.OK, ExitCode.FINDING, ExitCode.USAGE, ExitCode.HANG,
+                                          ExitCode.CRASH, ExitCode.INTERRUPTED)

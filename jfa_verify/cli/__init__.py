@@ -45,7 +45,8 @@ DESCRIPTION = (
     "`stress` reruns long cases under timing perturbation, `calibrate`, `report` and `refloor` fit and plot the error budgets, `schedule` shows tile schedules' load "
     "per SM, `bisect` finds the commit that broke a kernel, and `kernels` lists the kernels and where they run. "
     f"Exit status: {ExitCode.OK:d} passed, {ExitCode.FINDING:d} a finding, {ExitCode.USAGE:d} usage or configuration, "
-    f"{ExitCode.HANG:d} a hang, {ExitCode.CRASH:d} a crash, {ExitCode.INTERRUPTED:d} interrupted.")
+    f"{ExitCode.HANG:d} a hang, {ExitCode.CRASH:d} a crash, {ExitCode.INTERNAL:d} an internal error of jfa-verify "
+    f"itself (a bug in the tool, no verdict on the kernel), {ExitCode.INTERRUPTED:d} interrupted.")
 
 
 def _version() -> str:
@@ -101,7 +102,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     Ctrl-C or SIGTERM at any point, from the first import on (torch's loading takes seconds), ends it with one line
     and exit 130, never a traceback or a death by the signal: ``import jfa_verify`` loads nothing heavy, and everything
-    after is in here."""
+    after is in here. An exception nothing else handled is a bug in jfa-verify itself, not a verdict on the kernel
+    (a kernel's exceptions are its cases' verdicts): it prints ``jfa-verify: internal error``, the traceback and where
+    to report it, and exits 70 (:attr:`ExitCode.INTERNAL`), so that CI tells it from a finding (1)."""
     from jfa_verify.run.interrupts import terminate_as_interrupt, verdict_scope
 
     try:
@@ -112,6 +115,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:  # (before a command runs: while torch and the rest load, or arguments are checked)
         print("\njfa-verify: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
+    except Exception as e:  # a traceback exited 1, a finding's code: CI could not tell a tool bug from a kernel bug
+        import traceback
+
+        from jfa_verify.core.exits import REPORT_INTERNAL_ERRORS
+
+        print(f"jfa-verify: internal error (a bug in jfa-verify, not a finding about the kernel): "
+              f"{type(e).__name__}: {e}", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        print(f"jfa-verify: internal error: exit {ExitCode.INTERNAL:d}; {REPORT_INTERNAL_ERRORS}", file=sys.stderr)
+        return int(ExitCode.INTERNAL)
 
 
 def _main(argv: Optional[Sequence[str]]) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from typing import Iterable
 
-__all__ = ["ExitCode", "FINDINGS_IN_WORDS", "exit_code_for"]
+__all__ = ["ExitCode", "FINDINGS_IN_WORDS", "REPORT_INTERNAL_ERRORS", "exit_code_for"]
 
 
 class ExitCode(enum.IntEnum):
@@ -17,7 +17,13 @@ class ExitCode(enum.IntEnum):
     # could not judge (a tool that failed or ran past its time) and found nothing
     HANG = 3  # a case ran past --timeout (recorded as a finding with status "hang"; older case files say "timeout")
     CRASH = 4  # the kernel crashed its process (abort, segfault, illegal address)
+    INTERNAL = 70  # a bug in jfa-verify itself (an uncaught exception): no verdict on the kernel (sysexits' EX_SOFTWARE)
     INTERRUPTED = 130  # Ctrl-C / SIGTERM: what was done so far is written, then the command stops
+
+
+# Where an internal error (ExitCode.INTERNAL) is to be reported, as its message says.
+REPORT_INTERNAL_ERRORS = ("report it to jfa-verify's maintainers (the project's issue tracker) with the command line, "
+                          "`jfa-verify --version` and this traceback")
 
 
 # Which finding decides the exit status when a run has several kinds: a crash first (the kernel can
