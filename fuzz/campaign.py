@@ -19,13 +19,17 @@ Every case runs through :class:`jfa_verify.run.loop.Verifier` (the one run loop)
 exists before the kernel runs; with ``isolate=True`` (:class:`~jfa_verify.run.settings.RunSettings`) a crash
 or hang is the case's verdict and the campaign goes on. Hypothesis's database defaults to
 ``<corpus_dir>/.hypothesis``; its keys are prefixed by kernel and device type
-(:class:`~jfa_verify.fuzz.database.CampaignDatabase`).
+(:class:`~jfa_verify.fuzz.database.CampaignDatabase`). Hypothesis's other files (its cache of the constants of local
+modules, ``constants/``) go there too while a campaign runs (:func:`hypothesis_home`), never into a
+``.hypothesis`` of the current folder, unless ``$HYPOTHESIS_STORAGE_DIRECTORY`` names a place of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
+import os
 import time
 import uuid
 from collections import Counter
@@ -50,7 +54,8 @@ from jfa_verify.run.settings import RunSettings
 from .database import CampaignDatabase, open_database
 from .findings import Finding, FindingIndex, key_of, mark_finding, record_example, recover, running_files, signature
 
-__all__ = ["Campaign", "CampaignFailure", "CampaignSummary", "prepare_corpus", "run_campaign", "TIMEOUT_EXIT_CODE"]
+__all__ = ["Campaign", "CampaignFailure", "CampaignSummary", "hypothesis_home", "prepare_corpus", "run_campaign",
+           "TIMEOUT_EXIT_CODE"]
 
 
 FOUND_HERE = ("search", "covering")  # CampaignFailure sources that found the failure in this campaign
@@ -186,6 +191,29 @@ def classifier(kernel, device_type: str) -> Callable[[Case], set[str]]:
 
     return lambda case: classify(case, tiles_for_shape(kernel, case.head_dim, case.dv, case.torch_dtype,
                                                        device_type).as_tuple())
+
+
+@contextlib.contextmanager
+def hypothesis_home(corpus_dir: "str | Path"):
+    """Hypothesis's storage folder (its local-constants cache ``constants/``; its example database is the
+    campaign's own, :func:`~jfa_verify.fuzz.database.default_database`) set to that database's folder,
+    ``<corpus_dir>/.hypothesis``, for the duration, and the one before restored after. Hypothesis's default is
+    ``.hypothesis`` in the current folder: a campaign (``fuzz``, ``gate``) left files there unasked.
+    ``$HYPOTHESIS_STORAGE_DIRECTORY``, when set, is the user's choice and is kept."""
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        yield
+        return
+    from hypothesis import configuration
+
+    from jfa_verify.fuzz.database import default_database
+
+    # (Hypothesis offers a setter only: the value before, None until its first use, is read to be restored)
+    before = getattr(configuration, "__hypothesis_home_directory", None)
+    configuration.set_hypothesis_home_dir(default_database(corpus_dir))
+    try:
+        yield
+    finally:
+        configuration.set_hypothesis_home_dir(before)
 
 
 def prepare_corpus(corpus_dir: "str | Path", kernel, verifier, classes_of) -> dict:
@@ -339,18 +367,19 @@ class Campaign:
             InvalidInput: a bad database spec.
             KernelConfigError: the kernel's ``load()`` returned no implementation (at its first case).
         """
-        self._start()
-        try:
-            self._replay_saved()
-            if self.covering:
-                self._run_covering()
-        except KeyboardInterrupt:
-            self.summary.interrupted = True
-            self.verifier.close()
-            self.summary.seconds = time.perf_counter() - self.t0
+        with hypothesis_home(self.corpus_dir):
+            self._start()
+            try:
+                self._replay_saved()
+                if self.covering:
+                    self._run_covering()
+            except KeyboardInterrupt:
+                self.summary.interrupted = True
+                self.verifier.close()
+                self.summary.seconds = time.perf_counter() - self.t0
+                return self.summary
+            self._search()
             return self.summary
-        self._search()
-        return self.summary
 
     def _start(self) -> None:
         """Choose the device, resolve the kernel and strategy, open the corpus, the verifier and the database."""

@@ -63,6 +63,32 @@ def test_campaign_on_real_kernel_finds_nothing(jfa_kernel, jfa_device, tmp_path)
     assert set(summary.to_dict()) >= {"cases_run", "statuses", "failures", "coverage"}
 
 
+def test_a_campaign_leaves_no_hypothesis_folder_in_the_current_folder(jfa_kernel, tmp_path, monkeypatch):
+    """Regression (new-user trial): `fuzz` and `gate` made ./.hypothesis/constants/ (Hypothesis's cache of local
+    modules' constants) in the current folder. While a campaign runs, Hypothesis's storage is the campaign's own
+    database folder (REPRODUCERS/.hypothesis), and the one before is restored after."""
+    from hypothesis.configuration import storage_directory
+
+    monkeypatch.delenv("HYPOTHESIS_STORAGE_DIRECTORY")  # (the tests' own choice; a user's is kept, unset here)
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    before = storage_directory("constants").path
+    seen = []
+
+    def noted(case):  # where Hypothesis would write, asked while it draws
+        seen.append(storage_directory("constants").path)
+        return case
+
+    corpus = tmp_path / "repro"
+    summary = run_campaign(jfa_kernel, strategy=cases(jfa_kernel, device_type="cpu", max_batch=1, max_len=3,
+                                                      dtypes=["float32"]).map(noted),
+                           max_examples=2, corpus_dir=str(corpus), device="cpu", seed=0)
+    assert summary.cases_run >= 1 and seen
+    assert set(seen) == {corpus / ".hypothesis" / "constants"}, seen
+    assert storage_directory("constants").path == before and not list(here.iterdir())
+
+
 def test_saved_failure_that_now_passes_is_reported_fixed(jfa_kernel, jfa_device, tmp_path):
     from jfa_verify import Case
     from jfa_verify.run.corpus import Corpus

@@ -934,3 +934,21 @@ def test_a_crash_inside_the_tool_exits_70_not_a_findings_1(tmp_path, monkeypatch
     assert REPORT_INTERNAL_ERRORS in err
     assert int(ExitCode.INTERNAL) not in (ExitCode.OK, ExitCode.FINDING, ExitCode.USAGE, ExitCode.HANG,
                                           ExitCode.CRASH, ExitCode.INTERRUPTED)
+
+
+def test_a_run_where_every_case_passes_leaves_no_reproducer_folder(tmp_path, monkeypatch, capsys, misbehaving_plugin):
+    """Regression (new-user trial): `run` made an empty ./jfa-reproducers/ when every case passed (each case's file
+    is written before it runs and removed when it passes). The folder is made only to keep a file, and each command
+    names its default output paths in --help."""
+    plugin = misbehaving_plugin("passes_quietly")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "passes_quietly", "--max-cases", "1",
+                 "--no-progress", "--quiet", "--report", str(tmp_path / "r.json")]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([plugin.name, "r.json"]), list(tmp_path.iterdir())
+    capsys.readouterr()
+    for command, defaults in (("run", ("jfa-report.json", "jfa-reproducers")),
+                              ("gate", ("jfa-gate.json", "jfa-gate.junit.xml", "jfa-gate.md", "jfa-reproducers")),
+                              ("fuzz", ("jfa-reproducers",))):
+        assert main([command, "--help"]) == 0
+        text = "".join(capsys.readouterr().out.split())  # (argparse wraps at hyphens)
+        assert all(f"default:{name}" in text for name in defaults), (command, defaults)

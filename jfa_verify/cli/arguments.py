@@ -138,7 +138,7 @@ def kernel_options(p, kernel_default: Optional[str] = "triton_jfa", reproducers:
     plugin_option(p)
     if reproducers:
         p.add_argument("--reproducers", default="jfa-reproducers", type=folder,
-                       help="folder for failing-case files")
+                       help="folder for failing-case files (default: %(default)s)")
 
 
 def device_option(p, help: str = "default: cuda when available, else the CPU interpreter") -> None:

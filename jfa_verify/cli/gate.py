@@ -60,7 +60,9 @@ def add_arguments(parser) -> None:
                         help="the perf check fails where peer time / kernel time is below X (needs --perf-peer)")
     parser.add_argument("--replay", action="append", default=[], type=existing_folder,
                         help="replay the case files in this folder (e.g. a nightly campaign's artifacts)")
-    parser.add_argument("--reproducers", default="jfa-reproducers", type=folder, help="folder for failing-case files")
+    parser.add_argument("--reproducers", default="jfa-reproducers", type=folder,
+                        help="folder for failing-case files (default: %(default)s; a campaign keeps its Hypothesis "
+                             "files in its .hypothesis subfolder)")
     parser.add_argument("--timeout", type=positive_float, default=None, help="seconds per case before it is a hang")
     parser.add_argument("--jobs", type=positive_int, default=None,
                         help="worker processes of the suite and the campaign (on a GPU they overlap Triton's "
@@ -69,15 +71,17 @@ def add_arguments(parser) -> None:
                         help="the suite check builds each distinct Triton kernel variant its cases launch once, in "
                              "--jobs processes, before they run (default; a measured no-op on the CPU interpreter); "
                              "--no-precompile builds each at its first launch")
-    parser.add_argument("--json", type=new_file, default="jfa-gate.json", help="the gate report (JSON)")
-    parser.add_argument("--junit", type=new_file, default="jfa-gate.junit.xml", help="JUnit XML")
+    parser.add_argument("--json", type=new_file, default="jfa-gate.json", help="the gate report (JSON; default: "
+                                                                               "%(default)s)")
+    parser.add_argument("--junit", type=new_file, default="jfa-gate.junit.xml", help="JUnit XML (default: %(default)s)")
     parser.add_argument("--markdown", type=new_file, default="jfa-gate.md",
-                        help="Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set)")
+                        help="Markdown summary (default: %(default)s; also appended to $GITHUB_STEP_SUMMARY when set)")
 
 
 def main(args, ctx) -> int:
     """The CI gate: every check on every kernel named; JSON, JUnit and Markdown outputs; exit by the worst finding."""
     from jfa_verify.checks.perf import read_baseline
+    from jfa_verify.run.corpus import kept_only_if_written
     from jfa_verify.run.interrupts import terminate_as_interrupt
     from jfa_verify.run.parallelism import choose_jobs
     from jfa_verify.workflows.gate import GateOptions, run_gate, write_outputs
@@ -98,7 +102,8 @@ def main(args, ctx) -> int:
                           reproducers=args.reproducers, jobs_reason=jobs.reason, precompile=args.precompile)
     device = ctx.device
     kernels = ctx.kernels(default=["triton_jfa"])
-    with terminate_as_interrupt():  # a cancelled CI job: the report of what finished is written
+    # a cancelled CI job: the report of what finished is written; no empty reproducer folder left behind
+    with terminate_as_interrupt(), kept_only_if_written(args.reproducers):
         report = run_gate(kernels, device, options)
     written = write_outputs(report, json_path=args.json, junit_path=args.junit, markdown_path=args.markdown)
     print(report.to_markdown(), flush=True)

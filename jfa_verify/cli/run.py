@@ -130,6 +130,7 @@ class _Printer:
 
 
 def main(args, ctx) -> int:
+    from jfa_verify.run.corpus import kept_only_if_written
     from jfa_verify.workflows.suite_run import RunRequest, exit_code, run_suite
 
     if (args.jobs or 1) > 1 and not args.isolate:  # before any work (the Verifier would refuse it in its own words)
@@ -143,7 +144,8 @@ def main(args, ctx) -> int:
                          report=args.report, reproducers=ctx.reproducers, settings=ctx.settings, jobs=args.jobs,
                          precompile=args.precompile)
     printer = _Printer(args, device)
-    outcome = run_suite(request, device, ctx.kernel, printer)
+    with kept_only_if_written(ctx.reproducers):  # (no empty reproducer folder left when every case passed)
+        outcome = run_suite(request, device, ctx.kernel, printer)
     if outcome.cases is None:
         print(f"\njfa-verify run: interrupted before any case ran (the kernel loading or the suite being built); "
               f"the report ({args.report}) says so", file=sys.stderr)

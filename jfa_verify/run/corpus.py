@@ -25,8 +25,8 @@ from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.interrupts import process_alive, process_start
 
-__all__ = ["Corpus", "read_case_file", "environment", "normalize_status", "replay_command", "replay_timeout",
-           "campaign_folder", "reproducer_folders", "TIMEOUT_EXIT_CODE"]
+__all__ = ["Corpus", "RERUN_KEYS", "read_case_file", "environment", "normalize_status", "replay_command", "replay_timeout",
+           "campaign_folder", "kept_only_if_written", "reproducer_folders", "TIMEOUT_EXIT_CODE"]
 
 FORMAT = "jfa-verify-case/1"
 TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchdog timeout
@@ -34,6 +34,10 @@ RUNNING = "running"  # the status of a case file whose case has not finished (or
 NOW_PASSING = "now-passing"  # the subfolder keeping earlier findings' files whose cases now pass (Corpus.record)
 # Keys that belong to a case file, not to one run of its case: kept when the case runs again.
 FILE_KEYS = ("finding", "found_by")
+# Keys of a case file whose case was rerun in one process and compared run with run (the gate's determinism and
+# stress checks: jfa_verify.checks.determinism, jfa_verify.checks.stress): {"reruns": N, ...}; such a file has a
+# name of its own (Corpus.path_for) and `replay` reruns it that many times.
+RERUN_KEYS = ("determinism", "stress")
 
 
 def normalize_status(status: str) -> str:
@@ -192,6 +196,23 @@ def _failing_status(text: Optional[str]) -> Optional[str]:
     return status if status in ("fail", "error", "crash", "hang") else None
 
 
+@contextlib.contextmanager
+def kept_only_if_written(folder: "str | Path | None") -> Iterator[None]:
+    """A reproducer folder that did not exist before the block and is empty after it is removed: a run writes each
+    case's file before the case runs (:meth:`Corpus.guard`) and removes it when the case passes, so a run whose every
+    case passed left an empty ``jfa-reproducers/`` in the current folder, unasked. Only an empty folder is removed
+    (``os.rmdir``): a case file, of this run or of another process, keeps it. ``None`` (no folder): nothing."""
+    existed = folder is None or Path(folder).exists()
+    try:
+        yield
+    finally:
+        if not existed:
+            try:
+                os.rmdir(folder)
+            except OSError:  # not empty (a finding was kept), or never made
+                pass
+
+
 class Corpus:
     """A folder of case files (``<case_id>-<kernel>.json``).
 
@@ -213,9 +234,12 @@ class Corpus:
         out of the findings (neither ``findings`` nor a campaign's replay reads it), never deleted."""
         return self.root / NOW_PASSING
 
-    def path_for(self, case: Case, kernel: str, memory: Optional[str] = None) -> Path:
+    def path_for(self, case: Case, kernel: str, memory: Optional[str] = None, reruns: Optional[str] = None) -> Path:
         """The case file of ``case`` on ``kernel``; a run under a memory mode (the gate's canary and
-        recycled-memory checks) has its own, so that no check's finding overwrites another's."""
+        recycled-memory checks) has its own, and so have reruns (``reruns``: a key of :data:`RERUN_KEYS`, the gate's
+        determinism and stress checks), so that no check's finding overwrites another's."""
+        if reruns is not None:
+            return self.root / f"{case.case_id()}-{kernel}-{reruns}.json"
         return self.root / (f"{case.case_id()}-{kernel}.json" if memory is None
                             else f"{case.case_id()}-{kernel}-memory-{memory}.json")
 
@@ -230,7 +254,8 @@ class Corpus:
         kernel cannot be interrupted from Python, and the finding must not be lost. (An isolated
         :class:`~jfa_verify.run.loop.Verifier` passes no ``timeout_s``: its parent process keeps the time.)
         ``annotations``: extra keys stored in the file (a campaign's shrink round, so that a killed
-        campaign's shrink steps can be told apart from findings).
+        campaign's shrink steps can be told apart from findings; ``memory`` or a key of :data:`RERUN_KEYS` also
+        chooses the file's name, :meth:`path_for`).
 
         The ``"running"`` file records this guard among its ``holders`` (with the process's id) and, in
         ``earlier``, the text the file had before the first guard still in flight: a saved finding replayed, or a
@@ -239,7 +264,8 @@ class Corpus:
         ``"running"`` file for a file to put back).
         """
         self.root.mkdir(parents=True, exist_ok=True)
-        path = self.path_for(case, kernel, (annotations or {}).get("memory"))
+        path = self.path_for(case, kernel, (annotations or {}).get("memory"),
+                             next((k for k in RERUN_KEYS if k in (annotations or {})), None))
         me = _holder(uuid.uuid4().hex)
         with _folder_lock(self.root):
             kept, holders, passed = {}, [], False
