@@ -12,9 +12,15 @@ import dataclasses
 import torch
 
 from jfa_verify.core.contract import JaggedProblem
+from jfa_verify.core.selection import BLOCK_SIZES
 from jfa_verify.protocol.kernel import Capabilities, TileSizes
 
-__all__ = ["CAPABILITIES", "FP8_CAPABILITIES", "KERNEL_CAPABILITIES", "launch_config", "tile_sizes"]
+__all__ = ["BLOCK_SPARSE", "CAPABILITIES", "FP8_CAPABILITIES", "KERNEL_CAPABILITIES", "launch_config", "tile_sizes"]
+
+# Block selections of every (block_m, block_n) the contract allows: the tiles shrink to the selection's blocks
+# where these are smaller (:func:`tile_sizes`), so a query tile lies in one query block and a KV tile in one KV
+# block, and the sparse path walks whole tiles of the selected blocks (no per-key selection mask).
+BLOCK_SPARSE = tuple((m, n) for m in BLOCK_SIZES for n in BLOCK_SIZES)
 
 CAPABILITIES = Capabilities(
     min_head_dim=16,
@@ -24,6 +30,7 @@ CAPABILITIES = Capabilities(
     deterministic=True,
     instrumented=True,
     masks=("none", "causal", "window", "causal+window"),
+    block_sparse=BLOCK_SPARSE,
 )
 # What the kernel code handles: also float8 e4m3 inputs, forward only (registered apart as
 # ``triton_jfa_fp8`` so that the other kernels' strategies never draw float8 cases).
@@ -39,10 +46,20 @@ def tile_sizes(problem: JaggedProblem) -> TileSizes:
     so that a query-tile/key-tile mix-up changes the result. On CUDA the widest
     head dim (``max(D, D_v)``) decides: past 128 the KV tile halves to fit
     shared memory.
+
+    A block-sparse call (``problem.block_selection`` not None: a :class:`~jfa_verify.core.contract.CallShape`'s
+    :class:`~jfa_verify.core.selection.BlockSelection` or a problem's host view) gets tiles no larger than its
+    blocks: ``BLOCK_M = min(BLOCK_M, block_m)``, ``BLOCK_N = min(BLOCK_N, block_n)``. All are powers of two, so a
+    tile then divides its block and never straddles two (the sparse path in ``_kernels.py`` relies on it).
     """
     if problem.device.type != "cuda":
-        return TileSizes(32, 16)
-    return TileSizes(64, 64) if max(problem.head_dim, problem.head_dim_v) <= 128 else TileSizes(64, 32)
+        tiles = TileSizes(32, 16)
+    else:
+        tiles = TileSizes(64, 64) if max(problem.head_dim, problem.head_dim_v) <= 128 else TileSizes(64, 32)
+    selection = getattr(problem, "block_selection", None)
+    if selection is None:
+        return tiles
+    return TileSizes(min(tiles.block_m, selection.block_m), min(tiles.block_n, selection.block_n))
 
 
 def _next_pow2(n: int) -> int:

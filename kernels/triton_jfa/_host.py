@@ -11,10 +11,18 @@ BLOCK_M rows, b-major; a sequence with no query row has one *empty* tile, never
 run), the dK/dV pass its :func:`~jfa_verify.scheduling.schedules.workloads_backward` tiles;
 a scheduler hook (:mod:`jfa_verify.scheduling.planning`) deals them to programs. A tile
 whose rows see no key still runs and writes ``o = 0``, ``lse = -inf``.
+
+Block-sparse calls (``block_selection=``, :class:`jfa_verify.core.selection.BlockSelection`) are always planned
+on the host from the validated problem: the same workloads and scheduler, each tile's cost counting only the keys
+(forward, dQ) or query rows (dK/dV) of the blocks its selection visits, so that the persistent schedule balances
+the work the kernels really do. The kernels read the caller's selection tensors, and for dK/dV the transposed
+selection (per KV block, the query blocks that selected it) built here once per call.
 """
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import math
 from typing import Optional
 
@@ -23,7 +31,7 @@ import torch
 from jfa_verify.core.contract import CallShape, JaggedProblem, check_offsets_dense, validate_call, validate_inputs
 from jfa_verify.core.device import interpreting
 from jfa_verify.core.dtypes import FORWARD_ONLY, output_dtype
-from jfa_verify.core.errors import UnsupportedCase
+from jfa_verify.core.errors import InvalidInput, UnsupportedCase
 from jfa_verify.kernels.triton_jfa._config import KERNEL_CAPABILITIES, launch_config
 from jfa_verify.protocol.kernel import KernelRun, LaunchPlan, Visits
 from jfa_verify.scheduling import device_plan
@@ -39,19 +47,100 @@ def _schedule_arrays(plan, device) -> dict:
     return device_plan.launch_tensors(device_plan.host_arrays(plan), device)
 
 
+def _transposed(problem: JaggedProblem) -> tuple[list[int], list[int], list[int]]:
+    """The selection of a block-sparse ``problem`` by KV block: ``(starts, offsets, indices)`` int lists, sequence
+    ``b``'s KV block ``j`` (flattened ``starts[b] + j``; ``B + 1`` starts) selected by the query blocks
+    ``indices[offsets[t]:offsets[t + 1]]`` of the sequence, increasing."""
+    sel = problem.block_selection
+    starts = [0]
+    for lk in problem.k_lengths:
+        starts.append(starts[-1] + -(-lk // sel.block_n))
+    by_kv: list[list[int]] = [[] for _ in range(starts[-1])]
+    for b in range(problem.batch):
+        for m in range(sel.query_blocks(b)):
+            for j in sel.selected(b, m):
+                by_kv[starts[b] + j].append(m)
+    offsets = [0]
+    for rows in by_kv:
+        offsets.append(offsets[-1] + len(rows))
+    return starts, offsets, [m for rows in by_kv for m in rows]
+
+
+def _overlap(a: int, z: int, lo: int, hi: int) -> int:
+    return max(0, min(z, hi) - max(a, lo))
+
+
+def selected_workloads(problem: JaggedProblem, fwd: list, bwd: list, transposed) -> tuple[list, list]:
+    """The framework's forward and dK/dV workloads of a block-sparse ``problem`` with each tile's cost cut to the
+    selected blocks (tiles lie inside one selection block, :func:`~jfa_verify.kernels.triton_jfa._config.tile_sizes`):
+    a query tile's cost is the keys of its mask span (the contract's :meth:`JaggedProblem.key_range` of its first
+    and last rows) inside its query block's selected KV blocks; a KV tile's cost is the query rows that see one of
+    its keys (a contiguous run, both ends of ``key_range`` being non-decreasing in the row) inside the query blocks
+    that selected its KV block (``transposed``, :func:`_transposed`)."""
+    sel = problem.block_selection
+    bm, bn = sel.block_m, sel.block_n
+
+    def fwd_cost(t):
+        first = t.block * t.block_size
+        lo = problem.key_range(first, t.sequence)[0]
+        hi = problem.key_range(first + t.rows - 1, t.sequence)[1]
+        return sum(_overlap(j * bn, (j + 1) * bn, lo, hi) for j in sel.selected(t.sequence, first // bm))
+
+    starts, offsets, indices = transposed
+
+    def bwd_cost(t):
+        b, first = t.sequence, t.block * t.block_size
+        end, q_len = first + t.rows, problem.q_lengths[b]
+        rows = range(q_len)
+        start = bisect.bisect_right(rows, first, key=lambda i: problem.key_range(i, b)[1])  # first with hi > first
+        stop = bisect.bisect_left(rows, end, key=lambda i: problem.key_range(i, b)[0])  # first with lo >= end
+        kv = starts[b] + first // bn
+        return sum(_overlap(m * bm, min((m + 1) * bm, q_len), start, stop)
+                   for m in indices[offsets[kv]:offsets[kv + 1]])
+
+    return ([t if t.empty else dataclasses.replace(t, cost=fwd_cost(t)) for t in fwd],
+            [t if t.empty else dataclasses.replace(t, cost=bwd_cost(t)) for t in bwd])
+
+
 def plan_launch(problem: JaggedProblem, scheduler, *, tf32: bool = False) -> tuple[dict, LaunchPlan]:
-    """``(launch arrays, LaunchPlan)`` of ``problem``: the framework's workloads dealt by ``scheduler``."""
+    """``(launch arrays, LaunchPlan)`` of ``problem``: the framework's workloads dealt by ``scheduler`` (a
+    block-sparse problem's with their costs cut to the selection: :func:`selected_workloads`; its transposed
+    selection is then ``arrays["transposed"]``)."""
     cfg = launch_config(problem, tf32=tf32)
     mask = dict(causal=problem.causal, causal_alignment=problem.causal_alignment, window=problem.window)
     fwd = workloads_forward(problem.q_lengths, problem.k_lengths, cfg["BLOCK_M"], **mask)
     bwd = workloads_backward(problem.q_lengths, problem.k_lengths, cfg["BLOCK_N"], **mask)
+    transposed = None
+    if problem.block_selection is not None:
+        transposed = _transposed(problem)
+        fwd, bwd = selected_workloads(problem, fwd, bwd, transposed)
     passes = {kind: scheduler(tiles, kind, problem) for kind, tiles in (("fwd", fwd), ("dq", fwd), ("dkdv", bwd))}
     arrays = {kind: _schedule_arrays(p, problem.device) for kind, p in passes.items()}
     # delta preprocess: one program per non-empty query tile, the same tiles as the dQ kernel
     pre = GridScheduler()(fwd, "dq", problem)
     arrays["pre"] = _schedule_arrays(pre, problem.device)
     arrays["cfg"] = cfg
+    if transposed is not None:
+        arrays["transposed"] = transposed
     return arrays, LaunchPlan(cfg["tiles"], passes)
+
+
+def _sparse_arguments(problem: JaggedProblem, selection, plan: dict) -> dict:
+    """The block-sparse kernels' extra launch arguments: the caller's selection tensors as they are, the
+    flattened first query block of each sequence, and the transposed selection (``plan["transposed"]``); the
+    block sizes as constexprs. An empty tensor is passed as one zero (never read)."""
+    dev, sel = problem.device, problem.block_selection
+
+    def tensor(xs):
+        return torch.tensor(list(xs) or [0], dtype=torch.int32, device=dev)
+
+    def nonempty(t):
+        return t if t.numel() else torch.zeros(1, dtype=t.dtype, device=t.device)
+
+    starts, offsets, indices = plan["transposed"]
+    return dict(SEL_START=tensor(sel.q_block_starts), SEL_OFF=nonempty(selection.offsets),
+                SEL_IDX=nonempty(selection.indices), T_START=tensor(starts), T_OFF=tensor(offsets),
+                T_IDX=tensor(indices), SPARSE=True, SEL_M=sel.block_m, SEL_N=sel.block_n)
 
 
 class DevicePlan(device_plan.DeviceLaunchPlan):
@@ -125,7 +214,14 @@ def _probe(instr: Optional[Visits], kind, fallback):
     return instr.counts[kind], instr.programs[kind], True
 
 
-def _forward(kmod, problem, plan, q, k, v, q_off, k_off, instr):
+def _pass_arguments(sparse: Optional[dict], *names: str) -> dict:
+    """The block-sparse arguments one kernel takes (none for a dense launch: the kernels' defaults)."""
+    if sparse is None:
+        return {}
+    return {name: sparse[name] for name in names + ("SPARSE", "SEL_M", "SEL_N")}
+
+
+def _forward(kmod, problem, plan, q, k, v, q_off, k_off, instr, sparse=None):
     cfg = plan["cfg"]
     rows, h_q = problem.total_q_rows, problem.num_heads_q
     # Rows before offsets[0] belong to no sequence (0 and -inf); the kernel writes every sequence row. Where
@@ -142,12 +238,12 @@ def _forward(kmod, problem, plan, q, k, v, q_off, k_off, instr):
             problem.sm_scale * math.log2(math.e), _l_q(problem, q), problem.group_size, h_q,
             INSTRUMENT=instrument, ALIGNED=_aligned(problem, q, k, v, o),
             num_warps=cfg["num_warps"], num_stages=cfg["fwd_stages"],
-            **_common_flags(problem, cfg),
+            **_common_flags(problem, cfg), **_pass_arguments(sparse, "SEL_START", "SEL_OFF", "SEL_IDX"),
         )
     return o, lse
 
 
-def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr):
+def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr, sparse=None):
     cfg = plan["cfg"]
     flags = _common_flags(problem, cfg)
     h_q, h_kv = problem.num_heads_q, problem.num_heads_kv
@@ -178,7 +274,7 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr):
             problem.sm_scale, qk_scale, l_q, problem.group_size, h_kv, INSTRUMENT=instrument,
             ALIGNED=_aligned(problem, q, k, v, do, dk, dv),
             num_warps=cfg["num_warps"], num_stages=cfg["bwd_stages"],
-            **flags,
+            **flags, **_pass_arguments(sparse, "T_START", "T_OFF", "T_IDX"),
         )
 
     if broadcast:
@@ -196,7 +292,7 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr):
             problem.sm_scale, qk_scale, l_q, problem.group_size, h_q, INSTRUMENT=instrument,
             ALIGNED=_aligned(problem, q, k, v, do, dq_out),
             num_warps=cfg["num_warps"], num_stages=cfg["bwd_stages"],
-            **flags,
+            **flags, **_pass_arguments(sparse, "SEL_START", "SEL_OFF", "SEL_IDX"),
         )
     if broadcast:
         dq = partial.view(problem.batch, l_q, h_q, problem.head_dim).sum(0).to(q.dtype)
@@ -205,13 +301,13 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr):
 
 class _JaggedAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, plan, instr):
+    def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, plan, instr, sparse=None):
         q_off = k_offsets if q_offsets is None else q_offsets  # never read under BROADCAST_Q
         if isinstance(plan, DevicePlan):  # the kernels read the offsets as the plan clamped them
             q_off, k_offsets = plan.q_off, plan.k_off
-        o, lse = _forward(kmod, problem, plan, q, k, v, q_off, k_offsets, instr)
+        o, lse = _forward(kmod, problem, plan, q, k, v, q_off, k_offsets, instr, sparse)
         ctx.save_for_backward(q, k, v, o, lse, q_off, k_offsets)
-        ctx.kmod, ctx.problem, ctx.plan, ctx.instr = kmod, problem, plan, instr
+        ctx.kmod, ctx.problem, ctx.plan, ctx.instr, ctx.sparse = kmod, problem, plan, instr, sparse
         ctx.mark_non_differentiable(lse)
         return o, lse
 
@@ -222,8 +318,9 @@ class _JaggedAttention(torch.autograd.Function):
             raise UnsupportedCase(f"dtype={ctx.problem.dtype} is forward only in triton_jfa: no backward")
         if do is None:
             do = torch.zeros_like(o)
-        dq, dk, dv = _backward(ctx.kmod, ctx.problem, ctx.plan, q, k, v, o, lse, do, q_off, k_off, ctx.instr)
-        return dq, dk, dv, None, None, None, None, None, None
+        dq, dk, dv = _backward(ctx.kmod, ctx.problem, ctx.plan, q, k, v, o, lse, do, q_off, k_off, ctx.instr,
+                               ctx.sparse)
+        return dq, dk, dv, None, None, None, None, None, None, None
 
 
 class TritonJFA:
@@ -245,7 +342,7 @@ class TritonJFA:
         return f"TritonJFA(kernels={self.kernels.__name__}, scheduler={self.scheduler!r}, tf32={self.tf32})"
 
     def __call__(self, q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None,
-                 max_seqlen_q=None, max_seqlen_k=None, window=None):
+                 max_seqlen_q=None, max_seqlen_k=None, window=None, block_selection=None):
         """The contract call (see :mod:`jfa_verify.core.contract`): returns ``(o, lse)``; ``o`` is differentiable.
 
         With ``max_seqlen_q`` and ``max_seqlen_k`` given (as FlashAttention's varlen API takes them) the call reads
@@ -253,12 +350,20 @@ class TritonJFA:
         of bounds) and the tiles are planned on the device. Without them the offsets are read once (one small
         synchronization) and checked against the contract.
 
+        ``block_selection``: a :class:`~jfa_verify.core.selection.BlockSelection` (None: dense attention); each
+        query block then visits only its selected KV blocks. Its block sizes may be any the contract allows
+        (``Capabilities.block_sparse``). A block-sparse call is always validated and planned on the host (the
+        offsets and the selection are read once), hints or not.
+
         Raises:
-            InvalidInput: inputs break the contract.
+            InvalidInput: inputs break the contract (a bad selection included).
             UnsupportedCase: valid inputs outside ``triton_jfa``'s capabilities.
         """
         options = dict(causal=causal, causal_alignment=causal_alignment, sm_scale=sm_scale, max_seqlen_q=max_seqlen_q,
                        max_seqlen_k=max_seqlen_k, window=window)
+        if block_selection is not None:
+            problem = validate_inputs(q, k, v, q_offsets, k_offsets, block_selection=block_selection, **options)
+            return self._run(problem.call_shape(), q, k, v, q_offsets, k_offsets, None, sparse=problem).outputs()
         if max_seqlen_q is not None and max_seqlen_k is not None:
             shape = validate_call(q, k, v, q_offsets, k_offsets, **options)
         else:
@@ -278,29 +383,50 @@ class TritonJFA:
             return None
         return TritonJFA(self.kernels, scheduler=self.scheduler.with_num_sms(num_programs), tf32=self.tf32)
 
-    def launch(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, instrument: bool = False) -> KernelRun:
+    def launch(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, instrument: bool = False,
+               block_selection=None) -> KernelRun:
         """One forward on an already validated ``problem``, planned as the public call plans it; with
         ``instrument``, the :class:`LaunchPlan` (the plan the kernels ran, read back) and the :class:`Visits`
-        counters (the backward's fill in when it runs).
+        counters (the backward's fill in when it runs). A block-sparse ``problem`` (``problem.block_selection``)
+        runs on the selection tensors ``block_selection`` (a :class:`~jfa_verify.core.selection.BlockSelection`;
+        None: the ones the problem was validated with), which must hold the values the problem was validated on.
 
         Raises:
             UnsupportedCase: ``problem`` is outside ``triton_jfa``'s capabilities.
-            InvalidInput: offsets that are not dense (the problem was validated on other tensors).
+            InvalidInput: offsets that are not dense (the problem was validated on other tensors); a
+                ``block_selection`` for a dense problem, or of other block sizes than the problem's.
         """
-        return self._run(problem.call_shape(), q, k, v, q_offsets, k_offsets, problem if instrument else None)
+        if problem.block_selection is None and block_selection is None:
+            return self._run(problem.call_shape(), q, k, v, q_offsets, k_offsets, problem if instrument else None)
+        if problem.block_selection is None or (block_selection is not None and block_selection.block_sizes
+                                               != problem.block_selection.block_sizes):
+            raise InvalidInput(f"launch: block_selection with block sizes "
+                               f"{None if block_selection is None else block_selection.block_sizes} for a problem "
+                               f"validated with {problem.block_selection}; validate the call with its selection "
+                               f"(validate_inputs(..., block_selection=...)) and pass the same one")
+        shape = dataclasses.replace(problem.call_shape(), block_selection=block_selection
+                                    or problem.block_selection.source)
+        return self._run(shape, q, k, v, q_offsets, k_offsets, problem if instrument else None, sparse=problem)
 
     def _checked_plan(self, arrays: "DevicePlan", problem: JaggedProblem) -> LaunchPlan:
         """The device plan read back, with the host planner's arrays for the same call beside it (the framework's
         :func:`jfa_verify.scheduling.device_plan.launch_plan`); the delta preprocess runs the dQ tiles as a grid."""
         return device_plan.launch_plan(arrays, problem, arrays.cfg["tiles"], grids={"pre": "dq"})
 
-    def _run(self, shape: CallShape, q, k, v, q_offsets, k_offsets, instrumented: Optional[JaggedProblem]) -> KernelRun:
+    def _run(self, shape: CallShape, q, k, v, q_offsets, k_offsets, instrumented: Optional[JaggedProblem], *,
+             sparse: Optional[JaggedProblem] = None) -> KernelRun:
+        """One forward; ``sparse``: the validated block-sparse problem (``shape.block_selection`` its tensors)."""
         reason = KERNEL_CAPABILITIES.unsupported_reason(shape)
         if reason is not None:
             raise UnsupportedCase(f"kernel 'triton_jfa' does not support this case: {reason}")
         check_offsets_dense("q_offsets", q_offsets)  # the kernels read the offsets as dense arrays
         check_offsets_dense("k_offsets", k_offsets)
-        if device_plan.plannable(self.scheduler):
+        sparse_args = None
+        if sparse is not None:  # planned on the host: the tiles' costs follow the selection
+            arrays, plan = plan_launch(sparse, self.scheduler, tf32=self.tf32)
+            sparse_args = _sparse_arguments(sparse, shape.block_selection, arrays)
+            plan = None if instrumented is None else plan
+        elif device_plan.plannable(self.scheduler):
             arrays = DevicePlan(shape, q_offsets, k_offsets, self.scheduler, self.tf32,
                                 with_ids=instrumented is not None)
             plan = None if instrumented is None else self._checked_plan(arrays, instrumented)
@@ -318,5 +444,6 @@ class TritonJFA:
                                          device=shape.device) for kind, h in heads.items()}
 
             visits = Visits(counters(0), counters(-1))
-        o, lse = _JaggedAttention.apply(q, k, v, q_offsets, k_offsets, self.kernels, shape, arrays, visits)
+        o, lse = _JaggedAttention.apply(q, k, v, q_offsets, k_offsets, self.kernels, shape, arrays, visits,
+                                        sparse_args)
         return KernelRun(o, lse, plan, visits)

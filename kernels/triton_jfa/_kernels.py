@@ -17,6 +17,13 @@ and ``WIN_RIGHT = 0`` under ``CAUSAL``), both around the aligned diagonal ``i + 
 (``BOTTOM_RIGHT``: ``shift = L_k - L_q``). Without ``WINDOW`` every loop starts at key (or
 query) 0, exactly as before windows existed.
 
+Block-sparse (``SPARSE``): ``SEL_OFF``/``SEL_IDX`` are the call's selection (CSR over the query blocks of
+``SEL_M`` rows flattened in sequence order, KV block numbers of ``SEL_N`` keys local to the sequence;
+:class:`jfa_verify.core.selection.BlockSelection`), ``SEL_START[b]`` the flattened number of sequence ``b``'s
+first query block. The host makes ``BLOCK_M`` divide ``SEL_M`` and ``BLOCK_N`` divide ``SEL_N``, so a tile lies in
+one selection block and the mask above is the only per-key test. With ``SPARSE`` off (the default) those
+arguments are None and the dense code is compiled unchanged.
+
 Softmax runs in base 2 (``QK_SCALE = sm_scale * log2(e)``); LSE is stored as a
 natural log. Under ``INTERPRET`` (Triton's CPU interpreter) dot operands are
 upcast to float32 and float32 -> bfloat16 casts round to nearest even by hand,
@@ -44,7 +51,7 @@ _SCALARS = ("L_Q", "GROUP", "NUM_HEADS", "HEAD_DIM", "HEAD_DIM_V", "WIN_LEFT", "
 # is identical with and without their alignment (issue 39, 3), so a plan or counters packed into one
 # buffer, or an LSE view, build no second variant.
 _UNALIGNED_POINTERS = ("Q_OFF", "K_OFF", "TILE_SEQ", "TILE_BLOCK", "TILE_ID", "PROG_TILE_START", "VISITS", "PROGS",
-                       "LSE", "DELTA")
+                       "LSE", "DELTA", "SEL_START", "SEL_OFF", "SEL_IDX", "T_START", "T_OFF", "T_IDX")
 
 
 def _jit_unspecialized(fn):
@@ -217,8 +224,13 @@ def _fwd_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr, ALIGNED: tl.constexpr,
+    SEL_START=None, SEL_OFF=None, SEL_IDX=None,
+    SPARSE: tl.constexpr = False, SEL_M: tl.constexpr = 1, SEL_N: tl.constexpr = 1,
 ):
-    """Forward: ``O`` and natural-log ``LSE`` of the tiles of program ``pid(0)``, query head ``pid(1)``."""
+    """Forward: ``O`` and natural-log ``LSE`` of the tiles of program ``pid(0)``, query head ``pid(1)``.
+
+    ``SPARSE`` (block-sparse): the tile walks only the KV blocks selected for its query block (see the module
+    docstring); dense launches leave the ``SEL_*`` arguments at their defaults and compile as before."""
     if ALIGNED:
         stride_qt, stride_qh, stride_qd = _x16(stride_qt), _x16(stride_qh), 1
         stride_kt, stride_kh, stride_kd = _x16(stride_kt), _x16(stride_kh), 1
@@ -271,16 +283,33 @@ def _fwd_kernel(
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
-        for start_n in range(lo, full_end, BLOCK_N):
-            acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
-                                       k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
-                                       HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT, False, CAUSAL, WINDOW,
-                                       INTERPRET, IEEE)
-        for start_n in range(full_end, hi, BLOCK_N):
-            acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
-                                       k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
-                                       HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT, True, CAUSAL, WINDOW,
-                                       INTERPRET, IEEE)
+        if SPARSE:
+            # Only the selected KV blocks, each cut to [lo, hi): whole tiles (BLOCK_N divides SEL_N, block
+            # starts and lo/full_end are multiples of BLOCK_N), the unmasked ones first, then the masked ones.
+            sel = tl.load(SEL_START + b).to(tl.int64) + (m_blk * BLOCK_M) // SEL_M  # flattened query block
+            for e in range(tl.load(SEL_OFF + sel).to(tl.int64), tl.load(SEL_OFF + sel + 1).to(tl.int64)):
+                first = tl.load(SEL_IDX + e).to(tl.int64) * SEL_N
+                for start_n in range(tl.maximum(first, lo), tl.minimum(first + SEL_N, full_end), BLOCK_N):
+                    acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d,
+                                               offs_dv, k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt,
+                                               stride_vd, HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT, False, CAUSAL,
+                                               WINDOW, INTERPRET, IEEE)
+                for start_n in range(tl.maximum(first, full_end), tl.minimum(first + SEL_N, hi), BLOCK_N):
+                    acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d,
+                                               offs_dv, k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt,
+                                               stride_vd, HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT, True, CAUSAL,
+                                               WINDOW, INTERPRET, IEEE)
+        else:
+            for start_n in range(lo, full_end, BLOCK_N):
+                acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
+                                           k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
+                                           HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT, False, CAUSAL, WINDOW,
+                                           INTERPRET, IEEE)
+            for start_n in range(full_end, hi, BLOCK_N):
+                acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
+                                           k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
+                                           HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT, True, CAUSAL, WINDOW,
+                                           INTERPRET, IEEE)
 
         empty = l_i == 0.0  # no visible key: o = 0, lse = -inf
         o = acc / tl.where(empty, 1.0, l_i)[:, None]
@@ -339,8 +368,15 @@ def _bwd_dkdv_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr, ALIGNED: tl.constexpr,
+    T_START=None, T_OFF=None, T_IDX=None,
+    SPARSE: tl.constexpr = False, SEL_M: tl.constexpr = 1, SEL_N: tl.constexpr = 1,
 ):
-    """dK, dV of KV tiles ``(b, n)`` of program ``pid(0)``, KV head ``pid(1)``; sums the group's query heads."""
+    """dK, dV of KV tiles ``(b, n)`` of program ``pid(0)``, KV head ``pid(1)``; sums the group's query heads.
+
+    ``SPARSE``: only the query blocks that selected the tile's KV block, from the transposed selection
+    (``T_START[b]``: the flattened number of sequence ``b``'s first KV block of ``SEL_N`` keys; ``T_OFF``/``T_IDX``:
+    per KV block, the query blocks of ``SEL_M`` rows that selected it, increasing). Dense: one pass of the
+    ``e`` loop over the mask's rows, as before."""
     if ALIGNED:
         stride_qt, stride_qh, stride_qd = _x16(stride_qt), _x16(stride_qh), 1
         stride_kt, stride_kh, stride_kd = _x16(stride_kt), _x16(stride_kh), 1
@@ -386,31 +422,46 @@ def _bwd_dkdv_kernel(
             # rows that see a key j of the block: j - shift - WIN_RIGHT <= i <= j - shift + WIN_LEFT
             m_lo = tl.maximum(n_blk * BLOCK_N - shift - WIN_RIGHT, 0) // BLOCK_M * BLOCK_M
             m_hi = tl.maximum(tl.minimum(q_len, (n_blk + 1) * BLOCK_N - shift + WIN_LEFT), 0)
+        if SPARSE:
+            kv = tl.load(T_START + b).to(tl.int64) + (n_blk * BLOCK_N) // SEL_N  # flattened KV block
+            e_lo = tl.load(T_OFF + kv).to(tl.int64)
+            e_hi = tl.load(T_OFF + kv + 1).to(tl.int64)
+        else:
+            e_lo = 0
+            e_hi = 1
         for g in range(0, GROUP):
             h = h_kv * GROUP + g
-            for start_m in range(m_lo, m_hi, BLOCK_M):
-                offs_m = start_m + tl.arange(0, BLOCK_M).to(tl.int64)
-                row_ok = offs_m < q_len
-                q = tl.load(Q + (q_start + offs_m)[:, None] * stride_qt + h * stride_qh
-                            + offs_d64[None, :] * stride_qd, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
-                o_rows = out_start + offs_m
-                do = tl.load(DO + o_rows[:, None] * stride_dot + h * stride_doh + offs_dv64[None, :] * stride_dod,
-                             mask=row_ok[:, None] & dv_ok[None, :], other=0.0)
-                lse = tl.load(LSE + h * stride_lh + o_rows, mask=row_ok, other=float("inf"))
-                lse = tl.where(lse == float("-inf"), float("inf"), lse) * 1.4426950408889634
-                delta = tl.load(DELTA + h * stride_lh + o_rows, mask=row_ok, other=0.0)
-                s_t = _dot(k, tl.trans(q), INTERPRET, IEEE) * qk_scale  # [BLOCK_N, BLOCK_M]
-                visible = col_ok[:, None] & row_ok[None, :]
-                if CAUSAL:
-                    visible = visible & (offs_n[:, None] <= offs_m[None, :] + shift)
-                if WINDOW:
-                    visible = visible & _in_window(offs_m[None, :], offs_n[:, None], shift, WIN_LEFT, WIN_RIGHT)
-                # Mask before exp2: a hidden (future) key can score far above the row's lse.
-                p_t = tl.exp2(tl.where(visible, s_t - lse[None, :], float("-inf")))
-                dv += _dot(_round_cast(p_t, do.dtype, INTERPRET), do, INTERPRET, IEEE)
-                dp_t = _dot(v, tl.trans(do), INTERPRET, IEEE)
-                ds_t = p_t * (dp_t - delta[None, :])
-                dk += _dot(_round_cast(ds_t, q.dtype, INTERPRET), q, INTERPRET, IEEE)
+            for e in range(e_lo, e_hi):
+                if SPARSE:  # the rows of query block T_IDX[e] that the mask's span [m_lo, m_hi) keeps
+                    first = tl.load(T_IDX + e).to(tl.int64) * SEL_M
+                    rows_lo = tl.maximum(first, m_lo)
+                    rows_hi = tl.minimum(first + SEL_M, m_hi)
+                else:
+                    rows_lo = m_lo
+                    rows_hi = m_hi
+                for start_m in range(rows_lo, rows_hi, BLOCK_M):
+                    offs_m = start_m + tl.arange(0, BLOCK_M).to(tl.int64)
+                    row_ok = offs_m < q_len
+                    q = tl.load(Q + (q_start + offs_m)[:, None] * stride_qt + h * stride_qh
+                                + offs_d64[None, :] * stride_qd, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+                    o_rows = out_start + offs_m
+                    do = tl.load(DO + o_rows[:, None] * stride_dot + h * stride_doh + offs_dv64[None, :] * stride_dod,
+                                 mask=row_ok[:, None] & dv_ok[None, :], other=0.0)
+                    lse = tl.load(LSE + h * stride_lh + o_rows, mask=row_ok, other=float("inf"))
+                    lse = tl.where(lse == float("-inf"), float("inf"), lse) * 1.4426950408889634
+                    delta = tl.load(DELTA + h * stride_lh + o_rows, mask=row_ok, other=0.0)
+                    s_t = _dot(k, tl.trans(q), INTERPRET, IEEE) * qk_scale  # [BLOCK_N, BLOCK_M]
+                    visible = col_ok[:, None] & row_ok[None, :]
+                    if CAUSAL:
+                        visible = visible & (offs_n[:, None] <= offs_m[None, :] + shift)
+                    if WINDOW:
+                        visible = visible & _in_window(offs_m[None, :], offs_n[:, None], shift, WIN_LEFT, WIN_RIGHT)
+                    # Mask before exp2: a hidden (future) key can score far above the row's lse.
+                    p_t = tl.exp2(tl.where(visible, s_t - lse[None, :], float("-inf")))
+                    dv += _dot(_round_cast(p_t, do.dtype, INTERPRET), do, INTERPRET, IEEE)
+                    dp_t = _dot(v, tl.trans(do), INTERPRET, IEEE)
+                    ds_t = p_t * (dp_t - delta[None, :])
+                    dk += _dot(_round_cast(ds_t, q.dtype, INTERPRET), q, INTERPRET, IEEE)
         dk = dk * sm_scale
         tl.store(DK + k_rows[:, None] * stride_dkt + h_kv * stride_dkh + offs_d64[None, :] * stride_dkd,
                  _round_cast(dk, DK.dtype.element_ty, INTERPRET), mask=col_ok[:, None] & d_ok[None, :])
@@ -433,8 +484,11 @@ def _bwd_dq_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr, ALIGNED: tl.constexpr,
+    SEL_START=None, SEL_OFF=None, SEL_IDX=None,
+    SPARSE: tl.constexpr = False, SEL_M: tl.constexpr = 1, SEL_N: tl.constexpr = 1,
 ):
-    """dQ of query tiles ``(b, m)`` of program ``pid(0)``, query head ``pid(1)``.
+    """dQ of query tiles ``(b, m)`` of program ``pid(0)``, query head ``pid(1)``; ``SPARSE``: only the KV blocks
+    selected for the tile's query block (the forward's ``SEL_*``; dense: one pass of the ``e`` loop).
 
     Rows of ``DQ`` are output rows (broadcast-Q: a per-sequence fp32 partial
     ``[B * L_Q, H_q, D]`` that the host sums over the batch), else query rows.
@@ -486,24 +540,39 @@ def _bwd_dq_kernel(
             lo = tl.maximum(m_blk * BLOCK_M + shift - WIN_LEFT, 0) // BLOCK_N * BLOCK_N
             hi = tl.maximum(tl.minimum(hi, last_row + shift + WIN_RIGHT + 1), 0)
         dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-        for start_n in range(lo, hi, BLOCK_N):
-            offs_n = start_n + tl.arange(0, BLOCK_N).to(tl.int64)
-            col_ok = offs_n < k_len
-            k_rows = k_start + offs_n
-            k = tl.load(K + k_rows[:, None] * stride_kt + h_kv * stride_kh + offs_d64[None, :] * stride_kd,
-                        mask=col_ok[:, None] & d_ok[None, :], other=0.0)
-            v = tl.load(V + k_rows[:, None] * stride_vt + h_kv * stride_vh + offs_dv64[None, :] * stride_vd,
-                        mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
-            s = _dot(q, tl.trans(k), INTERPRET, IEEE) * qk_scale  # [BLOCK_M, BLOCK_N]
-            visible = row_ok[:, None] & col_ok[None, :]
-            if CAUSAL:
-                visible = visible & (offs_n[None, :] <= offs_m[:, None] + shift)
-            if WINDOW:
-                visible = visible & _in_window(offs_m[:, None], offs_n[None, :], shift, WIN_LEFT, WIN_RIGHT)
-            p = tl.exp2(tl.where(visible, s - lse[:, None], float("-inf")))
-            dp = _dot(do, tl.trans(v), INTERPRET, IEEE)
-            ds = p * (dp - delta[:, None])
-            dq += _dot(_round_cast(ds, k.dtype, INTERPRET), k, INTERPRET, IEEE)
+        if SPARSE:
+            sel = tl.load(SEL_START + b).to(tl.int64) + (m_blk * BLOCK_M) // SEL_M  # flattened query block
+            e_lo = tl.load(SEL_OFF + sel).to(tl.int64)
+            e_hi = tl.load(SEL_OFF + sel + 1).to(tl.int64)
+        else:
+            e_lo = 0
+            e_hi = 1
+        for e in range(e_lo, e_hi):
+            if SPARSE:  # the keys of KV block SEL_IDX[e] inside the mask's span [lo, hi)
+                first = tl.load(SEL_IDX + e).to(tl.int64) * SEL_N
+                keys_lo = tl.maximum(first, lo)
+                keys_hi = tl.minimum(first + SEL_N, hi)
+            else:
+                keys_lo = lo
+                keys_hi = hi
+            for start_n in range(keys_lo, keys_hi, BLOCK_N):
+                offs_n = start_n + tl.arange(0, BLOCK_N).to(tl.int64)
+                col_ok = offs_n < k_len
+                k_rows = k_start + offs_n
+                k = tl.load(K + k_rows[:, None] * stride_kt + h_kv * stride_kh + offs_d64[None, :] * stride_kd,
+                            mask=col_ok[:, None] & d_ok[None, :], other=0.0)
+                v = tl.load(V + k_rows[:, None] * stride_vt + h_kv * stride_vh + offs_dv64[None, :] * stride_vd,
+                            mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
+                s = _dot(q, tl.trans(k), INTERPRET, IEEE) * qk_scale  # [BLOCK_M, BLOCK_N]
+                visible = row_ok[:, None] & col_ok[None, :]
+                if CAUSAL:
+                    visible = visible & (offs_n[None, :] <= offs_m[:, None] + shift)
+                if WINDOW:
+                    visible = visible & _in_window(offs_m[:, None], offs_n[None, :], shift, WIN_LEFT, WIN_RIGHT)
+                p = tl.exp2(tl.where(visible, s - lse[:, None], float("-inf")))
+                dp = _dot(do, tl.trans(v), INTERPRET, IEEE)
+                ds = p * (dp - delta[:, None])
+                dq += _dot(_round_cast(ds, k.dtype, INTERPRET), k, INTERPRET, IEEE)
         dq = dq * sm_scale
         if BROADCAST_Q:
             dq_rows = o_rows
