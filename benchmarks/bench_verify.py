@@ -5,9 +5,14 @@ Each worker is a process that draws cases from the campaign's default strategy
 verifies each through :class:`jfa_verify.run.loop.Verifier` (write-ahead case file,
 kernel, float64 and SDPA oracles, comparison) for ``--seconds`` after ``--warmup``
 seconds that are not counted (compilation on a GPU). The breakdown splits a case's
-wall time into draw (Hypothesis), materialize, validate (contract and host planning),
-kernel (forward and backward, synchronized), oracles, compare, invariants (scheduler
-checks), io (case file) and ipc (``--isolate``: the round trip to the case worker).
+wall time into stages: draw (Hypothesis), materialize, validate (contract and host planning),
+kernel (forward and backward, synchronized), reference (the float64 reference), sdpa (the
+same-dtype SDPA oracle), compare (the launch's outputs judged and localized), parts (a packed
+launch's parts judged apart), invariants (scheduler checks), io (case file), ipc (``--isolate``:
+the round trip to the case worker) and other (the rest of the measured wall time). Each row
+prints them in milliseconds per verified case and as shares of the total, and keeps them in
+its JSON (``stages``); ``breakdown_share`` keeps the coarser parts it always had (oracles:
+reference + sdpa; compare: compare + parts).
 
     python benchmarks/bench_verify.py --device cpu --workers 1,2 --seconds 20
     python benchmarks/bench_verify.py --device cuda --workers 1,4,8,16 --seconds 25 --warmup 10 --movielens
@@ -34,7 +39,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-PARTS = ("draw", "materialize", "validate", "kernel", "oracles", "compare", "invariants", "io", "ipc")
+# The stages a case's wall time is split into (the runner's ``CaseResult.seconds`` keys, and draw); "other" is the
+# rest of the measured wall time (the loop's own bookkeeping).
+STAGES = ("draw", "materialize", "validate", "kernel", "reference", "sdpa", "compare", "parts", "invariants", "io",
+          "ipc")
+# The coarser parts of ``breakdown_share`` (its keys before the stages were split), each a sum of stages.
+PARTS = {"draw": ("draw",), "materialize": ("materialize",), "validate": ("validate",), "kernel": ("kernel",),
+         "oracles": ("reference", "sdpa"), "compare": ("compare", "parts"), "invariants": ("invariants",),
+         "io": ("io",), "ipc": ("ipc",)}
 
 
 def _compile_counter():
@@ -106,8 +118,8 @@ def _worker(args: dict, worker: int, results) -> None:
                 state["launches"] += 1
                 statuses.update(part_statuses(result))
                 spent["draw"] += draw
-                for part in PARTS[1:]:
-                    spent[part] += result.seconds.get(part, 0.0)
+                for stage in STAGES[1:]:
+                    spent[stage] += result.seconds.get(stage, 0.0)
                 if before is not None:  # inside the kernel part: Triton builds a variant at its first launch
                     spent["compile"] += compiles["seconds"] - before["seconds"]
                     spent["variants"] += compiles["variants"] - before["variants"]
@@ -167,13 +179,18 @@ def run(workers: int, args: argparse.Namespace, pack: int = 1) -> dict:
         spent.update(g["spent"])
     total = spent.pop("total", 0.0) or 1e-9
     compiled = any(g["compiles"] for g in got)
+    named = sum(spent.get(k, 0.0) for k in STAGES)
+    seconds = {**{k: spent.get(k, 0.0) for k in STAGES}, "other": max(0.0, total - named)}
     return {
         "workers": workers, "pack": pack, "finished_workers": len(got), "cases": cases,
         "launches": sum(g["launches"] for g in got),
         "cases_per_minute": round(60 * cases / args.seconds, 1),
         "per_worker_cases_per_minute": round(60 * cases / args.seconds / max(1, workers), 1),
         "statuses": dict(sum((Counter(g["statuses"]) for g in got), Counter())),
-        "breakdown_share": {k: round(spent.get(k, 0.0) / total, 3) for k in PARTS},
+        "breakdown_share": {k: round(sum(spent.get(s, 0.0) for s in of) / total, 3) for k, of in PARTS.items()},
+        # each stage in milliseconds per verified case and as a share of the measured total (they sum to it)
+        "stages": {k: {"ms_per_case": round(1000 * s / max(1, cases), 3), "share": round(s / total, 4)}
+                   for k, s in seconds.items()},
         # of the kernel part: building variants (None: not counted, see _compile_counter)
         "compile_share": round(spent.get("compile", 0.0) / total, 3) if compiled else None,
         "variants_built": int(spent.get("variants", 0)) if compiled else None,
@@ -233,6 +250,9 @@ def main(argv=None) -> int:
         if pack > 1 and alone and alone["cases_per_minute"]:
             print(f"  packing buys {row['cases_per_minute'] / alone['cases_per_minute']:.2f}x over one case a launch "
                   f"({n} worker(s))", flush=True)
+        print("  stages, ms per case (share): " + ", ".join(
+            f"{k} {v['ms_per_case']:.1f} ({100 * v['share']:.0f}%)" for k, v in row["stages"].items()
+            if v["share"] >= 0.0005 or k in ("reference", "sdpa", "compare")), flush=True)
         if row["movielens"]:
             parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in row["movielens"]["breakdown"].items() if v >= 0.0005)
             print(f"  MovieLens 256-sequence batch: {row['movielens']['seconds']:.2f} s "

@@ -27,6 +27,22 @@ def test_bench_verify_short_cpu_run(tmp_path):
     assert share["kernel"] > 0 and share["oracles"] > 0 and 0.5 < sum(share.values()) <= 1.001
     assert "cases/min" in proc.stdout
     assert row["compile_share"] is None and row["variants_built"] is None  # the interpreter builds no variant
+    for r in (row, packed):  # the stages: ms per case and shares, which sum to the measured total
+        stages = r["stages"]
+        assert set(stages) == {"draw", "materialize", "validate", "kernel", "reference", "sdpa", "compare", "parts",
+                               "invariants", "io", "ipc", "other"}
+        assert stages["reference"]["ms_per_case"] > 0 and stages["sdpa"]["ms_per_case"] > 0
+        assert sum(v["ms_per_case"] for v in stages.values()) == pytest.approx(r["mean_case_ms"], rel=0.02, abs=0.2)
+        # (an honest check: "other" is what no stage timed; it stays small, and the timed stages never exceed the
+        # wall time measured around them)
+        named = sum(v["share"] for k, v in stages.items() if k != "other")
+        assert 0.8 <= named <= 1.001 and stages["other"]["share"] <= 0.2
+        assert r["breakdown_share"]["oracles"] == pytest.approx(stages["reference"]["share"] +
+                                                                stages["sdpa"]["share"], abs=0.002)
+        assert "stages, ms per case (share): " in proc.stdout and "reference " in proc.stdout
+    assert row["stages"]["parts"]["ms_per_case"] == 0  # no launch of the unpacked row has parts
+    if packed["cases"] > packed["launches"]:  # some launch held several parts: they were judged apart
+        assert packed["stages"]["parts"]["ms_per_case"] > 0
 
 
 def test_bench_verify_counts_the_variants_triton_builds(monkeypatch):

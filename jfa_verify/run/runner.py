@@ -439,14 +439,18 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
     stage = "the references (float64 and padded SDPA)"
     try:  # the verifier's own work from here: a failure in it is no verdict on the kernel's outputs
         ref = reference_attention(problem, tensors.q, tensors.k, tensors.v, do=do, by_sequence=case.parts is not None)
+        _sync(device)
+        t_ref = time.perf_counter()
+        result.seconds["reference"] = t_ref - t1  # the float64 reference; "sdpa" the same-dtype oracle
         sdpa = padded_sdpa_attention(problem, tensors.q, tensors.k, tensors.v, do=do)
         _sync(device)
         t2 = time.perf_counter()
-        result.seconds["oracles"] = t2 - t1
+        result.seconds["sdpa"] = t2 - t_ref
         stage = "judging the outputs"
         explained_outputs = _compare_outputs(result, problem, got, ref, sdpa, kernel, budgets, tiles)
         parts_explained = True  # every part's own failure explained by the conventions that explain the pack's
         if case.parts is not None:  # each part judged as it would be standing alone
+            t_parts = time.perf_counter()
             part_failures = judge_parts(case, got, ref, sdpa, budgets=budgets, tf32=kernel.capabilities.tf32)
             result.parts_judged = True
             result.findings += [part_finding(i, failing) for i, failing in enumerate(part_failures) if failing]
@@ -460,6 +464,7 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
                             fixed[name] = out
                 parts_explained = not any(judge_parts(case, fixed, ref, sdpa, budgets=budgets,
                                                       tf32=kernel.capabilities.tf32))
+            result.seconds["parts"] = time.perf_counter() - t_parts
         if detached and any(g in ref and bool(ref[g].ne(0).any()) for g in ("dq", "dk", "dv")):
             # (a new user's kernel returning o.detach() passed 99 cases with its gradients never judged; an O that
             # no gradient can reach is right only where every true gradient is zero: no sequence with a score)
@@ -468,7 +473,8 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
                 "declares a backward (Capabilities.backward); return O attached to q, k, v (not detached, not "
                 "computed under torch.no_grad), or register the kernel with backward=False"))
         t3 = time.perf_counter()
-        result.seconds["compare"] = t3 - t2
+        # "compare": the launch's outputs judged and localized; "parts": a packed launch's parts judged apart
+        result.seconds["compare"] = t3 - t2 - result.seconds.get("parts", 0.0)
         if run.plan is not None:  # visits None: a kernel that records none has its plan judged alone
             stage = "checking the scheduler invariants"
             _check_schedules(result, run, backward)

@@ -57,7 +57,7 @@ class Record:
     problems: dict = field(default_factory=dict)
     device: str = ""
     environment: dict = field(default_factory=dict)  # {"torch": version, "triton": version}
-    seconds: dict = field(default_factory=dict)  # wall time: {"kernel", "oracles", "case"}, for throughput
+    seconds: dict = field(default_factory=dict)  # wall time: {"kernel", "reference", "sdpa", ..., "case"}, throughput
 
     def to_json(self) -> str:
         return json.dumps({"row": self.row, "kernel": self.kernel, "seed": self.seed, "device": self.device,
