@@ -952,3 +952,33 @@ def test_a_run_where_every_case_passes_leaves_no_reproducer_folder(tmp_path, mon
         assert main([command, "--help"]) == 0
         text = "".join(capsys.readouterr().out.split())  # (argparse wraps at hyphens)
         assert all(f"default:{name}" in text for name in defaults), (command, defaults)
+
+
+def test_a_run_with_no_relation_check_says_none_ran_and_why_not_0_of_0_held(tmp_path, capsys, misbehaving_plugin):
+    """Regression (new-user trial): on a kernel with gqa=False, `run --max-cases 3` ended with "0/0 relation checks
+    held" while its report said they were not run because of --max-cases: the CPU relation batches need GQA, MQA or
+    broadcast-Q, so an MHA-only kernel never got any. Their head grouping now falls back to one the kernel runs, and
+    a kernel with no relation check at all (self-attention only) is told so, in the line and the report alike."""
+    from jfa_verify.cases.dimensions import Target
+    from jfa_verify.checks.suites import relation_checks
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+
+    def plugin(name, capabilities):
+        path = misbehaving_plugin(name)
+        path.write_text(path.read_text().replace("Capabilities(backward=False)", capabilities))
+        return path
+
+    mha = plugin("mha_only", "Capabilities(backward=False, gqa=False, modes=('self', 'cross'))")
+    load_plugin(mha)
+    relations = relation_checks(Target(get_kernel("mha_only"), "cpu"))
+    assert relations and {r.case.num_heads_q == r.case.num_heads_kv for r in relations} == {True}
+    self_only = plugin("self_only", "Capabilities(backward=False, gqa=False, modes=('self',))")
+    for name, path, why in (("mha_only", mha, "--max-cases"),
+                            ("self_only", self_only, "suite 'default' has no relation check inside kernel "
+                                                     "'self_only''s capabilities")):
+        report = tmp_path / f"{name}.json"
+        assert main(["run", "--device", "cpu", "--plugin", str(path), "--kernel", name, "--max-cases", "3", "--quiet",
+                     "--no-progress", "--report", str(report), "--reproducers", str(tmp_path / "repro")]) == 0
+        out = capsys.readouterr().out
+        assert f"relation checks not run ({why})" in out and "relation checks held" not in out, out[-600:]
+        assert json.loads(report.read_text())["relation_checks"]["not_run_because"] == why

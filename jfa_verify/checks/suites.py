@@ -109,7 +109,9 @@ def relation_checks(target: Target, seed: int = 0) -> tuple[Relation, ...]:
     (causal bottom-right, GQA of 3, mixed strides, int64 offsets not at 0, an empty sequence) and on a
     broadcast-Q one, and a sequence of related calls (same shapes with other lengths, then the same
     maxima with other offsets) on one kernel object; a GPU target adds a batch of several times more
-    tiles than SMs to each."""
+    tiles than SMs to each. A batch whose head grouping the kernel cannot run (GQA or MQA on an MHA-only
+    kernel) takes the first grouping it supports (:func:`_supported_heads`), so that such a kernel gets relation
+    checks too; a batch outside its capabilities otherwise (a mode, a mask) is left out."""
     from jfa_verify.cases.construct import build_case
 
     base = dict(edges="empty_k", layout="mixed", offsets_dtype="int64", offsets_start="nonzero", dtype="float32")
@@ -122,14 +124,28 @@ def relation_checks(target: Target, seed: int = 0) -> tuple[Relation, ...]:
         specs.append(dict(mode="self", batch="over_sms", waves="several_waves", dtype="bfloat16", heads="gqa_pow2"))
     out = []
     for i, spec in enumerate(specs):
-        case = build_case(spec, target, seed=seed + i, name=f"relations/{i}/{spec['mode']}")
-        if case is None:  # outside this kernel's capabilities
+        case = (build_case(spec, target, seed=seed + i, name=f"relations/{i}/{spec['mode']}")
+                or build_case(_supported_heads(spec, target), target, seed=seed + i))
+        if case is None:  # nothing of it inside this kernel's capabilities
             continue
+        case = replace(case, name=case.name or f"relations/{i}/{case.mode}")
         out += [Relation("permutation", case), Relation("batch_invariance", case)]
     first = next((r.case for r in out if r.case.mode != "broadcast_q"), None)
     if first is not None:
         out.append(Relation("sequence", first, tuple(related_calls(first, target.capabilities))))
     return tuple(out)
+
+
+def _supported_heads(spec: dict, target: Target) -> dict:
+    """``spec`` (``{dimension: class}``) without its ``heads`` class when ``target``'s kernel cannot run it
+    (:attr:`~jfa_verify.cases.dimensions.Dimension.support`: no GQA/MQA): :func:`~jfa_verify.cases.construct.build_case`
+    then takes the first head grouping the kernel supports (MHA)."""
+    from jfa_verify.cases.dimensions import dimension
+
+    heads = spec.get("heads")
+    if heads is None or dimension("heads").support(heads, target.capabilities) is None:
+        return spec
+    return {name: cls for name, cls in spec.items() if name != "heads"}
 
 
 def related_calls(case: Case, capabilities=None) -> list[Case]:

@@ -159,7 +159,7 @@ def main(args, ctx) -> int:
         print(line, flush=True)
     checked, findings, skipped = outcome.checked, outcome.findings, outcome.skipped
     left = len(outcome.relations) - len(checked)
-    held = (f"relation checks not run ({skipped})" if skipped and suite.relations else
+    held = (f"relation checks not run ({skipped})" if skipped else
             f"{len(checked) - len(findings)}/{len(checked)} relation checks held"
             + (f", {left} not run (interrupted)" if left else ""))
     counts, unjudged = outcome.counts(), sum(r.unjudged for r in results)

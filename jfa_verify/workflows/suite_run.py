@@ -62,7 +62,8 @@ class RunObserver(Protocol):
 @dataclass
 class RunOutcome:
     """Where the run got to. ``cases`` None: stopped before any case ran (while the kernel loaded or the suite was
-    built); ``skipped``: why the relation checks did not run (None: they ran, or the suite has none)."""
+    built); ``skipped``: why the relation checks did not run (None: they ran; the suite having none for the kernel
+    is a reason too, said as such: a new user read "0/0 relation checks held" as checks that ran)."""
 
     report: object  # the report's path
     kernel: object = None
@@ -222,7 +223,10 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     # Checks across calls (permutation, batch invariance): not after a crash or hang, and not on a filtered or
     # interrupted run. In a worker process when the cases were (a kernel that crashed in them killed the run itself,
     # its report left unfinished: issue 43, 15); a crash there is a finding, exit 4.
-    outcome.skipped = next((why for why, cond in (("--filter", request.filter), ("--max-cases", request.max_cases),
+    # (no relation check for this kernel first: with none, --filter or --max-cases changed nothing)
+    none = f"suite {suite.name!r} has no relation check inside kernel {kernel.name!r}'s capabilities"
+    outcome.skipped = next((why for why, cond in ((none, not suite.relations), ("--filter", request.filter),
+                                                  ("--max-cases", request.max_cases),
                                                   ("interrupted", outcome.interrupted), ("a crash", counts["crash"]),
                                                   ("a hang", counts["hang"])) if cond), None)
     outcome.relations = [] if outcome.skipped else list(suite.relations)
