@@ -40,9 +40,24 @@ def _gather(x: torch.Tensor, index: torch.Tensor, valid: torch.Tensor, group: in
     """``x[index]`` in float64 as ``[n, width, H * group, D]``, zero on padded rows (so that ``0 * inf`` never
     reaches a sum)."""
     n, width = index.shape
-    rows = expand_kv_heads(x[index.reshape(-1)].to(torch.float64), group)
+    # index_select, not x[index]: the same rows; CPU advanced indexing is 5x slower, 100x with its threads contended
+    rows = expand_kv_heads(x.index_select(0, index.reshape(-1)).to(torch.float64), group)
     rows = rows.reshape(n, width, *rows.shape[1:])
     return torch.where(valid[:, :, None, None], rows, torch.zeros((), dtype=rows.dtype, device=rows.device))
+
+
+def _add_rows(total: torch.Tensor, index: torch.Tensor, rows: torch.Tensor) -> None:
+    """``total[index[i]] += rows[i]`` for every ``i``, in order (repeated indices add up).
+
+    On the CPU through ``index_put_(accumulate=True)``: the same sums in the same order as ``index_add_``, bit for
+    bit, in one serial pass, where the CPU's ``index_add_`` runs threaded (microseconds either way on an idle core;
+    on a busy 2-core machine ``index_add_`` took up to 50x longer, most of a small case's reference). Elsewhere
+    ``index_add_``, as before (CUDA's is one kernel; its ``index_put_`` would sort the indices first).
+    """
+    if total.device.type == "cpu":
+        total.index_put_((index,), rows, accumulate=True)
+    else:
+        total.index_add_(0, index, rows)
 
 
 def reference_attention(
@@ -164,10 +179,10 @@ def reference_attention(
             keep("dq_acc", scale * torch.einsum("nhij,njhd->nihd", mag, kb.abs()))
             keep("dk_acc", scale * torch.einsum("nhij,nihd->njhd", mag, qb.abs()))
             keep("dv_acc", torch.einsum("nhij,nihd->njhd", weight, dob.abs()))
-        # index_add_: broadcast-Q sequences share their query rows, and each adds its dQ there
-        dq.index_add_(0, q_idx[q_ok], (torch.einsum("nhij,njhd->nihd", ds, kb) * p.sm_scale)[q_ok])
-        dk.index_add_(0, k_idx[k_ok], reduce_kv_heads((torch.einsum("nhij,nihd->njhd", ds, qb) * p.sm_scale)[k_ok], g))
-        dv.index_add_(0, k_idx[k_ok], reduce_kv_heads(dv_h[k_ok], g))
+        # accumulated: broadcast-Q sequences share their query rows, and each adds its dQ there
+        _add_rows(dq, q_idx[q_ok], (torch.einsum("nhij,njhd->nihd", ds, kb) * p.sm_scale)[q_ok])
+        _add_rows(dk, k_idx[k_ok], reduce_kv_heads((torch.einsum("nhij,nihd->njhd", ds, qb) * p.sm_scale)[k_ok], g))
+        _add_rows(dv, k_idx[k_ok], reduce_kv_heads(dv_h[k_ok], g))
     out = {"o": o, "lse": lse}
     if do is not None:
         out.update(dq=dq, dk=dk, dv=dv)

@@ -33,7 +33,9 @@ def _gather(x: torch.Tensor, index: torch.Tensor, requires_grad: bool) -> torch.
     """
     if x.shape[0] == 0:
         return x.new_zeros(*index.shape, *x.shape[1:]).requires_grad_(requires_grad)
-    return x.detach()[index].requires_grad_(requires_grad)
+    # index_select, not x[index]: the same rows; CPU advanced indexing is 5x slower, 100x with its threads contended
+    rows = x.detach().index_select(0, index.reshape(-1))
+    return rows.reshape(*index.shape, *x.shape[1:]).requires_grad_(requires_grad)
 
 
 def _pad(rows: torch.Tensor, valid: torch.Tensor, group: int = 1) -> torch.Tensor:
@@ -45,7 +47,7 @@ def _pad(rows: torch.Tensor, valid: torch.Tensor, group: int = 1) -> torch.Tenso
 def _add_grad(grad: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, valid: torch.Tensor) -> None:
     """Add the gradient of the gathered leaf ``rows`` into packed ``grad``, on the rows it was read from (summed
     where several sequences read one row: broadcast-Q)."""
-    if rows.grad is not None and bool(valid.any()):
+    if rows.grad is not None:  # (no host sync: an empty selection adds nothing)
         grad.index_put_((index[valid],), rows.grad[valid], accumulate=True)
 
 

@@ -37,7 +37,8 @@ import torch
 
 from jfa_verify.judge.budgets import PRECISIONS, default_table, headroom, precision_of
 
-__all__ = ["OUTPUTS", "OutputComparison", "compare_output", "floor_terms", "reference_scales"]
+__all__ = ["OUTPUTS", "OutputComparison", "compare_output", "floor_terms", "reference_scales", "scale_floor_terms",
+           "segment_verdict_terms"]
 
 OUTPUTS = ("o", "lse", "dq", "dk", "dv")
 
@@ -102,10 +103,17 @@ def floor_terms(name: str, reference: torch.Tensor, row: str, lowp_scale: float,
     ``reference``: the float64 reference of output ``name`` (any shape; non-finite entries ignored).
     Raises KeyError for an unknown row.
     """
-    prec = PRECISIONS[row]
     reference = reference.to(torch.float64)
     finite = torch.isfinite(reference)
     scale = float(reference[finite].abs().max().item()) if bool(finite.any()) else 0.0
+    return scale_floor_terms(name, scale, row, lowp_scale, acc_scale)
+
+
+def scale_floor_terms(name: str, scale: float, row: str, lowp_scale: float, acc_scale: float
+                      ) -> tuple[float, float, float]:
+    """:func:`floor_terms` from ``scale``, the reference's largest finite magnitude (``max |ref|``, 0.0 for none),
+    already taken (the packed judge takes every part's at once). Raises KeyError for an unknown row."""
+    prec = PRECISIONS[row]
     store_eps = torch.finfo(torch.float32).eps if name == "lse" else prec.store_eps
     # LSE has no operand rounding of its own: its lowp term (0 today) uses float32's unit.
     operand_eps = torch.finfo(torch.float32).eps if name == "lse" else prec.operand_eps
@@ -175,3 +183,42 @@ def compare_output(
         kv = float(kernel.reshape(-1)[flat].item())
         rv = float(reference.reshape(-1)[flat].item())
     return OutputComparison(name, k_err, s_err, allowance, index, kv, rv, problem, floors)
+
+
+def segment_verdict_terms(kernel: torch.Tensor, sdpa: torch.Tensor, reference: torch.Tensor, segment: torch.Tensor,
+                          segments: int) -> torch.Tensor:
+    """What :func:`compare_output` judges, for many slices of one output at once: ``[segments, 4]`` float64 on the
+    output's device, per segment ``(bad, kernel_error, sdpa_error, scale)``.
+
+    Args:
+        kernel, sdpa, reference: one output, same shape, rows first (``[rows, ...]``; LSE transposed to
+            ``[rows, H]``); the reference in float64.
+        segment: ``[rows]`` int64 on their device, the segment of each row (``segments`` for a row in none).
+        segments: how many segments.
+
+    Per segment, as :func:`compare_output` computes them on that segment's rows alone: ``bad`` 1.0 where it finds a
+    ``problem`` (a NaN; infinite where the reference is not, or the reverse; infinite of the wrong sign), else 0.0;
+    ``kernel_error`` and ``sdpa_error`` its maximum absolute errors over finite reference entries (a NaN as inf,
+    +-inf as the largest float64, as there; 0.0 for none); ``scale`` ``max |reference|`` over finite entries (0.0
+    for none). Maxima are exact, so each equals its value on the slice alone, bit for bit. The caller reads them
+    with one host transfer (:func:`jfa_verify.judge.packing.judge_parts`).
+    """
+    rows = reference.shape[0]
+    ref = reference.reshape(rows, -1)
+    got, base = kernel.detach().reshape(rows, -1), sdpa.detach().reshape(rows, -1)
+    finite = torch.isfinite(ref)
+    zero = torch.zeros((), dtype=torch.float64, device=ref.device)
+
+    def max_error(x: torch.Tensor) -> torch.Tensor:  # as _max_abs_error, per row
+        diff = torch.nan_to_num(torch.where(finite, (x.to(torch.float64) - ref).abs(), zero), nan=float("inf"))
+        return diff.amax(1) if diff.shape[1] else torch.zeros(rows, dtype=torch.float64, device=ref.device)
+
+    got64 = got.to(torch.float64)
+    bad = torch.isnan(got) | (torch.isinf(got) != ~finite) | (~finite & (got64 != ref))
+    per_row = torch.stack([bad.any(1).to(torch.float64), max_error(got), max_error(base),
+                           torch.where(finite, ref.abs(), zero).amax(1) if ref.shape[1] else
+                           torch.zeros(rows, dtype=torch.float64, device=ref.device)], 1)
+    out = torch.zeros(segments + 1, 4, dtype=torch.float64, device=ref.device)
+    # every term >= 0: the zeros are each segment's value when it has no row
+    out.scatter_reduce_(0, segment[:, None].expand(-1, 4), per_row, "amax")
+    return out[:segments]
