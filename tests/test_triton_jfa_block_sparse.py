@@ -308,16 +308,38 @@ def test_bad_selection_is_refused_by_the_public_call(jfa):
         jfa(q, k, v, q_off, k_off, block_selection=bad)
 
 
-@pytest.mark.parametrize("pattern, mask", [("topk", dict(causal=True, causal_alignment="bottom_right")),
-                                           ("with_last", dict(window=(20, 3))), ("empty_block", {})])
-def test_framework_judges_block_sparse_cases_pass(pattern, mask):
+@pytest.mark.parametrize("kernel, pattern, mask", [
+    ("triton_jfa", "topk", dict(causal=True, causal_alignment="bottom_right")),
+    ("triton_jfa", "with_last", dict(window=(20, 3))),
+    ("triton_jfa", "empty_block", {}),
+    ("flex_document_mask", "edges", dict(causal=True)),
+])
+def test_framework_judges_block_sparse_cases_pass(kernel, pattern, mask):
     """Through the runner: the case's selection reaches the kernel as its keyword, the oracles apply it, the
-    outputs, gradients and the instrumented schedule are judged."""
+    outputs, gradients (flex: forward only on the CPU) and triton_jfa's instrumented schedule are judged."""
     from jfa_verify import Case, run_case
     from jfa_verify.cases.sparsity import PATTERNS, Sparsity
 
     assert pattern in PATTERNS
     case = Case(mode="cross", q_lengths=(20, 5, 0, 40), kv_lengths=(40, 0, 33, 17), dtype="float32", head_dim=16,
                 num_heads_q=2, num_heads_kv=1, seed=3, block_sparsity=Sparsity(16, 32, pattern=pattern), **mask)
-    result = run_case(case, get_kernel("triton_jfa"), DEVICE.type)
+    result = run_case(case, get_kernel(kernel), DEVICE.type)
     assert result.status == "pass", result.explain()
+
+
+# ----------------------------------------------------------------------------- the flex_attention peer
+
+
+def test_flex_peer_applies_the_same_selection_forward():
+    """flex_document_mask with a block-sparse call: the selection as one more mask_mod condition (forward; flex
+    has no CPU backward), against the same explicit-mask reference."""
+    flex = get_kernel("flex_document_mask")
+    q_lens, k_lens, bm, bn = [40, 0, 21], [37, 12, 50], 16, 32
+    blocks = random_blocks(q_lens, k_lens, bm, bn, seed=11)
+    blocks[0][1] = []  # a query block that selects nothing
+    q, k, v, q_off, k_off = make_inputs(q_lens, k_lens, h_q=4, h_kv=2)
+    o, lse = flex.impl(q.detach(), k.detach(), v.detach(), q_off, k_off, causal=True,
+                       causal_alignment="bottom_right", block_selection=selection_of(blocks, bm, bn))
+    want = reference(q, k, v, q_off, k_off, blocks, bm, bn, torch.zeros(o.shape, dtype=torch.float64), causal=True,
+                     alignment="bottom_right")
+    check_close({"o": o, "lse": lse}, want, F32)
