@@ -17,7 +17,7 @@ from jfa_verify.core.device import current_device
 DEVICE = current_device()  # before any Triton kernel import: sets TRITON_INTERPRET=1 on CPU
 
 from jfa_verify import BlockSelection  # noqa: E402
-from jfa_verify.core.contract import validate_inputs  # noqa: E402
+from jfa_verify.core.contract import JaggedProblem, validate_inputs  # noqa: E402
 from jfa_verify.core.errors import InvalidInput  # noqa: E402
 from jfa_verify.protocol.registry import get_kernel  # noqa: E402
 from jfa_verify.scheduling.invariants import check_instrumented_run  # noqa: E402
@@ -205,11 +205,17 @@ def test_empty_selections_and_last_partial_block(jfa):
     assert (got["o"][:first] == 0).all() and torch.isinf(got["lse"][:, :first]).all()  # rows of no sequence
 
 
-@pytest.mark.parametrize("bm, bn, mask", [(32, 16, dict(causal=True, causal_alignment="bottom_right")),
-                                          (64, 32, dict(window=(17, 4)))], ids=["32x16-causal-br", "64x32-window"])
-def test_every_block_selected_is_dense_bit_for_bit(jfa, bm, bn, mask):
+def dense_tiles(d=16):
+    """The kernel's dense ``(BLOCK_M, BLOCK_N)`` on this device."""
+    return get_kernel("triton_jfa").tile_sizes(JaggedProblem.of_shape(d, d, F32, DEVICE.type)).as_tuple()
+
+
+@pytest.mark.parametrize("scale, mask", [(1, dict(causal=True, causal_alignment="bottom_right")),
+                                         (2, dict(window=(17, 4)))], ids=["tiles-causal-br", "twice-tiles-window"])
+def test_every_block_selected_is_dense_bit_for_bit(jfa, scale, mask):
     """With every block selected the sparse path walks the dense tiles in the dense order: the same bits, forward
-    and backward (the tiles are the dense ones: blocks no smaller than the interpreter's 32 x 16 tiles)."""
+    and backward (blocks of one or two dense tiles per side, so the tiles are the dense ones)."""
+    bm, bn = (scale * t for t in dense_tiles())
     q_lens, k_lens = [70, 5, 0, 41], [33, 64, 9, 47]
     q, k, v, q_off, k_off = make_inputs(q_lens, k_lens, h_q=4, h_kv=2)
     got, do = run_sparse(jfa, q, k, v, q_off, k_off, selection_of(all_blocks(q_lens, k_lens, bm, bn), bm, bn), **mask)
@@ -281,11 +287,13 @@ def test_tiles_shrink_to_small_blocks_and_capabilities_list_every_pair():
     kernel = get_kernel("triton_jfa")
     assert len(kernel.capabilities.block_sparse) == 25 and (16, 256) in kernel.capabilities.block_sparse
     q, k, v, q_off, k_off = make_inputs([20], [20])
-    for (bm, bn), tiles in (((16, 64), (16, 16)), ((256, 16), (32, 16)), ((64, 256), (32, 16))):
+    tile_m, tile_n = dense_tiles()
+    for bm, bn in ((16, 64), (256, 16), (64, 256), (16, 16)):
         sel = selection_of(all_blocks([20], [20], bm, bn), bm, bn)
         problem = validate_inputs(q, k, v, q_off, k_off, block_selection=sel)
         got = kernel.tile_sizes(problem).as_tuple()
-        assert got == tiles and bm % got[0] == 0 and bn % got[1] == 0
+        assert got == (min(tile_m, bm), min(tile_n, bn)) and bm % got[0] == 0 and bn % got[1] == 0
+    assert kernel.tile_sizes(validate_inputs(q, k, v, q_off, k_off)).as_tuple() == (tile_m, tile_n)  # dense: as is
 
 
 def test_launch_refuses_a_selection_the_problem_was_not_validated_with(jfa):
