@@ -982,3 +982,20 @@ def test_a_run_with_no_relation_check_says_none_ran_and_why_not_0_of_0_held(tmp_
         out = capsys.readouterr().out
         assert f"relation checks not run ({why})" in out and "relation checks held" not in out, out[-600:]
         assert json.loads(report.read_text())["relation_checks"]["not_run_because"] == why
+
+
+def test_run_and_gate_have_a_default_timeout_so_a_hanging_kernel_cannot_hold_them_forever(capsys):
+    """Regression (new-user trial): `run` and `gate` had no default --timeout and their --help said nothing of it, so
+    `run --kernel bug_hang --max-cases 1` sat forever (fuzz had 120 s). Both default to one per-case limit, said in
+    --help, that reaches the run's settings (isolated workers are killed past it; --no-isolate's watchdog marks the
+    case a hang and exits 3); --timeout still changes it."""
+    from jfa_verify.cli import build_parser
+    from jfa_verify.cli.context import Context
+    from jfa_verify.run.settings import DEFAULT_CASE_TIMEOUT_S
+
+    parser = build_parser()
+    for command in (["run"], ["run", "--no-isolate"]):
+        assert Context.from_args(parser.parse_args(command)).settings.timeout_s == DEFAULT_CASE_TIMEOUT_S
+        assert main([command[0], "--help"]) == 0
+        assert f"default: {DEFAULT_CASE_TIMEOUT_S:g}" in " ".join(capsys.readouterr().out.split())
+    assert Context.from_args(parser.parse_args(["run", "--timeout", "7"])).settings.timeout_s == 7

@@ -17,6 +17,7 @@ from jfa_verify.cli.arguments import (
     seed_int,
 )
 from jfa_verify.core.exits import FINDINGS_IN_WORDS, ExitCode
+from jfa_verify.run.settings import DEFAULT_CASE_TIMEOUT_S
 
 HELP = "verify a kernel on the built-in suite (the main job)"
 DESCRIPTION = (
@@ -49,9 +50,11 @@ def add_arguments(run) -> None:
     run.add_argument("--quiet", "-q", action="store_true",
                      help="print the summary and the failures only: the table of failing cases, each failure's "
                           "explanation and the final line (no header, coverage tables or progress lines)")
-    run.add_argument("--timeout", type=positive_float, default=None,
-                     help="seconds per case (compilation included); a case still running then is recorded as a "
-                          "hang, its worker killed, and the run goes on")
+    run.add_argument("--timeout", type=positive_float, default=DEFAULT_CASE_TIMEOUT_S,
+                     help="seconds per case, Triton's compiling included (default: %(default)g, room for the "
+                          "slowest honest case on the CPU interpreter or a GPU's cold cache); a case still running "
+                          "then is recorded as a hang, its worker killed, and the run goes on (exit 3 at the end); "
+                          "with --no-isolate a watchdog marks the case a hang and the run exits 3 at once")
     run.add_argument("--jobs", type=positive_int, default=None,
                      help="isolated worker processes running cases at once (they overlap Triton's compiling, most "
                           "of a suite's time on a fresh cache); default: one per CPU core, as many as free memory "

@@ -12,9 +12,17 @@ from typing import Iterable, Optional
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.judge.memory import FILLS
 
-__all__ = ["MEMORY_MODES", "RunSettings"]
+__all__ = ["DEFAULT_CASE_TIMEOUT_S", "MEMORY_MODES", "RunSettings"]
 
 MEMORY_MODES = tuple(f for f in FILLS if f is not None)  # the tracked-memory fills (None: no tracking)
+
+# `run`'s and `gate`'s --timeout when none is given: seconds a case may run, its Triton compiling included, before it
+# is a hang. A hung kernel once held `run` forever (no default). Sized for the slowest honest case with room to
+# spare: on the CPU interpreter the default suite's slowest case (layout-128-4096-512-2048/self/bfloat16, triton_jfa)
+# took 66 s in its worker, the next 48 s, on 2 cores shared with other jobs (load 6, 2026-12-04); on an H200 a suite
+# case took 2-16 s on a fresh Triton cache, nearly all of it compiling (README, issue 39). `fuzz` keeps its own
+# 120 s: a campaign's cases are small draws, and a hang there costs its timeout at every shrink step.
+DEFAULT_CASE_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)

@@ -232,7 +232,8 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     outcome.relations = [] if outcome.skipped else list(suite.relations)
     try:
         check_relations(outcome.relations, kernel, device, request.reproducers, plugins=request.settings.plugins,
-                        on_checked=outcome.checked.append, isolate=request.settings.isolate)
+                        on_checked=outcome.checked.append, isolate=request.settings.isolate,
+                        timeout_s=request.settings.timeout_s)
     except KeyboardInterrupt:  # the cases' verdicts stand, and so do the relations checked by then
         outcome.interrupted = True
     left = len(outcome.relations) - len(outcome.checked)
