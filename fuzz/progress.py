@@ -153,8 +153,8 @@ class CampaignProgress:
             self.console.print(self.line(), highlight=False)
 
     def breakdown(self) -> dict[str, float]:
-        """Seconds per part of a case, summed over workers (materialize, validate, kernel, oracles, compare,
-        invariants, io, ipc, and ``case``: the whole)."""
+        """Seconds per part of a case, summed over workers (materialize, validate, kernel, reference, sdpa, compare,
+        parts, invariants, io, ipc, and ``case``: the whole)."""
         total: Counter = Counter()
         for s in self.workers.values():
             total.update(s.seconds)
