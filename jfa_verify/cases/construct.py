@@ -93,9 +93,20 @@ def length_cost(q: tuple[int, ...], k: tuple[int, ...], bm: int, bn: int) -> int
 
 
 def case_cost(case: Case, target: Target) -> int:
-    """:func:`length_cost` of ``case`` times its query heads."""
+    """:func:`length_cost` of ``case`` times its query heads; a block-sparse case's key tiles counted at the share
+    of its (query block, KV block) pairs its selection keeps (the kernel walks only those; a covering array of
+    a block-sparse kernel priced them as dense and went a quarter over its budget)."""
     bm, bn = target.tiles_of(case)
-    return length_cost(case.query_lengths, case.kv_lengths, bm, bn) * case.num_heads_q
+    q, k = case.query_lengths, case.kv_lengths
+    if case.block_sparsity is None:
+        return length_cost(q, k, bm, bn) * case.num_heads_q
+    drawn = case.block_sparsity.blocks(q, k, case.seed)
+    cost = 0.0
+    for a, b, rows in zip(q, k, drawn):
+        nk = -(-b // case.block_sparsity.block_n)
+        kept = sum(len(r) for r in rows) / (len(rows) * nk) if rows and nk else 0.0
+        cost += (1 + math.ceil(a / bm)) * (1 + math.ceil(b / bn) * kept)
+    return math.ceil(cost) * case.num_heads_q
 
 
 def _draw(want: Mapping[str, str], bm: int, bn: int, sms: int, rng: random.Random):

@@ -36,6 +36,12 @@ _ORDER = {d.name: i for i, d in enumerate(DIMENSIONS)}
 # Strided offsets are outside the contract: the kernel rejects them or reads them right, and only
 # these dimensions change how offsets are read.
 _OFFSETS_PEERS = ("mode", "offsets_dtype", "offsets_start", "batch")
+# A block selection changes which keys a row sees and which tiles run: it meets the dimensions of the mask, the
+# lengths and tiles, the schedule, the heads (one selection for every head) and the sequences' starts (its indices
+# are local to a sequence). The element values, scale, head dims, offsets' dtype and memory layouts meet it only
+# through the dense code each already pairs with (pairing them too cost the CPU covering array a quarter more).
+_SPARSITY_PEERS = ("mode", "mask", "relation", "window", "heads", "dtype", "offsets_start", "edges", "tile_shape",
+                   "tiles", "batch", "waves", "variant")
 
 
 _DENSE = ("sparsity", "dense")
@@ -50,6 +56,9 @@ def _moot(p: Pair) -> bool:
     if ("offsets_layout", "strided") in p:
         other = d2 if d1 == "offsets_layout" else d1
         return other not in _OFFSETS_PEERS
+    if "sparsity" in (d1, d2):
+        other = d2 if d1 == "sparsity" else d1
+        return other not in _SPARSITY_PEERS
     return False
 
 
