@@ -52,8 +52,9 @@ def error_kind(verdict: dict) -> str:
     """The kind of a failing verdict (:meth:`CaseResult.to_dict` output).
 
     crash: the signal that killed the worker (``SIGABRT``, ``SIGSEGV``), ``illegal_address`` for a sticky CUDA
-    error, ``exit`` otherwise; hang: ``hang``; error: the exception type; fail: ``contract``, ``invariant``,
-    ``non_finite`` or ``numeric``.
+    error, ``exit`` otherwise; hang: ``hang``; error: the exception type; fail: ``nondeterministic`` (reruns
+    differing bit-wise), ``rerun`` (a rerun failing the references), ``contract``, ``invariant``, ``non_finite`` or
+    ``numeric``.
     """
     status, message = verdict.get("status"), verdict.get("message") or ""
     if status == "crash":
@@ -67,6 +68,10 @@ def error_kind(verdict: dict) -> str:
         return "hang"
     if status == "error":
         return message.split(":", 1)[0].strip() or "exception"
+    if findings_from_dict(verdict, "determinism"):  # reruns of the same inputs differing bit-wise
+        return "nondeterministic"
+    if findings_from_dict(verdict, "rerun"):  # a rerun (determinism or stress check) failing the references
+        return "rerun"
     if findings_from_dict(verdict, "contract"):
         return "contract"
     if findings_from_dict(verdict, "schedule"):

@@ -12,7 +12,8 @@ def _result(status: str = "pass", **kw) -> CaseResult:
 
 
 def test_a_finding_of_an_unknown_kind_is_refused_naming_the_kinds():
-    with pytest.raises(ValueError, match=r"finding kind 'race' is not one of \['contract', 'memory', 'part', 'schedule'\]"):
+    with pytest.raises(ValueError, match=r"finding kind 'race' is not one of \['contract', 'determinism', 'memory', "
+                                         r"'part', 'rerun', 'schedule'\]"):
         Finding("race", "a stage released early")
 
 
@@ -26,7 +27,8 @@ def test_readers_filter_by_kind_and_the_explanation_keeps_each_kinds_form():
     found = [Finding("schedule", "[coverage] fwd h0: tile 3 never visited"), Finding("contract", "o has shape [2]"),
              Finding("memory", "o: 4 bytes after the end"), Finding("schedule", "[visit_count] dq h0: tile 1 twice")]
     result = _result(findings=found, status="fail")
-    assert result.findings_of("schedule") == ["[coverage] fwd h0: tile 3 never visited", "[visit_count] dq h0: tile 1 twice"]
+    assert result.findings_of("schedule") == ["[coverage] fwd h0: tile 3 never visited",
+                                              "[visit_count] dq h0: tile 1 twice"]
     assert messages(found, "contract") == ["o has shape [2]"]
     assert explain_findings(found) == [
         "  contract (outputs, inputs unchanged): o has shape [2]",

@@ -239,7 +239,8 @@ def test_bad_gate_arguments_exit_2_with_one_line(tmp_path, capsys):
 
 def _gate_subprocess(tmp_path, plugin, kernel, *args):
     return subprocess.run([sys.executable, "-m", "jfa_verify.cli", "gate", "--device", "cpu", "--plugin", str(plugin),
-                           "--kernel", kernel, "--reproducers", str(tmp_path / "repro"), f"--json={tmp_path / 'g.json'}",
+                           "--kernel", kernel, "--reproducers", str(tmp_path / "repro"),
+                           f"--json={tmp_path / 'g.json'}",
                            f"--junit={tmp_path / 'g.xml'}", f"--markdown={tmp_path / 'g.md'}", *args],
                           capture_output=True, text=True, timeout=300)
 
@@ -260,7 +261,7 @@ def test_a_hang_exits_3_and_keeps_the_case_and_the_report(tmp_path, misbehaving_
 
 def test_a_crash_exits_4_and_the_gate_goes_on(tmp_path, misbehaving_plugin):
     # a correct kernel that aborts on its first call only: the suite records the crash and goes on, the
-    # in-process determinism check is skipped (it would take the gate down), the isolated canaries judge
+    # determinism reruns (in a case worker) and the isolated canaries judge
     mark = str(tmp_path / "crashed-once")
     plugin = misbehaving_plugin("aborts", crash=f"not os.path.exists({mark!r}) and not open({mark!r}, 'w').close()")
     proc = _gate_subprocess(tmp_path, plugin, "aborts", "--checks", "suite", "determinism", "canaries",
@@ -269,7 +270,7 @@ def test_a_crash_exits_4_and_the_gate_goes_on(tmp_path, misbehaving_plugin):
     results = _results(tmp_path)
     assert results[("aborts", "suite")]["status"] == "crash" and results[("aborts", "canaries")]["status"] == "pass"
     assert results[("aborts", "suite")]["cases"] > 1  # the cases after the crash were run
-    assert results[("aborts", "determinism")]["status"] == "skip" and "crashed" in results[("aborts", "determinism")]["reason"]
+    assert results[("aborts", "determinism")]["status"] == "pass"  # a worker of its own: the gate's process is safe
     assert "SIGABRT" in results[("aborts", "suite")]["findings"][0]["explanation"]
 
 
@@ -643,3 +644,62 @@ def test_the_gate_names_only_the_settings_of_the_checks_it_runs(tmp_path, capsys
     out, md = capsys.readouterr().out, (tmp_path / "g.md").read_text()
     for text in (out, md):
         assert "seed 0" in text and "campaign" not in text.split("|")[0] and "reruns" not in text, text[:400]
+
+
+def test_a_crash_in_the_determinism_reruns_exits_4_with_every_report_and_a_case_file(tmp_path, misbehaving_plugin):
+    # regression (new-user trial): the determinism check ran the kernel in the gate's own process: a kernel that
+    # aborts ended the gate (exit 9 after its banner) with no JSON, JUnit, Markdown or case file
+    plugin = misbehaving_plugin("crash_always", crash="True")
+    proc = _gate_subprocess(tmp_path, plugin, "crash_always", "--checks", "determinism", "canaries",
+                            "--small-cases", "1", "--timeout", "60")
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = _results(tmp_path)
+    determinism = results[("crash_always", "determinism")]
+    assert determinism["status"] == "crash" and results[("crash_always", "canaries")]["status"] == "crash"
+    (finding,) = determinism["findings"]
+    assert "SIGABRT" in finding["summary"] and "rerun 0 of 3" in finding["summary"]
+    payload = json.loads(Path(finding["reproducer"]).read_text())
+    assert payload["status"] == "crash" and payload["determinism"]["reruns"] == 3
+    junit = (tmp_path / "g.xml").read_text()
+    assert '<testsuite name="crash_always.determinism"' in junit and 'type="crash"' in junit
+    assert "crash_always / determinism" in (tmp_path / "g.md").read_text()
+
+
+def test_a_hang_in_the_determinism_reruns_exits_3_at_the_timeout_and_its_case_file_says_hang(tmp_path,
+                                                                                              misbehaving_plugin):
+    # regression (new-user trial): --timeout 5 was ignored by the in-process determinism reruns (the gate sat until
+    # interrupted at 40 s), and the reproducers folder it then named did not exist
+    plugin = misbehaving_plugin("hang_always", hang="True")  # sleeps 600 s: only the timeout ends it
+    proc = _gate_subprocess(tmp_path, plugin, "hang_always", "--checks", "determinism", "--small-cases", "1",
+                            "--reruns", "2", "--timeout", "3")
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    determinism = _results(tmp_path)[("hang_always", "determinism")]
+    assert determinism["status"] == "hang" and "--timeout" in determinism["findings"][0]["summary"]
+    (path,) = (tmp_path / "repro").glob("*-determinism.json")
+    payload = json.loads(path.read_text())
+    assert payload["status"] == "hang" and payload["determinism"]["reruns"] == 2
+
+
+def test_a_nondeterminism_finding_is_a_case_file_that_findings_lists_and_replay_reruns(tmp_path, capsys):
+    # regression (new-user trial): the determinism findings had no case file ("reproducer": null), `findings` did
+    # not list them, and the printed replay ran the case once and said PASS, exit 0
+    assert _gate(tmp_path, "--kernel", "nondeterministic", "--checks", "determinism", "--small-cases", "1") == 1
+    (finding,) = _results(tmp_path)[("nondeterministic", "determinism")]["findings"]
+    path = finding["reproducer"]
+    assert path and f"jfa-verify replay {path}" in finding["replay"]
+    payload = json.loads(Path(path).read_text())
+    first = payload["determinism"]["first_difference"]
+    assert payload["status"] == "fail" and payload["determinism"]["reruns"] == 3
+    assert first["output"] in ("o", "lse") and first["rerun"] >= 1 and first["index"]
+    capsys.readouterr()
+
+    assert main(["findings", str(tmp_path / "repro")]) == 1
+    out = capsys.readouterr().out
+    assert path in out and "nondeterministic" in out
+
+    assert main(["replay", path, "--plugin", PLUGIN]) == 1
+    out = capsys.readouterr().out
+    assert "rerunning it 3 times" in out and "the runs differ bit-wise" in out and "differs bit-wise" in out
+    assert main(["replay", path, "--plugin", PLUGIN, "--kernel", "exact-ref"]) == 0  # a deterministic kernel
+    out = capsys.readouterr().out
+    assert "[PASS] 3 reruns" in out and "agree bit for bit" in out and "replayed: pass (DIFFERENT)" in out

@@ -259,3 +259,42 @@ def test_gluon_jfa_caps_its_persistent_ctas_for_fewer_sms():
     assert GluonJFA(kernel.kernels, None, GridScheduler()).with_programs(5) is None
     with pytest.raises(InvalidInput, match="num_programs=0"):
         kernel.with_programs(0)
+
+
+def test_a_stress_finding_of_the_gate_is_a_case_file_listed_by_findings(tmp_path, capsys):
+    # regression (new-user trial): the stress check's findings had no case file ("reproducer": null), so `findings`
+    # did not list them, and their replay command ran the case once
+    rc, results = _gate(tmp_path, "stress-rare-race", "--stress-reruns", "4")  # 4 cases: call 13 is rerun 3
+    (finding,) = results["stress"]["findings"]
+    assert rc == 1 and finding["reproducer"] and f"jfa-verify replay {finding['reproducer']}" in finding["replay"]
+    payload = json.loads(Path(finding["reproducer"]).read_text())
+    assert payload["status"] == "fail" and payload["stress"]["reruns"] == 4
+    first = payload["stress"]["first_difference"]
+    assert first["rerun"] == 3 and first["output"] == "o"
+    capsys.readouterr()
+    assert main(["findings", str(tmp_path / "repro")]) == 1 and finding["reproducer"] in capsys.readouterr().out
+    assert len(list((tmp_path / "repro").glob("*.json"))) == 1  # the passing stress cases leave no file
+
+
+def test_a_stress_finding_replays_by_rerunning_and_says_when_it_reruns_fewer(tmp_path, capsys):
+    from jfa_verify.checks.rerun_replay import replay_reruns
+    from jfa_verify.run.corpus import Corpus, read_case_file
+    from jfa_verify.run.settings import RunSettings
+    from tests.quality.stress_plugin import FIRST, RATE
+
+    kernel, log = _planted("stress-rare-race")
+    report = run_stress(kernel, "cpu", StressOptions(reruns=FIRST + 1, modes=("plain",)), cases=[SMALL],
+                        settings=RunSettings(plugins=(PLUGIN,)), corpus=Corpus(tmp_path / "repro"))
+    (verdict,) = report.verdicts
+    assert verdict.status == "fail" and verdict.reproducer, verdict.describe()
+    case, payload = read_case_file(verdict.reproducer)
+    assert payload["stress"]["first_difference"]["rerun"] == FIRST and payload["stress"]["reruns"] == FIRST + 1
+    # the same kernel object: its next perturbed call is its RATE-th from now
+    replay = replay_reruns(case, payload, kernel, "cpu", RunSettings(), reruns=RATE)
+    assert replay.status == "fail" and "the runs differ bit-wise" in replay.lines[0], replay.lines
+    assert f"rerun {RATE - 1} (plain): o differs bit-wise" in "\n".join(replay.lines)
+    # fewer reruns than recorded: said, with where it first showed
+    assert main(["replay", verdict.reproducer, "--plugin", PLUGIN, "--reruns", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"replaying 2 of the {FIRST + 1} recorded reruns (it first showed at rerun {FIRST})" in out
+    assert "[PASS] 2 reruns" in out and "agree bit for bit" in out

@@ -25,6 +25,7 @@ The first differing rerun is reported with its mode, the output, and the element
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import random
@@ -35,20 +36,21 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from jfa_verify.cases.case import Case
-from jfa_verify.checks.determinism import first_difference
+from jfa_verify.checks.determinism import RerunDifference, first_difference, rerun_difference, rerun_result
 from jfa_verify.core.contract import JaggedProblem, key_range
 from jfa_verify.core.errors import InvalidInput
-from jfa_verify.judge.localize import locate
 from jfa_verify.oracles import padded_sdpa_attention, reference_attention
 from jfa_verify.protocol.kernel import Kernel, TileSizes, tiles_for_shape
 from jfa_verify.run.runner import call_kernel, judge_outputs
 from jfa_verify.run.settings import RunSettings
 
-__all__ = ["DEFAULT_RERUNS", "MODES", "NoiseKernel", "Round", "RerunDifference", "StressOptions", "StressReport",
-           "StressVerdict", "mode_reasons", "pipeline_laps", "plan_rounds", "run_stress", "stress_cases",
-           "stress_length"]
+__all__ = ["DEFAULT_RERUNS", "MODES", "STRESS_KEY", "NoiseKernel", "Round", "RerunDifference", "StressOptions",
+           "StressReport", "StressVerdict", "mode_reasons", "pipeline_laps", "plan_rounds", "run_stress",
+           "stress_cases", "stress_length"]
 
 MODES = ("plain", "noise", "fewer_sms", "launch_order")
+# The key of a stress finding's case file: {"reruns": N, "modes": [...], "seed": S, "first_difference": {...}, ...}
+STRESS_KEY = "stress"
 DEFAULT_RERUNS = {"cuda": 200, "cpu": 3}
 DEFAULT_LAPS = {"cuda": 8, "cpu": 1}
 # The deepest shared-memory ring assumed (the protocol does not expose a kernel's stage count): triton_jfa runs up
@@ -201,7 +203,8 @@ def program_caps(sm_count: int) -> tuple[int, ...]:
 def plan_rounds(reruns: int, n_cases: int, modes: Sequence[str], *, seed: int = 0,
                 sm_count: Optional[int] = None) -> list[Round]:
     """The rounds of a stress run: rerun 0 is ``plain`` in the cases' order (the bit-comparison baseline); reruns
-    1.. cycle through ``modes`` (the available ones), the perturbed ones first and ``plain`` (when asked for) last. A ``launch_order`` round
+    1.. cycle through ``modes`` (the available ones), the perturbed ones first and ``plain`` (when asked for) last. A
+    ``launch_order`` round
     runs the cases in a seeded permutation that differs from the list's order (when there are two or more); a
     ``fewer_sms`` round caps the programs at the next of :func:`program_caps` of ``sm_count``.
 
@@ -297,26 +300,6 @@ class NoiseKernel:
 # ----------------------------------------------------------------------------- verdicts
 
 
-@dataclass(frozen=True)
-class RerunDifference:
-    """The first rerun of a case whose outputs differ bit-wise from rerun 0: the rerun, its mode, the output, the
-    element's location (``(sequence, head, token, tile)`` in words) and the two values."""
-
-    rerun: int
-    mode: str
-    output: str
-    index: tuple[int, ...]
-    where: str
-    before: float
-    after: float
-    moved: int
-    max_diff: float
-
-    def describe(self) -> str:
-        return (f"rerun {self.rerun} ({self.mode}): {self.output} differs bit-wise from rerun 0 at {self.where}: "
-                f"{self.before!r} then {self.after!r} ({self.moved} element(s) moved, max |diff| {self.max_diff:.3g})")
-
-
 @dataclass
 class StressVerdict:
     """One case's stress verdict. ``status``: pass, fail, error or unsupported; ``reruns``: the reruns made;
@@ -335,12 +318,33 @@ class StressVerdict:
     failures: list[str] = field(default_factory=list)
     first_failing_rerun: Optional[int] = None
     message: str = ""
+    reproducer: Optional[str] = None  # its case file, kept when it failed (run_stress with a corpus)
+
+    def result(self, plugins: tuple[str, ...] = ()):
+        """This verdict as a :class:`~jfa_verify.run.runner.CaseResult` (what its case file keeps): the first bit
+        difference (kind ``determinism``) and the failing reruns (kind ``rerun``) as findings."""
+        differences = () if self.first_difference is None else (
+            f"{self.first_difference.describe()}; {self.differing_reruns} of {self.reruns} rerun(s) differ",)
+        result = rerun_result(self.case, self.kernel, self.status, differences=differences, failures=self.failures,
+                              message=self.message, plugins=plugins)
+        result.reproducer = self.reproducer
+        return result
+
+    def record(self, planned: int, options: "StressOptions") -> dict:
+        """What a case file keeps under :data:`STRESS_KEY`: the reruns planned, the modes asked for, the seed, and
+        what differed or failed."""
+        return {"reruns": planned, "reruns_run": self.reruns, "modes": list(options.modes), "seed": options.seed,
+                "backward": options.backward, "laps": options.laps, "stages": options.stages,
+                "deterministic": self.deterministic, "differing_reruns": self.differing_reruns,
+                "first_failing_rerun": self.first_failing_rerun, "failures": self.failures[:10],
+                "first_difference": None if self.first_difference is None else self.first_difference.to_dict()}
 
     def describe(self) -> str:
         head = f"{self.case.name}: {self.status}, {self.reruns} rerun(s), {self.laps:g} ring laps"
         lines = [head]
         if self.first_difference is not None:
-            lines.append(f"  {self.differing_reruns} rerun(s) differ bit-wise; first: {self.first_difference.describe()}")
+            lines.append(f"  {self.differing_reruns} rerun(s) differ bit-wise; first: "
+                         f"{self.first_difference.describe()}")
         lines += [f"  {f}" for f in self.failures[:3]]
         if self.message:
             lines.append(f"  {self.message}")
@@ -349,7 +353,8 @@ class StressVerdict:
     def to_dict(self) -> dict:
         return {"case": self.case.to_dict(), "name": self.case.name, "status": self.status, "reruns": self.reruns,
                 "laps": self.laps, "deterministic": self.deterministic, "differing_reruns": self.differing_reruns,
-                "first_difference": None if self.first_difference is None else dataclasses.asdict(self.first_difference),
+                "first_difference": (None if self.first_difference is None
+                                     else dataclasses.asdict(self.first_difference)),
                 "first_failing_rerun": self.first_failing_rerun, "failures": self.failures, "message": self.message}
 
 
@@ -459,23 +464,20 @@ def _rerun(state: _State, kernel: Kernel, rnd: Round, settings: RunSettings) -> 
 
 def _difference(state: _State, rnd: Round, name: str, index: tuple, before: torch.Tensor,
                 after: torch.Tensor) -> RerunDifference:
-    if index == ():
-        return RerunDifference(rnd.index, rnd.mode, name, (), "shape or dtype changed", float("nan"), float("nan"),
-                               before.numel(), float("inf"))
-    moved = (after.double() - before.double()).abs()
-    where = locate(state.problem, name, index, state.tiles).describe()
-    return RerunDifference(rnd.index, rnd.mode, name, index, where, before[index].item(), after[index].item(),
-                           int((moved != 0).sum()), float(torch.nan_to_num(moved, nan=float("inf")).max()))
+    return rerun_difference(state.problem, state.tiles, rnd.index, rnd.mode, name, index, before, after)
 
 
 def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOptions = StressOptions(), *,
                cases: Optional[Sequence[Case]] = None, settings: Optional[RunSettings] = None,
-               log: Callable[[str], None] = lambda line: None) -> StressReport:
+               log: Callable[[str], None] = lambda line: None, corpus=None) -> StressReport:
     """Rerun the stress cases (``cases``, default :func:`stress_cases`) through ``kernel`` on ``device`` under the
     perturbation modes of ``options`` and return the :class:`StressReport` (findings are verdicts, never raised).
 
     ``settings``: the run's budgets and accepted conventions (None: the defaults). ``log``: a progress line per
     hundred rounds and per case that fails. A case stops rerunning at its first kernel exception (``error``).
+    ``corpus``: a :class:`~jfa_verify.run.corpus.Corpus` (the gate's reproducers): each case's file is written before
+    the reruns start (so a crash of this process leaves it ``running``) and kept for a failing verdict, with
+    :data:`STRESS_KEY` saying how it was rerun and what differed (``verdict.reproducer``); a pass leaves none.
 
     Raises:
         InvalidInput: bad options (:class:`StressOptions`), a case that is not valid.
@@ -500,6 +502,36 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
         from jfa_verify.scheduling.planning import default_num_sms
 
         sm_count = default_num_sms(device)
+    with contextlib.ExitStack() as files:
+        paths = {}
+        if corpus is not None:
+            for state in live:
+                paths[id(state)] = files.enter_context(corpus.guard(
+                    state.verdict.case, kernel.name, str(device), None, settings.plugins,
+                    {STRESS_KEY: {"reruns": reruns, "modes": list(options.modes), "seed": options.seed}}))
+        try:
+            _run_rounds(kernel, device, options, settings, report, live, reruns, modes, sm_count, log)
+        except BaseException:  # Ctrl-C, or the framework's own failure: no verdict, so no file
+            for path in paths.values():
+                corpus.discard(path)
+            raise
+        for state in live:
+            if id(state) in paths:
+                v = state.verdict
+                result = v.result(settings.plugins)
+                if result.failed:
+                    result.reproducer = str(paths[id(state)])  # (the replay command its file's verdict holds)
+                saved = corpus.record(paths[id(state)], result)
+                if saved:
+                    corpus.update(saved, **{STRESS_KEY: v.record(reruns, options)})
+                v.reproducer = str(saved) if saved else None
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _run_rounds(kernel: Kernel, device: torch.device, options: StressOptions, settings: RunSettings,
+                report: StressReport, live: list, reruns: int, modes: list, sm_count: Optional[int], log) -> None:
+    """:func:`run_stress`'s rounds over the ``live`` cases (verdicts in their states, modes counted in ``report``)."""
     capped: dict[int, Kernel] = {}
     noise = NoiseKernel(device) if "noise" in modes else None
     try:
@@ -529,5 +561,3 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
     finally:
         if noise is not None:
             noise.__exit__(None, None, None)
-    report.seconds = time.perf_counter() - t0
-    return report

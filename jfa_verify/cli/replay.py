@@ -10,12 +10,15 @@ from jfa_verify.cli.arguments import (
     existing_file,
     kernel_options,
     positive_float,
+    positive_int,
 )
 from jfa_verify.core.exits import FINDINGS_IN_WORDS
 
 HELP = "re-run a case file (or an inline case) and print its verdict"
 DESCRIPTION = ("Re-run a case file written by run, fuzz, gate or matrix (or an inline case) "
-               "on the kernel it names, and print the verdict beside the recorded one. Exit "
+               "on the kernel it names, and print the verdict beside the recorded one. A determinism or stress "
+               "finding of gate is rerun as its check did (as many times, a stress file at most 50 unless --reruns "
+               "says), outputs compared bit for bit: 1 when the runs still differ, 0 when they agree. Exit "
                f"status as the verdict: 0 pass; {FINDINGS_IN_WORDS}; 2 a bad argument or an "
                "unreadable file.")
 
@@ -27,7 +30,11 @@ def add_arguments(parser) -> None:
                         help="run in a case worker with this limit (a recorded crash or hang always runs in one)")
     parser.add_argument("--memory", choices=("nan", "large"), default=None,
                         help="guard bands around every allocation, uninitialized memory filled with NaN or large "
-                             "values (default: what the case file recorded: the gate's canary and recycled-memory runs)")
+                             "values (default: what the case file recorded: the gate's canary and recycled-memory "
+                             "runs)")
+    parser.add_argument("--reruns", type=positive_int, default=None,
+                        help="a determinism or stress finding: rerun it N times (>= 2; default: as many as its file "
+                             "says, a stress file at most 50)")
     kernel_options(parser, kernel_default=None, reproducers=False)
 
 
@@ -61,6 +68,13 @@ def main(args, ctx) -> int:
                          f"{' '.join(f'--plugin {p}' for p in recorded)}: add that to the command") from None
     settings = ctx.settings.replace(memory=args.memory or payload.get("memory"))  # (the file's memory mode)
     timeout = replay_timeout(payload, args.timeout)
+    from jfa_verify.checks.rerun_replay import rerun_check
+
+    if rerun_check(payload):
+        return _replay_reruns(args, ctx, console, case, payload, kernel, settings, timeout)
+    if args.reruns:
+        raise UsageError(f"--reruns {args.reruns}: only a determinism or stress finding (a case file of gate's "
+                         f"determinism or stress check) is rerun; this one is replayed once")
     if payload.get("status") in ("crash", "hang", RUNNING) or timeout:
         # A recorded crash or hang (or a case whose process died mid-case) replays in a case worker, so it cannot
         # take this command down with it.
@@ -102,3 +116,23 @@ def _replay_calls(args, ctx, console) -> int:
     if payload.get("status") == "fail":
         console.print(f"recorded verdict: fail; replayed: {'fail (same)' if finding else 'pass (DIFFERENT)'}")
     return EXIT_FAIL if finding else EXIT_OK
+
+
+def _replay_reruns(args, ctx, console, case, payload, kernel, settings, timeout) -> int:
+    """Replay a determinism or stress finding: its reruns again, compared bit for bit (:mod:`jfa_verify.checks.
+    rerun_replay`); exit 1 when the runs still differ, 0 when they agree."""
+    from jfa_verify.checks.rerun_replay import replay_reruns
+    from jfa_verify.core.exits import exit_code_for
+
+    replay = replay_reruns(case, payload, kernel, ctx.device, settings, reruns=args.reruns, timeout_s=timeout)
+    print(f"a {replay.check} finding ({replay.recorded} reruns recorded): rerunning it {replay.reruns} times, outputs "
+          f"compared bit for bit", flush=True)
+    for line in replay.notes + replay.lines:
+        print(line, flush=True)
+    recorded = payload.get("status")
+    if recorded in ("fail", "error", "crash", "hang"):
+        same = recorded == replay.status
+        console.print(f"recorded verdict: {recorded}; replayed: {replay.status} ({'same' if same else 'DIFFERENT'})")
+    if replay.status == "unsupported":
+        return EXIT_USAGE
+    return int(exit_code_for([replay.status]))

@@ -31,7 +31,8 @@ class Finding:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"finding kind {self.kind!r} is not one of {sorted(KINDS)} (jfa_verify.judge.findings.KINDS)")
+            raise ValueError(f"finding kind {self.kind!r} is not one of {sorted(KINDS)} "
+                             f"(jfa_verify.judge.findings.KINDS)")
         object.__setattr__(self, "outputs", tuple(self.outputs))
 
     def to_dict(self) -> dict:
@@ -52,6 +53,10 @@ KINDS: Mapping[str, tuple[str, int]] = {
     "memory": ("memory: guard band(s) written", 10),          # a write outside an allocation (tracked memory)
     "schedule": ("scheduler invariants: violation(s)", 10),   # a launch plan or tile visits breaking an invariant
     "part": ("packed parts failing on their own rows", 0),    # a packed case's part judged alone (judge.packing)
+    # reruns of one case in one process (checks.determinism, checks.stress): outputs that differ bit-wise from the
+    # first run's, and reruns judged failing against the references (a non-deterministic kernel's, a stress rerun's)
+    "determinism": ("determinism: rerun(s) differing bit-wise from the first run", 10),
+    "rerun": ("reruns: rerun(s) failing against the references", 10),
 }
 
 # Report keys of the format before one findings list (reports and case files written before it are still read)

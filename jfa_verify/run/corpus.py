@@ -25,8 +25,8 @@ from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.interrupts import process_alive, process_start
 
-__all__ = ["Corpus", "RERUN_KEYS", "read_case_file", "environment", "normalize_status", "replay_command", "replay_timeout",
-           "campaign_folder", "kept_only_if_written", "reproducer_folders", "TIMEOUT_EXIT_CODE"]
+__all__ = ["Corpus", "RERUN_KEYS", "read_case_file", "environment", "normalize_status", "replay_command",
+           "replay_timeout", "campaign_folder", "kept_only_if_written", "reproducer_folders", "TIMEOUT_EXIT_CODE"]
 
 FORMAT = "jfa-verify-case/1"
 TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchdog timeout
@@ -452,7 +452,8 @@ def reproducer_folders(root: "str | Path") -> list[Path]:
     return [Path(root)] + ([campaign_folder(root)] if campaign_folder(root).is_dir() else [])
 
 
-CALL_FILE_SUFFIX = ".calls.json"  # a relation check's or call sequence's file (jfa_verify.checks.calls), beside case files
+# a relation check's or call sequence's file (jfa_verify.checks.calls), beside case files
+CALL_FILE_SUFFIX = ".calls.json"
 
 
 def read_case_file(path: str | Path) -> tuple[Case, dict]:

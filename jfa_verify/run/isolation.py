@@ -33,8 +33,8 @@ from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.runner import CaseResult, not_judged
 from jfa_verify.run.settings import RunSettings
 
-__all__ = ["CaseWorker", "WorkerSpec", "adopt_environment", "crash_result", "death_in_words", "start_worker_server", "sticky_device_error",
-           "worker_context"]
+__all__ = ["CaseWorker", "WorkerSpec", "adopt_environment", "crash_result", "death_in_words", "start_worker_server",
+           "sticky_device_error", "worker_context"]
 
 # Messages of CUDA errors after which the process's context is unusable (every later call fails):
 # the case is a crash, and the worker that saw it must not run another case.
@@ -309,7 +309,16 @@ class CaseWorker:
             self.kill()
             self._start()
             self._conn.send(message)
+        return self._receive(timeout_s, t0)
+
+    def _receive(self, timeout_s: Optional[float], t0: Optional[float] = None) -> tuple[str, object, float]:
+        """Wait for the child's next answer to the message in flight, as :meth:`_call` does (a child that answers
+        one message in steps, each within ``timeout_s``, sends several: the determinism check's reruns); ``t0``:
+        where the seconds count from (default now)."""
+        t0 = time.perf_counter() if t0 is None else t0
         proc, conn = self._proc, self._conn  # kept: kill() from another thread clears the attributes
+        if conn is None:  # killed from another thread (Ctrl-C) between two answers
+            return "crash", "worker process was killed before it answered", 0.0
         ready = conn.poll(timeout_s)  # also True when the child died (end of file)
         elapsed = time.perf_counter() - t0
         if not ready:

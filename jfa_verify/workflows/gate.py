@@ -7,9 +7,9 @@ skipped and why (a kernel the device cannot run, a check the device or the kerne
 * ``campaign``: a fixed-seed Hypothesis campaign of a given size;
 * ``replay``: the case files of earlier campaigns (for example a nightly's artifacts) replayed in a case
   worker (a recorded crash or hang is judged again, not suffered);
-* ``determinism``: the same case several times, outputs compared bit for bit
-  (:mod:`jfa_verify.checks.determinism`; a kernel that declares itself non-deterministic is held to its
-  budget on every rerun instead);
+* ``determinism``: the same case several times, outputs compared bit for bit, all reruns of a case in one case
+  worker (:mod:`jfa_verify.checks.determinism`; a crash or a hang is the case's verdict; a kernel that declares
+  itself non-deterministic is held to its budget on every rerun instead); a finding's case file reruns on replay;
 * ``canaries``: guard bands around every buffer the kernel allocates, outputs and gradients
   included: a write outside is a failure naming the buffer and offset (:mod:`jfa_verify.judge.memory`);
 * ``recycled_memory``: uninitialized allocations filled with large finite values instead of
@@ -198,7 +198,8 @@ class GateReport:
             "verdict": self.verdict, "exit_code": self.exit_code(), "device": self.device, "seconds": self.seconds,
             "interrupted": self.interrupted, "environment": self.environment,
             "settings": {"seed": o.run.seed, "campaign_examples": o.campaign_examples, "reruns": o.reruns,
-                         "checks": list(o.checks), "hypothesis": "derandomized by --seed; database: the reproducers folder",
+                         "checks": list(o.checks),
+                         "hypothesis": "derandomized by --seed; database: the reproducers folder",
                          **({"perf_peer": o.perf_peer, "perf_min_ratio": o.perf_min_ratio} if o.perf_peer else {}),
                          "jobs": o.run.jobs, "jobs_reason": o.jobs_reason, "precompile": o.precompile},
             "results": [{**{k: v for k, v in r.__dict__.items() if k != "findings"},
@@ -333,7 +334,8 @@ def small_cases(kernel: Kernel, device: torch.device, n: int, seed: int = 0) -> 
         shape = JaggedProblem.of_shape(case.head_dim, case.dv, case.torch_dtype, device, mode=case.mode,
                                        num_heads_q=case.num_heads_q, num_heads_kv=case.num_heads_kv,
                                        causal=case.causal, causal_alignment=case.causal_alignment)
-        return kernel.unsupported_reason(dataclasses.replace(shape, inputs_contiguous=case.layout == "contiguous")) is None
+        shape = dataclasses.replace(shape, inputs_contiguous=case.layout == "contiguous")
+        return kernel.unsupported_reason(shape) is None
 
     supported = [c for c in get_suite("default", device.type, seed, kernel=kernel).cases
                  if computes_scores(c) and c.offsets_layout == "contiguous" and runs(c)]
@@ -422,8 +424,8 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
     findings = [_campaign_finding(f["case"].get("name") or f["signature"].get("id", "?"), f["status"],
                                   f["explanation"], f["path"], kernel, plugins) for f in payload["failures"]]
     return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=payload["cases"], findings=findings,
-                       details=[f"seeds {payload['seeds']}, {options.campaign_examples} examples over {options.run.jobs} "
-                                f"workers, statuses {payload['statuses']}"])
+                       details=[f"seeds {payload['seeds']}, {options.campaign_examples} examples over "
+                                f"{options.run.jobs} workers, statuses {payload['statuses']}"])
 
 
 def _check_replay(kernel, device, options, plugins) -> CheckResult:
@@ -460,21 +462,21 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
 
 
 def _check_determinism(kernel, device, options, plugins) -> CheckResult:
-    from jfa_verify.checks.determinism import check_reruns
-    from jfa_verify.run.corpus import replay_command
+    """The determinism reruns (:func:`jfa_verify.checks.determinism.verify_reruns`): each case's reruns in a case
+    worker, with the run's timeout for each rerun (a crash or a hang is the case's verdict, and the gate goes on); a
+    failing case's file (with its reruns and what differed) is kept in the reproducers folder."""
+    from jfa_verify.checks.determinism import verify_reruns
 
-    verdicts = [check_reruns(c, kernel, device, reruns=options.reruns)
-                for c in small_cases(kernel, device, options.small_cases, options.run.seed)]
-    checked = [v for v in verdicts if v.status != "unsupported"]
-    out = CheckResult(kernel.name, "determinism", "pass", cases=len(checked))
-    for v in checked:
-        if v.status != "pass":
-            out.findings.append(Finding("determinism", v.case.name, v.status,
-                                        (v.differences or [v.message])[0][:300], "\n".join(v.differences) or v.message,
-                                        replay_command(v.case, kernel.name, plugins)))
-    out.status = "fail" if out.findings else ("skip" if not checked else "pass")
-    if not checked:
-        out.reason = "no supported case"
+    cases = small_cases(kernel, device, options.small_cases, options.run.seed)
+    pairs = verify_reruns(cases, kernel, device, Corpus(options.reproducers), _settings(options), reruns=options.reruns)
+    out = CheckResult(kernel.name, "determinism", _status_of([r for _, r in pairs]), cases=len(pairs))
+    for v, r in pairs:
+        if r.failed:
+            out.findings.append(Finding("determinism", v.case.name or v.case.case_id(), r.status,
+                                        (v.differences or [v.message])[0][:300], r.explain(), r.replay_command(),
+                                        r.reproducer))
+    if not pairs:
+        out.status, out.reason = "skip", "no supported case"
     if not kernel.capabilities.deterministic:
         out.details.append("the kernel declares itself non-deterministic: each rerun held to its budget")
     return out
@@ -482,20 +484,21 @@ def _check_determinism(kernel, device, options, plugins) -> CheckResult:
 
 def _check_stress(kernel, device, options, plugins) -> CheckResult:
     """The stress reruns (:func:`jfa_verify.checks.stress.run_stress`): a finding per case whose reruns differ
-    bit-wise (a deterministic kernel), fail against the references or raise; the modes run and skipped in details."""
+    bit-wise (a deterministic kernel), fail against the references or raise, its case file kept in the reproducers
+    folder (``jfa-verify replay FILE`` reruns it); the modes run and skipped in details."""
     from jfa_verify.checks.stress import StressOptions, run_stress
-    from jfa_verify.run.corpus import replay_command
 
     report = run_stress(kernel, device, StressOptions(reruns=options.stress_reruns, seed=options.run.seed),
-                        settings=_settings(options))
+                        settings=_settings(options), corpus=Corpus(options.reproducers))
     checked = [v for v in report.verdicts if v.status != "unsupported"]
     out = CheckResult(kernel.name, "stress", "pass", cases=len(checked),
                       details=[f"{report.reruns} reruns per case, {len(checked)} case(s)"] + report.mode_lines())
     for v in checked:
         if v.status != "pass":
             summary = (v.first_difference.describe() if v.first_difference else (v.failures or [v.message])[0])
+            result = v.result(plugins)
             out.findings.append(Finding("stress", v.case.name, "fail", summary[:300], v.describe(),
-                                        replay_command(v.case, kernel.name, plugins)))
+                                        result.replay_command(), v.reproducer))
     out.status = "fail" if out.findings else ("skip" if not checked else "pass")
     if not checked:
         out.reason = "no stress case inside the kernel's capabilities"
@@ -536,8 +539,9 @@ def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
         control = _run_control(kernel, tool_path, tool, log_dir, timeout_s, out) if tool == "racecheck" else None
         # the suite's smallest layout (the tools slow every access down by orders of magnitude), through
         # the kernel alone: a full run would launch the oracles' kernels (cuDNN SDPA) under the tool too
-        target = ["jfa_verify.cli.kernel_only", "--device", "cuda", "--kernel", kernel.name, "--filter", SANITIZER_LAYOUT,
-                  "--max-cases", str(options.sanitizer_cases)] + [x for p in plugins for x in ("--plugin", p)]
+        target = ["jfa_verify.cli.kernel_only", "--device", "cuda", "--kernel", kernel.name, "--filter",
+                  SANITIZER_LAYOUT, "--max-cases", str(options.sanitizer_cases)]
+        target += [x for p in plugins for x in ("--plugin", p)]
         try:
             run = sanitizer.run_tool(tool_path, tool, target, timeout_s)
         except subprocess.TimeoutExpired:  # the tools slow kernels by orders of magnitude: not a kernel hang
@@ -704,7 +708,7 @@ def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugi
             if why is not None:
                 report.results.append(CheckResult(kernel.name, check, "skip", reason=why))
                 continue
-            if crashed and check in ("determinism", "stress"):  # run in this process: a crash would end the gate
+            if crashed and check == "stress":  # runs in this process: a crash would end the gate
                 report.results.append(CheckResult(kernel.name, check, "skip", reason="the kernel crashed its "
                                                   "process in an isolated check; reruns in-process skipped"))
                 continue
