@@ -180,3 +180,35 @@ def test_packed_judge_measuring_every_part_at_once_gives_each_part_its_own_verdi
             assert batched == alone, case.describe()
             seen.update(bool(f) for f in batched)
     assert seen == {True, False}  # both verdicts were reached, so the agreement means something
+
+
+def test_an_output_and_a_packs_parts_are_judged_with_one_read_from_the_device(monkeypatch):
+    # on a GPU every .item(), bool(tensor) or .tolist() waits for the device: compare_output made about fourteen per
+    # output and judge_parts that per part and output; each now reads its numbers back in one .tolist()
+    case = _drawn(packs(get_kernel("triton_jfa"), device_type="cpu", size=5, modes=["self"]), 40, 4)
+    case = next(c for c in case if c.parts is not None and len(c.parts) > 2)
+    t = case.materialize("cpu")
+    problem = case.problem(t)
+    ref = reference_attention(problem, t.q, t.k, t.v, do=t.do, by_sequence=True)
+    sdpa = padded_sdpa_attention(problem, t.q, t.k, t.v, do=t.do)
+    got = {k: sdpa[k].clone() for k in ("o", "lse", "dq", "dk", "dv")}
+    got["o"].view(-1)[0] = float("nan")
+    reads = []
+    host = {id(v) for k, v in ref.items() if k.endswith("_by_sequence")}  # made on the host by the reference
+
+    def counted(method):
+        real = getattr(torch.Tensor, method)
+
+        def read(self, *args):
+            if id(self) not in host:
+                reads.append(method)
+            return real(self, *args)
+        return read
+
+    for method in ("item", "tolist", "__bool__", "__float__"):
+        monkeypatch.setattr(torch.Tensor, method, counted(method))
+    verdicts = judge_parts(case, got, ref, sdpa)
+    assert reads == ["tolist"] and verdicts[0] == ["o"]
+    reads.clear()
+    cmp = compare_output("o", got["o"], sdpa["o"], ref["o"], case.torch_dtype)
+    assert reads == ["tolist"] and cmp.problem == "1 NaN value(s)" and cmp.worst_index == (0, 0, 0)

@@ -77,15 +77,11 @@ class OutputComparison:
         return headroom(self.kernel_error, self.allowance)
 
 
-def _max_abs_error(x: torch.Tensor, ref: torch.Tensor, finite: torch.Tensor) -> tuple[float, Optional[int]]:
-    if not bool(finite.any()):
-        return 0.0, None
-    diff = (x.to(torch.float64) - ref).abs()
-    diff = torch.where(finite, diff, torch.zeros_like(diff))
-    # A NaN in x makes diff NaN; count it as infinitely wrong so argmax finds it.
-    diff = torch.nan_to_num(diff, nan=float("inf"))
-    flat = int(torch.argmax(diff.reshape(-1)).item())
-    return float(diff.reshape(-1)[flat].item()), flat
+def _error(x: torch.Tensor, ref: torch.Tensor, finite: torch.Tensor) -> torch.Tensor:
+    """``|x - ref|`` where the reference is finite, else 0; a NaN as inf (so that argmax finds it), +-inf as the
+    largest float64. All flat float64."""
+    diff = torch.where(finite, (x - ref).abs(), torch.zeros((), dtype=torch.float64, device=ref.device))
+    return torch.nan_to_num(diff, nan=float("inf"))
 
 
 def reference_scales(reference: dict, name: str) -> tuple[float, float]:
@@ -149,39 +145,53 @@ def compare_output(
         )
     reference = reference.to(torch.float64)
     kernel = kernel.detach()
-    finite = torch.isfinite(reference)
-    problem = None
-    nan = torch.isnan(kernel)
-    if bool(nan.any()):
-        problem = f"{int(nan.sum())} NaN value(s)"
-    else:
-        k_inf, r_inf = torch.isinf(kernel), ~finite
-        if not torch.equal(k_inf, r_inf):
-            wrong = int((k_inf != r_inf).sum())
-            problem = f"{wrong} element(s) infinite where the reference is not (or the reverse)"
-        elif bool(r_inf.any()) and not torch.equal(kernel[r_inf].to(torch.float64), reference[r_inf]):
-            problem = "infinite values of the wrong sign"
-    k_err, flat = _max_abs_error(kernel, reference, finite)
-    if problem is not None:
-        # NaN, infinite where the reference is not (or the reverse), or infinite of the wrong sign
-        wrong_sign = torch.isinf(kernel) & ~finite & (kernel.to(torch.float64) != reference)
-        bad = (torch.isnan(kernel) | (torch.isinf(kernel) != ~finite) | wrong_sign).reshape(-1)
-        if bool(bad.any()):
-            flat = int(torch.nonzero(bad)[0].item())
-    s_err, _ = _max_abs_error(sdpa.detach(), reference, finite)
-    if not math.isfinite(s_err):
-        # A broken baseline must not widen the allowance to infinity.
-        s_err = 0.0
     row = precision or precision_of(dtype)
     if budget is None:
         budget = default_table().budget(row, name)
-    floors = floor_terms(name, reference, row, lowp_scale, acc_scale)
+    if reference.numel() == 0:
+        floors = scale_floor_terms(name, 0.0, row, lowp_scale, acc_scale)
+        return OutputComparison(name, 0.0, 0.0, budget.allowance(0.0, floors), None, None, None, None, floors)
+    # Every number the verdict needs is computed on the output's device and read back in one transfer (it was
+    # about fourteen reads, each a device sync on a GPU, per output).
+    finite = torch.isfinite(reference)
+    got = kernel.to(torch.float64).reshape(-1)
+    ref = reference.reshape(-1)
+    fin = finite.reshape(-1)
+    nan = torch.isnan(kernel).reshape(-1)
+    k_inf = torch.isinf(kernel).reshape(-1)
+    inf_mismatch = k_inf != ~fin
+    # given no mismatch, the reference's infinities are the kernel's: those of another sign (or a NaN reference)
+    wrong_sign = k_inf & ~fin & (got != ref)
+    bad = nan | inf_mismatch | wrong_sign  # the elements a problem names; its first one is the worst index
+    k_diff, s_diff = (_error(x, ref, fin) for x in (got, sdpa.detach().to(torch.float64).reshape(-1)))
+    k_at = torch.argmax(k_diff)  # the first largest error, as before
+    first_bad = torch.argmax(bad.to(torch.uint8))
+    zero = torch.zeros((), dtype=torch.float64, device=ref.device)
+    (n_nan, n_mismatch, any_wrong_sign, any_finite, k_err, k_flat, s_err, scale, bad_flat, k_val, r_val, bad_k_val,
+     bad_r_val) = torch.stack([nan.sum().to(torch.float64), inf_mismatch.sum().to(torch.float64),
+                               wrong_sign.any().to(torch.float64), fin.any().to(torch.float64), k_diff[k_at],
+                               k_at.to(torch.float64), s_diff.max(), torch.where(fin, ref.abs(), zero).max(),
+                               first_bad.to(torch.float64), got[k_at], ref[k_at], got[first_bad], ref[first_bad]]
+                              ).tolist()
+    problem = None
+    if n_nan:
+        problem = f"{int(n_nan)} NaN value(s)"
+    elif n_mismatch:
+        problem = f"{int(n_mismatch)} element(s) infinite where the reference is not (or the reverse)"
+    elif any_wrong_sign:
+        problem = "infinite values of the wrong sign"
+    if not any_finite:
+        k_err = s_err = 0.0
+    if not math.isfinite(s_err):
+        # A broken baseline must not widen the allowance to infinity.
+        s_err = 0.0
+    flat, kv, rv = ((int(bad_flat), bad_k_val, bad_r_val) if problem is not None else
+                    (int(k_flat), k_val, r_val) if any_finite else (None, None, None))
+    floors = scale_floor_terms(name, scale, row, lowp_scale, acc_scale)
     allowance = budget.allowance(s_err, floors)
-    index = kv = rv = None
+    index = None
     if flat is not None:
         index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), reference.shape))
-        kv = float(kernel.reshape(-1)[flat].item())
-        rv = float(reference.reshape(-1)[flat].item())
     return OutputComparison(name, k_err, s_err, allowance, index, kv, rv, problem, floors)
 
 
@@ -209,7 +219,7 @@ def segment_verdict_terms(kernel: torch.Tensor, sdpa: torch.Tensor, reference: t
     finite = torch.isfinite(ref)
     zero = torch.zeros((), dtype=torch.float64, device=ref.device)
 
-    def max_error(x: torch.Tensor) -> torch.Tensor:  # as _max_abs_error, per row
+    def max_error(x: torch.Tensor) -> torch.Tensor:  # as compare_output's, per row
         diff = torch.nan_to_num(torch.where(finite, (x.to(torch.float64) - ref).abs(), zero), nan=float("inf"))
         return diff.amax(1) if diff.shape[1] else torch.zeros(rows, dtype=torch.float64, device=ref.device)
 

@@ -69,13 +69,16 @@ def judge_parts(case: Case, got: dict, ref: dict, sdpa: dict, *, budgets=None, t
         terms.append(segment_verdict_terms(flip(got[name]), flip(sdpa[name]), flip(ref[name]).to(torch.float64),
                                            segment.to(ref[name].device), len(bounds)))
     measured = torch.stack(terms).tolist() if terms else []  # [output][part][bad, error, sdpa error, scale]
+    # (the reference's per-sequence magnitudes are on the host already: read once each, not per part)
+    by_sequence = {key: ref[key].tolist() for key in (f"{name}_{kind}_by_sequence" for name in judged
+                                                      for kind in ("lowp", "acc")) if key in ref}
     verdicts, first = [], 0
     for i, (n, _) in enumerate(case.parts):
         failing = []
         for name, per_part in zip(judged, measured):
             bad, k_err, s_err, scale = per_part[i]
-            scales = [float(ref[f"{name}_{kind}_by_sequence"][first: first + n].max()) if n and
-                      f"{name}_{kind}_by_sequence" in ref else 0.0 for kind in ("lowp", "acc")]
+            scales = [max(by_sequence[f"{name}_{kind}_by_sequence"][first: first + n]) if n and
+                      f"{name}_{kind}_by_sequence" in by_sequence else 0.0 for kind in ("lowp", "acc")]
             floors = scale_floor_terms(name, scale, row, *scales)
             # (as compare_output: a broken baseline must not widen the allowance to infinity)
             allowance = table.budget(row, name).allowance(s_err if math.isfinite(s_err) else 0.0, floors)
