@@ -57,3 +57,18 @@ def test_aligned_flag_needs_every_stride_and_head_dim():
     assert not _aligned(p, q, k, transposed)
     odd = torch.randn(9, 2, 24)
     assert not _aligned(validate_inputs(odd, odd, odd, off, off), odd, odd, odd)  # head dim 24
+
+
+def test_the_ptx_digest_ignores_source_locations_and_sees_one_instruction():
+    """The digest that shows a dense path's code unchanged by a change behind a switch (benchmarks/inspect_codegen):
+    moved lines and another checkout keep it, one changed instruction does not."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from inspect_codegen import ptx_digest
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    ptx = ('.file 1 "/a/_kernels.py"\n.visible .entry k()\n{\n.loc 1 10 5\nld.global.v4.b32 {%r1}, [%rd1];\n'
+           '.loc 1 11 5\nadd.s32 %r2, %r1, 1;\n}\n.section .debug_str\n{\n"x"\n}\n')
+    moved = ptx.replace('"/a/_kernels.py"', '"/b/other/_kernels.py"').replace(".loc 1 10 5", ".loc 1 42 7")
+    assert ptx_digest(moved) == ptx_digest(ptx)
+    assert ptx_digest(ptx.replace("add.s32 %r2, %r1, 1", "add.s32 %r2, %r1, 2")) != ptx_digest(ptx)
