@@ -994,7 +994,7 @@ def test_run_and_gate_have_a_default_timeout_so_a_hanging_kernel_cannot_hold_the
     from jfa_verify.run.settings import DEFAULT_CASE_TIMEOUT_S
 
     parser = build_parser()
-    for command in (["run"], ["run", "--no-isolate"]):
+    for command in (["run"], ["run", "--no-isolate"], ["gate"]):
         assert Context.from_args(parser.parse_args(command)).settings.timeout_s == DEFAULT_CASE_TIMEOUT_S
         assert main([command[0], "--help"]) == 0
         assert f"default: {DEFAULT_CASE_TIMEOUT_S:g}" in " ".join(capsys.readouterr().out.split())

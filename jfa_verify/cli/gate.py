@@ -18,6 +18,7 @@ from jfa_verify.cli.arguments import (
     positive_int,
     seed_int,
 )
+from jfa_verify.run.settings import DEFAULT_CASE_TIMEOUT_S
 
 HELP = ("the CI gate: suite, campaign, replays, determinism, canaries, recycled memory "
         "(+ sanitizer, perf); JUnit/JSON/Markdown")
@@ -63,7 +64,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--reproducers", default="jfa-reproducers", type=folder,
                         help="folder for failing-case files (default: %(default)s; a campaign keeps its Hypothesis "
                              "files in its .hypothesis subfolder)")
-    parser.add_argument("--timeout", type=positive_float, default=None, help="seconds per case before it is a hang")
+    parser.add_argument("--timeout", type=positive_float, default=DEFAULT_CASE_TIMEOUT_S,
+                        help="seconds per case, Triton's compiling included, before it is a hang (default: "
+                             "%(default)g, as `run`'s; a recorded hang replayed by --replay waits no longer than its "
+                             "run did; compute-sanitizer gets this long for its whole run)")
     parser.add_argument("--jobs", type=positive_int, default=None,
                         help="worker processes of the suite and the campaign (on a GPU they overlap Triton's "
                              "compiling); default: the machine's, as `jfa-verify run --help` says, printed")

@@ -447,7 +447,11 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
                 continue
             if payload.get("kernel") not in (None, kernel.name):
                 continue
-            result = worker.run(case, replay_timeout(payload, options.run.timeout_s))
+            # a recorded hang (or a case left running) waits no longer than its run did (replay_timeout), and nothing
+            # past the gate's own --timeout (by default DEFAULT_CASE_TIMEOUT_S: a default must not make a nightly's
+            # 120 s hang cost 600 s here)
+            recorded, limit = replay_timeout(payload), options.run.timeout_s
+            result = worker.run(case, min(recorded, limit) if recorded and limit else recorded or limit)
             result.reproducer = str(path)
             results.append(result)
     if not results and not unreadable:
