@@ -48,7 +48,7 @@ from jfa_verify.cases.case import Case
 from jfa_verify.cases.coverage import Coverage, classify
 from jfa_verify.core.device import keeps_device_choice
 from jfa_verify.core.errors import InvalidInput, KernelConfigError
-from jfa_verify.run.corpus import NOW_PASSING, TIMEOUT_EXIT_CODE, Corpus, read_case_file
+from jfa_verify.run.corpus import NOW_PASSING, RERUN_KEYS, TIMEOUT_EXIT_CODE, Corpus, read_case_file
 from jfa_verify.run.settings import RunSettings
 
 from .database import CampaignDatabase, open_database
@@ -257,8 +257,22 @@ def prepare_corpus(corpus_dir: "str | Path", kernel, verifier, classes_of) -> di
 
 
 def saved_findings(corpus_dir: "str | Path", kernel_name: str) -> list[Path]:
-    """The case files of ``kernel_name``'s findings, in name order (after :func:`prepare_corpus`)."""
-    return sorted(f.path for f in FindingIndex(corpus_dir, kernel_name).findings.values())
+    """The case files of ``kernel_name``'s findings that a campaign replays, in name order (after
+    :func:`prepare_corpus`).
+
+    Files of the gate's reruns (a key of :data:`~jfa_verify.run.corpus.RERUN_KEYS`: determinism, stress) and of its
+    memory-mode runs (``"memory"``) are not among them: a campaign runs a case once, without a memory mode, which
+    cannot show what those found, so it reported them fixed on every campaign; ``jfa-verify replay`` and the gate's
+    checks judge them."""
+    out = []
+    for f in FindingIndex(corpus_dir, kernel_name).findings.values():
+        try:
+            payload = read_case_file(f.path)[1]
+        except InvalidInput:
+            continue  # removed or rewritten by another worker meanwhile
+        if not any(payload.get(k) for k in (*RERUN_KEYS, "memory")):
+            out.append(f.path)
+    return sorted(out)
 
 
 @dataclass

@@ -296,3 +296,27 @@ def test_recovery_after_a_kill_mid_shrink_keeps_one_unshrunk_finding_of_the_bug(
     (row,) = list_findings(tmp_path)
     payload = read_case_file(row["path"])[1]
     assert payload["finding"]["shrunk"] is False and read_case_file(row["path"])[0] == steps[2]
+
+
+def test_a_campaign_leaves_the_gates_rerun_and_memory_findings_to_the_gate(jfa_kernel, jfa_device, tmp_path):
+    """Regression: a campaign replayed every finding of its folder once, without a memory mode, so a determinism
+    finding of the gate (bits that differ between reruns) or a canary finding (a write past the end, seen only
+    under guard bands) passed, and was reported fixed on every campaign. It replays only what one run can judge."""
+    from jfa_verify import Case
+    from jfa_verify.fuzz.campaign import saved_findings
+    from jfa_verify.fuzz.findings import mark_finding, signature
+    from jfa_verify.run.corpus import Corpus
+    from jfa_verify.run.runner import CaseResult
+
+    corpus = Corpus(tmp_path)
+    paths = {}
+    for name, extra in (("plain", {}), ("determinism", {"determinism": {"reruns": 3}}), ("memory", {"memory": "nan"})):
+        case = Case(kv_lengths=(3 + len(paths),), dtype="float32", head_dim=16)
+        result = CaseResult(case, jfa_kernel.name, "fail", message=f"a {name} finding")
+        path = corpus.write(case, jfa_kernel.name, str(jfa_device), result)
+        mark_finding(corpus, path, signature(result.to_dict(), {"self", name}), found_by="gate", **extra)
+        paths[name] = path
+    assert saved_findings(tmp_path, jfa_kernel.name) == [paths["plain"]]
+    summary = run_campaign(jfa_kernel, max_examples=1, corpus_dir=tmp_path, device=jfa_device, backward=False)
+    assert paths["determinism"] not in summary.fixed and paths["memory"] not in summary.fixed
+    assert paths["determinism"].exists() and paths["memory"].exists()
