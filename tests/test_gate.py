@@ -703,3 +703,20 @@ def test_a_nondeterminism_finding_is_a_case_file_that_findings_lists_and_replay_
     assert main(["replay", path, "--plugin", PLUGIN, "--kernel", "exact-ref"]) == 0  # a deterministic kernel
     out = capsys.readouterr().out
     assert "[PASS] 3 reruns" in out and "agree bit for bit" in out and "replayed: pass (DIFFERENT)" in out
+
+
+@pytest.mark.parametrize("kernel, check, how", [("nondeterministic", "determinism", "differ bit-wise"),
+                                                ("writes-past-the-end", "canaries", "allocated at")])
+def test_the_replay_check_replays_a_finding_as_the_check_that_found_it(tmp_path, capsys, kernel, check, how):
+    """Regression: `gate --replay` ran every earlier case file once, without a memory mode, so a nightly's
+    determinism finding (bits that differ between reruns) or canary finding (a write past the end, seen only under
+    guard bands) read as passing. Each is now replayed as its check ran it: reruns compared bit for bit, or the
+    case under its memory mode."""
+    assert _gate(tmp_path, "--kernel", kernel, "--checks", check, "--small-cases", "1") == 1
+    capsys.readouterr()
+    found = tmp_path / "found"
+    (tmp_path / "repro").rename(found)
+    assert _gate(tmp_path, "--kernel", kernel, "--checks", "replay", "--replay", str(found)) == 1
+    replay = _results(tmp_path)[(kernel, "replay")]
+    assert replay["status"] == "fail" and replay["findings"], replay
+    assert any(how in f["summary"] + f["explanation"] for f in replay["findings"]), replay["findings"]

@@ -429,7 +429,10 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
 
 
 def _check_replay(kernel, device, options, plugins) -> CheckResult:
+    from jfa_verify.checks.rerun_replay import replay_reruns, rerun_check
+    from jfa_verify.judge.findings import Finding as RunFinding
     from jfa_verify.run.isolation import CaseWorker, WorkerSpec
+    from jfa_verify.run.runner import CaseResult
 
     files = [p for d in options.replay_dirs for f in reproducer_folders(d) for p in Corpus(f).files()]
     if not options.replay_dirs:
@@ -451,7 +454,21 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
             # past the gate's own --timeout (by default DEFAULT_CASE_TIMEOUT_S: a default must not make a nightly's
             # 120 s hang cost 600 s here)
             recorded, limit = replay_timeout(payload), options.run.timeout_s
-            result = worker.run(case, min(recorded, limit) if recorded and limit else recorded or limit)
+            timeout = min(recorded, limit) if recorded and limit else recorded or limit
+            # a finding is replayed as the check that found it ran its case: one run shows neither bits that differ
+            # between reruns nor a write past the end that only guard bands see (both read as fixed before)
+            if rerun_check(payload) is not None:
+                replay = replay_reruns(case, payload, kernel, device, _settings(options), timeout_s=timeout)
+                kind = "determinism" if "bit-wise" in replay.lines[0] else "rerun"
+                found = [RunFinding(kind, line.strip()) for line in replay.lines] if replay.status == "fail" else []
+                result = CaseResult(case, kernel.name, replay.status, message="\n".join(replay.notes + replay.lines),
+                                    findings=found)
+            elif payload.get("memory"):
+                spec = WorkerSpec(kernel.name, device.type, _settings(options).replace(memory=payload["memory"]))
+                with CaseWorker(spec) as memory_worker:
+                    result = memory_worker.run(case, timeout)
+            else:
+                result = worker.run(case, timeout)
             result.reproducer = str(path)
             results.append(result)
     if not results and not unreadable:
