@@ -60,7 +60,11 @@ def test_cases_draws_every_class():
 
     draw()
     assert cov.missing(CPU_EXPECTED) == [], cov.format()
-    assert min(cov.counts[c] for c in CPU_EXPECTED) >= 3, cov.format()
+    # Every class at least 3 times, but the empty batch (B = 0), which cases() draws rarely on purpose (a drawn
+    # integer at its top value; shrinking moves away from it): its count moves with what else Hypothesis has seen in
+    # the process (its pool of the code's constants), 5 of 400 here, 1 of 400 in a CI worker. Reached is enough.
+    rare = {"no_sequences"}
+    assert min(cov.counts[c] for c in CPU_EXPECTED if c not in rare) >= 3, cov.format()
 
 
 # -- length strategies ---------------------------------------------------------------------------------------
