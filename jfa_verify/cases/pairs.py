@@ -324,14 +324,17 @@ def _cheap_first(cases: list[Case], target: Target) -> list[Case]:
     """``cases`` reordered greedily by new pairs per unit of work (so a run that stops at its first
     failure, as a CI gate does, exercises the most pairs soonest), renamed in that order. Cases that
     compute some score come first: a batch with none (B = 0, or every sequence empty on one side) is
-    nearly free and covers many pairs, but a run cut short (``--max-cases``) should do real work."""
+    nearly free and covers many pairs, but a run cut short (``--max-cases``) should do real work. Dense cases come
+    before block-sparse ones: a block selection runs the kernel's sparse path, which shares little code with the
+    dense one, so a bug of the dense path (most of a kernel) is met sooner (with the sparse rows first, as their
+    many new pairs put them, the regression gate's mutants ran 2.8x longer before their first failure)."""
     left, out, seen = list(cases), [], set()
     pairs = [pairs_of(exercised(c, target)) for c in cases]  # (computed once: the loop is quadratic)
     costs = [case_cost(c, target) for c in cases]
     index = {id(c): i for i, c in enumerate(cases)}
     while left:
-        best = max(left, key=lambda c: (computes_scores(c), len(pairs[index[id(c)]] - seen) / (1 + costs[index[id(c)]]),
-                                        -left.index(c)))
+        best = max(left, key=lambda c: (computes_scores(c), c.block_sparsity is None,
+                                        len(pairs[index[id(c)]] - seen) / (1 + costs[index[id(c)]]), -left.index(c)))
         left.remove(best)
         seen |= pairs[index[id(best)]]
         out.append(_named(best, len(out)))
