@@ -9,13 +9,13 @@ rate credits).
 
 What is timed:
 
-* forward, ours: the kernel launch alone, plan (validation, tiles, zigzag schedule, descriptors)
-  built once beforehand; FA2: ``aten._flash_attention_forward``.
-* backward, ours: ``prepare_backward``'s launch (delta, the dK/dV and dQ kernels) with the plan built
-  once; ``+plan`` (``--with-planning``) adds the host side of every call of ``_backward`` (outputs,
-  schedule arrays, TMA descriptors; the tiles and programs are given, so the framework's cost model and
-  input validation are not in it); FA2:
-  ``aten._flash_attention_backward`` (its own preprocessing included).
+* forward, ours: the kernel launch alone, plan (validation, the framework's tiles and zigzag programs planned
+  as the public call plans them, descriptors) built once beforehand by ``GluonJFA.prepare``; FA2:
+  ``aten._flash_attention_forward``. ``benchmarks/bench_e2e.py`` times the public call instead.
+* backward, ours: ``prepare``'s backward launch (delta, the dK/dV and dQ kernels) with the plan built
+  once; ``+plan`` (``--with-planning``) adds the host work of ``prepare`` for every call (validation, both
+  passes' plans, outputs, TMA descriptors); FA2: ``aten._flash_attention_backward`` (its own preprocessing
+  included).
 
 Variants (``--variant NAME:key=value,...``, repeatable; default one variant ``registered``: the shipped
 kernels with the dK/dV zigzag the registered kernel uses) try a kernel
@@ -84,24 +84,6 @@ def _load_kernels(path):
     return module
 
 
-def _plans(lengths, causal, num_sms, host):
-    """Forward tiles + zigzag programs, dK/dV tiles + round-robin and zigzag programs: the framework's
-    :class:`~jfa_verify.scheduling.planning.PersistentScheduler` plans, as the registered kernel gets them."""
-    from jfa_verify.scheduling.planning import PersistentScheduler
-    from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
-
-    fwd = workloads_forward(lengths, lengths, 128, causal=causal)
-    bwd = workloads_backward(lengths, lengths, host.BWD_DKDV_TILES[1], causal=causal)
-
-    def programs(workloads, kind, backward="round_robin"):
-        plan = PersistentScheduler(backward=backward, num_sms=num_sms)(workloads, kind, None)
-        return [list(p) for p in plan.programs]
-
-    return dict(tiles=[(t.sequence, t.block) for t in fwd], programs=programs(fwd, "fwd"),
-                kv_tiles=[(t.sequence, t.block) for t in bwd],
-                kv={name: programs(bwd, "dkdv", name) for name in ("round_robin", "zigzag")})
-
-
 def _time(fn, **kw):
     from triton.testing import do_bench
 
@@ -110,9 +92,10 @@ def _time(fn, **kw):
 
 def run(variants, args) -> list[dict]:
     from jfa_verify.kernels.gluon_jfa import _host as host
+    from jfa_verify.kernels.gluon_jfa import build
+    from jfa_verify.scheduling.planning import PersistentScheduler
 
     dev = torch.device("cuda")
-    num_sms = torch.cuda.get_device_properties(dev).multi_processor_count
     h, d = args.heads, args.head_dim
     shipped_stages, shipped_dq_tiles = host._bwd_stages, host.BWD_DQ_TILES
     rows = []
@@ -124,7 +107,6 @@ def run(variants, args) -> list[dict]:
             pairs = sum(n * (n + 1) // 2 if causal else n * n for n in lengths)
             flops = 4 * pairs * d * h
             row = dict(batch=name, causal=causal, tokens=int(offsets[-1]), sequences=len(lengths), variants={})
-            plans = _plans(lengths, causal, num_sms, host)
             max_len = max(lengths)
             try:
                 fa2_out = torch.ops.aten._flash_attention_forward(q, k, v, offsets, offsets, max_len, max_len, 0.0,
@@ -148,29 +130,21 @@ def run(variants, args) -> list[dict]:
                 host._bwd_stages = (lambda _d, n=int(var["bwd_stages"]): n) if var["bwd_stages"] else shipped_stages
                 host.BWD_DQ_TILES = (shipped_dq_tiles[0], int(var["dq_block_n"])) if var["dq_block_n"] \
                     else shipped_dq_tiles
-                # dkdv unset: the host's own plan (None, None)
-                kv_tiles = plans["kv_tiles"] if var["dkdv"] else None
-                kv_programs = plans["kv"][var["dkdv"]] if var["dkdv"] else None
+                # dkdv unset: the registered kernel's zigzag
+                kernel = build(kernels_module=kmod, scheduler=PersistentScheduler(backward=var["dkdv"] or "zigzag"))
+                prep = dict(causal=causal, sm_scale=scale)
                 try:
-                    o, lse_ours, launch = host.prepare_forward(kmod, q, k, v, offsets, offsets, causal=causal,
-                                                               sm_scale=scale, tiles=plans["tiles"],
-                                                               programs=plans["programs"])
+                    o, lse_ours, launch, bwd = kernel.prepare(q, k, v, offsets, offsets, do, **prep)
                     launch()
                     res["fwd_ms"] = _time(launch)
-                    bwd = host.prepare_backward(kmod, q, k, v, o, lse_ours, do, offsets, offsets, causal=causal,
-                                                sm_scale=scale, tiles=plans["tiles"], programs=plans["programs"],
-                                                kv_tiles=kv_tiles, kv_programs=kv_programs)
                     res["bwd_ms"] = _time(bwd)
                     outs = [o.float()] + [t.float() for t in bwd()]
                     if first is None:
                         first = outs
                     else:
                         res["agree"] = max(float((a - b).abs().max()) for a, b in zip(outs, first))
-                    if args.with_planning:
-                        problem = host._validate(q, k, v, offsets, offsets, causal, "top_left", scale)
-                        res["bwd_plan_ms"] = _time(lambda: host._backward(
-                            kmod, problem, q, k, v, o, lse_ours, do, offsets, offsets, plans["tiles"],
-                            plans["programs"], num_sms, kv_tiles=kv_tiles, kv_programs=kv_programs))
+                    if args.with_planning:  # both passes' host work (validation, plans, descriptors) + the backward
+                        res["bwd_plan_ms"] = _time(lambda: kernel.prepare(q, k, v, offsets, offsets, do, **prep)[3]())
                 except Exception as exc:  # noqa: BLE001 - one variant failing never hides the others
                     res["error"] = f"{type(exc).__name__}: {exc}"[:300]
                 for key in ("fwd", "bwd"):

@@ -36,7 +36,7 @@ def _host_planned(impl, q, k, v, off, **mask):
 
     problem = validate_inputs(q, k, v, off, off, **mask)
     arrays, _ = _host.plan_launch(problem, impl.scheduler, tf32=impl.tf32)
-    return _host._JaggedAttention.apply(q, k, v, off, off, impl.kernels, problem, arrays, None)
+    return _host._attention(q, k, v, off, off, impl.kernels, problem, arrays, None)
 
 
 def _values_and_grads(o, lse, q, k, v):
@@ -145,9 +145,13 @@ def test_the_hinted_call_and_its_backward_never_synchronize(kernel, jfa_device):
 def _gpu_host_planned(kernel, q, k, v, off, causal):
     """The kernel launched on plans built on the host (lists of tiles and programs made in Python)."""
     if kernel == "gluon_jfa":
-        from jfa_verify.kernels.gluon_jfa import _host
+        from jfa_verify.kernels.gluon_jfa import build
+        from jfa_verify.scheduling.planning import PersistentScheduler
 
-        return _host.gluon_jagged_attention(q, k, v, off, off, causal=causal)  # host tiles, round-robin programs
+        class HostOnly(PersistentScheduler):  # a subclass: only the host knows how it deals, so it plans there
+            pass
+
+        return build(scheduler=HostOnly(backward="zigzag"))(q, k, v, off, off, causal=causal)
     return _host_planned(get_kernel(kernel).impl, q, k, v, off, causal=causal)
 
 

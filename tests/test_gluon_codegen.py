@@ -93,30 +93,28 @@ def test_backward_delta_pass_reads_o_and_do_once_with_vector_loads(facts, varian
     assert set(f["global_loads"]) == {".v4.b32"}, f["global_loads"]
 
 
-def _problem(lengths, heads, causal=False):
+def test_heads_are_a_grid_axis_unless_a_test_folds_them(monkeypatch):
     import torch
 
     from jfa_verify.kernels.gluon_jfa import _host
-
-    off = torch.tensor([0] + list(__import__("itertools").accumulate(lengths)), dtype=torch.int32)
-    q = torch.zeros(int(off[-1]), heads, 64, dtype=torch.bfloat16)
-    return _host._validate(q, q, q, off, off, causal, "top_left", None, require_cuda=False)
-
-
-def test_heads_are_a_grid_axis_unless_a_test_folds_them(monkeypatch):
-    from jfa_verify.kernels.gluon_jfa import _host
+    from jfa_verify.protocol.kernel import PassPlan
+    from jfa_verify.scheduling.planning import PersistentScheduler
+    from jfa_verify.scheduling.schedules import workloads_forward
 
     monkeypatch.delenv(_host.HEAD_GROUPS_ENV, raising=False)
-    problem = _problem([300, 17, 1000], heads=8)
-    tiles = _host.query_tiles(problem.q_lengths, 128)
-    plan = _host._schedule(problem, tiles, None, 4, "cpu")
+    tiles = workloads_forward([300, 17, 1000], [300, 17, 1000], 128)
+    plan = PersistentScheduler(forward="round_robin", num_sms=4)(tiles, "fwd", None)
+    assert isinstance(plan, PassPlan)
+    arrays = _host._schedule(plan, "cpu", 8)
     # one head per CTA even where programs x heads is far past the 4 "SMs": a heavy tile never runs 8 heads
-    assert plan["grid"] == (4, 8) and plan["heads_per_cta"] == 1
-    assert plan["prog_start"].tolist() == [0, 3, 6, 9, 12]  # 12 tiles dealt round-robin over 4 programs
+    assert arrays["grid"] == (4, 8) and arrays["heads_per_cta"] == 1
+    assert arrays["prog_start"].tolist() == [0, 3, 6, 9, 12]  # 12 tiles dealt round-robin over 4 programs
+    assert arrays["tile_seq"].dtype == torch.int32 and arrays["tile_seq"].tolist() == [t.sequence for i in range(4)
+                                                                                         for t in tiles[i::4]]
     monkeypatch.setenv(_host.HEAD_GROUPS_ENV, "1")
-    assert _host._schedule(problem, tiles, None, 4, "cpu")["grid"] == (4, 1)
+    assert _host._schedule(plan, "cpu", 8)["grid"] == (4, 1)
     monkeypatch.setenv(_host.HEAD_GROUPS_ENV, "3")  # not a divisor of 8: every head in one CTA
-    assert _host._schedule(problem, tiles, None, 4, "cpu")["heads_per_cta"] == 8
+    assert _host._schedule(plan, "cpu", 8)["heads_per_cta"] == 8
 
 
 class _Recorder:
@@ -151,16 +149,14 @@ def test_the_registered_kernel_plans_dkdv_by_the_hooks_zigzag_in_the_backward_on
     from jfa_verify.scheduling.planning import PersistentScheduler
     from jfa_verify.scheduling.schedules import workloads_backward, zigzag
 
-    monkeypatch.setattr(_host, "_num_sms", lambda device: 4)  # a CPU machine has no SM count to ask
     monkeypatch.delenv(_host.HEAD_GROUPS_ENV, raising=False)
     registered = build()
     assert isinstance(registered.scheduler, PersistentScheduler)
     assert (registered.scheduler.forward, registered.scheduler.backward) == ("zigzag", "zigzag")
     host = types.SimpleNamespace(
-        from_problem=lambda p, q, k, v: _host.from_problem(p, q, k, v, require_cuda=False),
-        from_shape=lambda *args: _host.from_shape(*args, require_cuda=False),
-        tile_sizes=_host.tile_sizes, BWD_DKDV_TILES=_host.BWD_DKDV_TILES, POISON_ENV=_host.POISON_ENV,
-        _GluonJaggedAttention=_host._GluonJaggedAttention)
+        check_launchable=lambda *args: _host.check_launchable(*args, require_cuda=False), describe=_host.describe,
+        attention=_host.attention, tile_sizes=_host.tile_sizes, BWD_DKDV_TILES=_host.BWD_DKDV_TILES,
+        POISON_ENV=_host.POISON_ENV)
     kmod = _Recorder()
     lengths = [700, 0, 129, 300]
     adapter = type(registered)(kmod, host, PersistentScheduler(backward="zigzag", num_sms=4))
@@ -183,8 +179,45 @@ def test_the_registered_kernel_plans_dkdv_by_the_hooks_zigzag_in_the_backward_on
     used = prog_start.tolist()[-1]
     assert list(zip(tile_seq[:used].tolist(), tile_block[:used].tolist())) == [(t.sequence, t.block) for t in want]
     assert grid == (4, 4) and prog_start.tolist()[-1] == len(want)
-    # a direct call: round-robin over b-major key tiles
-    assert _host.key_tiles([300, 0, 129], 128) == [(0, 0), (0, 1), (0, 2), (2, 0), (2, 1)]
+
+
+def test_prepare_plans_once_and_its_launches_only_launch(monkeypatch):
+    # the benchmarks' path (GluonJFA.prepare): validation and planning happen in prepare; forward() and
+    # backward() launch the kernels again and again with no planning, on the registered kernel's device plan
+    import types
+
+    import torch
+
+    from jfa_verify.kernels.gluon_jfa import _host, build
+    from jfa_verify.scheduling import device_plan
+    from jfa_verify.scheduling.planning import PersistentScheduler
+
+    monkeypatch.delenv(_host.HEAD_GROUPS_ENV, raising=False)
+    host = types.SimpleNamespace(
+        check_launchable=lambda *args: _host.check_launchable(*args, require_cuda=False), describe=_host.describe,
+        prepare=_host.prepare, tile_sizes=_host.tile_sizes, BWD_DKDV_TILES=_host.BWD_DKDV_TILES,
+        POISON_ENV=_host.POISON_ENV)
+    kmod = _Recorder()
+    adapter = type(build())(kmod, host, PersistentScheduler(backward="zigzag", num_sms=4))
+    planned = []
+    arrays = device_plan.DeviceLaunchPlan.arrays
+    monkeypatch.setattr(device_plan.DeviceLaunchPlan, "arrays",
+                        lambda self, kind, **kw: planned.append(kind) or arrays(self, kind, **kw))
+    off = torch.tensor([0, 300, 300, 429], dtype=torch.int32)
+    q, k, v, do = (torch.randn(429, 2, 64).to(torch.bfloat16) for _ in range(4))
+    o, lse, forward, backward = adapter.prepare(q, k, v, off, off, do, causal=True)
+    assert sorted(set(planned)) == ["dkdv", "dq", "fwd"] and kmod.launches == []  # planned, nothing launched
+    before = len(planned)
+    forward()
+    forward()
+    dq, dk, dv = backward()
+    assert [name for name, *_ in kmod.launches] == ["_fwd_kernel", "_fwd_kernel", "_bwd_delta_kernel",
+                                                     "_bwd_dkdv_kernel", "_bwd_dq_kernel"]
+    assert len(planned) == before  # the launches planned nothing
+    assert o.shape == q.shape and lse.shape == (2, 429) and dq.shape == q.shape and dk.shape == k.shape
+    with pytest.raises(_host.GluonUnsupported, match="head dims"):
+        odd = torch.randn(429, 2, 96).to(torch.bfloat16)
+        adapter.prepare(odd, odd, odd, off, off, odd)
 
 
 def test_every_mutant_matches_the_source_and_compiles(facts):
@@ -213,28 +246,29 @@ def test_host_module_imports_without_gpu_and_reports_tile_sizes():
         with pytest.raises(_host.GluonUnsupported):
             _host.tile_sizes(*bad)
     assert issubclass(_host.GluonUnsupported, ValueError)
-    assert _host.query_tiles([3, 0, 129], 128) == [(0, 0), (2, 0), (2, 1)]
-    assert _host.round_robin_programs(5, 2) == [[0, 2, 4], [1, 3]]
 
 
 def test_host_refuses_unsupported_inputs_clearly():
     import torch
 
+    from jfa_verify.core.contract import validate_inputs
     from jfa_verify.kernels.gluon_jfa import _host
+
+    def launchable(q, k, v, off):
+        _host.check_launchable(validate_inputs(q, k, v, off, off).call_shape(), q, k, v, require_cuda=False)
 
     off = torch.tensor([0, 5, 9], dtype=torch.int32)
     q = torch.randn(9, 2, 64, dtype=torch.bfloat16)
     with pytest.raises(_host.GluonUnsupported, match="CUDA"):
-        _host.gluon_jagged_attention(q, q, q, off, off)
+        _host.gluon_jagged_attention(q, q, q, off, off)  # the registered kernel, called directly
     wide = torch.randn(9, 2, 128, dtype=torch.bfloat16)[..., :64]
     with pytest.raises(_host.GluonUnsupported, match="k is not"):
-        _host._validate(q, wide, q, off, off, False, "top_left", None, require_cuda=False)
+        launchable(q, wide, q, off)
     with pytest.raises(_host.GluonUnsupported, match="head dims"):
         odd = torch.randn(9, 2, 96, dtype=torch.bfloat16)
-        _host._validate(odd, odd, odd, off, off, False, "top_left", None, require_cuda=False)
+        launchable(odd, odd, odd, off)
     with pytest.raises(ValueError, match="multiple of H_kv"):
-        _host._validate(torch.randn(9, 3, 64, dtype=torch.bfloat16), q, q, off, off, False, "top_left", None,
-                        require_cuda=False)
+        launchable(torch.randn(9, 3, 64, dtype=torch.bfloat16), q, q, off)
 
 
 def test_registered_with_honest_capabilities_and_unsupported_off_hopper():

@@ -154,3 +154,58 @@ def test_gluon_jfa_instrumented_runs_have_their_schedules_checked(lengths, mode,
     # the plan was judged: the forward's zigzag and the dK/dV pass's schedule are in the report
     assert {"fwd", "dkdv"} <= set(result.schedule_stats), result.schedule_stats
     assert result.schedule_stats["fwd"]["scheduler"] == "zigzag"
+
+
+class _DensePasses:
+    """A toy kernel for the autograd scaffold: dense attention of one sequence in float64, its backward by hand
+    (``dS = P * (dP - rowsum(dO * O))``), so the scaffold's wiring is checked against torch's own autograd."""
+
+    def __init__(self):
+        self.backward_calls = 0
+
+    def forward(self, q, k, v, offsets):
+        s = torch.einsum("ihd,jhd->hij", q, k)
+        lse = torch.logsumexp(s, dim=-1)
+        return torch.einsum("hij,jhd->ihd", torch.softmax(s, dim=-1), v), lse
+
+    def backward(self, q, k, v, o, lse, do, offsets):
+        self.backward_calls += 1
+        p = torch.exp(torch.einsum("ihd,jhd->hij", q, k) - lse[..., None])
+        dv = torch.einsum("hij,ihd->jhd", p, do)
+        dp = torch.einsum("ihd,jhd->hij", do, v)
+        ds = p * (dp - (do * o).sum(-1).T[..., None])
+        return torch.einsum("hij,jhd->ihd", ds, k), torch.einsum("hij,ihd->jhd", ds, q), dv
+
+
+def test_the_autograd_scaffold_gives_torchs_gradients_and_keeps_lse_out_of_them():
+    from jfa_verify.protocol.autograd import differentiable_attention
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(5, 2, 4, dtype=torch.float64, generator=gen).requires_grad_() for _ in range(3))
+    offsets = torch.tensor([0, 5], dtype=torch.int32)
+    passes = _DensePasses()
+    o, lse = differentiable_attention(passes, q, k, v, offsets)
+    assert o.requires_grad and not lse.requires_grad  # LSE is an output, never differentiated
+    do = torch.randn(o.shape, dtype=torch.float64, generator=gen)
+    got = torch.autograd.grad(o, (q, k, v), do)
+    want_o, want_lse = _DensePasses().forward(q, k, v, offsets)  # the same math through torch's autograd
+    want = torch.autograd.grad(want_o, (q, k, v), do)
+    assert passes.backward_calls == 1
+    assert torch.equal(lse, want_lse.detach())
+    for name, a, b in zip(("dq", "dk", "dv"), got, want):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, msg=name)
+    # o taking no part in the loss: the backward still gets a (zero) dO and gives zero gradients
+    o, lse = differentiable_attention(passes, q, k, v, offsets)
+    zero = torch.autograd.grad(o.sum() * 0, (q, k, v))
+    assert all(not t.any() for t in zero)
+
+
+def test_the_autograd_scaffold_refuses_a_saved_tensor_changed_before_the_backward():
+    from jfa_verify.protocol.autograd import differentiable_attention
+
+    q, k, v = (torch.randn(3, 1, 4, dtype=torch.float64).requires_grad_() for _ in range(3))
+    offsets = torch.tensor([0, 3], dtype=torch.int32)
+    o, _ = differentiable_attention(_DensePasses(), q, k, v, offsets)
+    offsets[1] = 2  # the offsets the backward would read are no longer the forward's
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        o.sum().backward()

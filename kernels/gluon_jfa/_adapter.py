@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional
+from typing import Callable, Optional
 
 from jfa_verify.core.contract import CallShape, JaggedProblem, check_offsets_dense, validate_call, validate_inputs
-from jfa_verify.protocol.kernel import KernelRun, LaunchPlan, TileSizes
+from jfa_verify.protocol.kernel import KernelRun, LaunchPlan, PassPlan, TileSizes
 from jfa_verify.scheduling import device_plan
 from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
 
@@ -87,10 +87,8 @@ class GluonJFA:
             return planned, checked
         if instrumented is None:
             return None, None
-        fwd = self.scheduler(self._workloads(instrumented, backward=False), "fwd", instrumented)
-        passes = {"fwd": fwd, "dq": dataclasses.replace(fwd, kind="dq"),  # the dQ pass runs the forward's programs
-                  "dkdv": self.scheduler(self._workloads(instrumented, backward=True), "dkdv", instrumented)}
-        return None, LaunchPlan(tiles, passes)
+        plans = self.host_plans(instrumented)
+        return None, LaunchPlan(tiles, {kind: plans(kind) for kind in ("fwd", "dq", "dkdv")})
 
     def _workloads(self, problem: JaggedProblem, *, backward: bool) -> list:
         tiles = self.tiles(problem)
@@ -98,38 +96,58 @@ class GluonJFA:
         return workloads(problem.q_lengths, problem.k_lengths, tiles.block_n if backward else tiles.block_m,
                          causal=problem.causal, causal_alignment=problem.causal_alignment)
 
-    def _run(self, shape: CallShape, instrumented, q, k, v, q_offsets, k_offsets) -> KernelRun:
+    def _planned_launch(self, shape: CallShape, instrumented: Optional[JaggedProblem], q, k, v, q_offsets, k_offsets,
+                        poison: bool = False):
+        """``(launch, q_off, k_off, plans, checked)`` of a call: the host's :class:`Launch` description, the offsets
+        the kernels read, ``plans(kind)`` (each pass's plan, made when first asked for) and the instrumented
+        :class:`LaunchPlan` (None unless ``instrumented``)."""
         check_offsets_dense("q_offsets", q_offsets)
         check_offsets_dense("k_offsets", k_offsets)
-        poison = os.environ.get(self.host.POISON_ENV, "") == "1"
+        self.host.check_launchable(shape, q, k, v)
         planned, checked = self.plan(shape, q_offsets, k_offsets, instrumented)
         if planned is not None:
-            launch_problem = self.host.from_shape(shape, q, k, v, q_offsets, k_offsets, poison)
+            launch = self.host.describe(shape, k, q_offsets, k_offsets, poison=poison)
             q_off = None if q_offsets is None else planned.q_off
-            o, lse = self.host._GluonJaggedAttention.apply(q, k, v, q_off, planned.k_off, self.kernels, launch_problem,
-                                                           None, planned.arrays("fwd"), poison,
-                                                           lambda: (None, planned.arrays("dkdv")))
-            return KernelRun(o, lse, checked)
+            return launch, q_off, planned.k_off, planned.arrays, checked
         # a scheduler only the host simulates: the lengths are read and the plan built in Python
         problem = instrumented or validate_inputs(q, k, v, q_offsets, k_offsets, causal=shape.causal,
                                                   causal_alignment=shape.causal_alignment, sm_scale=shape.sm_scale)
-        launch_problem = self.host.from_problem(problem, q, k, v)
-        workloads = self._workloads(problem, backward=False)
-        planned_fwd = checked.passes["fwd"] if checked is not None else self.scheduler(workloads, "fwd", problem)
-        tiles = [(t.sequence, t.block) for t in workloads]
-        programs = [list(p) for p in planned_fwd.programs]
-        dkdv = ((lambda: self._as_lists(checked.passes["dkdv"])) if checked is not None
-                else (lambda: self.dkdv_plan(problem)))
-        o, lse = self.host._GluonJaggedAttention.apply(q, k, v, q_offsets, k_offsets, self.kernels, launch_problem,
-                                                       tiles, programs, poison, dkdv)
+        launch = self.host.describe(shape, k, q_offsets, k_offsets, problem=problem, poison=poison)
+        plans = checked.passes.__getitem__ if checked is not None else self.host_plans(problem)
+        return launch, q_offsets, k_offsets, plans, checked
+
+    def host_plans(self, problem: JaggedProblem) -> Callable[[str], PassPlan]:
+        """``plans(kind)``: pass ``kind``'s :class:`PassPlan` as the scheduler hook deals the framework's workloads
+        for ``problem`` (query tiles of BLOCK_M rows for ``"fwd"`` and ``"dq"``, which run the same programs; key
+        tiles of 128 for ``"dkdv"``), each made when first asked for: the dK/dV cost model is milliseconds of
+        Python on a 2,000-tile batch, which a forward alone does not pay."""
+        made: dict = {}
+
+        def plans(kind: str) -> PassPlan:
+            key = "dkdv" if kind == "dkdv" else "fwd"
+            if key not in made:
+                made[key] = self.scheduler(self._workloads(problem, backward=key == "dkdv"), key, problem)
+            return made[key] if kind != "dq" else dataclasses.replace(made[key], kind="dq")
+
+        return plans
+
+    def _run(self, shape: CallShape, instrumented, q, k, v, q_offsets, k_offsets) -> KernelRun:
+        poison = os.environ.get(self.host.POISON_ENV, "") == "1"
+        launch, q_off, k_off, plans, checked = self._planned_launch(shape, instrumented, q, k, v, q_offsets,
+                                                                    k_offsets, poison)
+        o, lse = self.host.attention(self.kernels, launch, q, k, v, q_off, k_off, plans, poison)
         return KernelRun(o, lse, checked)
 
-    @staticmethod
-    def _as_lists(planned) -> tuple[list, list]:
-        return [(t.sequence, t.block) for t in planned.workloads], [list(p) for p in planned.programs]
+    def prepare(self, q, k, v, q_offsets, k_offsets, do, *, causal=False, causal_alignment="top_left",
+                sm_scale=None):
+        """For benchmarks: validate, plan (as the public call plans) and allocate once; returns
+        ``(o, lse, forward, backward)`` of :func:`._host.prepare`: ``forward()`` and ``backward()`` only launch.
 
-    def dkdv_plan(self, problem: JaggedProblem) -> tuple[list, list]:
-        """The dK/dV pass's ``(tiles, programs)``: ``workloads_backward`` tiles of BLOCK_N keys dealt by the
-        scheduler hook's ``"dkdv"`` plan. Built by the backward only (its cost model is milliseconds of Python on
-        a 2,000-tile batch; a forward alone does not pay it)."""
-        return self._as_lists(self.scheduler(self._workloads(problem, backward=True), "dkdv", problem))
+        Raises:
+            InvalidInput: inputs that break the contract. GluonUnsupported: outside this kernel.
+        """
+        problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                                  sm_scale=sm_scale)
+        launch, q_off, k_off, plans, _ = self._planned_launch(problem.call_shape(), None, q, k, v, q_offsets,
+                                                              k_offsets)
+        return self.host.prepare(self.kernels, launch, q, k, v, q_off, k_off, plans, do)

@@ -1,18 +1,16 @@
-"""Host side of ``gluon_jfa``: input checks, tiles and schedules, TMA descriptors, launches, autograd.
+"""Host side of ``gluon_jfa``: the launch description, schedule arrays, TMA descriptors and launches of a plan.
 
 Gluon and Triton are imported inside functions only, so importing this module on a machine
 without a GPU (or without Triton) never fails. Every kernel is reached through a kernel
-module ``kmod`` (``_kernels.py`` or a mutated copy of it, see ``mutants.py``), bound by
-:func:`make_gluon_attention`.
+module ``kmod`` (``_kernels.py`` or a mutated copy of it, see ``mutants.py``).
 
-Work decomposition (forward; the dQ pass of the backward uses the same tiles and programs, the
-dK/dV pass tiles of 128 keys dealt round-robin unless given, the registered kernel passes zigzag):
+Planning is the framework's: :class:`._adapter.GluonJFA` deals the framework's tiles
+(:func:`~jfa_verify.scheduling.schedules.workloads_forward` with BLOCK_M = 128 for the forward and dQ
+passes, :func:`~jfa_verify.scheduling.schedules.workloads_backward` with 128 keys for dK/dV) by its
+scheduler hook, on the offsets' device (a :class:`~jfa_verify.scheduling.device_plan.PlanArrays` per pass)
+or on the host (a :class:`~jfa_verify.protocol.kernel.PassPlan`); this module launches a given plan and
+never plans.
 
-* tiles: ``[(sequence, query block), ...]`` b-major, one per BLOCK_M query rows; a
-  sequence with ``L_q == 0`` has no tile (:func:`query_tiles`).
-* programs: lists of tile indices; program ``p`` runs its tiles in order. Default: tiles
-  dealt round-robin over the device's SM count (the framework passes its own, e.g. zigzag
-  by cost). Empty programs are dropped before launch.
 * heads are a grid axis: CTA ``(p, h)`` walks program ``p``'s tiles for query head ``h``
   (dK/dV: KV head). Grid ``(programs, H)``: the CTAs of head 0 form the first wave, the
   hardware's block scheduler starts the next ones as SMs free up. Folding every head into
@@ -20,29 +18,24 @@ dK/dV pass tiles of 128 keys dealt round-robin unless given, the registered kern
   CTA: the one-mega causal batch ran at 0.97x FA2's forward, 1.76x with heads on the grid
   (``docs/evidence/gluon-speed-2026-12-03``). ``JFA_GLUON_HEAD_GROUPS`` (tests) folds heads
   back: ``N`` groups of ``H / N`` heads each, head innermost.
+* a program with no tile launches a CTA that exits at once (device plans have them past the real
+  programs; the grid's size is known without reading the plan back).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import os
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional
 
 import torch
 
-__all__ = [
-    "GluonUnsupported",
-    "tile_sizes",
-    "query_tiles",
-    "round_robin_programs",
-    "gluon_jagged_attention",
-    "make_gluon_attention",
-    "prepare_forward",
-    "prepare_backward",
-]
+from jfa_verify.core.contract import CallShape, JaggedProblem
+
+__all__ = ["GluonUnsupported", "Launch", "attention", "check_launchable", "describe", "gluon_jagged_attention",
+           "prepare", "tile_sizes"]
 
 SUPPORTED_HEAD_DIMS = (64, 128)
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
@@ -72,11 +65,6 @@ DELTA_ROWS = 64  # rows of O / dO per program of the delta kernel
 BWD_DQ_TILES = (128, 128)
 
 
-def key_tiles(k_lengths: Sequence[int], block_n: int) -> list[tuple[int, int]]:
-    """``[(b, n), ...]`` b-major, one per BLOCK_N keys (dK/dV work); sequences with ``L_k == 0`` give none."""
-    return query_tiles(k_lengths, block_n)
-
-
 def _stages(head_dim: int) -> int:
     """K/V ring depth: shared memory is Q and O staging (BLOCK_M x D each) + STAGES x (K + V) (BLOCK_N x D
     each), 2 bytes an element. D=128: 64 KiB + 2 x 64 KiB = 192 KiB; D=64: 32 KiB + 3 x 32 KiB = 128 KiB
@@ -95,44 +83,69 @@ def _check_supported(d: int, d_v: int, dtype: torch.dtype) -> None:
 
 
 @dataclass(frozen=True)
-class _Problem:
-    broadcast: bool
-    q_lengths: Optional[tuple]  # None: planned on the device (from_shape), lengths never read on the host
-    k_lengths: Optional[tuple]
-    q_first: Optional[int]  # first query/output row of sequence 0 (rows before belong to no sequence); None: unknown
+class Launch:
+    """What the launches need: the framework's :class:`~jfa_verify.core.contract.CallShape` of the call, and where
+    sequence 0's rows start (rows before it belong to no sequence and are written 0 / ``-inf`` here; None: only
+    the device knows, every row then starts so and the kernels overwrite the sequences' rows)."""
+
+    shape: CallShape
+    q_first: Optional[int]  # first query/output row of sequence 0
     k_first: Optional[int]  # first key row of sequence 0
-    rows: int  # rows of o / columns of lse
-    h_q: int
-    h_kv: int
-    d: int
-    causal: bool
-    bottom_right: bool
-    sm_scale: float
-    dtype: torch.dtype
-    batch: int = 0
+
+    @property
+    def broadcast(self) -> bool:
+        return self.shape.mode == "broadcast_q"
+
+    @property
+    def rows(self) -> int:  # rows of o / columns of lse
+        return self.shape.total_q_rows
+
+    @property
+    def batch(self) -> int:
+        return self.shape.batch
+
+    @property
+    def h_q(self) -> int:
+        return self.shape.num_heads_q
+
+    @property
+    def h_kv(self) -> int:
+        return self.shape.num_heads_kv
+
+    @property
+    def d(self) -> int:
+        return self.shape.head_dim
+
+    @property
+    def causal(self) -> bool:
+        return self.shape.causal
+
+    @property
+    def bottom_right(self) -> bool:
+        return self.shape.causal and self.shape.causal_alignment == "bottom_right"
+
+    @property
+    def sm_scale(self) -> float:
+        return self.shape.sm_scale
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.shape.dtype
 
 
-def _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale, require_cuda=True) -> _Problem:
-    """The framework's contract check (:func:`jfa_verify.core.contract.validate_inputs`), then ``gluon_jfa``'s limits.
+def check_launchable(shape: CallShape, q, k, v, *, require_cuda: bool = True) -> None:
+    """Refuse a valid call outside what ``gluon_jfa`` implements.
 
-    Raises:
-        InvalidInput (a ValueError): inputs that break the contract.
-        GluonUnsupported: valid inputs outside what this kernel implements.
-    """
-    from jfa_verify.core.contract import validate_inputs
-
-    problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
-                              sm_scale=sm_scale)
-    return from_problem(problem, q, k, v, require_cuda=require_cuda)
-
-
-def from_problem(problem, q, k, v, require_cuda: bool = True) -> _Problem:
-    """This kernel's launch description of a validated :class:`jfa_verify.core.contract.JaggedProblem`.
+    Args:
+        shape: the validated call (:func:`jfa_verify.core.contract.validate_call` or a problem's ``call_shape()``).
+        q, k, v: its tensors. require_cuda: False only for code generation on a machine without a GPU.
 
     Raises:
         GluonUnsupported: dtype, head dims, device, layout or alignment this kernel does not handle.
     """
-    _check_supported(problem.head_dim, problem.head_dim_v, problem.dtype)
+    _check_supported(shape.head_dim, shape.head_dim_v, shape.dtype)
+    if shape.window is not None:
+        raise GluonUnsupported(f"gluon_jfa has no sliding window, got window={shape.window}")
     if require_cuda and not q.is_cuda:
         raise GluonUnsupported("gluon_jfa runs on CUDA (Hopper) tensors only")
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -141,92 +154,49 @@ def from_problem(problem, q, k, v, require_cuda: bool = True) -> _Problem:
                                    f"call {name}.contiguous()")
         if t.data_ptr() % 16:
             raise GluonUnsupported(f"gluon_jfa needs 16-byte aligned base addresses (TMA); {name} is not")
-    broadcast = problem.mode == "broadcast_q"
-    return _Problem(
-        broadcast=broadcast, q_lengths=problem.q_lengths, k_lengths=problem.k_lengths,
-        # rows before offsets[0] belong to no sequence (all rows of an empty batch)
-        q_first=0 if broadcast else (problem.q_starts[0] if problem.batch else problem.total_q_rows),
-        k_first=problem.k_starts[0] if problem.batch else k.shape[0],
-        rows=problem.total_q_rows,
-        h_q=problem.num_heads_q, h_kv=problem.num_heads_kv, d=problem.head_dim, causal=problem.causal,
-        bottom_right=problem.causal and problem.causal_alignment == "bottom_right", sm_scale=problem.sm_scale,
-        dtype=problem.dtype, batch=problem.batch,
-    )
 
 
-def from_shape(shape, q, k, v, q_offsets, k_offsets, poison: bool = False, require_cuda: bool = True) -> _Problem:
-    """This kernel's launch description of a :class:`jfa_verify.core.contract.CallShape`, for a launch planned
-    on the device (:class:`jfa_verify.scheduling.device_plan.DeviceLaunchPlan`): no lengths, and no host
-    synchronization unless ``poison`` (a test mode: the rows before ``offsets[0]`` must then be cleared by
-    index, so ``offsets[0]`` is read).
+def describe(shape: CallShape, k, q_offsets, k_offsets, *, problem: Optional[JaggedProblem] = None,
+             poison: bool = False) -> Launch:
+    """The :class:`Launch` of a validated call that :func:`check_launchable` accepted.
 
-    Raises:
-        GluonUnsupported: as :func:`from_problem`.
+    ``problem``: the validated problem when its lengths are on the host (where sequence 0 starts is then known);
+    without it nothing is read back from the device unless ``poison`` (a test mode: outputs start as NaN, so the
+    rows before ``offsets[0]`` must be cleared by index and ``offsets[0]`` is read).
     """
-    from jfa_verify.core.contract import JaggedProblem
-
-    bare = JaggedProblem(shape.mode, (), (), (), (), (), shape.total_q_rows, shape.num_heads_q, shape.num_heads_kv,
-                         shape.head_dim, shape.head_dim_v, shape.causal, shape.causal_alignment, shape.sm_scale,
-                         shape.dtype, shape.device, shape.inputs_contiguous, shape.window)
-    described = from_problem(bare, q, k, v, require_cuda=require_cuda)
-    first = (None, None)
+    broadcast = shape.mode == "broadcast_q"
+    if problem is not None:  # rows before offsets[0] belong to no sequence (all rows of an empty batch)
+        q_first = 0 if broadcast else (problem.q_starts[0] if problem.batch else problem.total_q_rows)
+        return Launch(shape, q_first, problem.k_starts[0] if problem.batch else k.shape[0])
     if poison:
-        first = (0 if described.broadcast else int(q_offsets[0]), int(k_offsets[0]))
-    return dataclasses.replace(described, q_lengths=None, k_lengths=None, q_first=first[0], k_first=first[1],
-                               rows=shape.total_q_rows, batch=shape.batch)
+        return Launch(shape, 0 if broadcast else int(q_offsets[0]), int(k_offsets[0]))
+    return Launch(shape, None, None)
 
 
-def query_tiles(q_lengths: Sequence[int], block_m: int) -> list[tuple[int, int]]:
-    """``[(b, m), ...]`` b-major, one per BLOCK_M query rows; sequences with ``L_q == 0`` give none."""
-    return [(b, m) for b, n in enumerate(q_lengths) for m in range(-(-n // block_m))]
+def _schedule(plan, device, heads: int) -> Optional[dict]:
+    """A pass's launch arrays and grid from its plan (a device plan's ``PlanArrays``, or a host ``PassPlan``
+    flattened by the framework's kit), or None when it has no program.
 
-
-def round_robin_programs(num_tiles: int, num_programs: int) -> list[list[int]]:
-    """Tile ``i`` to program ``i % num_programs`` (the default schedule)."""
-    progs: list[list[int]] = [[] for _ in range(max(1, num_programs))]
-    for i in range(num_tiles):
-        progs[i % len(progs)].append(i)
-    return progs
-
-
-def _num_sms(device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def _schedule(problem: _Problem, tiles, programs, num_sms: int, device, heads: Optional[int] = None) -> Optional[dict]:
-    """CSR arrays of a launch over query tiles (or the given ``tiles``), or None when no program has a tile.
-
-    ``heads``: the heads each tile is run for (default ``H_q``; ``H_kv`` for dK/dV): one CTA per (program, head),
+    ``heads``: the heads each tile is run for (``H_q``; ``H_kv`` for dK/dV): one CTA per (program, head),
     grid ``(programs, heads)``, unless ``JFA_GLUON_HEAD_GROUPS`` folds them (module docstring).
     """
-    heads = problem.h_q if heads is None else heads
+    from jfa_verify.protocol.kernel import PassPlan
+    from jfa_verify.scheduling.device_plan import host_arrays, launch_tensors
+
     groups = heads  # one head per CTA (module docstring: why)
     forced = os.environ.get(HEAD_GROUPS_ENV, "")
     if forced:  # tests: e.g. "1" puts every head of a tile in one CTA (many units per CTA)
         groups = int(forced) if heads % int(forced) == 0 else 1
-    if hasattr(programs, "prog_start"):  # a device plan (PlanArrays): its programs past the real ones are empty
-        if programs.programs == 0:
-            return None
-        return dict(tile_seq=programs.tile_seq, tile_block=programs.tile_block, prog_start=programs.prog_start,
-                    grid=(programs.programs, groups), heads_per_cta=heads // groups)
-    block_m, _ = tile_sizes(problem.d, problem.dtype)
-    if tiles is None:
-        tiles = query_tiles(problem.q_lengths, block_m)
-    tiles = [(int(b), int(m)) for b, m in tiles]
-    for b, m in tiles:
-        if not (0 <= b < problem.batch and m >= 0):
-            raise ValueError(f"tile ({b}, {m}) outside the batch of {problem.batch} sequences")
-    if programs is None:
-        programs = round_robin_programs(len(tiles), num_sms)
-    from jfa_verify.scheduling.device_plan import flatten_programs
-
-    order, starts = flatten_programs(programs, len(tiles), drop_empty=True)  # an idle program needs no CTA
-    n_prog = len(starts) - 1
-    if n_prog == 0:
+    if isinstance(plan, PassPlan):
+        arrays = launch_tensors(host_arrays(plan), device)
+        programs, tile_seq, tile_block, prog_start = (arrays[name] for name in ("programs", "tile_seq", "tile_block",
+                                                                                "prog_start"))
+    else:
+        programs, tile_seq, tile_block, prog_start = plan.programs, plan.tile_seq, plan.tile_block, plan.prog_start
+    if programs == 0:
         return None
-    i32 = lambda xs: torch.tensor(xs, dtype=torch.int32, device=device)  # noqa: E731
-    return dict(tile_seq=i32([tiles[i][0] for i in order]), tile_block=i32([tiles[i][1] for i in order]),
-                prog_start=i32(starts), grid=(n_prog, groups), heads_per_cta=heads // groups)
+    return dict(tile_seq=tile_seq, tile_block=tile_block, prog_start=prog_start, grid=(programs, groups),
+                heads_per_cta=heads // groups)
 
 
 def _gl_dtype(dtype: torch.dtype):
@@ -251,7 +221,7 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
     return TensorDescriptor(t2d, list(t2d.shape), list(t2d.stride()), block, _shared_layout(tuple(block), t2d.dtype))
 
 
-def _alloc_outputs(problem: _Problem, device, poison: bool):
+def _alloc_outputs(problem: Launch, device, poison: bool):
     # rows that belong to no sequence (before offsets[0]) are the contract's 0 / -inf; with offsets[0] on the
     # device (q_first None, never poisoned) every row starts so and the kernel overwrites the sequences' rows
     fill = float("nan") if poison else 0.0
@@ -264,9 +234,9 @@ def _alloc_outputs(problem: _Problem, device, poison: bool):
     return o, lse
 
 
-def _plan_forward(kmod, problem: _Problem, q, k, v, q_offsets, k_offsets, tiles, programs, num_sms: int,
-                  poison: bool = False):
-    """Allocate ``(o, lse)`` and return ``(o, lse, launch)``; ``launch()`` runs the kernel (None: nothing to run).
+def _plan_forward(kmod, problem: Launch, q, k, v, q_offsets, k_offsets, fwd_plan, poison: bool = False):
+    """Allocate ``(o, lse)`` and return ``(o, lse, launch)``; ``launch()`` runs the kernel on ``fwd_plan`` (the
+    forward pass's plan, see :func:`_schedule`; None: nothing to run).
 
     ``launch`` may be called again (benchmarks): it rewrites the same outputs.
     """
@@ -278,7 +248,7 @@ def _plan_forward(kmod, problem: _Problem, q, k, v, q_offsets, k_offsets, tiles,
         o.zero_()
         lse.fill_(float("-inf"))
         return o, lse, None
-    plan = _schedule(problem, tiles, programs, num_sms, device)
+    plan = _schedule(fwd_plan, device, problem.h_q)
     if plan is None:
         return o, lse, None
     block_m, block_n = tile_sizes(problem.d, problem.dtype)
@@ -303,23 +273,12 @@ def _plan_forward(kmod, problem: _Problem, q, k, v, q_offsets, k_offsets, tiles,
     return o, lse, launch
 
 
-def _forward(kmod, problem: _Problem, q, k, v, q_offsets, k_offsets, tiles, programs, num_sms: int,
-             poison: bool = False):
-    """Run (or, with a compile-only ``kmod``, compile) the forward; returns ``(o, lse)``."""
-    o, lse, launch = _plan_forward(kmod, problem, q, k, v, q_offsets, k_offsets, tiles, programs, num_sms, poison)
+def _forward(kmod, problem: Launch, q, k, v, q_offsets, k_offsets, fwd_plan, poison: bool = False):
+    """Run (or, with a compile-only ``kmod``, compile) the forward on ``fwd_plan``; returns ``(o, lse)``."""
+    o, lse, launch = _plan_forward(kmod, problem, q, k, v, q_offsets, k_offsets, fwd_plan, poison)
     if launch is not None:
         launch()
     return o, lse
-
-
-def prepare_forward(kmod, q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left",
-                    sm_scale=None, tiles=None, programs=None):
-    """For benchmarks: validate and plan once; returns ``(o, lse, launch)`` where ``launch()`` only
-    launches the kernel (no host checks, no schedule building), rewriting ``o`` and ``lse``."""
-    problem = _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale)
-    o, lse, launch = _plan_forward(kmod, problem, q, k, v, q_offsets, k_offsets, tiles, programs,
-                                   _num_sms(q.device))
-    return o, lse, (launch or (lambda: None))
 
 
 def _bwd_stages(head_dim: int) -> int:
@@ -329,18 +288,16 @@ def _bwd_stages(head_dim: int) -> int:
     return _stages(head_dim)
 
 
-def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_offsets, tiles, programs,
-                   num_sms: int, poison: bool = False, kv_tiles=None, kv_programs=None):
-    """Allocate dQ, dK, dV, build both schedules and descriptors; return ``(dq, dk, dv, launch)``.
+def _plan_backward(kmod, problem: Launch, q, k, v, o, lse, do, q_offsets, k_offsets, dq_plan, dkdv_plan,
+                   poison: bool = False):
+    """Allocate dQ, dK, dV, the launch arrays of both plans and the descriptors; return ``(dq, dk, dv, launch)``.
 
     ``launch()`` runs the delta kernel (``rowsum(dO * O)``, float32), then the dK/dV and dQ kernels,
     rewriting the outputs (benchmarks call it again); broadcast-Q returns float32 per-sequence
-    partials as ``dq`` (see :func:`_backward`). No device synchronization: the schedule comes
-    from the problem's host-side lengths. ``kv_tiles``/``kv_programs``: the dK/dV pass's
-    ``[(sequence, key block)]`` tiles of 128 keys and their programs (default: every key block, b-major,
-    round-robin over the SMs; the registered kernel passes the framework's zigzag, which the H200 measured
-    at 0.67x against 0.63x of FA2's backward on the causal uniform-32 batch, a tie elsewhere; direct calls keep
-    the plan the GPU check measured them with, which needs no cost model).
+    partials as ``dq`` (see :func:`_backward`). No device synchronization. ``dq_plan``: the forward's query
+    tiles and programs; ``dkdv_plan``: tiles of 128 keys (the adapter deals them by zigzag, which the H200
+    measured at 0.67x against round-robin's 0.63x of FA2's backward on the causal uniform-32 batch, a tie
+    elsewhere).
     """
     device = q.device
     d = problem.d
@@ -373,9 +330,7 @@ def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_of
                  BROADCAST_Q=problem.broadcast, num_warps=NUM_WARPS)
     launches = []
     bm, bn = BWD_DKDV_TILES
-    if kv_tiles is None and kv_programs is None:  # direct calls: round-robin (the registered kernel: zigzag)
-        kv_tiles, kv_programs = key_tiles(problem.k_lengths, bn), None
-    kv_plan = _schedule(problem, kv_tiles, kv_programs, num_sms, device, heads=problem.h_kv)
+    kv_plan = _schedule(dkdv_plan, device, problem.h_kv)
     if kv_plan is not None:
         kv_args = (_descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
                    _descriptor(v2, [bn, d]), dk, dv)
@@ -385,7 +340,7 @@ def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_of
         launches.append(lambda delta: kmod._bwd_dkdv_kernel[kv_plan["grid"]](*kv_args, lse, delta, *kv_rest,
                                                                               **flags))
     bm, bn = BWD_DQ_TILES
-    q_plan = _schedule(problem, tiles, programs, num_sms, device)
+    q_plan = _schedule(dq_plan, device, problem.h_q)
     if q_plan is not None:
         q_args = (_descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
                   _descriptor(v2, [bn, d]), dq_out)
@@ -406,7 +361,7 @@ def _plan_backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_of
     return dq_out, dk, dv, launch
 
 
-def _finish_dq(problem: _Problem, q, dq_out):
+def _finish_dq(problem: Launch, q, dq_out):
     """dQ from the dQ kernel's output: broadcast-Q sums the float32 per-sequence partials."""
     if not problem.broadcast:
         return dq_out
@@ -415,79 +370,80 @@ def _finish_dq(problem: _Problem, q, dq_out):
     return dq_out.view(problem.batch, q.shape[0], problem.h_q, problem.d).sum(0).to(q.dtype)
 
 
-def _backward(kmod, problem: _Problem, q, k, v, o, lse, do, q_offsets, k_offsets, tiles, programs, num_sms: int,
-              poison: bool = False, kv_tiles=None, kv_programs=None):
+def _backward(kmod, problem: Launch, q, k, v, o, lse, do, q_offsets, k_offsets, dq_plan, dkdv_plan,
+              poison: bool = False):
     """dQ, dK, dV of ``sum(o * do)`` (LSE is not differentiated). Deterministic: no atomics.
 
-    ``delta = rowsum(dO * O)`` is computed in float32; dK/dV run over KV tiles of 128 keys
-    (``kv_tiles``/``kv_programs``, default b-major round-robin); dQ
-    runs over the forward's query tiles and ``programs``. Broadcast-Q: dQ is a float32 partial
-    per sequence, summed here.
+    ``delta = rowsum(dO * O)`` is computed in float32; dK/dV run over ``dkdv_plan``'s KV tiles of 128 keys, dQ
+    over ``dq_plan``'s query tiles. Broadcast-Q: dQ is a float32 partial per sequence, summed here.
     """
-    dq_out, dk, dv, launch = _plan_backward(kmod, problem, q, k, v, o, lse, do, q_offsets, k_offsets, tiles,
-                                            programs, num_sms, poison, kv_tiles, kv_programs)
+    dq_out, dk, dv, launch = _plan_backward(kmod, problem, q, k, v, o, lse, do, q_offsets, k_offsets, dq_plan,
+                                            dkdv_plan, poison)
     if launch is not None:
         launch()
     return _finish_dq(problem, q, dq_out), dk, dv
 
 
-def prepare_backward(kmod, q, k, v, o, lse, do, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left",
-                     sm_scale=None, tiles=None, programs=None, kv_tiles=None, kv_programs=None):
-    """For benchmarks: validate and plan the backward once; returns ``launch`` where ``launch()`` runs the
-    device work of one backward (delta, the dK/dV and dQ kernels, broadcast-Q's sum) and returns
-    ``(dq, dk, dv)``; no host checks, no schedule building."""
-    problem = _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale)
-    dq_out, dk, dv, run = _plan_backward(kmod, problem, q, k, v, o, lse, do, q_offsets, k_offsets, tiles,
-                                         programs, _num_sms(q.device), kv_tiles=kv_tiles, kv_programs=kv_programs)
+@dataclass(frozen=True)
+class _Passes:
+    """One call's launches for the kit's autograd scaffold (:mod:`jfa_verify.protocol.autograd`); ``plans(kind)``
+    gives pass ``kind``'s plan (``"fwd"``, ``"dq"``, ``"dkdv"``) when first launched, so a forward alone never plans
+    the backward."""
 
-    def launch():
-        if run is not None:
-            run()
-        return _finish_dq(problem, q, dq_out), dk, dv
+    kmod: object
+    launch: Launch
+    plans: Callable[[str], object]
+    poison: bool
 
-    return launch
+    def forward(self, q, k, v, q_offsets, k_offsets):
+        return _forward(self.kmod, self.launch, q, k, v, q_offsets, k_offsets, self.plans("fwd"), self.poison)
 
-
-class _GluonJaggedAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, tiles, programs, poison, kv_plan):
-        o, lse = _forward(kmod, problem, q, k, v, q_offsets, k_offsets, tiles, programs, _num_sms(q.device),
-                          poison)
-        ctx.mark_non_differentiable(lse)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.kmod, ctx.problem, ctx.tiles, ctx.programs, ctx.poison = kmod, problem, tiles, programs, poison
-        ctx.kv_plan = kv_plan  # None, or a callable returning the dK/dV pass's (tiles, programs): built in backward
-        ctx.q_offsets, ctx.k_offsets = q_offsets, k_offsets
-        return o, lse
-
-    @staticmethod
-    def backward(ctx, do, dlse):
-        q, k, v, o, lse = ctx.saved_tensors
-        if do is None:
-            do = torch.zeros_like(o)
-        kv_tiles, kv_programs = ctx.kv_plan() if ctx.kv_plan is not None else (None, None)
-        dq, dk, dv = _backward(ctx.kmod, ctx.problem, q, k, v, o, lse, do, ctx.q_offsets, ctx.k_offsets,
-                               ctx.tiles, ctx.programs, _num_sms(q.device), ctx.poison, kv_tiles, kv_programs)
-        return dq, dk, dv, None, None, None, None, None, None, None, None
+    def backward(self, q, k, v, o, lse, do, q_offsets, k_offsets):
+        return _backward(self.kmod, self.launch, q, k, v, o, lse, do, q_offsets, k_offsets, self.plans("dq"),
+                         self.plans("dkdv"), self.poison)
 
 
-def make_gluon_attention(kmod):
-    """The contract callable (see :func:`gluon_jagged_attention`) bound to kernel module ``kmod``."""
+def attention(kmod, launch: Launch, q, k, v, q_offsets, k_offsets, plans: Callable[[str], object],
+              poison: bool = False):
+    """``(o, lse)`` of one call on the kernels of ``kmod``, differentiable in ``q``, ``k``, ``v``.
 
-    def attention(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None,
-                  tiles=None, programs=None):
-        problem = _validate(q, k, v, q_offsets, k_offsets, causal, causal_alignment, sm_scale)
-        poison = os.environ.get(POISON_ENV, "") == "1"
-        return _GluonJaggedAttention.apply(q, k, v, q_offsets, k_offsets, kmod, problem, tiles, programs, poison,
-                                           None)
+    Args:
+        launch: :func:`describe`'s description of the validated call.
+        q_offsets, k_offsets: the offsets the kernels read (a device plan's clamped ones; ``q_offsets`` None under
+            broadcast-Q).
+        plans: ``plans(kind)`` is pass ``kind``'s plan: a device plan's ``PlanArrays`` or a host ``PassPlan``
+            (:class:`._adapter.GluonJFA` makes them).
+        poison: outputs start as NaN, so unwritten rows show (tests).
+    """
+    from jfa_verify.protocol.autograd import differentiable_attention
 
-    attention.kernels = kmod
-    return attention
+    return differentiable_attention(_Passes(kmod, launch, plans, poison), q, k, v, q_offsets, k_offsets)
+
+
+def prepare(kmod, launch: Launch, q, k, v, q_offsets, k_offsets, plans: Callable[[str], object], do):
+    """For benchmarks: allocate, flatten the plans and build the descriptors of a forward and a backward once.
+
+    Returns:
+        ``(o, lse, forward, backward)``: ``forward()`` launches the forward kernel only (no host checks, no
+        planning), rewriting ``o`` and ``lse``; ``backward()`` runs the device work of one backward of ``sum(o * do)``
+        (delta, the dK/dV and dQ kernels, broadcast-Q's sum) on the current ``o``, ``lse``, returning
+        ``(dq, dk, dv)``. Call ``forward()`` first.
+    """
+    o, lse, run_forward = _plan_forward(kmod, launch, q, k, v, q_offsets, k_offsets, plans("fwd"))
+    dq_out, dk, dv, run_backward = _plan_backward(kmod, launch, q, k, v, o, lse, do, q_offsets, k_offsets,
+                                                  plans("dq"), plans("dkdv"))
+
+    def backward():
+        if run_backward is not None:
+            run_backward()
+        return _finish_dq(launch, q, dq_out), dk, dv
+
+    return o, lse, (run_forward or (lambda: None)), backward
 
 
 def gluon_jagged_attention(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left",
-                           sm_scale=None, tiles=None, programs=None):
-    """Jagged flash attention forward on Hopper (Gluon): ``(o, lse)``.
+                           sm_scale=None, max_seqlen_q=None, max_seqlen_k=None):
+    """Jagged flash attention on Hopper (Gluon): ``(o, lse)``, the registered ``gluon_jfa`` called directly.
 
     Args:
         q: ``[T_q, H_q, D]`` packed queries, or ``[L_q, H_q, D]`` (broadcast-Q, ``q_offsets=None``).
@@ -496,25 +452,25 @@ def gluon_jagged_attention(q, k, v, q_offsets, k_offsets, *, causal=False, causa
         causal, causal_alignment: key ``j`` visible to query ``i`` iff ``j <= i + shift``, shift 0
             (``"top_left"``) or ``L_k - L_q`` (``"bottom_right"``), per sequence.
         sm_scale: score scale, default ``1 / sqrt(D)``.
-        tiles: ``[(sequence, query block)]`` work list (default: b-major, BLOCK_M rows per tile).
-        programs: lists of indices into ``tiles``, one list per persistent program (default:
-            round-robin over the SMs).
+        max_seqlen_q, max_seqlen_k: the longest sequences, as FlashAttention's varlen API takes them; with both
+            given nothing is read back from the device (the offsets are trusted), else the offsets are read once
+            and checked.
 
     Returns:
         ``o [rows, H_q, D]`` in the input dtype (broadcast-Q: ``rows = B * L_q``) and
         ``lse [H_q, rows]`` float32, natural log; rows with no visible key: 0 and ``-inf``.
 
     Differentiable w.r.t. ``q``, ``k``, ``v`` (``lse`` is not): the backward runs the dK/dV and dQ
-    kernels (deterministic, no atomics); dQ uses ``tiles``/``programs``, dK/dV a round-robin
-    schedule of 128-key tiles.
+    kernels (deterministic, no atomics). Tiles are the framework's (128 query rows; 128 keys for dK/dV), dealt
+    by zigzag over the SMs; another schedule: ``build(scheduler=...)`` (``jfa_verify.kernels.gluon_jfa``) with
+    a hook of :mod:`jfa_verify.scheduling.planning`.
 
     Raises:
-        ValueError: inputs that break the contract.
+        InvalidInput (a ValueError): inputs that break the contract.
         GluonUnsupported: dtype other than bf16/fp16, head dim not 64/128 or D != D_v,
             non-contiguous or misaligned tensors, non-CUDA tensors.
     """
-    from . import _kernels
+    from . import build
 
-    return make_gluon_attention(_kernels)(q, k, v, q_offsets, k_offsets, causal=causal,
-                                          causal_alignment=causal_alignment, sm_scale=sm_scale, tiles=tiles,
-                                          programs=programs)
+    return build()(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                   sm_scale=sm_scale, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)

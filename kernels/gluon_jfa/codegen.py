@@ -105,7 +105,10 @@ def compile_for_sm90(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16, c
         raise RuntimeError("TRITON_INTERPRET is set: Gluon kernels only compile without it; unset it")
     from triton.runtime.driver import driver
 
-    from . import _host
+    from jfa_verify.core.contract import validate_inputs
+    from jfa_verify.scheduling.planning import PersistentScheduler
+
+    from . import _host, build
     if kernels_module is None:
         from . import _kernels as kernels_module
 
@@ -116,18 +119,23 @@ def compile_for_sm90(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16, c
     q = torch.randn(16 if broadcast_q else sum(lengths), h_q, head_dim, generator=gen).to(dtype)
     k, v = (torch.randn(sum(lengths), h_kv, head_dim, generator=gen).to(dtype) for _ in range(2))
     q_off = None if broadcast_q else offsets
-    problem = _host._validate(q, k, v, q_off, offsets, causal, "bottom_right" if bottom_right else "top_left",
-                              None, require_cuda=False)
+    problem = validate_inputs(q, k, v, q_off, offsets, causal=causal,
+                              causal_alignment="bottom_right" if bottom_right else "top_left")
+    _host.check_launchable(problem.call_shape(), q, k, v, require_cuda=False)
+    launch = _host.describe(problem.call_shape(), k, q_off, offsets, problem=problem)
+    # the registered kernel's plans (zigzag over an H200's 132 SMs), made on the host: no device here
+    plans = build(kernels_module=kernels_module,
+                  scheduler=PersistentScheduler(backward="zigzag", num_sms=132)).host_plans(problem)
     found: dict = {}
     names = ["_fwd_kernel"] + (["_bwd_delta_kernel", "_bwd_dkdv_kernel", "_bwd_dq_kernel"] if backward else [])
     stand_in = types.SimpleNamespace(**{n: _CompileOnly(getattr(kernels_module, n), n, found) for n in names})
     previous = driver._active
     driver.set_active(TargetOnlyDriver(90))
     try:
-        o, lse = _host._forward(stand_in, problem, q, k, v, q_off, offsets, None, None, num_sms=132)
+        o, lse = _host._forward(stand_in, launch, q, k, v, q_off, offsets, plans("fwd"))
         if backward:
             do = torch.randn(o.shape, generator=gen).to(dtype)
-            _host._backward(stand_in, problem, q, k, v, o, lse, do, q_off, offsets, None, None, num_sms=132)
+            _host._backward(stand_in, launch, q, k, v, o, lse, do, q_off, offsets, plans("dq"), plans("dkdv"))
     finally:
         driver.set_active(previous)  # reset_active() would create a CUDA driver, absent here
     facts = {}

@@ -1,4 +1,4 @@
-"""Host side of ``triton_jfa``: launch plans, launches and the autograd Function.
+"""Host side of ``triton_jfa``: launch plans, launches, and their autograd (the kit's scaffold).
 
 Every Triton object is reached through the kernel module ``kmod`` given to
 :class:`TritonJFA`, so a mutated copy of ``_kernels.py`` (a planted bug) runs
@@ -33,6 +33,7 @@ from jfa_verify.core.device import interpreting
 from jfa_verify.core.dtypes import FORWARD_ONLY, output_dtype
 from jfa_verify.core.errors import InvalidInput, UnsupportedCase
 from jfa_verify.kernels.triton_jfa._config import KERNEL_CAPABILITIES, launch_config
+from jfa_verify.protocol.autograd import differentiable_attention
 from jfa_verify.protocol.kernel import KernelRun, LaunchPlan, Visits
 from jfa_verify.scheduling import device_plan
 from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler
@@ -299,28 +300,40 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr, spa
     return dq, dk, dv
 
 
-class _JaggedAttention(torch.autograd.Function):
+@dataclasses.dataclass(frozen=True)
+class _Passes:
+    """One call's launches for the kit's autograd scaffold
+    (:func:`jfa_verify.protocol.autograd.differentiable_attention`): the plan and flags bound in, the offsets as the
+    kernels read them passed as saved tensors (:meth:`offsets`)."""
+
+    kmod: object
+    problem: CallShape
+    plan: object  # DevicePlan, or plan_launch's arrays
+    instr: Optional[Visits]
+    sparse: Optional[dict] = None
+
     @staticmethod
-    def forward(ctx, q, k, v, q_offsets, k_offsets, kmod, problem, plan, instr, sparse=None):
+    def offsets(q_offsets, k_offsets, plan):
+        """``(q_off, k_off)``: the offsets the kernels read."""
         q_off = k_offsets if q_offsets is None else q_offsets  # never read under BROADCAST_Q
         if isinstance(plan, DevicePlan):  # the kernels read the offsets as the plan clamped them
             q_off, k_offsets = plan.q_off, plan.k_off
-        o, lse = _forward(kmod, problem, plan, q, k, v, q_off, k_offsets, instr, sparse)
-        ctx.save_for_backward(q, k, v, o, lse, q_off, k_offsets)
-        ctx.kmod, ctx.problem, ctx.plan, ctx.instr, ctx.sparse = kmod, problem, plan, instr, sparse
-        ctx.mark_non_differentiable(lse)
-        return o, lse
+        return q_off, k_offsets
 
-    @staticmethod
-    def backward(ctx, do, dlse):
-        q, k, v, o, lse, q_off, k_off = ctx.saved_tensors
-        if ctx.problem.dtype in FORWARD_ONLY:
-            raise UnsupportedCase(f"dtype={ctx.problem.dtype} is forward only in triton_jfa: no backward")
-        if do is None:
-            do = torch.zeros_like(o)
-        dq, dk, dv = _backward(ctx.kmod, ctx.problem, ctx.plan, q, k, v, o, lse, do, q_off, k_off, ctx.instr,
-                               ctx.sparse)
-        return dq, dk, dv, None, None, None, None, None, None, None
+    def forward(self, q, k, v, q_off, k_off):
+        return _forward(self.kmod, self.problem, self.plan, q, k, v, q_off, k_off, self.instr, self.sparse)
+
+    def backward(self, q, k, v, o, lse, do, q_off, k_off):
+        if self.problem.dtype in FORWARD_ONLY:
+            raise UnsupportedCase(f"dtype={self.problem.dtype} is forward only in triton_jfa: no backward")
+        return _backward(self.kmod, self.problem, self.plan, q, k, v, o, lse, do, q_off, k_off, self.instr,
+                         self.sparse)
+
+
+def _attention(q, k, v, q_offsets, k_offsets, kmod, problem, plan, instr, sparse=None):
+    """``(o, lse)`` of one call, differentiable through the kit's scaffold."""
+    passes = _Passes(kmod, problem, plan, instr, sparse)
+    return differentiable_attention(passes, q, k, v, *passes.offsets(q_offsets, k_offsets, plan))
 
 
 class TritonJFA:
@@ -444,6 +457,5 @@ class TritonJFA:
                                          device=shape.device) for kind, h in heads.items()}
 
             visits = Visits(counters(0), counters(-1))
-        o, lse = _JaggedAttention.apply(q, k, v, q_offsets, k_offsets, self.kernels, shape, arrays, visits,
-                                        sparse_args)
+        o, lse = _attention(q, k, v, q_offsets, k_offsets, self.kernels, shape, arrays, visits, sparse_args)
         return KernelRun(o, lse, plan, visits)
