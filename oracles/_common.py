@@ -3,11 +3,14 @@ reduction, padded row indices."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from jfa_verify.core.contract import JaggedProblem, visible_mask, visible_masks
 
-__all__ = ["check_output_grad", "expand_kv_heads", "length_groups", "padded_row_index", "reduce_kv_heads",
+__all__ = ["GroupRows", "check_output_grad", "expand_kv_heads", "group_rows", "host_to_device", "length_groups",
+           "reduce_kv_heads",
            "sequence_slices", "visible_mask", "visible_masks"]
 
 
@@ -77,11 +80,48 @@ def reduce_kv_heads(x: torch.Tensor, group: int) -> torch.Tensor:
     return x.reshape(length, heads // group, group, dim).sum(2)
 
 
-def padded_row_index(starts, lengths, width: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(index, valid)``, both ``[n, width]``: row ``starts[s] + i`` of the packed tensor for sequence ``s``, valid
-    for ``i < lengths[s]`` (index 0 on padding, a row that exists whenever some sequence has one)."""
-    pos = torch.arange(width, device=device)[None, :]
-    start = torch.tensor(list(starts), dtype=torch.long, device=device)[:, None]
-    length = torch.tensor(list(lengths), dtype=torch.long, device=device)[:, None]
-    valid = pos < length
-    return torch.where(valid, start + pos, torch.zeros_like(pos)), valid
+def host_to_device(tensors: dict, device) -> dict:
+    """CPU tensors made from host lengths, moved to ``device`` without a synchronization: on CUDA through pinned
+    memory, non-blocking (a copy from pageable memory waits for the stream: one host round trip per tensor, per
+    group); elsewhere unchanged."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return {name: t.to(device) for name, t in tensors.items()}
+    return {name: t.pin_memory().to(device, non_blocking=True) for name, t in tensors.items()}
+
+
+@dataclass(frozen=True)
+class GroupRows:
+    """Where ``n`` sequences' rows lie in a packed tensor, padded to ``[n, width]``; made by :func:`group_rows`.
+
+    ``index``/``valid``: ``[n, width]`` long/bool, row ``starts[s] + i`` of the packed tensor for sequence ``s``,
+    valid for ``i < lengths[s]`` (index 0 on padding, a row that exists whenever some sequence has one).
+    ``flat``: ``[V]`` long, the valid positions ``s * width + i`` in increasing order, so that
+    :meth:`take` is ``x[valid]`` without the device-to-host synchronization a boolean mask costs on CUDA;
+    ``rows``: ``[V]`` long, ``index[valid]``.
+    """
+
+    index: torch.Tensor
+    valid: torch.Tensor
+    flat: torch.Tensor
+    rows: torch.Tensor
+
+    def take(self, x: torch.Tensor) -> torch.Tensor:
+        """``x[valid]`` for ``x`` of shape ``[n, width, ...]``: ``[V, ...]``, sequence-major."""
+        return x.reshape(-1, *x.shape[2:]).index_select(0, self.flat)
+
+
+def group_rows(starts, lengths, width: int, device) -> GroupRows:
+    """:class:`GroupRows` of sequences starting at packed rows ``starts`` with ``lengths`` rows (host ints), padded
+    to ``width``; built on the host, moved with :func:`host_to_device`."""
+    start = torch.tensor(list(starts), dtype=torch.long)
+    length = torch.tensor(list(lengths), dtype=torch.long)
+    pos = torch.arange(width)[None, :]
+    valid = pos < length[:, None]
+    index = torch.where(valid, start[:, None] + pos, torch.zeros_like(pos))
+    # sequence s's valid positions are s * width + i, i < lengths[s]: one arange shifted per sequence
+    shift = torch.arange(len(length)) * width - (torch.cumsum(length, 0) - length)
+    flat = torch.arange(int(length.sum())) + torch.repeat_interleave(shift, length)
+    rows = index.reshape(-1)[flat]
+    moved = host_to_device(dict(index=index, valid=valid, flat=flat, rows=rows), device)
+    return GroupRows(**moved)

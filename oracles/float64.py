@@ -1,7 +1,8 @@
 """The exact reference: float64, explicit formulas on the tensors' device, sequences padded in groups.
 
 Forward, per sequence and head: ``S = sm_scale * Q K^T`` masked to the visible
-keys (the mask and, for a block-sparse call, the selected blocks), ``lse = logsumexp(S)`` (natural log), ``P = exp(S - lse)``, ``O = P V``.
+keys (the mask and, for a block-sparse call, the selected blocks), ``lse = logsumexp(S)`` (natural log),
+``P = exp(S - lse)``, ``O = P V``.
 Backward (the softmax Jacobian, as in FlashAttention-2, Dao 2023,
 arXiv:2307.08691, Algorithm 2): ``dV = P^T dO``, ``dP = dO V^T``,
 ``Delta = rowsum(dO * O)``, ``dS = P * (dP - Delta)``, ``dQ = sm_scale dS K``,
@@ -21,7 +22,15 @@ import torch
 
 from jfa_verify.core.contract import JaggedProblem
 
-from ._common import check_output_grad, expand_kv_heads, length_groups, padded_row_index, reduce_kv_heads, visible_masks
+from ._common import (
+    check_output_grad,
+    expand_kv_heads,
+    group_rows,
+    host_to_device,
+    length_groups,
+    reduce_kv_heads,
+    visible_masks,
+)
 
 __all__ = ["reference_attention", "sequence_groups"]
 
@@ -132,16 +141,17 @@ def reference_attention(
 
     for group in sequence_groups(p):
         n = len(group)
-        group_index = torch.tensor(group, device=dev)
         q_lens, k_lens = [p.q_lengths[b] for b in group], [p.k_lengths[b] for b in group]
         lq_max, lk_max = max(q_lens), max(k_lens)
-        q_idx, q_ok = padded_row_index([p.q_starts[b] for b in group], q_lens, lq_max, dev)
-        o_idx, _ = padded_row_index([p.out_starts[b] for b in group], q_lens, lq_max, dev)
-        k_idx, k_ok = padded_row_index([p.k_starts[b] for b in group], k_lens, lk_max, dev)
-        qb = _gather(q, q_idx, q_ok, 1)  # [n, Lq, H, D], zero on padded rows
-        kb = _gather(k, k_idx, k_ok, g)  # [n, Lk, H, D]: KV heads expanded to the query heads
-        vb = _gather(v, k_idx, k_ok, g)
-        lengths = torch.tensor([q_lens, k_lens], device=dev)
+        # every index is made on the host and moved without a synchronization (no boolean-mask selection either)
+        q_rows = group_rows([p.q_starts[b] for b in group], q_lens, lq_max, dev)
+        o_rows = group_rows([p.out_starts[b] for b in group], q_lens, lq_max, dev)
+        k_rows = group_rows([p.k_starts[b] for b in group], k_lens, lk_max, dev)
+        small = host_to_device(dict(group=torch.tensor(group), lengths=torch.tensor([q_lens, k_lens])), dev)
+        group_index, lengths = small["group"], small["lengths"]
+        qb = _gather(q, q_rows.index, q_rows.valid, 1)  # [n, Lq, H, D], zero on padded rows
+        kb = _gather(k, k_rows.index, k_rows.valid, g)  # [n, Lk, H, D]: KV heads expanded to the query heads
+        vb = _gather(v, k_rows.index, k_rows.valid, g)
         mask = visible_masks(lengths[0], lengths[1], lq_max, lk_max, p.causal, p.causal_alignment,
                              p.window, p.block_selection, group)[:, None]  # [n, 1, Lq, Lk], False on padding
         s = torch.einsum("nihd,njhd->nhij", qb, kb) * p.sm_scale
@@ -151,9 +161,8 @@ def reference_attention(
         safe = torch.where(torch.isinf(row_lse), torch.zeros_like(row_lse), row_lse)
         prob = torch.exp(s - safe[..., None]).masked_fill(~mask, 0.0)  # [n, H, Lq, Lk]
         ob = torch.einsum("nhij,njhd->nihd", prob, vb)  # [n, Lq, H, Dv]
-        out_rows = o_idx[q_ok]
-        o[out_rows] = ob[q_ok]
-        lse[:, out_rows] = row_lse.transpose(1, 2)[q_ok].T
+        o[o_rows.rows] = q_rows.take(ob)
+        lse[:, o_rows.rows] = q_rows.take(row_lse.transpose(1, 2)).T
         keep("o_lowp", torch.einsum("nhij,njhd->nihd", prob, vb.abs()))
         s_abs = torch.where(mask, s.abs(), torch.zeros_like(s))  # 0 where masked
         weight = prob * (1.0 + s_abs + safe.abs()[..., None])  # relative float32 error of P, in eps
@@ -161,7 +170,7 @@ def reference_attention(
         keep("lse_acc", 1.0 + (prob * s_abs).sum(-1))
         if do is None:
             continue
-        dob = _gather(do, o_idx, q_ok, 1)
+        dob = _gather(do, o_rows.index, o_rows.valid, 1)
         dv_h = torch.einsum("nhij,nihd->njhd", prob, dob)
         dp = torch.einsum("nihd,njhd->nhij", dob, vb)
         delta = (dob * ob).sum(-1).transpose(1, 2)  # [n, H, Lq]
@@ -180,9 +189,10 @@ def reference_attention(
             keep("dk_acc", scale * torch.einsum("nhij,nihd->njhd", mag, qb.abs()))
             keep("dv_acc", torch.einsum("nhij,nihd->njhd", weight, dob.abs()))
         # accumulated: broadcast-Q sequences share their query rows, and each adds its dQ there
-        _add_rows(dq, q_idx[q_ok], (torch.einsum("nhij,njhd->nihd", ds, kb) * p.sm_scale)[q_ok])
-        _add_rows(dk, k_idx[k_ok], reduce_kv_heads((torch.einsum("nhij,nihd->njhd", ds, qb) * p.sm_scale)[k_ok], g))
-        _add_rows(dv, k_idx[k_ok], reduce_kv_heads(dv_h[k_ok], g))
+        _add_rows(dq, q_rows.rows, q_rows.take(torch.einsum("nhij,njhd->nihd", ds, kb) * p.sm_scale))
+        dk_rows = k_rows.take(torch.einsum("nhij,nihd->njhd", ds, qb) * p.sm_scale)
+        _add_rows(dk, k_rows.rows, reduce_kv_heads(dk_rows, g))
+        _add_rows(dv, k_rows.rows, reduce_kv_heads(k_rows.take(dv_h), g))
     out = {"o": o, "lse": lse}
     if do is not None:
         out.update(dq=dq, dk=dk, dv=dv)

@@ -20,7 +20,15 @@ from jfa_verify.core.contract import JaggedProblem
 from jfa_verify.core.dtypes import FORWARD_ONLY
 from jfa_verify.core.errors import InvalidInput
 
-from ._common import check_output_grad, expand_kv_heads, length_groups, padded_row_index, visible_masks
+from ._common import (
+    GroupRows,
+    check_output_grad,
+    expand_kv_heads,
+    group_rows,
+    host_to_device,
+    length_groups,
+    visible_masks,
+)
 
 __all__ = ["padded_sdpa_attention", "sequence_groups"]
 
@@ -44,11 +52,11 @@ def _pad(rows: torch.Tensor, valid: torch.Tensor, group: int = 1) -> torch.Tenso
     return padded.unflatten(0, rows.shape[:2]).transpose(1, 2)
 
 
-def _add_grad(grad: torch.Tensor, rows: torch.Tensor, index: torch.Tensor, valid: torch.Tensor) -> None:
+def _add_grad(grad: torch.Tensor, rows: torch.Tensor, where: GroupRows) -> None:
     """Add the gradient of the gathered leaf ``rows`` into packed ``grad``, on the rows it was read from (summed
     where several sequences read one row: broadcast-Q)."""
     if rows.grad is not None:  # (no host sync: an empty selection adds nothing)
-        grad.index_put_((index[valid],), rows.grad[valid], accumulate=True)
+        grad.index_put_((where.rows,), where.take(rows.grad), accumulate=True)
 
 
 # Most padded scores one group holds (elements; its LSE scores in float32: 256 MiB). A larger sequence runs alone.
@@ -115,14 +123,15 @@ def _sdpa_group(p: JaggedProblem, group: list, q, k, v, do, result: dict) -> Non
     lq_max, lk_max = max(q_lens), max(k_lens)
     if lk_max == 0:  # no key in any of them: rows stay 0 / -inf, no gradient
         return
-    qi, qvalid = padded_row_index([p.q_starts[b] for b in group], q_lens, lq_max, dev)
-    ki, kvalid = padded_row_index([p.k_starts[b] for b in group], k_lens, lk_max, dev)
-    oi, _ = padded_row_index([p.out_starts[b] for b in group], q_lens, lq_max, dev)
-    q_, k_, v_ = (_gather(x, i, do is not None) for x, i in ((q, qi), (k, ki), (v, ki)))
-    qp = _pad(q_, qvalid)
-    kp = _pad(k_, kvalid, p.group_size)
-    vp = _pad(v_, kvalid, p.group_size)
-    lengths = torch.tensor([q_lens, k_lens], device=dev)
+    # every index is made on the host and moved without a synchronization (no boolean-mask selection either)
+    q_rows = group_rows([p.q_starts[b] for b in group], q_lens, lq_max, dev)
+    k_rows = group_rows([p.k_starts[b] for b in group], k_lens, lk_max, dev)
+    out_rows = group_rows([p.out_starts[b] for b in group], q_lens, lq_max, dev).rows
+    q_, k_, v_ = (_gather(x, i, do is not None) for x, i in ((q, q_rows.index), (k, k_rows.index), (v, k_rows.index)))
+    qp = _pad(q_, q_rows.valid)
+    kp = _pad(k_, k_rows.valid, p.group_size)
+    vp = _pad(v_, k_rows.valid, p.group_size)
+    lengths = host_to_device(dict(lengths=torch.tensor([q_lens, k_lens])), dev)["lengths"]
     mask = visible_masks(lengths[0], lengths[1], lq_max, lk_max, p.causal, p.causal_alignment, p.window,
                          p.block_selection, group)
     has_key = mask.any(-1)  # [n, Lq]
@@ -135,11 +144,10 @@ def _sdpa_group(p: JaggedProblem, group: list, q, k, v, do, result: dict) -> Non
         scores = scores.float().masked_fill(~mask[:, None], float("-inf"))
         lse_p = torch.logsumexp(scores, dim=-1)  # [n, H, Lq]; -inf where no key
         del scores
-    out_rows = oi[qvalid]
-    o_packed = op.transpose(1, 2)[qvalid]  # [rows_in_sequences, H, Dv]
+    o_packed = q_rows.take(op.transpose(1, 2))  # [rows_in_sequences, H, Dv]
     result["o"][out_rows] = o_packed.detach()
-    result["lse"][:, out_rows] = lse_p.transpose(1, 2)[qvalid].transpose(0, 1)
+    result["lse"][:, out_rows] = q_rows.take(lse_p.transpose(1, 2)).transpose(0, 1)
     if do is not None:
         o_packed.backward(do[out_rows].to(dtype))
-        for name, x_, index, valid in (("dq", q_, qi, qvalid), ("dk", k_, ki, kvalid), ("dv", v_, ki, kvalid)):
-            _add_grad(result[name], x_, index, valid)
+        for name, x_, where in (("dq", q_, q_rows), ("dk", k_, k_rows), ("dv", v_, k_rows)):
+            _add_grad(result[name], x_, where)

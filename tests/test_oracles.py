@@ -1,5 +1,6 @@
 """The three references agree with each other and with hand-computable cases."""
 
+import itertools
 import math
 
 import pytest
@@ -291,3 +292,52 @@ def test_both_references_refuse_an_output_gradient_not_shaped_like_the_output(sh
     for fn in (reference_attention, padded_sdpa_attention, blockwise_attention):  # (blockwise broadcast some)
         with pytest.raises(InvalidInput, match=r"do.shape=\(%d, %d, %d\) must equal o.shape=\(8, 4, 16\)" % shape):
             fn(problem, t.q, t.k, t.v, do=torch.zeros(shape))
+
+
+def test_group_rows_take_is_the_boolean_selection_it_replaces():
+    # the references select a group's valid rows by index (no device-to-host synchronization on CUDA) where they
+    # used a boolean mask: both must pick the same rows in the same order, empty sequences included
+    from oracles._common import group_rows
+
+    lengths, starts, width = [3, 0, 5, 1], [10, 13, 13, 20], 5
+    rows = group_rows(starts, lengths, width, "cpu")
+    valid = torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]
+    assert torch.equal(rows.valid, valid)
+    x = torch.randn(len(lengths), width, 2, 3)
+    assert torch.equal(rows.take(x), x[valid])
+    assert torch.equal(rows.rows, rows.index[valid])
+    assert rows.rows.tolist() == [10, 11, 12, 13, 14, 15, 16, 17, 20]
+    empty = group_rows([4], [0], 0, "cpu")
+    assert empty.flat.numel() == 0 and empty.take(torch.zeros(1, 0, 2)).shape == (0, 2)
+
+
+def test_the_references_synchronize_once_a_call_however_many_groups(jfa_device):
+    # on CUDA every group used to cost host round trips (index tensors copied from pageable memory, rows picked
+    # by boolean masks); now a call synchronizes a fixed number of times, whatever its number of groups
+    if jfa_device.type != "cuda":
+        pytest.skip("synchronizations are counted on CUDA only (--jfa-device cuda)")
+    import warnings
+
+    from jfa_verify.core.contract import validate_inputs
+    from oracles._common import length_groups
+
+    def syncs(lengths):
+        off = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32, device=jfa_device)
+        q, k, v, do = (torch.randn(int(off[-1]), 2, 16, device=jfa_device) for _ in range(4))
+        problem = validate_inputs(q, k, v, off, off, causal=True)
+        groups = len(length_groups(problem, 1 << 26))
+        torch.cuda.synchronize()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                reference_attention(problem, q, k, v, do=do)
+                padded_sdpa_attention(problem, q, k, v, do=do)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        return groups, sum("synchroniz" in str(w.message) for w in seen)
+
+    few_groups, few = syncs([64, 60, 50])
+    many_groups, many = syncs([1, 3, 7, 15, 31, 63, 127, 255, 1000])
+    assert few_groups == 1 and many_groups >= 6
+    assert many == few, (few, many)
