@@ -3,7 +3,8 @@
 Public API (everything else is internal):
 
 * the contract: :func:`validate_inputs`, :func:`validate_call` (no offsets value read), :class:`JaggedProblem`,
-  :class:`CallShape`, :func:`key_range`, :class:`BlockSelection` (block-sparse calls);
+  :class:`CallShape`, :func:`key_range`, :class:`BlockSelection` (block-sparse calls),
+  :class:`BlockScales` (MXFP8 calls);
 * the kernel protocol: :class:`Capabilities`, :class:`TileSizes`, :class:`KernelRun`,
   :class:`LaunchPlan`, :class:`PassPlan`, :class:`Visits`, :class:`Kernel`;
 * the registry: :func:`register_kernel`, :func:`get_kernel`, :func:`kernel_names`, :func:`load_plugin`;
@@ -26,6 +27,7 @@ _EXPORTS = {
     "OUTPUTS": "judge.compare", "OutputComparison": "judge.compare", "compare_output": "judge.compare",
     "JaggedProblem": "core.contract", "key_range": "core.contract", "validate_inputs": "core.contract",
     "CallShape": "core.contract", "validate_call": "core.contract", "BlockSelection": "core.contract",
+    "BlockScales": "core.contract",
     "InvalidInput": "core.errors", "JFAError": "core.errors", "KernelConfigError": "core.errors", "KernelProtocolError": "core.errors",
     "KernelUnavailable": "core.errors", "PluginError": "core.errors", "UnknownKernel": "core.errors", "UnsupportedCase": "core.errors",
     "Location": "judge.localize", "locate": "judge.localize",
@@ -52,6 +54,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BlockScales",
     "BlockSelection",
     "CallShape",
     "Capabilities",

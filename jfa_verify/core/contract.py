@@ -4,10 +4,11 @@ A kernel under test is a callable with this signature::
 
     jagged_attention(q, k, v, q_offsets, k_offsets, *, causal=False,
                      causal_alignment="top_left", sm_scale=None[, window=None]
-                     [, block_selection=None]) -> (o, lse)
+                     [, block_selection=None][, block_scales=None]) -> (o, lse)
 
-(``window`` is passed only for a windowed call and ``block_selection`` only for a
-block-sparse one, so a kernel without them keeps the shorter signature.)
+(``window`` is passed only for a windowed call, ``block_selection`` only for a
+block-sparse one and ``block_scales`` only for an MXFP8 one, so a kernel without them keeps the
+shorter signature.)
 
 differentiable with respect to ``q``, ``k`` and ``v`` through torch autograd
 (the backward gives dq, dk, dv). Shapes (T_q, T_k: packed token counts;
@@ -52,6 +53,11 @@ block of ``block_m`` rows, the KV blocks of ``block_n`` keys it visits), key ``j
 to query ``i`` iff the mask above allows it *and* KV block ``j // block_n`` is selected for
 query block ``i // block_m`` of the sequence (the same for every head).
 
+With ``block_scales`` (:class:`~jfa_verify.core.mxfp8.BlockScales`, MXFP8: float8 e4m3 ``q``, ``k``, ``v``
+and uint8 E8M0 exponents, one per 32 elements of the head dim), every input element stands for its
+dequantized value ``x[t, h, d] * 2^(s[t, h, d // 32] - 127)``
+(:func:`~jfa_verify.core.mxfp8.dequantize`); the rule below holds for those values.
+
 ``o_i = sum_j softmax_j(score[i, :]) v_j`` over visible keys (:func:`key_range`
 is the one home of the mask's rule in the framework, :func:`visible_masks` and
 :meth:`JaggedProblem.key_spans` of the whole rule with a selection). A query row with
@@ -78,9 +84,11 @@ import torch
 from jfa_verify.core.dtypes import DTYPES, OFFSET_DTYPES, output_dtype
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.masks import CAUSAL_ALIGNMENTS, MASKS, Mask
+from jfa_verify.core.mxfp8 import BlockScales, check_scale_tensors, check_scale_values
 from jfa_verify.core.selection import BlockSelection, SelectedBlocks, check_selection_tensors, select_blocks
 
 __all__ = [
+    "BlockScales",
     "BlockSelection",
     "SelectedBlocks",
     "CAUSAL_ALIGNMENTS",
@@ -136,6 +144,8 @@ class JaggedProblem:
     window: Optional[tuple[int, int]] = None  # (left, right), -1 unbounded; None: no window
     # the block-sparse selection's host view (validated; its ``source`` holds the caller's tensors); None: dense
     block_selection: Optional[SelectedBlocks] = None
+    # an MXFP8 call's E8M0 block scales (the caller's tensors, validated); None: no block scales
+    block_scales: Optional[BlockScales] = None
 
     @classmethod
     def of_shape(cls, head_dim: int, head_dim_v: Optional[int], dtype: Optional[torch.dtype],
@@ -192,7 +202,8 @@ class JaggedProblem:
         return CallShape(self.mode, self.batch, self.total_q_rows, self.total_k_rows, self.num_heads_q, self.num_heads_kv, self.head_dim,
                          self.head_dim_v, self.causal, self.causal_alignment, self.sm_scale, self.dtype, self.device,
                          self.inputs_contiguous, self.window, self.max_seqlen_q, self.max_seqlen_k,
-                         None if self.block_selection is None else self.block_selection.source)
+                         None if self.block_selection is None else self.block_selection.source,
+                         self.block_scales)
 
     def key_range(self, i: int, b: int) -> tuple[int, int]:
         """Keys ``[lo, hi)`` of sequence ``b`` that its query row ``i`` sees (see :func:`key_range`)."""
@@ -453,7 +464,8 @@ class CallShape:
     ``mode`` is ``"self"`` when ``q_offsets`` is the very ``k_offsets`` tensor over as many rows, else
     ``"cross"`` (or ``"broadcast_q"``); ``total_q_rows``/``total_k_rows`` are the rows of ``o`` and ``k``;
     ``max_seqlen_q``/``max_seqlen_k`` the caller's hints (None: not given); ``block_selection`` the caller's
-    :class:`~jfa_verify.core.selection.BlockSelection` (its ``block_sizes`` known, its values unread), None when dense.
+    :class:`~jfa_verify.core.selection.BlockSelection` (its ``block_sizes`` known, its values unread), None when dense;
+    ``block_scales`` an MXFP8 call's :class:`~jfa_verify.core.mxfp8.BlockScales` (None: no block scales).
     """
 
     mode: str
@@ -474,6 +486,7 @@ class CallShape:
     max_seqlen_q: Optional[int] = None
     max_seqlen_k: Optional[int] = None
     block_selection: Optional[BlockSelection] = None  # the caller's selection (values unread); None: dense
+    block_scales: Optional[BlockScales] = None  # an MXFP8 call's E8M0 scales (values unread); None: none
 
     @property
     def mask(self) -> str:
@@ -513,6 +526,7 @@ def validate_call(
     max_seqlen_k: Optional[int] = None,
     window: Optional[tuple[int, int]] = None,
     block_selection: Optional[BlockSelection] = None,
+    block_scales: Optional[BlockScales] = None,
 ) -> CallShape:
     """Every rule of the contract that needs no offsets value: types, ranks, dtypes, devices, heads, head
     dims, options, and the offsets tensors' type, rank, dtype, device and density. Reads nothing from the
@@ -569,12 +583,15 @@ def validate_call(
     _check_hint_type("max_seqlen_k", max_seqlen_k)
     if block_selection is not None:
         check_selection_tensors(block_selection, q.device)
+    if block_scales is not None:
+        check_scale_tensors(block_scales, q, k, v)
     return CallShape(
         mode=mode, batch=batch, total_q_rows=total_q_rows, total_k_rows=k.shape[0], num_heads_q=h_q,
         num_heads_kv=h_kv, head_dim=q.shape[2], head_dim_v=v.shape[2], causal=bool(causal),
         causal_alignment=causal_alignment, sm_scale=sm_scale, dtype=q.dtype, device=q.device,
         inputs_contiguous=q.is_contiguous() and k.is_contiguous() and v.is_contiguous(), window=window,
         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, block_selection=block_selection,
+        block_scales=block_scales,
     )
 
 
@@ -592,6 +609,7 @@ def validate_inputs(
     max_seqlen_k: Optional[int] = None,
     window: Optional[tuple[int, int]] = None,
     block_selection: Optional[BlockSelection] = None,
+    block_scales: Optional[BlockScales] = None,
 ) -> JaggedProblem:
     """Check one call against the JFA contract and describe it on the host.
 
@@ -601,6 +619,9 @@ def validate_inputs(
     :func:`check_window`; ``(-1, -1)`` is no window); its diagonal follows ``causal_alignment``.
     ``block_selection``: a :class:`~jfa_verify.core.selection.BlockSelection` (None: dense attention); its
     tensors are read to the host once and its view put on :attr:`JaggedProblem.block_selection`.
+    ``block_scales``: an MXFP8 call's :class:`~jfa_verify.core.mxfp8.BlockScales` (None: none): uint8 E8M0
+    exponents ``[rows, H, D / 32]`` for ``q``, ``k`` and ``v``, which must then be float8_e4m3fn; each tensor's
+    maximum is read once (no 255, NaN) and the scales put on :attr:`JaggedProblem.block_scales`.
 
     Returns: a :class:`JaggedProblem` (this reads each offsets tensor to the host
     once: one device synchronization per tensor). Validate a call once and hand
@@ -616,11 +637,14 @@ def validate_inputs(
             is not a :class:`BlockSelection`, whose tensors are not 1-D dense int32/int64 on ``q``'s device,
             whose offsets are not ``NQB + 1`` non-decreasing row pointers from 0 to ``len(indices)``, or whose
             indices leave their sequence's KV blocks or are not strictly increasing per query block
-            (:func:`~jfa_verify.core.selection.select_blocks`).
+            (:func:`~jfa_verify.core.selection.select_blocks`); ``block_scales`` that are not a
+            :class:`BlockScales`, with inputs that are not float8_e4m3fn, a head dim that is not a multiple of 32,
+            a scale tensor that is not uint8 ``[rows, H, D / 32]`` on the inputs' device, or a scale of 255
+            (:func:`~jfa_verify.core.mxfp8.check_scale_tensors`, :func:`~jfa_verify.core.mxfp8.check_scale_values`).
     """
     shape = validate_call(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
                           sm_scale=sm_scale, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, window=window,
-                          block_selection=block_selection)
+                          block_selection=block_selection, block_scales=block_scales)
     k_off = _check_offset_values("k_offsets", k_offsets, k.shape[0])
     batch = shape.batch
     k_lengths = tuple(np.diff(k_off).tolist())
@@ -658,7 +682,10 @@ def validate_inputs(
         window=shape.window,
         block_selection=None if block_selection is None else select_blocks(block_selection, q_lengths, k_lengths,
                                                                            q.device),
+        block_scales=block_scales,
     )
+    if block_scales is not None:
+        check_scale_values(block_scales)
     _check_hint("max_seqlen_q", max_seqlen_q, problem.max_seqlen_q)
     _check_hint("max_seqlen_k", max_seqlen_k, problem.max_seqlen_k)
     return problem

@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-__all__ = ["CONVENTIONS", "Convention", "normalized"]
+__all__ = ["CONVENTIONS", "Convention", "P_QUANTIZATIONS", "PQuantization", "normalized"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,32 @@ CONVENTIONS: dict[str, Convention] = {
     "lse_plus_inf_empty_rows": Convention(
         "lse", "LSE = +inf (the contract: -inf) for query rows that see no key (FlashAttention-2 varlen)",
         _plus_inf_to_minus_inf),
+}
+
+
+@dataclass(frozen=True)
+class PQuantization:
+    """A low-precision kernel's declared rule for rounding the softmax probabilities ``P`` before ``P V``.
+
+    Not a departure from the contract (the references compute ``P`` exactly and nothing is normalized): the
+    rounding is an error the kernel makes on purpose, and its rule names the budget row that bounds it.
+
+    Attributes:
+        description: the rule, in words (shown in reports and ``jfa-verify kernels``).
+        precision: the budget row (:data:`jfa_verify.judge.budgets.PRECISIONS`) whose ``operand_eps`` is the
+            unit roundoff of the rounded ``P``.
+    """
+
+    description: str
+    precision: str
+
+
+# The P-quantization rules an MXFP8 kernel may declare (``Capabilities(mxfp8=NAME)``).
+P_QUANTIZATIONS: dict[str, PQuantization] = {
+    "e4m3": PQuantization(
+        "P = exp(S - m) in float32, times 2^8 (so that P >= 2^-14 keeps 3 mantissa bits), rounded to float8 e4m3 "
+        "(round to nearest even) before P V; P V accumulates in float32 and is divided by 2^8; V dequantized "
+        "by its block scales exactly", "mxfp8"),
 }
 
 

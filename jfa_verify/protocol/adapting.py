@@ -25,7 +25,8 @@ class ContractAdapter:
     leave out (the framework checks them before :meth:`launch`; a direct caller gets the same answer), and
     hands the problem to :meth:`launch` (``launch(problem, q, k, v, q_offsets, k_offsets, *,
     instrument=False) -> KernelRun``, the adapter's job; a block-sparse call's ``block_selection=`` tensors are
-    passed on to it as that keyword, their host view being ``problem.block_selection``). Returns ``(o, lse)``,
+    passed on to it as that keyword, their host view being ``problem.block_selection``; an MXFP8 call's
+    ``block_scales=`` likewise, also on ``problem.block_scales``). Returns ``(o, lse)``,
     or ``o`` alone for a peer without LSE.
 
     Raises:
@@ -36,16 +37,19 @@ class ContractAdapter:
         self.capabilities = capabilities
 
     def __call__(self, q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None,
-                 window=None, block_selection=None):
+                 window=None, block_selection=None, block_scales=None):
         from jfa_verify.core.contract import validate_inputs
         from jfa_verify.core.errors import UnsupportedCase
 
         problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
-                                  sm_scale=sm_scale, window=window, block_selection=block_selection)
+                                  sm_scale=sm_scale, window=window, block_selection=block_selection,
+                                  block_scales=block_scales)
         reason = None if self.capabilities is None else self.capabilities.unsupported_reason(problem)
         if reason is not None:
             raise UnsupportedCase(f"{type(self).__name__}: {reason}")
         sparse = {} if block_selection is None else {"block_selection": block_selection}
+        if block_scales is not None:
+            sparse["block_scales"] = block_scales
         return self.launch(problem, q, k, v, q_offsets, k_offsets, **sparse).outputs()
 
     def launch(self, problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *, instrument: bool = False):

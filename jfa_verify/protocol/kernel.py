@@ -13,14 +13,16 @@ implementation, which is either
 
   (``window`` is passed only for windowed cases, which only a kernel declaring a window mask gets;
   ``block_selection=`` a :class:`~jfa_verify.core.selection.BlockSelection` only for block-sparse cases, which
-  only a kernel declaring their block sizes in ``Capabilities(block_sparse=...)`` gets)
+  only a kernel declaring their block sizes in ``Capabilities(block_sparse=...)`` gets; ``block_scales=`` a
+  :class:`~jfa_verify.core.mxfp8.BlockScales` only for MXFP8 cases, which only a kernel declaring
+  ``Capabilities(mxfp8=...)`` gets)
 
   differentiable in ``q``, ``k``, ``v`` through torch autograd; ``o`` alone when it
   declares ``Capabilities(returns_lse=False)``; or
 * a **framework-aware kernel**: an object that is such a callable and also has
-  ``launch(problem, q, k, v, q_offsets, k_offsets, *, instrument=False[, block_selection]) -> KernelRun``
-  (``block_selection``: the caller's tensors, passed only for a block-sparse call; its host view is
-  ``problem.block_selection``),
+  ``launch(problem, q, k, v, q_offsets, k_offsets, *, instrument=False[, block_selection][, block_scales])
+  -> KernelRun`` (``block_selection``: the caller's tensors, passed only for a block-sparse call; its host view is
+  ``problem.block_selection``; ``block_scales``: ``problem.block_scales``, passed only for an MXFP8 call),
   taking the problem the framework validated once (no second validation or
   host synchronization), and returning, when instrumented, the
   :class:`LaunchPlan` it ran and the :class:`Visits` it recorded.
@@ -113,6 +115,11 @@ class Capabilities:
         block_sparse: the ``(block_m, block_n)`` pairs of block selections the kernel handles (each a power of
             two in [16, 256]; :class:`~jfa_verify.core.selection.BlockSelection`); ``()``: no block-sparse
             support, and cases with a selection are reported unsupported, never run.
+        mxfp8: the kernel takes MXFP8 calls (float8 e4m3 inputs with ``block_scales=``, a
+            :class:`~jfa_verify.core.mxfp8.BlockScales`), declared by the name of its rule for rounding ``P``
+            before ``P V`` (a key of :data:`jfa_verify.core.conventions.P_QUANTIZATIONS`, e.g. ``"e4m3"``), which
+            names the budget row it is judged by; None (the default): no MXFP8 path, and cases with block scales
+            are reported unsupported, never run.
     """
 
     dtypes: tuple[torch.dtype, ...] = tuple(DTYPES[n] for n in DIFFERENTIABLE)
@@ -141,6 +148,7 @@ class Capabilities:
     instrumented: bool = False
     tf32: bool = False
     block_sparse: tuple[tuple[int, int], ...] = ()
+    mxfp8: Optional[str] = None
 
     def __post_init__(self) -> None:
         bad = [d for d in self.dtypes if d not in DTYPES.values()]
@@ -162,7 +170,12 @@ class Capabilities:
         if not kinds or any(k.alignment is not None for k in kinds):
             raise InvalidInput(f"Capabilities masks={self.masks} must be a non-empty subset of {MASKS}{why}")
         object.__setattr__(self, "masks", tuple(str(k) for k in kinds))
-        from jfa_verify.core.conventions import CONVENTIONS
+        from jfa_verify.core.conventions import CONVENTIONS, P_QUANTIZATIONS
+
+        if self.mxfp8 is not None and self.mxfp8 not in P_QUANTIZATIONS:
+            raise InvalidInput(f"Capabilities mxfp8={self.mxfp8!r} is not a P-quantization rule; pass one of "
+                               f"{sorted(P_QUANTIZATIONS)} (jfa_verify.core.conventions.P_QUANTIZATIONS), or None "
+                               f"for no MXFP8 path")
 
         if set(self.conventions) - set(CONVENTIONS):
             raise InvalidInput(f"Capabilities conventions={self.conventions}: unknown names "
@@ -225,6 +238,8 @@ class Capabilities:
         if selection is not None and selection.block_sizes not in self.block_sparse:
             return (f"block selection with (block_m, block_n)={selection.block_sizes} not supported (block_sparse="
                     f"{self.block_sparse}{': no block-sparse path' if not self.block_sparse else ''})")
+        if problem.block_scales is not None and self.mxfp8 is None:
+            return "MXFP8 inputs (block_scales) not supported (Capabilities.mxfp8=None: no MXFP8 path)"
         return self.device_reason(problem.device)
 
     def device_reason(self, device: "torch.device | str") -> Optional[str]:
@@ -447,7 +462,8 @@ class Kernel:
         (None: the kernel's own default). LSE in base 2 is converted here when the kernel declares it.
         A block-sparse problem's selection is passed as the ``block_selection=`` keyword (to ``launch`` or the
         contract callable): ``block_selection`` when given, else the tensors the problem was validated with
-        (``problem.block_selection.source``); a dense problem's calls carry no such keyword.
+        (``problem.block_selection.source``); a dense problem's calls carry no such keyword. An MXFP8 problem's
+        ``problem.block_scales`` are passed as ``block_scales=`` the same way (only then).
 
         Raises:
             KernelProtocolError: the implementation returned something other than the protocol's result.
@@ -458,6 +474,8 @@ class Kernel:
         if block_selection is None and problem.block_selection is not None:
             block_selection = problem.block_selection.source
         sparse = {} if problem.block_selection is None else {"block_selection": block_selection}
+        if problem.block_scales is not None:
+            sparse["block_scales"] = problem.block_scales
         if launch is not None:
             run = launch(problem, q, k, v, q_offsets, k_offsets, instrument=instrument, **sparse)
             if not isinstance(run, KernelRun):
