@@ -9,7 +9,7 @@ import torch
 
 from jfa_verify.core.contract import JaggedProblem, visible_mask, visible_masks
 
-__all__ = ["GroupRows", "check_output_grad", "expand_kv_heads", "group_rows", "host_to_device", "length_groups",
+__all__ = ["GroupRows", "check_output_grad", "dequantized_inputs", "expand_kv_heads", "group_rows", "host_to_device", "length_groups",
            "reduce_kv_heads",
            "sequence_slices", "visible_mask", "visible_masks"]
 
@@ -54,6 +54,20 @@ def length_groups(problem: JaggedProblem, max_scores: int) -> list[list[int]]:
         step = max(1, max_scores // max(1, p.num_heads_q * lq * lk))
         groups += [members[i:i + step] for i in range(0, len(members), step)]
     return groups
+
+
+def dequantized_inputs(problem: JaggedProblem, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(q, k, v)`` as the values they stand for: an MXFP8 problem's (``problem.block_scales``) dequantized by
+    :func:`jfa_verify.core.mxfp8.dequantize` (``x * 2^(e - 127)`` per 32-element block of the head dim) into
+    ``dtype`` (float64: exact; bfloat16: exact while each product is a bfloat16 normal); others unchanged.
+    Shapes as the inputs'."""
+    scales = problem.block_scales
+    if scales is None:
+        return q, k, v
+    from jfa_verify.core.mxfp8 import dequantize
+
+    return dequantize(q, scales.q, dtype), dequantize(k, scales.k, dtype), dequantize(v, scales.v, dtype)
 
 
 def check_output_grad(problem: JaggedProblem, do) -> None:

@@ -21,7 +21,14 @@ import torch
 
 from jfa_verify.core.contract import JaggedProblem
 
-from ._common import check_output_grad, expand_kv_heads, reduce_kv_heads, sequence_slices, visible_mask
+from ._common import (
+    check_output_grad,
+    dequantized_inputs,
+    expand_kv_heads,
+    reduce_kv_heads,
+    sequence_slices,
+    visible_mask,
+)
 
 __all__ = ["blockwise_attention"]
 
@@ -58,9 +65,11 @@ def blockwise_attention(
 
         raise InvalidInput(f"block_m={block_m}, block_n={block_n}: tile sizes must be >= 1")
     cd, dev, g = compute_dtype, q.device, p.group_size
+    input_dtype = q.dtype
+    q, k, v = dequantized_inputs(p, q, k, v)  # MXFP8: the exact values the inputs stand for
 
     def rnd(x: torch.Tensor) -> torch.Tensor:
-        return x.to(q.dtype).to(cd) if round_p else x
+        return x.to(input_dtype).to(cd) if round_p else x
 
     o = torch.zeros(p.total_q_rows, p.num_heads_q, p.head_dim_v, dtype=cd, device=dev)
     lse = torch.full((p.num_heads_q, p.total_q_rows), float("-inf"), dtype=cd, device=dev)

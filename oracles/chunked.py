@@ -118,7 +118,7 @@ def chunked_reference(problem: JaggedProblem, q: torch.Tensor, k: torch.Tensor, 
     :func:`~.float64.reference_attention` returns them for that sequence and those heads alone.
 
     Raises:
-        InvalidInput: a broadcast-Q or block-sparse problem, a sequence index out of range, a bad
+        InvalidInput: a broadcast-Q, block-sparse or MXFP8 problem, a sequence index out of range, a bad
             ``kv_heads_per_chunk``, or ``do`` not shaped like ``o``.
     """
     p = problem
@@ -126,6 +126,9 @@ def chunked_reference(problem: JaggedProblem, q: torch.Tensor, k: torch.Tensor, 
         raise InvalidInput("chunked_reference: broadcast-Q's dQ sums every sequence; chunk a self or cross problem")
     if p.block_selection is not None:
         raise InvalidInput("chunked_reference: a block-sparse problem's selection is not cut into chunks; judge it "
+                           "with reference_attention")
+    if p.block_scales is not None:
+        raise InvalidInput("chunked_reference: an MXFP8 problem's block scales are not cut into chunks; judge it "
                            "with reference_attention")
     bad = [b for b in sequences if not 0 <= b < p.batch]
     if bad:

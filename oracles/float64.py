@@ -24,6 +24,7 @@ from jfa_verify.core.contract import JaggedProblem
 
 from ._common import (
     check_output_grad,
+    dequantized_inputs,
     expand_kv_heads,
     group_rows,
     host_to_device,
@@ -117,6 +118,7 @@ def reference_attention(
     p = problem
     f64 = torch.float64
     dev = q.device
+    q, k, v = dequantized_inputs(p, q, k, v)  # MXFP8: the exact values the inputs stand for
     g = p.group_size
     o = torch.zeros(p.total_q_rows, p.num_heads_q, p.head_dim_v, dtype=f64, device=dev)
     lse = torch.full((p.num_heads_q, p.total_q_rows), float("-inf"), dtype=f64, device=dev)

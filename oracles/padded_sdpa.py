@@ -23,6 +23,7 @@ from jfa_verify.core.errors import InvalidInput
 from ._common import (
     GroupRows,
     check_output_grad,
+    dequantized_inputs,
     expand_kv_heads,
     group_rows,
     host_to_device,
@@ -97,9 +98,11 @@ def padded_sdpa_attention(
     p = problem
     check_output_grad(p, do)
     if q.dtype in FORWARD_ONLY:
-        # SDPA has no float8 path: run it in bfloat16 on the exactly upcast values (e4m3 fits in bf16).
+        # SDPA has no float8 path: run it in bfloat16 on the exactly upcast values (e4m3 fits in bf16; an
+        # MXFP8 value, e4m3 times a power of two, too while it is a bfloat16 normal).
         if do is not None:
             raise InvalidInput(f"dtype={q.dtype} is forward only: call without do")
+        q, k, v = dequantized_inputs(p, q, k, v, torch.bfloat16)
         q, k, v = (t.to(torch.bfloat16) for t in (q, k, v))
     dev, dtype = q.device, q.dtype
     o = torch.zeros(p.total_q_rows, p.num_heads_q, p.head_dim_v, dtype=dtype, device=dev)

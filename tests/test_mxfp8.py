@@ -20,12 +20,12 @@ F8 = torch.float8_e4m3fn
 OFF = torch.tensor([0, 5, 8], dtype=torch.int32)
 
 
-def _inputs(seed=0, d=64, dv=32, rows=8):
+def _inputs(seed=0, d=64, dv=32, rows=8, lo=120, hi=135):
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(rows, 2, d, generator=g).to(F8)
     k = torch.randn(rows, 2, d, generator=g).to(F8)
     v = torch.randn(rows, 2, dv, generator=g).to(F8)
-    scales = BlockScales(*(torch.randint(120, 135, (rows, 2, x.shape[2] // 32), generator=g, dtype=torch.uint8)
+    scales = BlockScales(*(torch.randint(lo, hi, (rows, 2, x.shape[2] // 32), generator=g, dtype=torch.uint8)
                            for x in (q, k, v)))
     return q, k, v, scales
 
@@ -108,3 +108,65 @@ def test_capabilities_declare_mxfp8_by_its_p_rule():
     assert P_QUANTIZATIONS["e4m3"].precision == "mxfp8" and "2^8" in P_QUANTIZATIONS["e4m3"].description
     with pytest.raises(InvalidInput, match=r"mxfp8='bf16' is not a P-quantization rule; pass one of \['e4m3'\]"):
         Capabilities(mxfp8="bf16")
+
+
+# ----------------------------------------------------------------------------- oracles and budgets
+
+
+def _problem_pair(seed=2, lo=120, hi=135):
+    """An MXFP8 call (self-attention, causal) and the float32 call on the values it stands for, built here."""
+    q, k, v, s = _inputs(seed=seed, lo=lo, hi=hi)
+    deq = []
+    for x, sc in ((q, s.q), (k, s.k), (v, s.v)):
+        factor = torch.tensor([[[math.ldexp(1.0, int(e) - 127) for e in sc[t, h].tolist() for _ in range(32)]
+                                for h in range(x.shape[1])] for t in range(x.shape[0])], dtype=torch.float64)
+        deq.append((x.to(torch.float64) * factor).to(torch.float32))  # exact: scales 2^-7..2^7 keep normals
+    mx = validate_inputs(q, k, v, OFF, OFF, causal=True, block_scales=s)
+    plain = validate_inputs(*deq, OFF, OFF, causal=True, sm_scale=mx.sm_scale)
+    return (mx, (q, k, v)), (plain, tuple(deq)), s
+
+
+def test_references_see_the_dequantized_values_exactly():
+    from jfa_verify.oracles import padded_sdpa_attention, reference_attention
+    from jfa_verify.oracles.blockwise import blockwise_attention
+
+    (mx, inputs), (plain, deq), _ = _problem_pair()
+    got, want = reference_attention(mx, *inputs), reference_attention(plain, *deq)
+    for name in ("o", "lse", "o_lowp", "o_acc", "lse_acc"):
+        assert torch.equal(got[name], want[name]), name
+    assert got["o"].abs().max() > 0.01  # not a trivially zero output
+    sdpa = padded_sdpa_attention(mx, *inputs)
+    sdpa_plain = padded_sdpa_attention(plain, *(x.to(torch.bfloat16) for x in deq))
+    assert sdpa["o"].dtype == torch.bfloat16 and torch.equal(sdpa["o"], sdpa_plain["o"])
+    assert torch.allclose(blockwise_attention(mx, *inputs)["o"], want["o"], rtol=0, atol=1e-12)
+
+
+def test_mxfp8_budget_is_the_float8_row_and_catches_a_wrong_scale():
+    from jfa_verify.judge.budgets import PRECISIONS, default_table, precision_of
+    from jfa_verify.judge.compare import compare_output, reference_scales
+    from jfa_verify.oracles import padded_sdpa_attention, reference_attention
+
+    assert precision_of(F8, block_scaled=True) == "mxfp8"
+    assert PRECISIONS["mxfp8"] == PRECISIONS["float8_e4m3fn"]
+    table = default_table()
+    assert table.budget("mxfp8", "o") == table.budget(F8, "o")
+    with pytest.raises(InvalidInput, match="block_scaled=True needs float8_e4m3fn inputs"):
+        precision_of(torch.bfloat16, block_scaled=True)
+
+    (mx, inputs), _, s = _problem_pair(seed=3, lo=125, hi=130)  # scales 2^-2..2^2: logits of a few units
+    ref, sdpa = reference_attention(mx, *inputs), padded_sdpa_attention(mx, *inputs)
+
+    def judged(o):
+        return compare_output("o", o, sdpa["o"], ref["o"], F8, *reference_scales(ref, "o"), precision="mxfp8")
+
+    assert judged(ref["o"].to(torch.bfloat16)).passed  # the exact answer, stored in bf16
+    # V read with the scales of the key row before it (a neighbour's scales)
+    wrong_v = BlockScales(s.q, s.k, torch.roll(s.v, 1, dims=0))
+    bad = reference_attention(validate_inputs(*inputs, OFF, OFF, causal=True, block_scales=wrong_v), *inputs)
+    verdict = judged(bad["o"].to(torch.bfloat16))
+    assert not verdict.passed and verdict.kernel_error > 2 * verdict.allowance
+    # Q's second block read with the first block's scale (scales per row, not per 32-element block)
+    per_row = BlockScales(s.q[:, :, :1].expand(-1, -1, 2).contiguous(), s.k, s.v)
+    bad = reference_attention(validate_inputs(*inputs, OFF, OFF, causal=True, block_scales=per_row), *inputs)
+    verdict = judged(bad["o"].to(torch.bfloat16))
+    assert not verdict.passed and verdict.kernel_error > 2 * verdict.allowance

@@ -21,7 +21,7 @@ import torch
 from jfa_verify.core.dtypes import DTYPES, dtype_name
 from jfa_verify.core.errors import InvalidInput
 
-__all__ = ["Budget", "BudgetTable", "Precision", "PRECISIONS", "RULE", "precision_of", "default_table", "FORMAT",
+__all__ = ["Budget", "BudgetTable", "DERIVED_ROWS", "Precision", "PRECISIONS", "RULE", "precision_of", "default_table", "FORMAT",
            "headroom"]
 
 FORMAT = "jfa-verify-budgets/1"
@@ -61,17 +61,41 @@ PRECISIONS = {
     "float8_e4m3fn": Precision(torch.finfo(torch.bfloat16).eps, torch.finfo(torch.float8_e4m3fn).eps,
                                _FP8_MMA_ACC_EPS),
 }
+# MXFP8 (float8 e4m3 inputs with E8M0 block scales, P rounded to e4m3 by the declared "e4m3" rule of
+# jfa_verify.core.conventions.P_QUANTIZATIONS), derived from the float8 row, not fitted:
+# * a block scale is a power of two 2^(e - 127), so x * 2^(e - 127) is exact in binary floating point
+#   while the product stays inside the format's normal range (float32 and bfloat16: 2^-126 to 2^128); the
+#   references see exactly the dequantized values (oracles dequantize in float64, or in bfloat16 for SDPA,
+#   where an e4m3 value times a power of two in range is exact);
+# * the kernel's logits S = sum over the D/32 blocks c of 2^(a_c + b_c) (q_c . k_c) differ from the float8
+#   path's only by exact power-of-two factors on each partial product, and V's dequantized values are exact
+#   operands; so every rounding the kernel makes (O stored in bfloat16, P rounded to e4m3, the accumulators)
+#   is the float8 path's rounding of the same (dequantized) quantities, and the floor terms the float64
+#   reference returns (o_lowp = max P |V|, the acc terms with |S| and |lse|) are computed from those very
+#   values;
+# hence the same unit roundoffs, and the same constants (BudgetTable.budget reads the float8_e4m3fn row for
+# "mxfp8" while the table has no calibrated row of its own: `jfa-verify calibrate --kernel triton_jfa_mxfp8`
+# on a GPU would fit one).
+PRECISIONS["mxfp8"] = PRECISIONS["float8_e4m3fn"]
+# Rows judged by another row's constants until a table holds their own (see the derivation above).
+DERIVED_ROWS = {"mxfp8": "float8_e4m3fn"}
 
 
-def precision_of(dtype: torch.dtype, *, tf32: bool = False) -> str:
-    """The budget row name for inputs of ``dtype`` (``"float32-tf32"`` for float32 with TF32 matmuls).
+def precision_of(dtype: torch.dtype, *, tf32: bool = False, block_scaled: bool = False) -> str:
+    """The budget row name for inputs of ``dtype`` (``"float32-tf32"`` for float32 with TF32 matmuls,
+    ``"mxfp8"`` for float8 e4m3 inputs with E8M0 block scales, ``block_scaled=True``).
 
     Raises:
-        InvalidInput: a dtype with no row.
+        InvalidInput: a dtype with no row; ``block_scaled`` with a dtype other than float8_e4m3fn.
     """
     name = dtype_name(dtype)
     if name not in DTYPES:
         raise InvalidInput(f"no budget row for dtype={dtype}; rows: {sorted(PRECISIONS)}")
+    if block_scaled:
+        if name != "float8_e4m3fn":
+            raise InvalidInput(f"block_scaled=True needs float8_e4m3fn inputs (MXFP8), got dtype={name}; pass "
+                               f"block_scaled=False")
+        return "mxfp8"
     return "float32-tf32" if tf32 and name == "float32" else name
 
 
@@ -134,6 +158,8 @@ class BudgetTable:
             InvalidInput: no entry for that dtype or output.
         """
         name = dtype if isinstance(dtype, str) else dtype_name(dtype)
+        if name not in self.budgets and name in DERIVED_ROWS:
+            name = DERIVED_ROWS[name]
         try:
             return self.budgets[name][output]
         except KeyError:

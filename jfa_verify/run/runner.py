@@ -538,7 +538,7 @@ def _compare_outputs(result: CaseResult, problem: JaggedProblem, got: dict, ref:
     """Judge each output the kernel returned against the references (into ``result``); returns, per failing
     output, whether a convention the kernel declares explains it."""
     case = result.case
-    row = precision_of(case.torch_dtype, tf32=kernel.capabilities.tf32)
+    row = precision_of(case.torch_dtype, tf32=kernel.capabilities.tf32, block_scaled=problem.block_scales is not None)
     table = budgets or default_table()
     explained_outputs: list[bool] = []
     for out_name in OUTPUTS:
