@@ -636,7 +636,7 @@ class Campaign:
         if state.best is not None and not state.cut_short and self.shrink:
             state.cut_short = True
             self.summary.notes.append(f"shrinking of a {state.best[1].status} stopped by {why}; the smallest case so "
-                                      f"far is kept, matched on its failing outputs alone")
+                                      f"far is kept, matched on its key alone")
 
     def _finish_round(self) -> None:
         state = self.state

@@ -2,10 +2,17 @@
 
 A finding's **signature** is what a kernel engineer would call "the same bug": the
 verdict's status, its error kind (the signal of a crash, the exception type of an
-error, contract / invariant / non-finite / numeric for a failure), the failing
-outputs, and the input classes (:func:`jfa_verify.cases.coverage.classify`) of the
-*shrunk* case, which name the features the failure needs. Its first four parts
-are the **key** (:func:`key_of`): known before shrinking.
+error, contract / invariant / non-finite / numeric for a failure), its **lead
+output** (the first failing output in the fixed order o, lse, dq, dk, dv:
+:func:`lead_output`), and the input classes (:func:`jfa_verify.cases.coverage.classify`)
+of the *shrunk* case, which name the features the failure needs. Its first four
+parts are the **key** (:func:`key_of`): known before shrinking.
+
+The key holds the lead output, not the whole set of failing outputs: which of the outputs
+a bug reaches past its allowance depends on the input (a backward bug wrong in dq on some
+cases and in dq and dk on others), and a key of the whole set made one bug several
+findings, and stopped its shrinking at the first smaller case that failed one output
+fewer (shrinking follows only failures of the same key).
 
 A campaign keeps one case file per finding (the smallest case it found, with a
 ``"finding"`` entry holding the signature) and counts the other failing cases of
@@ -36,12 +43,13 @@ from typing import Callable, Iterable, Optional
 from jfa_verify.cases.case import Case
 from jfa_verify.cases.coverage import classify
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.judge.compare import OUTPUTS
 from jfa_verify.judge.findings import findings_from_dict
 from jfa_verify.protocol.kernel import GENERIC_TILES
 from jfa_verify.run.corpus import RUNNING, Corpus, read_case_file, replay_command, reproducer_folders
 from jfa_verify.run.runner import FAILING_STATUSES
 
-__all__ = ["Finding", "FindingIndex", "error_kind", "key_of", "list_findings", "mark_finding", "match_finding",
+__all__ = ["Finding", "FindingIndex", "error_kind", "key_of", "lead_output", "list_findings", "mark_finding", "match_finding",
            "record_example", "recover", "running_files", "signature", "size_key", "unreadable_case_files",
            "verdict_of"]
 
@@ -88,9 +96,18 @@ def verdict_of(payload: dict) -> dict:
                                       "message": payload.get("explanation", "")}
 
 
+def lead_output(outputs: Iterable[str]) -> tuple:
+    """``(the first of outputs in the order o, lse, dq, dk, dv,)`` (names outside that order after it, by name), or
+    ``()`` for none: the output a finding is keyed by. The order is the data flow's: a wrong O or LSE spoils every
+    gradient, so a forward bug is keyed by its forward output whichever gradients it also reaches."""
+    order = {name: i for i, name in enumerate(OUTPUTS)}
+    return tuple(sorted(set(outputs), key=lambda n: (order.get(n, len(order)), n))[:1])
+
+
 def key_of(verdict: dict) -> tuple:
-    """``(kernel, status, error kind, failing outputs)``: the part of a signature known before shrinking."""
-    failing = tuple(sorted(n for n, o in verdict.get("outputs", {}).items() if not o.get("passed")))
+    """``(kernel, status, error kind, (lead output,))``: the part of a signature known before shrinking; the lead
+    output is the first failing one (:func:`lead_output`; ``()`` when no output failed)."""
+    failing = lead_output(n for n, o in verdict.get("outputs", {}).items() if not o.get("passed"))
     return (verdict.get("kernel"), verdict.get("status"), error_kind(verdict), failing)
 
 
@@ -131,7 +148,8 @@ class Finding:
     @property
     def key(self) -> tuple:
         s = self.signature
-        return (s["kernel"], s["status"], s["error_kind"], tuple(s["outputs"]))
+        # (a signature written before keys held the lead output alone lists every failing output)
+        return (s["kernel"], s["status"], s["error_kind"], lead_output(s["outputs"]))
 
 
 def _examples_log(root: Path, sig_id: str) -> Path:

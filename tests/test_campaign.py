@@ -320,3 +320,73 @@ def test_a_campaign_leaves_the_gates_rerun_and_memory_findings_to_the_gate(jfa_k
     summary = run_campaign(jfa_kernel, max_examples=1, corpus_dir=tmp_path, device=jfa_device, backward=False)
     assert paths["determinism"] not in summary.fixed and paths["memory"] not in summary.fixed
     assert paths["determinism"].exists() and paths["memory"].exists()
+
+
+_GRADIENT_BUG = '''
+import torch
+from jfa_verify import Capabilities, register_kernel
+
+
+class _Scaled(torch.autograd.Function):
+    """The identity forward; its gradient scaled: a planted backward bug."""
+
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.factor, None
+
+
+def attention(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None):
+    scale = q.shape[-1] ** -0.5 if sm_scale is None else sm_scale
+    qo, ko, group = q_offsets.tolist(), k_offsets.tolist(), q.shape[1] // k.shape[1]
+    q = _Scaled.apply(q, 1.5)  # dq is always wrong; dk only on a batch of two or more sequences
+    k = _Scaled.apply(k, 1.5 if len(ko) > 2 else 1.0)
+    o = torch.zeros(q.shape[0], q.shape[1], v.shape[2], dtype=q.dtype, device=q.device)
+    lse = torch.full((q.shape[1], q.shape[0]), float("-inf"), device=q.device)
+    for b in range(len(ko) - 1):
+        rows, keys = slice(qo[b], qo[b + 1]), slice(ko[b], ko[b + 1])
+        kb, vb = (t[keys].repeat_interleave(group, 1).float() for t in (k, v))
+        s = torch.einsum("ihd,jhd->hij", q[rows].float(), kb) * scale
+        i, j = torch.arange(s.shape[1], device=q.device)[:, None], torch.arange(s.shape[2], device=q.device)
+        shift = 0 if causal_alignment == "top_left" else s.shape[2] - s.shape[1]
+        visible = (j <= i + shift) if causal else torch.ones_like(j <= i)
+        p = torch.softmax(s.masked_fill(~visible, -1e30), -1) * visible
+        o[rows] = torch.einsum("hij,jhd->ihd", p, vb).to(q.dtype)
+        lse[:, rows] = torch.logsumexp(s.masked_fill(~visible, float("-inf")), -1)
+    return o, lse
+
+
+@register_kernel("gradient_bug", capabilities=Capabilities(modes=("self",)))
+def load():
+    return attention
+'''
+
+
+def test_one_bug_failing_dq_on_some_inputs_and_dq_dk_on_others_is_one_finding(tmp_path):
+    """Regression (a new user's trial): a finding was keyed by the set of its failing outputs, so one backward bug
+    wrong in dq on a batch of one and in dq and dk on larger batches became two findings ({dq} and {dk, dq}), and
+    its shrinking stopped at the first smaller case failing one output fewer. The key holds the first failing output
+    in the order o, lse, dq, dk, dv: one finding, shrunk to the smallest case."""
+    from jfa_verify import Case
+    from jfa_verify.fuzz.findings import key_of, list_findings
+
+    plugin = tmp_path / "gradient_bug.py"
+    plugin.write_text(_GRADIENT_BUG)
+    load_plugin(str(plugin))
+    kernel = get_kernel("gradient_bug")
+    strategy = cases(kernel, device_type="cpu", max_batch=4, max_len=12, dtypes=["float32"])
+    summary = run_campaign(kernel, strategy=strategy, max_examples=30, round_examples=15,
+                           corpus_dir=tmp_path / "r", device="cpu", seed=3)
+    # (the property, whatever Hypothesis draws: both kinds of failure were met, and they are one finding)
+    (finding,) = summary.failures
+    assert finding.signature["outputs"] == ["dq"], finding.signature
+    one, two = (run_case(Case(kv_lengths=lengths, dtype="float32", head_dim=16), kernel, "cpu", RunSettings())
+                for lengths in ((3,), (3, 4)))
+    assert {c.name for c in one.failing} == {"dq"} and {c.name for c in two.failing} == {"dq", "dk"}
+    assert key_of(one.to_dict()) == key_of(two.to_dict())
+    assert finding.case.batch == 1, finding.case.describe()  # shrinking followed {dq, dk} down to {dq}
+    assert len(list_findings(tmp_path / "r")) == 1
