@@ -38,10 +38,11 @@ host's staging) of
 Host share = (call time - kernel time) / call time: the part of a call the GPU waits for the host
 in back-to-back calls (negative values, from timing noise, are printed as 0; a host faster than the GPU hides
 behind the queue and reads 0). "h ms" (``host_ms`` in the JSON, CUDA only) is the direct figure: the median
-wall time of one call from its start to its return, the device idle before it (:func:`host_call_ms`). On the CPU (``--device cpu``, a smoke test of the
-same code path on tiny batches) there is no device: call time is the profiled range's wall time of one call
-and "kernel time" the ATen operators' self CPU time in it, so the host share there is the share of Python
-(the Triton interpreter's included): a check of the code path, not a measurement.
+wall time of one call from its start to its return, the device idle before it (:func:`host_call_ms`). On the
+CPU (``--device cpu``, a smoke test of the same code path on tiny batches) there is no device: call time is the
+profiled range's wall time of one call and "kernel time" the ATen operators' self CPU time in it, so the host
+share there is the share of Python (the Triton interpreter's included): a check of the code path, not a
+measurement.
 
 Batches: ``bench_gluon.bench_batches()`` (the Pareto, one-mega, MovieLens and uniform-32 batches, the
 inputs of ``bench_schedules.bench_inputs`` cast to the dtype); on the CPU each cut to its first two
@@ -329,7 +330,8 @@ def measure_config(kernels, batch, lengths, causal, dtype, d, args, device) -> l
         if not ok:
             row.update(status="WRONG", reason=why)
             continue
-        row["_fns"]["fwd"] = lambda kernel=kernel, hints=hints: kernel(q, k, v, offsets, offsets, causal=causal, **hints)
+        row["_fns"]["fwd"] = lambda kernel=kernel, hints=hints: kernel(q, k, v, offsets, offsets, causal=causal,
+                                                                      **hints)
         bwd_reason = kernel.capabilities.backward_reason(problem)
         if bwd_reason:
             row["bwd_reason"] = bwd_reason

@@ -77,7 +77,8 @@ def main(argv=None) -> int:
         return 1
     mean = statistics.fmean(plan_ms)
     print(f"bench_host_plan: {len(plan_ms)} cases on {device}: host plan median {statistics.median(plan_ms):.3f} ms, "
-          f"mean {mean:.3f} ms, max {max(plan_ms):.3f} ms; materialize+validate mean {statistics.fmean(made_ms):.3f} ms")
+          f"mean {mean:.3f} ms, max {max(plan_ms):.3f} ms; "
+          f"materialize+validate mean {statistics.fmean(made_ms):.3f} ms")
     if args.case_ms:
         print(f"  share of a verified case ({args.case_ms:g} ms): {100 * mean / args.case_ms:.2f}% "
               f"(the most a plan cache keyed by offsets could save)")

@@ -11,7 +11,8 @@ before (about 40 device operations per sequence). Two workloads, random normal i
 
 Prints median milliseconds per call and the ratios; checks that grouped and one-at-a-time agree to 1e-12 relative
 to the output's largest magnitude (exit 1 if not): float64 summed in another order differs by a few ulps of the
-largest terms, and a dK accumulator of 3e4 differs by 2.5e-11. Usage: ``python benchmarks/bench_reference.py [--device cpu|cuda] [--repeats N]``.
+largest terms, and a dK accumulator of 3e4 differs by 2.5e-11. Usage:
+``python benchmarks/bench_reference.py [--device cpu|cuda] [--repeats N]``.
 """
 
 from __future__ import annotations

@@ -46,7 +46,8 @@ def _variants():
         "shipped (ALIGNED hints)": shipped,
         "no hints (ALIGNED=False)": _Unhinted(shipped),
         "head dims + strides specialized": triton.jit(
-            do_not_specialize=[n for n in names if n not in ("HEAD_DIM", "HEAD_DIM_V") and not n.startswith("stride_")])(raw),
+            do_not_specialize=[n for n in names
+                               if n not in ("HEAD_DIM", "HEAD_DIM_V") and not n.startswith("stride_")])(raw),
         "everything specialized": triton.jit(raw),
     }
 

@@ -146,8 +146,8 @@ def _worker(args: dict, worker: int, results) -> None:
             r = verifier.verify(case)
             movielens = {"seconds": time.perf_counter() - t, "status": r.status, "tokens": sum(case.kv_lengths),
                          "breakdown": {k: round(v, 4) for k, v in r.seconds.items()}}
-    results.put({"worker": worker, "cases": state["n"], "launches": state["launches"], "statuses": dict(statuses), "spent": dict(spent),
-                 "movielens": movielens, "compiles": compiles is not None})
+    results.put({"worker": worker, "cases": state["n"], "launches": state["launches"], "statuses": dict(statuses),
+                 "spent": dict(spent), "movielens": movielens, "compiles": compiles is not None})
 
 
 def run(workers: int, args: argparse.Namespace, pack: int = 1) -> dict:
@@ -212,7 +212,8 @@ def main(argv=None) -> int:
     p.add_argument("--isolate", action="store_true", help="cases in a case-worker process, as fuzz runs them")
     p.add_argument("--timeout", type=float, default=None)
     p.add_argument("--pack", default="1", help="comma-separated pack sizes, e.g. 1,8 (1: every case alone)")
-    p.add_argument("--movielens", action="store_true", help="also time one 256-sequence MovieLens batch (H=8, D=128, bf16)")
+    p.add_argument("--movielens", action="store_true",
+                   help="also time one 256-sequence MovieLens batch (H=8, D=128, bf16)")
     p.add_argument("--out", default=os.environ.get("OUT", "gpu-out"),
                    help="folder that bench_verify.json is written into (default: $OUT, else gpu-out)")
     args = p.parse_args(argv)
@@ -234,8 +235,8 @@ def main(argv=None) -> int:
     rows, out = [], Path(args.out)
     for n, pack in [(n, pack) for n in counts for pack in pack_sizes]:
         packed = f", packs of up to {pack}" if pack > 1 else ""
-        print(f"bench_verify: {n} worker(s){packed}, {args.warmup:g} s warm-up + {args.seconds:g} s on {args.device} ...",
-              flush=True)
+        print(f"bench_verify: {n} worker(s){packed}, {args.warmup:g} s warm-up + {args.seconds:g} s "
+              f"on {args.device} ...", flush=True)
         row = run(n, args, pack)
         rows.append(row)
         share = ", ".join(f"{k} {100 * v:.0f}%" for k, v in row["breakdown_share"].items() if v >= 0.005)

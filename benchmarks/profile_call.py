@@ -60,8 +60,8 @@ def main(argv=None) -> int:
         call()
         host.append((time.perf_counter() - t0) * 1e3)
         torch.cuda.synchronize()
-    print(f"{args.kernel} {args.batch} causal={args.causal} backward={args.backward}: host {statistics.median(host):.3f} "
-          f"ms a call (median of {args.calls}, no synchronization inside)")
+    print(f"{args.kernel} {args.batch} causal={args.causal} backward={args.backward}: "
+          f"host {statistics.median(host):.3f} ms a call (median of {args.calls}, no synchronization inside)")
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(args.calls):

@@ -5,12 +5,13 @@ The older package is the one first on ``PYTHONPATH`` (build it from the old comm
 ``git archive OLD | tar -x -C DIR/src && pip wheel --no-deps -w DIR/whl DIR/src && pip install --no-deps
 --target DIR/site DIR/whl/*.whl``). Each mutant runs in its own process (a crash takes only that mutant and
 counts as a kill: a crash is a finding), ``--jobs`` at a time; the first failing case kills it. The campaign
-stage runs the old package's ``run_campaign`` with seed 0 and no shrinking, stopped at its first failing case. Rows are written to ``--json`` as
-they finish (fields as ``jfa-verify mutants --json``, so ``ci/kill_table.py`` reads them), and a SIGTERM
-keeps the rows already written.
+stage runs the old package's ``run_campaign`` with seed 0 and no shrinking, stopped at its first failing case.
+Rows are written to ``--json`` as they finish (fields as ``jfa-verify mutants --json``, so ``ci/kill_table.py``
+reads them), and a SIGTERM keeps the rows already written.
 
     PYTHONPATH=DIR/site python ci/detection_before.py --stage suite --device cuda --jobs 12 --json before-suite.json
-    PYTHONPATH=DIR/site python ci/detection_before.py --stage campaign --examples 200 --device cuda --json before-campaign.json
+    PYTHONPATH=DIR/site python ci/detection_before.py --stage campaign --examples 200 --device cuda \\
+        --json before-campaign.json
 
 Exit 0 when every mutant got a verdict, 1 otherwise.
 """

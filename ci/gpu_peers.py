@@ -9,21 +9,22 @@ Usage (one call, from the repository root)::
 What it does, all at once on one GPU (the matrix checks numbers, not speed, so the processes may share it):
 
 * one ``jfa-verify matrix`` process per kernel (``triton_jfa torch_fa2_varlen torch_varlen_attn
-  flex_document_mask nested_sdpa``): the default, windows and mha suites (in that order), then a campaign of ``CAMPAIGN`` examples
-  that keeps searching after a finding; each with ``--deadline`` (cells and campaign cases not started by
-  then are skipped), ``--isolate`` (a crash or a sticky CUDA error is that case's finding; the next case
-  gets a fresh worker), ``--jobs JOBS`` (default 3: isolated case workers per kernel, so that Triton's
-  compiling on the host overlaps: 5 kernels x 3 workers are 15 case workers on the H200 machine's 16 cores;
-  the verdicts do not depend on it) and a hard ``timeout`` kill (a peer that hangs
+  flex_document_mask nested_sdpa``): the default, windows and mha suites (in that order), then a campaign of
+  ``CAMPAIGN`` examples that keeps searching after a finding; each with ``--deadline`` (cells and campaign
+  cases not started by then are skipped), ``--isolate`` (a crash or a sticky CUDA error is that case's
+  finding; the next case gets a fresh worker), ``--jobs JOBS`` (default 3: isolated case workers per kernel,
+  so that Triton's compiling on the host overlaps: 5 kernels x 3 workers are 15 case workers on the H200
+  machine's 16 cores; the verdicts do not depend on it) and a hard ``timeout`` kill (a peer that hangs
   takes only its own process down; its case files stay in ``$OUT/reproducers``);
 * ``pytest -m gpu tests/test_peers_gpu.py`` (the peers' current behaviour on the known findings);
 * then merges the per-kernel JSON into ``$OUT/matrix.{json,md,png}`` and packs the reproducers.
 
 Budget: BUDGET seconds in all (default 230: about 4 minutes, flex_attention's compiles included); every
-kernel process gets a deadline of ``BUDGET - CASE_TIMEOUT - 15`` s (no case or campaign example starts after it) and is killed
-``CASE_TIMEOUT + 5`` s after it, so a case started just before the deadline can still finish. Exit status: 0 when every
-process finished and nothing was found, 1 when there are findings (expected: the peers have some), 3 when a
-process was killed at the budget, 2 on a setup error. Progress lines are printed as they happen.
+kernel process gets a deadline of ``BUDGET - CASE_TIMEOUT - 15`` s (no case or campaign example starts after
+it) and is killed ``CASE_TIMEOUT + 5`` s after it, so a case started just before the deadline can still
+finish. Exit status: 0 when every process finished and nothing was found, 1 when there are findings
+(expected: the peers have some), 3 when a process was killed at the budget, 2 on a setup error. Progress
+lines are printed as they happen.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ import time
 from pathlib import Path
 
 # KERNELS="a b" and DEVICE=cpu (a CPU dry run of this script) override these.
-KERNELS = os.environ.get("KERNELS", "triton_jfa torch_fa2_varlen torch_varlen_attn flex_document_mask nested_sdpa").split()
+KERNELS = os.environ.get("KERNELS",
+                         "triton_jfa torch_fa2_varlen torch_varlen_attn flex_document_mask nested_sdpa").split()
 DEVICE = os.environ.get("DEVICE", "cuda")
 CASE_TIMEOUT = 45  # seconds a case may run (--timeout); a case past it is a hang finding
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +59,8 @@ def main() -> int:
                                                                                    str(ROOT / ".triton-cache")))
     # ci/gpu_env.sh installs the carried wheels and the package, and checks the dependencies (one home for it)
     # and its PYTHONPATH (where the carried wheels went) is what the kernel processes get
-    install = subprocess.run(["bash", "-c", 'source ci/gpu_env.sh && gpu_install "$1" && echo "PYTHONPATH=${PYTHONPATH:-}"',
+    install = subprocess.run(["bash", "-c",
+                              'source ci/gpu_env.sh && gpu_install "$1" && echo "PYTHONPATH=${PYTHONPATH:-}"',
                               "_", str(out / "logs" / "install.log")], cwd=ROOT, capture_output=True, text=True)
     if install.returncode:
         say("install failed:\n" + install.stdout[-2000:] + install.stderr[-2000:])
@@ -76,16 +79,17 @@ def main() -> int:
         cmd = [sys.executable, "-m", "jfa_verify.cli", "matrix", "--kernel", kernel, "--suite", "default",
                "--suite", "windows", "--suite", "mha", "--campaign", str(campaign), "--device", DEVICE,
                "--deadline", f"{deadline:.0f}",
-               "--timeout", str(CASE_TIMEOUT), "--isolate", "--jobs", str(jobs), "--reproducers", str(out / "reproducers"),
+               "--timeout", str(CASE_TIMEOUT), "--isolate", "--jobs", str(jobs),
+               "--reproducers", str(out / "reproducers"),
                "--json", str(out / f"matrix-{kernel}.json"),
                "--markdown", str(out / f"matrix-{kernel}.md")]
         log = open(out / "logs" / f"matrix-{kernel}.log", "w")
-        procs[kernel] = (subprocess.Popen(["timeout", "-k", "5", f"{deadline + CASE_TIMEOUT + 5:.0f}", *cmd], stdout=log,
-                                          stderr=subprocess.STDOUT, env=env, cwd=ROOT), log)
+        procs[kernel] = (subprocess.Popen(["timeout", "-k", "5", f"{deadline + CASE_TIMEOUT + 5:.0f}", *cmd],
+                                          stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT), log)
         say(f"started {kernel}: {' '.join(cmd[1:])}")
     tests_log = open(out / "logs" / "pytest-gpu.log", "w")
-    tests = subprocess.Popen(["timeout", "-k", "5", f"{deadline + CASE_TIMEOUT + 5:.0f}", sys.executable, "-m", "pytest", "-q",
-                              "-p", "no:cacheprovider", "-m", "gpu", "tests/test_peers_gpu.py"],
+    tests = subprocess.Popen(["timeout", "-k", "5", f"{deadline + CASE_TIMEOUT + 5:.0f}", sys.executable, "-m",
+                              "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu", "tests/test_peers_gpu.py"],
                              stdout=tests_log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     status = {}
     for kernel, (proc, log) in procs.items():

@@ -37,7 +37,8 @@ def verdict(report, rc: int, limit_s: str = "the limit") -> tuple[str, str]:
         c = bad[0]
         outs = [n for n, o in (c.get("outputs") or {}).items() if not (o or {}).get("passed", True)]
         what = ",".join(outs) or (c.get("message") or "")[:70].replace("\n", " ")
-        label = {"hang": "hang (watchdog)", "timeout": "hang (watchdog)", "crash": "crash"}.get(c["status"], c["status"])
+        label = {"hang": "hang (watchdog)", "timeout": "hang (watchdog)",
+                 "crash": "crash"}.get(c["status"], c["status"])
         return "killed", f"{label}: {what} ({len(bad)} of {len(cases)} cases)"
     if report.get("relations"):  # a broken relation check (permutation, batch invariance) is a finding too
         return "killed", f"relation: {str(report['relations'][0])[:70]}"

@@ -9,9 +9,8 @@ import torch
 
 from jfa_verify.core.contract import JaggedProblem, visible_mask, visible_masks
 
-__all__ = ["GroupRows", "check_output_grad", "dequantized_inputs", "expand_kv_heads", "group_rows", "host_to_device", "length_groups",
-           "reduce_kv_heads",
-           "sequence_slices", "visible_mask", "visible_masks"]
+__all__ = ["GroupRows", "check_output_grad", "dequantized_inputs", "expand_kv_heads", "group_rows", "host_to_device",
+           "length_groups", "reduce_kv_heads", "sequence_slices", "visible_mask", "visible_masks"]
 
 
 def sequence_slices(problem: JaggedProblem, b: int) -> tuple[slice, slice, slice]:

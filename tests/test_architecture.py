@@ -49,7 +49,8 @@ def test_the_check_sees_a_module_importing_a_higher_layer_and_one_in_no_layer(mo
     g = _graph_module()
     assert g.problems() == []
     graph, _ = g.edges(g.modules())
-    planted = {("jfa_verify.core.contract", "jfa_verify.run.runner"), ("jfa_verify.nowhere.thing", "jfa_verify.core.errors")}
+    planted = {("jfa_verify.core.contract", "jfa_verify.run.runner"),
+               ("jfa_verify.nowhere.thing", "jfa_verify.core.errors")}
     monkeypatch.setattr(g, "edges", lambda m: (graph | planted, []))
     found = g.problems()
     assert ("layer order: jfa_verify.core.contract (jfa_verify) imports jfa_verify.run.runner (jfa_verify.run), "

@@ -184,7 +184,8 @@ def test_calibrate_rejects_bad_arguments_before_any_work(tmp_path, capsys):
         (["--from-records", str(records), "--holdout", str(tmp_path / "nope.jsonl")], "argument --holdout"),
         (["--from-records", str(records), "--holdout", str(empty)], "no records to judge"),
         (["--from-records", str(records), "--out", str(tmp_path / "no" / "dir" / "b.json")], "does not exist"),
-        (["--from-records", str(records), "--out", str(tmp_path / "b.json")], "refusing to write a table fitted on too few"),
+        (["--from-records", str(records), "--out", str(tmp_path / "b.json")],
+         "refusing to write a table fitted on too few"),
     ]
     for extra, message in cases:
         assert main(["calibrate", "--device", "cpu", *extra]) == 2, extra
@@ -235,7 +236,8 @@ def test_refloor_derives_the_runners_floors_again_and_keeps_the_measured_errors(
     cases = [Case(kv_lengths=(9, 0, 4), dtype="bfloat16", num_heads_q=2, num_heads_kv=1, head_dim=16, seed=3),
              Case(kv_lengths=(12, 5), mode="cross", q_lengths=(1, 3), dtype="float8_e4m3fn", head_dim=16, seed=4)]
     truth, stale = [], []
-    for case, row, outs in ((cases[0], "bfloat16", ("o", "lse", "dq", "dk", "dv")), (cases[1], "float8_e4m3fn", ("o", "lse"))):
+    for case, row, outs in ((cases[0], "bfloat16", ("o", "lse", "dq", "dk", "dv")),
+                            (cases[1], "float8_e4m3fn", ("o", "lse"))):
         t = case.materialize("cpu")
         do = t.do if "dq" in outs else None
         ref = reference_attention(case.problem(t), t.q, t.k, t.v, do=do)

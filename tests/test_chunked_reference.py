@@ -138,7 +138,7 @@ def test_run_chunked_kills_a_wrapped_key_row_index_in_the_backward():
     assert {c.sequence for c in failing} == {3} and all(c.where.index[0] >= wrap for c in failing)
 
 
-# -- GPU: a planted int32 overflow of the dK/dV key-row index, killed by the chunked backward ---------------------------
+# -- GPU: a planted int32 overflow of the dK/dV key-row index, killed by the chunked backward -----------------------
 
 ROOT = Path(__file__).resolve().parents[1]
 # Q, K, V and dO rows hold 2 * 128 elements: starting 100 rows before row 2**31 / 256, both sequences straddle the

@@ -85,12 +85,15 @@ def test_rows_outside_every_sequence_are_named_by_row_in_the_localization_text()
     case = Case(kv_lengths=(3, 4), head_dim=16, offsets_start=2, num_heads_q=2, num_heads_kv=2)
     t = case.materialize()
     p = validate_inputs(*t.call_args())  # rows 0..1 lie before offsets[0] = 2, the sequences in rows 2..8
-    assert locate(p, "o", (1, 0, 3), TileSizes(32, 16)).describe() == "row 1, outside every sequence, head 0 (index [1, 0, 3])"
-    assert locate(p, "lse", (1, 0), TileSizes(32, 16)).describe() == "row 0, outside every sequence, head 1 (index [1, 0])"
+    assert (locate(p, "o", (1, 0, 3), TileSizes(32, 16)).describe()
+            == "row 1, outside every sequence, head 0 (index [1, 0, 3])")
+    assert (locate(p, "lse", (1, 0), TileSizes(32, 16)).describe()
+            == "row 0, outside every sequence, head 1 (index [1, 0])")
     ref = torch.zeros(9, 2, 16)
     bad = ref.clone()
     bad[0, 1, 0] = bad[1, 1, 5] = 1.0
-    assert spread(p, "o", bad, ref, 0.1) == "wrong in heads 1 of 2; no sequence of 2; rows 0, 1 of 9 outside every sequence"
+    assert spread(p, "o", bad, ref, 0.1) == ("wrong in heads 1 of 2; no sequence of 2; rows 0, 1 of 9 outside every "
+                                             "sequence")
     bad[5, 0, 0] = 1.0  # and in sequence 1 (rows 5..8)
     assert spread(p, "o", bad, ref, 0.1) == ("wrong in heads 0, 1 of 2; sequences 1 of 2; rows 0, 1 of 9 outside every "
                                              "sequence")
@@ -126,7 +129,8 @@ def test_gradient_floor_uses_term_scale_when_reference_is_exactly_zero():
     kernel = torch.full_like(ref["dq"], 1.15e-6)
     assert not compare_output("dq", kernel, sdpa, ref["dq"], torch.float32).passed
     c = compare_output("dq", kernel, sdpa, ref["dq"], torch.float32, acc_scale=terms)
-    assert c.passed and math.isclose(c.allowance, 6.0e-7 + ACC_ULPS * torch.finfo(torch.float32).eps * terms, rel_tol=1e-6)
+    assert c.passed and math.isclose(c.allowance, 6.0e-7 + ACC_ULPS * torch.finfo(torch.float32).eps * terms,
+                                     rel_tol=1e-6)
     # a real bug of a thousandth of the terms' size still fails
     big = torch.full_like(kernel, 1e-3 * terms)
     assert not compare_output("dq", big, sdpa, ref["dq"], torch.float32, acc_scale=terms).passed
@@ -140,8 +144,8 @@ def test_lowp_floor_covers_rounding_ds_where_keys_share_an_offset():
     from jfa_verify.oracles import reference_attention
     from tests.helpers import oracle
 
-    ref = oracle(reference_attention, *(t := Case(kv_lengths=(9, 12), dtype="bfloat16", head_dim=16, values="correlated",
-                                          seed=5).materialize()).call_args(), do=t.do)
+    ref = oracle(reference_attention, *(t := Case(kv_lengths=(9, 12), dtype="bfloat16", head_dim=16,
+                                                  values="correlated", seed=5).materialize()).call_args(), do=t.do)
     ds_bound = float(ref["dq_lowp"])
     assert ds_bound > 0
     eps = torch.finfo(torch.bfloat16).eps

@@ -63,7 +63,8 @@ def test_values_are_standard_normal_and_streams_independent():
 def test_shipped_quantile_table_is_the_normal_quantiles():
     t, slope = _table()
     n = t.size + 1
-    expect = np.array([NormalDist().inv_cdf((j + 0.5) / n) for j in range(0, n, 997)] + [NormalDist().inv_cdf((n - 0.5) / n)])
+    expect = np.array([NormalDist().inv_cdf((j + 0.5) / n) for j in range(0, n, 997)]
+                      + [NormalDist().inv_cdf((n - 0.5) / n)])
     got = np.append(t[::997], t[-1] + slope[-1])
     assert np.allclose(got, expect, rtol=2**-23, atol=0)
     assert np.all(slope > 0) and t[0] == -(t[-1] + slope[-1])
@@ -95,13 +96,15 @@ def test_an_unknown_generator_is_refused_by_name():
         Case(kv_lengths=(2,), generator="philox")
     # regression (new-user trial): null or a number said only "is not a string", without the choices
     for bad in (None, 1):
-        with pytest.raises(InvalidInput, match=re.escape(f"generator={bad!r} is not a string; give one of ('counter', 'pcg64')")):
+        with pytest.raises(InvalidInput,
+                           match=re.escape(f"generator={bad!r} is not a string; give one of ('counter', 'pcg64')")):
             Case.from_dict({"kv_lengths": [2], "generator": bad})
 
 
 @pytest.mark.parametrize("values", ["normal", "large_logits", "correlated", "near_ties", "tiny"])
 def test_value_distributions_keep_their_shape_under_the_counter_generator(values):
-    case = Case(kv_lengths=(200, 300), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32", values=values, seed=7)
+    case = Case(kv_lengths=(200, 300), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32", values=values,
+                seed=7)
     t = case.materialize()
     q, k = t.q.double(), t.k.double()
     assert torch.isfinite(q).all() and torch.isfinite(k).all()

@@ -39,7 +39,8 @@ def test_a_missing_dependency_stops_the_gpu_run_and_names_the_fix(tmp_path):
     info = tmp_path / "fake_kernel_pkg-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-kernel-pkg\nVersion: 1.0\n"
-                                   "Requires-Dist: no-such-dependency-xyz>=1\nRequires-Dist: plots-only; extra == 'plots'\n")
+                                   "Requires-Dist: no-such-dependency-xyz>=1\n"
+                                   "Requires-Dist: plots-only; extra == 'plots'\n")
     proc = _check_deps("fake-kernel-pkg", tmp_path, PYTHONPATH=str(tmp_path))
     assert proc.returncode == 2
     assert "no-such-dependency-xyz>=1" in proc.stdout and ".whl" in proc.stdout and "plots-only" not in proc.stdout
@@ -98,7 +99,8 @@ def test_the_gluon_check_refuses_a_machine_without_cuda_before_checking_anything
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    run = subprocess.run([sys.executable, str(ROOT / "ci" / "gpu_gluon_check.py"), "--report", str(tmp_path / "r.json")],
+    run = subprocess.run([sys.executable, str(ROOT / "ci" / "gpu_gluon_check.py"),
+                          "--report", str(tmp_path / "r.json")],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "needs a CUDA device" in run.stderr
 

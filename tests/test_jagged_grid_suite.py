@@ -50,7 +50,8 @@ def test_the_grid_runs_through_jfa_verify_run_on_triton_jfa_on_the_cpu_and_judge
 
     report = tmp_path / "grid.json"
     code = main(["run", "--device", "cpu", "--kernel", "triton_jfa", "--suite", "jagged-grid", "--no-progress",
-                 "--filter", "empties", "--jobs", "1", "--report", str(report), "--reproducers", str(tmp_path / "repro")])
+                 "--filter", "empties", "--jobs", "1", "--report", str(report),
+                 "--reproducers", str(tmp_path / "repro")])
     out = capsys.readouterr().out
     assert code == 0, out[-3000:]
     results = json.loads(report.read_text())["cases"]

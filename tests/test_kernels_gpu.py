@@ -1,4 +1,5 @@
-"""The shipped kernels' compiled code on a CUDA device, judged against the oracles on their GPU tile sizes (issue 40, 2).
+"""The shipped kernels' compiled code on a CUDA device, judged against the oracles on their GPU tile sizes
+(issue 40, 2).
 
 ``gluon_jfa`` (sm_90 only) had no test of its numbers, only of its code generation (``test_gluon_codegen.py``), and
 ``triton_jfa``'s compiled branch (its GPU tiles, TF32, float8 sums) ran in scripts only. Each case here runs through

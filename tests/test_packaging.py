@@ -46,7 +46,8 @@ def test_a_venv_made_from_a_venv_sees_the_outer_venvs_packages(tmp_path):
     Path(_environment_paths(outer_python)[0], "only_in_the_outer_venv.py").write_text("WHERE = 'outer venv'\n")
     assert _run([str(outer_python), "-m", "venv", str(inner)], cwd=tmp_path).returncode == 0
     _add_environment(inner / "bin" / "python", of=outer_python)
-    seen = _run([str(inner / "bin" / "python"), "-c", "import only_in_the_outer_venv as m; print(m.WHERE)"], cwd=tmp_path)
+    seen = _run([str(inner / "bin" / "python"), "-c", "import only_in_the_outer_venv as m; print(m.WHERE)"],
+                cwd=tmp_path)
     assert seen.stdout.strip() == "outer venv", seen.stderr
 
 
@@ -97,7 +98,8 @@ def test_wheel_holds_one_top_level_package_and_its_data(venv):
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names if not n.startswith("jfa_verify-")} == {"jfa_verify"}
     for data in ("jfa_verify/data/budgets.json", "jfa_verify/fuzz/catalogues/triton_jfa.json",
-                 "jfa_verify/data/movielens_small_user_history_lengths.txt", "jfa_verify/kernels/triton_jfa/_kernels.py"):
+                 "jfa_verify/data/movielens_small_user_history_lengths.txt",
+                 "jfa_verify/kernels/triton_jfa/_kernels.py"):
         assert data in names, data
 
 

@@ -49,7 +49,8 @@ def test_a_packed_case_holds_each_parts_own_values_bit_for_bit(generator, values
     assert packed.split() == parts and Case.from_json(packed.to_json()) == packed
     assert "parts=3" in packed.describe()
     whole = packed.materialize()
-    assert whole.q_offsets.tolist() == [1, 4, 11, 17, 17, 19, 27] and whole.k_offsets.tolist() == [3, 8, 17, 21, 23, 23, 31]
+    assert (whole.q_offsets.tolist() == [1, 4, 11, 17, 17, 19, 27]
+            and whole.k_offsets.tolist() == [3, 8, 17, 21, 23, 23, 31])
     for i, (part, (q_rows, k_rows)) in enumerate(zip(parts, packed.part_rows())):
         alone = part.materialize()
         # the first part owns the rows before the first sequence; a later part's own such rows are not in the pack
@@ -228,8 +229,9 @@ def test_a_bug_of_the_composition_is_kept_as_the_packed_case(plugin, tmp_path):
 
 def test_fuzz_pack_on_the_command_line(tmp_path):
     report = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--kernel", "pack_exact", "--plugin", str(PLUGIN),
-                           "--pack", "6", "--max-examples", "30", "--seed", "2", "--forward-only", "--no-progress",
+    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--kernel", "pack_exact",
+                           "--plugin", str(PLUGIN), "--pack", "6", "--max-examples", "30", "--seed", "2",
+                           "--forward-only", "--no-progress",
                            "--reproducers", str(tmp_path / "r"), "--report", str(report)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -287,7 +289,8 @@ def test_a_failing_pack_met_again_is_not_counted_as_split_again(plugin, tmp_path
     from hypothesis import strategies as st
 
     kernel = plugin["pack_long_rows"]
-    packed = Case.pack([Case(kv_lengths=(25,), dtype="float32", seed=1), Case(kv_lengths=(3,), dtype="float32", seed=2)])
+    packed = Case.pack([Case(kv_lengths=(25,), dtype="float32", seed=1),
+                        Case(kv_lengths=(3,), dtype="float32", seed=2)])
     summary = run_campaign(kernel, strategy=st.just(packed), max_examples=2, corpus_dir=tmp_path, device="cpu", seed=0,
                            backward=False, pack=2)
     assert len(summary.failures) == 1 and summary.failures[0].case == packed.split()[0]
@@ -335,7 +338,8 @@ def test_a_launch_wrong_as_a_whole_counts_as_every_parts_failure(plugin, tmp_pat
     after the outputs were judged right) with every part's rows right counted each part as a pass, so a campaign
     reported no failing case and no first failure beside a finding."""
     kernel = plugin["pack_detached"]
-    packed = Case.pack([Case(kv_lengths=(3, 5), dtype="float32", seed=1), Case(kv_lengths=(4,), dtype="float32", seed=2)])
+    packed = Case.pack([Case(kv_lengths=(3, 5), dtype="float32", seed=1),
+                        Case(kv_lengths=(4,), dtype="float32", seed=2)])
     result = run_case(packed, kernel)
     assert result.status == "fail" and result.part_failures == [[], []] and result.findings_of("contract")
     assert part_statuses(result) == ["fail", "fail"]

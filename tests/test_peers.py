@@ -127,7 +127,8 @@ def test_nested_sdpa_storage_offset_finding_replays_on_the_cpu():
     makes the adapter's output a concatenation, so autograd hands SDPA a dO view with a storage offset)."""
     from jfa_verify.run.corpus import read_case_file
 
-    case, payload = read_case_file(HERE / "corpus" / "peers" / "nested-sdpa-dO-with-storage-offset-wrong-gradients.json")
+    case, payload = read_case_file(HERE / "corpus" / "peers"
+                                   / "nested-sdpa-dO-with-storage-offset-wrong-gradients.json")
     assert case.offsets_start == 1 and payload["environment"]["gpu"] == "NVIDIA H200"
     result = run_case(case, get_kernel("nested_sdpa"), "cpu")
     assert result.status == "fail", result.explain()
@@ -501,7 +502,8 @@ def _short_of_memory(tmp_path, misbehaving_plugin, name: str):
     marks = tmp_path / "marks"
     marks.mkdir()
     plugin = misbehaving_plugin(name, wrong="B >= 2")
-    plugin.write_text(plugin.read_text().replace('raise RuntimeError("planted failure")', f"""mark = {str(marks)!r} + f"/{{B}}"
+    plugin.write_text(plugin.read_text().replace('raise RuntimeError("planted failure")',
+                                                 f"""mark = {str(marks)!r} + f"/{{B}}"
             if B == 3 or not os.path.exists(mark):
                 open(mark, "w").close()
                 raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 86.00 MiB")"""))
@@ -710,4 +712,5 @@ def test_a_findings_symptom_is_its_worst_output():
     assert _symptom(verdict).startswith("dv: max abs error 6.26")
     nan = "[FAIL] c\n  o: max abs error 9 > allowance 1 (SDPA 0)\n  dq: 192 NaN value(s) (SDPA 0)"
     assert _symptom(nan) == "dq: 192 NaN value(s) (SDPA 0)"
-    assert _symptom("[ERROR] c\n  kernel raised: RuntimeError: boom\n  replay: x") == "kernel raised: RuntimeError: boom"
+    assert (_symptom("[ERROR] c\n  kernel raised: RuntimeError: boom\n  replay: x")
+            == "kernel raised: RuntimeError: boom")

@@ -21,7 +21,8 @@ PEERS = Path(__file__).with_name("corpus") / "peers"
 EMPTY_Q = PEERS / "fa2-varlen-all-empty-query-batch-invalid-argument.json"
 ZERO_STRIDES = PEERS / "fa2-varlen-empty-tensor-zero-strides-rejected.json"
 PLUS_INF = PEERS / "fa2-varlen-lse-plus-inf-rows-without-keys.json"
-NESTED_STORAGE_OFFSET = ("nested-sdpa-dO-with-storage-offset-wrong-gradients", "nested-sdpa-cross-float32-wrong-gradients",
+NESTED_STORAGE_OFFSET = ("nested-sdpa-dO-with-storage-offset-wrong-gradients",
+                         "nested-sdpa-cross-float32-wrong-gradients",
                          "nested-sdpa-cuda-nan-gradients-mixed-layout")
 # The findings the framework made itself on the H200 (matrix and campaigns), replayed as printed.
 FOUND_ON_H200 = sorted(p for p in PEERS.glob("*.json") if any(
@@ -42,7 +43,8 @@ def test_peer_reproducers_hold_the_named_triggers():
     assert case.causal and case.causal_alignment == "bottom_right"
     assert any(q > k for q, k in zip(case.query_lengths, case.kv_lengths))  # rows that see no key
     # found by the framework on the H200 (ci/gpu_peers.py, 2026-12-01): each file holds the trigger it names
-    for name in ("fa2-varlen-empty-batch-batch-size-must-be-positive", "varlen-attn-empty-batch-batch-size-must-be-positive"):
+    for name in ("fa2-varlen-empty-batch-batch-size-must-be-positive",
+                 "varlen-attn-empty-batch-batch-size-must-be-positive"):
         case, _ = read_case_file(PEERS / f"{name}.json")
         assert case.batch == 0  # offsets of one entry: no sequence at all
     for name in ("fa2-varlen-all-empty-key-batch-invalid-argument", "varlen-attn-all-empty-key-batch-invalid-argument"):

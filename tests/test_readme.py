@@ -23,7 +23,8 @@ def test_readme_kernel_is_short_and_passes_the_suite_and_a_campaign(tmp_path):
     cli = [sys.executable, "-m", "jfa_verify.cli"]
     common = ["--plugin", str(plugin), "--kernel", "my_jfa", "--device", "cpu", "--reproducers", str(tmp_path / "r")]
     run = subprocess.run(cli + ["run", *common, "--filter", "layout-7-3-19-5-11", "--no-progress", "--report",
-                                str(tmp_path / "report.json")], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+                                str(tmp_path / "report.json")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "unsupported" in run.stdout  # broadcast-Q: outside the declared modes, said so
     fuzz = subprocess.run(cli + ["fuzz", *common, "--max-examples", "15"], cwd=tmp_path, capture_output=True,

@@ -279,7 +279,8 @@ def test_custom_schedule_is_bitwise_equal_and_visits_each_tile_once(jfa):
     assert [programs[i, 0].item() for i in non_empty] == [j % 2 for j in range(len(non_empty))]
     # A broken schedule (tile 0 twice, last tile never) is visible in the visit counts.
     n = len(expected)
-    broken = _with_scheduler(jfa, lambda w, kind, p: PassPlan(kind, tuple(w), ((0, 0),) + tuple((i,) for i in range(1, n - 1))))
+    broken = _with_scheduler(jfa, lambda w, kind, p: PassPlan(kind, tuple(w),
+                                                              ((0, 0),) + tuple((i,) for i in range(1, n - 1))))
     bad = _launch(broken, *args)
     assert bad.visits.counts["fwd"][0].tolist() == [2, 2] and bad.visits.counts["fwd"][-1].tolist() == [0, 0]
 

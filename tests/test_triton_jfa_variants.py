@@ -60,7 +60,8 @@ for fn in (K._fwd_kernel, K._bwd_preprocess_kernel, K._bwd_dkdv_kernel, K._bwd_d
         index=key(fn, offsets[0:9], data[:64], 16, index=offsets[0:9])
         == key(fn, offsets[0:9], data[:64], 16, index=offsets[1:10]),
         # LSE/DELTA 4 bytes past a boundary (rows start at an offset read on the device)
-        rows=key(fn, offsets[0:9], data[:64], 16, rows=lse[0:64]) == key(fn, offsets[0:9], data[:64], 16, rows=lse[1:65]),
+        rows=key(fn, offsets[0:9], data[:64], 16, rows=lse[0:64])
+        == key(fn, offsets[0:9], data[:64], 16, rows=lse[1:65]),
         # data 2 bytes past a boundary: here alignment changes the code (16-byte vector loads or not)
         data=same == key(fn, offsets[0:9], data[1:65], 16),
     )

@@ -63,7 +63,8 @@ def test_tile_costs_are_the_union_of_visible_rows_and_keys(q_len, k_len, causal,
     # spans reaching past the keys on either side count the rows that see the keys inside them
     for first, end in ((-block, block), (k_len - block, k_len + block), (-block, k_len + block), (k_len, k_len + 3)):
         inside = mask[:, max(first, 0): max(0, min(end, k_len))]
-        assert rows_seeing(first, end, q_len, k_len, causal, alignment, window) == int(inside.any(1).sum()), (first, end)
+        assert (rows_seeing(first, end, q_len, k_len, causal, alignment, window)
+                == int(inside.any(1).sum())), (first, end)
 
 
 def test_flashattention_and_tlx_conventions():
@@ -125,7 +126,8 @@ def test_capabilities_declare_masks():
     tlx = Capabilities(masks=("none", "window"), causal_alignments=("top_left",), symmetric_window=True)
     assert "not symmetric" in tlx.unsupported_reason(square)
     # alignment is irrelevant when every sequence is square, and matters otherwise
-    assert tlx.unsupported_reason(validate_inputs(q, q, q, off, off, window=(2, 2), causal_alignment="bottom_right")) is None
+    assert tlx.unsupported_reason(validate_inputs(q, q, q, off, off, window=(2, 2),
+                                                  causal_alignment="bottom_right")) is None
     assert "L_q != L_k" in tlx.unsupported_reason(cross)
     with pytest.raises(InvalidInput, match="masks=.*subset"):
         Capabilities(masks=("sliding",))

@@ -60,7 +60,8 @@ def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
     scale = 1.0 if gpu else 1 / 16
     ml_scale = 1.0 if gpu else 1 / 8
     ml_batch = 16 if gpu else 6
-    heads = dict(num_heads_q=8, num_heads_kv=2, head_dim=128) if gpu else dict(num_heads_q=4, num_heads_kv=2, head_dim=32)
+    heads = (dict(num_heads_q=8, num_heads_kv=2, head_dim=128) if gpu else
+             dict(num_heads_q=4, num_heads_kv=2, head_dim=32))
     layouts = {
         "movielens-a": sample_movielens_batch(ml_batch, seed + 1, scale=ml_scale),
         "movielens-b": sample_movielens_batch(ml_batch, seed + 2, scale=ml_scale),
@@ -91,10 +92,12 @@ def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
                 if variant["mode"] == "broadcast_q":
                     extra["broadcast_q_len"] = 64 if gpu else 24
                 label = f"{lname}/{variant['mode']}{'-causal' if variant['causal'] else ''}/{dtype}"
-                cases.append(Case(kv_lengths=kv, dtype=dtype, seed=seed * 1000 + n, name=label, **heads, **variant, **extra))
+                cases.append(Case(kv_lengths=kv, dtype=dtype, seed=seed * 1000 + n, name=label,
+                                  **heads, **variant, **extra))
                 n += 1
     # Odd shapes the rotation does not reach: a non-power-of-two head dim and MQA.
-    cases.append(replace(cases[0], head_dim=40 if not gpu else 96, num_heads_kv=1, name=cases[0].name + "/mqa-odd-d", seed=seed * 1000 + n))
+    cases.append(replace(cases[0], head_dim=40 if not gpu else 96, num_heads_kv=1, name=cases[0].name + "/mqa-odd-d",
+                         seed=seed * 1000 + n))
     target = Target(kernel, device_type)
     pairs = covering_array(target, seed=seed)
     note = ("full-size lengths on the GPU" if gpu else
@@ -117,8 +120,8 @@ def relation_checks(target: Target, seed: int = 0) -> tuple[Relation, ...]:
     base = dict(edges="empty_k", layout="mixed", offsets_dtype="int64", offsets_start="nonzero", dtype="float32")
     specs = [
         dict(base, mode="cross", mask="causal/bottom_right", relation="mixed", heads="gqa_non_pow2", batch="few"),
-        dict(mode="broadcast_q", mask="causal/top_left", heads="mqa", value_dim="narrower_other_padding", dtype="bfloat16",
-             batch="few", tiles="multi_tile"),
+        dict(mode="broadcast_q", mask="causal/top_left", heads="mqa", value_dim="narrower_other_padding",
+             dtype="bfloat16", batch="few", tiles="multi_tile"),
     ]
     if target.device_type == "cuda":
         specs.append(dict(mode="self", batch="over_sms", waves="several_waves", dtype="bfloat16", heads="gqa_pow2"))
@@ -182,7 +185,8 @@ def windows_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
     tile +-1 and wider than every sequence, on a jagged layout with an empty and a 1-token sequence,
     in bf16 and fp16 (what the peers take) and fp32. Sizes as :func:`default_suite`."""
     gpu = device_type == "cuda"
-    heads = dict(num_heads_q=8, num_heads_kv=2, head_dim=128) if gpu else dict(num_heads_q=4, num_heads_kv=2, head_dim=32)
+    heads = (dict(num_heads_q=8, num_heads_kv=2, head_dim=128) if gpu else
+             dict(num_heads_q=4, num_heads_kv=2, head_dim=32))
     bm, bn = tiles_for_shape(kernel, heads["head_dim"], None, None, device_type).as_tuple()
     kv = _scaled((128, 4096, 0, 1, 512, 2048), 1.0 if gpu else 1 / 16)
     q = _cross_q_lengths(kv)
@@ -299,7 +303,8 @@ def jagged_grid_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
                        seed=seed * 1000 + 700 + n, name=f"jagged-grid/{name}", **masks[mask], **extra)
                   for n, (name, dtype, d, mask, (hq, hkv), kv, extra) in enumerate(rows))
     note = ("the jagged-length grid at full size" if gpu else
-            "the jagged-length grid; CPU interpreter: fixed lengths scaled by 1/8, MovieLens batches of 6 and 12, D=32/16")
+            "the jagged-length grid; CPU interpreter: fixed lengths scaled by 1/8, MovieLens batches of 6 and 12, "
+            "D=32/16")
     return Suite("jagged-grid", cases, note)
 
 

@@ -38,8 +38,8 @@ from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler, d
 from jfa_verify.scheduling.schedules import Schedule, Tile, workloads_backward, workloads_forward
 
 __all__ = ["DEVICE_SCHEDULERS", "DeviceLaunchPlan", "DeviceTiles", "PlanArrays", "capacity", "clamped_lengths",
-           "device_tiles", "disagreement", "flatten_programs", "fused_pass", "launch_plan", "launch_tensors", "plannable",
-           "plan_pass", "host_arrays", "read_back", "to_pass_plan"]
+           "device_tiles", "disagreement", "flatten_programs", "fused_pass", "launch_plan", "launch_tensors",
+           "plannable", "plan_pass", "host_arrays", "read_back", "to_pass_plan"]
 
 # Scheduler names a device plan reproduces. "grid": one tile per program (no persistent loop);
 # "round_robin" drops cluster sentinels exactly as the host programs do, so it deals like "launch_order".
@@ -303,8 +303,8 @@ def host_arrays(plan: PassPlan) -> dict:
     and ``prog_start`` (``programs + 1`` entries), the reference a device plan must equal
     (:func:`flatten_programs` of its programs)."""
     order, starts = flatten_programs(plan.programs, len(plan.workloads))
-    return dict(tile_seq=[plan.workloads[i].sequence for i in order], tile_block=[plan.workloads[i].block for i in order],
-                tile_id=order, prog_start=starts)
+    return dict(tile_seq=[plan.workloads[i].sequence for i in order],
+                tile_block=[plan.workloads[i].block for i in order], tile_id=order, prog_start=starts)
 
 
 def launch_tensors(lists: dict, device) -> dict:
@@ -329,7 +329,8 @@ def disagreement(device: dict, host: dict) -> Optional[str]:
     kernel's own host arrays in that format), or None. A grid's extra device programs past the host's are empty."""
     d_starts, h_starts = device["prog_start"], host["prog_start"]
     if d_starts[: len(h_starts)] != h_starts or set(d_starts[len(h_starts):]) - {h_starts[-1]}:
-        first = next((p for p, (a, b) in enumerate(zip(d_starts, h_starts)) if a != b), min(len(d_starts), len(h_starts)))
+        first = next((p for p, (a, b) in enumerate(zip(d_starts, h_starts)) if a != b),
+                     min(len(d_starts), len(h_starts)))
         return (f"program starts differ from program {first}: device {d_starts[first:first + 4]}, host "
                 f"{h_starts[first:first + 4]} ({len(d_starts) - 1} device programs, {len(h_starts) - 1} host)")
     for name in ("tile_id", "tile_seq", "tile_block"):

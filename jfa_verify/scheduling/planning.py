@@ -1,4 +1,5 @@
-"""Turning a problem's tile workloads into the programs of a persistent launch (:class:`~jfa_verify.protocol.kernel.PassPlan`).
+"""Turning a problem's tile workloads into the programs of a persistent launch
+(:class:`~jfa_verify.protocol.kernel.PassPlan`).
 
 A *scheduler hook* is a callable ``hook(workloads, kind, problem) -> PassPlan``;
 ``workloads`` is the framework's tile list of the pass

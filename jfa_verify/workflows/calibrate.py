@@ -38,7 +38,8 @@ import numpy as np
 from jfa_verify.judge.budgets import Budget, BudgetTable, headroom
 from jfa_verify.judge.compare import OUTPUTS
 
-__all__ = ["Record", "needed_multiplier", "record_headroom", "sample", "read_records", "write_records", "refloor", "fit", "evaluate", "RowStats"]
+__all__ = ["Record", "needed_multiplier", "record_headroom", "sample", "read_records", "write_records", "refloor",
+           "fit", "evaluate", "RowStats"]
 
 
 @dataclass(frozen=True)

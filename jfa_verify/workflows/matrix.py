@@ -11,9 +11,9 @@ processes (one per kernel, so that a peer
 that wrecks its CUDA context cannot take the others down) merge with :meth:`Matrix.merge`.
 
 Cell statuses: ``pass``, ``fail``, ``error``, ``crash``, ``hang`` (the last four are findings; an error that ran out of
-device memory is run once more, alone, before it stands), ``unsupported``
-(the kernel's declared capabilities, with the reason), and ``not run`` (the deadline came first). An accepted convention (``--accept``) is a
-pass marked ``accepted``; a convention that explains a failure without ``--accept`` stays a failure.
+device memory is run once more, alone, before it stands), ``unsupported`` (the kernel's declared capabilities, with
+the reason), and ``not run`` (the deadline came first). An accepted convention (``--accept``) is a pass marked
+``accepted``; a convention that explains a failure without ``--accept`` stays a failure.
 """
 
 from __future__ import annotations
@@ -241,7 +241,8 @@ class Matrix:
         for case in self.cases:
             row = [_cell_text(self.cell(k, case)) for k in self.kernels]
             lines.append(f"| {case.name or case.case_id()} | " + " | ".join(row) + " |")
-        lines += ["", "| kernel | pass | fail | error | crash | hang | unsupported | not run | worst headroom | campaign |",
+        lines += ["",
+                  "| kernel | pass | fail | error | crash | hang | unsupported | not run | worst headroom | campaign |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for k in self.kernels:
             n = self.counts(k)
@@ -301,7 +302,8 @@ class Matrix:
         img = ax.imshow(np.ma.masked_invalid(data), aspect="auto", cmap="viridis", norm=LogNorm(vmin=lo, vmax=hi))
         for (i, j), mark in marks.items():
             if mark:
-                ax.text(j, i, mark, ha="center", va="center", fontsize=7, color="red" if mark in ("F", "E", "inf") else "grey")
+                ax.text(j, i, mark, ha="center", va="center", fontsize=7,
+                        color="red" if mark in ("F", "E", "inf") else "grey")
         ax.set_yticks(range(len(self.kernels)), self.kernels)
         ax.set_xticks(range(len(self.cases)), [c.name or c.case_id() for c in self.cases], rotation=90, fontsize=6)
         fig.colorbar(img, ax=ax, label="headroom (error / allowance; > 1 fails)")

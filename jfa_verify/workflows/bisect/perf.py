@@ -45,8 +45,9 @@ class _TimingServer:
         env = {**os.environ, **(_ONE_THREAD if cpu else {})}
         with open(self.log, "w") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "jfa_verify.workflows.bisect.step", "serve", config.state, worktree], cwd=config.state,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1, env=env)
+                [sys.executable, "-m", "jfa_verify.workflows.bisect.step", "serve", config.state, worktree],
+                cwd=config.state, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                bufsize=1, env=env)
         self.replies: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 

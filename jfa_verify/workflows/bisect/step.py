@@ -407,7 +407,8 @@ def _attribute(config: StepConfig, step: Optional[Path], status: int) -> tuple[s
     if case is None:
         return "skip", f"environment: the step process died outside any case ({how})", {}
     try:
-        control = subprocess.run([sys.executable, "-m", "jfa_verify.workflows.bisect.step", "control", config.state, str(case)],
+        control = subprocess.run([sys.executable, "-m", "jfa_verify.workflows.bisect.step",
+                                  "control", config.state, str(case)],
                                  cwd=config.state, capture_output=True, text=True, timeout=config.step_timeout)
         fine, words = control.returncode == 0, _status_words(control.returncode)
     except subprocess.TimeoutExpired:
@@ -456,7 +457,8 @@ def cmd_control(state: str, case_file: str) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jfa_verify.workflows.bisect.step", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m jfa_verify.workflows.bisect.step",
+                                     description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("run", "died"):
         p = sub.add_parser(name)
