@@ -70,23 +70,27 @@ def test_broken_kernel_fails_run_with_localized_message_and_replays(tmp_path, ca
     ("raises_on_load", "raise ImportError('needs my_cuda_ext')", "raised ImportError: needs my_cuda_ext", "--isolate"),
 ])
 def test_a_load_returning_no_implementation_is_a_usage_error_not_a_finding(tmp_path, capsys, name, body, said, isolate):
-    """Regression: a kernel whose load() returned None failed every case as a kernel error (exit 1, findings)."""
+    """Regression: a kernel whose load() returned None failed every case as a kernel error (exit 1, findings).
+    Regression (a new user's trial): a load() that raised was found at the first case, after the run's banner was
+    printed and its (empty) report written, and after a campaign had started its workers. The kernel is loaded
+    before anything is printed or written: one line on stderr, exit 2."""
     plugin = tmp_path / f"{name}.py"
     plugin.write_text("from jfa_verify import Capabilities, register_kernel\n\n\n"
                       f"@register_kernel({name!r}, capabilities=Capabilities())\ndef load():\n    {body}\n")
-    repro = tmp_path / "repro"
+    repro, report = tmp_path / "repro", tmp_path / "r.json"
     rc = main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", name, "--max-cases", "1", isolate,
-               "--reproducers", str(repro), "--report", str(tmp_path / "r.json"), "--no-progress"])
-    err = capsys.readouterr().err
+               "--reproducers", str(repro), "--report", str(report), "--no-progress"])
+    out, err = capsys.readouterr()
     assert rc == 2, err
-    assert f"kernel {name!r}: its load() ({plugin}:" in err and said in err
+    assert f"kernel {name!r}: its load() ({plugin}:" in err and said in err and len(err.splitlines()) == 1, err
     assert "Traceback" not in err and not list(repro.glob("*.json"))  # no finding recorded
+    assert out == "" and not report.exists()  # no banner, no report
     # a campaign stops at once with the same error (nothing to shrink), exit 2, not "no findings", exit 0
     rc = main(["fuzz", "--device", "cpu", "--plugin", str(plugin), "--kernel", name, "--max-examples", "2", isolate,
-               "--seed", "1", "--reproducers", str(repro), "--no-progress"])
-    out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
-    assert rc == 2 and said in out, out
-    assert not list(repro.glob("*.json"))
+               "--seed", "1", "--reproducers", str(repro), "--no-progress", "--report", str(report)])
+    out, err = capsys.readouterr()
+    assert rc == 2 and said in err and len(err.splitlines()) == 1, err
+    assert out == "" and not report.exists() and not list(repro.glob("*.json"))
 
 
 def test_a_quiet_run_prints_the_summary_and_the_failures_only(tmp_path, capsys):

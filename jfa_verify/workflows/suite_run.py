@@ -96,7 +96,8 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     Raises:
         InvalidInput: the kernel does not run on ``device``, no case of the suite matches the filter, or
             ``$JFA_VERIFY_JOBS`` is no worker count.
-        JFAError: the kernel cannot be loaded, or the suite does not exist. Nothing ran: no report is written, and an
+        JFAError: the kernel cannot be loaded (its plugin, or its ``load()``: :class:`KernelConfigError`), or the
+            suite does not exist. Nothing ran: no report is written, nothing is printed, and an
             earlier one is left as it was (issue 43, 3: ``run --kernel nope`` replaced a finished report with an
             empty error report).
     """
@@ -142,15 +143,21 @@ def precompile_cases(kernel, cases, device, *, jobs: int, plugins=(), enabled: b
 
 
 def check_runs_on(kernel, device) -> None:
-    """Refuse a kernel whose declared capabilities exclude ``device``.
+    """Refuse a kernel whose declared capabilities exclude ``device``, or whose ``load()`` raises or returns no
+    implementation: before a command prints its banner or writes a report (a new user's plugin whose ``load()``
+    raised was found at the first case, after ``run`` had printed its banner and written an empty report, and after
+    ``fuzz`` had started its workers).
 
     Raises:
         InvalidInput: naming why, and where to look.
+        KernelConfigError: the kernel's ``load()`` raised (naming the kernel, its loader and the exception) or
+            returned no implementation; a usage error (exit 2), as every :class:`~jfa_verify.core.errors.JFAError`.
     """
     elsewhere = kernel.device_reason(device)
     if elsewhere:
         raise InvalidInput(f"kernel {kernel.name!r} does not run on {device.type}: {elsewhere}; `jfa-verify "
                            f"kernels` lists where each kernel runs")
+    kernel.impl  # (loads it once, in this process; the case workers load their own)
 
 
 def _cases(request: RunRequest, device, load_kernel):
