@@ -573,8 +573,14 @@ class Campaign:
             raise _StopCampaign()
         shrinking = state.target is not None
         if not shrinking and not self.reusing:
-            if self.pack > 1 and self.max_examples is not None and summary.generated >= self.max_examples:
-                raise _StopCampaign()  # (a round's budget is in examples, each pack one; max_examples counts cases)
+            if self.pack > 1 and self.max_examples is not None:
+                left = self.max_examples - summary.generated  # (a round's budget is in examples, each pack one;
+                # max_examples counts cases)
+                if left <= 0:
+                    raise _StopCampaign()
+                if len(case.split()) > left:  # the last pack: only the cases still to draw (a pack drawn with one
+                    # case left ran up to --pack cases past --max-examples)
+                    case = Case.pack(case.split()[:left])
             summary.generated += len(case.split())
             self.drawn_examples += 1
             contract_classes = exercised(case, self.model)

@@ -346,3 +346,14 @@ def test_a_launch_wrong_as_a_whole_counts_as_every_parts_failure(plugin, tmp_pat
     summary = run_campaign(kernel, strategy=packs(kernel, size=4, modes=["self"], dtypes=["float32"]), max_examples=40,
                            corpus_dir=tmp_path, device="cpu", seed=1, pack=4)
     assert summary.failures and summary.first_failure_at is not None and summary.statuses["fail"] >= 1
+
+
+@pytest.mark.parametrize("max_examples", [5, 11])
+def test_max_examples_is_not_overshot_by_the_last_pack(plugin, tmp_path, max_examples):
+    # Regression (a new user's trial): a pack drawn with fewer cases left to draw than it held ran whole, so
+    # --pack 8 --max-examples 5 could draw up to 12 cases. The last pack is cut to the cases still to draw.
+    summary = run_campaign(plugin["pack_exact"], strategy=packs(plugin["pack_exact"], size=8, modes=["self"],
+                                                                dtypes=["float32"], max_batch=2, max_len=8),
+                           max_examples=max_examples, corpus_dir=tmp_path, device="cpu", seed=3, backward=False, pack=8)
+    assert summary.generated == max_examples, summary.generated
+    assert summary.packs >= 1
