@@ -6,6 +6,7 @@ by element, independently of :mod:`jfa_verify.core.mxfp8`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -170,3 +171,142 @@ def test_mxfp8_budget_is_the_float8_row_and_catches_a_wrong_scale():
     bad = reference_attention(validate_inputs(*inputs, OFF, OFF, causal=True, block_scales=per_row), *inputs)
     verdict = judged(bad["o"].to(torch.bfloat16))
     assert not verdict.passed and verdict.kernel_error > 2 * verdict.allowance
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+PLUGIN = __import__("pathlib").Path(__file__).resolve().parent / "mxfp8_plugin.py"
+
+
+def _mx_case(pattern="random", **fields):
+    from jfa_verify import Case
+
+    base = dict(kv_lengths=(7, 0, 12), dtype="float8_e4m3fn", head_dim=64, head_dim_v=32, num_heads_q=2,
+                num_heads_kv=1, seed=5)
+    return Case(**{**base, **fields, "block_scaling": {"pattern": pattern}})
+
+
+def test_case_json_round_trips_and_replays_the_same_scales():
+    from jfa_verify import Case
+
+    case = _mx_case(offsets_start=3)
+    again = Case.from_json(case.to_json())
+    assert again == case and again.case_id() == case.case_id()
+    assert case.to_dict()["block_scaling"] == {"pattern": "random"} and "mxfp8=random" in case.describe()
+    a, b = case.materialize(), again.materialize()
+    for name in ("q", "k", "v"):
+        assert torch.equal(getattr(a.block_scales, name), getattr(b.block_scales, name))
+    assert a.block_scales.k.shape == (22, 1, 2) and a.block_scales.v.shape == (22, 1, 1)  # 3 rows before offsets
+    assert case.problem(a).block_scales is a.block_scales
+    plain = Case(kv_lengths=(7, 0, 12), dtype="float8_e4m3fn")
+    assert "block_scaling" not in plain.to_dict() and plain.materialize().block_scales is None
+
+
+def test_bad_scaling_fields_are_refused_at_construction():
+    with pytest.raises(InvalidInput, match="block_scaling.pattern='huge' is not one of"):
+        _mx_case("huge")
+    with pytest.raises(InvalidInput, match="needs dtype='float8_e4m3fn' and head dims that are multiples of 32"):
+        _mx_case(dtype="bfloat16")
+    with pytest.raises(InvalidInput, match="head_dim_v=48"):
+        _mx_case(head_dim_v=48)
+    with pytest.raises(InvalidInput, match=r"is not an object like \{\"pattern\""):
+        _mx_case().__class__(kv_lengths=(3,), block_scaling="random")
+
+
+def test_patterns_draw_what_they_say():
+    from jfa_verify.cases.scaling import Scaling
+
+    def drawn(pattern):
+        t = _mx_case(pattern).materialize()
+        return t, t.block_scales
+
+    t, s = drawn("unit")
+    assert all(bool((x == 127).all()) for x in (s.q, s.k, s.v))
+    t, s = drawn("random")
+    assert all(int(x.min()) >= 123 and int(x.max()) <= 131 for x in (s.q, s.k, s.v)) and len(s.q.unique()) > 3
+    t, s = drawn("extremes")
+    assert set(s.q[:, :, 0].unique().tolist()) <= set(range(18, 22))  # even block: Q low, K high
+    assert set(s.k[:, :, 0].unique().tolist()) <= set(range(233, 237))
+    assert set(s.q[:, :, 1].unique().tolist()) <= set(range(233, 237))
+    assert set(s.v[:, :, 0].unique().tolist()) <= set(range(220, 224))
+    for x, sc in ((t.q, s.q), (t.k, s.k), (t.v, s.v)):
+        d = dequantize(x, sc, torch.bfloat16)
+        assert bool(torch.isfinite(d).all()) and torch.equal(d.double(), dequantize(x, sc))  # exact in bf16
+    t, s = drawn("zero_blocks")
+    blocks = t.q.to(torch.float32).reshape(*t.q.shape[:2], 2, 32)
+    zero = (blocks == 0).all(-1)
+    assert zero.any() and set(s.q[zero].unique().tolist()) <= {0, 254}
+    t, s = drawn("outlier")
+    for x in (t.q, t.k, t.v):
+        blocks = x.to(torch.float32).reshape(*x.shape[:2], -1, 32)
+        assert bool(((blocks.abs() == 448).sum(-1) >= 1).all())
+    assert Scaling.of({"pattern": "unit"}) == Scaling("unit")
+
+
+def test_packed_case_draws_each_parts_scales_as_alone():
+    from jfa_verify import Case
+
+    a, b = _mx_case(kv_lengths=(5, 9), seed=1), _mx_case(kv_lengths=(4,), seed=2)
+    packed = Case.pack([a, b]).materialize().block_scales
+    alone = [c.materialize().block_scales for c in (a, b)]
+    for name in ("q", "k", "v"):
+        assert torch.equal(getattr(packed, name), torch.cat([getattr(s, name) for s in alone]))
+
+
+def test_scaling_dimension_is_drawn_for_mxfp8_kernels_only():
+    from jfa_verify import get_kernel, load_plugin
+    from jfa_verify.cases.construct import build_case
+    from jfa_verify.cases.dimensions import Target, dimension
+    from jfa_verify.cases.pairs import _has
+
+    load_plugin(str(PLUGIN))
+    target = Target(get_kernel("mxfp8_ref"), device_type="cpu")
+    for pattern in ("unit", "random", "extremes", "zero_blocks", "outlier"):
+        case = build_case({"scaling": pattern}, target)
+        assert case.block_scaling.pattern == pattern and case.dtype == "float8_e4m3fn"
+    plain = get_kernel("triton_jfa").capabilities
+    assert not _has("scaling", plain) and _has("scaling", get_kernel("mxfp8_ref").capabilities)
+    assert dimension("scaling").support("random", plain) == "the kernel has no MXFP8 path (mxfp8=None)"
+    assert build_case({"scaling": "random"}, Target(get_kernel("triton_jfa"), device_type="cpu")) is None
+
+
+def test_strategy_draws_scales_only_for_mxfp8_kernels():
+    from hypothesis import given, settings
+
+    from jfa_verify import get_kernel, load_plugin
+    from jfa_verify.strategies import cases
+
+    load_plugin(str(PLUGIN))
+    seen = set()
+
+    @settings(max_examples=25, deadline=None, database=None)
+    @given(cases(kernel=get_kernel("mxfp8_ref"), device_type="cpu", mxfp8=True), cases(device_type="cpu"))
+    def check(mx, dense):
+        assert mx.block_scaling is not None and mx.head_dim % 32 == 0 and mx.dtype == "float8_e4m3fn"
+        assert dense.block_scaling is None
+        seen.add(mx.block_scaling.pattern)
+
+    check()
+    assert len(seen) >= 3
+
+
+def test_suite_cases_pass_the_exact_plugin_and_fail_planted_scale_bugs():
+    from jfa_verify import get_kernel, load_plugin, run_case
+    from jfa_verify.cases.construct import build_case
+    from jfa_verify.cases.dimensions import Target
+
+    load_plugin(str(PLUGIN))
+    target = Target(get_kernel("mxfp8_ref"), device_type="cpu")
+    # two blocks along D (per-row and per-block scales differ), GQA (K/V scales per KV head)
+    built = [dataclasses.replace(build_case({"scaling": p, "heads": "gqa_pow2", "batch": "few", "mode": "self"},
+                                            target, seed=1), head_dim=64)
+             for p in ("random", "extremes", "zero_blocks", "outlier")]
+    assert all(c.num_heads_q > c.num_heads_kv > 0 and c.batch >= 2 for c in built)
+    for name, wants in (("mxfp8_ref", "pass"), ("mxfp8_ref_per_row_scale", "fail"),
+                        ("mxfp8_ref_neighbour_scales", "fail"), ("mxfp8_ref_v_unscaled", "fail")):
+        statuses = [run_case(c, get_kernel(name), "cpu").status for c in built]
+        if wants == "pass":
+            assert statuses == ["pass"] * len(built), statuses
+        else:
+            assert statuses.count("fail") >= 3, (name, statuses)

@@ -22,10 +22,12 @@ import numpy as np
 import torch
 
 from jfa_verify.cases.counter_normals import counter_normals
+from jfa_verify.cases.scaling import Scaling
 from jfa_verify.cases.sparsity import Sparsity
 from jfa_verify.core.contract import CAUSAL_ALIGNMENTS, MODES, JaggedProblem, Mask, check_window, validate_inputs
 from jfa_verify.core.dtypes import DTYPES, OFFSET_DTYPES, output_dtype
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.mxfp8 import MX_BLOCK, BlockScales
 from jfa_verify.core.selection import BlockSelection
 
 __all__ = ["Case", "CaseTensors", "GENERATORS", "LAYOUTS", "OFFSETS_LAYOUTS", "VALUE_DISTRIBUTIONS"]
@@ -46,7 +48,8 @@ GENERATORS = ("counter", "pcg64")
 # out of ``to_dict`` (and so of ``case_id``) while they hold it, so old case files and ids stay valid.
 # ``generator`` is the one whose file meaning ("pcg64") differs from the dataclass default ("counter").
 _LATE_FIELDS = {"layout": "contiguous", "offsets_layout": "contiguous", "instrument": True, "window": None,
-                "q_offsets_start": None, "generator": "pcg64", "parts": None, "block_sparsity": None}
+                "q_offsets_start": None, "generator": "pcg64", "parts": None, "block_sparsity": None,
+                "block_scaling": None}
 # Fields a packed case's parts may differ in (:meth:`Case.pack`); every other input field they share.
 _PART_FIELDS = ("kv_lengths", "q_lengths", "seed")
 
@@ -58,7 +61,8 @@ class CaseTensors:
     ``q``: ``[T_q, H_q, D]`` (broadcast-Q: ``[L_q, H_q, D]``); ``k``: ``[T_k, H_kv, D]``;
     ``v``: ``[T_k, H_kv, D_v]``; ``q_offsets``: ``[B + 1]`` or None (broadcast-Q);
     ``k_offsets``: ``[B + 1]``; ``do``: the output gradient ``[rows, H_q, D_v]``; ``block_selection``: the
-    block-sparse case's :class:`~jfa_verify.core.selection.BlockSelection` on the same device (None: dense).
+    block-sparse case's :class:`~jfa_verify.core.selection.BlockSelection` on the same device (None: dense);
+    ``block_scales``: an MXFP8 case's :class:`~jfa_verify.core.mxfp8.BlockScales` on the same device (None: none).
     """
 
     q: torch.Tensor
@@ -68,6 +72,7 @@ class CaseTensors:
     k_offsets: torch.Tensor
     do: torch.Tensor
     block_selection: Optional[BlockSelection] = None
+    block_scales: Optional[BlockScales] = None
 
     def call_args(self) -> tuple:
         """``(q, k, v, q_offsets, k_offsets)`` as the kernel receives them."""
@@ -211,6 +216,10 @@ class Case:
             (:class:`~jfa_verify.cases.sparsity.Sparsity`: block sizes, pattern, ratio; JSON: an object of those
             fields); :meth:`materialize` draws it from the lengths and seed into ``CaseTensors.block_selection``,
             the call's ``block_selection=``.
+        block_scaling: None (no block scales), or how an MXFP8 case's E8M0 block scales are drawn
+            (:class:`~jfa_verify.cases.scaling.Scaling`: a pattern; JSON: ``{"pattern": ...}``); needs
+            ``dtype="float8_e4m3fn"`` and head dims that are multiples of 32; :meth:`materialize` draws the scales
+            from the shape and seed into ``CaseTensors.block_scales``, the call's ``block_scales=``.
         name: a label for reports; not part of the inputs.
 
     Raises:
@@ -241,6 +250,7 @@ class Case:
     generator: str = "counter"
     parts: Optional[tuple[tuple[int, int], ...]] = None
     block_sparsity: Optional[Sparsity] = None
+    block_scaling: Optional[Scaling] = None
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -249,6 +259,7 @@ class Case:
             object.__setattr__(self, "q_lengths", _int_tuple("q_lengths", self.q_lengths))
         object.__setattr__(self, "window", check_window(self.window))
         object.__setattr__(self, "block_sparsity", Sparsity.of(self.block_sparsity))
+        object.__setattr__(self, "block_scaling", Scaling.of(self.block_scaling))
         for name in ("broadcast_q_len", "num_heads_q", "num_heads_kv", "head_dim", "head_dim_v", "offsets_start", "q_offsets_start",
                      "seed"):
             value = getattr(self, name)
@@ -321,6 +332,11 @@ class Case:
             raise InvalidInput(f"seed={self.seed} must be in [0, 2**63)")
         if self.parts is not None:
             object.__setattr__(self, "parts", self._checked_parts())
+        if self.block_scaling is not None and (self.dtype != "float8_e4m3fn" or self.head_dim % MX_BLOCK
+                                               or self.dv % MX_BLOCK):
+            raise InvalidInput(f"block_scaling={self.block_scaling.pattern!r} needs dtype='float8_e4m3fn' and head "
+                               f"dims that are multiples of {MX_BLOCK}, got dtype={self.dtype!r}, head_dim="
+                               f"{self.head_dim}, head_dim_v={self.dv}; change them or set block_scaling to null")
 
     def _checked_parts(self) -> tuple[tuple[int, int], ...]:
         shape = "give a list of [sequences, seed] pairs, one per packed case, or null"
@@ -385,7 +401,7 @@ class Case:
         """Validate this case's tensors once (contiguous offsets: :meth:`CaseTensors.contract_args`; the block
         selection of a block-sparse case)."""
         return validate_inputs(*tensors.contract_args(), **self.contract_kwargs(),
-                               block_selection=tensors.block_selection)
+                               block_selection=tensors.block_selection, block_scales=tensors.block_scales)
 
     def selected_blocks(self) -> Optional[list[list[list[int]]]]:
         """The block selection :meth:`materialize` makes (per sequence, per query block, its KV blocks), or None
@@ -558,7 +574,8 @@ class Case:
             ("offsets_start", self.offsets_start, 0), ("q_offsets_start", self.q_offsets_start, None),
             ("offsets_dtype", self.offsets_dtype, "int32"), ("generator", self.generator, "counter"),
             ("parts", None if self.parts is None else len(self.parts), None),
-            ("sparse", None if self.block_sparsity is None else self.block_sparsity.describe(), None))
+            ("sparse", None if self.block_sparsity is None else self.block_sparsity.describe(), None),
+            ("mxfp8", None if self.block_scaling is None else self.block_scaling.pattern, None))
             if value != default)
         return (
             f"{self.mode} {mask} {self.dtype} B={self.batch} Tk={sum(self.kv_lengths)}{q} "
@@ -578,11 +595,14 @@ class Case:
         q_offsets = None if self.mode == "broadcast_q" else _offsets(self.query_lengths, self.q_start)
         values = self._values(device)
         k_off = _offsets(self.kv_lengths, pad)
+        mx = None if self.block_scaling is None else self._scale_draws()
 
         def tensor(role: str) -> torch.Tensor:
             # dO of a forward-only (float8) case is shaped like O, which is bfloat16; rounding float32 to the
             # case dtype is round-to-nearest-even on every device
             t = values[role].to(output_dtype(dt) if role == "do" else dt)
+            if mx is not None and role in mx:
+                t = Scaling.apply(t, *mx[role][1:])  # zero blocks, outliers: exact in e4m3
             return _lay_out(t, role, self.layout, device)
 
         def offsets(o: list[int]) -> torch.Tensor:
@@ -599,7 +619,24 @@ class Case:
                 q_offsets_t = None if q_offsets is None else offsets(q_offsets)
         blocks = self.selected_blocks()
         selection = None if blocks is None else self.block_sparsity.selection(blocks, device)
-        return CaseTensors(tensor("q"), tensor("k"), tensor("v"), q_offsets_t, k_offsets, tensor("do"), selection)
+        scales = None if mx is None else BlockScales(
+            *(torch.from_numpy(mx[role][0]).to(device) for role in ("q", "k", "v")))
+        return CaseTensors(tensor("q"), tensor("k"), tensor("v"), q_offsets_t, k_offsets, tensor("do"), selection,
+                           scales)
+
+    def _scale_draws(self) -> dict:
+        """An MXFP8 case's :meth:`Scaling.draw <jfa_verify.cases.scaling.Scaling.draw>` per input role (``q``,
+        ``k``, ``v``): ``(scales, zero, outlier)`` host arrays of the rows :meth:`_values` makes. A packed case's
+        are its parts' own, concatenated as :meth:`_values` concatenates their values."""
+        if self.parts is not None:
+            pieces = [part._scale_draws() for part in self.split()]
+            skip = {"q": self.q_start, "k": self.offsets_start, "v": self.offsets_start}
+            return {role: tuple(None if first is None else np.concatenate([first] + [p[role][i][skip[role]:]
+                                                                                      for p in pieces[1:]])
+                                for i, first in enumerate(pieces[0][role]))
+                    for role in pieces[0]}
+        shapes = self._shapes()
+        return {role: self.block_scaling.draw(role, shapes[role], self.seed) for role in ("q", "k", "v")}
 
     def _shapes(self) -> dict[str, tuple[int, int, int]]:
         """The shape of each generated tensor: ``q``, ``k``, ``v`` and ``do`` (rows before the first sequence included)."""

@@ -35,6 +35,7 @@ from jfa_verify.cases.dimensions import (
     window_of,
     window_shape,
 )
+from jfa_verify.cases.scaling import Scaling
 from jfa_verify.cases.sparsity import Sparsity
 from jfa_verify.core.dtypes import dtype_name
 from jfa_verify.core.masks import Mask
@@ -422,10 +423,22 @@ def _sparsity_build(cls: str, target: Target, within: Optional[Within] = None) -
     return None if not pairs else {"block_sparsity": Sparsity(*min(pairs, key=lambda p: p[0] * p[1]), pattern=cls)}
 
 
+def _scaling_build(cls: str, target: Target, within: Optional[Within] = None) -> Optional[dict]:
+    if cls == "none":
+        return {"block_scaling": None}
+    if not target.capabilities.mxfp8:
+        return None
+    fields = {"block_scaling": Scaling(cls)}
+    if within is None:  # a small case of its own: MXFP8 needs float8 inputs and head dims of whole blocks
+        fields.update(dtype="float8_e4m3fn", head_dim=32, head_dim_v=32)
+    return fields
+
+
 _BUILDS: dict[str, Build] = {
     "mask": _mask_build, "window": _window_build, "heads": _heads_build, "head_dim": _head_dims_build("head_dim"),
     "value_dim": _head_dims_build("value_dim"), "sm_scale": _sm_scale_build, "offsets_start": _offsets_start_build,
-    "tile_shape": _tile_shape_build, "variant": _variant_build, "sparsity": _sparsity_build}
+    "tile_shape": _tile_shape_build, "variant": _variant_build, "sparsity": _sparsity_build,
+    "scaling": _scaling_build}
 # One record per dimension of the contract model, in its order (a case's fields are filled in this order).
 BUILDERS: dict[str, DimensionRecord] = {
     d.name: DimensionRecord(d, _BUILDS.get(d.name) or (_lengths_build(d.name) if d.lengths else _field(d.name)))
@@ -517,8 +530,8 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
     fields: dict = {}
     for record in BUILDERS.values():
         fields.update(record(chosen.get(record.name), target, within))
-    # (a dense case's seed is what it was before the sparsity dimension existed)
-    seeded = tuple(sorted(item for item in chosen.items() if item != ("sparsity", "dense")))
+    # (a dense, unscaled case's seed is what it was before the sparsity and scaling dimensions existed)
+    seeded = tuple(sorted(item for item in chosen.items() if item not in (("sparsity", "dense"), ("scaling", "none"))))
     case = Case(**fields, seed=_stable_seed(seeded, seed) % 2**32, name=name)
     got = classify(case, target)
     missing = [f"{n}={c}" for n, c in chosen.items() if c not in got[n]]

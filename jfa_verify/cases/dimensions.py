@@ -9,8 +9,8 @@ sequence's query length to its key length; the sliding window's shape; the GQA g
 dtype; the softmax scale; the offsets' dtype, start and memory layout; the q/k/v/dO
 strides; the value distribution; empty and one-token sequences; lengths at the
 kernel's own tiles; the batch and the number of tiles against the SMs; the
-variant of the kernel judged (instrumented or production); and, for block-sparse
-kernels, the block selection's pattern.
+variant of the kernel judged (instrumented or production); for block-sparse
+kernels, the block selection's pattern; and, for MXFP8 kernels, the block scales' pattern.
 
 :func:`classify` names a case's classes per dimension, from the case alone and
 a :class:`Target` (the kernel's tiles for the case's shape, the SM count of the
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from jfa_verify.cases.case import LAYOUTS, VALUE_DISTRIBUTIONS, Case
+from jfa_verify.cases.scaling import SCALE_PATTERNS
 from jfa_verify.cases.sparsity import PATTERNS
 from jfa_verify.core.contract import MODES, Mask
 from jfa_verify.core.dtypes import DTYPES, dtype_name
@@ -283,6 +284,10 @@ def _sparsity_support(cls: str, caps: Capabilities) -> Optional[str]:
     return None if cls == "dense" or caps.block_sparse else "the kernel has no block-sparse path (block_sparse=())"
 
 
+def _scaling_support(cls: str, caps: Capabilities) -> Optional[str]:
+    return None if cls == "none" or caps.mxfp8 else "the kernel has no MXFP8 path (mxfp8=None)"
+
+
 def _always(cls: str, caps: Capabilities) -> Optional[str]:
     return None
 
@@ -424,6 +429,15 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "without_last": "top-k without the last KV block",
         "edges": "the first and last KV block of each sequence, beside its neighbours in the packed buffer",
     }, lambda c, t: {"dense" if c.block_sparsity is None else c.block_sparsity.pattern}, _sparsity_support),
+    # MXFP8 block scales (jfa_verify.cases.scaling): drawn only for kernels declaring mxfp8.
+    Dimension("scaling", "the E8M0 block scales of an MXFP8 call (kernels declaring mxfp8)", {
+        "none": "no block scales",
+        "unit": "every scale 2^0 (E8M0 127)",
+        "random": "random scales 2^-4 to 2^4",
+        "extremes": "scales near the E8M0 ends (2^-109, 2^109), dequantized products finite",
+        "zero_blocks": "a 32-element block of zeros whose scale is an E8M0 end (0 or 254)",
+        "outlier": "one +-448 (e4m3's largest) value per 32-element block",
+    }, lambda c, t: {"none" if c.block_scaling is None else c.block_scaling.pattern}, _scaling_support),
 )
 LENGTH_DIMENSIONS = tuple(d.name for d in DIMENSIONS if d.lengths)
 _BY_NAME = {d.name: d for d in DIMENSIONS}
@@ -431,6 +445,7 @@ _BY_NAME = {d.name: d for d in DIMENSIONS}
 # One home for the class sets that cases are built from.
 assert set(_BY_NAME["mode"].classes) == set(MODES) and set(_BY_NAME["layout"].classes) == set(LAYOUTS)
 assert set(_BY_NAME["sparsity"].classes) == {"dense", *PATTERNS}
+assert set(_BY_NAME["scaling"].classes) == {"none", *SCALE_PATTERNS}
 
 
 def dimension(name: str) -> Dimension:

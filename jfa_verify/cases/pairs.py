@@ -44,7 +44,22 @@ _SPARSITY_PEERS = ("mode", "mask", "relation", "window", "heads", "dtype", "offs
                    "tiles", "batch", "waves", "variant")
 
 
+# MXFP8 block scales (the scaling dimension) meet what indexes them or what they scale: the mode (broadcast-Q's one Q
+# and its scales), the mask, the heads (K/V scales per KV head), the head dims (how many blocks), the offsets' start
+# and the layout (scales are read by row, head and block, beside strided data), the values, the edges, the tiles and
+# the batch.
+_SCALING_PEERS = ("mode", "mask", "heads", "head_dim", "value_dim", "offsets_start", "layout", "values", "edges",
+                  "tiles", "batch")
+
 _DENSE = ("sparsity", "dense")
+_UNSCALED = ("scaling", "none")
+# The optional dimensions: present only for a kernel whose capabilities take them (the test on its Capabilities).
+_OPTIONAL = {"sparsity": lambda caps: bool(caps.block_sparse), "scaling": lambda caps: caps.mxfp8 is not None}
+
+
+def _has(name: str, caps) -> bool:
+    """Dimension ``name`` is part of the model for a kernel of capabilities ``caps``."""
+    return name not in _OPTIONAL or _OPTIONAL[name](caps)
 
 
 def _pair(a: tuple, b: tuple) -> Pair:
@@ -59,6 +74,9 @@ def _moot(p: Pair) -> bool:
     if "sparsity" in (d1, d2):
         other = d2 if d1 == "sparsity" else d1
         return other not in _SPARSITY_PEERS
+    if "scaling" in (d1, d2):
+        other = d2 if d1 == "scaling" else d1
+        return other not in _SCALING_PEERS
     return False
 
 
@@ -67,7 +85,7 @@ def _moot(p: Pair) -> bool:
 # heads and head dims decide nothing, so it counts for no pair of theirs. (Its block selection, empty, is still
 # one the kernel must take.)
 _WITHOUT_SCORES = {"mode", "mask", "relation", "window", "edges", "tiles", "tile_shape", "batch", "waves", "dtype",
-                   "offsets_dtype", "offsets_start", "offsets_layout", "layout", "variant", "sparsity"}
+                   "offsets_dtype", "offsets_start", "offsets_layout", "layout", "variant", "sparsity", "scaling"}
 
 
 def computes_scores(case: Case) -> bool:
@@ -85,8 +103,9 @@ def exercised(case: Case, target: Target) -> dict:
 
 def pairs_of(classes: dict) -> set:
     """Every pair of one case's classes (:func:`exercised` output), moot pairs left out, and none of the
-    ``dense`` sparsity class (no block selection: the other dimensions' pairs are the dense model's own)."""
-    items = [(d, c) for d in classes for c in sorted(classes[d]) if (d, c) != _DENSE]
+    ``dense`` sparsity class (no block selection: the other dimensions' pairs are the dense model's own), nor of the
+    ``none`` scaling class (no block scales) alike."""
+    items = [(d, c) for d in classes for c in sorted(classes[d]) if (d, c) not in (_DENSE, _UNSCALED)]
     out = set()
     for a, b in combinations(items, 2):
         if a[0] != b[0]:
@@ -139,7 +158,8 @@ def _universe(target: Target) -> Universe:
     classes, unsupported, not_on_device = {}, {}, {}
     # A kernel without block selections has no pair of the sparsity dimension, nor a class of it outside its
     # capabilities: its pairs, rows and reports are what they were before the dimension existed.
-    dims = [d for d in DIMENSIONS if caps.block_sparse or d.name != "sparsity"]
+    # The same for a kernel without MXFP8 and the scaling dimension.
+    dims = [d for d in DIMENSIONS if _has(d.name, caps)]
     for d in dims:
         ok = []
         for c in d.classes:
@@ -160,12 +180,13 @@ def _universe(target: Target) -> Universe:
                 unsupported[(d.name, c)] = reason
         classes[d.name] = ok
     classes.setdefault("sparsity", ["dense"])
+    classes.setdefault("scaling", ["none"])
     supported, infeasible = set(), set()
     for d1, d2 in combinations(dims, 2):
         for c1 in classes[d1.name]:
             for c2 in classes[d2.name]:
                 p = ((d1.name, c1), (d2.name, c2))
-                if _moot(p) or _DENSE in p:
+                if _moot(p) or _DENSE in p or _UNSCALED in p:
                     continue
                 (supported if _feasible(p, target) else infeasible).add(p)
     return Universe(target, classes, supported, infeasible, unsupported, not_on_device)
@@ -231,7 +252,7 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
     # length dimensions first (their joint search prunes early), then the heads (they scale the cost)
     names = [n for n in LENGTH_DIMENSIONS] + ["heads"]
     names += [d.name for d in DIMENSIONS if d.name not in names and d.name != "offsets_layout"
-              and (d.name != "sparsity" or target.capabilities.block_sparse)]
+              and _has(d.name, target.capabilities)]
     params = OrderedDict((n, list(uni.classes[n])) for n in names)
     if not all(params.values()):  # the kernel takes no class of a dimension (say head dims 1024 only): no row can
         return []  # be built (allpairspy raised ValueError, and `run` died with its traceback)
@@ -382,7 +403,7 @@ class PairCoverage:
         # the classes reported: the sparsity dimension only for a kernel with block selections (a dense kernel's
         # report is what it was before that dimension existed)
         self.classes = {d: cs for d, cs in self.universe.classes.items()
-                        if d != "sparsity" or target.capabilities.block_sparse}
+                        if _has(d, target.capabilities)}
         self.class_counts: dict = {}
         self.pairs: set = set()
         self.total = 0

@@ -100,6 +100,8 @@ def public_call(kernel: Kernel, case: Case, tensors: CaseTensors, *, backward: b
     q_offsets, k_offsets, kwargs = tensors.q_offsets, tensors.k_offsets, case.contract_kwargs()
     if tensors.block_selection is not None:
         kwargs["block_selection"] = tensors.block_selection
+    if tensors.block_scales is not None:
+        kwargs["block_scales"] = tensors.block_scales
 
     def call() -> None:
         if not backward:

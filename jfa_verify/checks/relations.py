@@ -60,8 +60,8 @@ class Relation:
         try:
             if self.name == "sequence":
                 return _check_sequence(self.cases(), kernel, device)
-            if self.case.block_sparsity is not None:
-                return None  # a permuted or cut batch would need its selection moved with it: not checked here
+            if self.case.block_sparsity is not None or self.case.block_scaling is not None:
+                return None  # a permuted or cut batch would need its selection (or block scales) moved with it
             if kernel.unsupported_reason(self.case.problem(self.case.materialize(device))) is not None:
                 return None
             if self.name == "permutation":

@@ -53,7 +53,7 @@ def judge_parts(case: Case, got: dict, ref: dict, sdpa: dict, *, budgets=None, t
     call, not one comparison (and a dozen device syncs) per part and output; the verdicts are
     :func:`~jfa_verify.judge.compare.compare_output`'s on each cut, exactly (the maxima are the same numbers).
     """
-    row = precision_of(case.torch_dtype, tf32=tf32)
+    row = precision_of(case.torch_dtype, tf32=tf32, block_scaled=case.block_scaling is not None)
     table = budgets or default_table()
     bounds = case.part_rows()
     judged = [name for name in OUTPUTS

@@ -18,7 +18,8 @@ Case classes: :func:`cases` (modes, both causal alignments, sliding windows (:fu
 for kernels that declare them, GQA/MQA, odd head
 dims, broadcast-Q, value adversaries, strided layout, offsets not at 0,
 int32/int64 offsets; block selections (:func:`block_sparsities`) for kernels declaring
-``block_sparse``); :func:`packs` (cases sharing all but lengths and seed, packed into
+``block_sparse``; MXFP8 block scales (:func:`block_scalings`) for kernels declaring
+``mxfp8``); :func:`packs` (cases sharing all but lengths and seed, packed into
 one launch); :func:`overflow_cases` (GPU only, element offsets past
 2**31). :mod:`jfa_verify.cases.coverage` names the classes a case belongs to.
 """
@@ -26,6 +27,7 @@ one launch); :func:`overflow_cases` (GPU only, element offsets past
 from jfa_verify.strategies._cases import (
     DEFAULT_HEAD_DIMS,
     DEFAULT_MAX_LEN,
+    block_scalings,
     block_sparsities,
     cases,
     head_configs,
@@ -58,6 +60,7 @@ __all__ = [
     "DEFAULT_HEAD_DIMS",
     "DEFAULT_MAX_LEN",
     "LENGTH_KINDS",
+    "block_scalings",
     "block_sparsities",
     "cases",
     "packs",

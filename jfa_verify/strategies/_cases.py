@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from jfa_verify.cases.case import LAYOUTS, OFFSETS_LAYOUTS, VALUE_DISTRIBUTIONS, Case
 from jfa_verify.cases.dimensions import tile_shape
+from jfa_verify.cases.scaling import SCALE_PATTERNS, Scaling
 from jfa_verify.cases.sparsity import PATTERNS, Sparsity
 from jfa_verify.core.contract import MODES, Mask
 from jfa_verify.core.dtypes import DTYPES, dtype_name
@@ -32,6 +33,7 @@ __all__ = [
     "overflow_cases",
     "windows",
     "block_sparsities",
+    "block_scalings",
 ]
 
 DEFAULT_HEAD_DIMS = (16, 17, 24, 32, 33, 40, 64)
@@ -197,6 +199,20 @@ def block_sparsities(pairs: Sequence[tuple[int, int]], *, patterns: Sequence[str
                      st.sampled_from(pairs), st.sampled_from(patterns), st.sampled_from([0.5, 0.25, 0.75]))
 
 
+def block_scalings(patterns: Sequence[str] = SCALE_PATTERNS) -> st.SearchStrategy[Scaling]:
+    """A :class:`~jfa_verify.cases.scaling.Scaling` (an MXFP8 case's E8M0 block scales) of one of ``patterns``:
+    unit scales, random ones, the E8M0 extremes, all-zero blocks, one +-448 outlier per block. Shrinks toward the
+    first pattern.
+
+    Raises:
+        InvalidInput: no pattern, or one that is not one of :data:`~jfa_verify.cases.scaling.SCALE_PATTERNS`.
+    """
+    patterns = list(patterns)
+    if not patterns or set(patterns) - set(SCALE_PATTERNS):
+        raise InvalidInput(f"block_scalings(patterns={patterns}): give patterns among {SCALE_PATTERNS}")
+    return st.builds(Scaling, st.sampled_from(patterns))
+
+
 @st.composite
 def cases(
     draw,
@@ -216,6 +232,7 @@ def cases(
     offsets_layouts: Optional[Sequence[str]] = None,
     gqa: Optional[bool] = None,
     block_sparse: Optional[bool] = None,
+    mxfp8: Optional[bool] = None,
 ) -> Case:
     """A whole :class:`Case` inside ``kernel``'s capabilities (default: ``triton_jfa``'s).
 
@@ -241,6 +258,9 @@ def cases(
         block_sparse: force a block selection (:func:`block_sparsities`) on or off (default: drawn, half the
             time, for a kernel declaring ``Capabilities(block_sparse=...)``; never for one without it, whose
             draws stay what they were).
+        mxfp8: force MXFP8 block scales (:func:`block_scalings`) on or off (default: drawn, half the time, for a
+            kernel declaring ``Capabilities(mxfp8=...)`` when the drawn dtype is float8_e4m3fn and both head dims
+            are multiples of 32; never for other kernels, whose draws stay what they were).
 
     Draws self, cross (query lengths different from key lengths) and
     broadcast-Q (several L_q, including 0, 1 and tile boundaries) cases,
@@ -306,6 +326,12 @@ def cases(
     # Drawn after everything else and only for a block-sparse kernel: other kernels' draws are unchanged.
     if caps.block_sparse and (draw(st.booleans()) if block_sparse is None else block_sparse):
         extra["block_sparsity"] = draw(block_sparsities(caps.block_sparse))
+    if mxfp8 and not caps.mxfp8:
+        raise InvalidInput("mxfp8=True: the kernel declares no MXFP8 path (Capabilities.mxfp8=None)")
+    # Drawn last and only for an MXFP8 kernel: other kernels' draws are unchanged.
+    scalable = dtype == "float8_e4m3fn" and head_dim % 32 == 0 and head_dim_v % 32 == 0
+    if caps.mxfp8 and scalable and (draw(st.booleans()) if mxfp8 is None else mxfp8):
+        extra["block_scaling"] = draw(block_scalings())
     return Case(
         kv_lengths=kv,
         mode=mode,
