@@ -514,3 +514,47 @@ def test_a_process_from_the_worker_fork_server_takes_the_callers_environment_of_
                              initargs=(dict(os.environ),)) as pool:
         seen = pool.submit(os.getenv, "JFA_VERIFY_TEST_LATE_VARIABLE").result(timeout=120)
     assert seen == "set after the fork server started"
+
+
+_SERVER_FROM_A_THREAD = '''
+import os, signal, threading, time
+from multiprocessing import forkserver
+from jfa_verify.run.isolation import start_worker_server, worker_context
+
+
+def main():
+    ctx = worker_context()
+    assert ctx.get_start_method() == "forkserver"
+    starter = threading.Thread(target=start_worker_server, args=(ctx,))  # as run --jobs N starts it: from a thread
+    starter.start()
+    starter.join()
+    pid = forkserver._forkserver._forkserver_pid
+    deadline = time.monotonic() + 120
+    while "libtorch" not in open(f"/proc/{pid}/maps").read():  # the server is inside its import of torch
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (this process is not the one under test)
+    os.killpg(os.getpgrp(), signal.SIGINT)  # a Ctrl-C reaches the terminal's whole process group
+    child = ctx.Process(target=os.getpid)  # the server still forks workers
+    child.start()
+    child.join(120)
+    print("child exit", child.exitcode)
+
+
+if __name__ == "__main__":  # (the fork server imports the main module)
+    main()
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; the fork server is Linux's")
+def test_a_ctrl_c_while_a_fork_server_started_from_a_thread_imports_torch_is_ignored(tmp_path):
+    """Regression (a new user's trial): ``run --jobs N`` starts its case workers, and with the first one the fork
+    server, from its threads, where the server cannot be started deaf to Ctrl-C; a Ctrl-C while it imported torch
+    printed a KeyboardInterrupt traceback from inside torch and killed it. It now ignores the signal from its
+    first import on (jfa_verify.run.deaf), and forks workers after it."""
+    script = tmp_path / "server_from_a_thread.py"
+    script.write_text(_SERVER_FROM_A_THREAD)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          start_new_session=True, cwd=tmp_path)
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 0 and "child exit 0" in proc.stdout, proc.stdout + proc.stderr[-3000:]

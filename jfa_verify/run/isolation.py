@@ -41,8 +41,9 @@ __all__ = ["CaseWorker", "WorkerSpec", "adopt_environment", "crash_result", "dea
 _STICKY = re.compile(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|"
                      r"device-side assert|CUDA_ERROR_ILLEGAL|an illegal instruction", re.IGNORECASE)
 STARTUP_TIMEOUT_S = 300.0  # loading plugins and the kernel module; compiling happens per case, not here
-# Imported once by the fork server, so that a restarted worker starts warm.
-_PRELOAD = ["torch", "jfa_verify", "jfa_verify.run.runner", "jfa_verify.oracles"]
+# Imported once by the fork server, so that a restarted worker starts warm; jfa_verify.run.deaf first, so that a Ctrl-C
+# while it imports torch does not end it with a traceback (a server started from a thread hears it: see that module).
+_PRELOAD = ["jfa_verify.run.deaf", "torch", "jfa_verify", "jfa_verify.run.runner", "jfa_verify.oracles"]
 
 
 def sticky_device_error(message: str) -> bool:
@@ -189,7 +190,8 @@ def adopt_environment(env: dict) -> None:
 
 def start_worker_server(ctx) -> None:
     """Start :func:`worker_context`'s fork server now if it is one, deaf to Ctrl-C while it imports (a Ctrl-C then
-    would kill it, and every later child with it). Call from the main thread (elsewhere it starts hearing)."""
+    would kill it, and every later child with it). From another thread it starts hearing them, and makes itself deaf
+    with its first import (jfa_verify.run.deaf), before torch."""
     from jfa_verify.run.interrupts import children_start_deaf
 
     if ctx.get_start_method() == "forkserver":
