@@ -720,3 +720,47 @@ def test_the_replay_check_replays_a_finding_as_the_check_that_found_it(tmp_path,
     replay = _results(tmp_path)[(kernel, "replay")]
     assert replay["status"] == "fail" and replay["findings"], replay
     assert any(how in f["summary"] + f["explanation"] for f in replay["findings"]), replay["findings"]
+
+
+_NOISY = '''
+import torch
+
+from jfa_verify import Capabilities, register_kernel, validate_inputs
+from jfa_verify.oracles import reference_attention
+
+
+@register_kernel("noisy", capabilities=Capabilities(backward=False))
+def load():
+    def attention(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None):
+        problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                                  sm_scale=sm_scale)
+        ref = reference_attention(problem, q.detach(), k.detach(), v.detach())
+        # a reduction in a varying order gone wrong: an error past the budget that differs from run to run
+        noise = torch.rand(ref["o"].shape, dtype=torch.float64, device=q.device) * 0.1
+        return (ref["o"] + noise).to(q.dtype), ref["lse"].float()
+    return attention
+'''
+
+
+@pytest.mark.parametrize("checks", [["recycled_memory"], ["recycled_memory", "determinism"]])
+def test_a_nondeterministic_kernels_error_is_filed_as_nondeterminism_not_recycled_memory(tmp_path, capsys, checks):
+    """Regression (a new user's trial): a nondeterministic kernel's extra error failed the recycled_memory check
+    (any failure under the memory mode was taken for the memory's). A case failing there is run twice on fresh
+    memory; outputs that differ there too are a determinism finding, and the memory check passes; with the
+    determinism check also run (before it or after), its case is one finding there, not two."""
+    plugin = tmp_path / "noisy.py"
+    plugin.write_text(_NOISY)
+    rc = _gate(tmp_path, "--kernel", "noisy", "--checks", *checks, "--small-cases", "2", plugin=str(plugin))
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    payload = json.loads((tmp_path / "g.json").read_text())["results"]
+    assert sorted(r["check"] for r in payload) == ["determinism", "recycled_memory"], payload
+    results = _results(tmp_path)
+    memory, determinism = results[("noisy", "recycled_memory")], results[("noisy", "determinism")]
+    assert memory["status"] == "pass" and not memory["findings"], memory
+    assert any("nondeterminism, not memory" in d for d in memory["details"]), memory["details"]
+    assert determinism["status"] == "fail" and determinism["findings"], determinism
+    cases = [f["case"] for f in determinism["findings"]]
+    assert len(cases) == len(set(cases)), cases
+    assert any("differs bit-wise" in f["summary"] for f in determinism["findings"]), determinism["findings"]
+    assert not list((tmp_path / "repro").glob("*-memory-*.json"))  # the memory mode's files: not its findings

@@ -13,7 +13,8 @@ skipped and why (a kernel the device cannot run, a check the device or the kerne
 * ``canaries``: guard bands around every buffer the kernel allocates, outputs and gradients
   included: a write outside is a failure naming the buffer and offset (:mod:`jfa_verify.judge.memory`);
 * ``recycled_memory``: uninitialized allocations filled with large finite values instead of
-  NaN, as recycled memory holds (the NaN fill is part of every run);
+  NaN, as recycled memory holds (the NaN fill is part of every run); in both memory checks, a failing case
+  whose two runs on fresh memory differ too is filed under ``determinism``, not memory;
 * ``stress`` (on request): long, pipeline-filling cases rerun many times under timing perturbation (a noise
   kernel on a second stream, fewer SMs for persistent grids, other launch orders), bit-compared for a
   deterministic kernel and judged against the references (:mod:`jfa_verify.checks.stress`);
@@ -526,17 +527,58 @@ def _check_stress(kernel, device, options, plugins) -> CheckResult:
     return out
 
 
-def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> CheckResult:
+def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> "CheckResult | list[CheckResult]":
+    """The canaries (``fill="nan"``) or recycled-memory (``"large"``) check: the small cases under guard bands and
+    that fill of uninitialized memory.
+
+    A case whose outputs fail there with no guard band written is run again on fresh memory (no memory mode), twice
+    in one case worker (:func:`~jfa_verify.checks.determinism.verify_reruns`): when those two runs differ bit-wise
+    too (a kernel declared non-deterministic: when one of them fails its budget), what the memory mode showed is the
+    kernel's nondeterminism, not memory; a new user's nondeterministic kernel had its extra error filed under
+    ``recycled_memory``. Such a case is no finding of this check (its memory-mode file is removed; a line in
+    ``details`` says so) but a ``determinism`` finding, with the reruns' case file: returned as a second
+    :class:`CheckResult` of check ``determinism``, which the gate merges into that check's own when it ran."""
     from jfa_verify.run.loop import Verifier
 
     with Verifier(kernel, device, options.reproducers, _settings(options).replace(memory=fill)) as verifier:
         results = verifier.verify_all(small_cases(kernel, device, options.small_cases, options.run.seed))
     checked = [r for r in results if r.status != "unsupported"]
-    out = CheckResult(kernel.name, check, _status_of(checked), cases=len(checked),
-                      findings=[_finding(check, r) for r in checked if r.failed])
+    unsteady = _unsteady_on_fresh_memory(kernel, device, options,
+                                         [r for r in checked if r.status == "fail" and not r.findings_of("memory")])
+    kept = [r for r in checked if r.case.case_id() not in unsteady]
+    out = CheckResult(kernel.name, check, _status_of(kept), cases=len(checked),
+                      findings=[_finding(check, r) for r in kept if r.failed])
     if not checked:
         out.status, out.reason = "skip", "no supported case"
-    return out
+    if not unsteady:
+        return out
+    moved = CheckResult(kernel.name, "determinism", "fail", cases=len(unsteady))
+    for r in checked:
+        if r.case.case_id() in unsteady:
+            if r.reproducer:
+                Path(r.reproducer).unlink(missing_ok=True)  # (not this check's finding: the reruns' file is)
+            v, rerun = unsteady[r.case.case_id()]
+            out.details.append(f"{r.case.name or r.case.case_id()}: failed under this check's memory mode, and two "
+                               f"runs on fresh memory differ too: the kernel's nondeterminism, not memory (filed "
+                               f"under determinism)")
+            moved.findings.append(Finding("determinism", r.case.name or r.case.case_id(), rerun.status,
+                                          (v.differences or [v.message])[0][:300], rerun.explain(),
+                                          rerun.replay_command(), rerun.reproducer))
+    moved.details.append(f"found by the {check} check: its failures there also differ between runs on fresh memory")
+    return [out, moved]
+
+
+def _unsteady_on_fresh_memory(kernel, device, options, failing) -> dict:
+    """``{case id: (RerunVerdict, CaseResult)}`` of the ``failing`` results' cases whose two runs on fresh memory (no
+    memory mode, in one case worker) differ bit-wise (or, for a kernel declared non-deterministic, fail its budget):
+    their failure under a memory mode is the kernel's nondeterminism."""
+    if not failing:
+        return {}
+    from jfa_verify.checks.determinism import verify_reruns
+
+    pairs = verify_reruns([r.case for r in failing], kernel, device, Corpus(options.reproducers),
+                          _settings(options).replace(memory=None), reruns=2)
+    return {v.case.case_id(): (v, rerun) for v, rerun in pairs if v.status == "fail"}
 
 
 def _check_sanitizer(kernel, device, options, plugins) -> CheckResult:
@@ -746,9 +788,12 @@ def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugi
                 result = CheckResult(kernel.name, check, "error", reason=missing_dependency(e))
             except Exception as e:
                 result = CheckResult(kernel.name, check, "error", reason=f"{type(e).__name__}: {e}")
+            result, *filed = result if isinstance(result, list) else [result]  # (findings the check files under
+            # other checks: the memory checks' nondeterminism)
             result.seconds = time.perf_counter() - t0
             crashed = crashed or result.status == "crash"
-            report.results.append(result)
+            for one in (result, *filed):
+                _file_under(report, one)
             note = f" ({result.reason})" if result.reason else ""
             log(f"  {kernel.name} / {check}: {result.status}, {result.cases} case(s), {len(result.findings)} "
                 f"finding(s), {result.seconds:.1f} s{note}")
@@ -756,6 +801,28 @@ def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugi
                 log(f"      {line}")
             for line in result.not_judged:
                 log(f"      not judged: {line}")
+
+
+_WORSE = ("skip", "pass", "fail", "error", "hang", "crash")  # a check's statuses, mildest first (merged results)
+
+
+def _file_under(report: GateReport, result: CheckResult) -> None:
+    """Add ``result`` to the report, merged into the result of the same kernel and check when there is one already:
+    a check files findings under another check (the memory checks' nondeterminism under ``determinism``), which may
+    have run before or run after. A case with a finding there already is not added again; the status is the worse
+    of the two."""
+    own = next((r for r in report.results if r.kernel == result.kernel and r.check == result.check), None)
+    if own is None:
+        report.results.append(result)
+        return
+    known = {f.case for f in own.findings}
+    own.findings += [f for f in result.findings if f.case not in known]
+    own.details += result.details
+    own.not_judged += result.not_judged
+    own.cases, own.seconds = max(own.cases, result.cases), own.seconds + result.seconds
+    rank = {status: i for i, status in enumerate(_WORSE)}
+    if rank.get(result.status, 2) > rank.get(own.status, 2):
+        own.status, own.reason = result.status, result.reason or own.reason
 
 
 def write_outputs(report: GateReport, *, json_path=None, junit_path=None, markdown_path=None) -> list[Path]:
