@@ -52,7 +52,17 @@ from jfa_verify.run.corpus import NOW_PASSING, RERUN_KEYS, TIMEOUT_EXIT_CODE, Co
 from jfa_verify.run.settings import RunSettings
 
 from .database import CampaignDatabase, open_database
-from .findings import Finding, FindingIndex, key_of, mark_finding, record_example, recover, running_files, signature
+from .findings import (
+    Finding,
+    FindingIndex,
+    finding_id,
+    key_of,
+    mark_finding,
+    record_example,
+    recover,
+    running_files,
+    signature,
+)
 
 __all__ = ["Campaign", "CampaignFailure", "CampaignSummary", "hypothesis_home", "prepare_corpus", "run_campaign",
            "TIMEOUT_EXIT_CODE"]
@@ -79,6 +89,11 @@ class CampaignFailure:
     examples: int = 0  # further failing cases of this finding met by this campaign
     found_at: Optional[int] = None  # cases this campaign had run when it first met this finding (that one included)
 
+    @property
+    def id(self) -> str:
+        """The finding's id as every listing gives it (:func:`~jfa_verify.fuzz.findings.finding_id`: its case file's)."""
+        return finding_id(self.path) if self.path is not None else self.signature.get("id", "")
+
 
 @dataclass
 class CampaignSummary:
@@ -94,7 +109,7 @@ class CampaignSummary:
     statuses: Counter = field(default_factory=Counter)
     failures: list[CampaignFailure] = field(default_factory=list)
     fixed: list[Path] = field(default_factory=list)
-    known_examples: Counter = field(default_factory=Counter)  # signature id -> examples of known findings
+    known_examples: Counter = field(default_factory=Counter)  # finding id -> examples of known findings
     coverage: Coverage = field(default_factory=Coverage)
     pairs: object = None  # a jfa_verify.cases.pairs.PairCoverage: the pairs of contract classes exercised
     seconds: float = 0.0
@@ -116,7 +131,7 @@ class CampaignSummary:
             "generated": self.generated, "rounds": self.rounds, "statuses": dict(self.statuses),
             "seconds": self.seconds, "interrupted": self.interrupted, "notes": self.notes,
             "side_failures": self.side_failures, "packs": self.packs, "packs_failed": self.packs_failed,
-            "failures": [{"case": f.case.to_dict(), "status": f.status, "path": str(f.path) if f.path else None,
+            "failures": [{"id": f.id, "case": f.case.to_dict(), "status": f.status, "path": str(f.path) if f.path else None,
                           "source": f.source, "signature": f.signature, "examples": f.examples, "found_at": f.found_at,
                           "explanation": f.explanation} for f in self.failures],
             "known_examples": dict(self.known_examples),
@@ -135,13 +150,13 @@ class CampaignSummary:
         for p in self.fixed:
             lines.append(f"  fixed (now passes; its file moved to {p.parent / NOW_PASSING}): {p.name}")
         for f in self.failures:
-            sig = f" finding {f.signature['id']}" if f.signature else ""
+            sig = f" finding {f.id}" if f.signature else ""
             more = f", {f.examples} more example(s)" if f.examples else ""
             lines.append(f"  {f.source}{sig} [{f.status}] {f.case.describe()} lengths={f.case.kv_lengths}{more}")
             lines.extend("    " + line for line in f.explanation.splitlines()[1:])
             if f.path is not None:
                 lines.append(f"    case file: {f.path}")
-        ours = {f.signature.get("id") for f in self.failures}
+        ours = {f.id for f in self.failures}
         before = {k: v for k, v in self.known_examples.items() if k not in ours}
         if before:
             lines.append("  examples of findings not replayed by this worker: "
@@ -514,7 +529,8 @@ class Campaign:
         failure = CampaignFailure(case, result.status, path, result.explain(), source, sig,
                                   found_at=summary.cases_run if found_at is None else found_at)
         summary.failures.append(failure)
-        self.emit({"event": "finding", "id": sig["id"], "status": result.status, "source": source, "path": str(path),
+        self.emit({"event": "finding", "id": finding_id(path), "signature": sig["id"], "status": result.status,
+                   "source": source, "path": str(path),
                    "case": case.describe(), "error_kind": sig["error_kind"], "outputs": sig["outputs"]})
 
     def _as_example(self, finding: Finding, case: Case, path: Optional[Path]) -> None:
@@ -523,7 +539,7 @@ class Campaign:
             path.unlink(missing_ok=True)  # (a finding's own file, met again, is never an example's to remove)
         if not new:  # its own case (the database hands it back every round), or an example met before
             return
-        self.summary.known_examples[finding.id] += 1
+        self.summary.known_examples[finding_id(finding.path)] += 1
         for f in self.summary.failures:
             if f.signature.get("id") == finding.id:
                 f.examples += 1

@@ -49,7 +49,7 @@ from jfa_verify.protocol.kernel import GENERIC_TILES
 from jfa_verify.run.corpus import RUNNING, Corpus, read_case_file, replay_command, reproducer_folders
 from jfa_verify.run.runner import FAILING_STATUSES
 
-__all__ = ["Finding", "FindingIndex", "error_kind", "key_of", "lead_output", "list_findings", "mark_finding", "match_finding",
+__all__ = ["Finding", "FindingIndex", "error_kind", "finding_id", "key_of", "lead_output", "list_findings", "mark_finding", "match_finding",
            "record_example", "recover", "running_files", "signature", "size_key", "unreadable_case_files",
            "verdict_of"]
 
@@ -126,6 +126,15 @@ def signature(verdict: dict, classes: Iterable[str]) -> dict:
            "classes": sorted(set(classes) - INCIDENTAL_CLASSES)}
     sig["id"] = hashlib.sha256(json.dumps(sig, sort_keys=True).encode()).hexdigest()[:12]
     return sig
+
+
+def finding_id(path: "str | Path") -> str:
+    """The id a user sees for the finding (or failing case) kept in the case file ``path``: the case id its name
+    starts with (``<case id>-<kernel>[-...].json``, :meth:`~jfa_verify.run.corpus.Corpus.path_for`), so that the
+    listing, the file's name, its replay command and the reports (a run's ``case_id``) say one id. The signature's
+    own ``id`` is the key that deduplicates findings (and names their examples' log); listings give it as
+    ``signature`` (a new user met two ids for one finding: the listing's and the file's)."""
+    return Path(path).name.split("-", 1)[0]
 
 
 def size_key(case: Case) -> tuple:
@@ -369,8 +378,9 @@ def _plugins_from_here(payload: dict) -> list[str]:
 def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict]:
     """Every finding in a reproducer folder (all kernels unless ``kernel``), most examples first.
 
-    Each row has the finding's signature ``id`` (12 hex digits, stable: the same case file gives the same
-    id) and its ``replay`` command. Failing case files that are no finding yet (a ``jfa-verify run``
+    Each row has the finding's ``id`` (:func:`finding_id`: the case id its file is named by, 12 hex digits), its
+    ``signature`` (the signature's id, 12 hex digits, stable: the same case file gives the same one) and its
+    ``replay`` command. Failing case files that are no finding yet (a ``jfa-verify run``
     failure, a killed campaign's shrink step) are listed too, with the id a campaign would give them
     (``found_by`` ``"-"``); ``"running"`` files with status ``running``.
     """
@@ -388,7 +398,8 @@ def _folder_rows(root: Path, kernel: Optional[str]) -> list[dict]:
         found = d.get("finding")
         sig = found or _file_signature(c, d)
         rows.append({
-            "id": sig["id"],
+            "id": finding_id(p),
+            "signature": sig["id"],
             "kernel": d.get("kernel"),
             "status": status,
             "error_kind": sig["error_kind"] if status != RUNNING else "-",

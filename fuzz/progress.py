@@ -83,8 +83,9 @@ class CampaignProgress:
             stats.seconds["case"] += event["seconds"]
         elif kind == "finding":
             stats.findings += 1
-            if event["id"] not in self.findings:
-                self.findings[event["id"]] = {**event, "worker": worker, "seconds": time.time() - self.t0}
+            key = event.get("signature", event["id"])  # (one finding met by two workers: one signature)
+            if key not in self.findings:
+                self.findings[key] = {**event, "worker": worker, "seconds": time.time() - self.t0}
                 self.finding_times.append((time.time() - self.t0, event["id"], event["status"]))
         elif kind == "done":
             stats.state = "interrupted" if event["summary"].get("interrupted") else "done"

@@ -231,7 +231,7 @@ def new_findings(found: list) -> list:
     a fresh folder once reported ``new_findings 0`` beside four findings of its covering array)."""
     from .campaign import FOUND_HERE
 
-    return sorted({f["signature"]["id"] for f in found if f["source"] in FOUND_HERE})
+    return sorted({f.get("id") or f["signature"]["id"] for f in found if f["source"] in FOUND_HERE})
 
 
 def _reported(config: FuzzConfig) -> dict:

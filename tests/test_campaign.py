@@ -45,7 +45,7 @@ def test_campaign_on_mutant_writes_a_case_file_that_replays(mutant, jfa_device, 
     assert sorted(c.name for c in replay.failing) == sorted(n for n, o in payload["verdict"]["outputs"].items()
                                                             if not o["passed"])
     text = summary.format()
-    assert f"search finding {failure.signature['id']} [fail]" in text and str(failure.path) in text
+    assert f"search finding {failure.id} [fail]" in text and str(failure.path) in text  # (the file's id)
     assert "coverage over" in text
 
     again = run_campaign(mutant, strategy=cases(mutant, device_type=jfa_device.type, **FWD), max_examples=5,

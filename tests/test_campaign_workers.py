@@ -136,6 +136,9 @@ def test_ctrl_c_ends_a_campaign_with_its_summary_and_report(tmp_path, misbehavin
 
 
 def test_findings_listing(tmp_path, misbehaving_plugin, capsys):
+    """Regression (a new user's trial): the listing's id of a finding was its signature's, its case file's name (and
+    so its replay command) another id: one finding, two ids. A finding's id is its file's everywhere (the listing,
+    the campaign's lines and report); the signature's is the listing's ``signature``."""
     from jfa_verify.cli import main
 
     plugin = misbehaving_plugin("listed", wrong="B >= 2")
@@ -144,8 +147,13 @@ def test_findings_listing(tmp_path, misbehaving_plugin, capsys):
                            corpus_dir=tmp_path, device="cpu", seed=2, backward=False)
     assert summary.failed
     rows = list_findings(tmp_path)
-    assert sorted(r["id"] for r in rows) == sorted(f.signature["id"] for f in summary.failures)
-    examples = {f.signature["id"]: 1 + f.examples for f in summary.failures}
+    assert sorted(r["signature"] for r in rows) == sorted(f.signature["id"] for f in summary.failures)
+    assert sorted(r["id"] for r in rows) == sorted(f.id for f in summary.failures)
+    for r in rows:
+        assert Path(r["path"]).name.startswith(f"{r['id']}-listed") and f"/{r['id']}-" in r["replay"], r
+    assert all(f"finding {f.id} [" in summary.format(coverage=False) for f in summary.failures)
+    assert all(d["id"] == f.id for d, f in zip(summary.to_dict()["failures"], summary.failures))
+    examples = {f.id: 1 + f.examples for f in summary.failures}
     assert all(r["examples"] == examples[r["id"]] and r["error_kind"] == "RuntimeError" for r in rows)
     assert main(["findings", "--reproducers", str(tmp_path), "--json"]) == 1  # it lists findings (errors)
     assert json.loads(capsys.readouterr().out) == rows

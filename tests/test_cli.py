@@ -499,6 +499,10 @@ def test_findings_carry_their_id_and_replay_command_take_the_folder_positionally
     assert main(["findings", str(repro), "--json"]) == 1  # a listing of findings exits as the run that found them
     (row,) = json.loads(capsys.readouterr().out)
     assert re.fullmatch(r"[0-9a-f]{12}", row["id"]) and row["status"] == "error"
+    # one id (a new user met two: the listing's was the signature's): the file's name, the run report's case_id
+    (case,) = json.loads((tmp_path / "r.json").read_text())["cases"]
+    assert Path(row["path"]).name == f"{row['id']}-always_raises.json" and case["case_id"] == row["id"], row
+    assert re.fullmatch(r"[0-9a-f]{12}", row["signature"])
     assert row["replay"] == f"jfa-verify replay {row['path']} --kernel always_raises --plugin {plugin}"
     assert main(["findings", "--reproducers", str(repro)]) == 1
     out = capsys.readouterr().out

@@ -422,7 +422,7 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
     if payload["worker_errors"]:
         return CheckResult(kernel.name, "campaign", "error", cases=payload["cases"],
                            reason=f"campaign worker(s) could not run: {payload['worker_errors']}")
-    findings = [_campaign_finding(f["case"].get("name") or f["signature"].get("id", "?"), f["status"],
+    findings = [_campaign_finding(f["case"].get("name") or f.get("id") or f["signature"].get("id", "?"), f["status"],
                                   f["explanation"], f["path"], kernel, plugins) for f in payload["failures"]]
     return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=payload["cases"], findings=findings,
                        details=[f"seeds {payload['seeds']}, {options.campaign_examples} examples over "
