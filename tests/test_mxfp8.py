@@ -310,3 +310,73 @@ def test_suite_cases_pass_the_exact_plugin_and_fail_planted_scale_bugs():
             assert statuses == ["pass"] * len(built), statuses
         else:
             assert statuses.count("fail") >= 3, (name, statuses)
+
+
+# ----------------------------------------------------------------------------- triton_jfa_mxfp8 (Triton interpreter)
+
+
+TRITON_PLUGIN = __import__("pathlib").Path(__file__).resolve().parent / "mxfp8_triton_plugin.py"
+
+
+@pytest.fixture(scope="module")
+def dev():
+    from jfa_verify.core.device import select_device
+
+    return select_device("cpu")
+
+
+def _tiny(pattern, causal=False, **fields):
+    # lengths past one 32 x 16 CPU tile, an empty sequence, GQA, two scale blocks along D and D_v
+    return _mx_case(pattern, kv_lengths=(17, 0, 5, 33), num_heads_q=4, num_heads_kv=2, head_dim=64, head_dim_v=64,
+                    causal=causal, seed=7, **fields)
+
+
+def test_triton_mxfp8_passes_every_scale_pattern(dev):
+    from jfa_verify import get_kernel, run_case
+
+    kernel = get_kernel("triton_jfa_mxfp8")
+    cases = [_tiny("unit"), _tiny("random", causal=True), _tiny("extremes"), _tiny("zero_blocks", causal=True),
+             _tiny("outlier", mode="cross", q_lengths=(9, 3, 0, 20))]
+    for case in cases:
+        result = run_case(case, kernel, dev)
+        assert result.status == "pass", result.explain()
+        assert [c.name for c in result.comparisons] == ["o", "lse"]  # forward only
+
+
+def test_triton_mxfp8_public_call_matches_the_reference_and_refuses_bad_scales(dev):
+    from jfa_verify import get_kernel
+    from jfa_verify.oracles import reference_attention
+
+    kernel, case = get_kernel("triton_jfa_mxfp8"), _tiny("extremes", causal=True)
+    t = case.materialize(dev)
+    o, lse = kernel(*t.call_args(), causal=True, block_scales=t.block_scales)
+    ref = reference_attention(case.problem(t), t.q, t.k, t.v)
+    assert o.dtype == torch.bfloat16 and ref["o"].abs().max() > 2.0 ** 80  # V's scales reach 2^93..2^96
+    # per 32-column block of V (2^93.. in even blocks, 2^-97.. in odd ones): within e4m3's 2^-4 of the block's size
+    err = (o.double() - ref["o"]).abs().reshape(*o.shape[:2], 2, 32).amax((0, 3))
+    size = ref["o"].abs().reshape(*o.shape[:2], 2, 32).amax((0, 3))
+    assert bool((err <= size / 16).all()) and bool((size[:, 1] < 2.0 ** -60).all())
+    # the public call and the framework's launch are one computation
+    run = kernel.run(case.problem(t), *t.call_args(), sm_scale=None)
+    assert torch.equal(run.o, o) and torch.equal(run.lse, lse)
+    bad = t.block_scales.v.clone()
+    bad[0, 0, 0] = 255
+    with pytest.raises(InvalidInput, match=r"block_scales\.v\[0, 0, 0\] = 255"):
+        kernel(*t.call_args(), block_scales=BlockScales(t.block_scales.q, t.block_scales.k, bad))
+    # kernels without an MXFP8 path report such cases unsupported
+    assert get_kernel("triton_jfa_fp8").unsupported_reason(case.problem(t)) == (
+        "MXFP8 inputs (block_scales) not supported (Capabilities.mxfp8=None: no MXFP8 path)")
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")  # the interpreter's NumPy, on a bug
+@pytest.mark.parametrize("mutant", ["k_scale_per_row", "q_scale_per_row", "v_scale_per_row", "kv_neighbour_scales",
+                                    "p_wrong_scale"])
+def test_planted_triton_scale_bugs_are_caught(dev, mutant):
+    from jfa_verify import get_kernel, load_plugin, run_case
+
+    load_plugin(str(TRITON_PLUGIN))
+    result = run_case(_tiny("extremes"), get_kernel(f"mxfp8-mutant-{mutant}"), dev)
+    assert result.status == "fail", result.explain()
+    worst = max(c.kernel_error / c.allowance for c in result.comparisons if c.allowance > 0)
+    assert worst > 2  # well past the allowance, not a near miss

@@ -11,9 +11,9 @@ import dataclasses
 
 from jfa_verify.protocol.registry import register_kernel
 
-from ._config import CAPABILITIES, FP8_CAPABILITIES, tile_sizes
+from ._config import CAPABILITIES, FP8_CAPABILITIES, MXFP8_CAPABILITIES, tile_sizes
 
-__all__ = ["build"]
+__all__ = ["build", "build_mxfp8"]
 
 
 def build(*, kernels_module=None, host_module=None, scheduler=None, tf32: bool = False):
@@ -32,6 +32,15 @@ def build(*, kernels_module=None, host_module=None, scheduler=None, tf32: bool =
     return host_module.TritonJFA(kernels_module, scheduler=scheduler or PersistentScheduler(), tf32=tf32)
 
 
+def build_mxfp8(**options):
+    """``triton_jfa_mxfp8``'s implementation: :func:`build` (same ``options``) behind the MXFP8 front
+    (:class:`~jfa_verify.kernels.triton_jfa._mxfp8.TritonMXFP8`, which takes ``block_scales=``). Planted-bug copies
+    of its kernels are built through this (``tests/mxfp8_mutants.json``)."""
+    from ._mxfp8 import TritonMXFP8
+
+    return TritonMXFP8(build(**options))
+
+
 def _register(name: str, doc: str, *, capabilities=CAPABILITIES, **options):
     def load():
         if options.get("scheduler") == "grid":
@@ -42,6 +51,8 @@ def _register(name: str, doc: str, *, capabilities=CAPABILITIES, **options):
             from jfa_verify.scheduling.planning import PersistentScheduler
 
             return build(scheduler=PersistentScheduler("dynamic", "dynamic"))
+        if options.get("mxfp8"):
+            return build_mxfp8()
         return build(tf32=options.get("tf32", False))
 
     register_kernel(name, capabilities=capabilities, tile_sizes=tile_sizes, description=doc,
@@ -57,3 +68,6 @@ _register("triton_jfa_tf32", "triton_jfa with TF32 matmuls for float32 inputs (j
           capabilities=dataclasses.replace(CAPABILITIES, tf32=True), tf32=True)
 _register("triton_jfa_fp8", "triton_jfa's forward on float8 e4m3 inputs (P rounded to e4m3 before P V, O in "
           "bfloat16); stands in for external fp8 kernels.", capabilities=FP8_CAPABILITIES)
+_register("triton_jfa_mxfp8", "triton_jfa's forward on MXFP8 inputs (e4m3 data, E8M0 scales per 32 of the head dim "
+          "applied to each tile after its load; P rounded to e4m3 before P V, O in bfloat16).",
+          capabilities=MXFP8_CAPABILITIES, mxfp8=True)

@@ -15,7 +15,8 @@ from jfa_verify.core.contract import JaggedProblem
 from jfa_verify.core.selection import BLOCK_SIZES
 from jfa_verify.protocol.kernel import Capabilities, TileSizes
 
-__all__ = ["BLOCK_SPARSE", "CAPABILITIES", "FP8_CAPABILITIES", "KERNEL_CAPABILITIES", "launch_config", "tile_sizes"]
+__all__ = ["BLOCK_SPARSE", "CAPABILITIES", "FP8_CAPABILITIES", "KERNEL_CAPABILITIES", "MXFP8_CAPABILITIES",
+           "launch_config", "tile_sizes"]
 
 # Block selections of every (block_m, block_n) the contract allows: the tiles shrink to the selection's blocks
 # where these are smaller (:func:`tile_sizes`), so a query tile lies in one query block and a KV tile in one KV
@@ -32,10 +33,15 @@ CAPABILITIES = Capabilities(
     masks=("none", "causal", "window", "causal+window"),
     block_sparse=BLOCK_SPARSE,
 )
-# What the kernel code handles: also float8 e4m3 inputs, forward only (registered apart as
-# ``triton_jfa_fp8`` so that the other kernels' strategies never draw float8 cases).
-KERNEL_CAPABILITIES = dataclasses.replace(CAPABILITIES, dtypes=CAPABILITIES.dtypes + (torch.float8_e4m3fn,))
+# What the kernel code handles: also float8 e4m3 inputs, forward only, with MXFP8 block scales or without
+# (registered apart as ``triton_jfa_fp8`` and ``triton_jfa_mxfp8`` so that the other kernels' strategies never draw
+# float8 or MXFP8 cases).
+KERNEL_CAPABILITIES = dataclasses.replace(CAPABILITIES, dtypes=CAPABILITIES.dtypes + (torch.float8_e4m3fn,),
+                                          mxfp8="e4m3")
 FP8_CAPABILITIES = dataclasses.replace(CAPABILITIES, dtypes=(torch.float8_e4m3fn,), backward=False)
+# MXFP8: head dims of whole 32-element scale blocks; P rounded by the "e4m3" rule (the float8 path's); dense only.
+MXFP8_CAPABILITIES = dataclasses.replace(FP8_CAPABILITIES, head_dims=(32, 64, 96, 128), block_sparse=(),
+                                         mxfp8="e4m3")
 
 
 def tile_sizes(problem: JaggedProblem) -> TileSizes:

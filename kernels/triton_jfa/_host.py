@@ -230,6 +230,9 @@ def _forward(kmod, problem, plan, q, k, v, q_off, k_off, instr, sparse=None):
     o = torch.zeros(rows, h_q, problem.head_dim_v, dtype=output_dtype(q.dtype), device=q.device)
     lse = torch.full((h_q, rows), float("-inf"), dtype=torch.float32, device=q.device)
     fw = plan["fwd"]
+    scales = getattr(problem, "block_scales", None)  # MXFP8: the E8M0 scales, read as contiguous [rows, H, D / 32]
+    mx = {} if scales is None else dict(SQ=scales.q.contiguous(), SK=scales.k.contiguous(), SV=scales.v.contiguous(),
+                                        MX=True)
     if fw["programs"] > 0 and fw["tile_seq"].numel() > 0:
         visits, progs, instrument = _probe(instr, "fwd", fw["tile_id"])
         kmod._fwd_kernel[(fw["programs"], h_q)](
@@ -239,7 +242,7 @@ def _forward(kmod, problem, plan, q, k, v, q_off, k_off, instr, sparse=None):
             problem.sm_scale * math.log2(math.e), _l_q(problem, q), problem.group_size, h_q,
             INSTRUMENT=instrument, ALIGNED=_aligned(problem, q, k, v, o),
             num_warps=cfg["num_warps"], num_stages=cfg["fwd_stages"],
-            **_common_flags(problem, cfg), **_pass_arguments(sparse, "SEL_START", "SEL_OFF", "SEL_IDX"),
+            **_common_flags(problem, cfg), **_pass_arguments(sparse, "SEL_START", "SEL_OFF", "SEL_IDX"), **mx,
         )
     return o, lse
 

@@ -24,6 +24,14 @@ first query block. The host makes ``BLOCK_M`` divide ``SEL_M`` and ``BLOCK_N`` d
 one selection block and the mask above is the only per-key test. With ``SPARSE`` off (the default) those
 arguments are None and the dense code is compiled unchanged.
 
+MXFP8 (``MX``, forward only): ``Q``, ``K``, ``V`` are float8 e4m3 and ``SQ``, ``SK``, ``SV`` their E8M0 block
+scales, contiguous uint8 ``[rows, heads, head_dim / 32]`` (:class:`jfa_verify.core.mxfp8.BlockScales`; value
+``2^(e - 127)``, OCP MX v1.0). Hopper's FP8 MMAs take no block scales, so each tile is dequantized after its load
+(``_mx_dequant``: e4m3 times a power of two, exact in bfloat16 while in its normal range; float32 under the
+interpreter) and multiplied in bfloat16; ``P`` is rounded to e4m3 after scaling by 2^8 (the declared ``"e4m3"``
+rule of :data:`jfa_verify.core.conventions.P_QUANTIZATIONS`) before ``P V``. With ``MX`` off (the default) the
+scale arguments are None and nothing of this is compiled.
+
 Softmax runs in base 2 (``QK_SCALE = sm_scale * log2(e)``); LSE is stored as a
 natural log. Under ``INTERPRET`` (Triton's CPU interpreter) dot operands are
 upcast to float32 and float32 -> bfloat16 casts round to nearest even by hand,
@@ -51,7 +59,7 @@ _SCALARS = ("L_Q", "GROUP", "NUM_HEADS", "HEAD_DIM", "HEAD_DIM_V", "WIN_LEFT", "
 # is identical with and without their alignment (issue 39, 3), so a plan or counters packed into one
 # buffer, or an LSE view, build no second variant.
 _UNALIGNED_POINTERS = ("Q_OFF", "K_OFF", "TILE_SEQ", "TILE_BLOCK", "TILE_ID", "PROG_TILE_START", "VISITS", "PROGS",
-                       "LSE", "DELTA", "SEL_START", "SEL_OFF", "SEL_IDX", "T_START", "T_OFF", "T_IDX")
+                       "LSE", "DELTA", "SEL_START", "SEL_OFF", "SEL_IDX", "T_START", "T_OFF", "T_IDX", "SQ", "SK", "SV")
 
 
 def _jit_unspecialized(fn):
@@ -103,6 +111,31 @@ def _round_cast(x, DTYPE: tl.constexpr, INTERPRET: tl.constexpr):
             sub = (x + 24576.0) - 24576.0
             x = tl.where(tl.abs(x) < 0.015625, sub, normal)
     return x.to(DTYPE)
+
+
+@triton.jit
+def _mx_dequant(x, e, INTERPRET: tl.constexpr):
+    """e4m3 ``x`` times ``2^(e - 127)`` (``e``: uint8 E8M0 exponents broadcast like ``x``): bfloat16 (float32 under
+    the interpreter), exact while the product is a normal of that type. ``2^(e - 127)`` is built from its bits
+    (exponent field ``max(e, 1)``, then halved for ``e = 0``, whose ``2^-127`` is no float32 normal)."""
+    e = e.to(tl.int32)
+    scale = (tl.maximum(e, 1) << 23).to(tl.float32, bitcast=True)
+    y = x.to(tl.float32) * scale
+    y = tl.where(e == 0, y * 0.5, y)
+    if not INTERPRET:
+        y = y.to(tl.bfloat16)
+    return y
+
+
+@triton.jit
+def _p_operand(p, p_scale, V_DTYPE: tl.constexpr, MX: tl.constexpr, INTERPRET: tl.constexpr):
+    """``P * p_scale`` as the ``P V`` operand: rounded to ``V_DTYPE``; with ``MX``, rounded to e4m3 (the declared
+    ``"e4m3"`` P rule) and then exactly to ``V_DTYPE`` (the dequantized V's)."""
+    if MX:
+        out = _round_cast(p * p_scale, tl.float8e4nv, INTERPRET).to(V_DTYPE)
+    else:
+        out = _round_cast(p * p_scale, V_DTYPE, INTERPRET)
+    return out
 
 
 @triton.jit
@@ -168,8 +201,11 @@ def _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, 
                k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
                HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT,
                MASK: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
-               INTERPRET: tl.constexpr, IEEE: tl.constexpr):
-    """One KV block of the online softmax. ``MASK``: the block crosses the key end or the diagonal."""
+               INTERPRET: tl.constexpr, IEEE: tl.constexpr,
+               SK_ptr, SV_ptr, sk_row, sv_row, MX: tl.constexpr):
+    """One KV block of the online softmax. ``MASK``: the block crosses the key end or the diagonal. ``MX``: K and
+    V are dequantized by their block scales (``SK_ptr``/``SV_ptr``: the sequence's first key row's, ``sk_row``/
+    ``sv_row`` elements per key row) and P is rounded to e4m3 (see the module docstring)."""
     cols = start_n + offs_n  # [BLOCK_N] key index within the sequence, int64
     d_ok = offs_d < HEAD_DIM
     dv_ok = offs_dv < HEAD_DIM_V
@@ -180,6 +216,10 @@ def _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, 
         kt = tl.load(kt_ptrs, mask=d_ok[:, None] & col_ok[None, :], other=0.0)
     else:
         kt = tl.load(kt_ptrs, mask=d_ok[:, None], other=0.0)
+    if MX:
+        ek = tl.load(SK_ptr + cols[None, :] * sk_row + offs_d[:, None] // 32, mask=d_ok[:, None] & col_ok[None, :],
+                     other=127)
+        kt = _mx_dequant(kt, ek, INTERPRET)
     s = _dot(q, kt, INTERPRET, IEEE) * qk_scale  # [BLOCK_M, BLOCK_N], base-2 logits
     if MASK:
         visible = col_ok[None, :]
@@ -200,10 +240,16 @@ def _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, 
     # float8 e4m3: most of P in [0, 1] would be subnormal (below 2^-6) and lose its mantissa;
     # P * 2^8 keeps 3 mantissa bits down to 2^-14 (fp8 attention kernels scale P the same way).
     # For other dtypes the scale is 1.0 and the result is bit for bit unscaled.
-    p_scale = 1.0
-    if v.dtype == tl.float8e4nv:
+    if MX:  # V dequantized (bf16), P rounded to e4m3 as the float8 path rounds it, then multiplied in bf16
+        ev = tl.load(SV_ptr + cols[:, None] * sv_row + offs_dv[None, :] // 32, mask=col_ok[:, None] & dv_ok[None, :],
+                     other=127)
+        v = _mx_dequant(v, ev, INTERPRET)
         p_scale = 256.0
-    acc = acc * alpha[:, None] + _dot(_round_cast(p * p_scale, v.dtype, INTERPRET), v, INTERPRET, IEEE) / p_scale
+    else:
+        p_scale = 1.0
+        if v.dtype == tl.float8e4nv:
+            p_scale = 256.0
+    acc = acc * alpha[:, None] + _dot(_p_operand(p, p_scale, v.dtype, MX, INTERPRET), v, INTERPRET, IEEE) / p_scale
     return acc, l_i, m_new
 
 
@@ -226,11 +272,13 @@ def _fwd_kernel(
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr, ALIGNED: tl.constexpr,
     SEL_START=None, SEL_OFF=None, SEL_IDX=None,
     SPARSE: tl.constexpr = False, SEL_M: tl.constexpr = 1, SEL_N: tl.constexpr = 1,
+    SQ=None, SK=None, SV=None, MX: tl.constexpr = False,
 ):
     """Forward: ``O`` and natural-log ``LSE`` of the tiles of program ``pid(0)``, query head ``pid(1)``.
 
     ``SPARSE`` (block-sparse): the tile walks only the KV blocks selected for its query block (see the module
-    docstring); dense launches leave the ``SEL_*`` arguments at their defaults and compile as before."""
+    docstring); dense launches leave the ``SEL_*`` arguments at their defaults and compile as before. ``MX``
+    (MXFP8): ``SQ``/``SK``/``SV`` are the inputs' E8M0 block scales (module docstring); None otherwise."""
     if ALIGNED:
         stride_qt, stride_qh, stride_qd = _x16(stride_qt), _x16(stride_qh), 1
         stride_kt, stride_kh, stride_kd = _x16(stride_kt), _x16(stride_kh), 1
@@ -257,6 +305,18 @@ def _fwd_kernel(
         q_ptrs = (Q + (q_start + offs_m)[:, None] * stride_qt + h * stride_qh
                   + offs_d[None, :].to(tl.int64) * stride_qd)
         q = tl.load(q_ptrs, mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+        SK_ptr = SK
+        SV_ptr = SV
+        sk_row = HEAD_DIM // 32
+        sv_row = HEAD_DIM_V // 32
+        if MX:  # scales are [rows, heads, D / 32], contiguous
+            eq = tl.load(SQ + ((q_start + offs_m)[:, None] * NUM_HEADS + h) * (HEAD_DIM // 32) + offs_d[None, :] // 32,
+                         mask=row_ok[:, None] & d_ok[None, :], other=127)
+            q = _mx_dequant(q, eq, INTERPRET)
+            sk_row = (NUM_HEADS // GROUP) * (HEAD_DIM // 32)
+            sv_row = (NUM_HEADS // GROUP) * (HEAD_DIM_V // 32)
+            SK_ptr = SK + k_start * sk_row + h_kv * (HEAD_DIM // 32)
+            SV_ptr = SV + k_start * sv_row + h_kv * (HEAD_DIM_V // 32)
 
         # KV range: [lo, full_end) needs no mask; [full_end, hi) is masked; the rest is skipped.
         lo = k_len * 0
@@ -293,23 +353,23 @@ def _fwd_kernel(
                     acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d,
                                                offs_dv, k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt,
                                                stride_vd, HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT, False, CAUSAL,
-                                               WINDOW, INTERPRET, IEEE)
+                                               WINDOW, INTERPRET, IEEE, SK_ptr, SV_ptr, sk_row, sv_row, MX)
                 for start_n in range(tl.maximum(first, full_end), tl.minimum(first + SEL_N, hi), BLOCK_N):
                     acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d,
                                                offs_dv, k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt,
                                                stride_vd, HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT, True, CAUSAL,
-                                               WINDOW, INTERPRET, IEEE)
+                                               WINDOW, INTERPRET, IEEE, SK_ptr, SV_ptr, sk_row, sv_row, MX)
         else:
             for start_n in range(lo, full_end, BLOCK_N):
                 acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
                                            k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
                                            HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT, False, CAUSAL, WINDOW,
-                                           INTERPRET, IEEE)
+                                           INTERPRET, IEEE, SK_ptr, SV_ptr, sk_row, sv_row, MX)
             for start_n in range(full_end, hi, BLOCK_N):
                 acc, l_i, m_i = _fwd_block(acc, l_i, m_i, q, K_ptr, V_ptr, start_n, offs_m, offs_n, offs_d, offs_dv,
                                            k_len, shift, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd,
                                            HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT, True, CAUSAL, WINDOW,
-                                           INTERPRET, IEEE)
+                                           INTERPRET, IEEE, SK_ptr, SV_ptr, sk_row, sv_row, MX)
 
         empty = l_i == 0.0  # no visible key: o = 0, lse = -inf
         o = acc / tl.where(empty, 1.0, l_i)[:, None]
