@@ -764,3 +764,19 @@ def test_a_nondeterministic_kernels_error_is_filed_as_nondeterminism_not_recycle
     assert len(cases) == len(set(cases)), cases
     assert any("differs bit-wise" in f["summary"] for f in determinism["findings"]), determinism["findings"]
     assert not list((tmp_path / "repro").glob("*-memory-*.json"))  # the memory mode's files: not its findings
+
+
+def test_a_kernel_whose_load_raises_is_a_usage_error_before_the_gate_starts(tmp_path, capsys):
+    """Regression (a new user's trial): a kernel whose load() raised was found by each check's first case: the gate
+    printed its banner and filed the error as a determinism finding (exit 1) in its reports. It is loaded before
+    anything is printed or written: one line, exit 2."""
+    plugin = tmp_path / "load_raises.py"
+    plugin.write_text("from jfa_verify import Capabilities, register_kernel\n\n\n"
+                      "@register_kernel('gate_load_raises', capabilities=Capabilities())\n"
+                      "def load():\n    raise RuntimeError('libfoo.so: cannot open shared object file')\n")
+    rc = _gate(tmp_path, "--kernel", "gate_load_raises", "--checks", "determinism", "--small-cases", "1",
+               plugin=str(plugin))
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "", out
+    assert "kernel 'gate_load_raises': its load()" in err and "RuntimeError: libfoo.so" in err, err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "g.json").exists()

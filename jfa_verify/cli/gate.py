@@ -106,6 +106,10 @@ def main(args, ctx) -> int:
                           reproducers=args.reproducers, jobs_reason=jobs.reason, precompile=args.precompile)
     device = ctx.device
     kernels = ctx.kernels(default=["triton_jfa"])
+    for kernel in kernels:  # each one's load() before the banner: one that raises is a usage error (exit 2), not a
+        # finding of every check (a new user's plugin whose load() raised failed the determinism check, exit 1)
+        if kernel.device_reason(device) is None:  # (one the device cannot run is the gate's to skip, and say why)
+            kernel.impl
     # a cancelled CI job: the report of what finished is written; no empty reproducer folder left behind
     with terminate_as_interrupt(), kept_only_if_written(args.reproducers):
         report = run_gate(kernels, device, options)
