@@ -9,16 +9,21 @@ reference on the call's validated problem, O stored in bfloat16). ``mxfp8_ref_<m
 * ``"neighbour_scales"``: key row ``t`` of K and V read with the scales of row ``t - 1`` (the previous token's, the
   neighbour sequence's at a sequence's first key), as an off-by-one in the scale pointer would;
 * ``"v_unscaled"``: V's scales ignored (V read as plain e4m3).
+
+``mxfp8_dequant_triton`` is the peer an MXFP8 fork is compared with: ``triton_jfa``'s dense bfloat16 kernel on the
+dequantized inputs (:class:`jfa_verify.protocol.dequantizing.DequantizedMXFP8`), P rounded to bfloat16.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import torch
 
-from jfa_verify import BlockScales, Capabilities, register_kernel, validate_inputs
+from jfa_verify import BlockScales, Capabilities, get_kernel, register_kernel, validate_inputs
 from jfa_verify.oracles import reference_attention
+from jfa_verify.protocol.dequantizing import DequantizedMXFP8
 
 MUTATIONS = ("per_row_scale", "neighbour_scales", "v_unscaled")
 CAPABILITIES = Capabilities(dtypes=(torch.float8_e4m3fn,), backward=False, head_dims=(32, 64, 96, 128),
@@ -56,3 +61,9 @@ for _mutation in MUTATIONS:
     register_kernel(f"mxfp8_ref_{_mutation}", capabilities=CAPABILITIES,
                     description=f"test plugin: mxfp8_ref with the planted bug {_mutation}",
                     )(lambda mutation=_mutation: make_kernel(mutation))
+
+PEER_CAPABILITIES = dataclasses.replace(CAPABILITIES, mxfp8="bfloat16")
+register_kernel("mxfp8_dequant_triton", capabilities=PEER_CAPABILITIES, requires=("triton",),
+                tile_sizes=get_kernel("triton_jfa").tile_sizes_fn,
+                description="test plugin: triton_jfa (bfloat16) on MXFP8 inputs dequantized into bfloat16",
+                )(lambda: DequantizedMXFP8(get_kernel("triton_jfa").impl, PEER_CAPABILITIES))

@@ -107,7 +107,7 @@ def test_capabilities_declare_mxfp8_by_its_p_rule():
     mx = Capabilities(dtypes=(F8,), backward=False, mxfp8="e4m3")
     assert mx.unsupported_reason(p) is None
     assert P_QUANTIZATIONS["e4m3"].precision == "mxfp8" and "2^8" in P_QUANTIZATIONS["e4m3"].description
-    with pytest.raises(InvalidInput, match=r"mxfp8='bf16' is not a P-quantization rule; pass one of \['e4m3'\]"):
+    with pytest.raises(InvalidInput, match=r"mxfp8='bf16' is not a P-quantization rule; pass one of \['bfloat16', 'e4m3'\]"):
         Capabilities(mxfp8="bf16")
 
 
@@ -335,7 +335,7 @@ def test_triton_mxfp8_passes_every_scale_pattern(dev):
     from jfa_verify import get_kernel, run_case
 
     kernel = get_kernel("triton_jfa_mxfp8")
-    cases = [_tiny("unit"), _tiny("random", causal=True), _tiny("extremes"), _tiny("zero_blocks", causal=True),
+    cases = [_tiny("random", causal=True), _tiny("extremes"), _tiny("zero_blocks", causal=True),
              _tiny("outlier", mode="cross", q_lengths=(9, 3, 0, 20))]
     for case in cases:
         result = run_case(case, kernel, dev)
@@ -380,3 +380,23 @@ def test_planted_triton_scale_bugs_are_caught(dev, mutant):
     assert result.status == "fail", result.explain()
     worst = max(c.kernel_error / c.allowance for c in result.comparisons if c.allowance > 0)
     assert worst > 2  # well past the allowance, not a near miss
+
+
+def test_dense_peer_on_dequantized_inputs_passes(dev):
+    from jfa_verify import get_kernel, load_plugin, run_case
+    from jfa_verify.protocol.dequantizing import DequantizedMXFP8
+
+    load_plugin(str(PLUGIN))
+    peer = get_kernel("mxfp8_dequant_triton")
+    case = _tiny("extremes", causal=True)
+    result = run_case(case, peer, dev)
+    assert result.status == "pass" and [c.name for c in result.comparisons] == ["o", "lse"], result.explain()
+    # a wrong dequantization (V read unscaled) makes the same peer fail: the pass above is not vacuous
+    unscaled = DequantizedMXFP8(get_kernel("triton_jfa").impl, peer.capabilities)
+    t = case.materialize(dev)
+    o, _ = unscaled(*t.call_args(), causal=True, block_scales=BlockScales(t.block_scales.q, t.block_scales.k,
+                                                                          torch.full_like(t.block_scales.v, 127)))
+    o_right, _ = peer(*t.call_args(), causal=True, block_scales=t.block_scales)
+    assert o.dtype == o_right.dtype == torch.bfloat16 and o_right.abs().max() > 1e20 * o.abs().max()
+    with pytest.raises(InvalidInput, match="dtype=torch.float8_e4m3fn is not a dense dtype"):
+        DequantizedMXFP8(lambda *a, **k: None, peer.capabilities, dtype=F8)

@@ -71,6 +71,11 @@ P_QUANTIZATIONS: dict[str, PQuantization] = {
         "P = exp(S - m) in float32, times 2^8 (so that P >= 2^-14 keeps 3 mantissa bits), rounded to float8 e4m3 "
         "(round to nearest even) before P V; P V accumulates in float32 and is divided by 2^8; V dequantized "
         "by its block scales exactly", "mxfp8"),
+    # A dense kernel on the dequantized inputs (jfa_verify.protocol.dequantizing.DequantizedMXFP8): P as the dense
+    # kernel rounds it; the mxfp8 row bounds it (bfloat16's unit roundoff is below e4m3's).
+    "bfloat16": PQuantization(
+        "inputs dequantized into bfloat16 (exact in range), then a dense kernel: P rounded to bfloat16 before P V, "
+        "accumulated in float32", "mxfp8"),
 }
 
 
