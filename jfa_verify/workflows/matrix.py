@@ -6,7 +6,7 @@ own (:func:`jfa_verify.fuzz.run_campaign`: it keeps searching after a finding, o
 The result holds every :class:`~jfa_verify.run.runner.CaseResult`; it renders as JSON, Markdown (the
 table, a summary per kernel with its worst headroom, and the findings with their reproducers and
 replay commands) and a PNG heat map of headroom (kernel x case). Findings are grouped per kernel by
-the key of :func:`jfa_verify.fuzz.findings.key_of` (status, error kind, failing outputs). Results of several
+the key of :func:`jfa_verify.fuzz.findings.key_of` (status, error kind, lead output). Results of several
 processes (one per kernel, so that a peer
 that wrecks its CUDA context cannot take the others down) merge with :meth:`Matrix.merge`.
 
