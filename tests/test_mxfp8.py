@@ -400,3 +400,18 @@ def test_dense_peer_on_dequantized_inputs_passes(dev):
     assert o.dtype == o_right.dtype == torch.bfloat16 and o_right.abs().max() > 1e20 * o.abs().max()
     with pytest.raises(InvalidInput, match="dtype=torch.float8_e4m3fn is not a dense dtype"):
         DequantizedMXFP8(lambda *a, **k: None, peer.capabilities, dtype=F8)
+
+
+def test_calibration_records_mxfp8_cases_in_their_own_row(dev, tmp_path):
+    from jfa_verify import get_kernel
+    from jfa_verify.workflows.calibrate import sample
+
+    # the fixed case runs; the deadline then stops the drawn ones before they start
+    out = sample(get_kernel("triton_jfa_mxfp8"), device=dev, dtypes=["float8_e4m3fn"], cases_per_dtype=1, seed=0,
+                 records=tmp_path / "r.jsonl", fixed_cases=[_tiny("random", mode="cross", q_lengths=(9, 3, 0, 20))],
+                 deadline_s=0.05)
+    (record,) = out["records"]
+    assert record.row == "mxfp8" and out["errors"] == [] and record.case["full"]["block_scaling"] == {
+        "pattern": "random"}
+    e, s, *floors = record.outputs["o"]
+    assert 0 < e < 0.1 * max(floors)  # the kernel's O error, far inside its floors

@@ -163,7 +163,8 @@ def sample(kernel, *, device, dtypes: Iterable[str], cases_per_dtype: int, seed:
         problems = {c.name: c.problem for c in result.comparisons if c.problem}
         seconds = {**{k: round(v, 4) for k, v in result.seconds.items()}, "case": round(time.monotonic() - t0, 4)}
         spent["case"] += seconds["case"]
-        rec = Record(precision_of(case.torch_dtype, tf32=tf32), kernel.name, seed, _case_summary(case),
+        row = precision_of(case.torch_dtype, tf32=tf32, block_scaled=case.block_scaling is not None)  # mxfp8
+        rec = Record(row, kernel.name, seed, _case_summary(case),
                      outputs, problems, device_name, environment, seconds)
         fh.write(rec.to_json() + "\n")
         fh.flush()
