@@ -8,7 +8,8 @@ the edges of the tiles the kernel itself declares for the GPU (``tile_sizes``; f
 dK/dV and dQ tiles, ``_host.BWD_DKDV_TILES`` / ``BWD_DQ_TILES``): each tile size - 1, itself and + 1, a sequence
 of several tiles with a ragged last one, an empty sequence and a one-token one; causal top-left (self) and
 bottom-right (cross, L_q != L_k), GQA, D = 64 and 128 (``triton_jfa`` also past 128, where its KV tile halves),
-bfloat16 and float16 (``triton_jfa``: float32, and ``triton_jfa_tf32`` / ``triton_jfa_fp8``).
+bfloat16 and float16 (``triton_jfa``: float32, and ``triton_jfa_tf32`` / ``triton_jfa_fp8``; ``triton_jfa_mxfp8``
+on the same float8 cases, each with one of the MXFP8 scale patterns in turn).
 
 Every test is marked ``gpu``: skipped when the selected device is the CPU (``test_gpu_scripts.py`` checks that
 they all carry it and that ``ci/gpu_run.sh`` runs this file). Collecting it imports no Triton: the kernels load
@@ -17,10 +18,13 @@ on first use, on the GPU. Run: ``python -m pytest -m gpu --jfa-device cuda tests
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from jfa_verify import Case, run_case
+from jfa_verify.cases.scaling import SCALE_PATTERNS, Scaling
 from jfa_verify.core.contract import JaggedProblem
 from jfa_verify.core.dtypes import FORWARD_ONLY, to_dtype
 from jfa_verify.kernels.gluon_jfa import _host as gluon_host  # pure Python at import (Triton inside functions)
@@ -74,6 +78,11 @@ TRITON_CASES = [pytest.param(kernel, case, id=case.name)
                                                   ("triton_jfa_tf32", ("float32",), (64, 128)),
                                                   ("triton_jfa_fp8", ("float8_e4m3fn",), (64, 128)))
                 for case in _cases(kernel, dtypes, head_dims, lambda d, dtype, k=kernel: _gpu_tiles(k, d, dtype))]
+TRITON_CASES += [pytest.param("triton_jfa_mxfp8", case, id=case.name) for case in (
+    dataclasses.replace(case, block_scaling=Scaling(SCALE_PATTERNS[i % len(SCALE_PATTERNS)]),
+                        name=f"{case.name}-mxfp8-{SCALE_PATTERNS[i % len(SCALE_PATTERNS)]}")
+    for i, case in enumerate(_cases("triton_jfa_mxfp8", ("float8_e4m3fn",), (64, 128),
+                                    lambda d, dtype: _gpu_tiles("triton_jfa_mxfp8", d, dtype))))]
 
 
 def _judged(kernel_name: str, case: Case, device) -> None:
