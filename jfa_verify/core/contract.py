@@ -536,7 +536,8 @@ def validate_call(
     Returns: a :class:`CallShape`.
 
     Raises:
-        InvalidInput: as :func:`validate_inputs`, except the rules on offsets and block-selection values.
+        InvalidInput: as :func:`validate_inputs`, except the rules on offsets, block-selection and block-scale
+            values (a 255 scale is found by :func:`validate_inputs`).
     """
     broadcast = q_offsets is None
     _check_tensor("q", q, 3, "[L_q, H_q, D] (broadcast-Q)" if broadcast else "[T_q, H_q, D]")

@@ -119,7 +119,9 @@ class Capabilities:
             :class:`~jfa_verify.core.mxfp8.BlockScales`), declared by the name of its rule for rounding ``P``
             before ``P V`` (a key of :data:`jfa_verify.core.conventions.P_QUANTIZATIONS`, e.g. ``"e4m3"``), which
             names the budget row it is judged by; None (the default): no MXFP8 path, and cases with block scales
-            are reported unsupported, never run.
+            are reported unsupported, never run. Needs float8_e4m3fn in ``dtypes``; the contract model builds
+            MXFP8 cases with the kernel's head dims, so a kernel declaring MXFP8 declares head dims that are
+            multiples of 32 (``head_dims=(64, 128)``, say).
     """
 
     dtypes: tuple[torch.dtype, ...] = tuple(DTYPES[n] for n in DIFFERENTIABLE)
@@ -176,6 +178,9 @@ class Capabilities:
             raise InvalidInput(f"Capabilities mxfp8={self.mxfp8!r} is not a P-quantization rule; pass one of "
                                f"{sorted(P_QUANTIZATIONS)} (jfa_verify.core.conventions.P_QUANTIZATIONS), or None "
                                f"for no MXFP8 path")
+        if self.mxfp8 is not None and torch.float8_e4m3fn not in self.dtypes:
+            raise InvalidInput(f"Capabilities mxfp8={self.mxfp8!r} needs torch.float8_e4m3fn in dtypes (MXFP8 data are "
+                               f"e4m3), got dtypes={self.dtypes}; add it, or pass mxfp8=None")
 
         if set(self.conventions) - set(CONVENTIONS):
             raise InvalidInput(f"Capabilities conventions={self.conventions}: unknown names "
