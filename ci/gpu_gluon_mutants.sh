@@ -4,39 +4,72 @@
 # poisoning), a hang past --timeout counting as killed by the hang watchdog; survivors then through
 # `jfa-verify gate` (determinism reruns, guard-band canaries, recycled memory, compute-sanitizer
 # racecheck and memcheck). Prints a kill table: mutant, verdict, the check that killed it.
-# Usage: OUT=dir PARALLEL=4 [RUN_S=300] [GATE_S=200] bash ci/gpu_gluon_mutants.sh   (RUN_S: seconds for a mutant's
-# suite run, GATE_S: for a survivor's gate; a run cut short counts the verdicts its report holds, and is
-# "inconclusive" only where none failed: ci/mutant_verdict.py)
+# Usage: OUT=dir PARALLEL=4 [RUN_S=300] [GATE_S=200] [CATALOGUE=gluon_jfa] [RACES=1] bash ci/gpu_gluon_mutants.sh
+# (RUN_S: seconds for a mutant's suite run, GATE_S: for a survivor's gate; a run cut short counts the verdicts its
+# report holds, and is "inconclusive" only where none failed: ci/mutant_verdict.py).
+# CATALOGUE: a packaged catalogue name or a file (default gluon_jfa, through tests/quality/mutant_plugin.py as
+# kernels mutant-gluon-NAME; any other through ci/catalogue_mutant_plugin.py as mutant-CATALOGUE-NAME, results
+# in OUT/CATALOGUE-mutants). RACES=1: the survivors' gate adds the stress check (STRESS_RERUNS reruns, default
+# 200) and the racecheck, synccheck and memcheck sanitizers, GATE_S default 600. GATE_CHECKS and SANITIZERS
+# override the gate's check and tool lists. GATE_ALL=1 gates every mutant, not only the run's survivors (a killed
+# mutant keeps its verdict; the gate's is appended, and each check's row is in OUT/.../NAME.gate.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-gpu-out}/gluon-mutants
+catalogue=${CATALOGUE:-gluon_jfa}
+if [ "$catalogue" = gluon_jfa ]; then
+  plugin=tests/quality/mutant_plugin.py; prefix=mutant-gluon-; out=${OUT:-gpu-out}/gluon-mutants
+else
+  export JFA_MUTANT_CATALOGUE=$catalogue
+  plugin=ci/catalogue_mutant_plugin.py
+  prefix=mutant-$(python3 -c "from jfa_verify.fuzz.mutation import load_catalogue; import sys; print(load_catalogue(sys.argv[1]).name)" "$catalogue")-
+  out=${OUT:-gpu-out}/$(basename "$catalogue" .json)-mutants
+fi
+if [ "${RACES:-0}" = 1 ]; then
+  gate_checks=${GATE_CHECKS:-determinism canaries recycled_memory stress}
+  sanitizers=${SANITIZERS:-racecheck synccheck memcheck}
+  gate_s=${GATE_S:-600}
+else
+  gate_checks=${GATE_CHECKS:-determinism canaries recycled_memory}
+  sanitizers=${SANITIZERS:-racecheck memcheck}
+  gate_s=${GATE_S:-200}
+fi
+export plugin prefix gate_checks sanitizers gate_s STRESS_RERUNS GATE_ALL
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-names=$(python3 -c "from jfa_verify.fuzz.mutation import load_catalogue; print(' '.join(load_catalogue('gluon_jfa').mutants))")
+names=$(python3 -c "from jfa_verify.fuzz.mutation import load_catalogue; import sys; print(' '.join(load_catalogue(sys.argv[1]).mutants))" "$catalogue")
 one() {
   name=$1; out=$2
   # the whole default suite: the covering array (only cases inside gluon_jfa's capabilities) and the full-size
   # layouts, whose sequences span several K/V stages (a pipeline bug needs more than one tile to show)
   rm -f "$out/$name.json"  # a run that stops before its first case writes none: never read an old one
-  timeout -k 5 "${RUN_S:-300}" jfa-verify run --device cuda --plugin tests/quality/mutant_plugin.py --kernel "mutant-gluon-$name" \
+  timeout -k 5 "${RUN_S:-300}" jfa-verify run --device cuda --plugin "$plugin" --kernel "$prefix$name" \
     --jobs 2 --timeout 90 --no-progress --report "$out/$name.json" --reproducers "$out/repro-$name" \
     >"$out/$name.run.log" 2>&1
   rc=$?
   # the report's verdicts decide, even for a run cut by the limit (ci/mutant_verdict.py)
   IFS='|' read -r verdict by < <(python3 ci/mutant_verdict.py "$out/$name.json" "$rc" "${RUN_S:-300}")
   [ -n "${verdict:-}" ] || { verdict=error; by="ci/mutant_verdict.py gave no verdict (exit $rc)"; }
-  if [ "$verdict" = survived ]; then
-    timeout -k 5 "${GATE_S:-200}" jfa-verify gate --device cuda --plugin tests/quality/mutant_plugin.py --kernel "mutant-gluon-$name" \
-      --checks determinism canaries recycled_memory --small-cases 2 --reruns 5 --sanitizer racecheck memcheck \
+  if [ "$verdict" = survived ] || [ "${GATE_ALL:-0}" = 1 ]; then
+    run_verdict=$verdict
+    stress=()
+    case " $gate_checks " in *" stress "*) stress=(--stress-reruns "${STRESS_RERUNS:-200}");; esac
+    # shellcheck disable=SC2086  # the check and tool lists split into words
+    timeout -k 5 "$gate_s" jfa-verify gate --device cuda --plugin "$plugin" --kernel "$prefix$name" \
+      --checks $gate_checks ${stress[@]+"${stress[@]}"} --small-cases 2 --reruns 5 --sanitizer $sanitizers \
       --timeout 60 --json "$out/$name.gate.json" --junit "$out/$name.gate.xml" --markdown "$out/$name.gate.md" \
       --reproducers "$out/repro-$name" >"$out/$name.gate.log" 2>&1
     grc=$?
     # 1, 3, 4: a finding, a hang, a crash; 2: a check could not judge (a sanitizer past its time): not a kill
     case $grc in
-      1|3|4) verdict=killed; by="gate (exit $grc): $(grep -E '\| (fail|hang|crash) \|' "$out/$name.gate.md" | tr -s ' ' | head -3 | tr '\n' ';')";;
-      0) ;;
-      *) verdict="survived (gate inconclusive, exit $grc)"; by="$(grep -E '\| error \|' "$out/$name.gate.md" | tr -s ' ' | head -2 | tr '\n' ';')";;
+      1|3|4) gate_v=killed; gate_by="gate (exit $grc): $(grep -E '\| (fail|hang|crash) \|' "$out/$name.gate.md" | tr -s ' ' | head -3 | tr '\n' ';')";;
+      0) gate_v=passed; gate_by="gate passed";;
+      *) gate_v="survived (gate inconclusive, exit $grc)"; gate_by="$(grep -E '\| error \|' "$out/$name.gate.md" | tr -s ' ' | head -2 | tr '\n' ';')";;
     esac
+    if [ "$run_verdict" = survived ]; then
+      [ "$gate_v" = passed ] || { verdict=$gate_v; by=$gate_by; }
+    else
+      by="$by; $gate_by"
+    fi
   fi
   echo "| $name | $verdict | $by |"
 }
