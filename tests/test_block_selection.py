@@ -147,3 +147,20 @@ def test_unsorted_across_query_blocks_is_fine():
     # a new query block may start lower than the previous one ended: only within a block must indices increase
     p = validate_inputs(X, X, X, OFF, OFF, block_selection=_sel([0, 2, 3, 4, 5], [0, 1, 0, 1, 0]))
     assert p.block_selection.selected(0, 1) == (0,)
+
+
+def test_the_selection_read_by_kv_block_lists_each_kv_blocks_query_blocks_in_order():
+    # the framework's transposed selection (scheduling/selected.py), which prices dK/dV tiles and feeds a dK/dV
+    # kernel: sequence 0 (40 queries, 3 query blocks; 40 keys, 3 KV blocks) selects {0}, {0, 1}, {2};
+    # sequence 1 (20 queries and keys, 2 blocks each) selects {1}, {0, 1}
+    from jfa_verify.scheduling.selected import transposed_selection
+
+    q = torch.zeros(60, 1, 16)
+    off = torch.tensor([0, 40, 60], dtype=torch.int32)
+    sel = _sel([0, 1, 3, 4, 5, 7], [0, 0, 1, 2, 1, 0, 1])
+    starts, offsets, indices = transposed_selection(validate_inputs(q, q, q, off, off, block_selection=sel))
+    assert starts == [0, 3, 5]
+    by_kv = [indices[offsets[t]:offsets[t + 1]] for t in range(starts[-1])]
+    assert by_kv == [[0, 1], [1], [2], [1], [0, 1]]
+    with pytest.raises(ValueError, match="dense"):
+        transposed_selection(validate_inputs(q, q, q, off, off))

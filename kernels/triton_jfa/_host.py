@@ -21,7 +21,6 @@ selection (per KV block, the query blocks that selected it) built here once per 
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 from typing import Optional
@@ -38,6 +37,7 @@ from jfa_verify.protocol.kernel import KernelRun, LaunchPlan, Visits
 from jfa_verify.scheduling import device_plan
 from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler
 from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
+from jfa_verify.scheduling.selected import selected_workloads, transposed_selection
 
 __all__ = ["TritonJFA", "plan_launch", "DevicePlan"]
 
@@ -48,72 +48,18 @@ def _schedule_arrays(plan, device) -> dict:
     return device_plan.launch_tensors(device_plan.host_arrays(plan), device)
 
 
-def _transposed(problem: JaggedProblem) -> tuple[list[int], list[int], list[int]]:
-    """The selection of a block-sparse ``problem`` by KV block: ``(starts, offsets, indices)`` int lists, sequence
-    ``b``'s KV block ``j`` (flattened ``starts[b] + j``; ``B + 1`` starts) selected by the query blocks
-    ``indices[offsets[t]:offsets[t + 1]]`` of the sequence, increasing."""
-    sel = problem.block_selection
-    starts = [0]
-    for lk in problem.k_lengths:
-        starts.append(starts[-1] + -(-lk // sel.block_n))
-    by_kv: list[list[int]] = [[] for _ in range(starts[-1])]
-    for b in range(problem.batch):
-        for m in range(sel.query_blocks(b)):
-            for j in sel.selected(b, m):
-                by_kv[starts[b] + j].append(m)
-    offsets = [0]
-    for rows in by_kv:
-        offsets.append(offsets[-1] + len(rows))
-    return starts, offsets, [m for rows in by_kv for m in rows]
-
-
-def _overlap(a: int, z: int, lo: int, hi: int) -> int:
-    return max(0, min(z, hi) - max(a, lo))
-
-
-def selected_workloads(problem: JaggedProblem, fwd: list, bwd: list, transposed) -> tuple[list, list]:
-    """The framework's forward and dK/dV workloads of a block-sparse ``problem`` with each tile's cost cut to the
-    selected blocks (tiles lie inside one selection block, :func:`~jfa_verify.kernels.triton_jfa._config.tile_sizes`):
-    a query tile's cost is the keys of its mask span (the contract's :meth:`JaggedProblem.key_range` of its first
-    and last rows) inside its query block's selected KV blocks; a KV tile's cost is the query rows that see one of
-    its keys (a contiguous run, both ends of ``key_range`` being non-decreasing in the row) inside the query blocks
-    that selected its KV block (``transposed``, :func:`_transposed`)."""
-    sel = problem.block_selection
-    bm, bn = sel.block_m, sel.block_n
-
-    def fwd_cost(t):
-        first = t.block * t.block_size
-        lo = problem.key_range(first, t.sequence)[0]
-        hi = problem.key_range(first + t.rows - 1, t.sequence)[1]
-        return sum(_overlap(j * bn, (j + 1) * bn, lo, hi) for j in sel.selected(t.sequence, first // bm))
-
-    starts, offsets, indices = transposed
-
-    def bwd_cost(t):
-        b, first = t.sequence, t.block * t.block_size
-        end, q_len = first + t.rows, problem.q_lengths[b]
-        rows = range(q_len)
-        start = bisect.bisect_right(rows, first, key=lambda i: problem.key_range(i, b)[1])  # first with hi > first
-        stop = bisect.bisect_left(rows, end, key=lambda i: problem.key_range(i, b)[0])  # first with lo >= end
-        kv = starts[b] + first // bn
-        return sum(_overlap(m * bm, min((m + 1) * bm, q_len), start, stop)
-                   for m in indices[offsets[kv]:offsets[kv + 1]])
-
-    return ([t if t.empty else dataclasses.replace(t, cost=fwd_cost(t)) for t in fwd],
-            [t if t.empty else dataclasses.replace(t, cost=bwd_cost(t)) for t in bwd])
-
-
 def plan_launch(problem: JaggedProblem, scheduler, *, tf32: bool = False) -> tuple[dict, LaunchPlan]:
     """``(launch arrays, LaunchPlan)`` of ``problem``: the framework's workloads dealt by ``scheduler`` (a
-    block-sparse problem's with their costs cut to the selection: :func:`selected_workloads`; its transposed
-    selection is then ``arrays["transposed"]``)."""
+    block-sparse problem's with their costs cut to the selection:
+    :func:`jfa_verify.scheduling.selected.selected_workloads`; its transposed selection is then
+    ``arrays["transposed"]``)."""
     cfg = launch_config(problem, tf32=tf32)
     mask = dict(causal=problem.causal, causal_alignment=problem.causal_alignment, window=problem.window)
     fwd = workloads_forward(problem.q_lengths, problem.k_lengths, cfg["BLOCK_M"], **mask)
     bwd = workloads_backward(problem.q_lengths, problem.k_lengths, cfg["BLOCK_N"], **mask)
     transposed = None
     if problem.block_selection is not None:
-        transposed = _transposed(problem)
+        transposed = transposed_selection(problem)
         fwd, bwd = selected_workloads(problem, fwd, bwd, transposed)
     passes = {kind: scheduler(tiles, kind, problem) for kind, tiles in (("fwd", fwd), ("dq", fwd), ("dkdv", bwd))}
     arrays = {kind: _schedule_arrays(p, problem.device) for kind, p in passes.items()}
