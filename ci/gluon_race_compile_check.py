@@ -7,9 +7,10 @@ exits 1 when a mutant fails to load, fails to compile, or changes no kernel's PT
 
 Besides the PTX text, the sequence of synchronization and async operations (mbarrier init/wait/arrive, wgmma
 issue/wait, proxy fences, bulk copies and their waits, bar.sync) is compared and its diff printed: that is where
-a planted race must show. PTX is compared without its debug lines (``.file``, ``.loc``, ``@"..."`` debug sections): a mutant is imported
-from another file, so those differ even for an unchanged kernel. A control (the unmutated source with a comment
-added, imported the same way) must compare equal, or the comparison is not trusted.
+a planted race must show. PTX is compared without its debug lines (``.file``, ``.loc``, ``@"..."`` debug
+sections): a mutant is imported from another file, so those differ even for an unchanged kernel. A control (the
+unmutated source with a comment added, imported the same way) must compare equal, or the comparison is not
+trusted.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def normalized(ptx: str) -> str:
     return "\n".join(keep)
 
 
-SYNC_OPS = re.compile(r"\b(?:mbarrier\.|wgmma\.|fence\.proxy\.async|cp\.async\.bulk|bar\.sync|setmaxnreg|st\.shared|stmatrix)")
+SYNC_OPS = re.compile(r"\b(?:mbarrier\.|wgmma\.|fence\.proxy\.async|cp\.async\.bulk|bar\.sync|setmaxnreg"
+                      r"|st\.shared|stmatrix)")
 
 
 def sync_ops(ptx: str) -> list:

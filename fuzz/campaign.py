@@ -91,7 +91,8 @@ class CampaignFailure:
 
     @property
     def id(self) -> str:
-        """The finding's id as every listing gives it (:func:`~jfa_verify.fuzz.findings.finding_id`: its case file's)."""
+        """The finding's id as every listing gives it (:func:`~jfa_verify.fuzz.findings.finding_id`: its case
+        file's)."""
         return finding_id(self.path) if self.path is not None else self.signature.get("id", "")
 
 
@@ -131,9 +132,10 @@ class CampaignSummary:
             "generated": self.generated, "rounds": self.rounds, "statuses": dict(self.statuses),
             "seconds": self.seconds, "interrupted": self.interrupted, "notes": self.notes,
             "side_failures": self.side_failures, "packs": self.packs, "packs_failed": self.packs_failed,
-            "failures": [{"id": f.id, "case": f.case.to_dict(), "status": f.status, "path": str(f.path) if f.path else None,
-                          "source": f.source, "signature": f.signature, "examples": f.examples, "found_at": f.found_at,
-                          "explanation": f.explanation} for f in self.failures],
+            "failures": [{"id": f.id, "case": f.case.to_dict(), "status": f.status,
+                          "path": str(f.path) if f.path else None, "source": f.source, "signature": f.signature,
+                          "examples": f.examples, "found_at": f.found_at, "explanation": f.explanation}
+                         for f in self.failures],
             "known_examples": dict(self.known_examples),
             "fixed": [str(p) for p in self.fixed], "coverage": self.coverage.to_dict(),
             "pairs": self.pairs.to_dict() if self.pairs is not None else None,

@@ -49,9 +49,9 @@ from jfa_verify.protocol.kernel import GENERIC_TILES
 from jfa_verify.run.corpus import RUNNING, Corpus, read_case_file, replay_command, reproducer_folders
 from jfa_verify.run.runner import FAILING_STATUSES
 
-__all__ = ["Finding", "FindingIndex", "error_kind", "finding_id", "key_of", "lead_output", "list_findings", "mark_finding", "match_finding",
-           "record_example", "recover", "running_files", "signature", "size_key", "unreadable_case_files",
-           "verdict_of"]
+__all__ = ["Finding", "FindingIndex", "error_kind", "finding_id", "key_of", "lead_output", "list_findings",
+           "mark_finding", "match_finding", "record_example", "recover", "running_files", "signature", "size_key",
+           "unreadable_case_files", "verdict_of"]
 
 EXAMPLES_DIR = ".findings"
 

@@ -70,7 +70,8 @@ class CampaignProgress:
         stats = self.workers[worker]
         kind = event["event"]
         if kind == "start":
-            stats.state, stats.device, stats.seed, stats.started = "running", event["device"], event["seed"], time.time()
+            stats.state, stats.device, stats.seed, stats.started = ("running", event["device"], event["seed"],
+                                                                    time.time())
         elif kind == "case":
             stats.cases += 1
             self.statuses[event["status"]] += 1

@@ -421,7 +421,8 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
         write_json(report, payload)
     if png:
         try:
-            plot_timeline(progress, png, title=f"{kernel.name} on {device}, {workers} worker(s), seed {config.run.seed}")
+            plot_timeline(progress, png,
+                          title=f"{kernel.name} on {device}, {workers} worker(s), seed {config.run.seed}")
         except ImportError:
             payload["notes"].append("no PNG: matplotlib is missing (pip install 'jfa-verify[plots]')")
     return payload

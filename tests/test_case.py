@@ -16,7 +16,8 @@ def _digest(t) -> str:
     return h.hexdigest()
 
 
-GOLDEN = Case(kv_lengths=(3, 0, 5), mode="cross", q_lengths=(2, 4, 1), dtype="bfloat16", head_dim=16, seed=7, offsets_start=2)
+GOLDEN = Case(kv_lengths=(3, 0, 5), mode="cross", q_lengths=(2, 4, 1), dtype="bfloat16", head_dim=16, seed=7,
+              offsets_start=2)
 
 
 def test_materialize_gives_golden_bits():

@@ -193,7 +193,8 @@ def test_run_to_a_log_prints_progress_lines_and_unbroken_replay_commands(tmp_pat
     replays = [line for line in out.splitlines() if "jfa-verify replay" in line]
     assert replays and all(len(line) > 160 and str(plugin) in line for line in replays), replays
     # the suite note (over 160 characters) on one line: it was folded at "4 / SMs) run first"
-    assert any(line.startswith("  CPU interpreter:") and line.endswith("picked here are covering-array rows)") for line in out.splitlines())
+    assert any(line.startswith("  CPU interpreter:") and line.endswith("picked here are covering-array rows)")
+               for line in out.splitlines())
 
 
 def test_unknown_kernel_is_a_clear_error(capsys):
@@ -283,7 +284,8 @@ def test_run_of_a_kernel_the_device_cannot_run_is_refused_before_any_work(tmp_pa
                "--report", str(report), "--reproducers", str(tmp_path / "repro")])
     out, err = capsys.readouterr()
     assert rc == 2, out
-    assert "kernel 'gluon_jfa' does not run on cpu" in err and "`jfa-verify kernels` lists where each kernel runs" in err
+    assert ("kernel 'gluon_jfa' does not run on cpu" in err
+            and "`jfa-verify kernels` lists where each kernel runs" in err)
     assert "contract coverage" not in out and not (tmp_path / "repro").exists()
     # nothing ran: no report, so none that reads "still running" (the placeholder's interrupted: null) either
     assert not report.exists()
@@ -442,9 +444,10 @@ def test_an_in_process_hang_says_which_case_and_how_to_replay_it(tmp_path, sleep
     import sys
 
     repro = tmp_path / "repro"
-    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin", str(sleepy_plugin),
-                           "--kernel", "sleepy", "--max-cases", "1", "--timeout", "1", "--no-isolate", "--reproducers",
-                           str(repro), "--no-progress"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "run", "--device", "cpu", "--plugin",
+                           str(sleepy_plugin), "--kernel", "sleepy", "--max-cases", "1", "--timeout", "1",
+                           "--no-isolate", "--reproducers", str(repro), "--no-progress"],
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
     (path,) = repro.glob("*.json")
     assert "[HANG] no result after 1 s" in proc.stderr and f"jfa-verify replay {path}" in proc.stderr
@@ -459,7 +462,8 @@ def test_matrix_records_a_hang_as_a_finding_and_writes_its_outputs(tmp_path, mis
     plugin = misbehaving_plugin("hangs_on_many", hang="B > 2")
     proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "matrix", "--device", "cpu", "--plugin", str(plugin),
                            "--kernel", "hangs_on_many", "--filter", "tile-edges", "--max-cases", "1", "--forward-only",
-                           "--timeout", "5", "--reproducers", str(tmp_path / "repro"), "--json", str(tmp_path / "m.json")],
+                           "--timeout", "5", "--reproducers", str(tmp_path / "repro"),
+                           "--json", str(tmp_path / "m.json")],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]
     matrix = json.loads((tmp_path / "m.json").read_text())

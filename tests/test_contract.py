@@ -34,9 +34,12 @@ def test_broadcast_q_problem_rows():
 @pytest.mark.parametrize(
     "mutate, match",
     [
-        (lambda q, k, v, o: (q, k, v, torch.tensor([0, 5, 3, 10], dtype=torch.int32)), r"not non-decreasing: q_offsets\[1\]=5 > q_offsets\[2\]=3"),
-        (lambda q, k, v, o: (q, k, v, torch.tensor([0, 4, 4, 9], dtype=torch.int32)), r"q_offsets\[-1\]=9 does not equal the token count 10"),
-        (lambda q, k, v, o: (q, k, v, torch.tensor([0, 4, 9], dtype=torch.int32)), r"q_offsets has 3 entries but k_offsets has 4"),
+        (lambda q, k, v, o: (q, k, v, torch.tensor([0, 5, 3, 10], dtype=torch.int32)),
+         r"not non-decreasing: q_offsets\[1\]=5 > q_offsets\[2\]=3"),
+        (lambda q, k, v, o: (q, k, v, torch.tensor([0, 4, 4, 9], dtype=torch.int32)),
+         r"q_offsets\[-1\]=9 does not equal the token count 10"),
+        (lambda q, k, v, o: (q, k, v, torch.tensor([0, 4, 9], dtype=torch.int32)),
+         r"q_offsets has 3 entries but k_offsets has 4"),
         (lambda q, k, v, o: (q, k, v, o.float()), r"q_offsets.dtype=torch.float32 is not int32 or int64"),
         (lambda q, k, v, o: (q[0], k, v, o), r"q must have rank 3"),
         (lambda q, k, v, o: (q.double(), k, v, o), r"q.dtype=torch.float64 is not one of"),
@@ -44,7 +47,8 @@ def test_broadcast_q_problem_rows():
         (lambda q, k, v, o: (q[:, :, :8], k, v, o), r"head-dim mismatch: q has D=8 but k has D=16"),
         (lambda q, k, v, o: (torch.randn(10, 3, 16), k, v, o), r"H_q=3 is not a multiple of H_kv=2"),
         (lambda q, k, v, o: (q, k, v[:9], o), r"k has 10 tokens but v has 9"),
-        (lambda q, k, v, o: (q, k, v, torch.tensor([-1, 4, 4, 10], dtype=torch.int32)), r"q_offsets\[0\]=-1 is negative"),
+        (lambda q, k, v, o: (q, k, v, torch.tensor([-1, 4, 4, 10], dtype=torch.int32)),
+         r"q_offsets\[0\]=-1 is negative"),
     ],
 )
 def test_bad_input_names_value_and_fix(mutate, match):

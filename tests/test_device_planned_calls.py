@@ -88,7 +88,8 @@ def test_a_device_plan_that_deals_otherwise_than_the_host_planner_fails_the_case
         a = planned(self, kind, **kw)
         order = torch.arange(a.tile_seq.numel())
         order[:2] = torch.tensor([1, 0])
-        return dataclasses.replace(a, tile_seq=a.tile_seq[order], tile_block=a.tile_block[order], tile_id=a.tile_id[order])
+        return dataclasses.replace(a, tile_seq=a.tile_seq[order], tile_block=a.tile_block[order],
+                                   tile_id=a.tile_id[order])
 
     case = Case(kv_lengths=(40, 0, 17, 3), dtype="float32", head_dim=16, num_heads_q=2, num_heads_kv=1)
     assert run_case(case, "triton_jfa", jfa_device).status == "pass"

@@ -60,7 +60,8 @@ def test_planted_forward_bugs_are_caught_in_fp8(name, output, dev):
 
     case = Case(kv_lengths=(17, 0, 33, 5), **FP8)
     assert run_case(case, get_kernel("triton_jfa_fp8"), dev).status == "pass"
-    mutant = dataclasses.replace(load_catalogue().kernel_of(name), capabilities=FP8_CAPABILITIES)  # the same bug, fp8 inputs
+    mutant = dataclasses.replace(load_catalogue().kernel_of(name),
+                                 capabilities=FP8_CAPABILITIES)  # the same bug, fp8 inputs
     result = run_case(case, mutant, dev)
     assert result.status == "fail" and output in [c.name for c in result.failing], result.explain()
 

@@ -159,7 +159,8 @@ def test_in_process_failures_outside_the_kernel_call_are_not_judged_verdicts(mon
 
     plugin = misbehaving_plugin("oom_here", wrong="B == 2")
     plugin.write_text(plugin.read_text().replace('raise RuntimeError("planted failure")',
-                                                 'raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")'))
+                                                 'raise torch.OutOfMemoryError("CUDA out of memory. '
+                                                 'Tried to allocate 2 GiB")'))
     load_plugin(plugin)
     kernel = get_kernel("oom_here")
     case = Case(kv_lengths=(3,), dtype="float32", head_dim=16)

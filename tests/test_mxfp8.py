@@ -107,7 +107,8 @@ def test_capabilities_declare_mxfp8_by_its_p_rule():
     mx = Capabilities(dtypes=(F8,), backward=False, mxfp8="e4m3")
     assert mx.unsupported_reason(p) is None
     assert P_QUANTIZATIONS["e4m3"].precision == "mxfp8" and "2^8" in P_QUANTIZATIONS["e4m3"].description
-    with pytest.raises(InvalidInput, match=r"mxfp8='bf16' is not a P-quantization rule; pass one of \['bfloat16', 'e4m3'\]"):
+    with pytest.raises(InvalidInput,
+                       match=r"mxfp8='bf16' is not a P-quantization rule; pass one of \['bfloat16', 'e4m3'\]"):
         Capabilities(mxfp8="bf16")
     with pytest.raises(InvalidInput, match="mxfp8='e4m3' needs torch.float8_e4m3fn in dtypes"):
         Capabilities(mxfp8="e4m3")

@@ -243,8 +243,9 @@ def _passing(kernel) -> tuple:
 
 
 NARROW = Kernel("narrow", "", lambda: None,
-                Capabilities(dtypes=(torch.float32,), min_head_dim=16, max_head_dim=32, non_power_of_two_head_dims=False,
-                             distinct_value_head_dim=False, modes=("self",), causal_alignments=(), gqa=False),
+                Capabilities(dtypes=(torch.float32,), min_head_dim=16, max_head_dim=32,
+                             non_power_of_two_head_dims=False, distinct_value_head_dim=False, modes=("self",),
+                             causal_alignments=(), gqa=False),
                 lambda problem: TileSizes(8, 4))
 
 
@@ -341,8 +342,8 @@ def test_overflow_case_backward_on_gpu(jfa_kernel, jfa_device):
     (Case(kv_lengths=(4,), mode="broadcast_q", broadcast_q_len=33), {"broadcast_q", "broadcast_q_multi_tile"}, set()),
     (Case(kv_lengths=(4,), num_heads_q=4, num_heads_kv=2), {"gqa"}, {"mqa"}),
     (Case(kv_lengths=(4,), num_heads_q=4, num_heads_kv=1), {"mqa"}, {"gqa"}),
-    (Case(kv_lengths=(4,), head_dim=33, head_dim_v=24), {"odd_head_dim", "non_pow2_head_dim", "distinct_value_head_dim"},
-     set()),
+    (Case(kv_lengths=(4,), head_dim=33, head_dim_v=24),
+     {"odd_head_dim", "non_pow2_head_dim", "distinct_value_head_dim"}, set()),
     (Case(kv_lengths=(4,), head_dim=64), set(), {"odd_head_dim", "non_pow2_head_dim", "distinct_value_head_dim"}),
     (Case(kv_lengths=(4,), offsets_start=3, offsets_dtype="int64", values="large_logits", layout="strided"),
      {"offsets_nonzero_start", "int64_offsets", "large_logits", "strided"}, {"offset_overflow"}),

@@ -108,8 +108,8 @@ def _nan_padded(t: torch.Tensor, device, heads: int = 0, cols: int = 0) -> torch
 
 
 def _lay_out(t: torch.Tensor, role: str, layout: str, device) -> torch.Tensor:
-    """``t`` (``[rows, heads, dim]``, contiguous, on the CPU or on ``device``) stored on ``device`` in ``layout`` for its
-    ``role`` (``"q"``, ``"k"``, ``"v"``, ``"do"``); same values, other strides."""
+    """``t`` (``[rows, heads, dim]``, contiguous, on the CPU or on ``device``) stored on ``device`` in ``layout``
+    for its ``role`` (``"q"``, ``"k"``, ``"v"``, ``"do"``); same values, other strides."""
     if layout == "contiguous":
         return t.to(device)
     if layout == "head_dim_strided":
@@ -260,8 +260,8 @@ class Case:
         object.__setattr__(self, "window", check_window(self.window))
         object.__setattr__(self, "block_sparsity", Sparsity.of(self.block_sparsity))
         object.__setattr__(self, "block_scaling", Scaling.of(self.block_scaling))
-        for name in ("broadcast_q_len", "num_heads_q", "num_heads_kv", "head_dim", "head_dim_v", "offsets_start", "q_offsets_start",
-                     "seed"):
+        for name in ("broadcast_q_len", "num_heads_q", "num_heads_kv", "head_dim", "head_dim_v", "offsets_start",
+                     "q_offsets_start", "seed"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
                 raise InvalidInput(f"{name}={value!r} is not an integer")
@@ -269,8 +269,8 @@ class Case:
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInput(f"{name}={getattr(self, name)!r} is not a bool; use true or false")
         choices = {"mode": MODES, "dtype": tuple(DTYPES), "causal_alignment": CAUSAL_ALIGNMENTS,
-                   "offsets_dtype": tuple(OFFSET_DTYPES), "offsets_layout": OFFSETS_LAYOUTS, "values": VALUE_DISTRIBUTIONS,
-                   "layout": LAYOUTS, "generator": GENERATORS, "name": None}
+                   "offsets_dtype": tuple(OFFSET_DTYPES), "offsets_layout": OFFSETS_LAYOUTS,
+                   "values": VALUE_DISTRIBUTIONS, "layout": LAYOUTS, "generator": GENERATORS, "name": None}
         for name, options in choices.items():
             if not isinstance(getattr(self, name), str):
                 fix = f"; give one of {options}" if options else ""
@@ -316,8 +316,8 @@ class Case:
             raise InvalidInput(f"offsets_start={self.offsets_start} must be >= 0")
         if self.q_offsets_start is not None:
             if self.mode != "cross":
-                raise InvalidInput(f"q_offsets_start={self.q_offsets_start} is only for mode='cross' (mode={self.mode!r}); "
-                                   f"self-attention and broadcast-Q have one start")
+                raise InvalidInput(f"q_offsets_start={self.q_offsets_start} is only for mode='cross' "
+                                   f"(mode={self.mode!r}); self-attention and broadcast-Q have one start")
             if self.q_offsets_start < 0:
                 raise InvalidInput(f"q_offsets_start={self.q_offsets_start} must be >= 0 or null")
         if self.values not in VALUE_DISTRIBUTIONS:
@@ -639,7 +639,8 @@ class Case:
         return {role: self.block_scaling.draw(role, shapes[role], self.seed) for role in ("q", "k", "v")}
 
     def _shapes(self) -> dict[str, tuple[int, int, int]]:
-        """The shape of each generated tensor: ``q``, ``k``, ``v`` and ``do`` (rows before the first sequence included)."""
+        """The shape of each generated tensor: ``q``, ``k``, ``v`` and ``do`` (rows before the first sequence
+        included)."""
         t_k = sum(self.kv_lengths) + self.offsets_start
         if self.mode == "broadcast_q":
             t_q, rows = self.broadcast_q_len, self.batch * self.broadcast_q_len
@@ -667,7 +668,8 @@ class Case:
         return {role: self._counter_values(shape, role, output_dtype(dt) if role == "do" else dt, device)
                 for role, shape in shapes.items()}
 
-    def _counter_values(self, shape: tuple[int, ...], role: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    def _counter_values(self, shape: tuple[int, ...], role: str, dtype: torch.dtype,
+                        device: torch.device) -> torch.Tensor:
         # A plain or power-of-two-scaled normal is rounded to the dtype pass by pass (a 2**31-element case holds no
         # float32 copy on the device); the structured ones are built in float32 first. Same bits either way.
         if (self.values == "correlated" and role != "do") or (self.values == "near_ties" and role == "k"):

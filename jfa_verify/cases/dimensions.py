@@ -62,7 +62,8 @@ class Target:
         return self.kernel if isinstance(self.kernel, Capabilities) else Capabilities()
 
     def tiles(self, head_dim: int, head_dim_v: int, dtype: Optional[str] = None) -> tuple[int, int]:
-        """``(BLOCK_M, BLOCK_N)`` the kernel runs for this shape (:func:`~jfa_verify.protocol.kernel.tiles_for_shape`)."""
+        """``(BLOCK_M, BLOCK_N)`` the kernel runs for this shape
+        (:func:`~jfa_verify.protocol.kernel.tiles_for_shape`)."""
         return tiles_for_shape(self.kernel, head_dim, head_dim_v, DTYPES[dtype] if dtype else None,
                                self.device_type).as_tuple()
 
@@ -415,7 +416,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "several_waves": "at least three times more tiles than SMs",
     }, _waves, lengths=True),
     Dimension("variant", "the kernel launch judged", {
-        "instrumented": "launch plan recorded, and tile visits where the kernel counts them (scheduler invariants checked)",
+        "instrumented": "launch plan recorded, and tile visits where the kernel counts them "
+                        "(scheduler invariants checked)",
         "production": "the uninstrumented launch users run",
     }, _variant, _variant_support),
     # Block-sparse selections (jfa_verify.cases.sparsity): drawn only for kernels declaring block_sparse pairs.

@@ -42,8 +42,9 @@ DESCRIPTION = (
     "token, tile) and saved as a reproducer with the command that replays it. `run` verifies a kernel on the "
     "built-in suite, `gate` is the CI gate, `fuzz` searches with Hypothesis and `findings` lists what was found, "
     "`replay` re-runs one reproducer, `matrix` compares kernels, `mutants` checks the checks on planted bugs, "
-    "`stress` reruns long cases under timing perturbation, `calibrate`, `report` and `refloor` fit and plot the error budgets, `schedule` shows tile schedules' load "
-    "per SM, `bisect` finds the commit that broke a kernel, and `kernels` lists the kernels and where they run. "
+    "`stress` reruns long cases under timing perturbation, `calibrate`, `report` and `refloor` fit and plot "
+    "the error budgets, `schedule` shows tile schedules' load per SM, `bisect` finds the commit that broke a "
+    "kernel, and `kernels` lists the kernels and where they run. "
     f"Exit status: {ExitCode.OK:d} passed, {ExitCode.FINDING:d} a finding, {ExitCode.USAGE:d} usage or configuration, "
     f"{ExitCode.HANG:d} a hang, {ExitCode.CRASH:d} a crash, {ExitCode.INTERNAL:d} an internal error of jfa-verify "
     f"itself (a bug in the tool, no verdict on the kernel), {ExitCode.INTERRUPTED:d} interrupted.")

@@ -132,7 +132,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def kernel_options(p, kernel_default: Optional[str] = "triton_jfa", reproducers: bool = True) -> None:
-    """``--kernel``, ``--device``, ``--plugin`` (and ``--reproducers``), as every command that runs one kernel has them."""
+    """``--kernel``, ``--device``, ``--plugin`` (and ``--reproducers``), as every command that runs one kernel
+    has them."""
     p.add_argument("--kernel", default=kernel_default, help="registered kernel name (see `jfa-verify kernels`)")
     device_option(p)
     plugin_option(p)

@@ -43,7 +43,8 @@ def add_arguments(parser) -> None:
                       help="a Hypothesis campaign of N examples with --seed")
     parser.add_argument("--filter", default=None, type=name_part, help="only suite cases whose name contains this text")
     parser.add_argument("--max-cases", type=positive_int, default=None, help="only the first N suite cases")
-    parser.add_argument("--seed", type=seed_int, default=0, help="seed of the suite's values or the campaign (default: 0)")
+    parser.add_argument("--seed", type=seed_int, default=0,
+                        help="seed of the suite's values or the campaign (default: 0)")
     parser.add_argument("--perf", action="store_true", help="performance bisect: slower than --good by --threshold")
     parser.add_argument("--batch", default=None, help="benchmark batch to time (--perf; default movielens)")
     parser.add_argument("--threshold", type=percent, default=None, metavar="PCT",
@@ -81,8 +82,8 @@ def main(args, ctx) -> int:
         max_cases=ctx.max_cases, campaign=args.campaign, seed=ctx.seed, perf=args.perf, batch=args.batch,
         threshold=args.threshold, confidence=args.confidence, rounds=args.rounds, max_rounds=args.max_rounds,
         block_ms=args.block_ms, perf_backward=args.perf_backward, drift=args.drift, atol=args.atol, build=args.build,
-        case_timeout=args.timeout, step_timeout=args.step_timeout, device=ctx.device_choice, backward=not args.forward_only,
-        out=args.out, keep=args.keep_temp)
+        case_timeout=args.timeout, step_timeout=args.step_timeout, device=ctx.device_choice,
+        backward=not args.forward_only, out=args.out, keep=args.keep_temp)
     report = run_bisect(req, echo=lambda line: print(line, flush=True))
     print(format_text(report), flush=True)
     print(f"reports: {Path(args.out) / 'bisect.txt'}, bisect.md, bisect.json", flush=True)

@@ -38,8 +38,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--deadline", type=positive_float, default=None, help="stop sampling after this many seconds")
     parser.add_argument("--records", default="calibration-records.jsonl", type=new_file,
                         help="JSON-lines file the sampled cases are appended to (kept if the run is killed)")
-    parser.add_argument("--progress-every", type=nonneg_int, default=0, metavar="N", help="print progress every N cases")
-    parser.add_argument("--suite", default=None, help="also run this suite's cases first (e.g. default: long sequences)")
+    parser.add_argument("--progress-every", type=nonneg_int, default=0, metavar="N",
+                        help="print progress every N cases")
+    parser.add_argument("--suite", default=None,
+                        help="also run this suite's cases first (e.g. default: long sequences)")
     parser.add_argument("--no-fit", action="store_true", help="only sample (to fit many runs' records later)")
     parser.add_argument("--window-cases", action="store_true",
                         help="draw only sliding-window cases (the kernel must declare a window mask)")
@@ -49,8 +51,10 @@ def add_arguments(parser) -> None:
                         help="judge the fitted table on these other records; a failure exits 1")
     parser.add_argument("--against", default=None, type=existing_file,
                         help="budget file the records are judged by (default: packaged)")
-    parser.add_argument("--safety", type=positive_float, default=4.0, help="margin over the largest floor multiplier needed")
-    parser.add_argument("--min-multiplier", type=nonneg_float, default=0.05, help="lowest scale of a row's floor constants")
+    parser.add_argument("--safety", type=positive_float, default=4.0,
+                        help="margin over the largest floor multiplier needed")
+    parser.add_argument("--min-multiplier", type=nonneg_float, default=0.05,
+                        help="lowest scale of a row's floor constants")
     parser.add_argument("--min-floor-ulps", type=nonneg_float, default=1.0, help="lowest floor_ulps of a fitted row")
     parser.add_argument("--out", default="budgets.proposed.json", type=new_file,
                         help="where to write the proposed table (never the packaged file unless named)")

@@ -17,7 +17,8 @@ from jfa_verify.cli.arguments import (
 )
 from jfa_verify.core.exits import FINDINGS_IN_WORDS
 
-HELP = "Hypothesis campaign: adversarial cases, shrinking, deduplicated findings, worker processes on one shared database"
+HELP = ("Hypothesis campaign: adversarial cases, shrinking, deduplicated findings, worker processes on one shared "
+        "database")
 DESCRIPTION = ("A Hypothesis campaign against a kernel: saved findings replayed first, then new "
                "cases drawn (steered toward rarely drawn contract classes), each failure shrunk "
                "and kept as one finding per signature in --reproducers, with its replay command. "
@@ -43,9 +44,11 @@ def add_arguments(parser) -> None:
                              "CUDA 8 GiB of the GPUs' a worker), at most 16 and one per case to draw, or "
                              "$JFA_VERIFY_JOBS; the banner says what was chosen")
     parser.add_argument("--gpus", type=lambda t: [g.strip() for g in t.split(",") if g.strip()], default=None,
-                        metavar="0,1,...", help="GPUs the workers are pinned to, round-robin (default: every visible one)")
+                        metavar="0,1,...",
+                        help="GPUs the workers are pinned to, round-robin (default: every visible one)")
     parser.add_argument("--database", default=None, metavar="DIR|redis[s]://[USER:PASSWORD@]HOST[:PORT][/DB]",
-                        help="Hypothesis example database shared by the workers (default: REPRODUCERS/.hypothesis; a Redis password may come from $JFA_REDIS_PASSWORD instead of the URL)")
+                        help="Hypothesis example database shared by the workers (default: REPRODUCERS/.hypothesis; "
+                             "a Redis password may come from $JFA_REDIS_PASSWORD instead of the URL)")
     parser.add_argument("--read-from", action="append", default=[], metavar="DIR|redis[s]://...",
                         help="also read (never write) this database (repeatable)")
     parser.add_argument("--report", default=None, type=new_file, help="write the campaign's JSON report here")
@@ -55,7 +58,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--shrink-seconds", type=positive_float, default=120.0,
                         help="longest time spent shrinking one failure (default 120)")
     parser.add_argument("--no-progress", action="store_true",
-                        help="no live progress (notes, such as findings recovered after a killed campaign, still print)")
+                        help="no live progress (notes, such as findings recovered after a killed campaign, still "
+                             "print)")
     parser.add_argument("--progress-interval", type=positive_float, default=10.0,
                         help="seconds between progress lines when the output is not a terminal (default 10)")
     parser.add_argument("--covering", action="store_true",
@@ -106,16 +110,19 @@ def main(args, ctx) -> int:
     # the database before the banner: a bad one is a usage error of one line (run_fuzz opens it again, for workers)
     if args.database is not None and not args.database.strip():
         # (an empty value, as from an unset shell variable, once fell back to the default without a word)
-        raise UsageError(f"--database {args.database!r} is empty; give a folder or redis[s]://[USER:PASSWORD@]HOST[:PORT][/DB], or leave "
-                         f"--database out for {default_database(args.reproducers)}")
+        raise UsageError(f"--database {args.database!r} is empty; give a folder or "
+                         f"redis[s]://[USER:PASSWORD@]HOST[:PORT][/DB], or leave --database out for "
+                         f"{default_database(args.reproducers)}")
     database = args.database or default_database(args.reproducers)
     open_database(database, tuple(args.read_from))
     limit = " and ".join(x for x in (f"{max_examples} new cases drawn" if max_examples else "",
                                      f"{args.duration:g} s" if args.duration else "") if x)
     console.print(f"jfa-verify fuzz: kernel [bold]{kernel.name}[/] on {device}, {workers}"
                   + (f" on GPU(s) {','.join(gpus)}" if gpus else "")
-                  + (f", packs of up to {args.pack} cases a launch" if args.pack > 1 else "") + f", up to {limit}, seed {seed} "
-                  f"(repeat the draws with --seed {seed}" + ("" if workers.count == 1 else f" --workers {workers.count}")
+                  + (f", packs of up to {args.pack} cases a launch" if args.pack > 1 else "")
+                  + f", up to {limit}, seed {seed} "
+                  f"(repeat the draws with --seed {seed}"
+                  + ("" if workers.count == 1 else f" --workers {workers.count}")
                   + f"), database {redacted(database)}")
     report = run_fuzz(config, workers=workers.count, gpus=gpus or (), console=console, live=not args.no_progress,
                       interval=args.progress_interval, report=args.report, png=args.png)

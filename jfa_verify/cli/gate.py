@@ -46,12 +46,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=seed_int, default=0, help="the campaign's seed (printed; same seed, same draws)")
     parser.add_argument("--reruns", type=number(int, minimum=2), default=3, help="runs per determinism case (>= 2)")
     parser.add_argument("--stress-reruns", type=number(int, minimum=2), default=None,
-                        help="runs per stress case (>= 2; default 200 on CUDA, a few on the CPU; 10000 hunts rare races)")
+                        help="runs per stress case (>= 2; default 200 on CUDA, a few on the CPU; 10000 hunts rare "
+                             "races)")
     parser.add_argument("--small-cases", type=positive_int, default=4,
                         help="cases per determinism, canary and recycled-memory check")
     parser.add_argument("--sanitizer", nargs="*", choices=("memcheck", "racecheck", "initcheck", "synccheck"),
-                        help="run the first suite cases under compute-sanitizer with these tools (CUDA; default memcheck)")
-    parser.add_argument("--perf-baseline", type=existing_file, help="committed timings to compare with (jfa-verify-perf/1)")
+                        help="run the first suite cases under compute-sanitizer with these tools (CUDA; default "
+                             "memcheck)")
+    parser.add_argument("--perf-baseline", type=existing_file,
+                        help="committed timings to compare with (jfa-verify-perf/1)")
     parser.add_argument("--perf-record", type=new_file, help="write this run's timings as a baseline")
     parser.add_argument("--perf-threshold", type=positive_float, default=0.05, help="slowdown tolerated beyond noise")
     parser.add_argument("--perf-peer", metavar="KERNEL",

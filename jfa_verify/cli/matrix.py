@@ -54,8 +54,8 @@ def add_arguments(parser) -> None:
                              "of it, the campaigns share the rest)")
     parser.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
     parser.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,
-                        help="run each case in a worker process, so a crash, a hang or a sticky CUDA error is that case's "
-                             "finding and the run goes on (default); --no-isolate runs them in this process")
+                        help="run each case in a worker process, so a crash, a hang or a sticky CUDA error is that "
+                             "case's finding and the run goes on (default); --no-isolate runs them in this process")
     parser.add_argument("--jobs", type=positive_int, default=1,
                         help="worker processes per kernel, running its cases at once (default 1); more than 1 runs "
                              "each case in an isolated worker (implies --isolate) and overlaps Triton's compiling, "

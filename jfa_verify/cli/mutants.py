@@ -34,7 +34,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-examples", type=nonneg_int, default=10,
                         help="campaign examples for a mutant the targeted cases miss")
     device_option(parser)
-    parser.add_argument("--seed", type=seed_int, default=0, help="seed of the suite's values and of each mutant's campaign (default: %(default)s)")
+    parser.add_argument("--seed", type=seed_int, default=0,
+                        help="seed of the suite's values and of each mutant's campaign (default: %(default)s)")
     parser.add_argument("--json", default=None, type=new_file, help="also write the results here")
     parser.add_argument("--jobs", type=positive_int, default=None,
                         help="mutants run at once, each in its own process; default: one per CPU core, as many as "
@@ -45,7 +46,8 @@ def add_arguments(parser) -> None:
                              "its crash; --no-isolate runs them in this process (a crash ends the command)")
     parser.add_argument("--stage", choices=("targeted", "suite", "campaign"), default="targeted",
                         help="targeted: fixed targeted cases, then a short campaign; suite: the default suite and its "
-                             "relation checks (what `jfa-verify run` catches); campaign: --max-examples drawn cases alone")
+                             "relation checks (what `jfa-verify run` catches); campaign: --max-examples drawn cases "
+                             "alone")
 
 
 def main(args, ctx) -> int:

@@ -15,7 +15,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--num-sms", type=positive_int, default=132,
                         help="persistent programs, one per SM (default: %(default)s, an H200)")
     parser.add_argument("--block-m", type=positive_int, default=64, help="query rows per tile (default: %(default)s)")
-    parser.add_argument("--causal", action="store_true", help="causal (top-left): a tile's load is the key tiles its rows see")
+    parser.add_argument("--causal", action="store_true",
+                        help="causal (top-left): a tile's load is the key tiles its rows see")
     parser.add_argument("--seed", type=seed_int, default=0, help="seed of the drawn lengths (default: %(default)s)")
     parser.add_argument("--png", type=png_file, help="write a per-SM load plot here")
 

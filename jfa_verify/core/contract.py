@@ -199,9 +199,10 @@ class JaggedProblem:
 
     def call_shape(self) -> "CallShape":
         """This problem as the :class:`CallShape` a kernel launches from (its true maxima as the hints)."""
-        return CallShape(self.mode, self.batch, self.total_q_rows, self.total_k_rows, self.num_heads_q, self.num_heads_kv, self.head_dim,
-                         self.head_dim_v, self.causal, self.causal_alignment, self.sm_scale, self.dtype, self.device,
-                         self.inputs_contiguous, self.window, self.max_seqlen_q, self.max_seqlen_k,
+        return CallShape(self.mode, self.batch, self.total_q_rows, self.total_k_rows, self.num_heads_q,
+                         self.num_heads_kv, self.head_dim, self.head_dim_v, self.causal, self.causal_alignment,
+                         self.sm_scale, self.dtype, self.device, self.inputs_contiguous, self.window,
+                         self.max_seqlen_q, self.max_seqlen_k,
                          None if self.block_selection is None else self.block_selection.source,
                          self.block_scales)
 

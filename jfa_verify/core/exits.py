@@ -17,7 +17,8 @@ class ExitCode(enum.IntEnum):
     # could not judge (a tool that failed or ran past its time) and found nothing
     HANG = 3  # a case ran past --timeout (recorded as a finding with status "hang"; older case files say "timeout")
     CRASH = 4  # the kernel crashed its process (abort, segfault, illegal address)
-    INTERNAL = 70  # a bug in jfa-verify itself (an uncaught exception): no verdict on the kernel (sysexits' EX_SOFTWARE)
+    INTERNAL = 70  # a bug in jfa-verify itself (an uncaught exception): no verdict on the kernel
+    # (sysexits' EX_SOFTWARE)
     INTERRUPTED = 130  # Ctrl-C / SIGTERM: what was done so far is written, then the command stops
 
 

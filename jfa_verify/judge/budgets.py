@@ -21,8 +21,8 @@ import torch
 from jfa_verify.core.dtypes import DTYPES, dtype_name
 from jfa_verify.core.errors import InvalidInput
 
-__all__ = ["Budget", "BudgetTable", "DERIVED_ROWS", "Precision", "PRECISIONS", "RULE", "precision_of", "default_table", "FORMAT",
-           "headroom"]
+__all__ = ["Budget", "BudgetTable", "DERIVED_ROWS", "Precision", "PRECISIONS", "RULE", "precision_of", "default_table",
+           "FORMAT", "headroom"]
 
 FORMAT = "jfa-verify-budgets/1"
 RULE = ("allowance = sdpa_factor * sdpa_error + floor_ulps * store_eps * max|ref| "
@@ -175,7 +175,8 @@ class BudgetTable:
             return cls(int(doc["version"]), dict(doc.get("provenance", {})), table)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise InvalidInput(f"malformed budget file ({type(e).__name__}: {e}); it needs \"version\" and "
-                               f"\"budgets\": {{row: {{output: {{sdpa_factor, floor_ulps, lowp_ulps, acc_ulps}}}}}}") from None
+                               f"\"budgets\": {{row: {{output: {{sdpa_factor, floor_ulps, lowp_ulps, "
+                               f"acc_ulps}}}}}}") from None
 
     def to_dict(self) -> dict:
         return {

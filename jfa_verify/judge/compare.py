@@ -14,7 +14,8 @@ The four constants per budget row (dtype, or ``float32-tf32``) and output come
 from the versioned budget file (:mod:`jfa_verify.judge.budgets`,
 ``jfa_verify/data/budgets.json``); the three unit roundoffs are the row's
 :class:`jfa_verify.judge.budgets.Precision` (``store_eps`` is float32's for LSE in
-every row; ``torch.finfo(dtype).eps`` otherwise, ``2^-10`` for TF32 operands). The scales come from the float64 reference
+every row; ``torch.finfo(dtype).eps`` otherwise, ``2^-10`` for TF32 operands).
+The scales come from the float64 reference
 (:func:`jfa_verify.oracles.float64.reference_attention`, keys ``<out>_lowp`` and
 ``<out>_acc``): ``lowp_scale`` bounds, to first order, what rounding ``P`` and
 ``dS`` to the input dtype before their matmuls (FlashAttention's practice,

@@ -51,7 +51,8 @@ class Allocation:
     back: torch.Tensor = field(repr=False)
 
     def owns(self, t: torch.Tensor) -> bool:
-        return isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == self.buffer.untyped_storage().data_ptr()
+        return (isinstance(t, torch.Tensor)
+                and t.untyped_storage().data_ptr() == self.buffer.untyped_storage().data_ptr())
 
     def damage(self) -> list[tuple[str, int, int]]:
         """``[(side, first bad element offset, bad elements)]``: offsets count away from the body (the
@@ -163,7 +164,8 @@ def tracked_allocations(*, fill: Optional[str] = "nan", guard: int = 4096) -> It
         return tuple(size), kwargs.get("dtype"), kwargs.get("device")
 
     def supported(kwargs) -> bool:
-        return not any(kwargs.get(k) for k in ("out", "pin_memory")) and kwargs.get("layout", torch.strided) == torch.strided
+        return (not any(kwargs.get(k) for k in ("out", "pin_memory"))
+                and kwargs.get("layout", torch.strided) == torch.strided)
 
     def factory(name, body_of):
         def wrapped(*args, **kwargs):

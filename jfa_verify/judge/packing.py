@@ -143,5 +143,5 @@ def pack_failures_line(result) -> Optional[str]:
         return None
     bad = [f"part {i} (seed {seed}): {', '.join(failing)}"
            for i, ((_, seed), failing) in enumerate(zip(result.case.parts, result.part_failures)) if failing]
-    return (f"  packed: {len(bad)} of {len(result.part_failures)} parts fail, each judged on its own rows of this launch "
-            f"(run alone, such a part may pass: then the bug is the composition's): " + "; ".join(bad))
+    return (f"  packed: {len(bad)} of {len(result.part_failures)} parts fail, each judged on its own rows of this "
+            f"launch (run alone, such a part may pass: then the bug is the composition's): " + "; ".join(bad))

@@ -34,11 +34,12 @@ def record_death(report: "str | Path", reproducers: "str | Path", since: float, 
     (:func:`~jfa_verify.run.isolation.death_in_words`).
 
     Every case file of ``reproducers`` that it left ``"running"`` (written at or after ``since``, a
-    :func:`time.time`, and held by no live process: :meth:`~jfa_verify.run.corpus.Corpus.mark_orphans`) becomes a crash with a verdict saying so; the report (``report``, this run's placeholder or
-    its report before the relation checks) keeps what it had and adds ``"crash"`` (how, the case file, its replay
-    command), counts the case as crashed, and says ``"finished": false, "interrupted": false``. Returns the case
-    in flight (the newest one left running: its file and replay command, :class:`InFlight`), or None when no case
-    was running (the process died between cases: loading the kernel, or in the framework).
+    :func:`time.time`, and held by no live process: :meth:`~jfa_verify.run.corpus.Corpus.mark_orphans`) becomes a
+    crash with a verdict saying so; the report (``report``, this run's placeholder or its report before the relation
+    checks) keeps what it had and adds ``"crash"`` (how, the case file, its replay command), counts the case as
+    crashed, and says ``"finished": false, "interrupted": false``. Returns the case in flight (the newest one left
+    running: its file and replay command, :class:`InFlight`), or None when no case was running (the process died
+    between cases: loading the kernel, or in the framework).
     """
     message = f"the process running this case in itself (--no-isolate) {how}"
     crashes = []

@@ -156,7 +156,8 @@ class CaseResult:
 
     def explain(self) -> str:
         """A multi-line verdict: every failing output with its location, then the replay command."""
-        head = f"[{self.status.upper()}] {self.case.name or self.case.case_id()}: {self.case.describe()} on {self.kernel}"
+        head = (f"[{self.status.upper()}] {self.case.name or self.case.case_id()}: {self.case.describe()} "
+                f"on {self.kernel}")
         lines = [head]
         if self.status == "error":
             lines.append(f"  kernel raised: {self.message}")
@@ -569,7 +570,8 @@ def _check_schedules(result: CaseResult, run: KernelRun, backward: bool) -> None
     from jfa_verify.scheduling.invariants import check_instrumented_run
 
     passes = PASSES if backward else ("fwd",)
-    result.findings += [Finding("schedule", str(v)) for v in check_instrumented_run(run.plan, run.visits, passes=passes)]
+    result.findings += [Finding("schedule", str(v))
+                        for v in check_instrumented_run(run.plan, run.visits, passes=passes)]
     for kind in passes:
         schedule = run.plan.passes[kind].schedule
         if schedule is not None:

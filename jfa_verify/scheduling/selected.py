@@ -1,11 +1,12 @@
 """Tile workloads of a block-sparse call: each tile's cost cut to the blocks its selection visits.
 
 A block-sparse kernel (:class:`~jfa_verify.core.selection.BlockSelection`) runs the framework's tiles
-(:func:`~jfa_verify.scheduling.schedules.workloads_forward`, :func:`~jfa_verify.scheduling.schedules.workloads_backward`)
-but does only the work its selection keeps: a persistent schedule that balances the dense costs balances work the
-kernel never does. :func:`selected_workloads` prices the tiles as the kernel runs them, so every scheduler of
-:mod:`jfa_verify.scheduling.planning` deals a sparse call's real work; :func:`transposed_selection` is the
-selection read by KV block, which both the dK/dV costs and a dK/dV kernel need.
+(:func:`~jfa_verify.scheduling.schedules.workloads_forward`,
+:func:`~jfa_verify.scheduling.schedules.workloads_backward`) but does only the work its selection keeps: a
+persistent schedule that balances the dense costs balances work the kernel never does. :func:`selected_workloads`
+prices the tiles as the kernel runs them, so every scheduler of :mod:`jfa_verify.scheduling.planning` deals a sparse
+call's real work; :func:`transposed_selection` is the selection read by KV block, which both the dK/dV costs and a
+dK/dV kernel need.
 """
 
 from __future__ import annotations

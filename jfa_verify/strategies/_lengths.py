@@ -53,7 +53,8 @@ def tile_boundary_lengths(
     Raises:
         InvalidInput: no boundary fits under ``max_len``.
     """
-    found = sorted({n for b in block_sizes for m in multiples for n in (m * b - 1, m * b, m * b + 1) if 0 <= n <= max_len})
+    found = sorted({n for b in block_sizes for m in multiples for n in (m * b - 1, m * b, m * b + 1)
+                    if 0 <= n <= max_len})
     if not found:
         raise InvalidInput(f"no tile boundary of block_sizes={tuple(block_sizes)} fits under max_len={max_len}; "
                            f"raise max_len to at least {min(block_sizes) + 1}")

@@ -1,4 +1,5 @@
-"""Jagged flash attention for NVIDIA Hopper (sm_90a) in Gluon (Triton 3.6.0): TMA, wgmma, warp specialization, scheduled tiles.
+"""Jagged flash attention for NVIDIA Hopper (sm_90a) in Gluon (Triton 3.6.0): TMA, wgmma, warp specialization,
+scheduled tiles.
 
 Registration only (a ``jfa_verify.kernels`` entry point): Gluon and Triton are imported when the
 kernel is first used. It runs on an sm_90 GPU only; elsewhere every case is reported unsupported,
@@ -51,5 +52,6 @@ def build(*, kernels_module=None, host_module=None, scheduler=None):
 @register_kernel("gluon_jfa", capabilities=CAPABILITIES, tile_sizes=_tile_sizes, requires=("triton",),
                  sanitizer_control="jfa_verify.kernels.gluon_jfa.sanitizer_control")
 def load():
-    """Hopper Gluon JFA: TMA-fed, warp-specialized (load warp + 2 MMA/softmax warp groups), CTAs walking zigzag programs."""
+    """Hopper Gluon JFA: TMA-fed, warp-specialized (load warp + 2 MMA/softmax warp groups), CTAs walking zigzag
+    programs."""
     return build()
