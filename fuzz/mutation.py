@@ -420,7 +420,10 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
 
     Stages: ``"targeted"``: :func:`targeted_cases` (or ``cases``), then, if the mutant survived
     them, a short shrinking campaign of ``max_examples``; ``"suite"``: the default suite's cases in
-    order, then its relation checks (what a CI gate running ``jfa-verify run`` catches; no campaign);
+    order and its relation checks (what a CI gate running ``jfa-verify run`` catches; no campaign), the relation
+    checks (dense calls, a few seconds in all on the CPU) before the first block-sparse case, so that a dense-path
+    bug only they catch does not first run every block-sparse row (the order changes when a mutant dies, not
+    whether);
     ``"campaign"``: a campaign of ``max_examples`` drawn cases alone (not shrunk: the verdict is
     what counts; ``cases_run`` then says how many examples ran before the first failure).
     ``corpus_dir``: where the case about to run is written first (a crash leaves it there); None
@@ -474,21 +477,23 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
             cases = cases[:max_cases]
         huge = {c.name for c in gpu_only_cases()}
         verify = _verifier(kernel, dev, corpus_dir)
-        for case in cases:
-            # the 2^31-element case runs forward only: its float64 backward reference needs ~twice the memory
-            result = verify(case, case.name not in huge)
+        # the relation checks where the first block-sparse case would be (after every case, as before, when none is)
+        at = next((i for i, c in enumerate(cases) if c.block_sparsity is not None), len(cases))
+        for item in [*cases[:at], *relations, *cases[at:]]:
             res.cases_run += 1
+            if not isinstance(item, Case):  # a relation check
+                finding = item.check(kernel, dev)
+                if finding is not None:
+                    _record_relation_kill(res, item, finding, kernel, dev.type, t0)
+                    break
+                continue
+            # the 2^31-element case runs forward only: its float64 backward reference needs ~twice the memory
+            result = verify(item, item.name not in huge)
             if result.failed:
                 if result.status == "error" and _raises_everywhere(kernel, dev):
-                    _record_broken(res, case, result)
+                    _record_broken(res, item, result)
                 else:
-                    _record_kill(res, case, result, kernel, dev.type, stage, t0)
-                break
-        for relation in relations if res.status == "survived" else ():
-            res.cases_run += 1
-            finding = relation.check(kernel, dev)
-            if finding is not None:
-                _record_relation_kill(res, relation, finding, kernel, dev.type, t0)
+                    _record_kill(res, item, result, kernel, dev.type, stage, t0)
                 break
     campaign_examples = max_examples if stage in ("targeted", "campaign") else 0
     if res.status == "survived" and campaign_examples > 0:

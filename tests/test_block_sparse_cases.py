@@ -178,9 +178,12 @@ def test_the_sparsity_dimension_builds_and_classifies_each_pattern():
     target = Target(SPARSE_CAPS)
     for pattern in PATTERNS:
         case = build_case({"sparsity": pattern}, target)
-        assert case.block_sparsity.pattern == pattern and case.block_sparsity.block_sizes == (16, 16)
+        # the smallest declared blocks that do not shrink the CPU's 32x16 tiles (16x16 would halve BLOCK_M)
+        assert case.block_sparsity.pattern == pattern and case.block_sparsity.block_sizes == (32, 16)
         assert dimension("sparsity").classify(case, target) == {pattern}
         assert f"sparse_{pattern}" in classify(case)
+    small = Target(Capabilities(block_sparse=((16, 16), (16, 32))))  # none as large as the tiles: the smallest
+    assert build_case({"sparsity": "topk"}, small).block_sparsity.block_sizes == (16, 16)
     dense_target = Target(Capabilities())
     assert reachable("sparsity", "dense", dense_target) and not reachable("sparsity", "topk", dense_target)
     assert set(SPARSE_CLASSES) <= unsupported_classes(Capabilities())

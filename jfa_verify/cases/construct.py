@@ -419,8 +419,16 @@ def _sparsity_build(cls: str, target: Target, within: Optional[Within] = None) -
     if cls == "dense":
         return {"block_sparsity": None}
     pairs = target.capabilities.block_sparse
-    # the smallest blocks the kernel declares: the most blocks per sequence for a small case
-    return None if not pairs else {"block_sparsity": Sparsity(*min(pairs, key=lambda p: p[0] * p[1]), pattern=cls)}
+    if not pairs:
+        return None
+    # The smallest blocks the kernel declares that are no smaller than its tiles on the target (the most blocks per
+    # sequence for a small case, each block whole tiles), else the smallest. Blocks smaller than the tiles shrink
+    # them (triton_jfa: BLOCK_M 32 -> 16 on the CPU for 16x16 blocks), so the row's tile classes, read at the
+    # target's tiles, were not the tiles run, and its query tiles doubled: the CPU's sparse rows took 3x the dense
+    # rows' time and the regression gate's survivors spent most of their time in them.
+    bm, bn = target.tiles(32, 32)
+    whole = [p for p in pairs if p[0] >= bm and p[1] >= bn]
+    return {"block_sparsity": Sparsity(*min(whole or pairs, key=lambda p: p[0] * p[1]), pattern=cls)}
 
 
 def _scaling_build(cls: str, target: Target, within: Optional[Within] = None) -> Optional[dict]:
