@@ -598,7 +598,8 @@ def _crash_result(name: str, mutant: Mutant, corpus_dir: Path, why: str) -> Muta
                             killing_status="crash", outputs=["crash"],
                             explanation=f"the process died between cases ({why}); no case was running, so an "
                                         "earlier case's corruption surfaced later: a crash is a finding")
-    return _killed_in(name, mutant, path, "crash", f"the process died running {path.name} ({why}): a crash is a finding")
+    return _killed_in(name, mutant, path, "crash",
+                      f"the process died running {path.name} ({why}): a crash is a finding")
 
 
 # A case of a mutant with no verdict after this long is a hang (the CPU interpreter's slowest suite
@@ -716,7 +717,8 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
 
 def format_table(results: Sequence[MutantResult]) -> str:
     """A plain-text (markdown) kill table."""
-    head = "| mutant | description | verdict | killing output | input classes | s to failure | reproducer (B / tokens) |"
+    head = ("| mutant | description | verdict | killing output | input classes | s to failure "
+            "| reproducer (B / tokens) |")
     lines = [head, "|" + "---|" * 7]
     for r in results:
         verdict = r.status if r.status != "killed" else f"killed ({r.stage})"

@@ -156,7 +156,8 @@ def reference(inp: Inp, q, k, v, q_off, k_off, do):
             dq, dk, dv = torch.autograd.grad(o, (q64, k64, v64), do.double(), allow_unused=True)
         else:  # no sequence: nothing depends on q, k, v
             dq = dk = dv = None
-        out.update(dq=dq if dq is not None else torch.zeros_like(q64), dk=dk if dk is not None else torch.zeros_like(k64),
+        out.update(dq=dq if dq is not None else torch.zeros_like(q64),
+                   dk=dk if dk is not None else torch.zeros_like(k64),
                    dv=dv if dv is not None else torch.zeros_like(v64))
     return out
 
@@ -290,7 +291,8 @@ def main(argv=None) -> int:
 
     base_cache: dict = {}
     failures = 0
-    print(f"{'mutant':48s} {'target':8s} applies  {'max|diff| vs float64':>22s}  output  (unmutated kernel on the same input)")
+    print(f"{'mutant':48s} {'target':8s} applies  {'max|diff| vs float64':>22s}  output  "
+          f"(unmutated kernel on the same input)")
     for name in names:
         mutant = cat[name]
         inp, warm = PLAN[name]

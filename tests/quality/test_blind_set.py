@@ -3,10 +3,10 @@
 ``tests/quality/blind_set.json`` is ``docs/evidence/detection-2026-12-04/blind3/catalogue.json``, copied in
 unread: 25 one-line bugs of ``triton_jfa`` written by a helper that had not read the suite, the strategies,
 the contract model or any other catalogue (the set before it, ``blind2``, was rotated into the regression
-catalogue on 2026-12-04 when the device planner left one of its patches stale). Nobody working on the suite reads it, its survivors included; it
-is used through this gate's counts only. Once anyone reads it (a survivor to fix, say), it is no longer
-blind: it then joins the regression catalogue and a fresh blind set replaces it (``docs/mutation.md``,
-"Rotating the blind set").
+catalogue on 2026-12-04 when the device planner left one of its patches stale). Nobody working on the suite reads
+it, its survivors included; it is used through this gate's counts only. Once anyone reads it (a survivor to fix,
+say), it is no longer blind: it then joins the regression catalogue and a fresh blind set replaces it
+(``docs/mutation.md``, "Rotating the blind set").
 
 Same gate as ``test_regression_catalogue.py``: the suite's covering array and relation checks, each mutant
 in its own process, a mutant that raises on every case "broken" (a failure of the gate, not a kill).

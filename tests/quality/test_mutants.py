@@ -52,7 +52,8 @@ def test_mutant_is_killed(name, jfa_device):
     # killed by what it computed (or a crash, a hang), not by raising: a patch that does not compile proves nothing
     assert result.killing_status != "error", result.explanation
     assert result.outputs, result.explanation
-    print(f"{name}: killed by {', '.join(result.outputs)} on {result.killing_case.name or result.killing_case.describe()}")
+    print(f"{name}: killed by {', '.join(result.outputs)} on "
+          f"{result.killing_case.name or result.killing_case.describe()}")
 
 
 def test_cli_mutants_prints_the_kill_table_and_fails_on_a_survivor(monkeypatch, capsys):
@@ -360,8 +361,8 @@ def test_the_kill_table_counts_a_stale_patch_kill_as_not_judged(tmp_path):
     import sys
 
     stale = {"name": "a", "status": "killed", "cases_run": 1, "killing_status": "error",
-             "explanation": "kernel raised: InvalidInput: mutant 'a': expected 1 occurrence(s) of 'x' in k.py, found 0; "
-                            "update the catalogue to the source"}
+             "explanation": "kernel raised: InvalidInput: mutant 'a': expected 1 occurrence(s) of 'x' in k.py, "
+                            "found 0; update the catalogue to the source"}
     rows = [stale, {"name": "b", "status": "killed", "cases_run": 3, "explanation": "[FAIL] o"},
             {"name": "c", "status": "survived", "cases_run": 9}]
     path = tmp_path / "rows.json"

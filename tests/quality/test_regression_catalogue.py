@@ -50,7 +50,8 @@ def kill_gate(catalogue: Path, device, minimum: int, target: float = TARGET_KILL
     # the verdicts only: the suite is not to be tuned to which mutants survive
     assert killed >= target * len(names), (
         f"default suite killed {killed}/{len(names)} mutants of {catalogue.name} (< {target:.0%}); "
-        f"not judged: {sum(r.status == 'error' for r in results)}; broken: {sum(r.status == 'broken' for r in results)}")
+        f"not judged: {sum(r.status == 'error' for r in results)}; "
+        f"broken: {sum(r.status == 'broken' for r in results)}")
     unjudged = [r for r in results if r.status in ("error", "broken")]
     assert not unjudged, (f"{len(unjudged)} mutant(s) not judged or broken (`jfa-verify mutants --catalogue "
                           f"{catalogue}` names them, and unblinds the set)" if blind else format_table(unjudged))

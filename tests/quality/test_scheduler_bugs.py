@@ -29,7 +29,8 @@ def test_planted_scheduler_bug_is_caught_by_host_check_and_instrumented_run(bug,
     # the host check names the bug class ...
     assert any(f"[{host_kind}]" in v for v in result.findings_of("schedule")), result.findings_of("schedule")
     # ... and the instrumented kernel run saw it happen
-    assert any("[visit_count]" in v and run_message in v for v in result.findings_of("schedule")), result.findings_of("schedule")
+    schedule = result.findings_of("schedule")
+    assert any("[visit_count]" in v and run_message in v for v in schedule), schedule
 
 
 def test_correct_schedule_has_no_violation_and_host_check_is_not_vacuous(jfa_device):
