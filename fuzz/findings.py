@@ -62,7 +62,8 @@ def error_kind(verdict: dict) -> str:
     crash: the signal that killed the worker (``SIGABRT``, ``SIGSEGV``), ``illegal_address`` for a sticky CUDA
     error, ``exit`` otherwise; hang: ``hang``; error: the exception type; fail: ``nondeterministic`` (reruns
     differing bit-wise), ``rerun`` (a rerun failing the references), ``contract``, ``invariant``, ``non_finite`` or
-    ``numeric``.
+    ``numeric``, the last two saying how the lead output (:func:`lead_output`) fails, so that the kind and the
+    output a listing shows beside it are one fact.
     """
     status, message = verdict.get("status"), verdict.get("message") or ""
     if status == "crash":
@@ -84,7 +85,9 @@ def error_kind(verdict: dict) -> str:
         return "contract"
     if findings_from_dict(verdict, "schedule"):
         return "invariant"
-    if any(o.get("problem") for o in verdict.get("outputs", {}).values() if not o.get("passed")):
+    failing = {name: o for name, o in verdict.get("outputs", {}).items() if not o.get("passed")}
+    lead = lead_output(failing)
+    if lead and failing[lead[0]].get("problem"):
         return "non_finite"
     return "numeric"
 
@@ -367,12 +370,22 @@ def _file_signature(case: Case, payload: dict) -> dict:
 
 
 def _plugins_from_here(payload: dict) -> list[str]:
-    """A case file's ``--plugin`` files as named from this process's folder: each as its run was given it when
-    that is a file from here, else its absolute path as recorded (the run started in another folder), so
-    that a listed replay command works as printed."""
+    """A case file's ``--plugin`` files as a replay command from this process's folder should name them: the
+    recorded absolute path, shortened to the name the run was given only where that name is the very same file
+    from here; the name as given when the recorded file is gone. A file of the same name in this folder (a fixed
+    copy, an unrelated ``my_kernel.py``) is never taken for the one the finding ran."""
     given = list(payload.get("plugins", ()))
     absolute = payload.get("plugin_paths") or given  # files written before plugin_paths have only the first
-    return [g if Path(g).is_file() or not Path(a).is_file() else a for g, a in zip(given, absolute)]
+    return [_plugin_from_here(g, a) for g, a in zip(given, absolute)]
+
+
+def _plugin_from_here(given: str, recorded: str) -> str:
+    if not Path(recorded).is_file():
+        return given
+    try:
+        return given if Path(given).is_file() and Path(given).samefile(recorded) else recorded
+    except OSError:
+        return recorded
 
 
 def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict]:

@@ -390,3 +390,19 @@ def test_one_bug_failing_dq_on_some_inputs_and_dq_dk_on_others_is_one_finding(tm
     assert key_of(one.to_dict()) == key_of(two.to_dict())
     assert finding.case.batch == 1, finding.case.describe()  # shrinking followed {dq, dk} down to {dq}
     assert len(list_findings(tmp_path / "r")) == 1
+
+
+def test_a_findings_kind_is_how_its_lead_output_fails():
+    """Regression (a new user's trial): a finding listed ``non_finite`` beside output ``o`` where O failed by value
+    and only LSE was non-finite; the kind now says how the lead output (the one listed) fails."""
+    from jfa_verify.fuzz.findings import error_kind, key_of
+
+    def verdict(**outputs):
+        return {"status": "fail", "kernel": "k", "outputs": {
+            name: {"passed": False, "problem": "nan" if bad == "nan" else None} for name, bad in outputs.items()}}
+
+    o_by_value_lse_nan = verdict(o="value", lse="nan", dq="value")
+    assert error_kind(o_by_value_lse_nan) == "numeric"
+    assert key_of(o_by_value_lse_nan) == ("k", "fail", "numeric", ("o",))
+    assert error_kind(verdict(lse="nan", dq="value")) == "non_finite"
+    assert error_kind(verdict(o="nan", lse="value")) == "non_finite"

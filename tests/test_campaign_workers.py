@@ -253,3 +253,23 @@ def test_ctrl_c_while_workers_load_is_an_interrupt_not_a_dead_worker(tmp_path):
     payload = json.loads(report.read_text())
     assert payload["interrupted"] and payload["worker_errors"] == {}, payload["worker_errors"]
     assert "died" not in out and "Traceback" not in err, out[-3000:] + err[-3000:]
+
+
+def test_a_listed_replay_command_names_the_plugin_the_finding_ran_not_a_namesake_here(tmp_path, monkeypatch):
+    """Regression (a new user's trial): ``findings`` run from a folder holding a fixed copy of the plugin under the
+    same name printed a replay command with that copy, so pasting it replayed another kernel. The recorded absolute
+    path wins; the short name only where it is the same file from here; the name as given when the file is gone."""
+    from jfa_verify.fuzz.findings import _plugins_from_here
+
+    work, fix = tmp_path / "work", tmp_path / "fix"
+    work.mkdir()
+    fix.mkdir()
+    (work / "bug.py").write_text("# the kernel the finding ran\n")
+    (fix / "bug.py").write_text("# a fixed copy\n")
+    payload = {"plugins": ["bug.py"], "plugin_paths": [str(work / "bug.py")]}
+    monkeypatch.chdir(fix)
+    assert _plugins_from_here(payload) == [str(work / "bug.py")]
+    monkeypatch.chdir(work)
+    assert _plugins_from_here(payload) == ["bug.py"]
+    (work / "bug.py").unlink()
+    assert _plugins_from_here(payload) == ["bug.py"]

@@ -54,7 +54,7 @@ def main(args, ctx) -> int:
         from rich.table import Table
 
         table = Table(title=f"findings in {root}")
-        for col in ("id", "kernel", "status", "kind", "outputs", "examples", "case"):
+        for col in ("id", "kernel", "status", "kind", "lead output", "examples", "case"):
             table.add_column(col)
         for r in rows:
             table.add_row(r["id"], r["kernel"] or "-", r["status"], r["error_kind"], "/".join(r["outputs"]) or "-",

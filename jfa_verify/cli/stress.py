@@ -12,7 +12,9 @@ DESCRIPTION = ("Rerun long cases sized from the kernel's tiles (every pipeline s
                "kernel's reruns are compared bit for bit; every kernel's outputs are judged against the references. "
                "The first differing rerun is reported with its mode and the element's sequence, head, token and "
                "tile. Exit status: 0 passed; 1 a rerun differed, failed or raised; 2 a bad argument, or no case "
-               "inside the kernel's capabilities.")
+               "inside the kernel's capabilities; 70 an error of jfa-verify itself; 130 interrupted. The reruns run "
+               "in this process: a kernel that crashes it ends the command (`jfa-verify gate --checks stress` keeps "
+               "each case's file, left `running` by a crash, for `jfa-verify findings`).")
 
 
 def add_arguments(parser) -> None:
