@@ -105,3 +105,23 @@ def test_interpreter_e4m3_rounding_into_the_next_binade(dev):
     bound = 2.0 ** -4 * float(ref["o_lowp"])  # first-order: P rounded to e4m3, relative error <= 2^-4
     err = (o.double() - ref["o"]).abs().max().item()
     assert err <= bound, f"O error {err:.3f} > first-order bound {bound:.3f} (the interpreter cast gave 1.29)"
+
+
+def test_float8_kernels_get_the_production_layouts_in_their_own_dtype():
+    """Regression (a new user's trial): a float8-only kernel's default suite ran the covering array only, every
+    MovieLens, fixed-layout and tile-edge case being bfloat16/float16/float32 and so unsupported. Their layouts now
+    run in the kernel's own dtype (MXFP8 kernels: with block scales), every variant on every layout; a kernel that
+    takes the usual dtypes keeps them."""
+    from jfa_verify.cases.scaling import Scaling
+    from jfa_verify.checks.suites import DTYPES, _layout_dtypes, default_suite
+    from jfa_verify.protocol.registry import get_kernel
+
+    assert _layout_dtypes(get_kernel("triton_jfa")) == (DTYPES, None)
+    assert _layout_dtypes(get_kernel("triton_jfa_fp8")) == (("float8_e4m3fn",), None)
+    assert _layout_dtypes(get_kernel("triton_jfa_mxfp8")) == (("float8_e4m3fn",), Scaling("random"))
+    cases = [c for c in default_suite("cpu", kernel=get_kernel("triton_jfa_mxfp8")).cases
+             if not c.name.startswith("pairs")]
+    assert {c.dtype for c in cases} == {"float8_e4m3fn"} and all(c.block_scaling is not None for c in cases)
+    assert any(c.name.startswith("tile-edges") and 0 in c.kv_lengths for c in cases)
+    assert {(c.mode, c.causal) for c in cases if c.name.startswith("movielens-a")} == {
+        ("self", False), ("self", True), ("cross", True), ("broadcast_q", False)}
