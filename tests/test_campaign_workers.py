@@ -233,9 +233,12 @@ def test_ctrl_c_while_workers_load_is_an_interrupt_not_a_dead_worker(tmp_path):
         pathlib.Path({str(marks)!r}, str(os.getpid())).touch()  # loading, in this process
         time.sleep(2)
 
-        @register_kernel("slow_to_load", capabilities=Capabilities(backward=False))
-        def load():
+        def attention(*args, **kwargs):
             raise AssertionError("never run: the campaign is interrupted while its worker loads the plugin")
+
+        @register_kernel("slow_to_load", capabilities=Capabilities(backward=False))
+        def load():  # (the coordinator loads the kernel before its banner: a load that raises is a usage error)
+            return attention
     """))
     report = tmp_path / "r.json"
     proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "fuzz", "--device", "cpu", "--no-progress",
