@@ -13,7 +13,7 @@ def _result(status: str = "pass", **kw) -> CaseResult:
 
 def test_a_finding_of_an_unknown_kind_is_refused_naming_the_kinds():
     with pytest.raises(ValueError, match=r"finding kind 'race' is not one of \['contract', 'determinism', 'memory', "
-                                         r"'part', 'rerun', 'schedule'\]"):
+                                         r"'part', 'rerun', 'schedule', 'sequence'\]"):
         Finding("race", "a stage released early")
 
 

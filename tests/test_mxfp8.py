@@ -418,3 +418,29 @@ def test_calibration_records_mxfp8_cases_in_their_own_row(dev, tmp_path):
         "pattern": "random"}
     e, s, *floors = record.outputs["o"]
     assert 0 < e < 0.1 * max(floors)  # the kernel's O error, far inside its floors
+
+
+def test_each_sequence_of_a_block_scaled_case_is_judged_against_its_own_magnitudes():
+    """Regression (a new user's trial): an MXFP8 kernel that zeroed a whole sequence's output passed cases whose
+    other sequence held large blocks, the case's one allowance being scaled by its largest values. Each sequence is
+    now judged on its own rows too (``judge_sequences``), as a packed part is; an honest output passes."""
+    from jfa_verify import Case
+    from jfa_verify.judge.compare import compare_output
+    from jfa_verify.judge.packing import judge_sequences
+
+    case = Case(kv_lengths=(5, 7), dtype="float8_e4m3fn", head_dim=32, num_heads_q=2, num_heads_kv=2,
+                block_scaling={"pattern": "random"}, seed=3)
+    gen = torch.Generator().manual_seed(0)
+    ref_o = torch.randn(12, 2, 32, dtype=torch.float64, generator=gen)
+    ref_o[:5] *= 2.0 ** 20  # sequence 0: blocks scaled twenty binades above sequence 1's
+    sdpa_o = (ref_o * (1 + 2e-3 * torch.randn(ref_o.shape, dtype=torch.float64, generator=gen))).to(torch.bfloat16)
+    ref = {"o": ref_o}
+    honest = {"o": sdpa_o.clone()}
+    zeroed = {"o": sdpa_o.clone()}
+    zeroed["o"][5:] = 0  # the bug: sequence 1's output never written
+    whole = compare_output("o", zeroed["o"], sdpa_o, ref_o, torch.float8_e4m3fn, precision="mxfp8")
+    assert whole.passed  # the case's one allowance, scaled by sequence 0's values, hides the bug
+    assert judge_sequences(case, honest, ref, {"o": sdpa_o}) == [[], []]
+    assert judge_sequences(case, zeroed, ref, {"o": sdpa_o}) == [[], ["o"]]
+    dense = Case(kv_lengths=(5, 7), dtype="bfloat16", head_dim=32, num_heads_q=2, num_heads_kv=2, seed=3)
+    assert judge_sequences(dense, zeroed, ref, {"o": sdpa_o}) == [[], []]  # other cases: judged as before

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
-__all__ = ["Finding", "KINDS", "explain_findings", "findings_from_dict", "messages", "part_finding"]
+__all__ = ["Finding", "KINDS", "explain_findings", "findings_from_dict", "messages", "part_finding",
+           "sequence_finding"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,13 @@ class Finding:
         return out
 
 
+def sequence_finding(index: int, outputs: Sequence[str]) -> Finding:
+    """The finding of sequence ``index`` of a block-scaled case whose ``outputs`` fail against the allowance of its own
+    rows (:func:`jfa_verify.judge.packing.judge_sequences`)."""
+    return Finding("sequence", f"sequence {index}: {', '.join(outputs)} outside the allowance of its own rows",
+                   f"sequence {index}")
+
+
 def part_finding(index: int, outputs: Sequence[str]) -> Finding:
     """The finding of packed part ``index`` whose ``outputs`` fail on its own rows (:mod:`jfa_verify.judge.packing`)."""
     return Finding("part", ", ".join(outputs), f"part {index}", index, tuple(outputs))
@@ -53,6 +61,8 @@ KINDS: Mapping[str, tuple[str, int]] = {
     "memory": ("memory: guard band(s) written", 10),          # a write outside an allocation (tracked memory)
     "schedule": ("scheduler invariants: violation(s)", 10),   # a launch plan or tile visits breaking an invariant
     "part": ("packed parts failing on their own rows", 0),    # a packed case's part judged alone (judge.packing)
+    # an MXFP8 case's sequence judged alone: its blocks' scales may be binades below another sequence's
+    "sequence": ("sequences failing against their own magnitudes (block-scaled inputs)", 10),
     # reruns of one case in one process (checks.determinism, checks.stress): outputs that differ bit-wise from the
     # first run's, and reruns judged failing against the references (a non-deterministic kernel's, a stress rerun's)
     "determinism": ("determinism: rerun(s) differing bit-wise from the first run", 10),

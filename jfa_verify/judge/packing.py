@@ -15,6 +15,7 @@ A failing packed run is split (:func:`stand_alone`) until the failure stands in 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Callable, Optional
 
@@ -24,7 +25,7 @@ from jfa_verify.cases.case import Case
 from jfa_verify.judge.budgets import default_table, precision_of
 from jfa_verify.judge.compare import OUTPUTS, scale_floor_terms, segment_verdict_terms
 
-__all__ = ["judge_parts", "pack_failures_line", "part_statuses", "stand_alone"]
+__all__ = ["judge_parts", "judge_sequences", "pack_failures_line", "part_statuses", "stand_alone"]
 
 # Outputs indexed by query rows (LSE: its columns); dK and dV by key rows.
 _QUERY_ROWS = ("o", "dq")
@@ -87,6 +88,24 @@ def judge_parts(case: Case, got: dict, ref: dict, sdpa: dict, *, budgets=None, t
         verdicts.append(failing)
         first += n
     return verdicts
+
+
+def judge_sequences(case: Case, got: dict, ref: dict, sdpa: dict, *, budgets=None) -> list[list[str]]:
+    """Judge each sequence of a block-scaled (MXFP8) case on its own rows, as :func:`judge_parts` judges packed parts:
+    the outputs each sequence fails (one list per sequence; all empty for a case that is not judged so).
+
+    Why: a case's allowance is scaled by its largest magnitudes, and E8M0 scales put one sequence's values many
+    binades below another's, so a bug confined to the small one (its whole output zeroed, say) passed a case
+    that also held an outlier block (a new user's trial of ``triton_jfa_mxfp8``). Judged alone, each sequence gets
+    the allowance its own SDPA error and magnitudes give, which the budgets hold for any case of one sequence.
+    Broadcast-Q cases (their sequences share Q's rows) and cases of one sequence are not judged again.
+
+    Args: as :func:`judge_parts`; ``ref`` with ``by_sequence=True``.
+    """
+    if case.block_scaling is None or case.parts is not None or case.mode == "broadcast_q" or case.batch < 2:
+        return [[] for _ in range(case.batch)]
+    one_each = dataclasses.replace(case, parts=tuple((1, case.seed if i == 0 else i) for i in range(case.batch)))
+    return judge_parts(one_each, got, ref, sdpa, budgets=budgets)
 
 
 def stand_alone(result, verify: Callable[[Case], object], discard: Callable[[object], None]):

@@ -25,10 +25,10 @@ from jfa_verify.core.device import as_device
 from jfa_verify.core.errors import InvalidInput, KernelConfigError, KernelUnavailable, UnsupportedCase
 from jfa_verify.judge.budgets import default_table, precision_of
 from jfa_verify.judge.compare import OUTPUTS, OutputComparison, compare_output, reference_scales
-from jfa_verify.judge.findings import Finding, explain_findings, messages, part_finding
+from jfa_verify.judge.findings import Finding, explain_findings, messages, part_finding, sequence_finding
 from jfa_verify.judge.immutability import changed_inputs, copy_keeping_strides, snapshot
 from jfa_verify.judge.localize import Location, locate, spread
-from jfa_verify.judge.packing import judge_parts, pack_failures_line
+from jfa_verify.judge.packing import judge_parts, judge_sequences, pack_failures_line
 from jfa_verify.oracles import padded_sdpa_attention, reference_attention
 from jfa_verify.protocol.kernel import PASSES, Kernel, KernelRun
 from jfa_verify.run.settings import RunSettings
@@ -439,7 +439,8 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
     result.seconds["kernel"] = t1 - t0
     stage = "the references (float64 and padded SDPA)"
     try:  # the verifier's own work from here: a failure in it is no verdict on the kernel's outputs
-        ref = reference_attention(problem, tensors.q, tensors.k, tensors.v, do=do, by_sequence=case.parts is not None)
+        by_sequence = case.parts is not None or case.block_scaling is not None  # (judged per part or per sequence)
+        ref = reference_attention(problem, tensors.q, tensors.k, tensors.v, do=do, by_sequence=by_sequence)
         _sync(device)
         t_ref = time.perf_counter()
         result.seconds["reference"] = t_ref - t1  # the float64 reference; "sdpa" the same-dtype oracle
@@ -450,6 +451,8 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
         stage = "judging the outputs"
         explained_outputs = _compare_outputs(result, problem, got, ref, sdpa, kernel, budgets, tiles)
         parts_explained = True  # every part's own failure explained by the conventions that explain the pack's
+        sequence_failures = judge_sequences(case, got, ref, sdpa, budgets=budgets)
+        result.findings += [sequence_finding(i, failing) for i, failing in enumerate(sequence_failures) if failing]
         if case.parts is not None:  # each part judged as it would be standing alone
             t_parts = time.perf_counter()
             part_failures = judge_parts(case, got, ref, sdpa, budgets=budgets, tf32=kernel.capabilities.tf32)
