@@ -395,7 +395,8 @@ def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict
     ``signature`` (the signature's id, 12 hex digits, stable: the same case file gives the same one) and its
     ``replay`` command. Failing case files that are no finding yet (a ``jfa-verify run``
     failure, a killed campaign's shrink step) are listed too, with the id a campaign would give them
-    (``found_by`` ``"-"``); ``"running"`` files with status ``running``.
+    (``found_by`` ``"-"``), grouped as a campaign groups examples: one row per group, its smallest case's, the
+    other cases' files in its ``cases``; ``"running"`` files with status ``running``, one row each.
     """
     rows = [row for folder in reproducer_folders(root) for row in _folder_rows(folder, kernel)]
     rows.sort(key=lambda r: (-r["examples"], r["kernel"] or "", r["path"]))
@@ -403,29 +404,62 @@ def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict
 
 
 def _folder_rows(root: Path, kernel: Optional[str]) -> list[dict]:
-    rows = []
+    rows, unsigned = [], []
     for p, c, d in _case_files(root, kernel):
         status = d.get("status")
         if status not in FAILING_STATUSES and status != RUNNING:
             continue
         found = d.get("finding")
-        sig = found or _file_signature(c, d)
-        rows.append({
-            "id": finding_id(p),
-            "signature": sig["id"],
-            "kernel": d.get("kernel"),
-            "status": status,
-            "error_kind": sig["error_kind"] if status != RUNNING else "-",
-            "outputs": sig["outputs"],
-            "classes": sig["classes"],
-            "examples": 1 + (example_count(root, sig["id"], c) if found else 0),
-            "case": c.describe(),
-            "path": str(p),
-            "replay": replay_command(p, d.get("kernel"), _plugins_from_here(d)),
-            "found_by": d.get("found_by", "-"),
-        })
+        if found:
+            rows.append(_row(p, c, d, found, 1 + example_count(root, found["id"], c)))
+        elif status == RUNNING:
+            rows.append(_row(p, c, d, _file_signature(c, d), 1))
+        else:
+            unsigned.append((p, c, d, _file_signature(c, d)))
+    rows.extend(_grouped_failures(root, unsigned))
     rows.extend(_relation_rows(root, kernel))
     return rows
+
+
+def _grouped_failures(root: Path, unsigned: list) -> list[dict]:
+    """Rows for the failing case files that are no finding yet (a ``jfa-verify run``'s failures), grouped as a
+    campaign groups its examples: smallest case first, each later case an example of the first group whose key
+    it shares and whose input classes it includes (:func:`match_finding`). A new user's run listed one planted
+    bug as 88 rows, one per failing case; the other cases' files are named in the row's ``cases``."""
+    groups: list[tuple[tuple, set, list]] = []
+    for item in sorted(unsigned, key=lambda item: size_key(item[1])):
+        sig = item[3]
+        key, classes = (sig["kernel"], sig["status"], sig["error_kind"], tuple(sig["outputs"])), set(sig["classes"])
+        group = next((g for g in groups if g[0] == key and g[1] <= classes), None)
+        if group is None:
+            groups.append((key, classes, [item]))
+        else:
+            group[2].append(item)
+    rows = []
+    for _, _, members in groups:
+        p, c, d, sig = members[0]
+        row = _row(p, c, d, sig, len(members))
+        row["cases"] = [str(m[0]) for m in members[1:]]
+        rows.append(row)
+    return rows
+
+
+def _row(p: Path, c: Case, d: dict, sig: dict, examples: int) -> dict:
+    status = d.get("status")
+    return {
+        "id": finding_id(p),
+        "signature": sig["id"],
+        "kernel": d.get("kernel"),
+        "status": status,
+        "error_kind": sig["error_kind"] if status != RUNNING else "-",
+        "outputs": sig["outputs"],
+        "classes": sig["classes"],
+        "examples": examples,
+        "case": c.describe(),
+        "path": str(p),
+        "replay": replay_command(p, d.get("kernel"), _plugins_from_here(d)),
+        "found_by": d.get("found_by", "-"),
+    }
 
 
 def _relation_rows(root: Path, kernel: Optional[str]) -> list[dict]:

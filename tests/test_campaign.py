@@ -406,3 +406,23 @@ def test_a_findings_kind_is_how_its_lead_output_fails():
     assert key_of(o_by_value_lse_nan) == ("k", "fail", "numeric", ("o",))
     assert error_kind(verdict(lse="nan", dq="value")) == "non_finite"
     assert error_kind(verdict(o="nan", lse="value")) == "non_finite"
+
+
+def test_a_runs_failing_cases_of_one_bug_are_listed_as_one_finding_with_its_examples(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial): ``findings`` after a ``run`` listed one planted bug as 88 rows, one per failing
+    case. A run's failures are grouped as a campaign groups examples: the smallest case is the row, the others its
+    examples, their files named in ``cases``."""
+    from jfa_verify import Case, Verifier
+    from jfa_verify.fuzz.findings import list_findings
+
+    plugin = misbehaving_plugin("wrong_when_batched_listed", wrong="B >= 2")
+    load_plugin(str(plugin))
+    kernel = get_kernel("wrong_when_batched_listed")
+    failing = [(4, 4, 4), (2, 3), (2, 3, 1)]
+    with Verifier(kernel, "cpu", tmp_path, RunSettings(backward=False)) as verifier:
+        for lengths in (*failing, (5,)):
+            verifier.verify(Case(kv_lengths=lengths, dtype="float32", head_dim=16))
+    (row,) = list_findings(tmp_path)
+    assert row["examples"] == 3 and row["status"] == "error", row
+    assert row["case"] == Case(kv_lengths=(2, 3), dtype="float32", head_dim=16).describe()
+    assert len(row["cases"]) == 2 and all(Path(p).is_file() for p in row["cases"]) and row["path"] not in row["cases"]
