@@ -31,7 +31,7 @@ def test_run_passes_and_writes_report(tmp_path, capsys):
     f1, f2, f3 = dq["floors"]
     rebuilt = b.allowance(dq["sdpa_error"], (f1, f2, f3))
     assert rebuilt == pytest.approx(dq["allowance"], rel=1e-12)
-    assert "Triton interpreter on CPU" in out and "scaled" in out
+    assert "CPU (Triton kernels interpreted)" in out and "scaled" in out
     assert not list((tmp_path / "repro").glob("*.json"))  # passes leave no reproducer
 
 
@@ -106,7 +106,8 @@ def test_a_quiet_run_prints_the_summary_and_the_failures_only(tmp_path, capsys):
     assert "contract coverage" not in out and "pairs of classes" not in out and "jfa-verify run: kernel" not in out
     failing = re.findall(r"\[FAIL\] (tile-edges/self/\S+)", loud)
     assert failing and re.findall(r"\[FAIL\] (tile-edges/self/\S+)", out) == failing  # every explanation
-    assert out.lstrip().startswith("mutant-kv_bound_minus_one on Triton interpreter on CPU: failing cases"), out[:300]
+    title = "mutant-kv_bound_minus_one on CPU (Triton kernels interpreted): failing cases"
+    assert out.lstrip().startswith(title), out[:300]
     assert re.match(rf"\d+ passed, {len(failing)} failed, .*; report: ", out.rstrip().splitlines()[-1]), out[-500:]
     assert len(out.splitlines()) < len(loud.splitlines()) / 2
 

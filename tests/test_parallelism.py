@@ -95,13 +95,14 @@ def test_run_says_the_workers_it_chose_and_an_explicit_jobs_wins(tmp_path, capsy
     rc, jobs = _run(tmp_path, "default")
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert "Triton interpreter on CPU, 1 worker (default: 1 case; --jobs N to choose)" in out.splitlines()[0], out
+    header = out.splitlines()[0]
+    assert "CPU (Triton kernels interpreted), 1 worker (default: 1 case; --jobs N to choose)" in header, out
     assert jobs["count"] == 1 and jobs["chosen_by"] == "machine" and {"what": "4 CPU cores", "jobs": 4} in \
         jobs["limits"]
     monkeypatch.setenv(ENV, "2")
     rc, jobs = _run(tmp_path, "given", "--jobs", "1")
     out = capsys.readouterr().out
-    assert rc == 0 and "Triton interpreter on CPU, 1 worker (--jobs)" in out.splitlines()[0], out
+    assert rc == 0 and "CPU (Triton kernels interpreted), 1 worker (--jobs)" in out.splitlines()[0], out
     assert jobs == {"count": 1, "chosen_by": "given", "reason": "--jobs", "limits": []}
 
 

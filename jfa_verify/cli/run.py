@@ -75,10 +75,10 @@ class _Printer:
 
     def __init__(self, args, device):
         from jfa_verify.cli.output import make_console
-        from jfa_verify.core.device import interpreting
+        from jfa_verify.core.device import device_label
 
         self.args, self.device_type, self.console = args, device.type, make_console()
-        self.where = "Triton interpreter on CPU" if interpreting() else str(device)
+        self.where = device_label(device)
 
     def planned(self, kernel, suite, cases, jobs) -> None:
         args = self.args

@@ -162,6 +162,13 @@ def interpreting() -> bool:
     return bool(knobs.runtime.interpret)
 
 
+def device_label(device: "torch.device | str") -> str:
+    """How a run names its device to a person: ``str(device)`` (``"cuda"``, ``"cuda:1"``), or, in a process whose
+    Triton kernels run in the CPU interpreter, ``"CPU (Triton kernels interpreted)"``: a plain-torch kernel runs
+    there as it is (a new user's plain-torch plugin was said to run "on Triton interpreter on CPU")."""
+    return "CPU (Triton kernels interpreted)" if interpreting() else str(device)
+
+
 def ensure_interpreter_matches_device() -> None:
     """Before importing a Triton kernel module: interpret on CPU-only processes."""
     current_device()

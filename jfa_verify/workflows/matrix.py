@@ -568,7 +568,7 @@ def _read_matrix(path: str) -> Matrix:
 
 def _run(options: MatrixOptions) -> Matrix:
     from jfa_verify.checks.suites import get_suite
-    from jfa_verify.core.device import interpreting, select_device
+    from jfa_verify.core.device import device_label, select_device
     from jfa_verify.protocol.registry import get_kernel, load_plugin
 
     if not options.kernels:
@@ -589,7 +589,7 @@ def _run(options: MatrixOptions) -> Matrix:
     if not cases:
         raise InvalidInput(f"no case of suites {list(options.suites) or ['default']} matches "
                            f"--filter {options.filter!r}")
-    where = "Triton interpreter on CPU" if interpreting() else str(device)
+    where = device_label(device)
     print(f"jfa-verify matrix: {len(kernels)} kernel(s) x {len(cases)} case(s) on {where}"
           + (f", {options.jobs} workers per kernel" if options.jobs > 1 else "")
           + (f", campaign of {options.campaign} per kernel" if options.campaign else ""), flush=True)
