@@ -198,6 +198,18 @@ def test_run_to_a_log_prints_progress_lines_and_unbroken_replay_commands(tmp_pat
                for line in out.splitlines())
 
 
+def test_a_misspelled_option_is_refused_by_its_command_naming_the_closest_option(capsys):
+    """Regression (a new user's trial): ``run --kernal X`` was refused from the top level, "jfa-verify: error:
+    unrecognized arguments ... (see jfa-verify --help)", whose help lists no option of ``run``."""
+    assert main(["run", "--kernal", "triton_jfa"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("jfa-verify run: error: unrecognized arguments: --kernal triton_jfa"), err
+    assert "did you mean --kernel?" in err and "see jfa-verify run --help" in err, err
+    assert main(["findings", "a", "b"]) == 2  # a stray positional: no option to suggest
+    err = capsys.readouterr().err
+    assert err.startswith("jfa-verify findings: error: unrecognized arguments: b") and "did you mean" not in err, err
+
+
 def test_unknown_kernel_is_a_clear_error(capsys):
     rc = main(["run", "--device", "cpu", "--kernel", "flash_typo"])
     err = capsys.readouterr().err

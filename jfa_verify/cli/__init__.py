@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     import importlib
 
     parser = Parser(prog="jfa-verify", description=DESCRIPTION)
+    parser.commands = {}  # name -> the command's parser (_parse refuses an unknown argument in its words)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name in COMMANDS:
@@ -73,7 +74,28 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", None))
         module.add_arguments(command)
         command.set_defaults(command_main=module.main)
+        parser.commands[name] = command
     return parser
+
+
+def _parse(parser: "Parser", argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, but an argument no parser knows is refused by its command's parser, with the
+    closest option named: argparse reports it from the top level (``jfa-verify: error: unrecognized arguments:
+    --kernal triton_jfa (see jfa-verify --help)``, a new user's misspelled flag), whose help lists no option of
+    the command. Raises ``SystemExit(2)`` as ``parse_args`` does."""
+    import difflib
+
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = parser.commands.get(getattr(args, "command", None), parser)
+        known = [s for action in command._actions for s in action.option_strings if s.startswith("--")]
+        hints = []
+        for token in extra:
+            name = token.split("=", 1)[0]
+            close = difflib.get_close_matches(name, known, n=1) if name.startswith("--") else []
+            hints += [f"{name}: did you mean {close[0]}?"] if close else []
+        command.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
+    return args
 
 
 _OUTPUT_FILES = ("report", "png", "json", "junit", "markdown")
@@ -140,7 +162,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
                   f"give {name}=VALUE", file=sys.stderr)
             return EXIT_USAGE
     try:
-        args = build_parser().parse_args(argv)
+        args = _parse(build_parser(), argv)
     except SystemExit as e:  # a bad argument (exit 2, one line already printed) or --help (0)
         return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
     except ModuleNotFoundError as e:  # the parser imports numpy (its choices come from the suites): a --no-deps
