@@ -205,22 +205,34 @@ def campaign_lock(folder: Path) -> Iterator[None]:
 
     from .database import default_database
 
-    handle = open(folder / LOCK_FILE, "a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "a process"
+    path = folder / LOCK_FILE
+    while True:
+        handle = open(path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "a process"
+            handle.close()
+            raise InvalidInput(f"--reproducers {folder}: another campaign ({holder}) is running on this folder; "
+                               f"wait for it, or give this one its own folder (add --read-from "
+                               f"{default_database(folder)} to start from its examples)") from None
+        try:  # the holder before removed the file on its way out: lock the one now at the path
+            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
         handle.close()
-        raise InvalidInput(f"--reproducers {folder}: another campaign ({holder}) is running on this folder; wait "
-                           f"for it, or give this one its own folder (add --read-from {default_database(folder)} to "
-                           f"start from its examples)") from None
     try:
         handle.truncate(0)
         handle.write(f"pid {os.getpid()}")
         handle.flush()
         yield
     finally:
+        # The file goes with the campaign (a new user found it left after a clean finish); removed while still
+        # locked, so a campaign waiting on this inode sees it gone and opens a new one (the loop above).
+        with contextlib.suppress(OSError):
+            path.unlink()
         handle.close()  # (closing releases the lock)
 
 

@@ -218,6 +218,7 @@ def test_a_second_campaign_on_a_folder_in_use_is_refused(tmp_path, capsys):
         assert f"another campaign (pid {os.getpid()}) is running on this folder" in err, err
     assert main(["fuzz", "--device", "cpu", "--max-examples", "1", "--no-progress", "--reproducers", str(repro),
                  "--no-isolate"]) == 0  # free again once it ends
+    assert not (repro / ".campaign.lock").exists()  # and no lock file is left behind (a new user's trial)
 
 
 def test_ctrl_c_while_workers_load_is_an_interrupt_not_a_dead_worker(tmp_path):
