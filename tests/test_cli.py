@@ -253,6 +253,8 @@ def test_kernels_lists_a_kernel_whose_load_fails_as_not_running_with_the_reason(
     assert " not running " in lines["load_returns_none"], lines["load_returns_none"]
     assert lines["load_returns_none"].endswith("[load() returned no implementation]"), lines["load_returns_none"]
     assert " runs on cpu " in lines["triton_jfa"]
+    # a kernel given neither a description nor a docstring is said to have none, not listed blank (a new user's trial)
+    assert "(no description: registered by unloadable.py:load) [load() raised" in lines["load_raises"], lines
 
 
 def test_schedule_table_and_png(tmp_path, capsys):

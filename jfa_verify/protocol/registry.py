@@ -101,7 +101,8 @@ def register_kernel(
         capabilities: a :class:`Capabilities`.
         tile_sizes: ``tile_sizes(problem) -> TileSizes`` (pure Python: it never loads the kernel),
             the tiles the kernel runs for a problem; None when it has no fixed tiles.
-        description: one line for ``jfa-verify kernels`` (default: the loader's docstring's first line).
+        description: one line for ``jfa-verify kernels`` (default: the loader's docstring's first line, else
+            where the loader is defined).
         requires: importable module names the loader needs (reported, not imported, when missing).
         sanitizer_control: a module that ``python -m`` runs to launch the smallest race-free kernel built
             by the same compiler lowering as this one (exit 0 when its results are right). The gate runs it
@@ -120,12 +121,20 @@ def register_kernel(
         raise InvalidInput(f"capabilities={capabilities!r} for kernel {name!r} is not a jfa_verify.Capabilities")
 
     def decorate(loader: Callable[[], Callable]) -> Callable[[], Callable]:
-        doc = description or ((loader.__doc__ or "").strip().splitlines() or [""])[0]
+        # (a plugin with neither was listed by `jfa-verify kernels` with a blank description)
+        doc = description or ((loader.__doc__ or "").strip().splitlines() or [""])[0] or \
+            f"(no description: registered by {_defined_at(loader)})"
         add_kernel(Kernel(name, doc, loader, capabilities, tile_sizes, tuple(requires),
                           sanitizer_control=sanitizer_control))
         return loader
 
     return decorate
+
+
+def _defined_at(fn: Callable) -> str:
+    """``file.py:name`` of a function (a plugin's module name is a generated one, its file is what a user knows)."""
+    code = getattr(fn, "__code__", None)
+    return f"{Path(code.co_filename).name}:{fn.__qualname__}" if code else repr(fn)
 
 
 def _where(e: BaseException, path: Optional[Path] = None) -> str:
