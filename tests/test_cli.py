@@ -112,6 +112,31 @@ def test_a_quiet_run_prints_the_summary_and_the_failures_only(tmp_path, capsys):
     assert len(out.splitlines()) < len(loud.splitlines()) / 2
 
 
+def test_a_run_says_why_cases_were_skipped(tmp_path, capsys):
+    """Regression (a new user's trial): why a case was unsupported was only in the JSON report."""
+    plugin = tmp_path / "one_sequence.py"
+    plugin.write_text("from jfa_verify import Capabilities, UnsupportedCase, register_kernel\n"
+                      "from jfa_verify.oracles import reference_attention\n"
+                      "from jfa_verify.core.contract import validate_inputs\n\n\n"
+                      "@register_kernel('one_sequence_only', capabilities=Capabilities(backward=False))\n"
+                      "def load():\n"
+                      "    def forward(q, k, v, q_offsets, k_offsets, **kw):\n"
+                      "        if len(k_offsets) > 2:\n"
+                      "            raise UnsupportedCase('takes one sequence per call')\n"
+                      "        problem = validate_inputs(q, k, v, q_offsets, k_offsets, **kw)\n"
+                      "        ref = reference_attention(problem, q, k, v)\n"
+                      "        return ref['o'].to(q.dtype), ref['lse'].float()\n"
+                      "    return forward\n")
+    rc = main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "one_sequence_only", "--max-cases", "6",
+               "--no-isolate", "--no-progress", "--reproducers", str(tmp_path / "r"), "--report",
+               str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    skipped = json.loads((tmp_path / "r.json").read_text())["summary"]["unsupported"]
+    assert rc == 0 and skipped > 0, out[-2000:]
+    said = [line for line in out.splitlines() if line.startswith(f"skipped {skipped} case(s) the kernel declared ")]
+    assert len(said) == 1 and said[0].endswith("UnsupportedCase: takes one sequence per call"), out
+
+
 def test_the_terminal_progress_bar_counts_passed_and_failed():
     """Regression (issue 43, 13): the terminal's bar showed no counts (the progress lines of a log did)."""
     import io

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from contextlib import contextmanager
 
 from jfa_verify.cli.arguments import (
@@ -128,6 +129,10 @@ class _Printer:
             self.console.print(results_table(results, f"{kernel.name} on {self.where}"), soft_wrap=False)  # centred
             print(coverage.format(device_type=self.device_type), flush=True)
             print(pairs.format(), flush=True)
+            # why a case was skipped (a new user found it only in the JSON report), one line per reason
+            skipped = Counter(r.message for r in results if r.status == "unsupported")
+            for why, n in sorted(skipped.items(), key=lambda item: -item[1]):
+                print(f"skipped {n} case(s) the kernel declared unsupported: {why}", flush=True)
         for r in failing:
             print(r.explain(), flush=True)
 
