@@ -476,6 +476,37 @@ def test_sigterm_ends_the_gate_with_the_report_of_what_finished_and_no_running_f
     assert 'errors="1"' in (tmp_path / "g.xml").read_text() and "interrupted during" in (tmp_path / "g.md").read_text()
 
 
+def test_an_interrupted_check_lists_the_failing_cases_it_had_found(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial): an interrupted gate's table showed 0 findings for the suite, while the
+    suite's failing case files were in the folder; the interrupted check now lists them, replay commands included."""
+    import signal
+
+    plugin = misbehaving_plugin("fails-then-hangs", wrong="B >= 2", hang="B < 2")
+    repro = tmp_path / "repro"
+
+    def failed_files(statuses=("error",)):
+        out = []
+        for path in repro.glob("*.json"):
+            try:
+                out += [path] if json.loads(path.read_text()).get("status") in statuses else []
+            except (OSError, ValueError):
+                pass  # (being written)
+        return out
+
+    cmd = [sys.executable, "-m", "jfa_verify.cli", "gate", "--device", "cpu", "--plugin", str(plugin), "--kernel",
+           "fails-then-hangs", "--checks", "suite", "--jobs", "2", "--timeout", "3", "--reproducers", str(repro),
+           f"--json={tmp_path / 'g.json'}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = signal_when(proc, lambda: len(failed_files()) >= 2, signal.SIGTERM, settle_s=1)
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    (check,) = json.loads((tmp_path / "g.json").read_text())["results"]
+    kept = {str(p) for p in failed_files(("fail", "error", "crash", "hang"))}  # (a hang: a case past --timeout)
+    assert len(check["findings"]) == len(kept) >= 2, (check, kept)
+    assert {f["reproducer"] for f in check["findings"]} == kept
+    assert {f["status"] for f in check["findings"]} <= {"error", "hang"}
+    assert all("jfa-verify replay" in f["replay"] for f in check["findings"])
+
+
 _FAKE_SANITIZER = '''#!{python}
 """compute-sanitizer stand-in: prints the racecheck errors named in the environment, in racecheck's format
 (blocks of "Error: Race reported between ..." and "and ..." lines); exit codes as the tool's."""

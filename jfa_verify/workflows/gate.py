@@ -313,6 +313,29 @@ def _finding(check: str, result) -> Finding:
                    result.replay_command(), result.reproducer)
 
 
+def _written_since(root: str, kernel: str, check: str, since: float, plugins) -> list[Finding]:
+    """The failing case files of ``kernel`` written into ``root`` (and its campaign folder) since ``since`` (wall
+    clock): an interrupted check's findings so far. A new user's interrupted gate listed 0 findings for its suite
+    while the suite's failing case files were in the folder."""
+    from jfa_verify.run.corpus import replay_command
+    from jfa_verify.run.runner import FAILING_STATUSES
+
+    found = []
+    for folder in reproducer_folders(root):
+        for path in Corpus(folder).files():
+            try:
+                if path.stat().st_mtime < since:
+                    continue
+                case, payload = read_case_file(path)
+            except (InvalidInput, OSError, ValueError):
+                continue  # (being written when the interrupt came; `jfa-verify findings` names it)
+            if payload.get("kernel") == kernel and payload.get("status") in FAILING_STATUSES:
+                found.append(Finding(check, case.name or case.case_id(), payload["status"],
+                                     "found before the interrupt", replay=replay_command(path, kernel, plugins),
+                                     reproducer=str(path)))
+    return found
+
+
 def _status_of(results) -> str:
     statuses = {r.status for r in results}
     for s in ("crash", "hang", "timeout"):
@@ -775,12 +798,13 @@ def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugi
                 report.results.append(CheckResult(kernel.name, check, "skip", reason="the kernel crashed its "
                                                   "process in an isolated check; reruns in-process skipped"))
                 continue
-            t0 = time.perf_counter()
+            t0, started = time.perf_counter(), time.time()
             try:
                 result = _RUNNERS[check](kernel, device, options, tuple(plugins))
             except KeyboardInterrupt:  # no verdict; what it found so far is in the case files: say where
                 report.results.append(CheckResult(
                     kernel.name, check, "error", seconds=time.perf_counter() - t0,
+                    findings=_written_since(options.reproducers, kernel.name, check, started, plugins),
                     reason=f"interrupted during this check; the failing cases it found so far are case files in "
                            f"{options.reproducers} (jfa-verify findings {options.reproducers})"))
                 raise
