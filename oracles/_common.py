@@ -9,8 +9,9 @@ import torch
 
 from jfa_verify.core.contract import JaggedProblem, visible_mask, visible_masks
 
-__all__ = ["GroupRows", "check_output_grad", "dequantized_inputs", "expand_kv_heads", "group_rows", "host_to_device",
-           "length_groups", "reduce_kv_heads", "sequence_slices", "visible_mask", "visible_masks"]
+__all__ = ["GroupIndices", "GroupRows", "check_output_grad", "dequantized_inputs", "expand_kv_heads", "group_indices",
+           "group_rows", "host_to_device", "length_groups", "reduce_kv_heads", "sequence_slices", "visible_mask",
+           "visible_masks"]
 
 
 def sequence_slices(problem: JaggedProblem, b: int) -> tuple[slice, slice, slice]:
@@ -138,3 +139,26 @@ def group_rows(starts, lengths, width: int, device) -> GroupRows:
     rows = index.reshape(-1)[flat]
     moved = host_to_device(dict(index=index, valid=valid, flat=flat, rows=rows), device)
     return GroupRows(**moved)
+
+
+@dataclass(frozen=True)
+class GroupIndices:
+    """The rows of one group of sequences of a problem, as both references pad it (:func:`group_indices`):
+    ``q``/``out``/``k`` :class:`GroupRows` of its query, output and key rows, ``q_lengths``/``k_lengths`` host ints."""
+
+    q: GroupRows
+    out: GroupRows
+    k: GroupRows
+    q_lengths: list
+    k_lengths: list
+
+
+def group_indices(problem, group, device) -> GroupIndices:
+    """:class:`GroupIndices` of sequences ``group`` (indices, host ints) of the validated ``problem``, each
+    padded to the group's longest; every index made on the host and moved without a synchronization (no boolean-mask
+    selection either)."""
+    q_lens, k_lens = [problem.q_lengths[b] for b in group], [problem.k_lengths[b] for b in group]
+    width_q, width_k = max(q_lens), max(k_lens)
+    return GroupIndices(group_rows([problem.q_starts[b] for b in group], q_lens, width_q, device),
+                        group_rows([problem.out_starts[b] for b in group], q_lens, width_q, device),
+                        group_rows([problem.k_starts[b] for b in group], k_lens, width_k, device), q_lens, k_lens)

@@ -26,7 +26,7 @@ from ._common import (
     check_output_grad,
     dequantized_inputs,
     expand_kv_heads,
-    group_rows,
+    group_indices,
     host_to_device,
     length_groups,
     reduce_kv_heads,
@@ -143,12 +143,9 @@ def reference_attention(
 
     for group in sequence_groups(p):
         n = len(group)
-        q_lens, k_lens = [p.q_lengths[b] for b in group], [p.k_lengths[b] for b in group]
+        rows = group_indices(p, group, dev)
+        q_rows, o_rows, k_rows, q_lens, k_lens = rows.q, rows.out, rows.k, rows.q_lengths, rows.k_lengths
         lq_max, lk_max = max(q_lens), max(k_lens)
-        # every index is made on the host and moved without a synchronization (no boolean-mask selection either)
-        q_rows = group_rows([p.q_starts[b] for b in group], q_lens, lq_max, dev)
-        o_rows = group_rows([p.out_starts[b] for b in group], q_lens, lq_max, dev)
-        k_rows = group_rows([p.k_starts[b] for b in group], k_lens, lk_max, dev)
         small = host_to_device(dict(group=torch.tensor(group), lengths=torch.tensor([q_lens, k_lens])), dev)
         group_index, lengths = small["group"], small["lengths"]
         qb = _gather(q, q_rows.index, q_rows.valid, 1)  # [n, Lq, H, D], zero on padded rows

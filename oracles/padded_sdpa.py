@@ -25,7 +25,7 @@ from ._common import (
     check_output_grad,
     dequantized_inputs,
     expand_kv_heads,
-    group_rows,
+    group_indices,
     host_to_device,
     length_groups,
     visible_masks,
@@ -122,14 +122,11 @@ def _sdpa_group(p: JaggedProblem, group: list, q, k, v, do, result: dict) -> Non
     """Sequences ``group`` of ``p`` padded into one SDPA call: their rows of ``result`` written, their gradients
     added."""
     dev, dtype = q.device, q.dtype
-    q_lens, k_lens = [p.q_lengths[b] for b in group], [p.k_lengths[b] for b in group]
-    lq_max, lk_max = max(q_lens), max(k_lens)
-    if lk_max == 0:  # no key in any of them: rows stay 0 / -inf, no gradient
+    if max(p.k_lengths[b] for b in group) == 0:  # no key in any of them: rows stay 0 / -inf, no gradient
         return
-    # every index is made on the host and moved without a synchronization (no boolean-mask selection either)
-    q_rows = group_rows([p.q_starts[b] for b in group], q_lens, lq_max, dev)
-    k_rows = group_rows([p.k_starts[b] for b in group], k_lens, lk_max, dev)
-    out_rows = group_rows([p.out_starts[b] for b in group], q_lens, lq_max, dev).rows
+    rows = group_indices(p, group, dev)
+    q_rows, k_rows, out_rows, q_lens, k_lens = rows.q, rows.k, rows.out.rows, rows.q_lengths, rows.k_lengths
+    lq_max, lk_max = max(q_lens), max(k_lens)
     q_, k_, v_ = (_gather(x, i, do is not None) for x, i in ((q, q_rows.index), (k, k_rows.index), (v, k_rows.index)))
     qp = _pad(q_, q_rows.valid)
     kp = _pad(k_, k_rows.valid, p.group_size)
