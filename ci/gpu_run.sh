@@ -26,7 +26,8 @@ stages=" ${STAGES:-gate stress tests big backward} "
 rc_gate=0 rc_mut=1 rc_grid=0 rc_test=0 rc_excl=0 rc_spec=0 rc_bwd=0 rc_stress=0
 tests=(tests/test_triton_jfa.py tests/test_properties.py tests/test_scheduled_kernels.py
        tests/quality/test_scheduler_bugs.py tests/quality/test_mutants.py tests/test_gate.py tests/test_counter_normals.py
-       tests/test_kernels_gpu.py tests/test_device_planned_calls.py tests/test_native_kit.py tests/test_stress.py)
+       tests/test_kernels_gpu.py tests/test_device_planned_calls.py tests/test_native_kit.py tests/test_stress.py
+       tests/test_mxfp8.py tests/test_fp8.py tests/test_oracles.py)
 if [[ $stages == *" gate "* ]]; then
 
 # one gate per kernel, side by side (as a CI matrix would run them): each checks numbers, not speed
