@@ -416,29 +416,29 @@ def _folder_rows(root: Path, kernel: Optional[str]) -> list[dict]:
             rows.append(_row(p, c, d, _file_signature(c, d), 1))
         else:
             unsigned.append((p, c, d, _file_signature(c, d)))
-    rows.extend(_grouped_failures(root, unsigned))
+    rows.extend(_grouped_failures(unsigned))
     rows.extend(_relation_rows(root, kernel))
     return rows
 
 
-def _grouped_failures(root: Path, unsigned: list) -> list[dict]:
+def _grouped_failures(unsigned: list) -> list[dict]:
     """Rows for the failing case files that are no finding yet (a ``jfa-verify run``'s failures), grouped as a
-    campaign groups its examples: smallest case first, each later case an example of the first group whose key
-    it shares and whose input classes it includes (:func:`match_finding`). A new user's run listed one planted
-    bug as 88 rows, one per failing case; the other cases' files are named in the row's ``cases``."""
-    groups: list[tuple[tuple, set, list]] = []
+    campaign groups its examples: smallest case first, each later case an example of the first group it matches
+    (:func:`match_finding`). A new user's run listed one planted bug as 88 rows, one per failing case; the other
+    cases' files are named in the row's ``cases``."""
+    groups: dict[Path, list] = {}  # the group's first case file -> its members, smallest first
+    heads: list[Finding] = []
     for item in sorted(unsigned, key=lambda item: size_key(item[1])):
-        sig = item[3]
-        key, classes = (sig["kernel"], sig["status"], sig["error_kind"], tuple(sig["outputs"])), set(sig["classes"])
-        group = next((g for g in groups if g[0] == key and g[1] <= classes), None)
-        if group is None:
-            groups.append((key, classes, [item]))
-        else:
-            group[2].append(item)
+        p, c, _, sig = item
+        head = match_finding(heads, Finding(sig, p, c).key, set(sig["classes"]))
+        if head is None:
+            head = Finding(sig, p, c)
+            heads.append(head)
+        groups.setdefault(head.path, []).append(item)
     rows = []
-    for _, _, members in groups:
-        p, c, d, sig = members[0]
-        row = _row(p, c, d, sig, len(members))
+    for head in heads:
+        members = groups[head.path]
+        row = _row(*members[0], len(members))
         row["cases"] = [str(m[0]) for m in members[1:]]
         rows.append(row)
     return rows
