@@ -81,8 +81,9 @@ from typing import Optional
 import numpy as np
 import torch
 
-from jfa_verify.core.dtypes import DTYPES, OFFSET_DTYPES, output_dtype
+from jfa_verify.core.dtypes import DTYPES, output_dtype
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.index_tensors import check_dense, check_index_tensor, first_fall
 from jfa_verify.core.masks import CAUSAL_ALIGNMENTS, MASKS, Mask
 from jfa_verify.core.mxfp8 import BlockScales, check_scale_tensors, check_scale_values
 from jfa_verify.core.selection import BlockSelection, SelectedBlocks, check_selection_tensors, select_blocks
@@ -395,23 +396,12 @@ def check_offsets_dense(name: str, offsets: Optional[torch.Tensor]) -> None:
     A kernel adapter handed a problem validated elsewhere calls this on the very tensors it will
     read: a strided view read as a dense array gives silent garbage.
     """
-    if offsets is not None and offsets.dim() == 1 and offsets.numel() > 1 and offsets.stride(0) != 1:
-        raise InvalidInput(f"{name} is not contiguous (stride={offsets.stride(0)}, a view such as bounds[:, 0]); "
-                           f"kernels read offsets as a dense array: pass {name}.contiguous()")
+    check_dense(name, offsets)
 
 
 def _check_offsets_tensor(name: str, offsets, device: torch.device) -> None:
     """Type, rank, dtype, device and density of an offsets tensor: no value read (no synchronization)."""
-    if not isinstance(offsets, torch.Tensor):
-        raise InvalidInput(f"{name} must be a 1-D int32/int64 torch.Tensor, got {type(offsets).__name__}")
-    if offsets.dim() != 1 or offsets.numel() < 1:
-        raise InvalidInput(f"{name} must be 1-D with B + 1 >= 1 entries, got shape {tuple(offsets.shape)}")
-    if offsets.dtype not in OFFSET_DTYPES.values():
-        raise InvalidInput(f"{name}.dtype={offsets.dtype} is not int32 or int64; convert with {name}.to(torch.int32)")
-    if offsets.device != device:
-        raise InvalidInput(f"{name}.device={offsets.device} differs from q.device={device}; "
-                           f"move it with {name}.to(q.device)")
-    check_offsets_dense(name, offsets)
+    check_index_tensor(name, offsets, device, "B + 1 >= 1 entries", min_entries=1)
 
 
 def _check_offset_values(name: str, offsets: torch.Tensor, tokens: int) -> list[int]:
@@ -421,13 +411,7 @@ def _check_offset_values(name: str, offsets: torch.Tensor, tokens: int) -> list[
     values = array.tolist()
     if values[0] < 0:
         raise InvalidInput(f"{name}[0]={values[0]} is negative; offsets are row indices starting at 0 or above")
-    falls = np.flatnonzero(np.diff(array) < 0)
-    if falls.size:
-        b = int(falls[0])
-        raise InvalidInput(
-            f"{name} is not non-decreasing: {name}[{b}]={values[b]} > {name}[{b + 1}]={values[b + 1]}; "
-            f"offsets are cumulative lengths (cu_seqlens), build them with a cumsum of the lengths"
-        )
+    first_fall(name, array, "offsets are cumulative lengths (cu_seqlens), build them with a cumsum of the lengths")
     if values[-1] != tokens:
         raise InvalidInput(
             f"{name}[-1]={values[-1]} does not equal the token count {tokens} of the packed tensor; "

@@ -27,8 +27,8 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from jfa_verify.core.dtypes import OFFSET_DTYPES
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.index_tensors import check_index_tensor, first_fall
 
 __all__ = ["BLOCK_SIZES", "BlockSelection", "SelectedBlocks", "check_block_size", "check_selection_tensors",
            "select_blocks"]
@@ -170,21 +170,8 @@ def check_selection_tensors(selection, device: torch.device) -> None:
     if not isinstance(selection, BlockSelection):
         raise InvalidInput(f"block_selection={type(selection).__name__} is not a jfa_verify.BlockSelection; build "
                            f"one with BlockSelection(block_m, block_n, offsets, indices), or pass None for dense")
-    for name, t in (("offsets", selection.offsets), ("indices", selection.indices)):
-        full = f"block_selection.{name}"
-        if not isinstance(t, torch.Tensor):
-            raise InvalidInput(f"{full} must be a 1-D int32/int64 torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 1:
-            raise InvalidInput(f"{full} must be 1-D, got shape {tuple(t.shape)}; flatten it (CSR: one entry per "
-                               f"{'query block, plus one' if name == 'offsets' else 'selected KV block'})")
-        if t.dtype not in OFFSET_DTYPES.values():
-            raise InvalidInput(f"{full}.dtype={t.dtype} is not int32 or int64; convert with {full}.to(torch.int32)")
-        if t.device != device:
-            raise InvalidInput(f"{full}.device={t.device} differs from q.device={device}; "
-                               f"move it with {full}.to(q.device)")
-        if t.numel() > 1 and t.stride(0) != 1:
-            raise InvalidInput(f"{full} is not contiguous (stride={t.stride(0)}); kernels read it as a dense array: "
-                               f"pass {full}.contiguous()")
+    check_index_tensor("block_selection.offsets", selection.offsets, device, "one entry per query block, plus one")
+    check_index_tensor("block_selection.indices", selection.indices, device, "one entry per selected KV block")
 
 
 def select_blocks(selection, q_lengths: Sequence[int], k_lengths: Sequence[int], device: torch.device
@@ -220,12 +207,7 @@ def select_blocks(selection, q_lengths: Sequence[int], k_lengths: Sequence[int],
             f"pointer per query block, in sequence order, plus the end")
     if offsets[0] != 0:
         raise InvalidInput(f"block_selection.offsets[0]={int(offsets[0])} is not 0; CSR row pointers start at 0")
-    falls = np.flatnonzero(np.diff(offsets) < 0)
-    if falls.size:
-        t = int(falls[0])
-        raise InvalidInput(
-            f"block_selection.offsets is decreasing: offsets[{t}]={int(offsets[t])} > offsets[{t + 1}]="
-            f"{int(offsets[t + 1])} ({where(t)}); build them with a cumsum of each query block's count")
+    first_fall("block_selection.offsets", offsets, "build them with a cumsum of each query block's count", where)
     if offsets[-1] != indices.size:
         raise InvalidInput(
             f"block_selection.offsets[-1]={int(offsets[-1])} does not equal len(indices)={indices.size}; the last "
