@@ -430,6 +430,46 @@ def test_replayed_crash_and_hang_findings_are_judged_in_a_worker_and_the_report_
     assert "SIGABRT" in " ".join(f["explanation"] for f in replay["findings"])
 
 
+def test_the_replay_check_starts_one_case_worker_per_memory_mode_not_per_file(tmp_path, misbehaving_plugin,
+                                                                              monkeypatch):
+    # review: each case file recorded under a memory mode started a case worker of its own (a fork, an import of
+    # torch and a kernel load per file); the files of one mode now share one worker, and each is still judged
+    import torch
+
+    from jfa_verify.cases.case import Case
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+    from jfa_verify.run import isolation
+    from jfa_verify.run.settings import RunSettings
+    from jfa_verify.workflows.gate import GateOptions, _check_replay
+
+    plugin = misbehaving_plugin("replays-per-mode", wrong="B == 3")
+    nightly = tmp_path / "nightly"
+    memories = {}
+    for i, memory in enumerate(("large", "large", "nan", None, None)):
+        path = _recorded(nightly, plugin, "replays-per-mode", "crash",
+                         Case(kv_lengths=(5, 6, 7 + i), head_dim=16, dtype="float32"))
+        if memory:
+            payload = json.loads(path.read_text())
+            path.write_text(json.dumps({**payload, "memory": memory}))
+        memories[str(path)] = memory
+    specs = []
+    real = isolation.CaseWorker
+
+    class Counting(real):
+        def __init__(self, spec, *args, **kwargs):
+            specs.append(spec.settings.memory)
+            super().__init__(spec, *args, **kwargs)
+
+    monkeypatch.setattr(isolation, "CaseWorker", Counting)
+    load_plugin(plugin)
+    options = GateOptions(checks=("replay",), replay_dirs=(str(nightly),),
+                          run=RunSettings(isolate=True, plugins=(str(plugin),), backward=False))
+    out = _check_replay(get_kernel("replays-per-mode"), torch.device("cpu"), options, (str(plugin),))
+    assert sorted(specs, key=str) == sorted([None, "large", "nan"], key=str)
+    assert out.cases == 5 and out.status == "fail" and len(out.findings) == 5  # B == 3 fails: every case is wrong
+    assert {f.reproducer for f in out.findings} == set(memories)
+
+
 def test_replay_check_names_an_unreadable_case_file_and_does_not_pass(tmp_path, misbehaving_plugin):
     # regression: a folder with a case that now passes and a truncated case file passed the replay check
     # (PASS, exit 0) with no word of the file, which `findings` names ("a finding may be lost in it", exit 2)

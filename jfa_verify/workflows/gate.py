@@ -34,6 +34,7 @@ tool that failed) or the configuration is wrong.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shlex
@@ -464,7 +465,15 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
     results, unreadable = [], []
     # In a case worker: earlier findings include crashes and hangs (a nightly's), which in this process
     # would end the gate, or hold it, with no report written.
-    with CaseWorker(WorkerSpec(kernel.name, device.type, _settings(options))) as worker:
+    with contextlib.ExitStack() as stack:
+        workers = {}  # one case worker per memory mode the files were recorded with
+
+        def worker_for(memory):
+            if memory not in workers:
+                spec = WorkerSpec(kernel.name, device.type, _settings(options).replace(memory=memory))
+                workers[memory] = stack.enter_context(CaseWorker(spec))
+            return workers[memory]
+
         for path in files:
             try:
                 case, payload = read_case_file(path)
@@ -487,12 +496,8 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
                 found = [RunFinding(kind, line.strip()) for line in replay.lines] if replay.status == "fail" else []
                 result = CaseResult(case, kernel.name, replay.status, message="\n".join(replay.notes + replay.lines),
                                     findings=found)
-            elif payload.get("memory"):
-                spec = WorkerSpec(kernel.name, device.type, _settings(options).replace(memory=payload["memory"]))
-                with CaseWorker(spec) as memory_worker:
-                    result = memory_worker.run(case, timeout)
             else:
-                result = worker.run(case, timeout)
+                result = worker_for(payload.get("memory") or _settings(options).memory).run(case, timeout)
             result.reproducer = str(path)
             results.append(result)
     if not results and not unreadable:
