@@ -209,18 +209,6 @@ def example_count(root: Path, sig_id: str, own: Optional[Case] = None) -> int:
     return len(_example_ids(_examples_log(root, sig_id)) - ({own.case_id()} if own is not None else set()))
 
 
-def _case_files(root: Path, kernel: Optional[str]) -> list[tuple[Path, Case, dict]]:
-    out = []
-    for path in Corpus(root).files():
-        try:
-            case, payload = read_case_file(path)
-        except (InvalidInput, OSError, ValueError):
-            continue  # half-written by a killed writer, or not ours: leave it alone
-        if kernel is None or payload.get("kernel") == kernel:
-            out.append((path, case, payload))
-    return out
-
-
 def unreadable_case_files(root: "str | Path") -> list[tuple[Path, str]]:
     """``(path, why)`` of every case file in a reproducer folder that cannot be read as one (truncated, not
     JSON, a field the contract does not know): campaigns pass over them (a writer may have been killed), but
@@ -260,7 +248,7 @@ class FindingIndex:
 
     def refresh(self) -> "FindingIndex":
         self.findings = {}
-        for path, case, payload in _case_files(self.root, self.kernel):
+        for path, case, payload in Corpus(self.root).readable(self.kernel):
             sig = payload.get("finding")
             if sig and payload.get("status") in FAILING_STATUSES:
                 best = self.findings.get(sig["id"])
@@ -305,7 +293,7 @@ def recover(root: "str | Path", kernel: str, classes_of: Callable[[Case], set[st
     root = Path(root)
     corpus = Corpus(root)
     done = {"shrink_steps_removed": 0, "duplicates_removed": 0, "new_findings": 0}
-    files = [(p, c, d) for p, c, d in _case_files(root, kernel) if d.get("status") in FAILING_STATUSES]
+    files = [(p, c, d) for p, c, d in Corpus(root).readable(kernel) if d.get("status") in FAILING_STATUSES]
     rounds: dict[str, list] = {}
     for p, c, d in files:
         if "finding" not in d and d.get("shrink_round"):
@@ -356,7 +344,7 @@ def recover(root: "str | Path", kernel: str, classes_of: Callable[[Case], set[st
 
 def running_files(root: "str | Path", kernel: Optional[str] = None) -> list[tuple[Path, Case, dict]]:
     """Case files still marked ``"running"``: their process was killed mid-case (or crashed, in-process)."""
-    return [(p, c, d) for p, c, d in _case_files(Path(root), kernel) if d.get("status") == RUNNING]
+    return [(p, c, d) for p, c, d in Corpus(root).readable(kernel) if d.get("status") == RUNNING]
 
 
 def _file_signature(case: Case, payload: dict) -> dict:
@@ -405,7 +393,7 @@ def list_findings(root: "str | Path", kernel: Optional[str] = None) -> list[dict
 
 def _folder_rows(root: Path, kernel: Optional[str]) -> list[dict]:
     rows, unsigned = [], []
-    for p, c, d in _case_files(root, kernel):
+    for p, c, d in Corpus(root).readable(kernel):
         status = d.get("status")
         if status not in FAILING_STATUSES and status != RUNNING:
             continue

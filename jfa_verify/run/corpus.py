@@ -435,6 +435,22 @@ class Corpus:
             return []
         return sorted(p for p in self.root.glob("*.json") if not p.name.endswith(CALL_FILE_SUFFIX))
 
+    def readable(self, kernel: Optional[str] = None) -> list[tuple[Path, Case, dict]]:
+        """``(path, case, payload)`` of each case file here that reads as one (of ``kernel`` when given).
+
+        A file that does not read (half-written by a killed writer, or not a case file) is passed over: listings
+        name those separately (:func:`jfa_verify.fuzz.findings.unreadable_case_files`), since a finding may be lost
+        in one."""
+        out = []
+        for path in self.files():
+            try:
+                case, payload = read_case_file(path)
+            except (InvalidInput, OSError, ValueError):
+                continue
+            if kernel is None or payload.get("kernel") == kernel:
+                out.append((path, case, payload))
+        return out
+
     def call_files(self) -> list[Path]:
         """The call files of relation checks and call sequences (:mod:`jfa_verify.checks.calls`) kept here."""
         return sorted(self.root.glob(f"*{CALL_FILE_SUFFIX}")) if self.root.is_dir() else []

@@ -321,20 +321,17 @@ def _written_since(root: str, kernel: str, check: str, since: float, plugins) ->
     from jfa_verify.run.corpus import replay_command
     from jfa_verify.run.runner import FAILING_STATUSES
 
-    found = []
-    for folder in reproducer_folders(root):
-        for path in Corpus(folder).files():
-            try:
-                if path.stat().st_mtime < since:
-                    continue
-                case, payload = read_case_file(path)
-            except (InvalidInput, OSError, ValueError):
-                continue  # (being written when the interrupt came; `jfa-verify findings` names it)
-            if payload.get("kernel") == kernel and payload.get("status") in FAILING_STATUSES:
-                found.append(Finding(check, case.name or case.case_id(), payload["status"],
-                                     "found before the interrupt", replay=replay_command(path, kernel, plugins),
-                                     reproducer=str(path)))
-    return found
+    def written_since(path: Path) -> bool:
+        try:
+            return path.stat().st_mtime >= since
+        except OSError:
+            return False
+
+    # (a file being written when the interrupt came does not read: `jfa-verify findings` names it)
+    return [Finding(check, case.name or case.case_id(), payload["status"], "found before the interrupt",
+                    replay=replay_command(path, kernel, plugins), reproducer=str(path))
+            for folder in reproducer_folders(root) for path, case, payload in Corpus(folder).readable(kernel)
+            if payload.get("status") in FAILING_STATUSES and written_since(path)]
 
 
 def _status_of(results) -> str:
