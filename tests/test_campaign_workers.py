@@ -57,7 +57,7 @@ def test_two_workers_share_a_database_and_a_failure_found_by_one_is_replayed_by_
 def test_crashing_and_hanging_kernels_each_leave_one_finding_and_the_campaign_completes(tmp_path,
                                                                                        misbehaving_plugin):
     for name, rule, timeout, status, code in (("aborts", dict(crash="0 in lengths"), "20", "crash", ExitCode.CRASH),
-                                              ("hangs", dict(hang="B >= 2"), "1", "hang", ExitCode.HANG)):
+                                              ("hangs", dict(hang="B >= 2"), "3", "hang", ExitCode.HANG)):
         plugin = misbehaving_plugin(name, **rule)
         text = plugin.read_text().replace("Capabilities(backward=False)",
                                           "Capabilities(backward=False, dtypes=(torch.float32,))")
