@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
-from contextlib import contextmanager
 
 from jfa_verify.cli.arguments import (
     EXIT_USAGE,
@@ -71,73 +69,8 @@ def add_arguments(run) -> None:
                           "--no-isolate runs them in this process (a crash ends the run)")
 
 
-class _Printer:
-    """Prints the run as it goes (:class:`~jfa_verify.workflows.suite_run.RunObserver`)."""
-
-    def __init__(self, args, device):
-        from jfa_verify.cli.output import make_console
-        from jfa_verify.core.device import device_label
-
-        self.args, self.device_type, self.console = args, device.type, make_console()
-        self.where = device_label(device)
-
-    def planned(self, kernel, suite, cases, jobs) -> None:
-        args = self.args
-        if args.quiet:
-            return
-        by = "/".join(o for o, given in (("--filter", args.filter), ("--max-cases", args.max_cases)) if given)
-        picked = f"{len(cases)} cases" if len(cases) == len(suite.cases) else \
-            f"{len(cases)} of {len(suite.cases)} cases, by {by}"
-        self.console.print(f"jfa-verify run: kernel [bold]{kernel.name}[/], suite {suite.name} ({picked}), "
-                           f"{self.where}, " + (str(jobs) if args.isolate else "in-process (--no-isolate)"))
-        if len(cases) == len(suite.cases):
-            self.console.print(f"  {suite.note}")
-        else:  # the note tells of the whole suite; say what of it this run has
-            from jfa_verify.cases.pairs import ROW_PREFIX
-
-            rows = sum(c.name.startswith(ROW_PREFIX) for c in cases)
-            self.console.print(f"  {suite.note} (in the whole suite; {rows} of the {len(cases)} case(s) picked here "
-                               f"are covering-array rows)")
-
-    def precompiled(self, result) -> None:
-        if not self.args.quiet:
-            self.console.print(f"  {result.summary()}", highlight=False)
-
-    @contextmanager
-    def verifying(self, kernel, total: int):
-        from jfa_verify.cli.output import ProgressLines, counting_progress
-
-        off = self.args.no_progress
-        # a terminal gets the bar (it leaves nothing behind, so --quiet keeps it); a CI log a plain line at most every
-        # 10 s (it would otherwise see nothing for minutes), but none under --quiet
-        lines = ProgressLines(self.console, f"verifying {kernel.name}", total) \
-            if not (off or self.args.quiet or self.console.is_terminal) else None
-        bar, add = counting_progress(self.console, f"verifying {kernel.name}", total,
-                                     disable=off or not self.console.is_terminal)
-        with bar:
-            yield lambda r: (add(r), lines and lines.add(r))
-
-    def verified(self, kernel, results, coverage, pairs) -> None:
-        from jfa_verify.cli.output import results_table
-
-        failing = [r for r in results if r.failed]
-        if self.args.quiet:  # the failures only (a default run printed some 344 lines, mostly coverage tables)
-            if failing:
-                self.console.print(results_table(failing, f"{kernel.name} on {self.where}: failing cases"),
-                                   soft_wrap=False)
-        else:
-            self.console.print(results_table(results, f"{kernel.name} on {self.where}"), soft_wrap=False)  # centred
-            print(coverage.format(device_type=self.device_type), flush=True)
-            print(pairs.format(), flush=True)
-            # why a case was skipped (a new user found it only in the JSON report), one line per reason
-            skipped = Counter(r.message for r in results if r.status == "unsupported")
-            for why, n in sorted(skipped.items(), key=lambda item: -item[1]):
-                print(f"skipped {n} case(s) the kernel declared unsupported: {why}", flush=True)
-        for r in failing:
-            print(r.explain(), flush=True)
-
-
 def main(args, ctx) -> int:
+    from jfa_verify.cli.run_printer import RunPrinter
     from jfa_verify.run.corpus import kept_only_if_written
     from jfa_verify.workflows.suite_run import RunRequest, exit_code, run_suite
 
@@ -151,7 +84,7 @@ def main(args, ctx) -> int:
     request = RunRequest(kernel=ctx.kernel_name, suite=ctx.suite, filter=ctx.filter, max_cases=ctx.max_cases,
                          report=args.report, reproducers=ctx.reproducers, settings=ctx.settings, jobs=args.jobs,
                          precompile=args.precompile)
-    printer = _Printer(args, device)
+    printer = RunPrinter(args, device)
     with kept_only_if_written(ctx.reproducers):  # (no empty reproducer folder left when every case passed)
         outcome = run_suite(request, device, ctx.kernel, printer)
     if outcome.cases is None:
