@@ -395,6 +395,31 @@ def test_coverage_never_claims_full_coverage_while_classes_show_zero():
     assert _listed(cuda, "never drawn") == _zero_rows(cuda) == _zero_rows(text) and "not expected" not in cuda
 
 
+def test_float8_and_mxfp8_scale_patterns_are_coverage_classes_of_the_kernels_that_take_them():
+    """Regression (issue 41, item 3): a campaign on triton_jfa_mxfp8 reported "37/41 input classes drawn" with no
+    word of the E8M0 scale patterns it drew (extremes, zero blocks, outliers) nor of float8 inputs: the covering
+    array had them as contract dimensions, the campaign's coverage did not."""
+    from jfa_verify.cases.coverage import FP8_CLASSES, expected_classes, unsupported_classes
+    from jfa_verify.cases.scaling import SCALE_PATTERNS
+
+    mxfp8, fp8 = get_kernel("triton_jfa_mxfp8").capabilities, get_kernel("triton_jfa_fp8").capabilities
+    scales = {f"mxfp8_{p}" for p in SCALE_PATTERNS}
+    assert set(FP8_CLASSES) == scales | {"float8_e4m3fn"}
+    assert set(FP8_CLASSES) <= set(expected_classes("cpu", mxfp8))
+    assert "float8_e4m3fn" in expected_classes("cpu", fp8) and scales <= unsupported_classes(fp8)
+    assert not set(FP8_CLASSES) & set(expected_classes("cpu")) and not set(FP8_CLASSES) & set(expected_classes("cuda"))
+    for p in SCALE_PATTERNS:
+        case = Case(kv_lengths=(5, 40), dtype="float8_e4m3fn", head_dim=64, block_scaling={"pattern": p})
+        assert classify(case, (32, 16)) & set(FP8_CLASSES) == {"float8_e4m3fn", f"mxfp8_{p}"}
+    assert not classify(Case(kv_lengths=(5,), dtype="float8_e4m3fn", head_dim=64), (32, 16)) & scales
+    cov = Coverage.for_kernel(get_kernel("triton_jfa_mxfp8"))
+    cov.add(Case(kv_lengths=(5, 40), dtype="float8_e4m3fn", head_dim=64, block_scaling={"pattern": "extremes"}))
+    never = _listed(cov.format(), "never drawn")
+    assert scales - {"mxfp8_extremes"} <= never and not never & {"mxfp8_extremes", "float8_e4m3fn"}
+    # a kernel without float8 keeps its table as before: no float8 row unless a case had one
+    assert "mxfp8_" not in Coverage.for_kernel(KERNEL).update([Case(kv_lengths=(5,))]).format()
+
+
 def test_coverage_of_a_kernel_does_not_count_classes_outside_its_capabilities():
     """Regression (H200, 2026-12-02): a gluon_jfa campaign (bf16/fp16, D in {64, 128}, contiguous inputs, no
     windows) reported "28/46 classes; never drawn: ... float32, strided, odd_head_dim, window ...": 14 of the
@@ -407,19 +432,20 @@ def test_coverage_of_a_kernel_does_not_count_classes_outside_its_capabilities():
             "window"} <= outside and not outside & {"gqa", "mqa", "cross", "broadcast_q", "causal_bottom_right",
                                                       "bfloat16", "multi_tile", "tile_boundary"}
     # triton_jfa declares the whole contract (block selections once it declares a block-sparse path)
-    from jfa_verify.cases.coverage import SPARSE_CLASSES
+    from jfa_verify.cases.coverage import FP8_CLASSES, SPARSE_CLASSES
 
     assert unsupported_classes(KERNEL.capabilities) == (set() if KERNEL.capabilities.block_sparse else
-                                                       set(SPARSE_CLASSES))
+                                                       set(SPARSE_CLASSES)) | set(FP8_CLASSES)
     nested = unsupported_classes(get_kernel("nested_sdpa").capabilities)
     assert {"broadcast_q", "gqa", "mqa", "causal_bottom_right"} <= nested and "causal_top_left" not in nested
     assert set(expected_classes("cuda", gluon.capabilities)) == set(CLASSES) - outside
 
     cov = Coverage.for_kernel(gluon, "cuda").update([Case(kv_lengths=(5, 129), dtype="bfloat16", head_dim=64)])
     text = cov.format(device_type="cuda")
-    # the window and block-sparse rows are shown only when a case had one (as before): the rest are listed apart
-    assert _listed(text, "outside the kernel's capabilities") == {c for c in outside
-                                                                   if not c.startswith(("window", "sparse_"))}
+    # the window, block-sparse and float8 rows are shown only when a case had one (as before): the rest are listed
+    # apart
+    assert _listed(text, "outside the kernel's capabilities") == {c for c in outside if not c.startswith(
+        ("window", "sparse_", "mxfp8_", "float8"))}
     assert not _listed(text, "never drawn") & outside and "tile_boundary" not in _listed(text, "never drawn")
     assert "gqa" in _listed(text, "never drawn")
 

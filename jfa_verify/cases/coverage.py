@@ -18,10 +18,12 @@ from typing import Callable, Iterable, Optional, Union
 
 from jfa_verify.cases.case import LAYOUTS, Case
 from jfa_verify.cases.dimensions import Target, dimension
+from jfa_verify.cases.scaling import SCALE_PATTERNS
 from jfa_verify.cases.sparsity import PATTERNS
 from jfa_verify.core.masks import Mask
 
-__all__ = ["CLASSES", "COVERAGE", "CPU_EXPECTED", "SPARSE_CLASSES", "WINDOW_CLASSES", "Coverage", "CoverageClass",
+__all__ = ["CLASSES", "COVERAGE", "CPU_EXPECTED", "FP8_CLASSES", "SPARSE_CLASSES", "WINDOW_CLASSES", "Coverage",
+           "CoverageClass",
            "classify", "element_extent", "expected_classes", "unsupported_classes", "views_of"]
 
 
@@ -125,6 +127,11 @@ COVERAGE: dict[str, CoverageClass] = {
     "sparse_beside_neighbours": CoverageClass(
         "block-sparse: a selection on a sequence whose neighbours in the packed buffer have keys",
         of=(("sparsity", PATTERNS),)),
+    # float8 inputs, and the E8M0 block-scale patterns of MXFP8 calls (views over the scaling dimension)
+    "float8_e4m3fn": CoverageClass("float8 e4m3 inputs (forward only)", of=(("dtype", ("float8_e4m3fn",)),),
+                                   view=True),
+    **{f"mxfp8_{p}": CoverageClass(f"MXFP8 block scales: {dimension('scaling').classes[p]}",
+                                   of=(("scaling", (p,)),), view=True) for p in SCALE_PATTERNS},
 }
 CLASSES: dict[str, str] = {name: c.description for name, c in COVERAGE.items()}
 # The views name dimensions decided by the case alone (mode, mask, heads, dims, dtype, offsets, layout, values): any
@@ -135,9 +142,15 @@ _ANY_TARGET = Target(None, num_sms=1)
 WINDOW_CLASSES = tuple(c for c in CLASSES if c.startswith("window"))
 # Block-sparse classes: reached only for kernels that declare block_sparse pairs.
 SPARSE_CLASSES = tuple(c for c in CLASSES if c.startswith("sparse_"))
-# Classes a CPU campaign is expected to reach; offset_overflow is GPU only; windows and block selections need a
-# kernel with them.
-CPU_EXPECTED = tuple(c for c in CLASSES if c != "offset_overflow" and c not in WINDOW_CLASSES + SPARSE_CLASSES)
+# Float8 classes (plain and MXFP8): reached only for kernels that declare float8 inputs (and block scales).
+FP8_CLASSES = tuple(c for c in CLASSES if c == "float8_e4m3fn" or c.startswith("mxfp8_"))
+# Classes a CPU campaign is expected to reach; offset_overflow is GPU only; windows, block selections and float8
+# inputs need a kernel with them.
+CPU_EXPECTED = tuple(c for c in CLASSES
+                     if c != "offset_overflow" and c not in WINDOW_CLASSES + SPARSE_CLASSES + FP8_CLASSES)
+# Classes a table shows only when a case had one of the group or the run expects one (a run without them reads as
+# it did before they existed).
+_OPTIONAL_GROUPS = (WINDOW_CLASSES, SPARSE_CLASSES, FP8_CLASSES)
 
 
 def expected_classes(device_type: str = "cpu", capabilities=None) -> tuple[str, ...]:
@@ -145,10 +158,11 @@ def expected_classes(device_type: str = "cpu", capabilities=None) -> tuple[str, 
     CUDA, every class but the GPU-only ``offset_overflow`` elsewhere, less (with ``capabilities``, a kernel's
     :class:`~jfa_verify.protocol.kernel.Capabilities`) the classes no case of that kernel can reach
     (:func:`unsupported_classes`). Without ``capabilities`` a CPU run expects no window class either
-    (:data:`CPU_EXPECTED`: not every kernel has windows), and on either device no block-sparse class (nor does a
-    kernel declaring no ``block_sparse`` pair)."""
+    (:data:`CPU_EXPECTED`: not every kernel has windows), and on either device no block-sparse or float8 class (nor
+    does a kernel declaring no ``block_sparse`` pair, no float8 dtype or no ``mxfp8``)."""
     if capabilities is None:
-        return tuple(c for c in CLASSES if c not in SPARSE_CLASSES) if device_type == "cuda" else CPU_EXPECTED
+        return tuple(c for c in CLASSES if c not in SPARSE_CLASSES + FP8_CLASSES) if device_type == "cuda" \
+            else CPU_EXPECTED
     outside = unsupported_classes(capabilities)
     return tuple(c for c in CLASSES if c not in outside and (device_type == "cuda" or c != "offset_overflow"))
 
@@ -349,12 +363,12 @@ class Coverage:
         ``device_type``). A class the table shows at 0 that is not expected is listed apart ("not expected
         on cpu: ..."), so "never drawn" names every other class at 0. The window classes are listed only
         when some case had a window or ``expected`` names one (a run without windows reads as it did
-        before windows existed), and the block-sparse classes alike."""
+        before windows existed), and the block-sparse and float8 classes alike."""
         expected = tuple(expected_classes(device_type, self.capabilities) if expected is None else expected)
         shown = set(expected) | set(self.counts)
         rows = {name: desc for name, desc in CLASSES.items()
                 if all(name not in group or name in shown or any(c in shown for c in group)
-                       for group in (WINDOW_CLASSES, SPARSE_CLASSES))}
+                       for group in _OPTIONAL_GROUPS)}
         width = max(len(c) for c in rows)
         lines = [f"coverage over {self.total} case(s)", f"  {'class':{width}s} {'count':>6s} {'share':>6s}"]
         for name, desc in rows.items():
