@@ -187,10 +187,44 @@ def test_the_sparsity_dimension_builds_and_classifies_each_pattern():
     dense_target = Target(Capabilities())
     assert reachable("sparsity", "dense", dense_target) and not reachable("sparsity", "topk", dense_target)
     assert set(SPARSE_CLASSES) <= unsupported_classes(Capabilities())
-    assert set(SPARSE_CLASSES) <= set(expected_classes("cpu", SPARSE_CAPS))
+    # (no block this kernel declares is larger than the CPU's tiles: no selection spans several of them)
+    assert set(SPARSE_CLASSES) - {"sparse_multi_tile_blocks"} <= set(expected_classes("cpu", SPARSE_CAPS))
+    assert "sparse_multi_tile_blocks" in unsupported_classes(SPARSE_CAPS)
     # a dense case's classes and seed are what they were before the dimension existed
     dense = build_case({"mode": "self"}, dense_target)
     assert dense.block_sparsity is None and not any(c.startswith("sparse_") for c in classify(dense))
+
+
+@pytest.mark.parametrize("device_type", ["cpu", "cuda"])
+def test_selection_blocks_against_the_tiles_are_a_dimension_built_and_classified(device_type):
+    """Regression (blind set 4, read): a block-sparse dQ that took the query tile's number for the selection's query
+    block, and a dK/dV that did the same for KV blocks, survived the default suite: every sparse row had blocks of
+    the kernel's own tiles, where tile and block numbers agree. Blocks larger and smaller than the tiles are now
+    classes of a contract dimension, so the covering array pairs each with the patterns, masks and lengths."""
+    from jfa_verify.cases.construct import build_case
+    from jfa_verify.cases.coverage import classify as coverage_classes
+    from jfa_verify.cases.dimensions import Target, dimension
+    from jfa_verify.cases.pairs import covering_array
+
+    kernel = get_kernel("triton_jfa")
+    target = Target(kernel, device_type)
+    bm, bn = target.tiles(32, 32)
+    for regime, smaller, larger in (("tiles", False, False), ("multi_tile", False, True), ("sub_tile", True, False)):
+        case = build_case({"selection_blocks": regime, "sparsity": "topk"}, target)
+        blocks = case.block_sparsity.block_sizes
+        assert (any(b < t for b, t in zip(blocks, (bm, bn))), any(b > t for b, t in zip(blocks, (bm, bn)))) == (
+            smaller, larger), (regime, blocks)
+        if regime == "multi_tile":  # both mappings exercised: query blocks and KV blocks of several tiles
+            assert blocks[0] > bm and blocks[1] > bn
+        assert dimension("selection_blocks").classify(case, target) == {regime}
+        named = {c for c in coverage_classes(case, (bm, bn)) if c.endswith("_blocks")}
+        assert named == ({f"sparse_{regime}_blocks"} if regime != "tiles" else set())
+    assert build_case({"selection_blocks": "none", "sparsity": "topk"}, target) is None  # dense exactly without blocks
+    assert build_case({"selection_blocks": "multi_tile", "sparsity": "dense"}, target) is None
+    assert build_case({"selection_blocks": "multi_tile"}, target).block_sparsity is not None  # a pattern is chosen
+    if device_type == "cpu":  # (the CUDA universe needs the GPU's SM count; the CPU's is fixed)
+        regimes = {next(iter(dimension("selection_blocks").classify(c, target))) for c in covering_array(target)}
+        assert regimes == {"none", "tiles", "multi_tile", "sub_tile"}
 
 
 def test_a_selection_beside_non_empty_neighbours_is_its_own_class():

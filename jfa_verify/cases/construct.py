@@ -41,7 +41,7 @@ from jfa_verify.core.dtypes import dtype_name
 from jfa_verify.core.masks import Mask
 
 __all__ = ["BUILDERS", "CANDIDATE_HEAD_DIMS", "DimensionRecord", "HEADS", "SM_SCALE_FACTORS", "Within", "build_case",
-           "case_cost", "head_dims_for", "length_cost", "lengths_for", "reachable"]
+           "case_cost", "head_dims_for", "length_cost", "lengths_for", "reachable", "selection_blocks_for"]
 
 # (H_q, H_kv) per heads class: H_kv = 2 where it can be, so a KV head index mix-up shows.
 HEADS = {"mha": (2, 2), "gqa_pow2": (4, 2), "gqa_non_pow2": (6, 2), "mqa": (3, 1)}
@@ -101,6 +101,8 @@ def case_cost(case: Case, target: Target) -> int:
     q, k = case.query_lengths, case.kv_lengths
     if case.block_sparsity is None:
         return length_cost(q, k, bm, bn) * case.num_heads_q
+    # (blocks smaller than the tiles shrink them in triton_jfa: twice the tiles on the interpreter's 16-row blocks)
+    bm, bn = min(bm, case.block_sparsity.block_m), min(bn, case.block_sparsity.block_n)
     drawn = case.block_sparsity.blocks(q, k, case.seed)
     cost = 0.0
     for a, b, rows in zip(q, k, drawn):
@@ -305,6 +307,8 @@ class Within:
     dv: int
     bn: int
     causal: bool
+    bm: int = 0
+    selection_blocks: str = "none"  # the regime of a block selection's blocks (chosen with the sparsity pattern)
 
 
 Build = Callable[[str, Target, Optional[Within]], Optional[dict]]
@@ -415,20 +419,51 @@ def _variant_build(cls: str, target: Target, within: Optional[Within] = None) ->
     return {"instrument": cls == "instrumented"}
 
 
+def selection_blocks_for(pairs, tiles: tuple[int, int], regime: str) -> Optional[tuple[int, int]]:
+    """The declared ``(block_m, block_n)`` of ``pairs`` (a kernel's ``Capabilities.block_sparse``) in ``regime``, a
+    ``selection_blocks`` class, against the kernel's dense ``tiles``, or None when none is:
+
+    * ``"tiles"``: the tiles themselves;
+    * ``"multi_tile"``: the smallest blocks no smaller than the tiles, larger on both sides where some are (so that
+      both the query-block and the KV-block mapping of tiles to blocks are exercised);
+    * ``"sub_tile"``: the largest blocks no larger than the tiles (the fewest extra tiles once they shrink).
+    """
+    bm, bn = tiles
+    if regime == "tiles":
+        return tiles if tuple(tiles) in pairs else None
+    if regime == "multi_tile":
+        larger = [p for p in pairs if p[0] >= bm and p[1] >= bn and tuple(p) != tuple(tiles)]
+        return min(larger, key=lambda p: (not (p[0] > bm and p[1] > bn), p[0] * p[1]), default=None)
+    if regime == "sub_tile":
+        smaller = [p for p in pairs if p[0] <= bm and p[1] <= bn and tuple(p) != tuple(tiles)]
+        return max(smaller, key=lambda p: p[0] * p[1], default=None)
+    return None
+
+
+# The regimes a block selection's blocks are taken in when only the pattern is asked, in order of preference (the
+# cheapest case first: blocks smaller than the tiles shrink them, and the interpreter runs twice the tiles).
+_SELECTION_REGIMES = ("tiles", "multi_tile", "sub_tile")
+
+
 def _sparsity_build(cls: str, target: Target, within: Optional[Within] = None) -> Optional[dict]:
     if cls == "dense":
         return {"block_sparsity": None}
     pairs = target.capabilities.block_sparse
     if not pairs:
         return None
-    # The smallest blocks the kernel declares that are no smaller than its tiles on the target (the most blocks per
-    # sequence for a small case, each block whole tiles), else the smallest. Blocks smaller than the tiles shrink
-    # them (triton_jfa: BLOCK_M 32 -> 16 on the CPU for 16x16 blocks), so the row's tile classes, read at the
-    # target's tiles, were not the tiles run, and its query tiles doubled: the CPU's sparse rows took 3x the dense
-    # rows' time and the regression gate's survivors spent most of their time in them.
-    bm, bn = target.tiles(32, 32)
-    whole = [p for p in pairs if p[0] >= bm and p[1] >= bn]
-    return {"block_sparsity": Sparsity(*min(whole or pairs, key=lambda p: p[0] * p[1]), pattern=cls)}
+    tiles = (within.bm, within.bn) if within is not None else target.tiles(32, 32)
+    regimes = (within.selection_blocks,) if within is not None else _SELECTION_REGIMES
+    pair = next((p for r in regimes if (p := selection_blocks_for(pairs, tiles, r)) is not None), None)
+    return None if pair is None else {"block_sparsity": Sparsity(*pair, pattern=cls)}
+
+
+def _selection_blocks_build(cls: str, target: Target, within: Optional[Within] = None) -> Optional[dict]:
+    if within is not None:
+        return {}  # the sparsity record builds the selection, with blocks of this regime (build_case chose both)
+    if cls == "none":
+        return {"block_sparsity": None}
+    pair = selection_blocks_for(target.capabilities.block_sparse, target.tiles(32, 32), cls)
+    return None if pair is None else {"block_sparsity": Sparsity(*pair, pattern="topk")}
 
 
 def _scaling_build(cls: str, target: Target, within: Optional[Within] = None) -> Optional[dict]:
@@ -446,7 +481,7 @@ _BUILDS: dict[str, Build] = {
     "mask": _mask_build, "window": _window_build, "heads": _heads_build, "head_dim": _head_dims_build("head_dim"),
     "value_dim": _head_dims_build("value_dim"), "sm_scale": _sm_scale_build, "offsets_start": _offsets_start_build,
     "tile_shape": _tile_shape_build, "variant": _variant_build, "sparsity": _sparsity_build,
-    "scaling": _scaling_build}
+    "selection_blocks": _selection_blocks_build, "scaling": _scaling_build}
 # One record per dimension of the contract model, in its order (a case's fields are filled in this order).
 BUILDERS: dict[str, DimensionRecord] = {
     d.name: DimensionRecord(d, _BUILDS.get(d.name) or (_lengths_build(d.name) if d.lengths else _field(d.name)))
@@ -486,6 +521,25 @@ def _mask_classes(asked: tuple, caps) -> Optional[tuple[str, str]]:
     return None
 
 
+# The block selection's pattern and its blocks' regime against the tiles go together: dense exactly without blocks.
+_SPARSE_DIMENSIONS = ("sparsity", "selection_blocks")
+
+
+def _sparse_classes(pattern: Optional[str], regime: Optional[str], caps, tiles: tuple[int, int]
+                    ) -> Optional[tuple[str, str]]:
+    """``(sparsity, selection_blocks)`` classes: those asked (None: not asked) and, for the other, the first that
+    goes with the one asked (dense without blocks; a pattern with the first regime whose blocks the kernel declares,
+    :data:`_SELECTION_REGIMES`), or None when none does."""
+    if pattern in (None, "dense") and regime in (None, "none"):
+        return "dense", "none"
+    if pattern == "dense" or regime == "none":
+        return None
+    pattern = pattern or next(c for c in dimension("sparsity").classes if c != "dense")
+    regimes = (regime,) if regime else _SELECTION_REGIMES
+    found = next((r for r in regimes if selection_blocks_for(caps.block_sparse, tiles, r) is not None), None)
+    return None if found is None else (pattern, found)
+
+
 def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, name: str = "") -> Optional[Case]:
     """A case in every class of ``classes`` (``{dimension: class}``; a missing dimension takes its first
     supported class, the mask and the window's shape the first that go with what was asked), inside
@@ -502,7 +556,8 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
         cls = classes.get(dim.name)
         if cls is not None and cls not in dim.classes:
             raise KeyError(f"class {cls!r} is not one of dimension {dim.name!r}'s {sorted(dim.classes)}")
-        if cls is None and (dim.lengths or dim.name in _MASK_DIMENSIONS or dim.name == "tile_shape"):
+        if cls is None and (dim.lengths or dim.name in _MASK_DIMENSIONS + _SPARSE_DIMENSIONS
+                            or dim.name == "tile_shape"):
             continue  # left to the length search, chosen together below, or whatever the head dims give
         if cls is None:
             cls = _first_supported(dim.name, caps)
@@ -525,6 +580,10 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
         return None
     d, dv = dims
     bm, bn = target.tiles(d, dv, chosen["dtype"])
+    sparse = _sparse_classes(*(chosen.get(n) for n in _SPARSE_DIMENSIONS), caps, (bm, bn))
+    if sparse is None:
+        return None
+    chosen.update(zip(_SPARSE_DIMENSIONS, sparse))
     found = []
     for mode in modes:  # a mode the kernel runs (the search would otherwise draw any); the cheapest
         want = tuple((n, chosen.get(n, mode if n == "mode" else None)) for n in LENGTH_DIMENSIONS)
@@ -534,12 +593,14 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
     if not found:
         return None
     mode, q, k = min(found)[-1]
-    within = Within(mode, q, k, d, dv, bn, causal)
+    within = Within(mode, q, k, d, dv, bn, causal, bm, chosen["selection_blocks"])
     fields: dict = {}
     for record in BUILDERS.values():
         fields.update(record(chosen.get(record.name), target, within))
-    # (a dense, unscaled case's seed is what it was before the sparsity and scaling dimensions existed)
-    seeded = tuple(sorted(item for item in chosen.items() if item not in (("sparsity", "dense"), ("scaling", "none"))))
+    # (a dense, unscaled case's seed is what it was before the sparsity and scaling dimensions existed, and a sparse
+    # case's with blocks of the tiles what it was before the selection_blocks dimension)
+    seeded = tuple(sorted(item for item in chosen.items() if item not in (
+        ("sparsity", "dense"), ("scaling", "none"), ("selection_blocks", "none"), ("selection_blocks", "tiles"))))
     case = Case(**fields, seed=_stable_seed(seeded, seed) % 2**32, name=name)
     got = classify(case, target)
     missing = [f"{n}={c}" for n, c in chosen.items() if c not in got[n]]

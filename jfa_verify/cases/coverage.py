@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Union
 
 from jfa_verify.cases.case import LAYOUTS, Case
-from jfa_verify.cases.dimensions import Target, dimension
+from jfa_verify.cases.dimensions import Target, blocks_against_tiles, dimension
 from jfa_verify.cases.scaling import SCALE_PATTERNS
 from jfa_verify.cases.sparsity import PATTERNS
 from jfa_verify.core.masks import Mask
@@ -127,6 +127,12 @@ COVERAGE: dict[str, CoverageClass] = {
     "sparse_beside_neighbours": CoverageClass(
         "block-sparse: a selection on a sequence whose neighbours in the packed buffer have keys",
         of=(("sparsity", PATTERNS),)),
+    "sparse_multi_tile_blocks": CoverageClass(
+        "block-sparse: selection blocks larger than the kernel's tiles (each spans several)",
+        of=(("selection_blocks", ("multi_tile",)),)),
+    "sparse_sub_tile_blocks": CoverageClass(
+        "block-sparse: selection blocks smaller than the kernel's tiles (its tiles shrink to them)",
+        of=(("selection_blocks", ("sub_tile",)),)),
     # float8 inputs, and the E8M0 block-scale patterns of MXFP8 calls (views over the scaling dimension)
     "float8_e4m3fn": CoverageClass("float8 e4m3 inputs (forward only)", of=(("dtype", ("float8_e4m3fn",)),),
                                    view=True),
@@ -302,6 +308,9 @@ def classify(case: Case, block_sizes: tuple[int, int] = (32, 16)) -> set[str]:
     if case.block_sparsity is not None and any(
             q[b] and k[b] and any(0 <= n < case.batch and k[n] for n in (b - 1, b + 1)) for b in range(case.batch)):
         out.add("sparse_beside_neighbours")  # its selected blocks sit next to another sequence's keys
+    if case.block_sparsity is not None:  # (read at the kernel's tiles, which a view's stand-in target has not)
+        out |= {f"sparse_{r}_blocks" for r in blocks_against_tiles(case.block_sparsity.block_sizes, block_sizes)
+                if r != "tiles"}
     return out
 
 

@@ -33,7 +33,8 @@ from jfa_verify.core.contract import MODES, Mask
 from jfa_verify.core.dtypes import DTYPES, dtype_name
 from jfa_verify.protocol.kernel import Capabilities, Kernel, tiles_for_shape
 
-__all__ = ["DIMENSIONS", "Dimension", "LENGTH_DIMENSIONS", "Target", "classify", "dimension", "padded_width",
+__all__ = ["DIMENSIONS", "Dimension", "LENGTH_DIMENSIONS", "Target", "blocks_against_tiles", "classify", "dimension",
+           "padded_width",
            "relation_of", "tile_count", "tile_shape", "window_of", "window_shape"]
 
 
@@ -285,6 +286,25 @@ def _sparsity_support(cls: str, caps: Capabilities) -> Optional[str]:
     return None if cls == "dense" or caps.block_sparse else "the kernel has no block-sparse path (block_sparse=())"
 
 
+def blocks_against_tiles(blocks: tuple[int, int], tiles: tuple[int, int]) -> set[str]:
+    """The ``selection_blocks`` classes of a block selection of ``blocks`` ``(block_m, block_n)`` run by a kernel
+    whose dense tiles are ``tiles`` ``(BLOCK_M, BLOCK_N)``: ``"multi_tile"`` where a block is larger than the tile
+    on some side (a block spans several tiles: the kernel maps its tile numbers to block numbers), ``"sub_tile"``
+    where it is smaller on some side (the kernel's tiles shrink to it), else ``"tiles"``."""
+    out = set()
+    if any(b > t for b, t in zip(blocks, tiles)):
+        out.add("multi_tile")
+    if any(b < t for b, t in zip(blocks, tiles)):
+        out.add("sub_tile")
+    return out or {"tiles"}
+
+
+def _selection_blocks(case: Case, target: Target) -> set:
+    if case.block_sparsity is None:
+        return {"none"}
+    return blocks_against_tiles(case.block_sparsity.block_sizes, target.tiles_of(case))
+
+
 def _scaling_support(cls: str, caps: Capabilities) -> Optional[str]:
     return None if cls == "none" or caps.mxfp8 else "the kernel has no MXFP8 path (mxfp8=None)"
 
@@ -431,6 +451,12 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "without_last": "top-k without the last KV block",
         "edges": "the first and last KV block of each sequence, beside its neighbours in the packed buffer",
     }, lambda c, t: {"dense" if c.block_sparsity is None else c.block_sparsity.pattern}, _sparsity_support),
+    Dimension("selection_blocks", "a block selection's blocks against the kernel's own (dense) tiles", {
+        "none": "no block selection",
+        "tiles": "blocks of the kernel's tile sizes: one tile per block",
+        "multi_tile": "blocks larger than the tiles: each spans several query or KV tiles",
+        "sub_tile": "blocks smaller than the tiles on some side: the kernel's tiles shrink to them",
+    }, _selection_blocks, lambda cls, caps: _sparsity_support("dense" if cls == "none" else cls, caps)),
     # MXFP8 block scales (jfa_verify.cases.scaling): drawn only for kernels declaring mxfp8.
     Dimension("scaling", "the E8M0 block scales of an MXFP8 call (kernels declaring mxfp8)", {
         "none": "no block scales",

@@ -324,7 +324,33 @@ def _shipped_catalogues() -> list[str]:
     packaged = [p.name[:-5] for p in resources.files("jfa_verify.fuzz").joinpath("catalogues").iterdir()
                 if p.name.endswith(".json")]
     blind = Path(__file__).parent / "regression_catalogue.json"
-    return sorted(packaged) + ([str(blind)] if blind.is_file() else [])
+    return sorted(packaged) + ([str(blind)] if blind.is_file() else []) + [str(SELECTION_TILE_MUTANTS)]
+
+
+SELECTION_TILE_MUTANTS = Path(__file__).parent / "selection_tile_mutants.json"
+
+
+@pytest.mark.parametrize("name", ["dq_sparse_tile_as_block", "dkdv_sparse_tile_as_block"])
+def test_sparse_bugs_of_blocks_spanning_several_tiles_die_in_the_default_suites_rows(name):
+    """Regression (blind set 4, read: docs/evidence/cpu-2026-12-05-blind4): a block-sparse dQ (dK/dV) that takes its
+    query (KV) tile's number for the selection's block number survived the default suite, whose sparse rows all had
+    blocks of the kernel's own tiles. The covering array now has rows whose blocks span several tiles (the
+    selection_blocks dimension); one of them kills each, and the real kernel passes it."""
+    import torch
+
+    from jfa_verify import get_kernel, run_case
+    from jfa_verify.cases.dimensions import Target, dimension
+    from jfa_verify.cases.pairs import covering_array
+    from jfa_verify.fuzz.mutation import register_catalogue
+
+    register_catalogue(load_catalogue(str(SELECTION_TILE_MUTANTS)), prefix="tile-mutant-")  # (the registry is restored)
+    target = Target(get_kernel("triton_jfa"), "cpu")
+    rows = [c for c in covering_array(target) if dimension("selection_blocks").classify(c, target) == {"multi_tile"}]
+    assert len(rows) >= 5
+    mutant, device = get_kernel(f"tile-mutant-{name}"), torch.device("cpu")
+    killer = next((c for c in rows if run_case(c, mutant, device).failed), None)
+    assert killer is not None, f"{name} survived the {len(rows)} multi-tile rows"
+    assert run_case(killer, get_kernel("triton_jfa"), device).status == "pass"
 
 
 @pytest.mark.parametrize("catalogue", _shipped_catalogues(), ids=lambda c: Path(c).stem)
