@@ -374,7 +374,7 @@ def test_triton_mxfp8_public_call_matches_the_reference_and_refuses_bad_scales(d
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
                             "ignore:invalid value encountered:RuntimeWarning")  # the interpreter's NumPy, on a bug
 @pytest.mark.parametrize("mutant", ["k_scale_per_row", "q_scale_per_row", "v_scale_per_row", "kv_neighbour_scales",
-                                    "p_wrong_scale"])
+                                    "p_wrong_scale", "kv_scale_rows_by_query_heads"])
 def test_planted_triton_scale_bugs_are_caught(dev, mutant):
     from jfa_verify import get_kernel, load_plugin, run_case
 
