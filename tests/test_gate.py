@@ -301,6 +301,39 @@ def test_a_check_that_could_not_judge_is_not_a_finding():
     assert skipped.exit_code() == 2 and skipped.verdict == "NOTHING CHECKED"
 
 
+def test_the_suite_check_names_the_cases_the_kernel_declared_unsupported_in_every_report(monkeypatch, tmp_path,
+                                                                                          misbehaving_plugin):
+    """Regression (a new user's trial): `gate --checks suite` on a kernel without broadcast-Q said "suite: pass, 99
+    case(s)", and neither the log, the JSON, the Markdown nor the JUnit said that 7 broadcast-Q cases were never run."""
+    import torch
+
+    import jfa_verify.checks.suites as suites
+    from jfa_verify.cases.case import Case
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+    from jfa_verify.run.settings import RunSettings
+    from jfa_verify.workflows.gate import GateOptions, GateReport, _check_suite
+
+    plugin = misbehaving_plugin("gate_self_only")
+    plugin.write_text(plugin.read_text().replace("Capabilities(backward=False)",
+                                                 "Capabilities(backward=False, modes=('self',))"))
+    load_plugin(plugin)
+    cases = [Case(kv_lengths=(5, 3), dtype="float32"), Case(kv_lengths=(4,), mode="broadcast_q", broadcast_q_len=3),
+             Case(kv_lengths=(2, 7), mode="broadcast_q", broadcast_q_len=2, dtype="float32")]
+    monkeypatch.setattr(suites, "get_suite", lambda *a, **k: type("Suite", (), {"cases": cases})())
+    options = GateOptions(checks=("suite",), precompile=False, reproducers=str(tmp_path / "repro"),
+                          run=RunSettings(isolate=True, backward=False, plugins=(str(plugin),)))
+    out = _check_suite(get_kernel("gate_self_only"), torch.device("cpu"), options, (str(plugin),))
+    assert out.status == "pass" and out.cases == 1
+    ((why, n),) = out.unsupported.items()
+    assert n == 2 and "broadcast_q" in why and any("skipped 2 case(s)" in d and why in d for d in out.details)
+    report = GateReport("cpu", options, results=[out])
+    assert report.to_dict()["results"][0]["unsupported"] == {why: 2}
+    assert f"gate_self_only / suite: 2 case(s): {why}" in report.to_markdown()
+    (suite,) = ET.fromstring(report.to_junit()).findall("testsuite")
+    assert suite.get("skipped") == "1" and any("2 case(s) the kernel declared unsupported" in s.get("message")
+                                               for s in suite.iter("skipped"))
+
+
 def test_jobs_run_the_suite_and_the_campaign_in_worker_processes_with_the_same_findings(tmp_path, misbehaving_plugin):
     # a kernel wrong on every float16 input: with two workers each suite case still gets its own verdict
     # (every float16 case a finding, no other), and the campaign's workers report theirs with replay commands

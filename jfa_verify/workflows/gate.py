@@ -42,6 +42,7 @@ import shutil
 import subprocess
 import time
 import xml.etree.ElementTree as ET
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -54,6 +55,7 @@ from jfa_verify.checks.sanitizer import sanitizer_errors  # noqa: F401  (re-expo
 from jfa_verify.core.contract import JaggedProblem
 from jfa_verify.core.errors import InvalidInput, missing_dependency
 from jfa_verify.core.exits import ExitCode
+from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 from jfa_verify.protocol.kernel import Kernel
 from jfa_verify.run.corpus import (
     Corpus,
@@ -109,6 +111,9 @@ class CheckResult:
     peer_ratios: list[dict] = field(default_factory=list)
     # the suite check: its precompile step (:meth:`~jfa_verify.run.precompile.Precompiled.to_dict`), None elsewhere
     precompile: Optional[dict] = None
+    # cases the kernel declared unsupported, by the reason it gave: not checked, so named in every report (a
+    # reviewer reading PASS could not tell that a new user's broadcast-Q cases were never run)
+    unsupported: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -137,7 +142,7 @@ class GateOptions:
     perf_peer: Optional[str] = None
     perf_min_ratio: Optional[float] = None
     replay_dirs: tuple[str, ...] = ()
-    reproducers: str = "jfa-reproducers"
+    reproducers: str = DEFAULT_REPRODUCERS
     jobs_reason: str = ""  # how ``jobs`` was chosen (``--jobs``, the machine's default), shown in the reports
     precompile: bool = True  # the suite builds its kernel variants first, in ``jobs`` processes (--no-precompile)
 
@@ -216,7 +221,8 @@ class GateReport:
             suite = ET.SubElement(root, "testsuite", name=f"{r.kernel}.{r.check}", time=f"{r.seconds:.1f}",
                                   tests=str(max(1, r.cases) + len(r.not_judged)), failures=str(failures),
                                   errors=str(1 if r.status == "error" else 0),
-                                  skipped=str((1 if r.status == "skip" else 0) + len(r.not_judged)))
+                                  skipped=str((1 if r.status == "skip" else 0) + len(r.not_judged)
+                                              + len(r.unsupported)))
             if r.status == "skip":
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=r.check)
                 ET.SubElement(case, "skipped", message=r.reason)
@@ -227,6 +233,9 @@ class GateReport:
             for i, why in enumerate(r.not_judged):
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"not-judged-{i}")
                 ET.SubElement(case, "skipped", message=why[:500]).text = why
+            for i, (why, n) in enumerate(r.unsupported.items()):
+                case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"unsupported-{i}")
+                ET.SubElement(case, "skipped", message=f"{n} case(s) the kernel declared unsupported: {why}"[:500])
             ratios = {_ratio_case(p): p for p in r.peer_ratios}
             for f in r.findings:
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f.case)
@@ -276,6 +285,10 @@ class GateReport:
                            f"below {p['min_ratio']:g}" if p["below_min_ratio"] else f"at or above {p['min_ratio']:g}")
                 lines.append(f"| {r.kernel} | {p['peer']} | {p['configuration']} | {p['kernel_ms']:.3f} | "
                              f"{p['peer_ms']:.3f} | {p['ratio']:.3f} | {verdict} |")
+        unsupported = [(r, why, n) for r in self.results for why, n in r.unsupported.items()]
+        if unsupported:
+            lines += ["", "### Not checked: cases the kernel declared unsupported", ""]
+            lines += [f"- {r.kernel} / {r.check}: {n} case(s): {why}" for r, why, n in unsupported]
         unjudged = [(r, why) for r in self.results for why in r.not_judged]
         if unjudged:
             lines += ["", "### Not judged", ""]
@@ -388,9 +401,12 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
             as verifier:
         results = verifier.verify_all(cases)
     checked = [r for r in results if r.status != "unsupported"]
+    unsupported = Counter(r.message for r in results if r.status == "unsupported")
     out = CheckResult(kernel.name, "suite", _status_of(results), cases=len(checked),
-                      findings=[_finding("suite", r) for r in results if r.failed], details=[built.summary()],
-                      precompile=built.to_dict())
+                      findings=[_finding("suite", r) for r in results if r.failed],
+                      details=[built.summary()] + [f"skipped {n} case(s) the kernel declared unsupported: {why}"
+                                                   for why, n in unsupported.most_common()],
+                      precompile=built.to_dict(), unsupported=dict(unsupported.most_common()))
     if not checked:
         out.status, out.reason = "skip", f"no suite case is inside the kernel's capabilities ({results[0].message})"
     return out
