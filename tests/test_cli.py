@@ -289,6 +289,20 @@ def test_schedule_table_and_png(tmp_path, capsys):
     assert "zigzag" in out and "dynamic" in out and png.stat().st_size > 1000
 
 
+def test_schedule_refuses_options_its_lengths_would_ignore_and_report_names_a_run_report(tmp_path, capsys):
+    """Regression (a new user's trial): `schedule --lengths 5,3 --batch 7` printed 2 sequences and exit 0, ignoring
+    --batch; `report run.json` said "run.json:1: not JSON" of a JSON run report."""
+    assert main(["schedule", "--lengths", "5,3", "--batch", "7"]) == 2
+    assert "--lengths gives the batch itself; --batch would be ignored" in capsys.readouterr().err
+    assert main(["schedule", "--lengths", "5,3", "--distribution", "pareto"]) == 2
+    assert main(["schedule", "--lengths", "5,3", "--num-sms", "2"]) == 0 and "2 sequences" in capsys.readouterr().out
+    run_report = tmp_path / "run.json"
+    run_report.write_text(json.dumps({"format": "jfa-verify-run/1", "cases": []}, indent=2))
+    assert main(["report", str(run_report), "--out-dir", str(tmp_path / "plots")]) == 2
+    err = capsys.readouterr().err
+    assert "is one JSON document (jfa-verify-run/1" in err and "not calibration records" in err and "not JSON" not in err
+
+
 def test_fuzz_finds_and_shrinks_planted_bug_then_replays_from_corpus(tmp_path, capsys):
     corpus = tmp_path / "corpus"
     rc = main(["fuzz", "--device", "cpu", "--plugin", MUTANT_PLUGIN, "--kernel", "mutant-kv_tail_dropped",
@@ -997,6 +1011,15 @@ def test_a_run_where_every_case_passes_leaves_no_reproducer_folder(tmp_path, mon
     assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "passes_quietly", "--max-cases", "1",
                  "--no-progress", "--quiet", "--report", str(tmp_path / "r.json")]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([plugin.name, "r.json"]), list(tmp_path.iterdir())
+    # ... and `findings` after it (its default folder absent) finds nothing, 0: `run && findings` in CI exited 2, a
+    # usage error, exactly when everything passed (a new user's trial)
+    capsys.readouterr()
+    assert main(["findings"]) == 0 and "no findings" in capsys.readouterr().out
+    # a folder named by --reproducers was asked for: kept, empty, so `findings FOLDER` reads it (a typo's is still 2)
+    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "passes_quietly", "--max-cases", "1",
+                 "--no-progress", "--quiet", "--report", str(tmp_path / "r.json"), "--reproducers", "asked"]) == 0
+    assert (tmp_path / "asked").is_dir() and not list((tmp_path / "asked").iterdir())
+    assert main(["findings", "asked"]) == 0 and main(["findings", "askd"]) == 2
     capsys.readouterr()
     for command, defaults in (("run", ("jfa-report.json", "jfa-reproducers")),
                               ("gate", ("jfa-gate.json", "jfa-gate.junit.xml", "jfa-gate.md", "jfa-reproducers")),

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from jfa_verify.core.exits import ExitCode
+from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = int(ExitCode.OK), int(ExitCode.FINDING), int(ExitCode.USAGE)
 
@@ -138,7 +139,7 @@ def kernel_options(p, kernel_default: Optional[str] = "triton_jfa", reproducers:
     device_option(p)
     plugin_option(p)
     if reproducers:
-        p.add_argument("--reproducers", default="jfa-reproducers", type=folder,
+        p.add_argument("--reproducers", default=DEFAULT_REPRODUCERS, type=folder,
                        help="folder for failing-case files (default: %(default)s)")
 
 

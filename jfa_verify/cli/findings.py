@@ -7,6 +7,7 @@ from pathlib import Path
 
 from jfa_verify.cli.arguments import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 from jfa_verify.core.exits import FINDINGS_IN_WORDS
+from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 
 HELP = "list the findings in a reproducer folder (one per signature), each with its replay command"
 DESCRIPTION = ("List the findings in a reproducer folder, one per signature, each with its id and the command "
@@ -16,7 +17,8 @@ DESCRIPTION = ("List the findings in a reproducer folder, one per signature, eac
                "a case file that cannot be read (a finding may be lost in it) beside no crash or hang, or a case "
                "file still marked running (its process died mid-case: killed, or taken down by the kernel; no "
                "verdict yet) beside no finding. Files of earlier findings whose cases now pass are kept in the "
-               "folder's now-passing/ subfolder, which is not listed.")
+               "folder's now-passing/ subfolder, which is not listed. No jfa-reproducers/ in the current folder (the "
+               "default, when no folder is given) is no finding, 0: a run whose cases all passed leaves none.")
 
 
 def add_arguments(parser) -> None:
@@ -36,7 +38,14 @@ def main(args, ctx) -> int:
 
     if args.folder and args.reproducers and Path(args.folder).resolve() != Path(args.reproducers).resolve():
         raise UsageError(f"two folders given: {args.folder!r} and --reproducers {args.reproducers!r}; give one")
-    root = args.folder or args.reproducers or "jfa-reproducers"
+    root = args.folder or args.reproducers or DEFAULT_REPRODUCERS
+    if not Path(root).exists() and Path(root) == Path(DEFAULT_REPRODUCERS):
+        # A run whose every case passed leaves no default folder (nothing written unasked): `jfa-verify run &&
+        # jfa-verify findings` in CI exited 2, a usage error, exactly when everything passed (a new user's trial). A
+        # folder named by --reproducers is kept, empty; a missing named one is a typo.
+        print("[]" if args.json else f"no findings: no {root}/ here (a run, fuzz or gate whose cases all passed "
+                                     f"leaves none)")
+        return EXIT_OK
     if not Path(root).is_dir():
         raise UsageError(f"{root!r} is not a folder; give the folder that `run`, `fuzz` or `gate` wrote its "
                          f"reproducers into")

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from jfa_verify.cli.arguments import (
+    DEFAULT_REPRODUCERS,
     UsageError,
     device_option,
     existing_file,
@@ -64,7 +65,7 @@ def add_arguments(parser) -> None:
                         help="the perf check fails where peer time / kernel time is below X (needs --perf-peer)")
     parser.add_argument("--replay", action="append", default=[], type=existing_folder,
                         help="replay the case files in this folder (e.g. a nightly campaign's artifacts)")
-    parser.add_argument("--reproducers", default="jfa-reproducers", type=folder,
+    parser.add_argument("--reproducers", default=DEFAULT_REPRODUCERS, type=folder,
                         help="folder for failing-case files (default: %(default)s; a campaign keeps its Hypothesis "
                              "files in its .hypothesis subfolder)")
     parser.add_argument("--timeout", type=positive_float, default=DEFAULT_CASE_TIMEOUT_S,

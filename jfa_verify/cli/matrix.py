@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from jfa_verify.cli.arguments import (
+    DEFAULT_REPRODUCERS,
     UsageError,
     device_option,
     existing_file,
@@ -36,7 +37,7 @@ def add_arguments(parser) -> None:
                         help="then a campaign of N examples per kernel that keeps searching after a finding")
     device_option(parser, help="where the cases run (default: cuda when there is a GPU, else the CPU interpreter)")
     plugin_option(parser, help="import a file that registers kernels (repeatable; named in every replay command)")
-    parser.add_argument("--reproducers", default="jfa-reproducers", type=folder,
+    parser.add_argument("--reproducers", default=DEFAULT_REPRODUCERS, type=folder,
                         help="folder for failing-case files (default: jfa-reproducers)")
     from jfa_verify.core.conventions import CONVENTIONS
 

@@ -9,6 +9,10 @@ from jfa_verify.core.errors import JFAError
 
 HELP = ("derive calibration records' floor terms again from their cases "
         "(after an error-model change; the measured kernel and SDPA errors are kept)")
+DESCRIPTION = ("Derive calibration records' floor terms again from their cases (the float64 reference's magnitudes "
+               "that the budgets scale with), after a change of the error model; the measured kernel and SDPA errors "
+               "are kept, and the records are written to --out. Exit status: 0 written; 2 a bad argument or a file "
+               "that is not calibration records; 130 interrupted.")
 
 
 def add_arguments(parser) -> None:

@@ -5,6 +5,11 @@ from __future__ import annotations
 from jfa_verify.cli.arguments import EXIT_OK, UsageError, existing_file, folder
 
 HELP = "plot calibration records: error vs length, headroom histograms (PNG)"
+DESCRIPTION = ("Plot calibration records, the files of one JSON record per line that `jfa-verify calibrate --records` "
+               "writes: per dtype row and output, each case's error against its length and its headroom under the "
+               "budgets, as PNG files in --out-dir. Not a report of a run: a run's failures are listed by `jfa-verify "
+               "findings`. Exit status: 0 the plots were written; 2 a bad argument, or a file that is not calibration "
+               "records; 130 interrupted.")
 
 
 def add_arguments(parser) -> None:

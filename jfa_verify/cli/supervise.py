@@ -23,6 +23,7 @@ import time
 from typing import Optional
 
 from jfa_verify.core.exits import ExitCode
+from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 
 __all__ = ["ENV", "needs_watching", "watched_run"]
 
@@ -79,7 +80,7 @@ def watched_run(args) -> int:
     from jfa_verify.run.postmortem import death_in_words, record_death  # (torch loads here, after a death only)
 
     how = death_in_words(status)
-    in_flight = record_death(args.report, args.reproducers or "jfa-reproducers", since, how)
+    in_flight = record_death(args.report, args.reproducers or DEFAULT_REPRODUCERS, since, how)
     print(f"[CRASH] jfa-verify run: the run's process {how}"
           + (f" while running the case in {in_flight.case_file} (--no-isolate runs cases in the run's own process); "
              f"the case file now says so, `jfa-verify findings` lists it and `{in_flight.replay}` replays it in a "

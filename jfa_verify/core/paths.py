@@ -1,4 +1,5 @@
-"""Whether a folder can be written into, asked before any work (a bad output folder found after a campaign loses it)."""
+"""Output folders: the default reproducer folder, and whether a folder can be written into, asked before any work (a
+bad output folder found after a campaign loses it)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["folder_problem"]
+__all__ = ["DEFAULT_REPRODUCERS", "folder_problem"]
+
+# The reproducer folder of a command not given --reproducers (in the current folder).
+DEFAULT_REPRODUCERS = "jfa-reproducers"
 
 
 def folder_problem(path: "str | Path") -> Optional[str]:

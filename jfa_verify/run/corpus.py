@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Iterator, Optional
 from jfa_verify.cases.case import Case
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.exits import ExitCode
+from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 from jfa_verify.run.interrupts import process_alive, process_start
 
 __all__ = ["Corpus", "RERUN_KEYS", "read_case_file", "environment", "normalize_status", "replay_command",
@@ -198,11 +199,14 @@ def _failing_status(text: Optional[str]) -> Optional[str]:
 
 @contextlib.contextmanager
 def kept_only_if_written(folder: "str | Path | None") -> Iterator[None]:
-    """A reproducer folder that did not exist before the block and is empty after it is removed: a run writes each
-    case's file before the case runs (:meth:`Corpus.guard`) and removes it when the case passes, so a run whose every
-    case passed left an empty ``jfa-reproducers/`` in the current folder, unasked. Only an empty folder is removed
-    (``os.rmdir``): a case file, of this run or of another process, keeps it. ``None`` (no folder): nothing."""
-    existed = folder is None or Path(folder).exists()
+    """The default reproducer folder (:data:`DEFAULT_REPRODUCERS`), when it did not exist before the block and is
+    empty after it, is removed: a run writes each case's file before the case runs (:meth:`Corpus.guard`) and removes
+    it when the case passes, so a run whose every case passed left an empty ``jfa-reproducers/`` in the current
+    folder, unasked. Only an empty folder is removed (``os.rmdir``): a case file, of this run or of another process,
+    keeps it. A folder named by ``--reproducers`` was asked for and is kept, empty: ``jfa-verify findings FOLDER``
+    after a passing run then says "no findings" (a new user's CI step failed, exit 2, exactly when every case
+    passed). ``None`` (no folder): nothing."""
+    existed = folder is None or Path(folder) != Path(DEFAULT_REPRODUCERS) or Path(folder).exists()
     try:
         yield
     finally:

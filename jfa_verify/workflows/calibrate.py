@@ -315,6 +315,11 @@ def read_records(paths: Iterable[str | Path]) -> list[Record]:
                 lines = fh.read().splitlines()
         except (OSError, UnicodeDecodeError, EOFError) as e:
             raise InvalidInput(f"cannot read records file {str(path)!r}: {e}") from None
+        whole = _one_document(lines)
+        if whole is not None:  # (a new user handed `report` the JSON report of a run: "line 1: not JSON")
+            raise InvalidInput(f"{path} is one JSON document ({whole}), not calibration records (one JSON record per "
+                               f"line, from jfa-verify calibrate --records FILE); a run's failures are listed by "
+                               f"`jfa-verify findings`, its report read as it is")
         last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
         for i, line in enumerate(lines):
             if not line.strip():
@@ -330,6 +335,20 @@ def read_records(paths: Iterable[str | Path]) -> list[Record]:
                 raise InvalidInput(f"{path}:{i + 1}: not a calibration record ({type(e).__name__}: {e}); "
                                    f"records come from jfa-verify calibrate --records") from None
     return out
+
+
+def _one_document(lines: list[str]) -> Optional[str]:
+    """What a file of several lines that is one JSON object is, in words (None for records: a line each)."""
+    if len(lines) < 2:
+        return None
+    try:
+        doc = json.loads("\n".join(lines))
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    what = doc.get("format") or ("a gate report" if "verdict" in doc else "an object")
+    return f"{what}, with keys {', '.join(sorted(doc)[:6])}{', ...' if len(doc) > 6 else ''}"
 
 
 @dataclass

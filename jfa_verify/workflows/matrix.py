@@ -29,6 +29,7 @@ from typing import Callable, Optional, Sequence
 from jfa_verify.cases.case import Case
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.exits import ExitCode, exit_code_for
+from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 from jfa_verify.judge.compare import OUTPUTS
 from jfa_verify.run.runner import FAILING_STATUSES, STATUSES
 from jfa_verify.run.settings import RunSettings
@@ -496,7 +497,7 @@ class MatrixOptions:
     device: Optional[str] = None  # "cuda", "cpu" or None (the GPU when there is one)
     # how every case runs (plugins, accepted conventions, timeout, backward, isolation) and the suites' seed
     settings: RunSettings = field(default_factory=lambda: RunSettings(isolate=True))
-    reproducers: Optional[str] = "jfa-reproducers"
+    reproducers: Optional[str] = DEFAULT_REPRODUCERS
     filter: Optional[str] = None  # only cases whose name contains this text
     max_cases: Optional[int] = None
     deadline_s: Optional[float] = None

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 
 
 def _isolated():
@@ -35,7 +36,7 @@ class RunRequest:
     filter: Optional[str] = None  # only cases whose name contains this text
     max_cases: Optional[int] = None  # the first N cases (after the filter)
     report: str = "jfa-report.json"
-    reproducers: Optional[str] = "jfa-reproducers"
+    reproducers: Optional[str] = DEFAULT_REPRODUCERS
     # how every case runs (timeout, plugins, isolation) and the suite's seed: a
     # :class:`~jfa_verify.run.settings.RunSettings`, isolated by default; its ``jobs`` is set from :attr:`jobs`
     settings: object = field(default_factory=_isolated)
