@@ -82,6 +82,11 @@ def test_ctrl_c_ends_run_with_table_and_report_and_no_running_file(tmp_path, mis
     assert payload["interrupted"] is True and payload["summary"]["pass"] == 2 and payload["cases_planned"] == 6
     assert "2 passed" in out
     assert not list(repro.glob("*.json"))  # the interrupted case has no verdict, so no file
+    # ... but it is named, with how long it had run and a command that replays it (a new user's Ctrl-C on a hanging
+    # case left no word of which case it was)
+    (stopped,) = payload["in_flight_at_interrupt"]
+    assert stopped["replay"].startswith("jfa-verify replay --case '") and "--timeout" in stopped["replay"]
+    assert f"interrupted while running {stopped['case']} (" in err and stopped["replay"] in err
 
 
 def test_sigterm_ends_run_like_ctrl_c(tmp_path, misbehaving_plugin):
@@ -97,6 +102,7 @@ def test_sigterm_ends_run_like_ctrl_c(tmp_path, misbehaving_plugin):
     assert "stale" not in payload and payload["interrupted"] is True and payload["finished"] is False
     assert payload["cases_planned"] == 6 and payload["cases"] == [] and "pairs" in payload
     assert payload["relation_checks"]["not_run_because"] == "interrupted"
+    assert len(payload["in_flight_at_interrupt"]) == 1 and "interrupted while running" in err
 
 
 def test_case_worker_restarts_after_a_crash_and_reports_sticky_cuda_errors_as_crashes(misbehaving_plugin):

@@ -92,6 +92,9 @@ def main(args, ctx) -> int:
               f"the report ({args.report}) says so", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     results, cases, suite, kernel = outcome.results, outcome.cases, outcome.suite, outcome.kernel
+    for stopped in outcome.in_flight:  # no verdict, so no case file: named here, since it may be the one that hangs
+        print(f"jfa-verify run: interrupted while running {stopped['case']} ({stopped['seconds']:g} s in; no verdict, "
+              f"no case file); replay it: {stopped['replay']}", file=sys.stderr)
     if not results and outcome.interrupted:
         print(f"\njfa-verify run: interrupted before the first case finished; the report ({args.report}) says so",
               file=sys.stderr)

@@ -71,6 +71,9 @@ class Verifier:
             self.workers = [CaseWorker(spec) for _ in range(settings.jobs)]
         self.worker = self.workers[0] if self.workers else None
         self._interrupted = threading.Event()  # set by verify_all when it ends its workers mid-case
+        # the cases an interrupt stopped mid-run, with the seconds each had run: no verdict, so no case file, but the
+        # caller names them (a new user's Ctrl-C on a hanging case left no word of which case it was)
+        self.interrupted_cases: list[tuple[Case, float]] = []
         # verify_all's second runs of cases that ran out of device memory: [run again, no longer out of memory]
         self.memory_reruns = [0, 0]
 
@@ -110,6 +113,7 @@ class Verifier:
                 else:
                     result = run_case(case, self.kernel, self.device, settings)
             except KeyboardInterrupt:
+                self.interrupted_cases.append((case, time.perf_counter() - t1))  # (list.append: thread-safe)
                 self.corpus.discard(path)
                 if self.isolated:
                     worker.kill()  # it is mid-case; the next case starts a fresh one

@@ -76,6 +76,8 @@ class RunOutcome:
     checked: list = field(default_factory=list)  # each planned check's finding line, or None where it held
     skipped: Optional[str] = None
     jobs: object = None  # the workers' :class:`~jfa_verify.run.parallelism.Jobs`, once the cases are chosen
+    # the cases an interrupt stopped mid-run: ``{"case", "seconds", "replay"}`` each (no verdict, so no case file)
+    in_flight: list = field(default_factory=list)
     precompiled: object = None  # the :class:`~jfa_verify.run.precompile.Precompiled` step, once it ran
 
     @property
@@ -188,6 +190,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     from jfa_verify.cases.dimensions import Target
     from jfa_verify.cases.pairs import PairCoverage
     from jfa_verify.checks.calls import check_relations
+    from jfa_verify.run.corpus import replay_command
     from jfa_verify.run.interrupts import terminate_as_interrupt
     from jfa_verify.run.loop import Verifier
     from jfa_verify.run.report import run_report, write_json
@@ -201,6 +204,11 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
                 outcome.results = verifier.verify_all(cases, on_result=lambda r: (done.append(r), seen(r)))
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report what was verified, then stop
             outcome.results, outcome.interrupted = done, True
+            outcome.in_flight = [{"case": case.name or case.case_id(), "seconds": round(seconds, 1),
+                                  "replay": replay_command(case, kernel.name, request.settings.plugins,
+                                                           memory=request.settings.memory,
+                                                           timeout_s=request.settings.timeout_s)}
+                                 for case, seconds in verifier.interrupted_cases]
     results = outcome.results
     # Only the cases the kernel ran exercised anything (a new user saw 0 of 84 cases run reported as 100% of pairs)
     ran = [r.case for r in results if r.status != "unsupported"]
@@ -211,6 +219,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
         broken = outcome.findings
         extra = {"interrupted": outcome.interrupted if finished or outcome.interrupted else None,  # (null: running)
                  "finished": finished and not outcome.interrupted, "cases_planned": len(cases),
+                 "in_flight_at_interrupt": outcome.in_flight,
                  "jobs": outcome.jobs.to_dict(),
                  "precompile": outcome.precompiled.to_dict() if outcome.precompiled is not None else None,
                  "pairs": pairs.to_dict(), "relations": broken,
