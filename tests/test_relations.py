@@ -193,3 +193,37 @@ def test_a_sequence_whose_first_call_fails_says_no_state_was_carried(jfa_device)
     finding = Relation("sequence", CASE, (dataclasses.replace(CASE, seed=9),)).check(
         _wrapped("planted-always-wrong", doubled), jfa_device)
     assert finding.startswith("call 1 of 2 failed on its own, before any other call") and "not state" in finding
+
+
+def test_a_later_call_that_fails_alone_too_is_not_called_state_but_one_that_passes_alone_is(jfa_device):
+    """Regression (a new user's trial): a stateless kernel wrong only on the second call's lengths was reported as
+    "call 2 of 4 failed after 1 earlier call(s) on the same kernel object" (host state), while that call failed on
+    its own too. The failing call now runs first on a fresh kernel object before state is blamed."""
+    second = dataclasses.replace(CASE, seed=9, kv_lengths=tuple(n + 1 for n in CASE.kv_lengths))
+
+    def wrong_on_the_second_lengths(problem, q, k, v, run):
+        if problem.total_k_rows == sum(second.kv_lengths) + second.offsets_start:
+            run.o = run.o * 2
+
+    finding = Relation("sequence", CASE, (second,)).check(
+        _wrapped("planted-wrong-on-lengths", wrong_on_the_second_lengths), jfa_device)
+    assert finding.startswith("call 2 of 2 failed on its own, as the first call on a fresh kernel object, too") \
+        and "not state" in finding, finding
+
+    class Stateful:
+        def __init__(self):
+            self.seen = 0
+
+        def launch(self, problem, q, k, v, q_off, k_off, *, instrument=False):
+            run = get_kernel("triton_jfa").impl.launch(problem, q, k, v, q_off, k_off, instrument=instrument)
+            self.seen += 1
+            if self.seen > 1:
+                run.o = run.o * 2
+            return run
+
+    base = get_kernel("triton_jfa")
+    stateful = add_kernel(Kernel("planted-stateful", "planted", Stateful, base.capabilities, base.tile_sizes_fn))
+    finding = Relation("sequence", CASE, (second,)).check(stateful, jfa_device)
+    assert finding.startswith("call 2 of 2 failed after 1 earlier call(s) on the same kernel object, and passed as "
+                              "the first call on a fresh one: state carried between calls"), finding
+

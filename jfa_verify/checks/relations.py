@@ -250,15 +250,23 @@ def _slice_first(case: Case, perm: CaseTensors, b: int) -> CaseTensors:
 
 
 def _check_sequence(cases: Sequence[Case], kernel, device) -> Optional[str]:
+    import dataclasses
+
     from jfa_verify.run.runner import run_case
 
     for i, case in enumerate(cases):
         result = run_case(case, kernel, device)
-        if result.failed and i == 0:  # (a new user read this as host state carried over; there was none yet)
-            return (f"call 1 of {len(cases)} failed on its own, before any other call: a wrong result of this "
-                    f"case, not state carried between calls:\n" + result.explain())
-        if result.failed:
-            return (f"call {i + 1} of {len(cases)} failed after {i} earlier call(s) on the same kernel object:\n"
-                    + result.explain())
+        if not result.failed:
+            continue
+        # Before blaming state carried between calls, the failing call runs first on a fresh kernel object (its
+        # loader called again): one that fails there too is a wrong result of the case itself (a new user read
+        # "call 2 failed after 1 earlier call" of a kernel that keeps no state and was wrong on that case alone).
+        alone = result if i == 0 else run_case(case, dataclasses.replace(kernel, _impl=None), device)
+        if alone.failed:
+            before = "before any other call" if i == 0 else "as the first call on a fresh kernel object, too"
+            return (f"call {i + 1} of {len(cases)} failed on its own, {before}: a wrong result of this case, not "
+                    f"state carried between calls:\n" + result.explain())
+        return (f"call {i + 1} of {len(cases)} failed after {i} earlier call(s) on the same kernel object, and "
+                f"passed as the first call on a fresh one: state carried between calls:\n" + result.explain())
     return None
 
