@@ -300,7 +300,8 @@ def test_schedule_refuses_options_its_lengths_would_ignore_and_report_names_a_ru
     run_report.write_text(json.dumps({"format": "jfa-verify-run/1", "cases": []}, indent=2))
     assert main(["report", str(run_report), "--out-dir", str(tmp_path / "plots")]) == 2
     err = capsys.readouterr().err
-    assert "is one JSON document (jfa-verify-run/1" in err and "not calibration records" in err and "not JSON" not in err
+    assert "is one JSON document (jfa-verify-run/1" in err and "not calibration records" in err
+    assert "not JSON" not in err
 
 
 def test_fuzz_finds_and_shrinks_planted_bug_then_replays_from_corpus(tmp_path, capsys):

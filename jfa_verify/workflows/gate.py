@@ -75,7 +75,7 @@ SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 SANITIZER_LAYOUT = "layout-7-3-19-5-11"  # the default suite's smallest lengths
 # A check's "error" is a check that could not judge (a tool failed or ran past its time, the framework
 # raised): the gate is not green, but no finding was made, so it exits USAGE unless something was found.
-_WORST = {"crash": 4, "hang": 3, "fail": 2, "error": 1, "pass": 0, "skip": 0}
+_WORST = {"crash": 4, "hang": 3, "fail": 2, "error": 1, "interrupted": 1, "pass": 0, "skip": 0}
 
 
 @dataclass
@@ -93,7 +93,8 @@ class Finding:
 
 @dataclass
 class CheckResult:
-    """The verdict of one check on one kernel: ``status`` is pass, fail, error, hang, crash or skip."""
+    """The verdict of one check on one kernel: ``status`` is pass, fail, error, hang, crash, skip, or interrupted
+    (Ctrl-C or SIGTERM during the check: no verdict; its ``findings`` are the failing cases it had found)."""
 
     kernel: str
     check: str
@@ -217,11 +218,11 @@ class GateReport:
         """JUnit XML: one ``testsuite`` per kernel and check, one ``testcase`` per case or finding."""
         root = ET.Element("testsuites", name="jfa-verify gate", time=f"{self.seconds:.1f}")
         for r in self.results:
-            failures = len(r.findings) if r.status in ("fail", "hang", "crash") else 0
+            failures = len(r.findings) if r.status in ("fail", "hang", "crash", "interrupted") else 0
             suite = ET.SubElement(root, "testsuite", name=f"{r.kernel}.{r.check}", time=f"{r.seconds:.1f}",
                                   tests=str(max(1, r.cases) + len(r.not_judged)), failures=str(failures),
                                   errors=str(1 if r.status == "error" else 0),
-                                  skipped=str((1 if r.status == "skip" else 0) + len(r.not_judged)
+                                  skipped=str((1 if r.status in ("skip", "interrupted") else 0) + len(r.not_judged)
                                               + len(r.unsupported)))
             if r.status == "skip":
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=r.check)
@@ -230,6 +231,9 @@ class GateReport:
             if r.status == "error":
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=r.check)
                 ET.SubElement(case, "error", message=r.reason[:500]).text = r.reason
+            if r.status == "interrupted":  # no verdict (its findings so far follow, as failures)
+                case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"{r.check}-rest")
+                ET.SubElement(case, "skipped", message=r.reason[:500]).text = r.reason
             for i, why in enumerate(r.not_judged):
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"not-judged-{i}")
                 ET.SubElement(case, "skipped", message=why[:500]).text = why
@@ -293,6 +297,10 @@ class GateReport:
         if unjudged:
             lines += ["", "### Not judged", ""]
             lines += [f"- {r.kernel} / {r.check}: {why}" for r, why in unjudged]
+        stopped = [r for r in self.results if r.status == "interrupted"]
+        if stopped:
+            lines += ["", "### Interrupted", ""]
+            lines += [f"- {r.kernel} / {r.check}: {r.reason}" for r in stopped]
         errors = [r for r in self.results if r.status == "error"]
         if errors:
             lines += ["", "### Errors", ""]
@@ -820,8 +828,8 @@ def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugi
             try:
                 result = _RUNNERS[check](kernel, device, options, tuple(plugins))
             except KeyboardInterrupt:  # no verdict; what it found so far is in the case files: say where
-                report.results.append(CheckResult(
-                    kernel.name, check, "error", seconds=time.perf_counter() - t0,
+                report.results.append(CheckResult(  # (an "error" read as a check that could not judge)
+                    kernel.name, check, "interrupted", seconds=time.perf_counter() - t0,
                     findings=_written_since(options.reproducers, kernel.name, check, started, plugins),
                     reason=f"interrupted during this check; the failing cases it found so far are case files in "
                            f"{options.reproducers} (jfa-verify findings {options.reproducers})"))
@@ -845,7 +853,8 @@ def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugi
                 log(f"      not judged: {line}")
 
 
-_WORSE = ("skip", "pass", "fail", "error", "hang", "crash")  # a check's statuses, mildest first (merged results)
+# a check's statuses, mildest first (merged results)
+_WORSE = ("skip", "pass", "fail", "error", "interrupted", "hang", "crash")
 
 
 def _file_under(report: GateReport, result: CheckResult) -> None:
