@@ -168,7 +168,8 @@ def _cli_cases(tmp_path, broken_plugins):
         (["run", "--seed", "x"], "--seed"), (["run", "--report", str(folder)], "--report"),
         (["run", "--report", nodir], "--report"), (["run", "--reproducers", str(afile)], "--reproducers"),
         # a folder that takes no new file (a new user's /proc/r.json: a traceback after the whole run)
-        (["run", "--report", "/proc/r.json"], "--report: /proc/r.json: cannot write in '/proc'"),
+        (["run", "--report", "/proc/r.json"],
+         "--report: /proc/r.json: cannot create a file in '/proc': the system refused it"),
         (["run", "--plugin", str(tmp_path / "missing.py")], "--plugin"),
         (["run", "--plugin", str(syntax)], "syntax.py:2"),
         (["run", "--plugin", str(missing)], "imports.py:3"), (["run", "--plugin", str(raises)], "raises.py"),

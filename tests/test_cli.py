@@ -726,9 +726,9 @@ def test_outputs_that_cannot_be_written_are_refused_before_any_work(tmp_path, ca
     afile = tmp_path / "afile"
     afile.write_text("")
     repro = str(tmp_path / "r")
-    cases = [(["--reproducers", "/proc/r"], "cannot write in '/proc'"),
+    cases = [(["--reproducers", "/proc/r"], "cannot create a file in '/proc': the system refused it"),
              (["--database", str(afile / "sub")], "is a file, so no folder can be made under it"),
-             (["--database", "/proc/nope"], "cannot write in '/proc'"),
+             (["--database", "/proc/nope"], "cannot create a file in '/proc': the system refused it"),
              (["--read-from", str(tmp_path / "missing")], "no such folder"),
              (["--reproducers", repro, "--report", repro], "--report"),
              (["--reproducers", repro, "--png", repro], "is the --reproducers folder"),
@@ -1030,6 +1030,24 @@ def test_a_run_where_every_case_passes_leaves_no_reproducer_folder(tmp_path, mon
         assert all(f"default:{name}" in text for name in defaults), (command, defaults)
 
 
+def test_a_run_with_no_case_inside_the_kernel_names_the_option_that_narrowed_it(tmp_path, capsys,
+                                                                                misbehaving_plugin):
+    """Regression (a new user's trial): `run --filter broadcast_q` on a kernel without broadcast-Q, and `--suite
+    windows` on one without windows, were told to "try jfa-verify fuzz", which does not help; the message now names
+    the option that left no case."""
+    plugin = misbehaving_plugin("no_case_here")
+    plugin.write_text(plugin.read_text().replace("Capabilities(backward=False)",
+                                                 "Capabilities(backward=False, modes=('self', 'cross'))"))
+    base = ["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "no_case_here", "--no-progress", "--quiet",
+            "--report", str(tmp_path / "r.json"), "--reproducers", str(tmp_path / "repro")]
+    assert main(base + ["--filter", "broadcast"]) == 2
+    err = capsys.readouterr().err
+    assert "no case of suite 'default' is inside the capabilities" in err and "change --filter" in err
+    assert "fuzz" not in err
+    assert main(base + ["--suite", "windows"]) == 2
+    assert "run the default suite (--suite default)" in capsys.readouterr().err
+
+
 def test_a_run_with_no_relation_check_says_none_ran_and_why_not_0_of_0_held(tmp_path, capsys, misbehaving_plugin):
     """Regression (new-user trial): on a kernel with gqa=False, `run --max-cases 3` ended with "0/0 relation checks
     held" while its report said they were not run because of --max-cases: the CPU relation batches need GQA, MQA or
@@ -1050,8 +1068,8 @@ def test_a_run_with_no_relation_check_says_none_ran_and_why_not_0_of_0_held(tmp_
     assert relations and {r.case.num_heads_q == r.case.num_heads_kv for r in relations} == {True}
     self_only = plugin("self_only", "Capabilities(backward=False, gqa=False, modes=('self',))")
     for name, path, why in (("mha_only", mha, "--max-cases"),
-                            ("self_only", self_only, "suite 'default' has no relation check inside kernel "
-                                                     "'self_only''s capabilities")):
+                            ("self_only", self_only, "suite 'default' has no relation check inside the "
+                                                     "capabilities of kernel 'self_only'")):
         report = tmp_path / f"{name}.json"
         assert main(["run", "--device", "cpu", "--plugin", str(path), "--kernel", name, "--max-cases", "3", "--quiet",
                      "--no-progress", "--report", str(report), "--reproducers", str(tmp_path / "repro")]) == 0

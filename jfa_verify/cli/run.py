@@ -116,10 +116,13 @@ def main(args, ctx) -> int:
               file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     if counts["unsupported"] == len(results):        # Nothing was checked: a gate must not read this as a pass.
+        # (the way out named for what narrowed the cases: a new user's --filter broadcast_q was told to try fuzz)
+        picked = "/".join(o for o, given in (("--filter", args.filter), ("--max-cases", args.max_cases)) if given)
+        fix = ("`jfa-verify kernels` lists where each kernel runs" if kernel.device_reason(ctx.device) else
+               f"the cases {picked} picked are all outside them: change {picked}" if picked else
+               "run the default suite (--suite default)" if suite.name != "default" else
+               f"try jfa-verify fuzz --kernel {kernel.name}")
         print(f"jfa-verify run: error: no case of suite {suite.name!r} is inside the capabilities of kernel "
-              f"{kernel.name!r} ({results[0].message}); "
-              + ("`jfa-verify kernels` lists where each kernel runs" if kernel.device_reason(ctx.device)
-                 else f"try jfa-verify fuzz --kernel {kernel.name}"),
-              file=sys.stderr)
+              f"{kernel.name!r} ({results[0].message}); {fix}", file=sys.stderr)
         return EXIT_USAGE
     return exit_code(outcome)

@@ -36,5 +36,6 @@ def folder_problem(path: "str | Path") -> Optional[str]:
         else:
             os.rmdir(tempfile.mkdtemp(dir=ancestor, prefix=".jfa-write-check."))
     except OSError as e:
-        return f"cannot write in {str(ancestor)!r} ({e.strerror or e})"
+        # (the system's own word, quoted as such: /proc answers "No such file or directory" of a folder that exists)
+        return f"cannot create a file in {str(ancestor)!r}: the system refused it ({e.strerror or e})"
     return None

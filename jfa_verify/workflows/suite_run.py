@@ -241,7 +241,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     # interrupted run. In a worker process when the cases were (a kernel that crashed in them killed the run itself,
     # its report left unfinished: issue 43, 15); a crash there is a finding, exit 4.
     # (no relation check for this kernel first: with none, --filter or --max-cases changed nothing)
-    none = f"suite {suite.name!r} has no relation check inside kernel {kernel.name!r}'s capabilities"
+    none = f"suite {suite.name!r} has no relation check inside the capabilities of kernel {kernel.name!r}"
     outcome.skipped = next((why for why, cond in ((none, not suite.relations), ("--filter", request.filter),
                                                   ("--max-cases", request.max_cases),
                                                   ("interrupted", outcome.interrupted), ("a crash", counts["crash"]),
