@@ -406,6 +406,21 @@ def test_matrix_cli_table_findings_outputs_and_replays(tmp_path, monkeypatch, ca
     assert "first met at its case" in merged
 
 
+def test_a_filtered_matrix_says_how_much_of_the_covering_array_it_ran(tmp_path, monkeypatch, capsys):
+    """Regression (a new user's trial): `matrix --filter tile-edges` printed the whole suite's "N covering-array
+    cases ... run first" above the 6 tile-edge cases it ran, none of them rows; it now says so, as `run` does."""
+    from jfa_verify.checks.suites import get_suite
+    from jfa_verify.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["matrix", "--kernel", "triton_jfa", "--filter", "tile-edges/self/float32", "--device", "cpu",
+                 "--json", "m.json", "--quiet", "--reproducers", "r"]) == 0
+    note = json.loads(Path("m.json").read_text())["suite_note"]
+    assert note.endswith("(in the whole suite; 0 of the 1 case(s) picked here are covering-array rows)"), note
+    suite = get_suite("default", "cpu", 0)
+    assert suite.note_for(suite.cases) == suite.note  # the whole suite: the note as it is
+
+
 def test_matrix_accept_turns_a_declared_convention_into_a_marked_pass(tmp_path, monkeypatch, capsys):
     from jfa_verify.cli import main
 

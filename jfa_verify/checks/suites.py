@@ -39,6 +39,19 @@ class Suite:
     note: str
     relations: tuple[Relation, ...] = ()
 
+    def note_for(self, picked) -> str:
+        """:attr:`note` for a run of ``picked``, some of :attr:`cases`: the note tells of the whole suite, so a run
+        of part of it says how much of the covering array it holds (a new user's filtered matrix printed "63
+        covering-array cases ... run first" above 6 cases, none of them rows)."""
+        from jfa_verify.cases.pairs import ROW_PREFIX
+
+        picked = list(picked)
+        if len(picked) == len(self.cases):
+            return self.note
+        rows = sum(c.name.startswith(ROW_PREFIX) for c in picked)
+        return (f"{self.note} (in the whole suite; {rows} of the {len(picked)} case(s) picked here are covering-array "
+                f"rows)")
+
 
 def _scaled(lengths: tuple[int, ...], scale: float) -> tuple[int, ...]:
     return tuple(max(1, round(n * scale)) if n else 0 for n in lengths)

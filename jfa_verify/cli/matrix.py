@@ -32,7 +32,8 @@ DESCRIPTION = ("Run the same cases through several kernels (and a campaign per k
 def add_arguments(parser) -> None:
     parser.add_argument("--kernel", action="append", default=[], help="a registered kernel (repeat for each)")
     parser.add_argument("--suite", action="append", default=[],
-                        help="built-in suite: default, windows or mha (repeatable; default: default)")
+                        help="built-in suite: default, windows, mha or jagged-grid (`jfa-verify run --help` says "
+                             "what each holds; repeatable; default: default)")
     parser.add_argument("--campaign", type=nonneg_int, default=0, metavar="N",
                         help="then a campaign of N examples per kernel that keeps searching after a finding")
     device_option(parser, help="where the cases run (default: cuda when there is a GPU, else the CPU interpreter)")

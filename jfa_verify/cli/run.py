@@ -36,7 +36,9 @@ def add_arguments(run) -> None:
     run.add_argument("--suite", default="default", metavar="{" + ",".join(sorted(SUITES)) + "}",
                      help="default: a covering array of every pair of contract classes the kernel supports, then "
                           "fixed production layouts (MovieLens, tile edges); windows: sliding windows at their "
-                          "edges; mha: half the default cases with H_kv = H_q, for kernels without GQA "
+                          "edges; mha: half the default cases with H_kv = H_q, for kernels without GQA; "
+                          "jagged-grid: lengths at the kernel's tiles +-1, empty and one-token sequences, mixed "
+                          "and MovieLens batches, cross and broadcast-Q, causal both ways, bf16/fp16 "
                           "(default: %(default)s)")
     run.add_argument("--seed", type=seed_int, default=0,
                      help="seed of the suite's values and of its covering array (default: %(default)s)")

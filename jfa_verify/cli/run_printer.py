@@ -25,14 +25,7 @@ class RunPrinter:
             f"{len(cases)} of {len(suite.cases)} cases, by {by}"
         self.console.print(f"jfa-verify run: kernel [bold]{kernel.name}[/], suite {suite.name} ({picked}), "
                            f"{self.where}, " + (str(jobs) if args.isolate else "in-process (--no-isolate)"))
-        if len(cases) == len(suite.cases):
-            self.console.print(f"  {suite.note}")
-        else:  # the note tells of the whole suite; say what of it this run has
-            from jfa_verify.cases.pairs import ROW_PREFIX
-
-            rows = sum(c.name.startswith(ROW_PREFIX) for c in cases)
-            self.console.print(f"  {suite.note} (in the whole suite; {rows} of the {len(cases)} case(s) picked here "
-                               f"are covering-array rows)")
+        self.console.print(f"  {suite.note_for(cases)}")
 
     def precompiled(self, result) -> None:
         if not self.args.quiet:

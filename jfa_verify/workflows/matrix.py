@@ -583,10 +583,11 @@ def _run(options: MatrixOptions) -> Matrix:
     for name in options.suites or ("default",):
         # generic tiles: one set of columns for every kernel
         suite = get_suite(name, device.type, options.settings.seed)
-        cases += [c for c in suite.cases if not options.filter or options.filter in c.name]
-        notes.append(f"suite {name}: {suite.note}")
-    if options.max_cases:
-        cases = cases[: options.max_cases]
+        picked = [c for c in suite.cases if not options.filter or options.filter in c.name]
+        if options.max_cases:
+            picked = picked[: max(0, options.max_cases - len(cases))]
+        cases += picked
+        notes.append(f"suite {name}: {suite.note_for(picked)}")
     if not cases:
         raise InvalidInput(f"no case of suites {list(options.suites) or ['default']} matches "
                            f"--filter {options.filter!r}")
