@@ -410,14 +410,17 @@ def _folder_rows(root: Path, kernel: Optional[str]) -> list[dict]:
 
 
 def _grouped_failures(unsigned: list) -> list[dict]:
-    """Rows for the failing case files that are no finding yet (a ``jfa-verify run``'s failures), grouped as a
-    campaign groups its examples: smallest case first, each later case an example of the first group it matches
-    (:func:`match_finding`). A new user's run listed one planted bug as 88 rows, one per failing case; the other
-    cases' files are named in the row's ``cases``."""
+    """Rows for the failing case files that are no finding yet (a ``jfa-verify run``'s failures), one per key
+    (status, error kind, lead output), smallest case first, the others its examples, their files named in the row's
+    ``cases``. A campaign also asks an example to hold its finding's input classes, which a shrunk case keeps to what
+    the bug needs; a run's cases are not shrunk (their classes are whatever the suite built), so that rule split one
+    planted bug into 35 rows of a new user's run (88 before any grouping). ``jfa-verify fuzz`` shrinks and tells
+    bugs of one key apart."""
     groups: dict[Path, list] = {}  # the group's first case file -> its members, smallest first
     heads: list[Finding] = []
     for item in sorted(unsigned, key=lambda item: size_key(item[1])):
         p, c, _, sig = item
+        sig = {**sig, "shrunk": False}  # (match_finding: any case of the key is an example of an unshrunk head)
         head = match_finding(heads, Finding(sig, p, c).key, set(sig["classes"]))
         if head is None:
             head = Finding(sig, p, c)
