@@ -68,6 +68,10 @@ def test_broken_kernel_fails_run_with_localized_message_and_replays(tmp_path, ca
     ("returns_42", "return 42", "returned 42, not an implementation", "--no-isolate"),
     # (a new user's trial: a load() raising ImportError failed every case as the kernel's error, exit 1)
     ("raises_on_load", "raise ImportError('needs my_cuda_ext')", "raised ImportError: needs my_cuda_ext", "--isolate"),
+    # (a new user's trial: a function of another signature failed every case with one TypeError, exit 1, ~100 times)
+    ("wrong_signature", "return lambda q, k, v, cu_seqlens, *, causal=False: (q, None)",
+     "cannot take the contract's call fn(q, k, v, q_offsets, k_offsets, *, causal, causal_alignment, sm_scale)",
+     "--isolate"),
 ])
 def test_a_load_returning_no_implementation_is_a_usage_error_not_a_finding(tmp_path, capsys, name, body, said, isolate):
     """Regression: a kernel whose load() returned None failed every case as a kernel error (exit 1, findings).

@@ -36,6 +36,7 @@ depends on no kernel.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import math
 import reprlib
 from dataclasses import dataclass, field
@@ -449,6 +450,8 @@ class Kernel:
                     f"implementation; make it return the attention function (called as the contract's "
                     f"fn(q, k, v, q_offsets, k_offsets, *, causal, causal_alignment, sm_scale)) or an object with "
                     f"launch() (see jfa_verify.protocol.kernel)", self.name)
+            if getattr(impl, "launch", None) is None:
+                _check_call_signature(self.name, loader, impl, self.capabilities)
             self._impl = impl
         return self._impl
 
@@ -498,6 +501,33 @@ class Kernel:
 
     def __call__(self, *args, **kwargs):
         return self.impl(*args, **kwargs)
+
+
+def _check_call_signature(name: str, loader: str, fn, caps: Capabilities) -> None:
+    """Refuse, at load, an attention function that cannot take the contract's call as :meth:`Kernel.run` makes it
+    for a kernel of ``caps``: a new user's ``attention(q, k, v, cu_seqlens, *, causal=False)`` failed every case of
+    a suite with the same TypeError, each one a finding (exit 1), where a registration mistake is exit 2. A function
+    whose signature Python cannot read (a builtin, an extension) is left to its calls.
+
+    Raises:
+        KernelConfigError: the call does not bind (the message gives the call, the function's signature and why).
+    """
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    keywords = {"causal": False, "causal_alignment": "top_left", "sm_scale": None}
+    keywords.update({"window": None} if caps.window else {})
+    keywords.update({"block_selection": None} if caps.block_sparse else {})
+    keywords.update({"block_scales": None} if caps.mxfp8 else {})
+    try:
+        signature.bind("q", "k", "v", "q_offsets", "k_offsets", **keywords)
+    except TypeError as e:
+        call = f"fn(q, k, v, q_offsets, k_offsets, *, {', '.join(keywords)})"
+        raise KernelConfigError(
+            f"kernel {name!r}: its load() ({loader}) returned a function of signature {signature}, which cannot take "
+            f"the contract's call {call} for its capabilities ({e}); give it those parameters (a keyword it ignores "
+            f"can go into **kwargs)", name) from None
 
 
 # Tile-boundary lengths for kernels that declare no tiles: common FlashAttention tiles on a GPU,
