@@ -249,3 +249,21 @@ def test_a_failure_names_the_heads_and_sequences_it_is_wrong_in():
     problem = case.problem(tensors)
     ref = torch.zeros(3, 4)
     assert spread(problem, "lse", ref, ref, 1e-6) is None  # nothing wrong: nothing to say
+
+
+def test_a_base_2_lse_gets_a_hint_and_other_failures_do_not(jfa_device):
+    """Regression (a new user's trial): a kernel returning log2 LSE was reported as "lse: max abs error 0.613 ...
+    kernel 1.9987, reference 1.3854", a ratio of exactly 1 / ln 2, with no word of it. The explanation now says so."""
+    from pathlib import Path
+
+    from jfa_verify import get_kernel, load_plugin, run_case
+
+    load_plugin(str(Path(__file__).parent / "quality" / "mutant_plugin.py"))
+    case = Case(kv_lengths=(17, 5, 33), num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32")
+    log2 = run_case(case, get_kernel("mutant-lse_log2"), jfa_device)
+    assert log2.status == "fail" and "LSE in base 2" in log2.hints["lse"]
+    assert "hint: the kernel's LSE times ln 2 is the reference's" in log2.explain()
+    assert log2.to_dict()["outputs"]["lse"]["hint"] == log2.hints["lse"]
+    other = run_case(case, get_kernel("mutant-kv_bound_minus_one"), jfa_device)
+    assert other.status == "fail" and not other.hints  # (a wrong LSE that is not log2 gets none)
+    assert not run_case(case, get_kernel("triton_jfa"), jfa_device).hints

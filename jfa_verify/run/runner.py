@@ -26,6 +26,7 @@ from jfa_verify.core.errors import InvalidInput, KernelConfigError, KernelUnavai
 from jfa_verify.judge.budgets import default_table, precision_of
 from jfa_verify.judge.compare import OUTPUTS, OutputComparison, compare_output, reference_scales
 from jfa_verify.judge.findings import Finding, explain_findings, messages, part_finding, sequence_finding
+from jfa_verify.judge.hints import hint
 from jfa_verify.judge.immutability import changed_inputs, copy_keeping_strides, snapshot
 from jfa_verify.judge.localize import Location, locate, spread
 from jfa_verify.judge.packing import judge_parts, judge_sequences, pack_failures_line
@@ -101,6 +102,7 @@ class CaseResult:
     comparisons: list[OutputComparison] = field(default_factory=list)
     locations: dict[str, Location] = field(default_factory=dict)
     spreads: dict[str, str] = field(default_factory=dict)  # failing output -> its wrong heads and sequences
+    hints: dict[str, str] = field(default_factory=dict)  # failing output -> the classic mistake it looks like
     message: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
     block_sizes: Optional[tuple[int, int]] = None
@@ -185,6 +187,8 @@ class CaseResult:
                 )
             if c.name in self.spreads:
                 lines.append(f"      {self.spreads[c.name]}")
+            if c.name in self.hints:
+                lines.append(f"      hint: {self.hints[c.name]}")
         if self.failed:
             lines.append(f"  replay: {self.replay_command()}")
         return "\n".join(lines)
@@ -220,6 +224,7 @@ class CaseResult:
                     "reference_value": c.reference_value,
                     "location": self.locations[c.name].describe() if c.name in self.locations else None,
                     "spread": self.spreads.get(c.name),
+                    "hint": self.hints.get(c.name),
                 }
                 for c in self.comparisons
             },
@@ -565,6 +570,9 @@ def _compare_outputs(result: CaseResult, problem: JaggedProblem, got: dict, ref:
             where = spread(problem, out_name, got[out_name], ref[out_name], cmp.allowance)
             if where:
                 result.spreads[out_name] = where
+            why = hint(out_name, got[out_name], ref[out_name], cmp.allowance)
+            if why:
+                result.hints[out_name] = why
     return explained_outputs
 
 
