@@ -298,3 +298,30 @@ def test_a_stress_finding_replays_by_rerunning_and_says_when_it_reruns_fewer(tmp
     out = capsys.readouterr().out
     assert f"replaying 2 of the {FIRST + 1} recorded reruns (it first showed at rerun {FIRST})" in out
     assert "[PASS] 2 reruns" in out and "agree bit for bit" in out
+
+
+def test_a_rerun_difference_shows_the_element_that_moved_most_not_a_signed_zero():
+    """Regression (a new user's trial): a nondeterminism finding showed "at sequence 0, head 0, token 0: 0.0 then
+    -0.0", the first differing element and the least informative one; it now shows the element that moved most."""
+    import torch
+
+    from jfa_verify import Case
+    from jfa_verify.checks.determinism import first_difference, rerun_difference
+    from jfa_verify.protocol.kernel import TileSizes
+
+    case = Case(kv_lengths=(5, 7), num_heads_q=2, num_heads_kv=2, head_dim=16, dtype="float32")
+    t = case.materialize("cpu")
+    problem = case.problem(t)
+    before = torch.zeros(12, 2, 16)
+    after = before.clone()
+    after[0, 0, 0] = -0.0
+    after[9, 1, 3] = 1e-3
+    index = first_difference(before, after)
+    assert index == (0, 0, 0)
+    tiles = TileSizes(32, 16)
+    diff = rerun_difference(problem, tiles, 1, "plain", "o", index, before, after)
+    assert diff.index == (9, 1, 3) and diff.after == pytest.approx(1e-3) and diff.moved == 1
+    assert "sequence 1" in diff.where
+    zeros_only = before.clone()
+    zeros_only[0, 0, 0] = -0.0  # a difference in the bits only: the first differing element is what there is
+    assert rerun_difference(problem, tiles, 1, "plain", "o", (0, 0, 0), before, zeros_only).index == (0, 0, 0)

@@ -41,8 +41,8 @@ DETERMINISM_KEY = "determinism"
 @dataclass(frozen=True)
 class RerunDifference:
     """The first rerun of a case whose outputs differ bit-wise from rerun 0: the rerun, its mode (``plain`` outside
-    the stress check), the output, the element's index and location (``(sequence, head, token, tile)`` in words), the
-    two values, how many elements moved and by how much at most."""
+    the stress check), the output, the index and location (``(sequence, head, token, tile)`` in words) of the element
+    that moved most, its two values, how many elements moved and by how much at most."""
 
     rerun: int
     mode: str
@@ -65,11 +65,16 @@ class RerunDifference:
 def rerun_difference(problem, tiles, rerun: int, mode: str, name: str, index: tuple, before: torch.Tensor,
                      after: torch.Tensor) -> RerunDifference:
     """The :class:`RerunDifference` of output ``name`` between rerun 0 (``before``) and rerun ``rerun`` (``after``),
-    whose first differing element is ``index`` (:func:`first_difference`; ``()``: the shape or dtype changed)."""
+    whose first differing element is ``index`` (:func:`first_difference`; ``()``: the shape or dtype changed). The
+    element described is the one that moved most (NaN counted as infinitely far); ``index`` itself when every
+    difference is in the bits only (signed zeros, NaN payloads)."""
     if index == ():
         return RerunDifference(rerun, mode, name, (), "shape or dtype changed", float("nan"), float("nan"),
                                before.numel(), float("inf"))
     moved = (after.double() - before.double()).abs()
+    size = torch.nan_to_num(moved, nan=float("inf"))
+    if float(size.max()) > 0:  # the element that moved most, not the first (a new user was shown a 0.0 / -0.0 flip)
+        index = tuple(int(i) for i in torch.unravel_index(size.argmax(), size.shape))
     where = locate(problem, name, index, tiles).describe()
     return RerunDifference(rerun, mode, name, tuple(index), where, before[index].item(), after[index].item(),
                            int((moved != 0).sum()), float(torch.nan_to_num(moved, nan=float("inf")).max()))
