@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from contextlib import contextmanager
 
 
@@ -58,8 +57,9 @@ class RunPrinter:
             print(coverage.format(device_type=self.device_type), flush=True)
             print(pairs.format(), flush=True)
             # why a case was skipped (a new user found it only in the JSON report), one line per reason
-            skipped = Counter(r.message for r in results if r.status == "unsupported")
-            for why, n in sorted(skipped.items(), key=lambda item: -item[1]):
-                print(f"skipped {n} case(s) the kernel declared unsupported: {why}", flush=True)
+            from jfa_verify.run.runner import skipped_lines, unsupported_reasons
+
+            for line in skipped_lines(unsupported_reasons(results)):
+                print(line, flush=True)
         for r in failing:
             print(r.explain(), flush=True)

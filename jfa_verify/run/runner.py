@@ -35,7 +35,8 @@ from jfa_verify.protocol.kernel import PASSES, Kernel, KernelRun
 from jfa_verify.run.settings import RunSettings
 
 __all__ = ["CaseResult", "FAILING_STATUSES", "KernelCall", "STATUSES", "call_kernel", "judge_outputs", "judged_status",
-           "not_judged", "ran_out_of_memory", "run_case", "poisoned_allocations"]
+           "not_judged", "ran_out_of_memory", "run_case", "poisoned_allocations", "skipped_lines",
+           "unsupported_reasons"]
 
 # Every verdict a case can get. "crash" and "hang" come from an isolated run
 # (jfa_verify.run.isolation): the worker process died, or ran past the timeout and was killed.
@@ -249,6 +250,19 @@ def _out_of_memory_hint(e: BaseException) -> str:
         return (f" {_OUT_OF_MEMORY}: other processes on the card, or a case too large for it; replay the case "
                 "alone to tell which]")
     return ""
+
+
+def unsupported_reasons(results) -> dict[str, int]:
+    """``{reason: cases}`` of the results whose kernel declared the case unsupported, most cases first: the cases a
+    run did not check, which every report of it names (``run``'s lines, the gate's reports)."""
+    from collections import Counter
+
+    return dict(Counter(r.message for r in results if r.status == "unsupported").most_common())
+
+
+def skipped_lines(reasons: dict[str, int]) -> list[str]:
+    """One line per reason of :func:`unsupported_reasons`, as every command prints it."""
+    return [f"skipped {n} case(s) the kernel declared unsupported: {why}" for why, n in reasons.items()]
 
 
 def judged_status(result: CaseResult) -> str:

@@ -42,7 +42,6 @@ import shutil
 import subprocess
 import time
 import xml.etree.ElementTree as ET
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -401,6 +400,7 @@ def _settings(options: GateOptions):
 def _check_suite(kernel, device, options, plugins) -> CheckResult:
     from jfa_verify.checks.suites import get_suite
     from jfa_verify.run.loop import Verifier
+    from jfa_verify.run.runner import skipped_lines, unsupported_reasons
     from jfa_verify.workflows.suite_run import precompile_cases
 
     cases = get_suite("default", device.type, options.run.seed, kernel=kernel).cases
@@ -409,12 +409,11 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
             as verifier:
         results = verifier.verify_all(cases)
     checked = [r for r in results if r.status != "unsupported"]
-    unsupported = Counter(r.message for r in results if r.status == "unsupported")
+    unsupported = unsupported_reasons(results)
     out = CheckResult(kernel.name, "suite", _status_of(results), cases=len(checked),
                       findings=[_finding("suite", r) for r in results if r.failed],
-                      details=[built.summary()] + [f"skipped {n} case(s) the kernel declared unsupported: {why}"
-                                                   for why, n in unsupported.most_common()],
-                      precompile=built.to_dict(), unsupported=dict(unsupported.most_common()))
+                      details=[built.summary()] + skipped_lines(unsupported),
+                      precompile=built.to_dict(), unsupported=unsupported)
     if not checked:
         out.status, out.reason = "skip", f"no suite case is inside the kernel's capabilities ({results[0].message})"
     return out
