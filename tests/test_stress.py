@@ -131,7 +131,7 @@ def test_a_rare_race_is_caught_at_the_rerun_it_happened_and_localized():
     b, h, t = SPOT
     assert first.output == "o" and f"sequence {b}, head {h}, token {t}, M-tile {t // TILES.block_m}" in first.where
     assert not verdict.failures  # a 1-ulp change is inside the budget: only the bit comparison sees it
-    assert f"rerun {first.rerun} (" in verdict.describe() and "differs bit-wise" in verdict.describe()
+    assert f"rerun {first.rerun} (mode {first.mode})" in verdict.describe() and "differs bit-wise" in verdict.describe()
 
 
 def test_a_correct_deterministic_kernel_passes_every_mode_it_can_run():
@@ -165,7 +165,7 @@ def test_a_nondeterministic_kernel_within_its_budget_passes_and_beyond_it_fails(
     report = run_stress(loud, "cpu", StressOptions(reruns=4, modes=("plain",)), cases=[SMALL])
     (verdict,) = report.verdicts
     assert verdict.status == "fail" and verdict.first_failing_rerun == 2
-    assert verdict.failures[0].startswith("rerun 2 (plain):") and "lse" in verdict.failures[0]
+    assert verdict.failures[0].startswith("rerun 2 (mode plain):") and "lse" in verdict.failures[0]
 
 
 # -- wiring: gate --checks stress and jfa-verify stress ------------------------------------------------------------
@@ -204,6 +204,44 @@ def test_stress_command_writes_its_report_and_exits_by_the_verdict(tmp_path, cap
     assert payload["status"] == "pass" and payload["modes_run"] == {"plain": 1, "launch_order": 1}
     assert len(payload["cases"]) == len(CPU_SHAPES) and "stress: pass" in out
     assert main(["stress", "--device", "cpu", "--reruns", "1"]) == 2  # a usage error, not a finding
+
+
+def _hanging(tmp_path, *args):
+    """Run ``args`` as a jfa-verify command in a process of its own (a hang ends it) with the stress-hang kernel."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "jfa_verify.cli", *args, "--device", "cpu", "--plugin", PLUGIN,
+                           "--kernel", "stress-hang"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+
+def test_stress_command_names_a_hung_rerun_writes_its_report_and_exits_3(tmp_path):
+    from tests.quality.stress_plugin import HANG_AT
+
+    report = tmp_path / "stress.json"
+    done = _hanging(tmp_path, "stress", "--reruns", "3", "--modes", "plain", "--timeout", "3", "--json", str(report))
+    assert done.returncode == 3, done.stdout + done.stderr
+    payload = json.loads(report.read_text())
+    hung = [c for c in payload["cases"] if c["status"] == "hang"]
+    assert payload["status"] == "hang" and len(hung) == 1, payload
+    # call HANG_AT is rerun 1 of the case HANG_AT - len(CPU_SHAPES) (rerun 0 runs every case first)
+    assert hung[0]["name"] == payload["cases"][HANG_AT - len(CPU_SHAPES)]["name"]
+    assert "rerun 1 (mode plain) had no result after 3 s" in hung[0]["message"]
+    assert f"[HANG] stress case {hung[0]['name']}" in done.stderr
+
+
+def test_gate_stress_marks_the_hung_case_file_and_exits_3(tmp_path):
+    from jfa_verify.run.corpus import read_case_file
+
+    repro = tmp_path / "repro"
+    done = _hanging(tmp_path, "gate", "--checks", "stress", "--stress-reruns", "2", "--timeout", "3",
+                    f"--reproducers={repro}")
+    assert done.returncode == 3, done.stdout + done.stderr
+    files = sorted(repro.glob("*.json"))
+    statuses = [read_case_file(f)[1]["status"] for f in files]
+    # the hung case's file says hang; the other cases' files, whose reruns were under way, stay running
+    assert statuses.count("hang") == 1 and set(statuses) <= {"hang", "running"}, statuses
+    assert "its case file: " in done.stderr
 
 
 def test_triton_jfa_caps_its_persistent_programs_for_fewer_sms():
@@ -292,7 +330,7 @@ def test_a_stress_finding_replays_by_rerunning_and_says_when_it_reruns_fewer(tmp
     # the same kernel object: its next perturbed call is its RATE-th from now
     replay = replay_reruns(case, payload, kernel, "cpu", RunSettings(), reruns=RATE)
     assert replay.status == "fail" and "the runs differ bit-wise" in replay.lines[0], replay.lines
-    assert f"rerun {RATE - 1} (plain): o differs bit-wise" in "\n".join(replay.lines)
+    assert f"rerun {RATE - 1} (mode plain): o differs bit-wise" in "\n".join(replay.lines)
     # fewer reruns than recorded: said, with where it first showed
     assert main(["replay", verdict.reproducer, "--plugin", PLUGIN, "--reruns", "2"]) == 0
     out = capsys.readouterr().out

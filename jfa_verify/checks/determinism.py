@@ -55,7 +55,7 @@ class RerunDifference:
     max_diff: float
 
     def describe(self) -> str:
-        return (f"rerun {self.rerun} ({self.mode}): {self.output} differs bit-wise from rerun 0 at {self.where}: "
+        return (f"rerun {self.rerun} (mode {self.mode}): {self.output} differs bit-wise from rerun 0 at {self.where}: "
                 f"{self.before!r} then {self.after!r} ({self.moved} element(s) moved, max |diff| {self.max_diff:.3g})")
 
     def to_dict(self) -> dict:

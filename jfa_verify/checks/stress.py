@@ -28,7 +28,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import random
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
@@ -71,10 +74,14 @@ class StressOptions:
     """What a stress run does. ``reruns``: runs per case (None: :data:`DEFAULT_RERUNS` of the device); ``modes``:
     the perturbation modes asked for (a subset of :data:`MODES`); ``laps``: ring laps every case makes at least
     (None: :data:`DEFAULT_LAPS` of the device); ``stages``: the ring's assumed depth; ``seed``: the cases' inputs and
-    the launch orders; ``backward``: judge dQ, dK, dV too where the kernel has a backward.
+    the launch orders; ``backward``: judge dQ, dK, dV too where the kernel has a backward; ``timeout_s``: seconds one
+    rerun of one case may take (the call, Triton's compiling in the first, and the judging) before it is a hang: the
+    case's verdict becomes ``hang``, its case file (with a corpus) is marked so, and the process ends with the hang
+    exit status (:func:`run_stress`); None: no limit.
 
     Raises:
-        InvalidInput: reruns < 2 or above :data:`MAX_RERUNS`, an unknown or empty mode list, laps or stages < 1.
+        InvalidInput: reruns < 2 or above :data:`MAX_RERUNS`, an unknown or empty mode list, laps or stages < 1,
+            timeout_s <= 0.
     """
 
     reruns: Optional[int] = None
@@ -83,8 +90,11 @@ class StressOptions:
     stages: int = PIPELINE_STAGES
     seed: int = 0
     backward: bool = True
+    timeout_s: Optional[float] = None
 
     def __post_init__(self) -> None:
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise InvalidInput(f"timeout_s={self.timeout_s} must be > 0 seconds (None: no limit), e.g. 600")
         if self.reruns is not None and not 2 <= self.reruns <= MAX_RERUNS:
             raise InvalidInput(f"reruns={self.reruns} must be in [2, {MAX_RERUNS}] (one run has nothing to compare "
                                f"with); e.g. 200, or 10000 to hunt a rare race")
@@ -373,9 +383,9 @@ class StressReport:
 
     @property
     def status(self) -> str:
-        """``error`` > ``fail`` > ``pass``; ``skip`` when no case was inside the kernel's capabilities."""
+        """``hang`` > ``error`` > ``fail`` > ``pass``; ``skip`` when no case was inside the kernel's capabilities."""
         statuses = {v.status for v in self.verdicts}
-        for s in ("error", "fail"):
+        for s in ("hang", "error", "fail"):
             if s in statuses:
                 return s
         return "pass" if "pass" in statuses else "skip"
@@ -432,7 +442,8 @@ def _rerun(state: _State, kernel: Kernel, rnd: Round, settings: RunSettings) -> 
         got = call_kernel(kernel, state.problem, state.tensors, v.case, backward=state.backward).outputs
         got = {n: t.detach().clone() for n, t in got.items() if isinstance(t, torch.Tensor)}
     except Exception as e:  # the kernel under test may fail in any way
-        v.status, v.message, state.done = "error", f"rerun {rnd.index} ({rnd.mode}): {type(e).__name__}: {e}", True
+        v.status, state.done = "error", True
+        v.message = f"rerun {rnd.index} (mode {rnd.mode}): {type(e).__name__}: {e}"
         return
     v.reruns += 1
     judge = not v.deterministic or state.first is None
@@ -457,9 +468,47 @@ def _rerun(state: _State, kernel: Kernel, rnd: Round, settings: RunSettings) -> 
         if result.status != "pass":
             v.status = "fail"
             lines = [line.strip() for line in result.explain().splitlines()[1:] if line.strip()]
-            v.failures.append(f"rerun {rnd.index} ({rnd.mode}): " + "; ".join(lines[:4]))
+            v.failures.append(f"rerun {rnd.index} (mode {rnd.mode}): " + "; ".join(lines[:4]))
             if v.first_failing_rerun is None:
                 v.first_failing_rerun = rnd.index
+
+
+@contextlib.contextmanager
+def _hang_watch(timeout_s: Optional[float], fire: Callable[[], None]):
+    """Call ``fire`` from a timer thread if the block still runs after ``timeout_s`` seconds (None: never)."""
+    if timeout_s is None:
+        yield
+        return
+    timer = threading.Timer(timeout_s, fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _hung(report: "StressReport", state: _State, rnd: Round, options: StressOptions, path, on_hang,
+          t0: float) -> None:
+    """The watchdog's end of a stress run: the hung case's verdict, its file, the caller's report, a line naming
+    the case, then the process's end (a hung kernel holds the thread that called it)."""
+    from jfa_verify.run.corpus import TIMEOUT_EXIT_CODE, mark_hang
+
+    v = state.verdict
+    v.status = "hang"
+    v.message = (f"rerun {rnd.index} (mode {rnd.mode}) had no result after {options.timeout_s:g} s (--timeout); "
+                 "the process ended")
+    report.seconds = time.perf_counter() - t0
+    try:
+        if path is not None:
+            v.reproducer = str(path)
+            mark_hang(path, v.message)
+        on_hang(report)
+    finally:
+        where = f"; its case file: {path}" if path is not None else ""
+        print(f"[HANG] stress case {v.case.name}: {v.message}{where}. Exit {TIMEOUT_EXIT_CODE}.", file=sys.stderr,
+              flush=True)
+        os._exit(TIMEOUT_EXIT_CODE)
 
 
 def _difference(state: _State, rnd: Round, name: str, index: tuple, before: torch.Tensor,
@@ -469,7 +518,8 @@ def _difference(state: _State, rnd: Round, name: str, index: tuple, before: torc
 
 def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOptions = StressOptions(), *,
                cases: Optional[Sequence[Case]] = None, settings: Optional[RunSettings] = None,
-               log: Callable[[str], None] = lambda line: None, corpus=None) -> StressReport:
+               log: Callable[[str], None] = lambda line: None, corpus=None,
+               on_hang: Callable[[StressReport], None] = lambda report: None) -> StressReport:
     """Rerun the stress cases (``cases``, default :func:`stress_cases`) through ``kernel`` on ``device`` under the
     perturbation modes of ``options`` and return the :class:`StressReport` (findings are verdicts, never raised).
 
@@ -478,6 +528,11 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
     ``corpus``: a :class:`~jfa_verify.run.corpus.Corpus` (the gate's reproducers): each case's file is written before
     the reruns start (so a crash of this process leaves it ``running``) and kept for a failing verdict, with
     :data:`STRESS_KEY` saying how it was rerun and what differed (``verdict.reproducer``); a pass leaves none.
+
+    A rerun still running after ``options.timeout_s`` is a hang, and a hung kernel cannot be interrupted from Python:
+    its verdict becomes ``hang``, its case file (with ``corpus``) is marked ``hang``, ``on_hang(report)`` is called
+    (the caller writes what it keeps, e.g. the JSON report), a ``[HANG]`` line names the case, the rerun and its
+    mode on stderr, and the process ends with exit status :data:`~jfa_verify.run.corpus.TIMEOUT_EXIT_CODE`.
 
     Raises:
         InvalidInput: bad options (:class:`StressOptions`), a case that is not valid.
@@ -510,7 +565,8 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
                     state.verdict.case, kernel.name, str(device), None, settings.plugins,
                     {STRESS_KEY: {"reruns": reruns, "modes": list(options.modes), "seed": options.seed}}))
         try:
-            _run_rounds(kernel, device, options, settings, report, live, reruns, modes, sm_count, log)
+            _run_rounds(kernel, device, options, settings, report, live, reruns, modes, sm_count, log,
+                        lambda state, rnd: _hung(report, state, rnd, options, paths.get(id(state)), on_hang, t0))
         except BaseException:  # Ctrl-C, or the framework's own failure: no verdict, so no file
             for path in paths.values():
                 corpus.discard(path)
@@ -530,7 +586,8 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
 
 
 def _run_rounds(kernel: Kernel, device: torch.device, options: StressOptions, settings: RunSettings,
-                report: StressReport, live: list, reruns: int, modes: list, sm_count: Optional[int], log) -> None:
+                report: StressReport, live: list, reruns: int, modes: list, sm_count: Optional[int], log,
+                on_hang: Callable[["_State", Round], None]) -> None:
     """:func:`run_stress`'s rounds over the ``live`` cases (verdicts in their states, modes counted in ``report``)."""
     capped: dict[int, Kernel] = {}
     noise = NoiseKernel(device) if "noise" in modes else None
@@ -551,11 +608,12 @@ def _run_rounds(kernel: Kernel, device: torch.device, options: StressOptions, se
                 if rnd.mode == "noise":
                     noise.burst()
                 failed = state.verdict.status
-                _rerun(state, runner, rnd, settings)
+                with _hang_watch(options.timeout_s, lambda: on_hang(state, rnd)):
+                    _rerun(state, runner, rnd, settings)
                 if noise is not None and rnd.mode == "noise":
                     noise.settle()
                 if state.verdict.status != failed:
-                    log(f"  {state.verdict.case.name}: {state.verdict.status} at rerun {rnd.index} ({rnd.mode})")
+                    log(f"  {state.verdict.case.name}: {state.verdict.status} at rerun {rnd.index} (mode {rnd.mode})")
             if rnd.index and rnd.index % 100 == 0:
                 log(f"  {rnd.index} of {reruns} reruns done")
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jfa_verify.cli.arguments import EXIT_FAIL, EXIT_OK, EXIT_USAGE, kernel_options, new_file, number, seed_int
+from jfa_verify.run.settings import DEFAULT_CASE_TIMEOUT_S as DEFAULT_TIMEOUT_S
 
 HELP = "rerun long, pipeline-filling cases many times under timing perturbation (races show rarely)"
 DESCRIPTION = ("Rerun long cases sized from the kernel's tiles (every pipeline stage cycles many laps; causal and "
@@ -12,7 +13,8 @@ DESCRIPTION = ("Rerun long cases sized from the kernel's tiles (every pipeline s
                "kernel's reruns are compared bit for bit; every kernel's outputs are judged against the references. "
                "The first differing rerun is reported with its mode and the element's sequence, head, token and "
                "tile. Exit status: 0 passed; 1 a rerun differed, failed or raised; 2 a bad argument, or no case "
-               "inside the kernel's capabilities; 70 an error of jfa-verify itself; 130 interrupted. The reruns run "
+               "inside the kernel's capabilities; 3 a rerun hung (--timeout); 70 an error of jfa-verify itself; "
+               "130 interrupted. The reruns run "
                "in this process: a kernel that crashes it ends the command (`jfa-verify gate --checks stress` keeps "
                "each case's file, left `running` by a crash, for `jfa-verify findings`).")
 
@@ -30,6 +32,10 @@ def add_arguments(parser) -> None:
                         help="ring laps every case makes at least (default 8 on CUDA, 1 on the CPU)")
     parser.add_argument("--seed", type=seed_int, default=0, help="seed of the cases' inputs and the launch orders")
     parser.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
+    parser.add_argument("--timeout", type=number(float, minimum=0.001), default=DEFAULT_TIMEOUT_S,
+                        help="seconds one rerun of one case may take, Triton's compiling included, before it is a hang "
+                             f"(default {DEFAULT_TIMEOUT_S:g}, as `run`'s): the hung case is named, --json is written, "
+                             "and the command exits 3 at once (a hung kernel cannot be interrupted)")
     parser.add_argument("--json", type=new_file, default=None, help="write the report (JSON) here")
 
 
@@ -41,10 +47,16 @@ def main(args, ctx) -> int:
     device = ctx.device
     kernel = ctx.kernel()
     options = StressOptions(reruns=args.reruns, modes=tuple(args.modes or MODES), laps=args.laps, seed=args.seed,
-                            backward=not args.forward_only)
+                            backward=not args.forward_only, timeout_s=args.timeout)
+
+    def keep(report) -> None:  # a hang ends this process: the report so far is written first
+        if args.json:
+            print(f"wrote {write_json(args.json, report.to_dict())}", flush=True)
+
     print(f"jfa-verify stress on {device}: {kernel.name}, {options.reruns_on(device)} reruns per case, modes "
           f"{', '.join(options.modes)}", flush=True)
-    report = run_stress(kernel, device, options, settings=ctx.settings, log=lambda line: print(line, flush=True))
+    report = run_stress(kernel, device, options, settings=ctx.settings, log=lambda line: print(line, flush=True),
+                        on_hang=keep)
     for v in report.verdicts:
         print(v.describe())
     for line in report.mode_lines():

@@ -27,7 +27,8 @@ from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 from jfa_verify.run.interrupts import process_alive, process_start
 
 __all__ = ["Corpus", "RERUN_KEYS", "read_case_file", "environment", "normalize_status", "replay_command",
-           "replay_timeout", "campaign_folder", "kept_only_if_written", "reproducer_folders", "TIMEOUT_EXIT_CODE"]
+           "replay_timeout", "campaign_folder", "mark_hang", "kept_only_if_written", "reproducer_folders",
+           "TIMEOUT_EXIT_CODE"]
 
 FORMAT = "jfa-verify-case/1"
 TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchdog timeout
@@ -95,15 +96,27 @@ def _environment() -> dict:
     return info
 
 
+def mark_hang(path: Path, explanation: str) -> dict:
+    """Rewrite the ``"running"`` case file ``path`` as a ``"hang"`` with ``explanation`` (the watchdog's last act
+    before its process ends: a hung kernel cannot be interrupted from Python) and return its payload.
+
+    Raises:
+        OSError, ValueError: the file cannot be read or is no JSON (the caller ends the process all the same).
+    """
+    with _folder_lock(path.parent):
+        payload = json.loads(path.read_text())
+        for key in _HOLD_KEYS:
+            payload.pop(key, None)
+        payload.update(status="hang", explanation=explanation)
+        _write_atomic(path, payload)
+    return payload
+
+
 def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
     def fire() -> None:
+        payload = {}
         try:
-            with _folder_lock(path.parent):
-                payload = json.loads(path.read_text())
-                for key in _HOLD_KEYS:
-                    payload.pop(key, None)
-                payload.update(status="hang", explanation=f"no result after {timeout_s} s; process ended")
-                _write_atomic(path, payload)
+            payload = mark_hang(path, f"no result after {timeout_s} s; process ended")
         finally:
             # in-process there is no table or report after this: say which case it was and how to replay it
             try:

@@ -558,7 +558,8 @@ def _check_stress(kernel, device, options, plugins) -> CheckResult:
     folder (``jfa-verify replay FILE`` reruns it); the modes run and skipped in details."""
     from jfa_verify.checks.stress import StressOptions, run_stress
 
-    report = run_stress(kernel, device, StressOptions(reruns=options.stress_reruns, seed=options.run.seed),
+    report = run_stress(kernel, device, StressOptions(reruns=options.stress_reruns, seed=options.run.seed,
+                                                      timeout_s=options.run.timeout_s),
                         settings=_settings(options), corpus=Corpus(options.reproducers))
     checked = [v for v in report.verdicts if v.status != "unsupported"]
     out = CheckResult(kernel.name, "stress", "pass", cases=len(checked),

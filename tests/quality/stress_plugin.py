@@ -4,7 +4,8 @@ Plain torch, forward only: each computes the float64 reference rounded to the in
 * ``stress-exact`` (deterministic) does nothing else: it passes;
 * ``stress-rare-race`` (declares itself deterministic) flips the lowest bit of one element of O on one call in
   :data:`RATE` (what a race seen rarely does: a 1-ulp change, within every budget, visible only bit for bit);
-* ``stress-noisy`` (declares itself non-deterministic) adds run-to-run noise far inside the budget: it passes.
+* ``stress-noisy`` (declares itself non-deterministic) adds run-to-run noise far inside the budget: it passes;
+* ``stress-hang`` (deterministic) never returns from its call number :data:`HANG_AT` (a deadlocked pipeline).
 Each implementation's ``log`` (shared with its ``with_programs(n)`` copies) counts its calls (``calls``) and
 records the calls it perturbed (``perturbed``) and the program caps asked for (``programs``).
 """
@@ -16,6 +17,7 @@ from jfa_verify.oracles import reference_attention
 
 RATE = 20  # stress-rare-race perturbs one call in RATE
 FIRST = 13  # ... the calls FIRST, FIRST + RATE, ... (counted from 0)
+HANG_AT = 5  # stress-hang's call that never returns (counted from 0): after rerun 0 of every case
 SPOT = (1, 1, 40)  # ... at (sequence, head, token) of O
 TILES = TileSizes(32, 16)
 DETERMINISTIC = Capabilities(backward=False, dtypes=(torch.float32, torch.bfloat16))
@@ -68,6 +70,14 @@ def _noisy(log, o, lse, q_offsets):
     return o + (torch.rand(o.shape) * 1e-30).to(o.dtype), lse + 1e-7 * torch.rand_like(lse)
 
 
+def _hang(log, o, lse, q_offsets):
+    if log.calls == HANG_AT:
+        import time
+
+        time.sleep(3600)  # as a deadlocked kernel: the call does not come back
+    return o, lse
+
+
 for _name, _mistake, _caps in (("stress-exact", _exact, DETERMINISTIC), ("stress-rare-race", _rare_race, DETERMINISTIC),
-                               ("stress-noisy", _noisy, NONDETERMINISTIC)):
+                               ("stress-noisy", _noisy, NONDETERMINISTIC), ("stress-hang", _hang, DETERMINISTIC)):
     register_kernel(_name, capabilities=_caps, tile_sizes=lambda problem: TILES)(lambda _m=_mistake: Planted(_m))
