@@ -1097,3 +1097,14 @@ def test_run_and_gate_have_a_default_timeout_so_a_hanging_kernel_cannot_hold_the
         assert main([command[0], "--help"]) == 0
         assert f"default: {DEFAULT_CASE_TIMEOUT_S:g}" in " ".join(capsys.readouterr().out.split())
     assert Context.from_args(parser.parse_args(["run", "--timeout", "7"])).settings.timeout_s == 7
+
+
+def test_an_inline_case_without_a_generator_field_says_which_values_it_gets(capsys):
+    from jfa_verify.cli import main
+
+    plain = '{"kv_lengths": [5], "num_heads_q": 1, "num_heads_kv": 1, "head_dim": 16}'
+    assert main(["replay", "--device", "cpu", "--case", plain]) == 0
+    assert 'no "generator" field' in capsys.readouterr().out
+    counter = plain[:-1] + ', "generator": "counter"}'
+    assert main(["replay", "--device", "cpu", "--case", counter]) == 0
+    assert "generator" not in capsys.readouterr().out

@@ -57,6 +57,11 @@ def main(args, ctx) -> int:
         case, payload = read_case_file(args.file)
     else:
         case, payload = Case.from_json(args.case), {}
+        if case.generator == "pcg64" and '"generator"' not in args.case:
+            # the file meaning of a missing field (a file written before the counter generator); a hand-written
+            # inline case most likely meant today's values, so say which values it gets
+            print('this case has no "generator" field: it gets the values a case file of that age had, NumPy\'s '
+                  'PCG64 draws; add "generator": "counter" for the values today\'s runs draw', flush=True)
     device = ctx.device
     recorded = [p for p in payload.get("plugin_paths", ()) if p not in ctx.plugins]
     try:
