@@ -160,6 +160,31 @@ def test_the_terminal_progress_bar_counts_passed_and_failed():
     assert "4/4" in file.getvalue() and "2 passed, 2 failed" in file.getvalue(), file.getvalue()[-400:]
 
 
+def test_progress_lines_of_a_log_beat_while_no_verdict_comes():
+    """Regression: with stdout not a terminal (a CI log), a case running for minutes printed nothing at all."""
+    import io
+    import time
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from jfa_verify.cli.output import ProgressLines
+
+    file = io.StringIO()
+    console = Console(file=file, force_terminal=False, width=150)
+    with ProgressLines(console, "verifying k", 3, interval=0.0, heartbeat=0.3,
+                       waiting=" (a case past --timeout 600 s is a hang)") as lines:
+        lines.add(SimpleNamespace(status="pass"))
+        time.sleep(1.2)  # no verdict: the heartbeat speaks
+        beats = file.getvalue().count("no verdict for 0.3 s, still running")
+        lines.add(SimpleNamespace(status="fail"))
+    text = file.getvalue()
+    assert beats >= 2 and "verifying k: 1/3 cases (1 pass); no verdict for 0.3 s" in text, text
+    assert "(a case past --timeout 600 s is a hang)" in text and "2/3 cases (1 fail, 1 pass)" in text, text
+    time.sleep(0.7)  # the heartbeat stops with the block
+    assert file.getvalue() == text
+
+
 def test_help_opens_with_a_description_for_users_and_version_comes_from_the_metadata(capsys, monkeypatch):
     """Regression: ``--help`` opened with the module's docstring for maintainers; there was no ``--version``."""
     from importlib import metadata

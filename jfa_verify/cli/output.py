@@ -15,26 +15,59 @@ def make_console():
 
 class ProgressLines:
     """Progress as plain lines, at most one per ``interval`` seconds and one at the end: for output that is not a
-    terminal (a CI log), where a live bar shows nothing."""
+    terminal (a CI log), where a live bar shows nothing. Used as a context manager, it also prints a heartbeat line
+    when no line came for ``heartbeat`` seconds (a case running for minutes left a CI log silent, as if the run had
+    hung); ``waiting`` says what the heartbeat waits on."""
 
-    def __init__(self, console, what: str, total: int, interval: float = 10.0):
+    def __init__(self, console, what: str, total: int, interval: float = 10.0, heartbeat: float = 60.0,
+                 waiting: str = ""):
+        import threading
         import time
         from collections import Counter
 
         self.console, self.what, self.total, self.interval = console, what, total, interval
+        self.heartbeat, self.waiting = heartbeat, waiting
         self.t0 = self.last = time.monotonic()
         self.statuses: Counter = Counter()
+        self._lock, self._stop, self._thread = threading.Lock(), threading.Event(), None
+
+    def __enter__(self) -> "ProgressLines":
+        import threading
+
+        self._thread = threading.Thread(target=self._beat, name="progress-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _beat(self) -> None:
+        import time
+
+        while not self._stop.wait(min(self.heartbeat, 5.0)):
+            with self._lock:
+                now = time.monotonic()
+                if now - self.last >= self.heartbeat:
+                    self.last = now
+                    self._print(now, f"; no verdict for {self.heartbeat:g} s, still running{self.waiting}")
+
+    def _print(self, now: float, tail: str = "") -> None:
+        counts = ", ".join(f"{v} {k}" for k, v in sorted(self.statuses.items()))
+        n = sum(self.statuses.values())
+        self.console.print(f"[{now - self.t0:6.0f} s] {self.what}: {n}/{self.total} cases"
+                           + (f" ({counts})" if counts else "") + tail, highlight=False, markup=False)
 
     def add(self, result) -> None:
         import time
 
-        self.statuses[result.status] += 1
-        now, n = time.monotonic(), sum(self.statuses.values())
-        if now - self.last >= self.interval or n == self.total:
-            self.last = now
-            counts = ", ".join(f"{v} {k}" for k, v in sorted(self.statuses.items()))
-            self.console.print(f"[{now - self.t0:6.0f} s] {self.what}: {n}/{self.total} cases ({counts})",
-                               highlight=False, markup=False)
+        with self._lock:
+            self.statuses[result.status] += 1
+            now, n = time.monotonic(), sum(self.statuses.values())
+            if now - self.last >= self.interval or n == self.total:
+                self.last = now
+                self._print(now)
 
 
 def counting_progress(console, what: str, total: int, *, disable: bool = False):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import contextmanager
 
 
@@ -37,11 +38,13 @@ class RunPrinter:
         off = self.args.no_progress
         # a terminal gets the bar (it leaves nothing behind, so --quiet keeps it); a CI log a plain line at most every
         # 10 s (it would otherwise see nothing for minutes), but none under --quiet
-        lines = ProgressLines(self.console, f"verifying {kernel.name}", total) \
+        limit = getattr(self.args, "timeout", None)
+        lines = ProgressLines(self.console, f"verifying {kernel.name}", total,
+                              waiting=f" (a case past --timeout {limit:g} s is a hang)" if limit else "") \
             if not (off or self.args.quiet or self.console.is_terminal) else None
         bar, add = counting_progress(self.console, f"verifying {kernel.name}", total,
                                      disable=off or not self.console.is_terminal)
-        with bar:
+        with bar, lines or contextlib.nullcontext():
             yield lambda r: (add(r), lines and lines.add(r))
 
     def verified(self, kernel, results, coverage, pairs) -> None:
