@@ -57,6 +57,7 @@ def pytest_configure(config):
         torch.set_num_threads(1)  # (in case a plugin imported torch before the variables above were set)
 
     device = select_device(config.getoption("--jfa-device"))
+    _SESSION_DEVICE[:] = [device]
     if device.type == "cuda":
         # A kernel module keeps the mode of its first import: a CPU test run in-process first in a GPU worker
         # (inside device_scope) would otherwise leave the shipped kernels interpreted for every later CUDA test.
@@ -65,6 +66,30 @@ def pytest_configure(config):
         for kernel in (get_kernel("triton_jfa"), get_kernel("gluon_jfa")):
             if kernel.device_reason(device) is None:
                 kernel.impl
+
+
+_SESSION_DEVICE = []  # the device pytest_configure selected for this process (one entry)
+
+
+def _session_compiles_triton() -> bool:
+    return bool(_SESSION_DEVICE) and _SESSION_DEVICE[0].type == "cuda"
+
+
+@pytest.fixture(scope="module")
+def interpreter_device():
+    """The CPU device, for a test that runs Triton kernels in the CPU interpreter; skipped in a CUDA session.
+
+    A process keeps the mode of its first Triton import: in a GPU worker the shipped kernels are compiled, so CPU
+    tensors reach a compiled launch ("cpu tensor?"), and an interpreted run there patches Triton's library for
+    good, failing every later CUDA test of the worker. On the H200 (2026-12-05) two module-scoped fixtures that
+    selected the CPU left a worker on it: 40 CUDA tests after them failed. CPU CI runs these tests.
+    """
+    if _session_compiles_triton():
+        pytest.skip("runs Triton kernels in the CPU interpreter; this session compiles them for CUDA "
+                    "(--jfa-device cuda): CPU CI runs it")
+    from jfa_verify.core.device import select_device
+
+    return select_device("cpu")
 
 
 @pytest.fixture(autouse=True)

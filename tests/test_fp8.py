@@ -7,7 +7,6 @@ import torch
 
 from jfa_verify import Case
 from jfa_verify.core.contract import validate_inputs
-from jfa_verify.core.device import select_device
 from jfa_verify.core.dtypes import output_dtype
 from jfa_verify.core.errors import InvalidInput, UnsupportedCase
 from jfa_verify.protocol.registry import get_kernel
@@ -17,8 +16,8 @@ FP8 = dict(num_heads_q=4, num_heads_kv=2, head_dim=16, dtype="float8_e4m3fn")
 
 
 @pytest.fixture(scope="module")
-def dev():
-    return select_device("cpu")
+def dev(interpreter_device):
+    return interpreter_device
 
 
 def test_contract_accepts_fp8_and_names_its_output_dtype():
@@ -66,7 +65,7 @@ def test_planted_forward_bugs_are_caught_in_fp8(name, output, dev):
     assert result.status == "fail" and output in [c.name for c in result.failing], result.explain()
 
 
-def test_fp8_probabilities_are_scaled_before_rounding_to_e4m3():
+def test_fp8_probabilities_are_scaled_before_rounding_to_e4m3(dev):
     """Regression: the kernel's P = exp(s - running max) lies in (0, 1]; rounded to e4m3 directly,
     P below 2^-6 is subnormal (grid 2^-9). One key 5.25 nats above 1000 others gives those
     P = e^-5.25 = 0.00525, which rounds to 0.00586 (+11.6 %), and O (0.84 exactly) came out 0.94,
@@ -83,7 +82,6 @@ def test_fp8_probabilities_are_scaled_before_rounding_to_e4m3():
     q, k, v = (t.to(torch.float8_e4m3fn) for t in (q, k, v))
     q_offsets = torch.tensor([0, 1], dtype=torch.int32)
     k_offsets = torch.tensor([0, n], dtype=torch.int32)
-    select_device("cpu")
     o, _ = kernel(q, k, v, q_offsets, k_offsets)
     p_rest = math.exp(-5.25)
     exact = (n - 1) * p_rest / (1.0 + (n - 1) * p_rest)

@@ -134,3 +134,31 @@ def test_the_kernels_gpu_tests_are_all_marked_gpu_and_run_by_the_gpu_gate():
     workflow = " ".join((ROOT / ".github" / "workflows" / "gpu-gate.yml").read_text().split())  # folded lines joined
     assert re.search(r"pytest [^\n]*?-m gpu --jfa-device cuda [^\n]*?tests/test_kernels_gpu\.py", workflow), workflow
     assert '"kernels/**"' in workflow and "required" in workflow
+
+
+def test_no_module_fixture_of_a_gpu_tested_file_selects_the_cpu():
+    """Regression (H200, 2026-12-05): ``test_mxfp8.py`` and ``test_fp8.py`` had module-scoped fixtures calling
+    ``select_device("cpu")``. In the GPU gate's tests stage such a choice outlives each test's ``device_scope``, runs
+    the shipped Triton kernels interpreted in a CUDA worker, and 40 CUDA tests after it in that worker failed. A
+    module fixture that needs the CPU interpreter takes ``interpreter_device`` (conftest: skipped in a CUDA
+    session)."""
+    import ast
+    import re
+
+    run_sh = (ROOT / "ci" / "gpu_run.sh").read_text()
+    files = re.search(r"^tests=\(([^)]*)\)", run_sh, re.M).group(1).split()
+    offenders = []
+    for rel in files:
+        tree = ast.parse((ROOT / rel).read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            scoped = any(isinstance(d, ast.Call) and any(k.arg == "scope" and getattr(k.value, "value", None)
+                                                         in ("module", "session", "package") for k in d.keywords)
+                         for d in fn.decorator_list)
+            picks_cpu = any(isinstance(c, ast.Call) and getattr(c.func, "id", getattr(c.func, "attr", None))
+                            == "select_device" and any(getattr(a, "value", None) == "cpu" for a in c.args)
+                            for c in ast.walk(fn))
+            if scoped and picks_cpu:
+                offenders.append(f"{rel}::{fn.name}")
+    assert len(files) >= 10 and not offenders, offenders

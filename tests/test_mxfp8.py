@@ -322,10 +322,8 @@ TRITON_PLUGIN = __import__("pathlib").Path(__file__).resolve().parent / "mxfp8_t
 
 
 @pytest.fixture(scope="module")
-def dev():
-    from jfa_verify.core.device import select_device
-
-    return select_device("cpu")
+def dev(interpreter_device):
+    return interpreter_device
 
 
 def _tiny(pattern, causal=False, **fields):

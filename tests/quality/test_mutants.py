@@ -332,7 +332,8 @@ SELECTION_TILE_MUTANTS = Path(__file__).parent / "selection_tile_mutants.json"
 
 
 @pytest.mark.parametrize("name", ["dq_sparse_tile_as_block", "dkdv_sparse_tile_as_block"])
-def test_sparse_bugs_of_blocks_spanning_several_tiles_die_in_the_default_suites_rows(name, tmp_path):
+def test_sparse_bugs_of_blocks_spanning_several_tiles_die_in_the_default_suites_rows(name, tmp_path,
+                                                                                  interpreter_device):
     """Regression (blind set 4, read: docs/evidence/cpu-2026-12-05-blind4): a block-sparse dQ (dK/dV) that takes its
     query (KV) tile's number for the selection's block number survived the default suite, whose sparse rows all had
     blocks of the kernel's own tiles. The covering array now has rows whose blocks span several tiles (the
