@@ -67,7 +67,7 @@ def _rare_race(log, o, lse, q_offsets):
 
 def _noisy(log, o, lse, q_offsets):
     # an atomic reduction in a varying order: results move by far less than an ulp of O's size from run to run
-    return o + (torch.rand(o.shape) * 1e-30).to(o.dtype), lse + 1e-7 * torch.rand_like(lse)
+    return o + (torch.rand(o.shape, device=o.device) * 1e-30).to(o.dtype), lse + 1e-7 * torch.rand_like(lse)
 
 
 def _hang(log, o, lse, q_offsets):
