@@ -39,7 +39,8 @@ def _writes_past_the_end(o, lse):
 
 def _perturbs(o, lse):
     # an atomic reduction in a varying order: results move by a few ulps from run to run, within budget
-    return o + (torch.rand(o.shape, dtype=torch.float32, device=o.device) * 1e-30).to(o.dtype), lse + 1e-7 * torch.rand_like(lse)
+    noise = torch.rand(o.shape, dtype=torch.float32, device=o.device) * 1e-30
+    return o + noise.to(o.dtype), lse + 1e-7 * torch.rand_like(lse)
 
 
 def _reads_uninitialized(o, lse):
