@@ -223,10 +223,24 @@ def unreadable_case_files(root: "str | Path") -> list[tuple[Path, str]]:
             try:
                 read(path)
             except (InvalidInput, OSError, ValueError) as e:
+                if _other_document(path):
+                    continue  # a run's --report beside its case files loses no finding
                 why = f"{type(e).__name__}: {e}"
                 # (cut at 200 characters, an unknown field's message lost the end of the known fields' list mid-word)
                 out.append((path, why if len(why) <= 2000 else why[:2000] + " ..."))
     return out
+
+
+def _other_document(path: Path) -> Optional[str]:
+    """What jfa-verify report ``path`` is (:func:`jfa_verify.run.report.document_kind`), or None."""
+    import json
+
+    from jfa_verify.run.report import document_kind
+
+    try:
+        return document_kind(json.loads(Path(path).read_text()))
+    except (OSError, ValueError):
+        return None
 
 
 def match_finding(findings: Iterable[Finding], key: tuple, classes: set[str]) -> Optional[Finding]:

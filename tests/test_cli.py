@@ -1133,3 +1133,68 @@ def test_an_inline_case_without_a_generator_field_says_which_values_it_gets(caps
     counter = plain[:-1] + ', "generator": "counter"}'
     assert main(["replay", "--device", "cpu", "--case", counter]) == 0
     assert "generator" not in capsys.readouterr().out
+
+
+PLAIN_PLUGIN = '''
+import torch
+from jfa_verify import Capabilities, register_kernel, validate_inputs
+from jfa_verify.oracles import reference_attention
+
+
+def attention(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None):
+    problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                              sm_scale=sm_scale)
+    ref = reference_attention(problem, q.detach(), k.detach(), v.detach())
+    EXIT_HERE
+    return ref["o"].to(q.dtype), ref["lse"].float()
+
+
+register_kernel("trial-plain", capabilities=Capabilities(backward=False))(lambda: attention)
+'''
+
+
+def test_trial_outputs_and_exits_of_plugins_and_kernels(tmp_path, capsys):
+    """Regressions (a new user's trial, 2026-12-05): ``--report pk.py`` replaced the plugin under test with the
+    report; ``sys.exit(0)`` in a plugin's import, or in a kernel run in-process, was a silent green run (exit 0, no
+    output); ``--report`` on a symbolic link replaced the link with a file and never wrote its target."""
+    import os
+
+    plugin = tmp_path / "pk.py"
+    plugin.write_text(PLAIN_PLUGIN.replace("EXIT_HERE", "pass"))
+    source = plugin.read_text()
+    common = ["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "trial-plain", "--max-cases", "1",
+              "--no-progress", "--reproducers", str(tmp_path / "r")]
+    assert main([*common, "--report", str(plugin)]) == 2
+    assert "is the --plugin file" in capsys.readouterr().err and plugin.read_text() == source
+
+    target, link = tmp_path / "target.json", tmp_path / "link.json"
+    target.write_text("{}")
+    os.symlink(target, link)
+    assert main([*common, "--no-isolate", "--report", str(link)]) == 0, capsys.readouterr()
+    assert link.is_symlink() and json.loads(target.read_text())["finished"] is True
+
+    exits = tmp_path / "exits_on_import.py"
+    exits.write_text("import sys\nsys.exit(0)\n")
+    assert main(["run", "--device", "cpu", "--plugin", str(exits), "--kernel", "trial-plain", "--max-cases", "1"]) == 2
+    assert "called sys.exit(0) while being imported" in capsys.readouterr().err
+
+    exits = tmp_path / "exits_in_its_call.py"
+    exits.write_text(PLAIN_PLUGIN.replace("EXIT_HERE", "import sys; sys.exit(0)").replace("trial-plain", "trial-exit"))
+    assert main(["run", "--device", "cpu", "--plugin", str(exits), "--kernel", "trial-exit", "--max-cases", "1",
+                 "--no-progress", "--reproducers", str(tmp_path / "r2"), "--no-isolate"]) == 1
+    assert "the kernel called sys.exit(0) during its call" in capsys.readouterr().out
+
+
+def test_findings_passes_over_a_run_report_beside_the_case_files(tmp_path, capsys):
+    """Regression (a new user's trial): ``run --reproducers out --report out/report.json`` then ``findings out``
+    exited 2, calling the report a case file in which a finding may be lost."""
+    from fuzz.findings import unreadable_case_files
+    from jfa_verify.run.report import write_json
+
+    out = tmp_path / "out"
+    out.mkdir()
+    write_json(out / "report.json", {"kernel": "k", "summary": {}, "cases": [], "environment": {}, "finished": True})
+    (out / "broken.json").write_text("{not json")
+    assert [p.name for p, _ in unreadable_case_files(out)] == ["broken.json"]
+    (out / "broken.json").unlink()
+    assert main(["findings", str(out)]) == 0, capsys.readouterr()

@@ -231,6 +231,29 @@ def test_stress_command_names_a_hung_rerun_writes_its_report_and_exits_3(tmp_pat
     assert f"[HANG] stress case {hung[0]['name']}" in done.stderr
 
 
+def test_an_interrupted_stress_command_prints_and_writes_the_reruns_so_far(tmp_path):
+    """Regression (a new user's trial): Ctrl-C on ``jfa-verify stress`` exited 130 with nothing but "interrupted":
+    no verdicts, no --json."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    report = tmp_path / "stress.json"
+    proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "stress", "--device", "cpu", "--plugin", PLUGIN,
+                             "--kernel", "stress-exact", "--reruns", "100000", "--modes", "plain", "--json",
+                             str(report)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    line = proc.stdout.readline()  # the header: the run has begun
+    assert line.startswith("jfa-verify stress on cpu"), line
+    time.sleep(6)  # (the references of the four cases take about a second; the reruns then go on for hours)
+    proc.send_signal(signal.SIGINT)
+    out = line + proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, out
+    payload = json.loads(report.read_text())
+    assert payload["interrupted"] is True and len(payload["cases"]) == len(CPU_SHAPES), payload
+    assert "stress: interrupted after" in out and sum(c["reruns"] for c in payload["cases"]) >= 1, out
+
+
 def test_gate_stress_marks_the_hung_case_file_and_exits_3(tmp_path):
     from jfa_verify.run.corpus import read_case_file
 

@@ -262,10 +262,16 @@ def _check_sequence(cases: Sequence[Case], kernel, device) -> Optional[str]:
         # loader called again): one that fails there too is a wrong result of the case itself (a new user read
         # "call 2 failed after 1 earlier call" of a kernel that keeps no state and was wrong on that case alone).
         alone = result if i == 0 else run_case(case, dataclasses.replace(kernel, _impl=None), device)
+        if i == 0 and alone.failed:
+            return (f"call 1 of {len(cases)} failed on its own, before any other call: a wrong result of this case, "
+                    f"not state carried between calls:\n" + result.explain())
         if alone.failed:
-            before = "before any other call" if i == 0 else "as the first call on a fresh kernel object, too"
-            return (f"call {i + 1} of {len(cases)} failed on its own, {before}: a wrong result of this case, not "
-                    f"state carried between calls:\n" + result.explain())
+            # (a fresh object does not reset what the kernel keeps outside it: a new user's module-level cache,
+            # keyed by shape, was called "a wrong result of this case", and the case then passed in a new process)
+            return (f"call {i + 1} of {len(cases)} failed after {i} earlier call(s), and as the first call on a "
+                    f"fresh kernel object too: a wrong result of this case, or state the kernel keeps outside its "
+                    f"object (a module-level cache, say) from calls before; replaying the case in a new process "
+                    f"tells the two apart (it passes there if it is state):\n" + result.explain())
         return (f"call {i + 1} of {len(cases)} failed after {i} earlier call(s) on the same kernel object, and "
                 f"passed as the first call on a fresh one: state carried between calls:\n" + result.explain())
     return None

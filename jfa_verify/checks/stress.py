@@ -380,6 +380,7 @@ class StressReport:
     modes_run: dict[str, int] = field(default_factory=dict)
     modes_skipped: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    interrupted: bool = False
 
     @property
     def status(self) -> str:
@@ -396,7 +397,8 @@ class StressReport:
 
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "device": self.device, "status": self.status, "reruns": self.reruns,
-                "seconds": self.seconds, "modes_run": self.modes_run, "modes_skipped": self.modes_skipped,
+                "seconds": self.seconds, "interrupted": self.interrupted, "modes_run": self.modes_run,
+                "modes_skipped": self.modes_skipped,
                 "cases": [v.to_dict() for v in self.verdicts]}
 
 
@@ -488,7 +490,7 @@ def _hang_watch(timeout_s: Optional[float], fire: Callable[[], None]):
         timer.cancel()
 
 
-def _hung(report: "StressReport", state: _State, rnd: Round, options: StressOptions, path, on_hang,
+def _hung(report: "StressReport", state: _State, rnd: Round, options: StressOptions, path, on_stop,
           t0: float) -> None:
     """The watchdog's end of a stress run: the hung case's verdict, its file, the caller's report, a line naming
     the case, then the process's end (a hung kernel holds the thread that called it)."""
@@ -503,7 +505,7 @@ def _hung(report: "StressReport", state: _State, rnd: Round, options: StressOpti
         if path is not None:
             v.reproducer = str(path)
             mark_hang(path, v.message)
-        on_hang(report)
+        on_stop(report)
     finally:
         where = f"; its case file: {path}" if path is not None else ""
         print(f"[HANG] stress case {v.case.name}: {v.message}{where}. Exit {TIMEOUT_EXIT_CODE}.", file=sys.stderr,
@@ -519,7 +521,7 @@ def _difference(state: _State, rnd: Round, name: str, index: tuple, before: torc
 def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOptions = StressOptions(), *,
                cases: Optional[Sequence[Case]] = None, settings: Optional[RunSettings] = None,
                log: Callable[[str], None] = lambda line: None, corpus=None,
-               on_hang: Callable[[StressReport], None] = lambda report: None) -> StressReport:
+               on_stop: Callable[[StressReport], None] = lambda report: None) -> StressReport:
     """Rerun the stress cases (``cases``, default :func:`stress_cases`) through ``kernel`` on ``device`` under the
     perturbation modes of ``options`` and return the :class:`StressReport` (findings are verdicts, never raised).
 
@@ -530,9 +532,11 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
     :data:`STRESS_KEY` saying how it was rerun and what differed (``verdict.reproducer``); a pass leaves none.
 
     A rerun still running after ``options.timeout_s`` is a hang, and a hung kernel cannot be interrupted from Python:
-    its verdict becomes ``hang``, its case file (with ``corpus``) is marked ``hang``, ``on_hang(report)`` is called
+    its verdict becomes ``hang``, its case file (with ``corpus``) is marked ``hang``, ``on_stop(report)`` is called
     (the caller writes what it keeps, e.g. the JSON report), a ``[HANG]`` line names the case, the rerun and its
-    mode on stderr, and the process ends with exit status :data:`~jfa_verify.run.corpus.TIMEOUT_EXIT_CODE`.
+    mode on stderr, and the process ends with exit status :data:`~jfa_verify.run.corpus.TIMEOUT_EXIT_CODE`. On
+    Ctrl-C (KeyboardInterrupt) ``report.interrupted`` is set, ``on_stop(report)`` is called with the verdicts so
+    far, and the interrupt propagates.
 
     Raises:
         InvalidInput: bad options (:class:`StressOptions`), a case that is not valid.
@@ -566,10 +570,13 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
                     {STRESS_KEY: {"reruns": reruns, "modes": list(options.modes), "seed": options.seed}}))
         try:
             _run_rounds(kernel, device, options, settings, report, live, reruns, modes, sm_count, log,
-                        lambda state, rnd: _hung(report, state, rnd, options, paths.get(id(state)), on_hang, t0))
-        except BaseException:  # Ctrl-C, or the framework's own failure: no verdict, so no file
+                        lambda state, rnd: _hung(report, state, rnd, options, paths.get(id(state)), on_stop, t0))
+        except BaseException as e:  # Ctrl-C, or the framework's own failure: no verdict, so no file
             for path in paths.values():
                 corpus.discard(path)
+            if isinstance(e, KeyboardInterrupt):  # the reruns so far are the caller's to keep
+                report.interrupted, report.seconds = True, time.perf_counter() - t0
+                on_stop(report)
             raise
         for state in live:
             if id(state) in paths:

@@ -111,10 +111,18 @@ def _outputs_apart(args) -> None:
     named = {f"--{a}": getattr(args, a) for a in _OUTPUT_FILES if isinstance(getattr(args, a, None), str)}
     seen: dict = {}
     folder = getattr(args, "reproducers", None)
+    # the files the command reads: an output written over one destroys it (a new user's --report pk.py replaced
+    # the plugin under test with the JSON report)
+    inputs = {Path(p).resolve(): f"the --plugin file {p}" for p in getattr(args, "plugin", None) or ()}
+    if isinstance(getattr(args, "file", None), str):
+        inputs[Path(args.file).resolve()] = f"the file {args.file} this command reads"
     for option, value in named.items():
         where = Path(value).resolve()
         if folder and where == Path(folder).resolve():
             raise UsageError(f"{option} {value} is the --reproducers folder; give the file another name")
+        if where in inputs:
+            raise UsageError(f"{option} {value} is {inputs[where]}: writing there would replace it; give the "
+                             f"output another name")
         if where in seen:
             raise UsageError(f"{seen[where]} and {option} are both {value}; give each its own file")
         seen[where] = option

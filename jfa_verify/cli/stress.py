@@ -49,14 +49,19 @@ def main(args, ctx) -> int:
     options = StressOptions(reruns=args.reruns, modes=tuple(args.modes or MODES), laps=args.laps, seed=args.seed,
                             backward=not args.forward_only, timeout_s=args.timeout)
 
-    def keep(report) -> None:  # a hang ends this process: the report so far is written first
+    def keep(report) -> None:  # a hang or Ctrl-C ends the command: the verdicts so far are printed and written
+        if report.interrupted:
+            for v in report.verdicts:
+                print(v.describe())
+            print(f"stress: interrupted after {report.seconds:.1f} s; the verdicts above cover the reruns made",
+                  flush=True)
         if args.json:
             print(f"wrote {write_json(args.json, report.to_dict())}", flush=True)
 
     print(f"jfa-verify stress on {device}: {kernel.name}, {options.reruns_on(device)} reruns per case, modes "
           f"{', '.join(options.modes)}", flush=True)
     report = run_stress(kernel, device, options, settings=ctx.settings, log=lambda line: print(line, flush=True),
-                        on_hang=keep)
+                        on_stop=keep)
     for v in report.verdicts:
         print(v.describe())
     for line in report.mode_lines():

@@ -231,8 +231,12 @@ def load_plugin(path: "str | Path") -> None:
         spec.loader.exec_module(module)
     except BaseException as e:
         del sys.modules[mod_name]
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+        if isinstance(e, KeyboardInterrupt):
             raise
+        if isinstance(e, SystemExit):  # (a silent exit 0 here was a green run that checked nothing)
+            raise PluginError(f"plugin {path} called sys.exit({e.code!r}) while being imported: a plugin file "
+                              "registers its kernels and returns; guard script code with "
+                              "`if __name__ == \"__main__\":`") from None
         raise PluginError(f"plugin {_where(e, path)}: {type(e).__name__}: {e}") from None
     if len(_REGISTRY) == registered:  # (a plugin may only patch things; named when a kernel is not found)
         _EMPTY_PLUGINS.append(str(path))

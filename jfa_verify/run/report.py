@@ -36,6 +36,24 @@ def run_report(results: Sequence[CaseResult], *, kernel: str, device, suite_note
     return payload
 
 
+def document_kind(payload) -> Optional[str]:
+    """What jfa-verify document other than a case file ``payload`` (a parsed JSON file) is: ``"a run report"``,
+    ``"a gate report"``, ``"a stress report"``, ``"a matrix report"``, or None (a case file, or not ours). A reader of
+    a reproducers folder passes these over: a run's ``--report`` is often written beside its case files."""
+    if not isinstance(payload, dict) or "case" in payload:
+        return None
+    if payload.get("format") == "jfa-verify-matrix/1":
+        return "a matrix report"
+    keys = set(payload)
+    if {"summary", "cases", "environment"} <= keys:
+        return "a run report"
+    if {"results", "verdict", "environment"} <= keys:
+        return "a gate report"
+    if {"modes_run", "modes_skipped", "reruns", "cases"} <= keys:
+        return "a stress report"
+    return None
+
+
 def write_json(path: "str | Path", payload: "dict | list") -> Path:
     """Write ``payload`` as indented JSON (through a temporary file, so a reader never sees half of it).
 
@@ -50,11 +68,18 @@ def write_json(path: "str | Path", payload: "dict | list") -> Path:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    text = json.dumps(payload, indent=2, default=str)
     final = isinstance(payload, dict) and payload.get("finished") is True
     with writing_verdict() if final else contextlib.nullcontext():
-        tmp.write_text(json.dumps(payload, indent=2, default=str))
-        tmp.replace(path)
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            # a link, a pipe or a device is written through, never replaced by a file of its own (a new user's
+            # --report /dev/full left a plain file where the device was)
+            with open(path, "w") as f:
+                f.write(text)
+        else:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
     if final:
         _after_final_report(path)
     return path

@@ -307,6 +307,21 @@ class KernelCall:
     input_changes: list[str]
 
 
+class KernelExited(RuntimeError):
+    """The kernel under test called ``sys.exit`` (raised ``SystemExit``) during its call: an error of the kernel's,
+    judged as any exception it raises (in this process, a ``SystemExit`` let through would end the command with
+    the kernel's code: ``sys.exit(0)`` was a silent green run)."""
+
+
+@contextlib.contextmanager
+def _exit_is_an_error():
+    try:
+        yield
+    except SystemExit as e:
+        raise KernelExited(f"the kernel called sys.exit({e.code!r}) during its call: a kernel returns its outputs "
+                           "or raises") from None
+
+
 def call_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, backward: bool,
                 instrument: bool = False, memory: Optional[str] = None) -> KernelCall:
     """The kernel's forward (and backward) on fresh leaf copies of the inputs (same strides). No backward when the
@@ -322,7 +337,7 @@ def call_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, 
     inputs = dict(q=q, k=k, v=v, q_offsets=tensors.q_offsets, k_offsets=tensors.k_offsets, do=tensors.do)
     before = snapshot(inputs)
     block = poisoned_allocations() if memory is None else tracked_allocations(fill=memory)
-    with block as log:
+    with block as log, _exit_is_an_error():
         run = kernel.run(problem, q, k, v, tensors.q_offsets, tensors.k_offsets, sm_scale=case.sm_scale,
                          instrument=instrument)
         got = {"o": run.o.detach() if isinstance(run.o, torch.Tensor) else run.o}
