@@ -1198,3 +1198,15 @@ def test_findings_passes_over_a_run_report_beside_the_case_files(tmp_path, capsy
     assert [p.name for p, _ in unreadable_case_files(out)] == ["broken.json"]
     (out / "broken.json").unlink()
     assert main(["findings", str(out)]) == 0, capsys.readouterr()
+
+
+def test_run_says_when_the_backward_went_unchecked(tmp_path, capsys):
+    """Regression (a new user's trial): a forward-only kernel's run printed "3 passed" and nothing else said that
+    dQ, dK, dV were never checked (only the JSON report did)."""
+    plugin = tmp_path / "fwd_only.py"
+    plugin.write_text(PLAIN_PLUGIN.replace("EXIT_HERE", "pass").replace("trial-plain", "trial-forward-only"))
+    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "trial-forward-only",
+                 "--max-cases", "2", "--no-progress", "--reproducers", str(tmp_path / "r"), "--report",
+                 str(tmp_path / "r.json")]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("judged forward only")]
+    assert len(lines) == 1 and lines[0].startswith("judged forward only (O, LSE; dQ, dK, dV not checked) in 2 case(s)")

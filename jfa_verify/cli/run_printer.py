@@ -60,9 +60,9 @@ class RunPrinter:
             print(coverage.format(device_type=self.device_type), flush=True)
             print(pairs.format(), flush=True)
             # why a case was skipped (a new user found it only in the JSON report), one line per reason
-            from jfa_verify.run.runner import skipped_lines, unsupported_reasons
+            from jfa_verify.run.runner import forward_only_lines, skipped_lines, unsupported_reasons
 
-            for line in skipped_lines(unsupported_reasons(results)):
+            for line in skipped_lines(unsupported_reasons(results)) + forward_only_lines(results):
                 print(line, flush=True)
         for r in failing:
             print(r.explain(), flush=True)

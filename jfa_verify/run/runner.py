@@ -265,6 +265,17 @@ def skipped_lines(reasons: dict[str, int]) -> list[str]:
     return [f"skipped {n} case(s) the kernel declared unsupported: {why}" for why, n in reasons.items()]
 
 
+def forward_only_lines(results) -> list[str]:
+    """One line per reason the backward was not judged on checked cases (their ``"forward only: ..."`` note), most
+    cases first: a run that printed "3 passed" for a forward-only kernel never said dQ, dK, dV went unchecked."""
+    from collections import Counter
+
+    reasons = Counter(n[len("forward only: "):] for r in results if r.status != "unsupported"
+                      for n in r.notes if n.startswith("forward only: "))
+    return [f"judged forward only (O, LSE; dQ, dK, dV not checked) in {n} case(s): {why}"
+            for why, n in reasons.most_common()]
+
+
 def judged_status(result: CaseResult) -> str:
     """The status a judged run earns (the one rule): ``"fail"`` when an output is outside its allowance or the run
     has any finding, else ``"pass"``."""
