@@ -110,3 +110,14 @@ def test_two_entry_points_registering_one_name_make_it_a_usage_error(monkeypatch
     assert main(["kernels", "--device", "cpu"]) == 0  # the listing still lists, and says why
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("triton_jfa_grid", "team_grid"))]
     assert len(lines) == 2 and all("already registered by" in line for line in lines), lines
+
+
+def test_register_kernel_without_capabilities_names_the_fix():
+    """Regression (a new user's trial): leaving out ``capabilities=`` was a raw TypeError with no example."""
+    import pytest
+
+    from jfa_verify import register_kernel
+    from jfa_verify.core.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match=r"register_kernel\('no-caps'\) needs capabilities=: .*Capabilities\("):
+        register_kernel("no-caps")

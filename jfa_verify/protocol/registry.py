@@ -88,7 +88,7 @@ def add_kernel(kernel: Kernel) -> Kernel:
 def register_kernel(
     name: str,
     *,
-    capabilities: Capabilities,
+    capabilities: Optional[Capabilities] = None,
     tile_sizes: Optional[Callable[[JaggedProblem], Optional[TileSizes]]] = None,
     description: str = "",
     requires: tuple[str, ...] = (),
@@ -98,7 +98,8 @@ def register_kernel(
 
     Args:
         name: registry name (non-empty, no spaces).
-        capabilities: a :class:`Capabilities`.
+        capabilities: a :class:`Capabilities` (required; a keyword with a default only so that leaving it out is
+            a clear error).
         tile_sizes: ``tile_sizes(problem) -> TileSizes`` (pure Python: it never loads the kernel),
             the tiles the kernel runs for a problem; None when it has no fixed tiles.
         description: one line for ``jfa-verify kernels`` (default: the loader's docstring's first line, else
@@ -112,11 +113,15 @@ def register_kernel(
             instead of as findings (:mod:`jfa_verify.checks.sanitizer`).
 
     Raises:
-        InvalidInput: a bad name or a ``capabilities`` that is not a :class:`Capabilities`.
+        InvalidInput: a bad name, or ``capabilities`` missing or not a :class:`Capabilities`.
         KernelConfigError: (from the decorator) ``name`` is taken by another kernel (:func:`add_kernel`).
     """
     if not isinstance(name, str) or not name or any(c.isspace() for c in name):
         raise InvalidInput(f"kernel name={name!r} must be a non-empty string without spaces")
+    if capabilities is None:  # (a required keyword left out was a raw TypeError, with no hint of the fix)
+        raise InvalidInput(f"register_kernel({name!r}) needs capabilities=: what the kernel supports, e.g. "
+                           f"register_kernel({name!r}, capabilities=jfa_verify.Capabilities(backward=False, "
+                           f"dtypes=(torch.bfloat16,)))")
     if not isinstance(capabilities, Capabilities):
         raise InvalidInput(f"capabilities={capabilities!r} for kernel {name!r} is not a jfa_verify.Capabilities")
 
