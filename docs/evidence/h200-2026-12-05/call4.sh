@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call 4 (2026-12-05, a6de416): the gate test whose plugin was mended and the stress tests; triton_jfa_mxfp8's
+# Call 4 (2026-12-05, fe0cbfe): the gate test whose plugin was mended and the stress tests; triton_jfa_mxfp8's
 # default suite on the H200; the stress check per kernel (50 reruns); MXFP8 calibration samples. All side by side.
 set -uo pipefail
 cd "$(dirname "$0")"
