@@ -219,15 +219,15 @@ def test_stress_command_names_a_hung_rerun_writes_its_report_and_exits_3(tmp_pat
     from tests.quality.stress_plugin import HANG_AT
 
     report = tmp_path / "stress.json"
-    # (a limit well above an honest rerun's time: on a loaded GPU host a CPU rerun took over 3 s and was called hung)
-    done = _hanging(tmp_path, "stress", "--reruns", "3", "--modes", "plain", "--timeout", "30", "--json", str(report))
+    # (a limit well above an honest rerun's, about 1 s here: on a loaded GPU host one took over 3 s and was called hung)
+    done = _hanging(tmp_path, "stress", "--reruns", "3", "--modes", "plain", "--timeout", "12", "--json", str(report))
     assert done.returncode == 3, done.stdout + done.stderr
     payload = json.loads(report.read_text())
     hung = [c for c in payload["cases"] if c["status"] == "hang"]
     assert payload["status"] == "hang" and len(hung) == 1, payload
     # call HANG_AT is rerun 1 of the case HANG_AT - len(CPU_SHAPES) (rerun 0 runs every case first)
     assert hung[0]["name"] == payload["cases"][HANG_AT - len(CPU_SHAPES)]["name"]
-    assert "rerun 1 (mode plain) had no result after 30 s" in hung[0]["message"]
+    assert "rerun 1 (mode plain) had no result after 12 s" in hung[0]["message"]
     assert f"[HANG] stress case {hung[0]['name']}" in done.stderr
 
 
@@ -258,7 +258,7 @@ def test_gate_stress_marks_the_hung_case_file_and_exits_3(tmp_path):
     from jfa_verify.run.corpus import read_case_file
 
     repro = tmp_path / "repro"
-    done = _hanging(tmp_path, "gate", "--checks", "stress", "--stress-reruns", "2", "--timeout", "30",
+    done = _hanging(tmp_path, "gate", "--checks", "stress", "--stress-reruns", "2", "--timeout", "12",
                     f"--reproducers={repro}")
     assert done.returncode == 3, done.stdout + done.stderr
     files = sorted(repro.glob("*.json"))
