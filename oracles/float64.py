@@ -36,7 +36,7 @@ from ._common import (
 __all__ = ["reference_attention", "sequence_groups"]
 
 # Most scores one group holds (elements of one [n, H, Lq, Lk] float64 tensor: 128 MiB; about ten such tensors are
-# alive at once). A sequence larger than this runs alone.
+# alive at once). A sequence larger than this runs alone, in blocks of query rows of at most this many scores.
 GROUP_SCORE_ELEMENTS = 1 << 24
 
 
@@ -151,47 +151,69 @@ def reference_attention(
         qb = _gather(q, q_rows.index, q_rows.valid, 1)  # [n, Lq, H, D], zero on padded rows
         kb = _gather(k, k_rows.index, k_rows.valid, g)  # [n, Lk, H, D]: KV heads expanded to the query heads
         vb = _gather(v, k_rows.index, k_rows.valid, g)
-        mask = visible_masks(lengths[0], lengths[1], lq_max, lk_max, p.causal, p.causal_alignment,
-                             p.window, p.block_selection, group)[:, None]  # [n, 1, Lq, Lk], False on padding
-        s = torch.einsum("nihd,njhd->nhij", qb, kb) * p.sm_scale
-        s = s.masked_fill(~mask, float("-inf"))
-        row_lse = (torch.logsumexp(s, dim=-1) if lk_max > 0
-                   else torch.full((n, p.num_heads_q, lq_max), float("-inf"), dtype=f64, device=dev))
-        safe = torch.where(torch.isinf(row_lse), torch.zeros_like(row_lse), row_lse)
-        prob = torch.exp(s - safe[..., None]).masked_fill(~mask, 0.0)  # [n, H, Lq, Lk]
-        ob = torch.einsum("nhij,njhd->nihd", prob, vb)  # [n, Lq, H, Dv]
+        masks = visible_masks(lengths[0], lengths[1], lq_max, lk_max, p.causal, p.causal_alignment,
+                              p.window, p.block_selection, group)[:, None]  # [n, 1, Lq, Lk], False on padding
+        dob = _gather(do, o_rows.index, o_rows.valid, 1) if do is not None else None
+        ob = torch.empty(n, lq_max, p.num_heads_q, p.head_dim_v, dtype=f64, device=dev)
+        row_lse = torch.empty(n, p.num_heads_q, lq_max, dtype=f64, device=dev)
+        if do is not None:  # sums over query rows, added up over the row blocks below
+            dq_b = torch.empty_like(qb)
+            dk_b, dv_b = torch.zeros_like(kb), torch.zeros(vb.shape, dtype=f64, device=dev)
+            key_terms = {name: torch.zeros(vb.shape if name.startswith("dv") else kb.shape, dtype=f64, device=dev)
+                         for name in ("dk_lowp", "dv_lowp", "dk_acc", "dv_acc")}
+        # Query rows in blocks of at most GROUP_SCORE_ELEMENTS scores: a sequence too large for one group (25k x 25k
+        # held 63 GiB at once) runs in row blocks; an ordinary group is one block.
+        block = max(1, GROUP_SCORE_ELEMENTS // max(1, n * p.num_heads_q * lk_max))
+        for r0 in range(0, lq_max, block):
+            r = slice(r0, min(lq_max, r0 + block))
+            qr, mask = qb[:, r], masks[:, :, r]
+            s = torch.einsum("nihd,njhd->nhij", qr, kb) * p.sm_scale
+            s = s.masked_fill(~mask, float("-inf"))
+            lse_r = (torch.logsumexp(s, dim=-1) if lk_max > 0
+                     else torch.full(s.shape[:-1], float("-inf"), dtype=f64, device=dev))
+            row_lse[:, :, r] = lse_r
+            safe = torch.where(torch.isinf(lse_r), torch.zeros_like(lse_r), lse_r)
+            prob = torch.exp(s - safe[..., None]).masked_fill(~mask, 0.0)  # [n, H, rows, Lk]
+            ob_r = torch.einsum("nhij,njhd->nihd", prob, vb)  # [n, rows, H, Dv]
+            ob[:, r] = ob_r
+            keep("o_lowp", torch.einsum("nhij,njhd->nihd", prob, vb.abs()))
+            s_abs = torch.where(mask, s.abs(), torch.zeros_like(s))  # 0 where masked
+            weight = prob * (1.0 + s_abs + safe.abs()[..., None])  # relative float32 error of P, in eps
+            keep("o_acc", torch.einsum("nhij,njhd->nihd", weight, vb.abs()))
+            keep("lse_acc", 1.0 + (prob * s_abs).sum(-1))
+            if do is None:
+                continue
+            dor = dob[:, r]
+            dv_b += torch.einsum("nhij,nihd->njhd", prob, dor)
+            dp = torch.einsum("nihd,njhd->nhij", dor, vb)
+            delta = (dor * ob_r).sum(-1).transpose(1, 2)  # [n, H, rows]
+            ds = prob * (dp - delta[..., None])
+            if lk_max:
+                scale = abs(p.sm_scale)
+                # Delta uses O as stored (rounded to the input dtype): that shifts dS_ij by up to
+                # P_ij * eps/2 * (|dO_i| . |O_i|); add it to the rounding of dS itself.
+                delta_err = (dor.abs() * ob_r.abs()).sum(-1).transpose(1, 2)[..., None]  # [n, H, rows, 1]
+                ds_mag = ds.abs() + prob * delta_err
+                keep("dq_lowp", scale * torch.einsum("nhij,njhd->nihd", ds_mag, kb.abs()))
+                key_terms["dk_lowp"] += scale * torch.einsum("nhij,nihd->njhd", ds_mag, qr.abs())
+                key_terms["dv_lowp"] += torch.einsum("nhij,nihd->njhd", prob, dor.abs())
+                mag = weight * (dp.abs() + delta.abs()[..., None])  # dS's terms before they cancel
+                keep("dq_acc", scale * torch.einsum("nhij,njhd->nihd", mag, kb.abs()))
+                key_terms["dk_acc"] += scale * torch.einsum("nhij,nihd->njhd", mag, qr.abs())
+                key_terms["dv_acc"] += torch.einsum("nhij,nihd->njhd", weight, dor.abs())
+            dq_b[:, r] = torch.einsum("nhij,njhd->nihd", ds, kb) * p.sm_scale
+            dk_b += torch.einsum("nhij,nihd->njhd", ds, qr) * p.sm_scale
         o[o_rows.rows] = q_rows.take(ob)
         lse[:, o_rows.rows] = q_rows.take(row_lse.transpose(1, 2)).T
-        keep("o_lowp", torch.einsum("nhij,njhd->nihd", prob, vb.abs()))
-        s_abs = torch.where(mask, s.abs(), torch.zeros_like(s))  # 0 where masked
-        weight = prob * (1.0 + s_abs + safe.abs()[..., None])  # relative float32 error of P, in eps
-        keep("o_acc", torch.einsum("nhij,njhd->nihd", weight, vb.abs()))
-        keep("lse_acc", 1.0 + (prob * s_abs).sum(-1))
         if do is None:
             continue
-        dob = _gather(do, o_rows.index, o_rows.valid, 1)
-        dv_h = torch.einsum("nhij,nihd->njhd", prob, dob)
-        dp = torch.einsum("nihd,njhd->nhij", dob, vb)
-        delta = (dob * ob).sum(-1).transpose(1, 2)  # [n, H, Lq]
-        ds = prob * (dp - delta[..., None])
         if lk_max:
-            scale = abs(p.sm_scale)
-            # Delta uses O as stored (rounded to the input dtype): that shifts dS_ij by up to
-            # P_ij * eps/2 * (|dO_i| . |O_i|); add it to the rounding of dS itself.
-            delta_err = (dob.abs() * ob.abs()).sum(-1).transpose(1, 2)[..., None]  # [n, H, Lq, 1]
-            ds_mag = ds.abs() + prob * delta_err
-            keep("dq_lowp", scale * torch.einsum("nhij,njhd->nihd", ds_mag, kb.abs()))
-            keep("dk_lowp", scale * torch.einsum("nhij,nihd->njhd", ds_mag, qb.abs()))
-            keep("dv_lowp", torch.einsum("nhij,nihd->njhd", prob, dob.abs()))
-            mag = weight * (dp.abs() + delta.abs()[..., None])  # dS's terms before they cancel
-            keep("dq_acc", scale * torch.einsum("nhij,njhd->nihd", mag, kb.abs()))
-            keep("dk_acc", scale * torch.einsum("nhij,nihd->njhd", mag, qb.abs()))
-            keep("dv_acc", torch.einsum("nhij,nihd->njhd", weight, dob.abs()))
+            for name, value in key_terms.items():
+                keep(name, value)
         # accumulated: broadcast-Q sequences share their query rows, and each adds its dQ there
-        _add_rows(dq, q_rows.rows, q_rows.take(torch.einsum("nhij,njhd->nihd", ds, kb) * p.sm_scale))
-        dk_rows = k_rows.take(torch.einsum("nhij,nihd->njhd", ds, qb) * p.sm_scale)
-        _add_rows(dk, k_rows.rows, reduce_kv_heads(dk_rows, g))
-        _add_rows(dv, k_rows.rows, reduce_kv_heads(k_rows.take(dv_h), g))
+        _add_rows(dq, q_rows.rows, q_rows.take(dq_b))
+        _add_rows(dk, k_rows.rows, reduce_kv_heads(k_rows.take(dk_b), g))
+        _add_rows(dv, k_rows.rows, reduce_kv_heads(k_rows.take(dv_b), g))
     out = {"o": o, "lse": lse}
     if do is not None:
         out.update(dq=dq, dk=dk, dv=dv)
