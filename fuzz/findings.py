@@ -233,8 +233,6 @@ def unreadable_case_files(root: "str | Path") -> list[tuple[Path, str]]:
 
 def _other_document(path: Path) -> Optional[str]:
     """What jfa-verify report ``path`` is (:func:`jfa_verify.run.report.document_kind`), or None."""
-    import json
-
     from jfa_verify.run.report import document_kind
 
     try:

@@ -31,7 +31,6 @@ import math
 import os
 import random
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
@@ -42,6 +41,7 @@ from jfa_verify.cases.case import Case
 from jfa_verify.checks.determinism import RerunDifference, first_difference, rerun_difference, rerun_result
 from jfa_verify.core.contract import JaggedProblem, key_range
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.watchdog import watchdog
 from jfa_verify.oracles import padded_sdpa_attention, reference_attention
 from jfa_verify.protocol.kernel import Kernel, TileSizes, tiles_for_shape
 from jfa_verify.run.runner import call_kernel, judge_outputs
@@ -475,21 +475,6 @@ def _rerun(state: _State, kernel: Kernel, rnd: Round, settings: RunSettings) -> 
                 v.first_failing_rerun = rnd.index
 
 
-@contextlib.contextmanager
-def _hang_watch(timeout_s: Optional[float], fire: Callable[[], None]):
-    """Call ``fire`` from a timer thread if the block still runs after ``timeout_s`` seconds (None: never)."""
-    if timeout_s is None:
-        yield
-        return
-    timer = threading.Timer(timeout_s, fire)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
-
-
 def _hung(report: "StressReport", state: _State, rnd: Round, options: StressOptions, path, on_stop,
           t0: float) -> None:
     """The watchdog's end of a stress run: the hung case's verdict, its file, the caller's report, a line naming
@@ -615,7 +600,7 @@ def _run_rounds(kernel: Kernel, device: torch.device, options: StressOptions, se
                 if rnd.mode == "noise":
                     noise.burst()
                 failed = state.verdict.status
-                with _hang_watch(options.timeout_s, lambda: on_hang(state, rnd)):
+                with watchdog(options.timeout_s, lambda: on_hang(state, rnd)):
                     _rerun(state, runner, rnd, settings)
                 if noise is not None and rnd.mode == "noise":
                     noise.settle()

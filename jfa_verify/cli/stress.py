@@ -49,27 +49,32 @@ def main(args, ctx) -> int:
     options = StressOptions(reruns=args.reruns, modes=tuple(args.modes or MODES), laps=args.laps, seed=args.seed,
                             backward=not args.forward_only, timeout_s=args.timeout)
 
-    def keep(report) -> None:  # a hang or Ctrl-C ends the command: the verdicts so far are printed and written
-        if report.interrupted:
-            for v in report.verdicts:
-                print(v.describe())
-            print(f"stress: interrupted after {report.seconds:.1f} s; the verdicts above cover the reruns made",
-                  flush=True)
+    def write(report) -> None:
         if args.json:
             print(f"wrote {write_json(args.json, report.to_dict())}", flush=True)
+
+    def keep(report) -> None:  # a hang or Ctrl-C ends the command: the verdicts so far are printed and written
+        if report.interrupted:
+            _print_verdicts(report)
+            print(f"stress: interrupted after {report.seconds:.1f} s; the verdicts above cover the reruns made",
+                  flush=True)
+        write(report)
 
     print(f"jfa-verify stress on {device}: {kernel.name}, {options.reruns_on(device)} reruns per case, modes "
           f"{', '.join(options.modes)}", flush=True)
     report = run_stress(kernel, device, options, settings=ctx.settings, log=lambda line: print(line, flush=True),
                         on_stop=keep)
-    for v in report.verdicts:
-        print(v.describe())
+    _print_verdicts(report)
     for line in report.mode_lines():
         print(f"  {line}")
     print(f"stress: {report.status} in {report.seconds:.1f} s")
-    if args.json:
-        print(f"wrote {write_json(args.json, report.to_dict())}")
+    write(report)
     if report.status == "skip":
         print(f"no stress case is inside {kernel.name}'s capabilities: nothing checked")
         return EXIT_USAGE
     return EXIT_FAIL if report.status in ("fail", "error") else EXIT_OK
+
+
+def _print_verdicts(report) -> None:
+    for v in report.verdicts:
+        print(v.describe(), flush=True)

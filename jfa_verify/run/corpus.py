@@ -24,6 +24,7 @@ from jfa_verify.cases.case import Case
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.core.paths import DEFAULT_REPRODUCERS
+from jfa_verify.core.watchdog import watchdog
 from jfa_verify.run.interrupts import process_alive, process_start
 
 __all__ = ["Corpus", "RERUN_KEYS", "read_case_file", "environment", "normalize_status", "replay_command",
@@ -112,7 +113,9 @@ def mark_hang(path: Path, explanation: str) -> dict:
     return payload
 
 
-def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
+def _end_hung_case(path: Path, timeout_s: float) -> Callable[[], None]:
+    """The watchdog's action for the case in ``path``: mark it a hang, say which case and how to replay it, and end
+    the process (exit :data:`TIMEOUT_EXIT_CODE`)."""
     def fire() -> None:
         payload = {}
         try:
@@ -129,10 +132,7 @@ def _watchdog(path: Path, timeout_s: float) -> threading.Timer:
                   "(--isolate) so that a hang is one case's finding and the run goes on.", file=sys.stderr, flush=True)
             os._exit(TIMEOUT_EXIT_CODE)
 
-    timer = threading.Timer(timeout_s, fire)
-    timer.daemon = True
-    timer.start()
-    return timer
+    return fire
 
 
 def _write_atomic(path: Path, payload: dict) -> None:
@@ -307,12 +307,10 @@ class Corpus:
                                  "plugin_paths": [str(Path(p).resolve()) for p in plugins],
                                  "environment": environment(),
                                  "holders": holders + [me], "earlier": earlier, "passed": passed})
-        timer = _watchdog(path, timeout_s) if timeout_s else None
         try:
-            yield path
+            with watchdog(timeout_s, _end_hung_case(path, timeout_s)):
+                yield path
         finally:
-            if timer is not None:
-                timer.cancel()
             # (neither recorded nor discarded: an exception of the caller's; the file stays "running", and this
             # guard is no longer live, so a later guard takes the file for a leftover to put back)
             held = self._held.get(path) or []
