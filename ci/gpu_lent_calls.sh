@@ -8,6 +8,7 @@
 #         stress check per kernel.
 # Call 2: the GPU tests stage, beside triton_jfa_mxfp8's default suite and then MXFP8 calibration samples.
 # Call 3: the backward stage (2^31 elements), then the big stage with the time left.
+# Call 4: timings: the main job from a cold Triton cache and warm; bench_e2e (bf16, D=128).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 call=${1:?give the call: 1, 2 or 3}
@@ -62,8 +63,25 @@ elif [ "$call" = 3 ]; then
     echo "big exit $? at $(el) s" >>$L/status.txt )
   cat $L/status.txt
   echo "== backward"; tail -12 $L/backward-stage.log; echo "== big"; tail -12 $L/big-stage.log 2>/dev/null
+elif [ "$call" = 4 ]; then
+  # Timings (issues 38, 39): the main job as the README runs it, from a cold Triton cache then warm; the registered
+  # kernels called as users call them against FA2 (bf16, D=128). Alone on the machine: timings.
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  rm -rf /tmp/tcache-cold
+  /usr/bin/time -f "cold run wall %e s" env TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 200 jfa-verify run \
+    --device cuda --no-progress --report $L/run-cold.json >$L/run-cold.log 2>&1
+  echo "cold run exit $? at $(el) s" >>$L/status.txt
+  /usr/bin/time -f "warm run wall %e s" env TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 120 jfa-verify run \
+    --device cuda --no-progress --report $L/run-warm.json >$L/run-warm.log 2>&1
+  echo "warm run exit $? at $(el) s" >>$L/status.txt
+  left=$(( 560 - $(el) ))
+  [ $left -gt 60 ] && { timeout -k 5 $left python3 benchmarks/bench_e2e.py --kernels gluon_jfa,triton_jfa,torch_fa2_varlen \
+      --dtypes bf16 --head-dims 128 --json $L/e2e.json >$L/e2e.log 2>&1; echo "bench_e2e exit $? at $(el) s" >>$L/status.txt; }
+  cat $L/status.txt
+  echo "== runs"; head -2 $L/run-cold.log; tail -4 $L/run-cold.log; tail -3 $L/run-warm.log
+  echo "== bench_e2e"; tail -30 $L/e2e.log 2>/dev/null
 else
-  echo "ci/gpu_lent_calls.sh: call must be 1, 2 or 3, got $call" >&2; exit 2
+  echo "ci/gpu_lent_calls.sh: call must be 1, 2, 3 or 4, got $call" >&2; exit 2
 fi
 # (only a few files come back from a lent machine, none deep: one archive per call)
 tar czf $OUT/c$call.tgz -C $L --exclude cal/records.tgz . 2>/dev/null; ls -la $OUT
