@@ -76,6 +76,25 @@ def test_a_sequence_index_dependence_fails_the_permutation(jfa_device):
     assert finding and finding.startswith("permuting the sequences in order [1, 2, 3, 0]") and "o:" in finding
 
 
+_CALLS = [0]
+
+
+def _noisy(problem, q, k, v, run):
+    # a reduction order that changes from one call to the next: one to three float32 half-ulps, never the same twice
+    # running, far inside the allowance
+    _CALLS[0] += 1
+    run.o = run.o * (1 + (_CALLS[0] % 3 + 1) * 2.0**-24)
+
+
+@pytest.mark.parametrize("name", ["permutation", "batch_invariance"])
+def test_a_kernel_whose_own_reruns_differ_is_called_nondeterministic_not_order_dependent(name, jfa_device):
+    kernel = _wrapped(f"planted-noisy-{name}", _noisy)
+    assert run_case(CASE, kernel, jfa_device).status == "pass"  # inside the allowance
+    finding = Relation(name, CASE).check(kernel, jfa_device)
+    assert finding and finding.startswith("the same call twice gave different outputs (o:"), finding
+    assert "not deterministic" in finding and "permuting" not in finding and "run alone" not in finding
+
+
 def _writes_into_k(problem, q, k, v, run):
     k.data[problem.k_starts[0]] += 1.0  # e.g. a scratch buffer aliased with the input (no autograd trace)
 

@@ -168,6 +168,22 @@ def _compare(name: str, got: torch.Tensor, want: torch.Tensor, exact: bool, dtyp
             f"{first}: {got[tuple(first)].item()!r} vs {want[tuple(first)].item()!r}")
 
 
+def _unsteady(kernel, case: Case, tensors: CaseTensors, problem, base: dict, exact: bool) -> Optional[str]:
+    """Before a broken relation is reported: the same call as ``base`` once more. A message when its outputs differ
+    from ``base`` (a kernel whose own reruns differ breaks every relation, and the finding is that, not the batch
+    order; a new user's nondeterministic kernel was reported as permutation-sensitive), else None."""
+    again = _outputs(kernel, case, tensors, problem)
+    for name in _OUTPUTS:
+        if name in base and name in again:
+            bad = _compare(name, again[name], base[name], exact, case.torch_dtype)
+            if bad:
+                return (f"the same call twice gave different outputs ({bad}): the kernel is not "
+                        f"{'deterministic' if exact else 'repeatable within 8 units of roundoff'}, so "
+                        f"this relation cannot be judged; `jfa-verify stress` or the gate's determinism check "
+                        f"shows which reruns move")
+    return None
+
+
 def _check_permutation(case: Case, kernel, device) -> Optional[str]:
     if case.batch < 2:
         return None
@@ -188,7 +204,8 @@ def _check_permutation(case: Case, kernel, device) -> Optional[str]:
             want = want[rows[name]]
         bad = _compare(name, got[name], want, exact and rows.get(name) is not None, case.torch_dtype)
         if bad:
-            return f"permuting the sequences in order {order} does not permute the outputs: {bad}"
+            return (_unsteady(kernel, case, tensors, case.problem(tensors), base, exact)
+                    or f"permuting the sequences in order {order} does not permute the outputs: {bad}")
     return None
 
 
@@ -223,7 +240,8 @@ def _check_batch_invariance(case: Case, kernel, device) -> Optional[str]:
             want = base[name][:, idx] if name == "lse" else base[name][idx]
             bad = _compare(name, got[name], want, exact, case.torch_dtype)
             if bad:
-                return f"sequence {b} run alone differs from its rows in the batch: {bad}"
+                return (_unsteady(kernel, case, tensors, problem, base, exact)
+                        or f"sequence {b} run alone differs from its rows in the batch: {bad}")
     return None
 
 
