@@ -319,7 +319,7 @@ def test_the_suite_check_names_the_cases_the_kernel_declared_unsupported_in_ever
     load_plugin(plugin)
     cases = [Case(kv_lengths=(5, 3), dtype="float32"), Case(kv_lengths=(4,), mode="broadcast_q", broadcast_q_len=3),
              Case(kv_lengths=(2, 7), mode="broadcast_q", broadcast_q_len=2, dtype="float32")]
-    monkeypatch.setattr(suites, "get_suite", lambda *a, **k: type("Suite", (), {"cases": cases})())
+    monkeypatch.setattr(suites, "get_suite", lambda *a, **k: suites.Suite("default", tuple(cases), ""))
     options = GateOptions(checks=("suite",), precompile=False, reproducers=str(tmp_path / "repro"),
                           run=RunSettings(isolate=True, backward=False, plugins=(str(plugin),)))
     out = _check_suite(get_kernel("gate_self_only"), torch.device("cpu"), options, (str(plugin),))
@@ -332,6 +332,67 @@ def test_the_suite_check_names_the_cases_the_kernel_declared_unsupported_in_ever
     (suite,) = ET.fromstring(report.to_junit()).findall("testsuite")
     assert suite.get("skipped") == "1" and any("2 case(s) the kernel declared unsupported" in s.get("message")
                                                for s in suite.iter("skipped"))
+
+
+_SHAPE_CACHE = '''
+from jfa_verify import Capabilities, register_kernel
+from jfa_verify.core.contract import validate_inputs
+from jfa_verify.oracles import reference_attention
+
+_plans = {{}}
+
+
+@register_kernel({name!r}, capabilities=Capabilities(backward=False))
+def load():
+    """The float64 reference, rounded; with ``cache``, its plan (the validated offsets) kept per q shape at module
+    level, so a later call of the same shape with other lengths reuses stale offsets."""
+    def forward(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None):
+        problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                                  sm_scale=sm_scale)
+        if {cache}:
+            problem = _plans.setdefault((tuple(q.shape), tuple(k.shape), causal, causal_alignment), problem)
+        ref = reference_attention(problem, q, k, v)
+        return ref["o"].to(q.dtype), ref["lse"].float()
+    return forward
+'''
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_the_suite_check_runs_the_relation_checks_that_run_runs(monkeypatch, tmp_path, cache):
+    """Regression (a new user's trial): a kernel with a module-level plan cache keyed by shape failed two relation
+    checks under `run` and passed `gate`, whose suite check ran none. The gate's suite check now runs the suite's
+    relation checks too (in a worker), each broken one a finding with a replay command."""
+    import torch
+
+    import jfa_verify.checks.suites as suites
+    from jfa_verify.cases.case import Case
+    from jfa_verify.cases.dimensions import Target
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+    from jfa_verify.run.settings import RunSettings
+    from jfa_verify.workflows.gate import GateOptions, _check_suite
+
+    name = f"shape_cache_{cache}"
+    plugin = tmp_path / f"{name}.py"
+    plugin.write_text(_SHAPE_CACHE.format(name=name, cache=cache))
+    load_plugin(plugin)
+    kernel = get_kernel(name)
+    relations = suites.relation_checks(Target(kernel, "cpu"), 0)
+    assert {r.name for r in relations} >= {"permutation", "sequence"}
+    case = Case(kv_lengths=(5, 3), dtype="float32", name="one")
+    monkeypatch.setattr(suites, "get_suite", lambda *a, **k: suites.Suite("default", (case,), "", relations))
+    options = GateOptions(checks=("suite",), precompile=False, reproducers=str(tmp_path / "repro"),
+                          run=RunSettings(isolate=True, backward=False, plugins=(str(plugin),)))
+    out = _check_suite(kernel, torch.device("cpu"), options, (str(plugin),))
+    broken = [f for f in out.findings if "(" in f.case]
+    if not cache:
+        assert out.status == "pass" and not out.findings
+        assert f"relation checks: {len(relations)}/{len(relations)} held" in out.details
+        return
+    assert out.status == "fail" and broken and len(out.findings) == len(broken)  # the one case passes on its own
+    assert any(f"relation checks: {len(relations) - len(broken)}/{len(relations)} held" == d for d in out.details)
+    for f in broken:
+        assert f.summary.startswith("[FAIL] relation ") and f.replay.startswith("jfa-verify replay ")
+        assert ".calls.json" in f.replay and str(plugin) in f.replay
 
 
 def test_jobs_run_the_suite_and_the_campaign_in_worker_processes_with_the_same_findings(tmp_path, misbehaving_plugin):

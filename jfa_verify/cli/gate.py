@@ -23,7 +23,8 @@ from jfa_verify.run.settings import DEFAULT_CASE_TIMEOUT_S
 
 HELP = ("the CI gate: suite, campaign, replays, determinism, canaries, recycled memory "
         "(+ sanitizer, perf); JUnit/JSON/Markdown")
-DESCRIPTION = ("The one command a CI job runs for a kernel change: the default suite, a "
+DESCRIPTION = ("The one command a CI job runs for a kernel change: the default suite and its "
+               "relation checks, a "
                "fixed-seed campaign, replays of saved findings, determinism reruns, guard-band "
                "canaries, recycled memory, and on request compute-sanitizer and a performance "
                "check; checks the GPU or the kernel cannot run are skipped with the reason. "

@@ -403,20 +403,49 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
     from jfa_verify.run.runner import skipped_lines, unsupported_reasons
     from jfa_verify.workflows.suite_run import precompile_cases
 
-    cases = get_suite("default", device.type, options.run.seed, kernel=kernel).cases
+    suite = get_suite("default", device.type, options.run.seed, kernel=kernel)
+    cases = suite.cases
     built = precompile_cases(kernel, cases, device, jobs=options.run.jobs, plugins=plugins, enabled=options.precompile)
     with Verifier(kernel, device, options.reproducers, options.run) \
             as verifier:
         results = verifier.verify_all(cases)
     checked = [r for r in results if r.status != "unsupported"]
     unsupported = unsupported_reasons(results)
-    out = CheckResult(kernel.name, "suite", _status_of(results), cases=len(checked),
-                      findings=[_finding("suite", r) for r in results if r.failed],
-                      details=[built.summary()] + skipped_lines(unsupported),
+    broken, relations_line = _suite_relations(suite, results, kernel, device, options, plugins)
+    status = max([_status_of(results)] + [f.status for f in broken], key=lambda s: _WORST[s])
+    out = CheckResult(kernel.name, "suite", status, cases=len(checked),
+                      findings=[_finding("suite", r) for r in results if r.failed] + broken,
+                      details=[built.summary(), relations_line] + skipped_lines(unsupported),
                       precompile=built.to_dict(), unsupported=unsupported)
     if not checked:
         out.status, out.reason = "skip", f"no suite case is inside the kernel's capabilities ({results[0].message})"
     return out
+
+
+def _suite_relations(suite, results, kernel, device, options, plugins) -> tuple[list[Finding], str]:
+    """The suite's relation checks (:mod:`jfa_verify.checks.relations`), as ``run`` makes them after its cases, in a
+    worker process: a finding per broken one, and a line saying how many held. A new user's kernel with a
+    module-level plan cache failed two relations under ``run`` and passed the gate, which ran none."""
+    from jfa_verify.checks.calls import check_relations, relation_status
+
+    if not suite.relations:
+        return [], f"relation checks: none inside the capabilities of {kernel.name}"
+    crashed = sorted({r.status for r in results} & {"crash", "hang", "timeout"})
+    if crashed:
+        return [], f"relation checks: not run after a {crashed[0]} in the cases (each would meet it again)"
+    lines: list = []
+    check_relations(suite.relations, kernel, device, options.reproducers, plugins=plugins, on_checked=lines.append,
+                    isolate=True, timeout_s=options.run.timeout_s)
+    broken = []
+    for relation, line in zip(suite.relations, lines):
+        if line is None:
+            continue
+        head = line.partition("\n")[0]
+        replay = line.rpartition("\n  replay: ")[2] if "\n  replay: " in line else ""  # (check_relations' last line)
+        status = relation_status(line)
+        broken.append(Finding("suite", f"{relation.case.name} ({relation.name})",
+                              "fail" if status == "error" else status, head, line, replay))
+    return broken, f"relation checks: {len(lines) - len(broken)}/{len(lines)} held"
 
 
 def _campaign_finding(case: str, status: str, explanation: str, path: Optional[str], kernel, plugins) -> Finding:
