@@ -159,6 +159,29 @@ def test_a_broken_relation_leaves_a_call_file_that_replays(tmp_path, jfa_device,
     assert main(["replay", str(path), "--kernel", "triton_jfa", "--device", jfa_device.type]) == 0
 
 
+def test_a_relation_that_now_holds_keeps_its_earlier_call_file_in_now_passing(tmp_path, jfa_device, capsys):
+    """Regression (a new user's trial): rerun with the kernel fixed, a broken relation's call file vanished without a
+    line, where case files are moved to now-passing/ with one."""
+    broken = [True]
+
+    def edit(problem, q, k, v, run):
+        if broken[0]:
+            _position_dependent(problem, q, k, v, run)
+
+    kernel = _wrapped("planted-fixable", edit)
+    relations = [Relation("permutation", CASE)]
+    assert check_relations(relations, kernel, jfa_device, str(tmp_path))
+    (path,) = tmp_path.glob("*.calls.json")
+    before = path.read_text()
+    broken[0] = False
+    assert check_relations(relations, kernel, jfa_device, str(tmp_path)) == []
+    kept = tmp_path / "now-passing" / path.name
+    assert not path.exists() and kept.read_text() == before
+    assert f"{path.name} (a broken relation recorded) now holds" in capsys.readouterr().err
+    assert check_relations(relations, kernel, jfa_device, str(tmp_path)) == []  # held before: nothing is kept
+    assert not list(tmp_path.glob("*.calls.json")) and kept.read_text() == before
+
+
 def test_call_file_errors_name_the_file(tmp_path):
     from jfa_verify.core.errors import InvalidInput
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -106,9 +107,10 @@ def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str 
     worker = RelationWorker(_relation_spec(kernel, device, plugins)) if isolate else None
     try:
         for relation in relations:
-            path = None
+            path = earlier = None
             if corpus is not None:
                 name = f"{relation.case.case_id()}-{relation.name}-{kernel.name}{CALL_FILE_SUFFIX}"
+                earlier = _earlier_finding(Path(corpus) / name)
                 path = write_call_file(Path(corpus) / name, relation, kernel=kernel.name, device=str(device),
                                        plugins=tuple(plugins))
             if worker is None:
@@ -117,7 +119,7 @@ def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str 
                 status, finding = worker.check(relation, timeout_s)
             if finding is None:
                 if path is not None:
-                    path.unlink(missing_ok=True)
+                    _keep_now_passing(path, earlier)
                 if on_checked is not None:
                     on_checked(None)
                 continue
@@ -134,6 +136,32 @@ def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str 
         if worker is not None:
             worker.close()
     return out
+
+
+def _earlier_finding(path: Path) -> Optional[str]:
+    """The text of ``path`` when it is a call file that records a broken relation (an earlier run's finding), else
+    None."""
+    try:
+        text = path.read_text()
+        payload = json.loads(text)
+    except (OSError, ValueError):
+        return None
+    return text if isinstance(payload, dict) and payload.get("status") not in (None, "running", "pass") else None
+
+
+def _keep_now_passing(path: Path, earlier: Optional[str]) -> None:
+    """A relation that holds: remove its call file, or, where it held an earlier finding, keep that finding in the
+    folder's ``now-passing/`` subfolder with a line saying so, as case files are kept (a new user's rerun with the
+    kernel fixed deleted a broken relation's call file silently)."""
+    from jfa_verify.run.corpus import NOW_PASSING
+
+    if earlier is not None:
+        kept = path.parent / NOW_PASSING / path.name
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(earlier)
+        print(f"jfa-verify: {path.name} (a broken relation recorded) now holds: its call file is kept as {kept}, out "
+              f"of the findings; delete it once you no longer need it", file=sys.stderr, flush=True)
+    path.unlink(missing_ok=True)
 
 
 def relation_status(line: str) -> str:
