@@ -91,3 +91,19 @@ def test_a_kernel_whose_output_is_detached_fails_when_it_declares_a_backward(tmp
     for empty in (Case(kv_lengths=(0, 0), head_dim=16, dtype="float32"),
                   Case(kv_lengths=(), head_dim=16, dtype="float32", offsets_start=3)):
         assert run_case(empty, kernel, "cpu").status == "pass", run_case(empty, kernel, "cpu").explain()
+
+
+def test_a_kernel_that_declares_an_lse_and_returns_none_for_it_is_told_so(tmp_path):
+    """Regression (a new user's trial): the README's kernel returning `o, None` passed every case with LSE never
+    judged and nothing said, while returning `o` alone was refused with the fix named."""
+    from jfa_verify import Case, run_case
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+
+    code = re.search(r"## Gate your own kernel.*?```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    plugin = tmp_path / "no_lse.py"
+    code = code.replace('"my_jfa"', '"my_jfa_no_lse"')
+    plugin.write_text(code.replace("    return o, lse\n", "    return o, None\n"))
+    load_plugin(plugin)
+    result = run_case(Case(kv_lengths=(5, 3), head_dim=16, dtype="float32"), get_kernel("my_jfa_no_lse"), "cpu")
+    assert result.status in ("fail", "error") and "returned (o, None)" in result.explain(), result.explain()
+    assert "Capabilities(returns_lse=False)" in result.explain()

@@ -358,7 +358,8 @@ class KernelRun:
         """Wrap what a contract callable returned, or name how it breaks the protocol.
 
         Raises:
-            KernelProtocolError: not ``(o, lse)`` (or ``o`` alone for ``returns_lse=False``).
+            KernelProtocolError: not ``(o, lse)`` (or ``o`` alone for ``returns_lse=False``); ``(o, None)`` from a
+                kernel that declares ``returns_lse``.
         """
         if isinstance(result, KernelRun):
             return result
@@ -370,6 +371,12 @@ class KernelRun:
             return cls(result, None)
         if isinstance(result, (tuple, list)):
             if len(result) == 2:
+                if returns_lse and result[1] is None:
+                    # (judged as o alone, LSE unchecked, and the run said nothing: a new user's trial)
+                    raise KernelProtocolError(
+                        f"kernel {kernel!r} returned (o, None); it declares that it returns LSE: return the LSE "
+                        f"([H_q, total rows], float32, natural log), or declare Capabilities(returns_lse=False) "
+                        f"if it computes none")
                 return cls(result[0], result[1] if returns_lse else None)
             raise KernelProtocolError(f"kernel {kernel!r} returned a {type(result).__name__} of {len(result)} "
                                       f"items; the contract's kernels return (o, lse)")
