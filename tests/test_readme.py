@@ -107,3 +107,22 @@ def test_a_kernel_that_declares_an_lse_and_returns_none_for_it_is_told_so(tmp_pa
     result = run_case(Case(kv_lengths=(5, 3), head_dim=16, dtype="float32"), get_kernel("my_jfa_no_lse"), "cpu")
     assert result.status in ("fail", "error") and "returned (o, None)" in result.explain(), result.explain()
     assert "Capabilities(returns_lse=False)" in result.explain()
+
+
+def test_a_kernel_whose_backward_reaches_only_some_inputs_is_a_contract_finding(tmp_path):
+    """Regression (a new user's trial): a kernel detaching k inside its call had dK None after O's backward; the
+    judging crashed on it and the case read "kernel raised: not judged: ... 'NoneType' object has no attribute
+    'shape'". Now an unreached input's gradient is judged as zero, and the case names the input and the fix."""
+    from jfa_verify import Case, run_case
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+
+    code = re.search(r"## Gate your own kernel.*?```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    first_line = "    scale = q.shape[-1] ** -0.5"
+    assert first_line in code
+    code = code.replace('"my_jfa"', '"my_jfa_detached_k"')
+    plugin = tmp_path / "detached_k.py"
+    plugin.write_text(code.replace(first_line, "    k = k.detach()\n" + first_line, 1))
+    load_plugin(plugin)
+    result = run_case(Case(kv_lengths=(5, 3), head_dim=16, dtype="float32"), get_kernel("my_jfa_detached_k"), "cpu")
+    assert result.status == "fail" and "no gradient reaches k (.grad is None" in result.explain(), result.explain()
+    assert "not judged" not in result.explain()

@@ -473,6 +473,11 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
     t1 = time.perf_counter()
     result.findings += [Finding("contract", m) for m in output_violations(problem, got["o"], got.get("lse")) + changed]
     detached = backward and isinstance(run.o, torch.Tensor) and not run.o.requires_grad
+    # inputs O's backward never reached (.grad None: the kernel detached k, say): their gradient is zero, judged so
+    # (the judging crashed on None, reported as "kernel raised ... not judged": a new user's trial)
+    unreached = [g for g in ("dq", "dk", "dv") if g in got and got[g] is None]
+    for g in unreached:
+        got[g] = torch.zeros_like(getattr(tensors, g[1]))
     if result.findings_of("contract"):
         result.status = judged_status(result)
         result.seconds["kernel"] = t1 - t0
@@ -521,6 +526,13 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
                 "o does not require grad, so no gradient reaches q, k, v, and theirs are not all zero: the kernel "
                 "declares a backward (Capabilities.backward); return O attached to q, k, v (not detached, not "
                 "computed under torch.no_grad), or register the kernel with backward=False"))
+        wrong_zero = [g for g in unreached if g in ref and bool(ref[g].ne(0).any())]
+        if wrong_zero:
+            result.findings.append(Finding("contract",
+                f"no gradient reaches {', '.join(g[1] for g in wrong_zero)} (.grad is None after O's backward), and "
+                f"the true {', '.join(wrong_zero)} are not all zero: the kernel declares a backward "
+                f"(Capabilities.backward); keep O attached to every input (no .detach() or torch.no_grad on the path "
+                f"from q, k and v to O), or register the kernel with backward=False"))
         t3 = time.perf_counter()
         # "compare": the launch's outputs judged and localized; "parts": a packed launch's parts judged apart
         result.seconds["compare"] = t3 - t2 - result.seconds.get("parts", 0.0)
