@@ -292,3 +292,17 @@ def _reference_forward(q, k, v, q_offsets, k_offsets, *, causal=False, causal_al
     ref = reference_attention(validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal,
                                               causal_alignment=causal_alignment, sm_scale=sm_scale), q, k, v)
     return ref["o"].to(q.dtype), ref["lse"].float()
+
+
+def test_a_suite_seed_out_of_range_names_the_option_and_its_range():
+    """Regression (a new user's trial): `run --seed 10000000000000000` said "seed=10000000000000000000 must be in
+    [0, 2**63)": a case's seed, 1000x the one typed, which was inside the range it named."""
+    from jfa_verify.checks.suites import MAX_SUITE_SEED, get_suite
+    from jfa_verify.core.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match=rf"--seed 10000000000000000 is out of range: .*\[0, {MAX_SUITE_SEED}\]"):
+        get_suite("default", "cpu", 10**16)
+    with pytest.raises(InvalidInput, match="--seed -1 is out of range"):
+        get_suite("default", "cpu", -1)
+    for name in ("default", "jagged-grid"):  # the largest seed allowed builds every case
+        assert get_suite(name, "cpu", MAX_SUITE_SEED).cases

@@ -363,10 +363,19 @@ def get_suite(name: str, device_type: str, seed: int = 0, kernel=None) -> Suite:
     """Build the named suite.
 
     Raises:
-        InvalidInput: unknown suite name.
+        InvalidInput: unknown suite name; ``seed`` outside ``[0, MAX_SUITE_SEED]``.
     """
     from jfa_verify.core.errors import InvalidInput
 
     if name not in SUITES:
         raise InvalidInput(f"suite={name!r} is unknown; choose one of {sorted(SUITES)}")
+    if not 0 <= seed <= MAX_SUITE_SEED:
+        # (a case's seed came out of range instead, and its message named that seed: 1000x the one typed)
+        raise InvalidInput(f"--seed {seed} is out of range: a suite's seed must be in [0, {MAX_SUITE_SEED}] "
+                           f"(its cases take seeds seed * 1000 + n, which must stay below 2**63)")
     return SUITES[name](device_type, seed, kernel)
+
+
+# The largest suite seed: the suites give their cases seeds up to ``seed * 1000 + 999`` (the MHA copies 100,000
+# more), and a case's is below 2**63.
+MAX_SUITE_SEED = (2**63 - 200_000) // 1000
