@@ -949,3 +949,25 @@ def test_a_kernel_whose_load_raises_is_a_usage_error_before_the_gate_starts(tmp_
     assert rc == 2 and out == "", out
     assert "kernel 'gate_load_raises': its load()" in err and "RuntimeError: libfoo.so" in err, err
     assert len(err.splitlines()) == 1 and not (tmp_path / "g.json").exists()
+
+
+def test_junit_counts_are_the_testcases_written_for_an_interrupted_check():
+    """Regression (a new user's trial): an interrupted suite check with 5 findings so far wrote tests="1"
+    failures="5" beside 6 testcases, which strict JUnit readers refuse."""
+    from jfa_verify.workflows.gate import CheckResult, Finding, GateOptions, GateReport
+
+    findings = [Finding("suite", f"case-{i}", "fail", "wrong o") for i in range(5)]
+    report = GateReport("cpu", GateOptions(), results=[
+        CheckResult("k", "suite", "interrupted", findings=findings, reason="interrupted during this check"),
+        CheckResult("k", "campaign", "fail", cases=3, findings=findings[:1]),
+        CheckResult("k", "replay", "skip", reason="no --replay folder given")])
+    for suite in ET.fromstring(report.to_junit()).findall("testsuite"):
+        cases = suite.findall("testcase")
+        assert int(suite.get("tests")) == len(cases), suite.get("name")
+        counted = {a: sum(c.find(k) is not None for c in cases)
+                   for k, a in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped"))}
+        assert {a: int(suite.get(a)) for a in counted} == counted, suite.get("name")
+    interrupted, campaign, replay = ET.fromstring(report.to_junit()).findall("testsuite")
+    assert (interrupted.get("tests"), interrupted.get("failures"), interrupted.get("skipped")) == ("6", "5", "1")
+    assert (campaign.get("tests"), campaign.get("failures")) == ("3", "1")
+    assert (replay.get("tests"), replay.get("skipped")) == ("1", "1")
