@@ -126,14 +126,12 @@ def test_run_reports_the_step_in_its_header_and_report_and_no_precompile_turns_i
 
 
 def test_gate_suite_check_reports_the_step_and_no_precompile_turns_it_off(tmp_path, monkeypatch):
-    import types
-
     import jfa_verify.checks.suites as suites
     from jfa_verify.protocol.registry import get_kernel
     from jfa_verify.workflows.gate import GateOptions, run_gate
 
     case = Case(kv_lengths=[3, 17], num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32", name="tiny")
-    monkeypatch.setattr(suites, "get_suite", lambda *a, **k: types.SimpleNamespace(cases=[case]))
+    monkeypatch.setattr(suites, "get_suite", lambda *a, **k: suites.Suite("default", (case,), ""))
     logged: list[str] = []
     for enabled, said in ((True, "Triton's interpreter on the CPU compiles nothing"), (False, "--no-precompile")):
         options = GateOptions(checks=("suite",), reproducers=str(tmp_path / "repro"), precompile=enabled)
