@@ -139,14 +139,14 @@ def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str 
 
 
 def _earlier_finding(path: Path) -> Optional[str]:
-    """The text of ``path`` when it is a call file that records a broken relation (an earlier run's finding), else
-    None."""
+    """The text of ``path`` when it records a broken relation (an earlier run's finding), else None."""
+    from jfa_verify.run.corpus import failing_status
+
     try:
         text = path.read_text()
-        payload = json.loads(text)
-    except (OSError, ValueError):
+    except OSError:
         return None
-    return text if isinstance(payload, dict) and payload.get("status") not in (None, "running", "pass") else None
+    return text if failing_status(text) else None
 
 
 def _keep_now_passing(path: Path, earlier: Optional[str]) -> None:

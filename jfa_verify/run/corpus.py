@@ -29,7 +29,7 @@ from jfa_verify.run.interrupts import process_alive, process_start
 
 __all__ = ["Corpus", "RERUN_KEYS", "read_case_file", "environment", "normalize_status", "replay_command",
            "replay_timeout", "campaign_folder", "mark_hang", "kept_only_if_written", "reproducer_folders",
-           "TIMEOUT_EXIT_CODE"]
+           "TIMEOUT_EXIT_CODE", "failing_status"]
 
 FORMAT = "jfa-verify-case/1"
 TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchdog timeout
@@ -201,8 +201,8 @@ def _read_payload(path: Path) -> Optional[dict]:
     return payload if isinstance(payload, dict) else None
 
 
-def _failing_status(text: Optional[str]) -> Optional[str]:
-    """The failing status of a case file's text, or None (no text, not a case file, or not failing)."""
+def failing_status(text: Optional[str]) -> Optional[str]:
+    """The failing status of a case or call file's text, or None (no text, not such a file, or not failing)."""
     try:
         status = normalize_status(json.loads(text or "").get("status", ""))
     except (ValueError, AttributeError):
@@ -339,7 +339,7 @@ class Corpus:
         """The last guard out of a case that passed: remove its file, or move an earlier verdict to
         :meth:`now_passing_folder` (a new user's passing rerun silently deleted the reproducers of the cases it fixed:
         issue 43, 12)."""
-        status = _failing_status(earlier)
+        status = failing_status(earlier)
         if status is None:
             path.unlink(missing_ok=True)
             return

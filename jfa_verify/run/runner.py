@@ -310,12 +310,15 @@ def not_judged(result: CaseResult, stage: str, e: Exception) -> CaseResult:
 @dataclass
 class KernelCall:
     """One call of a kernel on a case, unjudged: its run, its outputs (``o``, ``lse``, and ``dq``/``dk``/``dv``
-    after a backward), the guard bands it wrote (tracked memory only) and how it changed its inputs."""
+    after a backward), the guard bands it wrote (tracked memory only) and how it changed its inputs.
+    ``unreached``: the gradients (of ``dq``, ``dk``, ``dv``) that O's backward never reached (``.grad`` None: the
+    kernel detached that input); each is in ``outputs`` as zeros, the gradient the call gives it."""
 
     run: KernelRun
     outputs: dict
     memory_violations: list[str]
     input_changes: list[str]
+    unreached: list[str] = field(default_factory=list)
 
 
 class KernelExited(RuntimeError):
@@ -347,6 +350,7 @@ def call_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, 
     q, k, v = (copy_keeping_strides(t).requires_grad_(backward) for t in (tensors.q, tensors.k, tensors.v))
     inputs = dict(q=q, k=k, v=v, q_offsets=tensors.q_offsets, k_offsets=tensors.k_offsets, do=tensors.do)
     before = snapshot(inputs)
+    unreached: list[str] = []
     block = poisoned_allocations() if memory is None else tracked_allocations(fill=memory)
     with block as log, _exit_is_an_error():
         run = kernel.run(problem, q, k, v, tensors.q_offsets, tensors.k_offsets, sm_scale=case.sm_scale,
@@ -359,8 +363,12 @@ def call_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, 
         if backward and isinstance(run.o, torch.Tensor) and run.o.requires_grad \
                 and not output_violations(problem, got["o"], got.get("lse")):
             run.o.backward(tensors.do)
-            got.update(dq=q.grad, dk=k.grad, dv=v.grad)
-    return KernelCall(run, got, [] if log is None else log.violations(got), changed_inputs(before, inputs))
+            # (a None gradient crashed the judging, reported as "kernel raised ... not judged": a new user's trial)
+            grads = dict(dq=(q, q.grad), dk=(k, k.grad), dv=(v, v.grad))
+            unreached = [name for name, (_, grad) in grads.items() if grad is None]
+            got.update({name: torch.zeros_like(x) if grad is None else grad for name, (x, grad) in grads.items()})
+    return KernelCall(run, got, [] if log is None else log.violations(got), changed_inputs(before, inputs),
+                      unreached)
 
 
 def _as_kernel(kernel: "Kernel | str") -> Kernel:
@@ -453,7 +461,7 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
     t0 = time.perf_counter()
     try:
         call = call_kernel(kernel, problem, tensors, case, backward=backward, instrument=instrument, memory=memory)
-        run, got, changed = call.run, call.outputs, call.input_changes
+        run, got, changed, unreached = call.run, call.outputs, call.input_changes, call.unreached
         result.findings += [Finding("memory", m) for m in call.memory_violations]
         _sync(device)
     except (KernelUnavailable, UnsupportedCase) as e:
@@ -473,11 +481,6 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
     t1 = time.perf_counter()
     result.findings += [Finding("contract", m) for m in output_violations(problem, got["o"], got.get("lse")) + changed]
     detached = backward and isinstance(run.o, torch.Tensor) and not run.o.requires_grad
-    # inputs O's backward never reached (.grad None: the kernel detached k, say): their gradient is zero, judged so
-    # (the judging crashed on None, reported as "kernel raised ... not judged": a new user's trial)
-    unreached = [g for g in ("dq", "dk", "dv") if g in got and got[g] is None]
-    for g in unreached:
-        got[g] = torch.zeros_like(getattr(tensors, g[1]))
     if result.findings_of("contract"):
         result.status = judged_status(result)
         result.seconds["kernel"] = t1 - t0
