@@ -28,6 +28,24 @@ tests=(tests/test_triton_jfa.py tests/test_properties.py tests/test_scheduled_ke
        tests/quality/test_scheduler_bugs.py tests/quality/test_mutants.py tests/test_gate.py tests/test_counter_normals.py
        tests/test_kernels_gpu.py tests/test_device_planned_calls.py tests/test_native_kit.py tests/test_stress.py
        tests/test_mxfp8.py tests/test_fp8.py tests/test_oracles.py)
+# The tests that need most of the card, each in a process of its own: torch's caching allocator keeps what one test
+# freed, so the next test in the same process, or a child it starts, ran out of the H200's memory (2026-12-05).
+# Usage: exclusive K_EXPR LOG_PREFIX FILE...; returns 1 if any test failed or none was collected.
+exclusive() {
+  local expr=$1 prefix=$2; shift 2
+  local ids rc=0 n=0
+  ids=$(python3 -m pytest -q -p no:cacheprovider -p no:xdist --jfa-device cuda -m gpu_exclusive -k "$expr" \
+    --collect-only "$@" 2>/dev/null | grep "::")
+  : >"$prefix.log"
+  for id in $ids; do
+    n=$((n + 1))
+    python3 -m pytest -q -p no:cacheprovider -p no:xdist --jfa-device cuda -rfE --tb=short \
+      --junitxml "$prefix-$n.junit.xml" "$id" >>"$prefix.log" 2>&1 || rc=1
+    tail -1 "$prefix.log" | sed "s|^|$id: |"
+  done
+  [ "$n" -gt 0 ] || { echo "no gpu_exclusive test matched -k '$expr'"; rc=1; }
+  return $rc
+}
 if [[ $stages == *" gate "* ]]; then
 
 # one gate per kernel, side by side (as a CI matrix would run them): each checks numbers, not speed
@@ -64,16 +82,14 @@ if [[ $stages == *" tests "* ]]; then
 # A few tests take minutes on the GPU (a mutant's targeted cases, the gate's crash and hang runs): work stealing
 # keeps them from waiting in one worker's queue behind others (xdist >= 3.2); --durations says which they are.
 dist=$(python3 -c "import xdist, sys; v = tuple(map(int, xdist.__version__.split('.')[:2])); print('worksteal' if v >= (3, 2) else 'load')")
-python3 -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-12}" --dist "$dist" --durations 15 --jfa-device cuda \
-  -m "not gpu_exclusive" -rfE --tb=short --junitxml "$out/pytest.junit.xml" "${tests[@]}" "$@" 2>&1 \
+python3 -m pytest -p no:cacheprovider -n "${TEST_WORKERS:-12}" --dist "$dist" --durations 15 --jfa-device cuda \
+  -m "not gpu_exclusive" -rfE --tb=short -o console_output_style=classic -v --junitxml "$out/pytest.junit.xml" "${tests[@]}" "$@" 2>&1 \
   | tee "$out/pytest.log" | grep -E "^(FAILED|ERROR)|passed|failed|^[0-9.]+s (call|setup)"
 rc_test=${PIPESTATUS[0]}
 fi
 if [[ $stages == *" big "* ]]; then
-python3 -m pytest -q -p no:cacheprovider -p no:xdist --jfa-device cuda -m gpu_exclusive -k "not backward" \
-  --junitxml "$out/pytest-exclusive.junit.xml" "${tests[@]}" tests/test_strategies.py 2>&1 \
-  | tee "$out/pytest-exclusive.log" | tail -4
-rc_excl=${PIPESTATUS[0]}
+exclusive "not backward" "$out/pytest-exclusive" "${tests[@]}" tests/test_strategies.py
+rc_excl=$?
 # The ALIGNED hints change code generation only: the forward must be bit-identical with and
 # without them and under full specialization (speed ratios printed alongside).
 python3 benchmarks/bench_specialization.py --json "$out/specialization.json" > "$out/specialization.log" 2>&1
@@ -81,10 +97,8 @@ rc_spec=$?
 grep -E "speedup|NOT bit" "$out/specialization.log" | head -30
 fi
 if [[ $stages == *" backward "* ]]; then
-python3 -m pytest -q -p no:cacheprovider -p no:xdist --jfa-device cuda -m gpu_exclusive -k backward -rfE --tb=short \
-  --junitxml "$out/pytest-backward.junit.xml" tests/test_strategies.py tests/test_chunked_reference.py 2>&1 \
-  | tee "$out/pytest-backward.log" | tail -6
-rc_bwd=${PIPESTATUS[0]}
+exclusive backward "$out/pytest-backward" tests/test_strategies.py tests/test_chunked_reference.py
+rc_bwd=$?
 fi
 echo "gpu gate (stages:$stages): gate=$rc_gate (want 0) planted-bug run=$rc_mut (want 1) jagged grid=$rc_grid (want 0)" \
   "tests=$rc_test (want 0)" \

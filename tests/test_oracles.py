@@ -375,6 +375,7 @@ def test_the_references_synchronize_once_a_call_however_many_groups(jfa_device):
                 torch.cuda.set_sync_debug_mode("default")
         return groups, sum("synchroniz" in str(w.message) for w in seen)
 
+    syncs([5, 6])  # a process's first call pays one more, from outside the references (H100, 2026-12-05)
     few_groups, few = syncs([64, 60, 50])
     many_groups, many = syncs([1, 3, 7, 15, 31, 63, 127, 255, 1000])
     assert few_groups == 1 and many_groups >= 6
