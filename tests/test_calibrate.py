@@ -199,8 +199,13 @@ def test_calibrate_fits_only_this_runs_samples(tmp_path, capsys):
     records.write_text(old.to_json() + "\n")
     assert main(["calibrate", "--device", "cpu", "--dtypes", "float32", "--cases", "1", "--records", str(records),
                  "--out", str(out), "--allow-few-cases"]) == 0
-    assert BudgetTable.load(out).provenance["cases_per_row"] == {"float32": 1}  # not the earlier bfloat16 record
+    prov = BudgetTable.load(out).provenance
+    assert prov["cases_per_row"] == {"float32": 1}  # not the earlier bfloat16 record
     assert len(read_records([records])) == 2  # appended, nothing lost
+    # the rows this fit left alone keep their constants and the provenance they came with
+    assert prov["kept_rows"] == sorted(set(default_table().budgets) - {"float32"})
+    assert prov["kept_rows_provenance"] == default_table().provenance
+    assert BudgetTable.load(out).budgets["bfloat16"] == default_table().budgets["bfloat16"]
 
 
 def test_malformed_budget_file_is_a_clear_error_naming_it(tmp_path):

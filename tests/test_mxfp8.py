@@ -145,15 +145,17 @@ def test_references_see_the_dequantized_values_exactly():
     assert torch.allclose(blockwise_attention(mx, *inputs)["o"], want["o"], rtol=0, atol=1e-12)
 
 
-def test_mxfp8_budget_is_the_float8_row_and_catches_a_wrong_scale():
-    from jfa_verify.judge.budgets import PRECISIONS, default_table, precision_of
+def test_mxfp8_budget_row_is_fitted_falls_back_to_float8_and_catches_a_wrong_scale():
+    from jfa_verify.judge.budgets import PRECISIONS, BudgetTable, default_table, precision_of
     from jfa_verify.judge.compare import compare_output, reference_scales
     from jfa_verify.oracles import padded_sdpa_attention, reference_attention
 
     assert precision_of(F8, block_scaled=True) == "mxfp8"
     assert PRECISIONS["mxfp8"] == PRECISIONS["float8_e4m3fn"]
     table = default_table()
-    assert table.budget("mxfp8", "o") == table.budget(F8, "o")
+    assert "mxfp8" in table.budgets and table.budget("mxfp8", "o") != table.budget(F8, "o")  # its own fit (v4)
+    without = BudgetTable(table.version, {}, {row: b for row, b in table.budgets.items() if row != "mxfp8"})
+    assert without.budget("mxfp8", "o") == table.budget(F8, "o")  # a table with no mxfp8 row: the float8 one
     with pytest.raises(InvalidInput, match="block_scaled=True needs float8_e4m3fn inputs"):
         precision_of(torch.bfloat16, block_scaled=True)
 

@@ -112,7 +112,7 @@ def main(args, ctx) -> int:
         return EXIT_USAGE
     holdout_summary = None
     prov = dict(safety=args.safety, min_multiplier=args.min_multiplier, min_floor_ulps=args.min_floor_ulps,
-                measured_against=current.version, files=files)
+                measured_against=current.version, files=files, earlier=current)
     try:
         table = cal.fit(records, current, safety=args.safety, min_multiplier=args.min_multiplier,
                         min_floor_ulps=args.min_floor_ulps)

@@ -62,7 +62,9 @@ PRECISIONS = {
                                _FP8_MMA_ACC_EPS),
 }
 # MXFP8 (float8 e4m3 inputs with E8M0 block scales, P rounded to e4m3 by the declared "e4m3" rule of
-# jfa_verify.core.conventions.P_QUANTIZATIONS), derived from the float8 row, not fitted:
+# jfa_verify.core.conventions.P_QUANTIZATIONS). The packaged table holds a fitted "mxfp8" row since version 4
+# (H200 records, 2026-12-05: tests/test_budget_evidence.py); a table without one judges MXFP8 by the float8 row,
+# which the derivation below shows to be sound:
 # * a block scale is a power of two 2^(e - 127), so x * 2^(e - 127) is exact in binary floating point
 #   while the product stays inside the format's normal range (float32 and bfloat16: 2^-126 to 2^128); the
 #   references see exactly the dequantized values (oracles dequantize in float64, or in bfloat16 for SDPA,

@@ -437,11 +437,20 @@ def _versions(records: Sequence[Record], package: str) -> str:
 
 
 def provenance(records: Sequence[Record], *, safety: float, min_multiplier: float, min_floor_ulps: float,
-               measured_against: int, holdout: Optional[dict] = None, files: Sequence[str] = ()) -> dict:
-    """The provenance block of a fitted table: where, when, with what and on how many cases."""
+               measured_against: int, holdout: Optional[dict] = None, files: Sequence[str] = (),
+               earlier: Optional[BudgetTable] = None) -> dict:
+    """The provenance block of a fitted table: where, when, with what and on how many cases.
+
+    ``earlier``: the table the fit started from. Its rows that no record refits keep their constants
+    (:func:`fit`), so they keep their provenance too: listed under ``"kept_rows"``, with ``earlier``'s whole
+    block under ``"kept_rows_provenance"`` (a fit of one new row, such as ``mxfp8``, must not erase where the
+    other rows' numbers came from).
+    """
     rows: dict = defaultdict(int)
     for r in records:
         rows[r.row] += 1
+    kept = sorted(set(earlier.budgets) - set(rows)) if earlier is not None else []
+    history = {"kept_rows": kept, "kept_rows_provenance": earlier.provenance} if kept else {}
     return {
         "source": "jfa-verify calibrate: floors scaled by safety x the largest multiplier a fitting case needed",
         "date": datetime.date.today().isoformat(),
@@ -459,6 +468,7 @@ def provenance(records: Sequence[Record], *, safety: float, min_multiplier: floa
         "fitted_on": list(files),
         "measured_against_version": measured_against,
         "holdout": holdout,
+        **history,
     }
 
 
