@@ -346,6 +346,23 @@ def test_triton_mxfp8_passes_every_scale_pattern(dev):
         assert [c.name for c in result.comparisons] == ["o", "lse"]  # forward only
 
 
+def test_a_block_scaled_case_without_query_rows_is_judged(dev):
+    # regression: judging each sequence reshaped the no-row outputs with reshape(0, -1), and every such case was an
+    # error (seen in a CPU calibration sample, 2026-12-05); no rows at all, then keys without queries
+    from jfa_verify import get_kernel, run_case
+    from jfa_verify.judge.compare import segment_verdict_terms
+
+    kernel = get_kernel("triton_jfa_mxfp8")
+    for q_lengths, kv_lengths in [((0, 0), (0, 0)), ((0, 0), (1, 0))]:
+        case = _mx_case("unit", mode="cross", q_lengths=q_lengths, kv_lengths=kv_lengths, num_heads_q=4,
+                        num_heads_kv=1, head_dim=64, head_dim_v=64, seed=3)
+        result = run_case(case, kernel, dev)
+        assert result.status == "pass", result.explain()
+    empty = torch.zeros(0, 4, 64, dtype=torch.float64)
+    terms = segment_verdict_terms(empty, empty, empty, torch.zeros(0, dtype=torch.long), 2)
+    assert torch.equal(terms, torch.zeros(2, 4, dtype=torch.float64))
+
+
 def test_triton_mxfp8_public_call_matches_the_reference_and_refuses_bad_scales(dev):
     from jfa_verify import get_kernel
     from jfa_verify.oracles import reference_attention

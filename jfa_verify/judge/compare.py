@@ -214,9 +214,9 @@ def segment_verdict_terms(kernel: torch.Tensor, sdpa: torch.Tensor, reference: t
     for none). Maxima are exact, so each equals its value on the slice alone, bit for bit. The caller reads them
     with one host transfer (:func:`jfa_verify.judge.packing.judge_parts`).
     """
-    rows = reference.shape[0]
-    ref = reference.reshape(rows, -1)
-    got, base = kernel.detach().reshape(rows, -1), sdpa.detach().reshape(rows, -1)
+    rows, width = reference.shape[0], math.prod(reference.shape[1:])  # (reshape(0, -1) is ambiguous: no rows)
+    ref = reference.reshape(rows, width)
+    got, base = kernel.detach().reshape(rows, width), sdpa.detach().reshape(rows, width)
     finite = torch.isfinite(ref)
     zero = torch.zeros((), dtype=torch.float64, device=ref.device)
 
