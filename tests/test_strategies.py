@@ -505,3 +505,20 @@ def test_gpu_draws_reach_every_tile_shape_the_kernel_runs():
 
         draw()
     assert shapes == {"cpu": {"m_larger"}, "cuda": {"square", "m_larger"}}
+
+
+def test_a_kernel_declaring_head_dims_gets_each_dim_class_it_supports_drawn():
+    # regression: triton_jfa_mxfp8 declares 32, 64, 96 and 128; the default candidates kept 32 and 64 only, and a
+    # 2,004-case campaign never drew a head dim that is not a power of two (96)
+    caps = Capabilities(head_dims=(32, 64, 96, 128))
+    assert find(cases(caps, device_type="cpu"), lambda c: c.head_dim == 96, settings=FIND).head_dim == 96
+    # no odd dim declared: none added; of the two that are not powers of two, the smaller
+    drawn = set()
+
+    @DRAW
+    @given(case=cases(Capabilities(head_dims=(16, 48, 80)), device_type="cpu"))
+    def collect(case):
+        drawn.add(case.head_dim)
+
+    collect()
+    assert drawn == {16, 48}

@@ -114,6 +114,21 @@ def _with_every_tile_shape(kernel, caps: Capabilities, dims: list[int], dtype_na
     return out
 
 
+def _with_every_dim_class(caps: Capabilities, dims: list[int]) -> list[int]:
+    """``dims`` and, for each head-dim class (odd, not a power of two) the kernel supports and none of ``dims``
+    falls in, the smallest supported head dim of that class (from the kernel's declared ``head_dims``, else the
+    candidates the covering array draws from): ``triton_jfa_mxfp8`` declares 32, 64, 96 and 128, and the defaults
+    kept only 32 and 64, so a campaign never drew a head dim that is not a power of two."""
+    from jfa_verify.cases.construct import CANDIDATE_HEAD_DIMS
+
+    pool = sorted(set(caps.head_dims or ()) | set(CANDIDATE_HEAD_DIMS))
+    out = list(dims)
+    for in_class in (lambda d: d % 2 == 1, lambda d: d & (d - 1) != 0):
+        if not any(in_class(d) for d in out):
+            out += [d for d in pool if in_class(d) and caps.supports_head_dim(d)][:1]
+    return out
+
+
 def head_dims(kernel=None, *, candidates: Sequence[int] = DEFAULT_HEAD_DIMS) -> st.SearchStrategy[int]:
     """A head dim from ``candidates`` that ``kernel`` supports: odd (17, 33), non-power-of-two (24, 40)
     and powers of two by default. Shrinks toward the first supported candidate.
@@ -278,7 +293,7 @@ def cases(
         raise InvalidInput(f"dtypes={dtypes}, modes={modes}: nothing left inside the kernel's capabilities")
     dims = _supported_dims(caps, head_dims)
     if head_dims is DEFAULT_HEAD_DIMS:
-        dims = _with_every_tile_shape(kernel, caps, dims, dtype_names, device_type)
+        dims = _with_every_dim_class(caps, _with_every_tile_shape(kernel, caps, dims, dtype_names, device_type))
     dtype = draw(st.sampled_from(dtype_names))
     mode = draw(st.sampled_from(mode_names))
     head_dim = draw(st.sampled_from(dims))
