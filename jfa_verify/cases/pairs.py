@@ -424,6 +424,7 @@ class PairCoverage:
         self.class_counts: dict = {}
         self.pairs: set = set()
         self.total = 0
+        self.without_scores = 0  # cases that compute no score: they count in _WITHOUT_SCORES's dimensions only
 
     def add(self, case: Case) -> dict:
         """Count ``case``; returns its classes per dimension."""
@@ -433,6 +434,7 @@ class PairCoverage:
                 self.class_counts[(d, c)] = self.class_counts.get((d, c), 0) + 1
         self.pairs |= pairs_of(classes)
         self.total += 1
+        self.without_scores += not computes_scores(case)
         return classes
 
     def update(self, cases: Iterable[Case]) -> "PairCoverage":
@@ -469,6 +471,12 @@ class PairCoverage:
             seen = [f"{c} {self.class_counts.get((d.name, c), 0)}" for c in self.classes[d.name]]
             per_dim.append(f"  {d.name:15s} " + ", ".join(seen))
         lines.extend(per_dim)
+        # why a dimension's counts need not add up to the number of cases
+        unexercised = [d for d in self.classes if d not in _WITHOUT_SCORES]
+        lines.append("  (a case counts once in each class of a dimension it exercises, so edges and tiles can count "
+                     "one case several times" + (f"; {self.without_scores} case(s) computing no score count in no "
+                                                 f"class of {', '.join(unexercised)}" if self.without_scores else "")
+                     + ")")
         gone = self.missing_classes
         lines.append("  classes never exercised: " + (", ".join(f"{d}={c}" for d, c in gone) if gone else "none"))
         miss = self.missing_pairs
@@ -486,6 +494,7 @@ class PairCoverage:
     def to_dict(self) -> dict:
         return {
             "cases": self.total,
+            "cases_without_scores": self.without_scores,
             "classes": {f"{d}={c}": n for (d, c), n in sorted(self.class_counts.items())},
             "pairs_supported": len(self.universe.supported),
             "pairs_covered": len(self.universe.supported & self.pairs),
