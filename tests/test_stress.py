@@ -387,3 +387,18 @@ def test_a_rerun_difference_shows_the_element_that_moved_most_not_a_signed_zero(
     zeros_only = before.clone()
     zeros_only[0, 0, 0] = -0.0  # a difference in the bits only: the first differing element is what there is
     assert rerun_difference(problem, tiles, 1, "plain", "o", (0, 0, 0), before, zeros_only).index == (0, 0, 0)
+
+
+def test_the_stress_command_keeps_a_differing_cases_file_and_prints_its_replay(tmp_path, capsys):
+    # regression (noticed in a trial): `jfa-verify stress` found a race and wrote no case file, so there was nothing
+    # to replay or list; the gate's stress check kept one
+    repro = tmp_path / "repro"
+    rc = main(["stress", "--device", "cpu", "--plugin", PLUGIN, "--kernel", "stress-rare-race", "--reruns", "4",
+               "--reproducers", str(repro)])
+    out = capsys.readouterr().out
+    (kept,) = repro.glob("*.json")  # the passing cases leave none
+    assert rc == 1 and f"kept {kept}" in out and f"replay: jfa-verify replay {kept}" in out, out
+    payload = json.loads(kept.read_text())
+    assert payload["status"] == "fail" and payload["stress"]["first_difference"]["rerun"] == 3
+    capsys.readouterr()
+    assert main(["findings", str(repro)]) == 1 and str(kept) in capsys.readouterr().out

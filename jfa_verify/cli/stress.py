@@ -14,13 +14,14 @@ DESCRIPTION = ("Rerun long cases sized from the kernel's tiles (every pipeline s
                "The first differing rerun is reported with its mode and the element's sequence, head, token and "
                "tile. Exit status: 0 passed; 1 a rerun differed, failed or raised; 2 a bad argument, or no case "
                "inside the kernel's capabilities; 3 a rerun hung (--timeout); 70 an error of jfa-verify itself; "
-               "130 interrupted. The reruns run "
-               "in this process: a kernel that crashes it ends the command (`jfa-verify gate --checks stress` keeps "
-               "each case's file, left `running` by a crash, for `jfa-verify findings`).")
+               "130 interrupted. Each case's file is written in --reproducers before its reruns and kept when they "
+               "differ, fail or hang (`jfa-verify replay FILE` reruns it; a pass removes it). The reruns run in this "
+               "process: a kernel that crashes it ends the command, its case's file left `running` for "
+               "`jfa-verify findings`.")
 
 
 def add_arguments(parser) -> None:
-    kernel_options(parser, reproducers=False)
+    kernel_options(parser)
     parser.add_argument("--reruns", type=number(int, minimum=2), default=None,
                         help="runs per case (>= 2; default 200 on CUDA, 3 on the CPU interpreter; 10000 hunts rare "
                              "races)")
@@ -42,6 +43,7 @@ def add_arguments(parser) -> None:
 def main(args, ctx) -> int:
     """Run the stress check on one kernel; print each case's verdict and the modes; exit by the worst verdict."""
     from jfa_verify.checks.stress import MODES, StressOptions, run_stress
+    from jfa_verify.run.corpus import Corpus
     from jfa_verify.run.report import write_json
 
     device = ctx.device
@@ -63,8 +65,11 @@ def main(args, ctx) -> int:
     print(f"jfa-verify stress on {device}: {kernel.name}, {options.reruns_on(device)} reruns per case, modes "
           f"{', '.join(options.modes)}", flush=True)
     report = run_stress(kernel, device, options, settings=ctx.settings, log=lambda line: print(line, flush=True),
-                        on_stop=keep)
+                        on_stop=keep, corpus=Corpus(args.reproducers))
     _print_verdicts(report)
+    for v in report.verdicts:
+        if v.reproducer:
+            print(f"  {v.case.name}: kept {v.reproducer}\n    replay: {v.result(ctx.plugins).replay_command()}")
     for line in report.mode_lines():
         print(f"  {line}")
     print(f"stress: {report.status} in {report.seconds:.1f} s")
