@@ -678,6 +678,30 @@ def test_a_finding_whose_file_names_no_kernel_replays_without_kernel_none(tmp_pa
     assert row["replay"].startswith(f"jfa-verify replay {path}")
 
 
+def test_a_finding_that_does_not_recur_says_what_to_rule_out(tmp_path, capsys, misbehaving_plugin):
+    """Regression (noticed in a trial): a recorded failure that passed on replay printed "pass (DIFFERENT)" and
+    nothing else; the replay now names what differs from the recording and what to rule out."""
+    import torch
+
+    plugin = misbehaving_plugin("raises_always", wrong="True")
+    repro = tmp_path / "repro"
+    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "raises_always", "--max-cases", "1",
+                 "--no-isolate", "--reproducers", str(repro), "--report", str(tmp_path / "r.json"),
+                 "--no-progress"]) == 1
+    (path,) = repro.glob("*.json")
+    payload = json.loads(path.read_text())
+    # as if recorded on a GPU with another torch, by a kernel that has been fixed since (triton_jfa passes it)
+    payload.update(kernel="triton_jfa", device="cuda:0", plugins=[], plugin_paths=[],
+                   environment={**payload["environment"], "torch": "2.11.0+cu130"})
+    path.write_text(json.dumps(payload))
+    capsys.readouterr()
+    assert main(["replay", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "replayed: pass (DIFFERENT)" in out and "hint: the recorded finding did not recur" in out, out
+    assert f"device cuda:0 -> cpu; torch 2.11.0+cu130 -> {torch.__version__}" in out
+    assert "jfa-verify bisect" in out and "--memory nan" in out
+
+
 def test_sigterm_before_the_first_case_exits_130_not_143(tmp_path):
     """Regression: SIGTERM while a command was still loading its kernel (before the run's own handler was
     installed) killed it with Python's default (exit 143, no message) instead of the documented 130."""

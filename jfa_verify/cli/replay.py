@@ -100,6 +100,8 @@ def main(args, ctx) -> int:
         same = payload["status"] == result.status
         console.print(f"recorded verdict: {payload['status']}; replayed: {result.status} "
                       f"({'same' if same else 'DIFFERENT'})")
+        if result.status == "pass":
+            print(did_not_recur(payload, device, "replay it with --memory nan and --memory large"), flush=True)
     if result.status == "unsupported":
         return EXIT_USAGE
     from jfa_verify.core.exits import exit_code_for
@@ -120,7 +122,28 @@ def _replay_calls(args, ctx, console) -> int:
           + (f": {finding}" if finding else ""), flush=True)
     if payload.get("status") == "fail":
         console.print(f"recorded verdict: fail; replayed: {'fail (same)' if finding else 'pass (DIFFERENT)'}")
+        if not finding:
+            print(did_not_recur(payload, device, "run the calls again in the order the run made them"), flush=True)
     return EXIT_FAIL if finding else EXIT_OK
+
+
+def did_not_recur(payload: dict, device, state_step: str) -> str:
+    """What to rule out when a recorded finding replays as a pass: a change of machine or versions (named when the
+    file's ``environment`` differs from this process's), a kernel changed since, state left by earlier calls in the
+    recording process (``state_step``: how to bring it back), and nondeterminism."""
+    from jfa_verify.run.corpus import environment
+
+    then, now = payload.get("environment") or {}, environment()
+    where_then = payload.get("device") or "an unrecorded device"
+    changed = [f"device {where_then} -> {device}"] if str(where_then).split(":")[0] != device.type else []
+    changed += [f"{key} {then[key]} -> {now.get(key)}" for key in ("gpu", "torch", "triton")
+                if then.get(key) and then.get(key) != now.get(key)]
+    return ("hint: the recorded finding did not recur. "
+            + (f"Recorded elsewhere ({'; '.join(changed)}): a kernel can fail on one and not the other. "
+               if changed else "")
+            + "Rule out a kernel changed since it was recorded (`jfa-verify bisect` finds the commit), state an "
+            f"earlier call of the recording process left (a cache, reused memory: {state_step}), and "
+            "nondeterminism (`jfa-verify gate --checks determinism stress`).")
 
 
 def _replay_reruns(args, ctx, console, case, payload, kernel, settings, timeout) -> int:
