@@ -1,4 +1,5 @@
-"""Inputs must be unchanged by the call: bitwise snapshots of q, k, v, offsets and dO, compared afterwards.
+"""Inputs must be unchanged by the call: bitwise snapshots of q, k, v, offsets and dO (and of a block-sparse call's
+selection and an MXFP8 call's block scales), compared afterwards.
 
 A kernel that writes into its inputs (a scratch buffer reused, an in-place
 scale of q, offsets rewritten as padded boundaries) can still return the right

@@ -349,6 +349,12 @@ def call_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, 
 
     q, k, v = (copy_keeping_strides(t).requires_grad_(backward) for t in (tensors.q, tensors.k, tensors.v))
     inputs = dict(q=q, k=k, v=v, q_offsets=tensors.q_offsets, k_offsets=tensors.k_offsets, do=tensors.do)
+    # the tensors a block-sparse or MXFP8 call also hands the kernel (Kernel.run passes these very objects)
+    selection = problem.block_selection.source if problem.block_selection is not None else None
+    if selection is not None:
+        inputs.update({"block_selection.offsets": selection.offsets, "block_selection.indices": selection.indices})
+    if problem.block_scales is not None:
+        inputs.update({f"block_scales.{name}": getattr(problem.block_scales, name) for name in ("q", "k", "v")})
     before = snapshot(inputs)
     unreached: list[str] = []
     block = poisoned_allocations() if memory is None else tracked_allocations(fill=memory)
