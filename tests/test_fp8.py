@@ -123,3 +123,22 @@ def test_float8_kernels_get_the_production_layouts_in_their_own_dtype():
     assert any(c.name.startswith("tile-edges") and 0 in c.kv_lengths for c in cases)
     assert {(c.mode, c.causal) for c in cases if c.name.startswith("movielens-a")} == {
         ("self", False), ("self", True), ("cross", True), ("broadcast_q", False)}
+
+
+def test_the_fixed_layouts_take_a_head_dim_the_kernel_declares():
+    """Regression (a new user's trial): an MXFP8 fork declaring ``head_dims=(64, 128)`` had all 21 fixed-layout cases
+    unsupported on the CPU, where they ran at D=32 only; they now run at the declared head dim nearest it."""
+    import dataclasses
+
+    from jfa_verify.checks.suites import default_suite
+    from jfa_verify.protocol.registry import get_kernel
+
+    mx = get_kernel("triton_jfa_mxfp8")
+    fork = dataclasses.replace(mx, name="fork", capabilities=dataclasses.replace(mx.capabilities, head_dims=(64, 128)))
+    suite = default_suite("cpu", kernel=fork)
+    fixed = [c for c in suite.cases if not c.name.startswith("pairs") and not c.name.endswith("mqa-odd-d")]
+    assert fixed and {c.head_dim for c in fixed} == {64} and "D=64" in suite.note
+    assert all(fork.capabilities.unsupported_reason(c.problem(c.materialize("cpu"))) is None for c in fixed)
+    # a kernel taking D=32 keeps it
+    assert {c.head_dim for c in default_suite("cpu", kernel=mx).cases
+            if c.name.startswith("movielens") and not c.name.endswith("mqa-odd-d")} == {32}

@@ -76,12 +76,25 @@ def _layout_dtypes(kernel) -> tuple[tuple[str, ...], Optional[Scaling]]:
     return own, (Scaling("random") if caps.mxfp8 else None)
 
 
+def _layout_head_dim(kernel, preferred: int) -> int:
+    """``preferred`` (the fixed layouts' head dim), or the head dim nearest it that ``kernel`` declares when it
+    does not take ``preferred`` (the smaller of two as near): a fork declaring ``head_dims=(64, 128)`` had every fixed
+    layout unsupported on the CPU, where they run at D=32 (a new user's trial)."""
+    caps = getattr(kernel, "capabilities", None)
+    if caps is None or caps.supports_head_dim(preferred):
+        return preferred
+    candidates = caps.head_dims or range(caps.min_head_dim, caps.max_head_dim + 1)
+    supported = [d for d in candidates if caps.supports_head_dim(d)]
+    return min(supported, key=lambda d: (abs(d - preferred), d)) if supported else preferred
+
+
 def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
     """The main job's suite for ``device_type`` (``"cuda"`` or ``"cpu"``).
 
     On CUDA: full-size lengths, H_q=8, H_kv=2, D=128. On CPU (Triton
     interpreter): lengths scaled by 1/16 (MovieLens by 1/8, batch of 6), H_q=4,
-    H_kv=2, D=32, so the suite runs in minutes. ``kernel`` (a registered kernel)
+    H_kv=2, D=32, so the suite runs in minutes (D: the nearest head dim the kernel takes, where it does not take
+    that one). ``kernel`` (a registered kernel)
     places one layout's lengths at its own tile boundaries +-1 (generic tiles
     for a kernel that declares none).
     """
@@ -89,8 +102,8 @@ def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
     scale = 1.0 if gpu else 1 / 16
     ml_scale = 1.0 if gpu else 1 / 8
     ml_batch = 16 if gpu else 6
-    heads = (dict(num_heads_q=8, num_heads_kv=2, head_dim=128) if gpu else
-             dict(num_heads_q=4, num_heads_kv=2, head_dim=32))
+    heads = (dict(num_heads_q=8, num_heads_kv=2, head_dim=_layout_head_dim(kernel, 128)) if gpu else
+             dict(num_heads_q=4, num_heads_kv=2, head_dim=_layout_head_dim(kernel, 32)))
     layouts = {
         "movielens-a": sample_movielens_batch(ml_batch, seed + 1, scale=ml_scale),
         "movielens-b": sample_movielens_batch(ml_batch, seed + 2, scale=ml_scale),
@@ -133,7 +146,8 @@ def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
     target = Target(kernel, device_type)
     pairs = covering_array(target, seed=seed)
     note = ("full-size lengths on the GPU" if gpu else
-            "CPU interpreter: fixed layouts scaled by 1/16, MovieLens lengths by 1/8 (batch of 6), H=4/2, D=32")
+            f"CPU interpreter: fixed layouts scaled by 1/16, MovieLens lengths by 1/8 (batch of 6), H=4/2, "
+            f"D={heads['head_dim']}")
     note += (f"; {len(pairs)} covering-array cases (every pair of contract classes, {target.num_sms} SMs) "
              f"run first")
     return Suite("default", tuple(pairs) + tuple(cases), note, relation_checks(target, seed))
