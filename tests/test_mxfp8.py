@@ -459,5 +459,14 @@ def test_each_sequence_of_a_block_scaled_case_is_judged_against_its_own_magnitud
     assert whole.passed  # the case's one allowance, scaled by sequence 0's values, hides the bug
     assert judge_sequences(case, honest, ref, {"o": sdpa_o}) == [[], []]
     assert judge_sequences(case, zeroed, ref, {"o": sdpa_o}) == [[], ["o"]]
+    # the finding carries the numbers (a trial found it saying only "o outside the allowance of its own rows")
+    from jfa_verify.judge.findings import sequence_finding
+
+    (failing,) = judge_sequences(case, zeroed, ref, {"o": sdpa_o})[1]
+    worst = float((ref_o[5:] - zeroed["o"][5:].double()).abs().max())
+    assert failing.error == pytest.approx(worst) and 0 < failing.allowance < worst and not failing.bad
+    message = sequence_finding(1, [failing]).message
+    assert message.startswith("sequence 1: outside the allowance of its own rows: o: max abs error ") and \
+        f"> allowance {failing.allowance:.3g}" in message
     dense = Case(kv_lengths=(5, 7), dtype="bfloat16", head_dim=32, num_heads_q=2, num_heads_kv=2, seed=3)
     assert judge_sequences(dense, zeroed, ref, {"o": sdpa_o}) == [[], []]  # other cases: judged as before

@@ -45,9 +45,9 @@ class Finding:
 
 def sequence_finding(index: int, outputs: Sequence[str]) -> Finding:
     """The finding of sequence ``index`` of a block-scaled case whose ``outputs`` fail against the allowance of its own
-    rows (:func:`jfa_verify.judge.packing.judge_sequences`)."""
-    return Finding("sequence", f"sequence {index}: {', '.join(outputs)} outside the allowance of its own rows",
-                   f"sequence {index}")
+    rows (:func:`jfa_verify.judge.packing.judge_sequences`: names, with their numbers where they carry them)."""
+    said = "; ".join(o.describe() if hasattr(o, "describe") else o for o in outputs)
+    return Finding("sequence", f"sequence {index}: outside the allowance of its own rows: {said}", f"sequence {index}")
 
 
 def part_finding(index: int, outputs: Sequence[str]) -> Finding:

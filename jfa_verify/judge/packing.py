@@ -44,8 +44,9 @@ def judge_parts(case: Case, got: dict, ref: dict, sdpa: dict, *, budgets=None, t
         budgets: the :class:`~jfa_verify.judge.budgets.BudgetTable` (None: the packaged one).
         tf32: judge by the ``float32-tf32`` row (a kernel declaring TF32).
 
-    Returns: one list per part, in order, of its failing output names (empty: the part passes). An output the
-    kernel did not return, or returned in another shape, is left to the packed case's own judgement.
+    Returns: one list per part, in order, of its failing output names (empty: the part passes), each a
+    :class:`FailingOutput` carrying its numbers. An output the kernel did not return, or returned in another shape,
+    is left to the packed case's own judgement.
 
     Each part is judged as :func:`jfa_verify.judge.compare.compare_output` judges a case: the error against its
     float64 cut, the allowance from its SDPA cut's error and its own magnitudes (``max |ref|`` of its cut and
@@ -84,10 +85,31 @@ def judge_parts(case: Case, got: dict, ref: dict, sdpa: dict, *, budgets=None, t
             # (as compare_output: a broken baseline must not widen the allowance to infinity)
             allowance = table.budget(row, name).allowance(s_err if math.isfinite(s_err) else 0.0, floors)
             if bad or not k_err <= allowance:
-                failing.append(name)
+                failing.append(FailingOutput(name, k_err, allowance, s_err, bool(bad)))
         verdicts.append(failing)
         first += n
     return verdicts
+
+
+class FailingOutput(str):
+    """A failing output's name (it compares and prints as the name) with the numbers that failed it on a part's or a
+    sequence's own rows: ``error`` (max abs error against the float64 cut), ``allowance``, ``sdpa_error`` and ``bad``
+    (a NaN or an infinity where the reference has none)."""
+
+    def __new__(cls, name: str, error: float, allowance: float, sdpa_error: float, bad: bool) -> "FailingOutput":
+        out = super().__new__(cls, name)
+        out.error, out.allowance, out.sdpa_error, out.bad = error, allowance, sdpa_error, bad
+        return out
+
+    def __reduce__(self):  # (a case worker sends verdicts to its parent pickled)
+        return FailingOutput, (str(self), self.error, self.allowance, self.sdpa_error, self.bad)
+
+    def describe(self) -> str:
+        """``"o: max abs error 0.0031 > allowance 1.2e-05 (SDPA same-dtype error 4e-06)"``, or the non-finite form."""
+        if self.bad:
+            return f"{self}: NaN or infinite where the reference is not (or the reverse)"
+        return (f"{self}: max abs error {self.error:.3g} > allowance {self.allowance:.3g} (SDPA same-dtype error "
+                f"{self.sdpa_error:.3g})")
 
 
 def judge_sequences(case: Case, got: dict, ref: dict, sdpa: dict, *, budgets=None) -> list[list[str]]:
