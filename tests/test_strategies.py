@@ -522,3 +522,31 @@ def test_a_kernel_declaring_head_dims_gets_each_dim_class_it_supports_drawn():
 
     collect()
     assert drawn == {16, 48}
+
+
+def test_a_fork_with_selection_blocks_larger_than_its_tiles_gets_sequences_of_several_blocks():
+    # regression (a new user's trial): block_sparse=((64, 64),) with the CPU's 48-token reach never drew a sequence of
+    # two selection blocks, and a 60 s campaign missed a fork reading its neighbour's selection
+    caps = Capabilities(modes=("self", "cross"), block_sparse=((64, 64), (128, 64)))
+    found = find(cases(caps, device_type="cpu", block_sparse=True),
+                 lambda c: sum(k > 2 * 64 for k in c.kv_lengths) >= 2, settings=FIND)
+    assert found.block_sparsity is not None and max(found.kv_lengths) > 128
+    lengths = set()
+
+    @DRAW
+    @given(case=cases(caps, device_type="cpu", block_sparse=True))
+    def collect(case):
+        lengths.update(case.kv_lengths)
+
+    collect()
+    assert max(lengths) <= 2 * 64 + 1  # the reach of the smallest pair's two blocks, not of the largest
+    # a kernel whose smallest selection blocks are no larger than its tiles keeps its reach (triton_jfa: 16 x 16)
+    own = set()
+
+    @DRAW
+    @given(case=cases(get_kernel("triton_jfa"), device_type="cpu", block_sparse=True))
+    def collect_own(case):
+        own.update(case.kv_lengths)
+
+    collect_own()
+    assert max(own) <= 48

@@ -301,8 +301,16 @@ def cases(
     if caps.distinct_value_head_dim and draw(st.booleans()):
         head_dim_v = draw(st.sampled_from(dims))
     blocks = tiles_for_shape(kernel, head_dim, head_dim_v, DTYPES[dtype], device_type).as_tuple()
-    max_len = reach_of(blocks, max_len)
-    kv = draw(jagged_lengths(max_batch=max_batch, max_len=max_len, block_sizes=blocks, kinds=length_kinds))
+    length_blocks = blocks
+    if caps.block_sparse:
+        # Lengths that reach past two selection blocks of the smallest declared pair, with its boundaries +-1, where
+        # those blocks are larger than the tiles: with (64, 64) blocks and the CPU's 48 a selection never had a second
+        # block, and a campaign missed a fork reading its neighbour's selection (a new user's trial).
+        smallest = min(caps.block_sparse, key=lambda pair: (pair[0] * pair[1], pair))
+        if max(smallest) > max(blocks):
+            length_blocks = (*blocks, *smallest)
+    max_len = reach_of(length_blocks, max_len)
+    kv = draw(jagged_lengths(max_batch=max_batch, max_len=max_len, block_sizes=length_blocks, kinds=length_kinds))
     if draw(st.integers(0, 19)) == 19:  # rarely B = 0 (offsets of one entry); shrinks away from it
         kv = ()
     extra = {}
