@@ -624,6 +624,12 @@ def test_findings_replay_commands_work_from_another_folder(tmp_path, capsys, mis
     assert command[0] == "jfa-verify" and main(command[1:] + ["--device", "cpu"]) == 1, capsys.readouterr().err
 
 
+def test_findings_of_an_empty_folder_is_one_line_and_no_empty_table(tmp_path, capsys):
+    # (a new user's trial: an empty table's frame, then "no findings")
+    assert main(["findings", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == f"no findings in {tmp_path}\n"
+
+
 def test_findings_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):
     assert main(["findings", "--reproducers", str(tmp_path / "typo")]) == 2
     err = capsys.readouterr().err

@@ -59,7 +59,7 @@ def main(args, ctx) -> int:
                              f"{root!r} (kernels with findings there: {', '.join(here) or 'none'})")
     if args.json:
         print(json.dumps(rows, indent=2))
-    else:
+    elif rows:  # (no table for no rows: the line below says so)
         from rich.table import Table
 
         table = Table(title=f"findings in {root}")
