@@ -408,6 +408,23 @@ def test_a_findings_kind_is_how_its_lead_output_fails():
     assert error_kind(verdict(o="nan", lse="value")) == "non_finite"
 
 
+def test_a_failure_shown_only_per_sequence_is_keyed_by_the_output_it_fails():
+    """Regression (a new user's trial): an MXFP8 bug seen only when a sequence is judged on its own rows was a finding
+    of no output ("numeric -"), apart from the same bug's findings on cases where the whole output failed."""
+    from jfa_verify.fuzz.findings import key_of
+    from jfa_verify.judge.findings import part_finding, sequence_finding
+    from jfa_verify.judge.packing import FailingOutput
+
+    passing = {"o": {"passed": True}, "lse": {"passed": True}}
+    alone = {"status": "fail", "kernel": "k", "outputs": passing,
+             "findings": [sequence_finding(1, [FailingOutput("o", 0.3, 0.01, 0.001, False)]).to_dict()]}
+    whole = {"status": "fail", "kernel": "k", "outputs": {"o": {"passed": False}, "lse": {"passed": True}}}
+    assert key_of(alone) == key_of(whole) == ("k", "fail", "numeric", ("o",))
+    packed = dict(alone, findings=[part_finding(0, ["dv", "lse"]).to_dict()])
+    assert key_of(packed)[3] == ("lse",)
+    assert key_of(dict(alone, findings=[]))[3] == ()  # nothing failing anywhere: no lead output
+
+
 def test_a_runs_failing_cases_of_one_bug_are_listed_as_one_finding_with_its_examples(tmp_path, misbehaving_plugin):
     """Regression (a new user's trial): ``findings`` after a ``run`` listed one planted bug as 88 rows, one per failing
     case. A run's failures are grouped as a campaign groups examples: the smallest case is the row, the others its

@@ -40,6 +40,8 @@ class Finding:
         out = {"kind": self.kind, "message": self.message, "where": self.where}
         if self.part is not None:
             out.update(part=self.part, outputs=list(self.outputs))
+        elif self.outputs:
+            out["outputs"] = list(self.outputs)
         return out
 
 
@@ -47,12 +49,13 @@ def sequence_finding(index: int, outputs: Sequence[str]) -> Finding:
     """The finding of sequence ``index`` of a block-scaled case whose ``outputs`` fail against the allowance of its own
     rows (:func:`jfa_verify.judge.packing.judge_sequences`: names, with their numbers where they carry them)."""
     said = "; ".join(o.describe() if hasattr(o, "describe") else o for o in outputs)
-    return Finding("sequence", f"sequence {index}: outside the allowance of its own rows: {said}", f"sequence {index}")
+    return Finding("sequence", f"sequence {index}: outside the allowance of its own rows: {said}", f"sequence {index}",
+                   outputs=tuple(str(o) for o in outputs))
 
 
 def part_finding(index: int, outputs: Sequence[str]) -> Finding:
     """The finding of packed part ``index`` whose ``outputs`` fail on its own rows (:mod:`jfa_verify.judge.packing`)."""
-    return Finding("part", ", ".join(outputs), f"part {index}", index, tuple(outputs))
+    return Finding("part", ", ".join(outputs), f"part {index}", index, tuple(str(o) for o in outputs))
 
 
 # kind -> (heading in an explanation, how many of its messages the explanation lists; 0: all on one line)
