@@ -77,14 +77,15 @@ def _layout_dtypes(kernel) -> tuple[tuple[str, ...], Optional[Scaling]]:
 
 
 def _layout_head_dim(kernel, preferred: int) -> int:
-    """``preferred`` (the fixed layouts' head dim), or the head dim nearest it that ``kernel`` declares when it
-    does not take ``preferred`` (the smaller of two as near): a fork declaring ``head_dims=(64, 128)`` had every fixed
-    layout unsupported on the CPU, where they run at D=32 (a new user's trial)."""
+    """``preferred`` (the fixed layouts' head dim), or the head dim up to 256 nearest it that ``kernel`` declares when
+    it does not take ``preferred`` (the smaller of two as near): a fork declaring ``head_dims=(64, 128)`` had every
+    fixed layout unsupported on the CPU, where they run at D=32 (a new user's trial)."""
     caps = getattr(kernel, "capabilities", None)
     if caps is None or caps.supports_head_dim(preferred):
         return preferred
     candidates = caps.head_dims or range(caps.min_head_dim, caps.max_head_dim + 1)
-    supported = [d for d in candidates if caps.supports_head_dim(d)]
+    # (up to the widest head dim the contract model draws, 256: a kernel of D=1024 alone gets no fixed layout)
+    supported = [d for d in candidates if d <= 256 and caps.supports_head_dim(d)]
     return min(supported, key=lambda d: (abs(d - preferred), d)) if supported else preferred
 
 
