@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from jfa_verify.cli.arguments import EXIT_FAIL, EXIT_OK, EXIT_USAGE, kernel_options, new_file, number, seed_int
+from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.settings import DEFAULT_CASE_TIMEOUT_S as DEFAULT_TIMEOUT_S
+
+EXIT_INTERRUPTED = int(ExitCode.INTERRUPTED)
 
 HELP = "rerun long, pipeline-filling cases many times under timing perturbation (races show rarely)"
 DESCRIPTION = ("Rerun long cases sized from the kernel's tiles (every pipeline stage cycles many laps; causal and "
@@ -64,8 +70,17 @@ def main(args, ctx) -> int:
 
     print(f"jfa-verify stress on {device}: {kernel.name}, {options.reruns_on(device)} reruns per case, modes "
           f"{', '.join(options.modes)}", flush=True)
-    report = run_stress(kernel, device, options, settings=ctx.settings, log=lambda line: print(line, flush=True),
-                        on_stop=keep, corpus=Corpus(args.reproducers))
+    try:
+        report = run_stress(kernel, device, options, settings=ctx.settings, log=lambda line: print(line, flush=True),
+                            on_stop=keep, corpus=Corpus(args.reproducers))
+    except KeyboardInterrupt:
+        # keep() has printed and written the verdicts, and the case files are discarded: nothing is left to do. Once
+        # in CI the interpreter's teardown after an interrupted rerun then aborted ("terminate called without an
+        # active exception", exit -6 where 130 is documented); the reruns run in this process, with no child to
+        # clean up, so it ends here.
+        print(f"\njfa-verify {args.command}: interrupted", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(EXIT_INTERRUPTED)
     _print_verdicts(report)
     for v in report.verdicts:
         if v.reproducer:
