@@ -34,7 +34,7 @@ from jfa_verify.core.dtypes import DTYPES, dtype_name
 from jfa_verify.protocol.kernel import Capabilities, Kernel, tiles_for_shape
 
 __all__ = ["DIMENSIONS", "Dimension", "LENGTH_DIMENSIONS", "Target", "blocks_against_tiles", "classify", "dimension",
-           "padded_width",
+           "head_dim_class", "padded_width",
            "relation_of", "tile_count", "tile_shape", "window_of", "window_shape"]
 
 
@@ -135,9 +135,13 @@ def _heads(case: Case, target: Target) -> set[str]:
     return {"gqa_pow2" if group & (group - 1) == 0 else "gqa_non_pow2"}
 
 
+def head_dim_class(d: int) -> str:
+    """The class of head dim ``d`` in the ``head_dim`` dimension: ``"pow2"``, ``"odd"`` or ``"non_pow2_even"``."""
+    return "pow2" if d & (d - 1) == 0 else ("odd" if d % 2 else "non_pow2_even")
+
+
 def _head_dim(case: Case, target: Target) -> set[str]:
-    d = case.head_dim
-    return {"pow2" if d & (d - 1) == 0 else ("odd" if d % 2 else "non_pow2_even")}
+    return {head_dim_class(case.head_dim)}
 
 
 def _value_dim(case: Case, target: Target) -> set[str]:

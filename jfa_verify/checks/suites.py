@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from jfa_verify.cases.case import Case
+from jfa_verify.cases.construct import CANDIDATE_HEAD_DIMS
 from jfa_verify.cases.dimensions import Target, padded_width
 from jfa_verify.cases.pairs import covering_array
 from jfa_verify.cases.scaling import Scaling
@@ -85,7 +86,7 @@ def _layout_head_dim(kernel, preferred: int) -> int:
         return preferred
     candidates = caps.head_dims or range(caps.min_head_dim, caps.max_head_dim + 1)
     # (up to the widest head dim the contract model draws, 256: a kernel of D=1024 alone gets no fixed layout)
-    supported = [d for d in candidates if d <= 256 and caps.supports_head_dim(d)]
+    supported = [d for d in candidates if d <= max(CANDIDATE_HEAD_DIMS) and caps.supports_head_dim(d)]
     return min(supported, key=lambda d: (abs(d - preferred), d)) if supported else preferred
 
 

@@ -120,12 +120,13 @@ def _with_every_dim_class(caps: Capabilities, dims: list[int]) -> list[int]:
     candidates the covering array draws from): ``triton_jfa_mxfp8`` declares 32, 64, 96 and 128, and the defaults
     kept only 32 and 64, so a campaign never drew a head dim that is not a power of two."""
     from jfa_verify.cases.construct import CANDIDATE_HEAD_DIMS
+    from jfa_verify.cases.dimensions import head_dim_class
 
     pool = sorted(set(caps.head_dims or ()) | set(CANDIDATE_HEAD_DIMS))
     out = list(dims)
-    for in_class in (lambda d: d % 2 == 1, lambda d: d & (d - 1) != 0):
-        if not any(in_class(d) for d in out):
-            out += [d for d in pool if in_class(d) and caps.supports_head_dim(d)][:1]
+    for cls in ("odd", "non_pow2_even"):
+        if cls not in {head_dim_class(d) for d in out}:
+            out += [d for d in pool if head_dim_class(d) == cls and caps.supports_head_dim(d)][:1]
     return out
 
 
