@@ -7,9 +7,10 @@
 # (pytest-xdist workers for the ordinary ones, the ones needing most of the card alone: the 2^31-element
 # cases, where triton_jfa must pass and its int32-overflow mutant must die), and the ALIGNED hints'
 # bit-identity. Logs and reports go under ${OUT:-gpu-out}.
-# GATE_EXAMPLES (default 200) sizes the gate's campaign; WORKERS (default 8) the gate's --jobs; TEST_WORKERS
-# (default 12 of the H200 machine's 16 cores: the tests mostly wait on Triton compiling) the pytest workers. STAGES (default "gate stress tests big backward") runs parts, so that each fits a 10-minute job (H200,
-# cold Triton cache, 2026-12-01): "gate" (the gates and the planted-bug run, about 4 minutes with both gates side by side), "tests"
+# GATE_KERNELS (default "triton_jfa gluon_jfa") picks the gated kernels; GATE_EXAMPLES (default 200) sizes the gate's campaign; WORKERS (default 8) the gate's --jobs; TEST_WORKERS
+# (default 12 of the H200 machine's 16 cores: the tests mostly wait on Triton compiling) the pytest workers. STAGES (default "gate planted stress tests big backward") runs parts, so that each fits a 10-minute job (H200,
+# cold Triton cache, 2026-12-01): "gate" (the gates, about 4 minutes with both gates side by side), "planted" (the
+# planted-bug run that must fail, gluon_jfa's jagged grid), "tests"
 # (the GPU tests on xdist workers: 126 tests took 326 s on 2026-12-01; 138 were not done in 400 s at 4ff987f), "big" (the tests that need most of the card, alone,
 # about 4 minutes; the hints' bit-identity), "stress" (jfa-verify stress on each kernel, one after the other: a stage of
 # its own so that the gate stage keeps its measured time), "backward" (the 2^31-element backward judged on chunks, alone: triton_jfa
@@ -22,7 +23,7 @@ export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
 source ci/gpu_env.sh
 gpu_install "$out/install.log" || exit 2
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
-stages=" ${STAGES:-gate stress tests big backward} "
+stages=" ${STAGES:-gate planted stress tests big backward} "
 rc_gate=0 rc_mut=1 rc_grid=0 rc_test=0 rc_excl=0 rc_spec=0 rc_bwd=0 rc_stress=0
 tests=(tests/test_triton_jfa.py tests/test_properties.py tests/test_scheduled_kernels.py
        tests/quality/test_scheduler_bugs.py tests/quality/test_mutants.py tests/test_gate.py tests/test_counter_normals.py
@@ -50,15 +51,22 @@ if [[ $stages == *" gate "* ]]; then
 
 # one gate per kernel, side by side (as a CI matrix would run them): each checks numbers, not speed
 pids=()
+# GATE_CHECKS splits a kernel's gate over calls (one call runs "suite campaign" with no sanitizer, the next the
+# rest): default every check of the gate; GATE_SANITIZERS (default "memcheck racecheck"; empty for none).
+checks=(); [ -n "${GATE_CHECKS:-}" ] && read -r -a checks <<<"--checks $GATE_CHECKS"
+sanitizers=(); read -r -a sanitizers <<<"${GATE_SANITIZERS-memcheck racecheck}"
+[ ${#sanitizers[@]} -gt 0 ] && sanitizers=(--sanitizer "${sanitizers[@]}")
 for k in ${GATE_KERNELS:-triton_jfa gluon_jfa}; do
-  jfa-verify gate --device cuda --kernel "$k" --seed 0 \
-    --campaign-examples "${GATE_EXAMPLES:-200}" --sanitizer memcheck racecheck --timeout 300 --jobs "${WORKERS:-8}" \
+  jfa-verify gate --device cuda --kernel "$k" --seed 0 ${checks[@]+"${checks[@]}"} ${sanitizers[@]+"${sanitizers[@]}"} \
+    --campaign-examples "${GATE_EXAMPLES:-200}" --timeout 300 --jobs "${WORKERS:-8}" \
     --reproducers "$out/repro" --json "$out/gate-$k.json" --junit "$out/gate-$k.junit.xml" \
     --markdown "$out/gate-$k.md" >"$out/gate-$k.log" 2>&1 &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || rc_gate=$?; done
 for k in ${GATE_KERNELS:-triton_jfa gluon_jfa}; do sed -n '/## jfa-verify gate/,$p' "$out/gate-$k.log" | head -40; done
+fi
+if [[ $stages == *" planted "* ]]; then
 jfa-verify run --device cuda --plugin tests/quality/mutant_plugin.py --kernel mutant-kv_bound_minus_one \
   --filter tile-edges --no-progress --report "$out/mutant.json" --reproducers "$out/mutant-repro" >"$out/mutant.log" 2>&1
 rc_mut=$?
