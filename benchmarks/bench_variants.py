@@ -4,9 +4,11 @@ Each drawn case (``jfa_verify.strategies.cases``, the campaign's strategy, with 
 forward and backward through the kernel's host code on CPU tensors while a driver that knows only the target
 (sm_90) stands in for the GPU and Triton's ``jit_cache_hook`` records each launch's cache key instead of building
 it (:func:`jfa_verify.run.precompile.trace_variants`). Prints the distinct variants per kernel and, for each kernel,
-the launch arguments whose specialization differs between its variants (what still multiplies them). Usage::
+the launch arguments whose specialization differs between its variants (what still multiplies them). ``--suite``
+counts the default suite's cases instead (what a cold ``jfa-verify run --device cuda`` compiles before its relation
+checks). Usage::
 
-    python benchmarks/bench_variants.py [--cases 1000] [--seed 0] [--json OUT]
+    python benchmarks/bench_variants.py [--cases 1000] [--seed 0] [--suite] [--json OUT]
 
 Must run without ``TRITON_INTERPRET`` (the interpreter has no cache key); exits 2 if it is set. About a minute
 per 1,000 cases on one core.
@@ -44,6 +46,22 @@ def draw_cases(n: int, seed: int) -> list:
     return drawn[:n]
 
 
+def suite_cases(seed: int) -> list:
+    """The default suite's cases for ``triton_jfa`` on CUDA (its GPU sizes), fixed by ``seed``."""
+    from jfa_verify.checks.suites import default_suite
+    from jfa_verify.protocol.registry import get_kernel
+
+    return list(default_suite("cuda", seed, kernel=get_kernel("triton_jfa")).cases)
+
+
+def _parameter_names() -> dict:
+    """``{kernel function name: its parameter names in order}`` (a cache key names constexprs by position)."""
+    from jfa_verify.kernels.triton_jfa import _kernels as K
+
+    return {fn.fn.__name__: [p.name for p in fn.params]
+            for fn in (K._fwd_kernel, K._bwd_preprocess_kernel, K._bwd_dkdv_kernel, K._bwd_dq_kernel)}
+
+
 def count_variants(cases: list, arch: int = 90) -> dict:
     """``{"cases", "variants", "by_kernel": {name: n}, "varying": {name: {argument: distinct values}}}``."""
     import torch
@@ -65,6 +83,7 @@ def count_variants(cases: list, arch: int = 90) -> dict:
         tj.tile_sizes = cpu_tiles
     by_kernel = collections.Counter(v.name for v in variants)
     varying: dict = {}
+    names = _parameter_names()
     for name in by_kernel:
         datas = [json.loads(v.data) for v in variants if v.name == name]
         values = collections.defaultdict(set)
@@ -72,9 +91,12 @@ def count_variants(cases: list, arch: int = 90) -> dict:
             for k, val in zip(d["attrs_keys"], d["attrs_vals"]):
                 values[f"attr{k}"].add(json.dumps(val))
             for k, val in zip(d["constant_keys"], d["constant_vals"]):
-                values[f"const{k}"].add(json.dumps(val))
+                index = k[0] if isinstance(k, list) and len(k) == 1 else None
+                label = names[name][index] if name in names and index is not None else f"const{k}"
+                values[label].add(json.dumps(val))
             for k, val in d["signature"].items():
-                values[k].add(json.dumps(val))
+                if val != "constexpr":  # (its value is among the constants)
+                    values[k].add(json.dumps(val))
             for k in ("num_warps", "num_stages"):
                 values[k].add(json.dumps(d["options"][k]))
         varying[name] = {k: len(v) for k, v in sorted(values.items()) if len(v) > 1}
@@ -102,6 +124,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--suite", action="store_true", help="the default suite's cases, not --cases drawn ones")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if os.environ.get("TRITON_INTERPRET"):
@@ -110,9 +133,10 @@ def main() -> int:
     from jfa_verify.core.device import choose_for_compiling
 
     choose_for_compiling("cpu")  # host code on CPU tensors up to each launch, which the recording hook stops
-    out = count_variants(draw_cases(args.cases, args.seed))
+    out = count_variants(suite_cases(args.seed) if args.suite else draw_cases(args.cases, args.seed))
     per = 1000 * out["variants"] / max(out["cases"], 1)
-    print(f"{out['cases']} drawn cases (seed {args.seed}, sm_90 tiles; {out['untraced']} not traced): "
+    what = "default suite" if args.suite else "drawn"
+    print(f"{out['cases']} {what} cases (seed {args.seed}, sm_90 tiles; {out['untraced']} not traced): "
           f"{out['variants']} variants ({per:.0f} per 1,000 cases)")
     f = out["floors"]
     print(f"  with no argument specialized at all: {f['no_argument_specialization']}; with the offsets in one integer "

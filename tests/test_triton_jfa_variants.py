@@ -25,10 +25,14 @@ from jfa_verify.kernels.triton_jfa import _kernels as K
 INDEX = ("TILE_SEQ", "TILE_BLOCK", "TILE_ID", "PROG_TILE_START", "VISITS", "PROGS")
 ROWS = ("LSE", "DELTA")
 
-def key(fn, offsets, data, scalar, index=None, rows=None):
+FLAGS = ("BOTTOM_RIGHT", "BROADCAST_Q")  # runtime int flags, passed as the host passes them
+
+def key(fn, offsets, data, scalar, index=None, rows=None, flag=None):
     args = {}
     for p in fn.params:
-        if p.is_constexpr:
+        if p.name in FLAGS:
+            args[p.name] = int(p.name == flag)
+        elif p.is_constexpr:
             args[p.name] = 64 if p.name.startswith("BLOCK") else False
         elif p.name in ("Q_OFF", "K_OFF"):
             args[p.name] = offsets
@@ -56,6 +60,9 @@ for fn in (K._fwd_kernel, K._bwd_preprocess_kernel, K._bwd_dkdv_kernel, K._bwd_d
         offsets=same == key(fn, offsets[1:10], data[:64], 16),
         # strides, head counts, head dims, window spans: values that address memory or bound masks
         scalars=same == key(fn, offsets[0:9], data[:64], 7),
+        # the causal alignment (a scalar shift) and broadcast-Q (where rows start): flags read once per tile
+        bottom_right=same == key(fn, offsets[0:9], data[:64], 16, flag="BOTTOM_RIGHT"),
+        broadcast_q=same == key(fn, offsets[0:9], data[:64], 16, flag="BROADCAST_Q"),
         # the plan's arrays and counters 4 bytes past a boundary (read one scalar at a time)
         index=key(fn, offsets[0:9], data[:64], 16, index=offsets[0:9])
         == key(fn, offsets[0:9], data[:64], 16, index=offsets[1:10]),
@@ -78,12 +85,14 @@ def _keys() -> dict:
     return json.loads(line[len("KEYS"):])
 
 
-def test_offsets_plan_lse_alignment_and_scalars_build_no_new_variant_but_data_alignment_does():
+def test_offsets_plan_lse_alignment_scalars_and_mask_flags_build_no_new_variant_but_data_alignment_does():
     keys = _keys()
     assert set(keys) == {"_fwd_kernel", "_bwd_preprocess_kernel", "_bwd_dkdv_kernel", "_bwd_dq_kernel"}
     for name, same in keys.items():
         assert same["offsets"] is True, f"{name}: offsets 4 bytes off a 16-byte boundary build a second variant"
         assert same["scalars"] is True, f"{name}: a stride or head-count value builds a new variant"
+        assert same["bottom_right"] is True, f"{name}: the causal alignment builds a second variant"
+        assert same["broadcast_q"] is True, f"{name}: broadcast-Q builds a second variant"
         assert same["index"] is True, f"{name}: plan arrays or counters 4 bytes off a boundary build a new variant"
         assert same["rows"] is True, f"{name}: LSE/DELTA 4 bytes off a boundary build a new variant"
         # the control: the key does see alignment where the kernel specializes on it

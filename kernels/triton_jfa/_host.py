@@ -131,7 +131,7 @@ def _window_spans(problem: JaggedProblem) -> tuple[int, int]:
 
 def _common_flags(problem: JaggedProblem, cfg: dict) -> dict:
     win_left, win_right = _window_spans(problem)
-    return dict(
+    flags = dict(
         HEAD_DIM=problem.head_dim,
         HEAD_DIM_V=problem.head_dim_v,
         BLOCK_M=cfg["BLOCK_M"],
@@ -142,12 +142,16 @@ def _common_flags(problem: JaggedProblem, cfg: dict) -> dict:
         WINDOW=problem.window is not None,
         WIN_LEFT=win_left,
         WIN_RIGHT=win_right,
-        # Alignment matters only under a mask; one unmasked variant instead of two to compile.
+        # The causal alignment matters only under a mask.
         BOTTOM_RIGHT=problem.mask != "none" and problem.causal_alignment == "bottom_right",
         BROADCAST_Q=problem.mode == "broadcast_q",
         INTERPRET=interpreting(),
         IEEE=cfg["IEEE"],
     )
+    # Runtime scalars, not constexprs (one variant for both values), passed as ints: Triton's interpreter cannot pass
+    # a bool (i1) scalar argument.
+    flags["BOTTOM_RIGHT"], flags["BROADCAST_Q"] = int(flags["BOTTOM_RIGHT"]), int(flags["BROADCAST_Q"])
+    return flags
 
 
 def _l_q(problem: JaggedProblem, q: torch.Tensor) -> int:
@@ -209,7 +213,7 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr, spa
             o, do, delta, q_off, k_off, pre["tile_seq"], pre["tile_block"],
             *o.stride(), *do.stride(), delta.stride(0), l_q,
             HEAD_DIM_V=problem.head_dim_v, BLOCK_M=cfg["BLOCK_M"], BLOCK_DV=cfg["BLOCK_DV"],
-            BROADCAST_Q=broadcast, ALIGNED=_aligned(problem, o, do),
+            BROADCAST_Q=int(broadcast), ALIGNED=_aligned(problem, o, do),
         )
 
     dk = torch.zeros(k.shape, dtype=k.dtype, device=dev)  # rows before offsets[0]: 0 (see _forward)

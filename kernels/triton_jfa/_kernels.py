@@ -47,7 +47,11 @@ import triton.language as tl
 # compile (2,867 variants in one 7-minute H200 calibration run, ~1 compile per case):
 # verification throughput is bound by compiles, not by the kernel's speed. The head dims
 # only bound masks (BLOCK_D/BLOCK_DV fix the code); the strides only address memory.
-_SCALARS = ("L_Q", "GROUP", "NUM_HEADS", "HEAD_DIM", "HEAD_DIM_V", "WIN_LEFT", "WIN_RIGHT")
+# ``BOTTOM_RIGHT`` (the causal diagonal's shift) and ``BROADCAST_Q`` (where a sequence's query and output rows
+# start) are scalar choices made once per tile: as constexprs they compiled the variants they touch twice
+# (benchmarks/bench_variants.py; issue 39, 3).
+_SCALARS = ("L_Q", "GROUP", "NUM_HEADS", "HEAD_DIM", "HEAD_DIM_V", "WIN_LEFT", "WIN_RIGHT",
+            "BOTTOM_RIGHT", "BROADCAST_Q")
 
 
 # Offsets are read one scalar at a time, so their pointers' 16-byte alignment changes no code; yet
@@ -165,8 +169,8 @@ def _load_offset(ptr, idx):
 
 
 @triton.jit
-def _seq_bounds(Q_OFF, K_OFF, b, L_Q, BROADCAST_Q: tl.constexpr):
-    """``(q_start, out_start, q_len, k_start, k_len)`` of sequence ``b``, all int64."""
+def _seq_bounds(Q_OFF, K_OFF, b, L_Q, BROADCAST_Q):
+    """``(q_start, out_start, q_len, k_start, k_len)`` of sequence ``b``, all int64 (``BROADCAST_Q``: runtime)."""
     k_start = _load_offset(K_OFF, b)
     k_len = _load_offset(K_OFF, b + 1) - k_start
     if BROADCAST_Q:
@@ -181,8 +185,8 @@ def _seq_bounds(Q_OFF, K_OFF, b, L_Q, BROADCAST_Q: tl.constexpr):
 
 
 @triton.jit
-def _causal_shift(q_len, k_len, BOTTOM_RIGHT: tl.constexpr):
-    """Query ``i`` sees key ``j`` iff ``j <= i + shift`` (causal)."""
+def _causal_shift(q_len, k_len, BOTTOM_RIGHT):
+    """Query ``i`` sees key ``j`` iff ``j <= i + shift`` (causal; ``BOTTOM_RIGHT``: a runtime flag)."""
     if BOTTOM_RIGHT:
         shift = k_len - q_len
     else:
@@ -268,7 +272,7 @@ def _fwd_kernel(
     qk_scale, L_Q, GROUP, NUM_HEADS,
     HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BOTTOM_RIGHT, BROADCAST_Q,
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr, ALIGNED: tl.constexpr,
     SEL_START=None, SEL_OFF=None, SEL_IDX=None,
     SPARSE: tl.constexpr = False, SEL_M: tl.constexpr = 1, SEL_N: tl.constexpr = 1,
@@ -388,7 +392,7 @@ def _bwd_preprocess_kernel(
     stride_deltah,
     L_Q,
     HEAD_DIM_V, BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr,
-    BROADCAST_Q: tl.constexpr, ALIGNED: tl.constexpr,
+    BROADCAST_Q, ALIGNED: tl.constexpr,
 ):
     """``DELTA[h, row] = sum_d DO[row, h, d] * O[row, h, d]`` (fp32) for query tile ``pid(0)``, head ``pid(1)``."""
     if ALIGNED:
@@ -426,7 +430,7 @@ def _bwd_dkdv_kernel(
     sm_scale, qk_scale, L_Q, GROUP, NUM_HEADS,
     HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BOTTOM_RIGHT, BROADCAST_Q,
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr, ALIGNED: tl.constexpr,
     T_START=None, T_OFF=None, T_IDX=None,
     SPARSE: tl.constexpr = False, SEL_M: tl.constexpr = 1, SEL_N: tl.constexpr = 1,
@@ -542,7 +546,7 @@ def _bwd_dq_kernel(
     sm_scale, qk_scale, L_Q, GROUP, NUM_HEADS,
     HEAD_DIM, HEAD_DIM_V, WIN_LEFT, WIN_RIGHT,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BOTTOM_RIGHT: tl.constexpr, BROADCAST_Q: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BOTTOM_RIGHT, BROADCAST_Q,
     INSTRUMENT: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr, ALIGNED: tl.constexpr,
     SEL_START=None, SEL_OFF=None, SEL_IDX=None,
     SPARSE: tl.constexpr = False, SEL_M: tl.constexpr = 1, SEL_N: tl.constexpr = 1,
