@@ -35,7 +35,9 @@ def _run_args(plugin, kernel, repro, report, *extra):
 
 
 @pytest.mark.parametrize("how, death", [("os.kill(os.getpid(), __import__('signal').SIGSEGV)", "SIGSEGV (signal 11)"),
-                                        ("os._exit(7)", "exited with status 7")])
+                                        ("os._exit(7)", "exited with status 7"),
+                                        # a status a command gives itself (a new user's trial, 2026-12-05: exit 0)
+                                        ("os._exit(0)", "exited with status 0 before jfa-verify had finished")])
 def test_a_kernel_that_kills_the_no_isolate_run_exits_4_and_the_report_names_the_case(tmp_path, how, death,
                                                                                        misbehaving_plugin):
     """Regression (issue 43, 9): with --no-isolate, a segfault in the kernel ended the run with the raw signal's
@@ -59,6 +61,27 @@ def test_a_kernel_that_kills_the_no_isolate_run_exits_4_and_the_report_names_the
                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert listed.returncode == ExitCode.CRASH
     assert [r["status"] for r in json.loads(listed.stdout)] == ["crash"]
+
+
+@pytest.mark.parametrize("command", [["stress", "--reruns", "2"],
+                                     ["gate", "--checks", "stress", "--stress-reruns", "2"]])
+def test_a_kernel_that_exits_0_mid_stress_is_a_crash_not_a_pass(tmp_path, misbehaving_plugin, command):
+    """Regression (a new user's trial, 2026-12-05): stress reruns its cases in its own process, and a kernel calling
+    ``os._exit(0)`` made ``stress`` and ``gate --checks stress`` exit 0, a pass to CI, with no verdict and the case
+    files left "running". The watching process now tells a command's own exit from the kernel's: exit 4, the case
+    files are crashes that `findings` lists."""
+    plugin = _plugin(misbehaving_plugin, "exits_zero", dies="True", how="os._exit(0)")
+    repro = tmp_path / "repro"
+    proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", *command, "--device", "cpu", "--plugin", str(plugin),
+                           "--kernel", "exits_zero", "--reproducers", str(repro)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == ExitCode.CRASH, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "[CRASH] jfa-verify" in proc.stderr and "exited with status 0" in proc.stderr
+    files = sorted(repro.glob("*.json"))
+    assert files and all(read_case_file(p)[1]["status"] == "crash" for p in files)
+    listed = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "findings", str(repro), "--json"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert listed.returncode == ExitCode.CRASH and {r["status"] for r in json.loads(listed.stdout)} == {"crash"}
 
 
 def test_the_no_isolate_crash_message_prints_a_replay_command_that_works_pasted(tmp_path, misbehaving_plugin):

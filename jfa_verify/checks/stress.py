@@ -41,6 +41,7 @@ from jfa_verify.cases.case import Case
 from jfa_verify.checks.determinism import RerunDifference, first_difference, rerun_difference, rerun_result
 from jfa_verify.core.contract import JaggedProblem, key_range
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.exits import declare_exit
 from jfa_verify.core.watchdog import watchdog
 from jfa_verify.oracles import padded_sdpa_attention, reference_attention
 from jfa_verify.protocol.kernel import Kernel, TileSizes, tiles_for_shape
@@ -495,7 +496,7 @@ def _hung(report: "StressReport", state: _State, rnd: Round, options: StressOpti
         where = f"; its case file: {path}" if path is not None else ""
         print(f"[HANG] stress case {v.case.name}: {v.message}{where}. Exit {TIMEOUT_EXIT_CODE}.", file=sys.stderr,
               flush=True)
-        os._exit(TIMEOUT_EXIT_CODE)
+        os._exit(declare_exit(TIMEOUT_EXIT_CODE))
 
 
 def _difference(state: _State, rnd: Round, name: str, index: tuple, before: torch.Tensor,

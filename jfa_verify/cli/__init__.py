@@ -136,13 +136,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     after is in here. An exception nothing else handled is a bug in jfa-verify itself, not a verdict on the kernel
     (a kernel's exceptions are its cases' verdicts): it prints ``jfa-verify: internal error``, the traceback and where
     to report it, and exits 70 (:attr:`ExitCode.INTERNAL`), so that CI tells it from a finding (1)."""
+    from jfa_verify.core.exits import declare_exit, take_watch
+
+    watched = take_watch() if argv is None else False
+    return declare_exit(_guarded_main(argv, watched))
+
+
+def _guarded_main(argv: Optional[Sequence[str]], watched: bool) -> int:
     from jfa_verify.run.interrupts import terminate_as_interrupt, verdict_scope
 
     try:
         # Once a run's final report is written, a stop changes neither it nor the exit status (issue 43, 10); the
         # console script (argv None) keeps it so until the process exits, a caller gets its handlers back.
         with verdict_scope(restore=argv is not None), terminate_as_interrupt():
-            return _main(argv)
+            return _main(argv, watched)
     except KeyboardInterrupt:  # (before a command runs: while torch and the rest load, or arguments are checked)
         print("\njfa-verify: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
@@ -158,7 +165,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return int(ExitCode.INTERNAL)
 
 
-def _main(argv: Optional[Sequence[str]]) -> int:
+def _main(argv: Optional[Sequence[str]], watched: bool) -> int:
     for token in (sys.argv[1:] if argv is None else argv):
         if token == "--":
             break
@@ -190,8 +197,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             _outputs_apart(args)
             from jfa_verify.cli.supervise import needs_watching, watched_run
 
-            if needs_watching(args, argv):  # `run --no-isolate`: a kernel's crash still ends in exit 4 (issue 43, 9)
-                return watched_run(args)
+            if needs_watching(args, argv, watched):  # a command running a kernel in its own process: a kernel's
+                return watched_run(args)  # crash or os._exit still ends in exit 4 (issue 43, 9)
             # SIGTERM (a CI job's timeout, `kill`) ends any command as Ctrl-C does: exit 130 with what it has
             with device_scope(), terminate_as_interrupt():  # and a caller's own device choice survives the command
                 return args.command_main(args, Context.from_args(args))

@@ -6,7 +6,7 @@ import os
 import sys
 
 from jfa_verify.cli.arguments import EXIT_FAIL, EXIT_OK, EXIT_USAGE, kernel_options, new_file, number, seed_int
-from jfa_verify.core.exits import ExitCode
+from jfa_verify.core.exits import ExitCode, declare_exit
 from jfa_verify.run.settings import DEFAULT_CASE_TIMEOUT_S as DEFAULT_TIMEOUT_S
 
 EXIT_INTERRUPTED = int(ExitCode.INTERRUPTED)
@@ -19,11 +19,12 @@ DESCRIPTION = ("Rerun long cases sized from the kernel's tiles (every pipeline s
                "kernel's reruns are compared bit for bit; every kernel's outputs are judged against the references. "
                "The first differing rerun is reported with its mode and the element's sequence, head, token and "
                "tile. Exit status: 0 passed; 1 a rerun differed, failed or raised; 2 a bad argument, or no case "
-               "inside the kernel's capabilities; 3 a rerun hung (--timeout); 70 an error of jfa-verify itself; "
-               "130 interrupted. Each case's file is written in --reproducers before its reruns and kept when they "
-               "differ, fail or hang (`jfa-verify replay FILE` reruns it; a pass removes it). The reruns run in this "
-               "process: a kernel that crashes it ends the command, its case's file left `running` for "
-               "`jfa-verify findings`.")
+               "inside the kernel's capabilities; 3 a rerun hung (--timeout); 4 the kernel ended the process (a "
+               "crash); 70 an error of jfa-verify itself; 130 interrupted. Each case's file is written in "
+               "--reproducers before its reruns and kept when they differ, fail or hang (`jfa-verify replay FILE` "
+               "reruns it; a pass removes it). The reruns run in this command's own process, watched by a second "
+               "one: a kernel that ends it (a segfault, an abort, any os._exit) ends the command with exit 4 and its "
+               "cases' files marked as crashes for `jfa-verify findings`.")
 
 
 def add_arguments(parser) -> None:
@@ -80,7 +81,7 @@ def main(args, ctx) -> int:
         # clean up, so it ends here.
         print(f"\njfa-verify {args.command}: interrupted", file=sys.stderr, flush=True)
         sys.stdout.flush()
-        os._exit(EXIT_INTERRUPTED)
+        os._exit(declare_exit(EXIT_INTERRUPTED))
     _print_verdicts(report)
     for v in report.verdicts:
         if v.reproducer:

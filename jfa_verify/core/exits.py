@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import enum
-from typing import Iterable
+import os
+from typing import Iterable, Optional
 
-__all__ = ["ExitCode", "FINDINGS_IN_WORDS", "REPORT_INTERNAL_ERRORS", "exit_code_for"]
+__all__ = ["WATCHED_ENV", "ExitCode", "FINDINGS_IN_WORDS", "REPORT_INTERNAL_ERRORS", "declare_exit", "exit_code_for",
+           "take_watch"]
 
 
 class ExitCode(enum.IntEnum):
@@ -46,3 +48,33 @@ def exit_code_for(statuses: Iterable[str]) -> ExitCode:
         if status in seen:
             return code
     return ExitCode.OK
+
+
+# Set by a process that watches a command run in its child (:mod:`jfa_verify.cli.supervise`): a file the command
+# writes its exit status to when it ends by its own choice. A kernel that ends the process (``os._exit(0)``, a
+# signal) cannot write it, which is how the watcher tells a command's 0 or 1 from a kernel's (a new user's kernel
+# calling ``os._exit(0)`` made ``stress`` exit 0 with no verdict).
+WATCHED_ENV = "JFA_VERIFY_WATCHED"
+_declared_to: Optional[str] = None
+
+
+def take_watch() -> bool:
+    """At a command's start: whether a watching process waits on this one (it set :data:`WATCHED_ENV`). The variable
+    is removed, so that no process this one starts (a nested ``jfa-verify``) writes to the watcher's file."""
+    global _declared_to
+    path = os.environ.pop(WATCHED_ENV, None)
+    if path:
+        _declared_to = path
+    return bool(path)
+
+
+def declare_exit(status: int) -> int:
+    """Tell the watching process, if any (:func:`take_watch`), that this command is ending with ``status`` by its
+    own choice; returns ``status``. Called before every deliberate exit, ``os._exit`` ones included (a hang's)."""
+    if _declared_to:
+        try:
+            with open(_declared_to, "w") as fh:
+                fh.write(str(int(status)))
+        except OSError:
+            pass  # the watcher then reports a death: louder, never quieter
+    return int(status)

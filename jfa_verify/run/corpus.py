@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from jfa_verify.cases.case import Case
 from jfa_verify.core.errors import InvalidInput
-from jfa_verify.core.exits import ExitCode
+from jfa_verify.core.exits import ExitCode, declare_exit
 from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 from jfa_verify.core.watchdog import watchdog
 from jfa_verify.run.interrupts import process_alive, process_start
@@ -130,7 +130,7 @@ def _end_hung_case(path: Path, timeout_s: float) -> Callable[[], None]:
             print(f"[HANG] no result after {timeout_s:g} s (--timeout) on the case in {path}; this process ends "
                   f"(exit {TIMEOUT_EXIT_CODE}). Replay: {replay}. Run cases in worker processes "
                   "(--isolate) so that a hang is one case's finding and the run goes on.", file=sys.stderr, flush=True)
-            os._exit(TIMEOUT_EXIT_CODE)
+            os._exit(declare_exit(TIMEOUT_EXIT_CODE))
 
     return fire
 

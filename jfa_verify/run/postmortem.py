@@ -29,19 +29,21 @@ class InFlight(NamedTuple):
     replay: str
 
 
-def record_death(report: "str | Path", reproducers: "str | Path", since: float, how: str) -> Optional[InFlight]:
+def record_death(report: "Optional[str | Path]", reproducers: "str | Path", since: float, how: str, *,
+                 who: str = "the process running this case in itself (--no-isolate)") -> Optional[InFlight]:
     """Record that the process running cases in itself died, ``how``
     (:func:`~jfa_verify.run.isolation.death_in_words`).
 
     Every case file of ``reproducers`` that it left ``"running"`` (written at or after ``since``, a
     :func:`time.time`, and held by no live process: :meth:`~jfa_verify.run.corpus.Corpus.mark_orphans`) becomes a
     crash with a verdict saying so; the report (``report``, this run's placeholder or its report before the relation
-    checks) keeps what it had and adds ``"crash"`` (how, the case file, its replay command), counts the case as
-    crashed, and says ``"finished": false, "interrupted": false``. Returns the case in flight (the newest one left
-    running: its file and replay command, :class:`InFlight`), or None when no case was running (the process died
-    between cases: loading the kernel, or in the framework).
+    checks; None: no report, as for ``stress``, whose process writes its report last) keeps what it had and adds
+    ``"crash"`` (how, the case file, its replay command), counts the case as crashed, and says ``"finished": false,
+    "interrupted": false``. ``who``: the process, in the verdicts' message. Returns the case in flight (the newest one
+    left running: its file and replay command, :class:`InFlight`), or None when no case was running (the process
+    died between cases: loading the kernel, or in the framework).
     """
-    message = f"the process running this case in itself (--no-isolate) {how}"
+    message = f"{who} {how}"
     crashes = []
 
     def as_crash(case, payload) -> dict:
@@ -57,6 +59,8 @@ def record_death(report: "str | Path", reproducers: "str | Path", since: float, 
         result.reproducer = str(path)
     in_flight = (InFlight(results[-1][0], replay_command(results[-1][0], results[-1][1].kernel or None,
                                                          results[-1][1].plugins)) if results else None)
+    if report is None:
+        return in_flight
     try:
         before = json.loads(Path(report).read_text())
     except (OSError, ValueError):
