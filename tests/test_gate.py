@@ -395,6 +395,43 @@ def test_the_suite_check_runs_the_relation_checks_that_run_runs(monkeypatch, tmp
         assert ".calls.json" in f.replay and str(plugin) in f.replay
 
 
+def test_the_replay_check_replays_relation_findings_and_passes_them_once_fixed(monkeypatch, tmp_path):
+    """Regression (a new user's trial, 2026-12-05): the replay check replayed only case files. A folder holding a
+    relation check's finding (``*.calls.json``, what `run` writes for a stale host cache) was skipped as "no case
+    file", and in a mixed folder the relation was passed over without a word. Each call file is now checked again,
+    in a relation worker: a finding while the kernel keeps its stale cache, a pass once the plugin is fixed."""
+    import torch
+
+    import jfa_verify.checks.suites as suites
+    from jfa_verify.cases.case import Case
+    from jfa_verify.cases.dimensions import Target
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+    from jfa_verify.run.settings import RunSettings
+    from jfa_verify.workflows.gate import GateOptions, _check_replay, _check_suite
+
+    name, repro = "shape_cache_replayed", tmp_path / "repro"
+    plugin = tmp_path / f"{name}.py"
+    plugin.write_text(_SHAPE_CACHE.format(name=name, cache=True))
+    load_plugin(plugin)
+    kernel = get_kernel(name)
+    relations = suites.relation_checks(Target(kernel, "cpu"), 0)
+    case = Case(kv_lengths=(5, 3), dtype="float32", name="one")
+    monkeypatch.setattr(suites, "get_suite", lambda *a, **k: suites.Suite("default", (case,), "", relations))
+    run = RunSettings(isolate=True, backward=False, plugins=(str(plugin),))
+    _check_suite(kernel, torch.device("cpu"), GateOptions(checks=("suite",), precompile=False,
+                                                         reproducers=str(repro), run=run), (str(plugin),))
+    calls = sorted(repro.glob("*.calls.json"))
+    assert calls and not [p for p in repro.glob("*.json") if p not in calls]  # only relation findings
+    options = GateOptions(checks=("replay",), replay_dirs=(str(repro),), reproducers=str(tmp_path / "out"), run=run)
+    out = _check_replay(kernel, torch.device("cpu"), options, (str(plugin),))
+    assert out.status == "fail" and out.cases == len(calls) and len(out.findings) == len(calls)
+    assert {f.reproducer for f in out.findings} == {str(p) for p in calls}
+    assert all(f.case.startswith("relation ") and ".calls.json" in f.replay for f in out.findings)
+    plugin.write_text(_SHAPE_CACHE.format(name=name, cache=False))  # the fix: the worker loads the file again
+    fixed = _check_replay(kernel, torch.device("cpu"), options, (str(plugin),))
+    assert fixed.status == "pass" and fixed.cases == len(calls) and not fixed.findings
+
+
 def test_jobs_run_the_suite_and_the_campaign_in_worker_processes_with_the_same_findings(tmp_path, misbehaving_plugin):
     # a kernel wrong on every float16 input: with two workers each suite case still gets its own verdict
     # (every float16 case a finding, no other), and the campaign's workers report theirs with replay commands

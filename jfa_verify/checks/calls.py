@@ -29,7 +29,7 @@ from jfa_verify.run.isolation import CaseWorker, WorkerSpec
 from jfa_verify.run.runner import _traceback_tail
 
 __all__ = ["FORMAT", "RelationWorker", "check_relations", "is_call_file", "read_call_file", "relation_status",
-           "replay", "write_call_file"]
+           "relation_worker_spec", "replay", "write_call_file"]
 
 FORMAT = "jfa-verify-calls/1"
 
@@ -104,7 +104,7 @@ def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str 
     from jfa_verify.run.corpus import CALL_FILE_SUFFIX, replay_command
 
     out = []
-    worker = RelationWorker(_relation_spec(kernel, device, plugins)) if isolate else None
+    worker = RelationWorker(relation_worker_spec(kernel, device, plugins)) if isolate else None
     try:
         for relation in relations:
             path = earlier = None
@@ -172,7 +172,9 @@ def relation_status(line: str) -> str:
     return "fail"
 
 
-def _relation_spec(kernel, device, plugins) -> WorkerSpec:
+def relation_worker_spec(kernel, device, plugins) -> WorkerSpec:
+    """The :class:`~jfa_verify.run.isolation.WorkerSpec` of a :class:`RelationWorker` checking ``kernel`` (registered
+    by ``plugins``, the ``--plugin`` files) on ``device``."""
     from jfa_verify.run.settings import RunSettings
 
     return WorkerSpec(kernel.name, str(device).split(":")[0], RunSettings(plugins=plugins))

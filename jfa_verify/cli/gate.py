@@ -65,7 +65,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--perf-min-ratio", type=positive_float, metavar="X",
                         help="the perf check fails where peer time / kernel time is below X (needs --perf-peer)")
     parser.add_argument("--replay", action="append", default=[], type=existing_folder,
-                        help="replay the case files in this folder (e.g. a nightly campaign's artifacts)")
+                        help="replay the case files and relation call files in this folder (e.g. a nightly "
+                             "campaign's artifacts)")
     parser.add_argument("--reproducers", default=DEFAULT_REPRODUCERS, type=folder,
                         help="folder for failing-case files (default: %(default)s; a campaign keeps its Hypothesis "
                              "files in its .hypothesis subfolder)")

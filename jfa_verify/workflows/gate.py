@@ -6,7 +6,8 @@ skipped and why (a kernel the device cannot run, a check the device or the kerne
 * ``suite``: the default suite (the main job);
 * ``campaign``: a fixed-seed Hypothesis campaign of a given size;
 * ``replay``: the case files of earlier campaigns (for example a nightly's artifacts) replayed in a case
-  worker (a recorded crash or hang is judged again, not suffered);
+  worker (a recorded crash or hang is judged again, not suffered), and their relation checks' call files
+  (``*.calls.json``) checked again in a relation worker;
 * ``determinism``: the same case several times, outputs compared bit for bit, all reruns of a case in one case
   worker (:mod:`jfa_verify.checks.determinism`; a crash or a hang is the case's verdict; a kernel that declares
   itself non-deterministic is held to its budget on every rerun instead); a finding's case file reruns on replay;
@@ -355,7 +356,12 @@ def _written_since(root: str, kernel: str, check: str, since: float, plugins) ->
 
 
 def _status_of(results) -> str:
-    statuses = {r.status for r in results}
+    return _worst_of(r.status for r in results)
+
+
+def _worst_of(statuses) -> str:
+    """A check's status from its cases' statuses: crash > hang > fail (a fail or an error) > pass."""
+    statuses = set(statuses)
     for s in ("crash", "hang", "timeout"):
         if s in statuses:
             return "hang" if s == "timeout" else s
@@ -549,14 +555,52 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
                 result = worker_for(payload.get("memory") or _settings(options).memory).run(case, timeout)
             result.reproducer = str(path)
             results.append(result)
-    if not results and not unreadable:
-        return CheckResult(kernel.name, "replay", "skip", reason=f"no case file for {kernel.name} in "
+    relations = _replay_call_files(kernel, device, options, plugins, unreadable)
+    if not results and not relations and not unreadable:
+        return CheckResult(kernel.name, "replay", "skip", reason=f"no case or call file for {kernel.name} in "
                                                                  f"{', '.join(options.replay_dirs)}")
-    out = CheckResult(kernel.name, "replay", _status_of(results), cases=len(results),
-                      findings=[_finding("replay", r) for r in results if r.failed], not_judged=unreadable)
+    statuses = [r.status for r in results] + [status for status, _ in relations]
+    out = CheckResult(kernel.name, "replay", _worst_of(statuses),
+                      cases=len(statuses), not_judged=unreadable,
+                      findings=[_finding("replay", r) for r in results if r.failed] + [f for _, f in relations if f])
     if unreadable and out.status == "pass":  # nothing found, but not everything could be judged: not green
         out.status = "error"
         out.reason = f"{len(unreadable)} case file(s) could not be read: {unreadable[0]}"
+    return out
+
+
+def _replay_call_files(kernel, device, options, plugins, unreadable: list) -> list:
+    """The replay check's call files (a relation check's findings, ``*.calls.json``) of ``kernel``: each relation
+    checked again in a relation worker (a crash or a hang is its verdict). ``[(status, Finding or None)]``; a file
+    that cannot be read is added to ``unreadable``. A new user's gate replayed every case file of a folder and passed
+    over its relation finding without a word."""
+    from jfa_verify.checks.calls import RelationWorker, read_call_file, relation_worker_spec
+    from jfa_verify.run.corpus import replay_command
+
+    files = [p for d in options.replay_dirs for f in reproducer_folders(d) for p in Corpus(f).call_files()]
+    out = []
+    worker = None
+    try:
+        for path in files:
+            try:
+                relation, payload = read_call_file(path)
+            except InvalidInput as e:
+                unreadable.append(f"{path} is not a readable call file ({e}); a finding may be lost in it: restore "
+                                  f"it, or remove it once you have read it")
+                continue
+            if payload.get("kernel") not in (None, kernel.name):
+                continue
+            worker = worker or RelationWorker(relation_worker_spec(kernel, device, plugins))
+            status, finding = worker.check(relation, options.run.timeout_s)
+            if finding is None:
+                out.append(("pass", None))
+                continue
+            where = relation.case.name or relation.case.case_id()
+            out.append((status, Finding("replay", f"relation {relation.name} on {where}", status, finding[:300],
+                                        finding, replay_command(path, kernel.name, plugins), str(path))))
+    finally:
+        if worker is not None:
+            worker.close()
     return out
 
 
