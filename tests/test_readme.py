@@ -109,6 +109,25 @@ def test_a_kernel_that_declares_an_lse_and_returns_none_for_it_is_told_so(tmp_pa
     assert "Capabilities(returns_lse=False)" in result.explain()
 
 
+def test_a_kernel_that_declares_no_lse_and_returns_one_is_told_so(tmp_path):
+    """Regression (a new user's trial, 2026-12-05): the README's kernel declaring Capabilities(returns_lse=False)
+    and still returning (o, lse) passed with its LSE dropped unjudged and nothing said (a 3-tuple was refused)."""
+    from jfa_verify import Case, run_case
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+
+    code = re.search(r"## Gate your own kernel.*?```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    declared = 'capabilities=Capabilities(modes=("self", "cross"))'
+    assert declared in code
+    plugin = tmp_path / "undeclared_lse.py"
+    code = code.replace('"my_jfa"', '"my_jfa_undeclared_lse"')
+    plugin.write_text(code.replace(declared, 'capabilities=Capabilities(modes=("self", "cross"), returns_lse=False)'))
+    load_plugin(plugin)
+    result = run_case(Case(kv_lengths=(5, 3), head_dim=16, dtype="float32"), get_kernel("my_jfa_undeclared_lse"),
+                      "cpu")
+    assert result.status in ("fail", "error") and "returned (o, lse) but declares" in result.explain()
+    assert "returns_lse=True" in result.explain()
+
+
 def test_a_kernel_whose_backward_reaches_only_some_inputs_is_a_contract_finding(tmp_path):
     """Regression (a new user's trial): a kernel detaching k inside its call had dK None after O's backward; the
     judging crashed on it and the case read "kernel raised: not judged: ... 'NoneType' object has no attribute

@@ -359,7 +359,8 @@ class KernelRun:
 
         Raises:
             KernelProtocolError: not ``(o, lse)`` (or ``o`` alone for ``returns_lse=False``); ``(o, None)`` from a
-                kernel that declares ``returns_lse``.
+                kernel that declares ``returns_lse``; ``(o, lse)`` with an LSE from one that declares it returns
+                none (``(o, None)`` is accepted there).
         """
         if isinstance(result, KernelRun):
             return result
@@ -377,7 +378,13 @@ class KernelRun:
                         f"kernel {kernel!r} returned (o, None); it declares that it returns LSE: return the LSE "
                         f"([H_q, total rows], float32, natural log), or declare Capabilities(returns_lse=False) "
                         f"if it computes none")
-                return cls(result[0], result[1] if returns_lse else None)
+                if not returns_lse and result[1] is not None:
+                    # (its LSE dropped unjudged, and the run said nothing: a new user's trial)
+                    raise KernelProtocolError(
+                        f"kernel {kernel!r} returned (o, lse) but declares Capabilities(returns_lse=False), so its "
+                        f"LSE would go unjudged: declare returns_lse=True (LSE [H_q, total rows], float32, natural "
+                        f"log), or return o alone")
+                return cls(result[0], result[1])
             raise KernelProtocolError(f"kernel {kernel!r} returned a {type(result).__name__} of {len(result)} "
                                       f"items; the contract's kernels return (o, lse)")
         raise KernelProtocolError(f"kernel {kernel!r} returned a {type(result).__name__}; the contract's kernels "
