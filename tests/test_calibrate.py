@@ -80,6 +80,17 @@ def test_records_survive_a_torn_last_line_and_read_gzip(tmp_path):
     assert got == [r, r]
 
 
+def test_a_records_file_whose_only_line_is_not_json_is_named(tmp_path):
+    """Regression (a new user's trial, 2026-12-05): a file whose one line was not JSON read as a torn last line and
+    `report` said "no calibration records to plot", naming nothing; the line is now named."""
+    from jfa_verify.core.errors import InvalidInput
+
+    bad = tmp_path / "notes.jsonl"
+    bad.write_text("these are not records\n")
+    with pytest.raises(InvalidInput, match=r"notes\.jsonl:1: not JSON"):
+        read_records([bad])
+
+
 def test_calibrate_command_samples_fits_and_judges_a_holdout(tmp_path, capsys):
     fit_records, held = tmp_path / "fit.jsonl", tmp_path / "held.jsonl"
     out = tmp_path / "budgets.json"

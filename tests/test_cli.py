@@ -277,6 +277,18 @@ def test_replay_rejects_non_case_file(tmp_path, capsys):
     assert rc == 2 and "not a jfa-verify case file" in capsys.readouterr().err
 
 
+def test_replay_names_a_case_file_of_another_format_version(tmp_path, capsys):
+    """Regression (a new user's trial, 2026-12-05): a case file of format jfa-verify-case/99 was "not a jfa-verify
+    case file"; it is one, of a version this jfa-verify does not read."""
+    from jfa_verify.run.corpus import FORMAT
+
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({"format": "jfa-verify-case/99", "case": {"kv_lengths": [3]}}))
+    rc = main(["replay", str(newer), "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "'jfa-verify-case/99', a version this jfa-verify does not read" in err and FORMAT in err
+
+
 def test_kernels_lists_registry(capsys):
     assert main(["kernels"]) == 0
     assert "triton_jfa" in capsys.readouterr().out

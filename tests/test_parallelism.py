@@ -75,6 +75,8 @@ def test_given_jobs_win_over_the_variable_which_wins_over_the_machine(machine, m
     monkeypatch.setenv(ENV, "3")
     assert choose_jobs(None, torch.device("cpu")) == Jobs(3, "env", f"${ENV}")
     assert choose_jobs(1, torch.device("cpu"), work=100) == Jobs(1, "given", "--jobs")  # serial when asked
+    # no more workers than the work has items (a new user's --jobs 500 on 3 cases was announced as 500 workers)
+    assert choose_jobs(500, torch.device("cpu"), work=3) == Jobs(3, "given", "--jobs 500, one per case: 3 cases")
     assert str(choose_jobs(5, option="--workers")) == "5 workers (--workers)"
     for bad in ("0", "two", "-1", "1.5"):
         monkeypatch.setenv(ENV, bad)

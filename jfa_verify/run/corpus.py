@@ -505,6 +505,11 @@ def read_case_file(path: str | Path) -> tuple[Case, dict]:
         raise InvalidInput(f"case file {str(path)!r} is not valid JSON: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise InvalidInput(f"case file {str(path)!r} cannot be read: {e}") from None
+    family = FORMAT.rsplit("/", 1)[0] + "/"
+    if isinstance(payload, dict) and str(payload.get("format", "")).startswith(family) and payload["format"] != FORMAT:
+        raise InvalidInput(f"case file {str(path)!r} has format {payload['format']!r}, a version this jfa-verify does "
+                           f"not read (it reads {FORMAT!r}): replay it with the jfa-verify that wrote it, or a newer "
+                           f"one")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT or "case" not in payload:
         raise InvalidInput(f"{str(path)!r} is not a jfa-verify case file (expected a JSON object with "
                            f"format {FORMAT!r} and a case)")

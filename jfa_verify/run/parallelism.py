@@ -95,18 +95,28 @@ def choose_jobs(given: Optional[int], device=None, *, gpus: Sequence[str] = (), 
         InvalidInput: ``$JFA_VERIFY_JOBS`` is not an integer >= 1 (the message names it and the fix).
     """
     if given is not None:
-        return Jobs(given, "given", option)
+        return _at_most_work(Jobs(given, "given", option), work, unit)
     text = os.environ.get(ENV, "").strip()
     if text:
         if not text.isdigit() or int(text) < 1:
             raise InvalidInput(f"${ENV}={text!r}: give a worker count, an integer >= 1, or unset it for the "
                                f"machine's default (or give {option} N)")
-        return Jobs(int(text), "env", f"${ENV}")
+        return _at_most_work(Jobs(int(text), "env", f"${ENV}"), work, unit)
     gpu_free, where = None, ""
     if device is not None and getattr(device, "type", str(device)) == "cuda":
         gpu_free, where = _gpu_free_gib(device, gpus)
     return jobs_for(available_cores(), host_free_gib=_host_free_gib(), gpu_free_gib=gpu_free, gpu_where=where,
                     work=work, unit=unit, option=option)
+
+
+def _at_most_work(jobs: Jobs, work: Optional[int], unit: str) -> Jobs:
+    """A chosen count no larger than the work it shares: workers beyond one an item would wait for nothing (a new
+    user's ``--jobs 500`` on three cases was announced as 500 workers)."""
+    if work is None or jobs.count <= max(work, 1):
+        return jobs
+    noun, _, rest = unit.partition(" ")
+    items = f"{work} {noun}{'' if work == 1 else 's'}" + (f" {rest}" if rest else "")
+    return Jobs(max(work, 1), jobs.source, f"{jobs.reason} {jobs.count}, one per {unit}: {items}")
 
 
 def available_cores() -> int:

@@ -328,8 +328,9 @@ def read_records(paths: Iterable[str | Path]) -> list[Record]:
                 doc = json.loads(line)
                 out.append(Record.from_dict(doc))
             except json.JSONDecodeError:
-                if i == last:
-                    continue  # the last line of a writer killed mid-write
+                if i == last and any(line.strip() for line in lines[:i]):
+                    continue  # the last line of a writer killed mid-write (after records: a file whose only line is
+                    # not JSON was "no calibration records to plot", the bad line unnamed: a new user's trial)
                 raise InvalidInput(f"{path}:{i + 1}: not JSON; a records file has one JSON record per line") from None
             except (KeyError, TypeError, ValueError, AttributeError) as e:
                 raise InvalidInput(f"{path}:{i + 1}: not a calibration record ({type(e).__name__}: {e}); "
