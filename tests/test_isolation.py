@@ -179,6 +179,8 @@ def test_in_process_failures_outside_the_kernel_call_are_not_judged_verdicts(mon
         r = run_case(case, kernel, "cpu", RunSettings(backward=False))
     assert r.status == "error" and r.message.startswith("not judged: materializing the case's tensors failed [out of")
     assert r.unjudged
+    # not blamed on the kernel in its verdict's text (a new user's trial read "kernel raised: not judged: ...")
+    assert "\n  not judged: materializing" in r.explain() and "kernel raised" not in r.explain()
     assert run_case(case, kernel, "cpu", RunSettings(backward=False)).status == "pass"
     # the kernel's own out-of-memory error stays the kernel's error, with the same hint
     own = run_case(Case(kv_lengths=(3, 3), dtype="float32", head_dim=16), kernel, "cpu", RunSettings(backward=False))

@@ -162,8 +162,9 @@ class CaseResult:
         head = (f"[{self.status.upper()}] {self.case.name or self.case.case_id()}: {self.case.describe()} "
                 f"on {self.kernel}")
         lines = [head]
-        if self.status == "error":
-            lines.append(f"  kernel raised: {self.message}")
+        if self.status == "error":  # (jfa-verify's own failure is not the kernel's: "not judged: <stage> failed")
+            lines.append(f"  {self.message}" if self.message.startswith(_NOT_JUDGED) else
+                         f"  kernel raised: {self.message}")
         elif self.status in ("crash", "hang"):
             lines.append(f"  {self.status}: {self.message}")
         elif self.status == "unsupported" and self.message:
