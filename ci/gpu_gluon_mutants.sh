@@ -4,9 +4,10 @@
 # poisoning), a hang past --timeout counting as killed by the hang watchdog; survivors then through
 # `jfa-verify gate` (determinism reruns, guard-band canaries, recycled memory, compute-sanitizer
 # racecheck and memcheck). Prints a kill table: mutant, verdict, the check that killed it.
-# Usage: OUT=dir PARALLEL=4 [RUN_S=300] [GATE_S=200] [CATALOGUE=gluon_jfa] [RACES=1] bash ci/gpu_gluon_mutants.sh
-# (RUN_S: seconds for a mutant's suite run, GATE_S: for a survivor's gate; a run cut short counts the verdicts its
-# report holds, and is "inconclusive" only where none failed: ci/mutant_verdict.py).
+# Usage: OUT=dir PARALLEL=4 [RUN_S=300] [GATE_S=200] [CATALOGUE=gluon_jfa] [RACES=1] [MUTANTS="a b"] bash ci/gpu_gluon_mutants.sh
+# (RUN_S: seconds for a mutant's suite run, 0 for none (the gate alone decides); GATE_S: for a survivor's gate; a run
+# cut short counts the verdicts its report holds, and is "inconclusive" only where none failed: ci/mutant_verdict.py.
+# MUTANTS: only these mutants of the catalogue, e.g. half of it per call of a lent machine).
 # CATALOGUE: a packaged catalogue name or a file (default gluon_jfa, through tests/quality/mutant_plugin.py as
 # kernels mutant-gluon-NAME; any other through ci/catalogue_mutant_plugin.py as mutant-CATALOGUE-NAME, results
 # in OUT/CATALOGUE-mutants). RACES=1: the survivors' gate adds the stress check (STRESS_RERUNS reruns, default
@@ -37,18 +38,28 @@ export plugin prefix gate_checks sanitizers gate_s STRESS_RERUNS GATE_ALL
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 names=$(python3 -c "from jfa_verify.fuzz.mutation import load_catalogue; import sys; print(' '.join(load_catalogue(sys.argv[1]).mutants))" "$catalogue")
+if [ -n "${MUTANTS:-}" ]; then  # a part of the catalogue (a kill table split over calls of a lent machine)
+  for m in $MUTANTS; do
+    case " $names " in *" $m "*) ;; *) echo "MUTANTS: $m is not a mutant of $catalogue (it has: $names)" >&2; exit 2;; esac
+  done
+  names=$MUTANTS
+fi
 one() {
   name=$1; out=$2
   # the whole default suite: the covering array (only cases inside gluon_jfa's capabilities) and the full-size
   # layouts, whose sequences span several K/V stages (a pipeline bug needs more than one tile to show)
   rm -f "$out/$name.json"  # a run that stops before its first case writes none: never read an old one
-  timeout -k 5 "${RUN_S:-300}" jfa-verify run --device cuda --plugin "$plugin" --kernel "$prefix$name" \
-    --jobs 2 --timeout 90 --no-progress --report "$out/$name.json" --reproducers "$out/repro-$name" \
-    >"$out/$name.run.log" 2>&1
-  rc=$?
-  # the report's verdicts decide, even for a run cut by the limit (ci/mutant_verdict.py)
-  IFS='|' read -r verdict by < <(python3 ci/mutant_verdict.py "$out/$name.json" "$rc" "${RUN_S:-300}")
-  [ -n "${verdict:-}" ] || { verdict=error; by="ci/mutant_verdict.py gave no verdict (exit $rc)"; }
+  if [ "${RUN_S:-300}" = 0 ]; then  # the gate alone decides
+    verdict=survived; by="no suite run (RUN_S=0)"
+  else
+    timeout -k 5 "${RUN_S:-300}" jfa-verify run --device cuda --plugin "$plugin" --kernel "$prefix$name" \
+      --jobs 2 --timeout 90 --no-progress --report "$out/$name.json" --reproducers "$out/repro-$name" \
+      >"$out/$name.run.log" 2>&1
+    rc=$?
+    # the report's verdicts decide, even for a run cut by the limit (ci/mutant_verdict.py)
+    IFS='|' read -r verdict by < <(python3 ci/mutant_verdict.py "$out/$name.json" "$rc" "${RUN_S:-300}")
+    [ -n "${verdict:-}" ] || { verdict=error; by="ci/mutant_verdict.py gave no verdict (exit $rc)"; }
+  fi
   if [ "$verdict" = survived ] || [ "${GATE_ALL:-0}" = 1 ]; then
     run_verdict=$verdict
     stress=()

@@ -11,9 +11,10 @@
 # Call 3: the backward stage (2^31 elements), the big stage, then with the time left the blind block-sparse and
 #         MXFP8 catalogues (issue 41) through `jfa-verify mutants --stage suite` (H200 kill table).
 # Call 4: timings: the main job from a cold Triton cache and warm; bench_e2e (bf16, D=128).
+# Calls 5 and 6: the gluon_jfa race kill table (issue 42), half of the catalogue each.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-call=${1:?give the call: 1, 2, 3 or 4}
+call=${1:?give the call: 1 to 6}
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 L=/tmp/c$call; mkdir -p $L
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tcache}
@@ -62,6 +63,16 @@ elif [ "$call" = 3 ]; then
   cat $L/status.txt
   echo "== backward"; tail -12 $L/backward-stage.log; echo "== big"; tail -12 $L/big-stage.log 2>/dev/null
   echo "== blind catalogues"; tail -16 $L/mxfp8-kills.log $L/sparse-kills.log 2>/dev/null
+elif [ "$call" = 5 ] || [ "$call" = 6 ]; then
+  # Issue 42's race kill table, half of gluon_jfa_races per call (8 then 7 mutants side by side): each mutant's suite
+  # run (values), then its whole race gate (determinism, canaries, recycled memory, stress, racecheck, synccheck,
+  # memcheck), every mutant gated (GATE_ALL) so that the table says which check kills what.
+  all=$(python3 -c "from jfa_verify.fuzz.mutation import load_catalogue; print(' '.join(load_catalogue('gluon_jfa_races').mutants))")
+  if [ "$call" = 5 ]; then part=$(echo $all | cut -d' ' -f1-8); else part=$(echo $all | cut -d' ' -f9-); fi
+  MUTANTS="$part" OUT=$L CATALOGUE=gluon_jfa_races RACES=1 GATE_ALL=1 PARALLEL=8 RUN_S=150 GATE_S=380 \
+    STRESS_RERUNS=${STRESS_RERUNS:-200} timeout -k 5 575 bash ci/gpu_gluon_mutants.sh >$L/races.log 2>&1
+  echo "race kill table part $call exit $? at $(el) s" >>$L/status.txt
+  cat $L/status.txt; cat $L/races.log | tail -20
 elif [ "$call" = 4 ]; then
   # Timings (issues 38, 39): the main job as the README runs it, from a cold Triton cache then warm; the registered
   # kernels called as users call them against FA2 (bf16, D=128). Alone on the machine: timings.
@@ -80,7 +91,7 @@ elif [ "$call" = 4 ]; then
   echo "== runs"; head -2 $L/run-cold.log; tail -4 $L/run-cold.log; tail -3 $L/run-warm.log
   echo "== bench_e2e"; tail -30 $L/e2e.log 2>/dev/null
 else
-  echo "ci/gpu_lent_calls.sh: call must be 1, 2, 3 or 4, got $call" >&2; exit 2
+  echo "ci/gpu_lent_calls.sh: call must be 1 to 6, got $call" >&2; exit 2
 fi
 # (only a few files come back from a lent machine, none deep: one archive per call)
 tar czf $OUT/c$call.tgz -C $L --exclude cal/records.tgz . 2>/dev/null; ls -la $OUT

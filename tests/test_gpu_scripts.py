@@ -162,3 +162,15 @@ def test_no_module_fixture_of_a_gpu_tested_file_selects_the_cpu():
             if scoped and picks_cpu:
                 offenders.append(f"{rel}::{fn.name}")
     assert len(files) >= 10 and not offenders, offenders
+
+
+def test_a_kill_table_of_named_mutants_refuses_a_name_outside_its_catalogue(tmp_path):
+    """``MUTANTS=...`` splits a kill table over calls of a lent machine; a name not in the catalogue (a typo) stops the
+    script at once with exit 2 and the catalogue's names, instead of a table that leaves mutants out unnoticed."""
+    bindir = Path(sys.executable).parent
+    proc = subprocess.run(["bash", "ci/gpu_gluon_mutants.sh"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path), "OUT": str(tmp_path),
+                               "CATALOGUE": "gluon_jfa_races", "MUTANTS": "fwd_v_empty_phase_constant no_such_one"})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "MUTANTS: no_such_one is not a mutant of gluon_jfa_races" in proc.stderr
+    assert "fwd_v_empty_phase_constant" in proc.stderr and not list(tmp_path.rglob("*.log"))
