@@ -252,6 +252,9 @@ def test_an_interrupted_stress_command_prints_and_writes_the_reruns_so_far(tmp_p
     payload = json.loads(report.read_text())
     assert payload["interrupted"] is True and len(payload["cases"]) == len(CPU_SHAPES), payload
     assert "stress: interrupted after" in out and sum(c["reruns"] for c in payload["cases"]) >= 1, out
+    # cut short, no case passed (a second trial's report read "pass, 0 rerun(s)" for every case after a stop)
+    assert payload["status"] == "interrupted" and {c["status"] for c in payload["cases"]} == {"interrupted"}, payload
+    assert "interrupted after" in payload["cases"][0]["message"] and ": pass," not in out, out
 
 
 def test_gate_stress_marks_the_hung_case_file_and_exits_3(tmp_path):

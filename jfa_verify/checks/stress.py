@@ -313,7 +313,8 @@ class NoiseKernel:
 
 @dataclass
 class StressVerdict:
-    """One case's stress verdict. ``status``: pass, fail, error or unsupported; ``reruns``: the reruns made;
+    """One case's stress verdict. ``status``: pass, fail, error, unsupported, or interrupted (a stop ended its reruns
+    before any failed: no verdict); ``reruns``: the reruns made;
     ``first_difference`` and ``differing_reruns``: the bit comparison (deterministic kernels);
     ``failures``: reruns whose judged outputs failed (``"rerun i (mode): ..."``); ``message``: an error or why
     unsupported."""
@@ -385,9 +386,10 @@ class StressReport:
 
     @property
     def status(self) -> str:
-        """``hang`` > ``error`` > ``fail`` > ``pass``; ``skip`` when no case was inside the kernel's capabilities."""
+        """``hang`` > ``error`` > ``fail`` > ``interrupted`` (a stop cut reruns short, nothing failed) > ``pass``;
+        ``skip`` when no case was inside the kernel's capabilities."""
         statuses = {v.status for v in self.verdicts}
-        for s in ("hang", "error", "fail"):
+        for s in ("hang", "error", "fail", "interrupted"):
             if s in statuses:
                 return s
         return "pass" if "pass" in statuses else "skip"
@@ -562,6 +564,11 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
                 corpus.discard(path)
             if isinstance(e, KeyboardInterrupt):  # the reruns so far are the caller's to keep
                 report.interrupted, report.seconds = True, time.perf_counter() - t0
+                for state in live:  # (a case the stop cut short has no verdict: "pass, 0 rerun(s)" said it passed)
+                    if state.verdict.status == "pass":
+                        state.verdict.status = "interrupted"
+                        state.verdict.message = (f"interrupted after {state.verdict.reruns} of {reruns} rerun(s): "
+                                                 "no verdict (a failure found before the stop would be its verdict)")
                 on_stop(report)
             raise
         for state in live:
