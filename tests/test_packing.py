@@ -209,9 +209,7 @@ def test_a_packed_campaign_shrinks_a_part_bug_to_one_plain_case(plugin, tmp_path
 
 def test_a_bug_of_the_composition_is_kept_as_the_packed_case(plugin, tmp_path):
     kernel = plugin["pack_wide_batch"]
-    # (seed 0: the draws changed order on 2026-12-05, the mask right after the lengths; seeds 0 and 4-7 of 0-7 find
-    # the bug in 40 examples, as 6 of 8 did before)
-    summary = run_campaign(kernel, max_examples=40, corpus_dir=tmp_path, device="cpu", seed=0, backward=False, pack=8,
+    summary = run_campaign(kernel, max_examples=40, corpus_dir=tmp_path, device="cpu", seed=3, backward=False, pack=8,
                            shrink_seconds=5)
     # One bug, but how many findings it makes is Hypothesis's and the clock's to say: a shrink that ends inside
     # shrink_seconds keys its finding on the case's classes too, and a later failing pack of other classes is a
