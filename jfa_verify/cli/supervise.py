@@ -85,8 +85,8 @@ def watched_run(args) -> int:
 
 
 def _wait_for(marker: Path) -> tuple:
-    """Run the command line again in a child that declares its exit status to ``marker``; ``(status, declared)``."""
-    marker.write_text("")
+    """Run the command line again in a child that declares its exit status to ``marker`` (an empty file);
+    ``(status, declared)``."""
     child = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", *sys.argv[1:]],
                              env={**os.environ, WATCHED_ENV: str(marker)})
     terminal = _terminal_sends_it()

@@ -71,8 +71,7 @@ def jobs_for(cores: int, *, host_free_gib: Optional[float] = None, gpu_free_gib:
     """
     limits = []
     if work is not None:
-        noun, _, rest = unit.partition(" ")  # ("case to draw": "3 cases to draw")
-        limits.append((work, f"{work} {noun}{'' if work == 1 else 's'}" + (f" {rest}" if rest else "")))
+        limits.append((work, _items(work, unit)))
     limits.append((cores, f"{cores} CPU core{'' if cores == 1 else 's'}"))
     if gpu_free_gib is not None:
         limits.append((int(gpu_free_gib // GPU_GIB_PER_JOB),
@@ -114,9 +113,13 @@ def _at_most_work(jobs: Jobs, work: Optional[int], unit: str) -> Jobs:
     user's ``--jobs 500`` on three cases was announced as 500 workers)."""
     if work is None or jobs.count <= max(work, 1):
         return jobs
+    return Jobs(max(work, 1), jobs.source, f"{jobs.reason} {jobs.count}, one per {unit}: {_items(work, unit)}")
+
+
+def _items(work: int, unit: str) -> str:
+    """``work`` items of ``unit`` in words: ``"3 cases to draw"`` for ``unit="case to draw"``."""
     noun, _, rest = unit.partition(" ")
-    items = f"{work} {noun}{'' if work == 1 else 's'}" + (f" {rest}" if rest else "")
-    return Jobs(max(work, 1), jobs.source, f"{jobs.reason} {jobs.count}, one per {unit}: {items}")
+    return f"{work} {noun}{'' if work == 1 else 's'}" + (f" {rest}" if rest else "")
 
 
 def available_cores() -> int:

@@ -163,8 +163,7 @@ class CaseResult:
                 f"on {self.kernel}")
         lines = [head]
         if self.status == "error":  # (jfa-verify's own failure is not the kernel's: "not judged: <stage> failed")
-            lines.append(f"  {self.message}" if self.message.startswith(_NOT_JUDGED) else
-                         f"  kernel raised: {self.message}")
+            lines.append(f"  {self.message}" if self.unjudged else f"  kernel raised: {self.message}")
         elif self.status in ("crash", "hang"):
             lines.append(f"  {self.status}: {self.message}")
         elif self.status == "unsupported" and self.message:

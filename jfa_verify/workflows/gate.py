@@ -579,8 +579,7 @@ def _replay_call_files(kernel, device, options, plugins, unreadable: list) -> li
 
     files = [p for d in options.replay_dirs for f in reproducer_folders(d) for p in Corpus(f).call_files()]
     out = []
-    worker = None
-    try:
+    with RelationWorker(relation_worker_spec(kernel, device, plugins)) as worker:  # (its child starts at a first check)
         for path in files:
             try:
                 relation, payload = read_call_file(path)
@@ -590,7 +589,6 @@ def _replay_call_files(kernel, device, options, plugins, unreadable: list) -> li
                 continue
             if payload.get("kernel") not in (None, kernel.name):
                 continue
-            worker = worker or RelationWorker(relation_worker_spec(kernel, device, plugins))
             status, finding = worker.check(relation, options.run.timeout_s)
             if finding is None:
                 out.append(("pass", None))
@@ -598,9 +596,6 @@ def _replay_call_files(kernel, device, options, plugins, unreadable: list) -> li
             where = relation.case.name or relation.case.case_id()
             out.append((status, Finding("replay", f"relation {relation.name} on {where}", status, finding[:300],
                                         finding, replay_command(path, kernel.name, plugins), str(path))))
-    finally:
-        if worker is not None:
-            worker.close()
     return out
 
 
