@@ -9,7 +9,8 @@
 # Call 2: triton_jfa's remaining gate checks (determinism, canaries, recycled memory, stress, memcheck and
 #         racecheck) beside the GPU tests stage.
 # Call 3: the backward stage (2^31 elements), the big stage, then with the time left the blind block-sparse and
-#         MXFP8 catalogues (issue 41) through `jfa-verify mutants --stage suite` (H200 kill table).
+#         MXFP8 catalogues (issue 41) through `jfa-verify mutants --stage suite` (H200 kill table). CALL_S (default
+#         560) is its time in seconds: less where the session's device time is short, so that its logs come back.
 # Call 4: timings: the main job from a cold Triton cache and warm; bench_e2e (bf16, D=128).
 # Calls 5 and 6: the gluon_jfa race kill table (issue 42), half of the catalogue each.
 set -uo pipefail
@@ -49,10 +50,10 @@ elif [ "$call" = 3 ]; then
   # catalogues of issue 41 in the time left.
   ( STAGES="backward" OUT=$L/b timeout -k 5 300 bash ci/gpu_run.sh >$L/backward-stage.log 2>&1
     echo "backward exit $? at $(el) s" >>$L/status.txt )
-  left=$(( 560 - $(el) ))
+  left=$(( ${CALL_S:-560} - $(el) ))
   [ $left -gt 60 ] && ( STAGES="big" OUT=$L/b timeout -k 5 $left bash ci/gpu_run.sh >$L/big-stage.log 2>&1
     echo "big exit $? at $(el) s" >>$L/status.txt )
-  left=$(( 570 - $(el) ))
+  left=$(( ${CALL_S:-560} + 10 - $(el) ))
   if [ $left -gt 60 ]; then
     for c in mxfp8 sparse; do
       timeout -s INT -k 10 $left jfa-verify mutants --catalogue tests/quality/${c}_blind_set.json --stage suite --device cuda \
