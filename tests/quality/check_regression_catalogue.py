@@ -49,6 +49,7 @@ class Inp:
     d: int = 16
     dv: Optional[int] = None
     causal: bool = False
+    window: Optional[tuple] = None  # (left, right), -1 unbounded; centred on the aligned diagonal
     align: str = "top_left"
     sm_scale: Optional[float] = None
     q_start: int = 0
@@ -134,9 +135,16 @@ def reference(inp: Inp, q, k, v, q_off, k_off, do):
         lq, lk = qb.shape[0], kb.shape[0]
         s = torch.einsum("ihd,jhd->hij", qb, kb) * scale
         visible = torch.ones(lq, lk, dtype=torch.bool)
+        diagonal = torch.arange(lq)[:, None] + (0 if inp.align == "top_left" else lk - lq)
+        key = torch.arange(lk)[None, :]
         if inp.causal:
-            shift = 0 if inp.align == "top_left" else lk - lq
-            visible = torch.arange(lk)[None, :] <= torch.arange(lq)[:, None] + shift
+            visible = key <= diagonal
+        if inp.window is not None:
+            left, right = inp.window
+            if left >= 0:
+                visible = visible & (key >= diagonal - left)
+            if right >= 0:
+                visible = visible & (key <= diagonal + right)
         s = torch.where(visible[None], s, torch.tensor(-math.inf, dtype=torch.float64))
         m = s.amax(-1, keepdim=True) if lk else torch.full((inp.hq, lq, 1), -math.inf, dtype=torch.float64)
         m = torch.where(torch.isfinite(m), m, torch.zeros_like(m)).detach()
@@ -170,7 +178,9 @@ def run_impl(impl, inp: Inp):
     ref = reference(inp, q, k, v, q_off, k_off, do)
     if inp.backward:
         q, k, v = (t.requires_grad_() for t in (q, k, v))
-    o, lse = impl(q, k, v, q_off, k_off, causal=inp.causal, causal_alignment=inp.align, sm_scale=inp.sm_scale)
+    window = {} if inp.window is None else {"window": inp.window}  # the contract passes window only when set
+    o, lse = impl(q, k, v, q_off, k_off, causal=inp.causal, causal_alignment=inp.align, sm_scale=inp.sm_scale,
+                  **window)
     got = {"o": o.detach(), "lse": lse.detach()}
     if inp.backward:
         got.update(zip(("dq", "dk", "dv"), torch.autograd.grad(o, (q, k, v), do)))
@@ -203,6 +213,7 @@ def tolerance(ref) -> float:
 SELF_MULTI = Inp(k_lens=(40, 0, 33, 17, 5))  # multi-tile, an empty sequence, lengths off the 16/32 tile edges
 MANY_TILES = Inp(k_lens=(40, 35, 33, 20, 50), hq=4, hkv=2)  # 9 query tiles on 4 persistent programs
 BR_CROSS = Inp(k_lens=(16, 10, 35), q_lens=(16, 30, 20), causal=True, align="bottom_right")  # L_q>L_k and L_q<L_k
+BR_CROSS_WINDOW = Inp(k_lens=(30,), q_lens=(10,), window=(3, 3), align="bottom_right")  # no causal
 GQA = Inp(k_lens=(20, 37), hq=4, hkv=2)
 GQA_6_3 = Inp(k_lens=(20, 9), hq=6, hkv=3)  # group 2 with 3 KV heads (group != H_kv)
 LARGE_LOGITS = Inp(k_lens=(24, 40), logit_scale=8.0)
@@ -244,6 +255,8 @@ PLAN: dict[str, tuple[Inp, Optional[Inp]]] = {
     "fwd_lse_naive_exp": (LARGE_LOGITS, None),
     "fwd_empty_row_divides_by_zero": (EMPTY_KEYS, None),
     "causal_shift_sign_flipped": (BR_CROSS, None),
+    "causal_shift_sign_flipped_blind3": (BR_CROSS, None),
+    "host_bottom_right_only_when_causal": (BR_CROSS_WINDOW, None),
     "fwd_kv_loop_end_ignores_shift": (BR_CROSS, None),
     "fwd_o_store_masked_by_qk_head_dim": (DV24, None),
     "fwd_v_pointer_uses_k_strides": (DV24, None),
@@ -284,7 +297,7 @@ def main(argv=None) -> int:
 
     cat = load_catalogue(str(CATALOGUE))
     names = args.only or list(cat.mutants)
-    missing = sorted(set(cat.mutants) - set(PLAN))
+    missing = sorted(set(names) - set(PLAN))
     if missing:
         print(f"no input planned for: {missing}")
         return 1
