@@ -164,6 +164,26 @@ def test_a_kernel_crash_is_bad_and_a_hang_is_skipped(tmp_path, capsys):
     assert report["status"] == "inconclusive" and set(report["candidates"]) == set(repo.commits[1:])
 
 
+def test_with_hang_is_bad_the_commit_that_starts_hanging_is_the_first_bad_one(tmp_path, capsys):
+    """A regression that hangs is bisected to its commit: with ``--hang-is-bad`` a case past ``--timeout`` is bad,
+    its case file (marked a hang) is the reproducer kept next to the report."""
+    repo = build_toy_repo(tmp_path / "repo", steps=[
+        ("Add jagged attention kernel", {}),
+        ("Tidy the launch", {"version": "1.1"}),
+        ("Wait for the device", {"sleep": "time.sleep(60)"}),
+        ("Bump the version", {"version": "1.2"}),
+    ])
+    out = tmp_path / "out"
+    rc = _bisect(repo.path, repo.commits[0], repo.commits[3], out, "--case", str(_reproducer(tmp_path / "cases")),
+                 "--timeout", "6", "--hang-is-bad")
+    report = _report(out)
+    assert rc == 0, capsys.readouterr().out
+    assert report["first_bad"] == repo.commits[2], report
+    hung = _steps(report)[repo.commits[2]]
+    assert hung["verdict"] == "bad" and "hang" in hung["reason"] and "--timeout 6 s" in hung["reason"], hung
+    assert Path(report["reproducer"]).is_file() and Path(report["reproducer"]).parent == out
+
+
 def test_replay_inside_git_bisect_run_keeps_its_file(tmp_path):
     """Regression (issue 14): ``git bisect run jfa-verify replay FILE`` deleted FILE when the case passed, every
     later step failed with "case file does not exist" (exit 2, read as bad), and git blamed the wrong commit."""
@@ -195,6 +215,7 @@ def test_replay_inside_git_bisect_run_keeps_its_file(tmp_path):
     ({"--threshold": "5%"}, [], "--threshold is for --perf"),
     ({}, ["--drift", "--perf"], "--perf and --drift are different bisects"),
     ({"--case": None}, [], "say what to test with exactly one of --case FILE"),
+    ({}, ["--hang-is-bad"], "--hang-is-bad needs --timeout SECONDS"),
 ])
 def test_usage_errors_exit_2_before_anything_runs(toy, tmp_path, capsys, overrides, flags, message):
     fields = {"tmp": str(tmp_path), "c0": toy.commits[0], "c9": toy.commits[9]}

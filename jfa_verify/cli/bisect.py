@@ -63,7 +63,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--atol", type=nonneg_float, default=None, help="drift tolerance (--drift)")
     parser.add_argument("--build", default=None, metavar="CMD",
                         help="shell command run in the checkout first at each commit; non-zero exit skips the commit")
-    parser.add_argument("--timeout", type=positive_float, default=None, help="seconds per case (past it: skip)")
+    parser.add_argument("--timeout", type=positive_float, default=None,
+                        help="seconds per case (past it: skip, or bad with --hang-is-bad)")
+    parser.add_argument("--hang-is-bad", action="store_true",
+                        help="a case still running after --timeout is bad, not skipped: to bisect a regression "
+                             "that hangs (needs --timeout)")
     parser.add_argument("--step-timeout", type=positive_float, default=1800.0,
                         help="seconds per commit, build included (past it: skip)")
     device_option(parser)
@@ -82,8 +86,8 @@ def main(args, ctx) -> int:
         max_cases=ctx.max_cases, campaign=args.campaign, seed=ctx.seed, perf=args.perf, batch=args.batch,
         threshold=args.threshold, confidence=args.confidence, rounds=args.rounds, max_rounds=args.max_rounds,
         block_ms=args.block_ms, perf_backward=args.perf_backward, drift=args.drift, atol=args.atol, build=args.build,
-        case_timeout=args.timeout, step_timeout=args.step_timeout, device=ctx.device_choice,
-        backward=not args.forward_only, out=args.out, keep=args.keep_temp)
+        case_timeout=args.timeout, hang_is_bad=args.hang_is_bad, step_timeout=args.step_timeout,
+        device=ctx.device_choice, backward=not args.forward_only, out=args.out, keep=args.keep_temp)
     report = run_bisect(req, echo=lambda line: print(line, flush=True))
     print(format_text(report), flush=True)
     print(f"reports: {Path(args.out) / 'bisect.txt'}, bisect.md, bisect.json", flush=True)

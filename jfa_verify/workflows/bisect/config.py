@@ -77,6 +77,7 @@ class StepConfig:
     backward: bool = True
     build: Optional[str] = None
     case_timeout: Optional[float] = None
+    hang_is_bad: bool = False  # a case past case_timeout is bad (a hang is the regression), not a skip
     step_timeout: float = 1800.0
     python: str = "python3"
 

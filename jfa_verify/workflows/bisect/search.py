@@ -70,6 +70,7 @@ class BisectRequest:
     atol: Optional[float] = None
     build: Optional[str] = None
     case_timeout: Optional[float] = None
+    hang_is_bad: bool = False
     step_timeout: float = 1800.0
     device: Optional[str] = None
     backward: bool = True
@@ -147,6 +148,10 @@ def _target(req: BisectRequest) -> tuple[str, Optional[dict], str, Optional[str]
         raise InvalidInput("--perf and --drift are different bisects; give one")
     if not 0.5 <= req.confidence < 1:
         raise InvalidInput(f"--confidence {req.confidence}: give a probability in [0.5, 1), e.g. 0.95")
+    if req.hang_is_bad and req.case_timeout is None:
+        raise InvalidInput("--hang-is-bad needs --timeout SECONDS: the time past which a case counts as a hang")
+    if req.hang_is_bad and req.perf:
+        raise InvalidInput("--hang-is-bad judges cases, which --perf does not run; drop one of them")
     if req.atol is not None and not req.drift:
         raise InvalidInput(f"--atol {req.atol:g} is the --drift tolerance; add --drift or drop --atol")
     if not req.perf:
@@ -282,6 +287,7 @@ def run_bisect(req: BisectRequest, *, echo: Callable[[str], None] = print) -> Bi
             confidence=req.confidence, rounds=req.rounds, max_rounds=req.max_rounds,
             block_ms=50.0 if req.block_ms is None else req.block_ms, perf_backward=req.perf_backward, atol=req.atol,
             device=req.device, backward=req.backward, build=req.build, case_timeout=req.case_timeout,
+            hang_is_bad=req.hang_is_bad,
             step_timeout=req.step_timeout, python=sys.executable)
         config.write()
         (state / "step.sh").write_text(step_script(config))

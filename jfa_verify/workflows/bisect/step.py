@@ -16,7 +16,8 @@ Verdicts (each logged with its reason in ``STATE/steps.jsonl``):
   own call), or the kernel crashing its process while the oracles alone run the same case fine;
   in ``drift`` mode an output that moved; in ``perf`` mode a slowdown beyond the threshold;
 * **skip** (git cannot test it): ``--build`` failed; the kernel's module does not import or does
-  not register the kernel; every case is outside its capabilities; a timeout; a crash of the
+  not register the kernel; every case is outside its capabilities; a timeout (with ``--hang-is-bad``,
+  a case past ``--timeout`` is **bad** instead: the regression is the hang); a crash of the
   environment (the process died before the kernel ran, or the oracles alone crash too); in
   ``perf`` mode any failure to time (the kernel raising or crashing), and a slowdown whose
   interval still straddles the threshold after the most rounds allowed.
@@ -394,6 +395,10 @@ def _attribute(config: StepConfig, step: Optional[Path], status: int) -> tuple[s
     how = _status_words(status)
     if status in (124, 137) or status == TIMEOUT_EXIT_CODE:
         case = _running_case(step) if step else None
+        if status == TIMEOUT_EXIT_CODE and config.hang_is_bad and case is not None:
+            name = json.loads(case.read_text())["case"].get("name") or case.stem
+            return "bad", f"{name}: hang: the case ran past --timeout {config.case_timeout:g} s (--hang-is-bad)", {
+                "case": name, "reproducer": str(case), "hang": config.case_timeout}
         limit = (f"case ran past --timeout {config.case_timeout:g} s" if status == TIMEOUT_EXIT_CODE
                  else f"step ran past {config.step_timeout:g} s")
         return "skip", f"timeout: {limit}" + (f" ({case.name})" if case else ""), {
