@@ -304,3 +304,30 @@ def test_every_tile_shape_the_kernel_runs_on_the_gpu_meets_every_class(gpu_array
     assert oblong and not cov.missing_pairs
     assert {p for p in uni.supported if ("tile_shape", "m_larger") in p} <= set().union(
         *(pairs_of(exercised(c, gpu)) for c in oblong))
+
+
+def test_a_self_case_wanting_another_relation_is_refused_without_a_search_and_rightly(monkeypatch):
+    """The length search refuses self attention with a relation other than ``equal`` before drawing (a third of a
+    GPU array's draws went there, all refused): right only while every self case classifies as ``equal``, which
+    draws of every other length class check here."""
+    import random
+
+    from jfa_verify.cases import construct
+
+    rng = random.Random(0)
+    tiles = construct._TilesAt(16, 16, 4)
+    relation = dimension("relation")
+    for _ in range(300):
+        want = {"mode": "self", **{d: rng.choice(list(dimension(d).classes))
+                                   for d in ("batch", "edges", "tiles", "waves")}}
+        mode, q, k = construct._draw(want, 16, 16, 4, rng)
+        if k:
+            assert relation.classify(construct._length_case(mode, q, k), tiles) == {"equal"}, (want, q, k)
+
+    def no_draw(*args):
+        raise AssertionError("drew a case for a want no self case can meet")
+
+    monkeypatch.setattr(construct, "_draw", no_draw)
+    for rel in relation.classes:
+        if rel != "equal":
+            assert construct.lengths_for((("mode", "self"), ("relation", rel)), 16, 16, 4, seed=12345) is None

@@ -138,7 +138,7 @@ def _draw(want: Mapping[str, str], bm: int, bn: int, sms: int, rng: random.Rando
     else:
         q = []
         base, by_a_tile = (relation or "").removesuffix("_by_a_tile"), (relation or "").endswith("_by_a_tile")
-        tile = max(bm, bn)
+        tile, pal_q_tuple = max(bm, bn), tuple(pal_q)
         for i, n in enumerate(k):
             rel = base if base in ("equal", "shorter", "longer") else rng.choice(("equal", "shorter", "longer"))
             if relation == "mixed" and i < 2:
@@ -146,9 +146,7 @@ def _draw(want: Mapping[str, str], bm: int, bn: int, sms: int, rng: random.Rando
             gap = tile if by_a_tile and i == 0 else 1  # one sequence a tile apart is enough; the rest stay cheap
             if gap > 1 and n == 0:
                 n = k[i] = rng.choice([m for m in pal_k if m > 0])
-            options = {"equal": [n], "shorter": [m for m in pal_q if n - m >= gap and (gap == 1 or m > 0)] or [n],
-                       "longer": [m for m in pal_q if m - n >= gap] or [n]}[rel]
-            q.append(rng.choice(options))
+            q.append(rng.choice(_partners(rel, n, gap, pal_q_tuple)))
         if mode == "self":
             q = list(k)
     # the edge and tile features, placed in a random sequence
@@ -188,6 +186,17 @@ def _draw(want: Mapping[str, str], bm: int, bn: int, sms: int, rng: random.Rando
                 q[j] = v
     _reach_waves(want.get("waves"), mode, q, k, bm, sms, rng)
     return mode, tuple(q), tuple(k)
+
+
+@lru_cache(maxsize=4096)
+def _partners(rel: str, n: int, gap: int, pal_q: tuple) -> tuple:
+    """The query lengths of ``pal_q`` that stand in relation ``rel`` to key length ``n`` (at least ``gap`` apart),
+    or ``(n,)`` when none does (a draw asks this once per sequence: hundreds of times for a batch over the SMs)."""
+    if rel == "shorter":
+        return tuple(m for m in pal_q if n - m >= gap and (gap == 1 or m > 0)) or (n,)
+    if rel == "longer":
+        return tuple(m for m in pal_q if m - n >= gap) or (n,)
+    return (n,)
 
 
 def _reach_waves(waves: Optional[str], mode: str, q: list, k: list, bm: int, sms: int, rng: random.Random) -> None:
@@ -251,6 +260,8 @@ def lengths_for(want: tuple, bm: int, bn: int, sms: int, seed: int = 0) -> Optio
     Deterministic for a given ``seed``; memoized (the pair generator asks often).
     """
     wanted = dict(want)
+    if wanted.get("mode") == "self" and wanted.get("relation", "equal") != "equal":
+        return None  # a self case's query lengths are its key lengths: every draw would be refused (a third of them)
     rng = random.Random(_stable_seed(want, bm, bn, sms, seed))
     tiles = _TilesAt(bm, bn, sms)
     found = []
