@@ -155,3 +155,19 @@ def test_a_killed_workers_running_file_is_a_leftover_and_a_live_ones_is_not(tmp_
         go.set()
         other.join(60)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_pass_leaves_an_unreadable_file_of_the_same_name_as_it_was(tmp_path):
+    """Regression (fresh-user trial, 2026-12-05): a campaign replaying its database met a truncated case file, said
+    it would leave it as it is, then ran the case the file's name says, saw it pass and deleted the file (exit 0).
+    A pass is no verdict on bytes nobody can read: they stay, byte for byte, and a failing verdict still lands."""
+    corpus = Corpus(tmp_path)
+    path = corpus.path_for(CASE, KERNEL)
+    truncated = _saved_finding(tmp_path)[:200]
+    path.write_text(truncated)
+    with corpus.guard(CASE, KERNEL, "cpu") as guarded:
+        assert corpus.record(guarded, _result("pass")) is None
+    assert path.read_text() == truncated and not (tmp_path / "now-passing").exists()
+    with corpus.guard(CASE, KERNEL, "cpu") as guarded:
+        corpus.record(guarded, _result("fail"))
+    assert json.loads(path.read_text())["status"] == "error"

@@ -201,6 +201,15 @@ def _read_payload(path: Path) -> Optional[dict]:
     return payload if isinstance(payload, dict) else None
 
 
+def _is_case_payload(text: str) -> bool:
+    """``text`` parses as a JSON object with a ``status`` (what every case file this package writes holds)."""
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(payload, dict) and "status" in payload
+
+
 def failing_status(text: Optional[str]) -> Optional[str]:
     """The failing status of a case or call file's text, or None (no text, not such a file, or not failing)."""
     try:
@@ -340,6 +349,12 @@ class Corpus:
         :meth:`now_passing_folder` (a new user's passing rerun silently deleted the reproducers of the cases it fixed:
         issue 43, 12)."""
         status = failing_status(earlier)
+        if status is None and earlier is not None and not _is_case_payload(earlier):
+            # a file no reader understands (truncated, say) stood there: every reader said it would be left as it
+            # is, and a pass of the case its name says is no verdict on what it held (a new user's campaign
+            # deleted such a file, then exited 0)
+            _write_text_atomic(path, earlier)
+            return
         if status is None:
             path.unlink(missing_ok=True)
             return
