@@ -68,6 +68,11 @@ def test_broken_kernel_fails_run_with_localized_message_and_replays(tmp_path, ca
     ("returns_42", "return 42", "returned 42, not an implementation", "--no-isolate"),
     # (a new user's trial: a load() raising ImportError failed every case as the kernel's error, exit 1)
     ("raises_on_load", "raise ImportError('needs my_cuda_ext')", "raised ImportError: needs my_cuda_ext", "--isolate"),
+    # (a new user's trial, 2026-12-05: either exit in load() ended run, gate and fuzz silently with exit 0)
+    ("exits_in_load", "import sys; sys.exit(0)", "called sys.exit(0); a loader returns the implementation",
+     "--isolate"),
+    ("os_exits_in_load", "import os; os._exit(0)", "called os._exit(0); a loader returns the implementation",
+     "--no-isolate"),
     # (a new user's trial: a function of another signature failed every case with one TypeError, exit 1, ~100 times)
     ("wrong_signature", "return lambda q, k, v, cu_seqlens, *, causal=False: (q, None)",
      "cannot take the contract's call fn(q, k, v, q_offsets, k_offsets, *, causal, causal_alignment, sm_scale)",
@@ -1219,6 +1224,10 @@ def test_trial_outputs_and_exits_of_plugins_and_kernels(tmp_path, capsys):
     exits.write_text("import sys\nsys.exit(0)\n")
     assert main(["run", "--device", "cpu", "--plugin", str(exits), "--kernel", "trial-plain", "--max-cases", "1"]) == 2
     assert "called sys.exit(0) while being imported" in capsys.readouterr().err
+    exits = tmp_path / "os_exits_on_import.py"  # (this process survives it: the exit is refused, not taken)
+    exits.write_text("import os\nos._exit(0)\n")
+    assert main(["gate", "--device", "cpu", "--plugin", str(exits), "--kernel", "trial-plain"]) == 2
+    assert "called os._exit(0) while being imported" in capsys.readouterr().err
 
     exits = tmp_path / "exits_in_its_call.py"
     exits.write_text(PLAIN_PLUGIN.replace("EXIT_HERE", "import sys; sys.exit(0)").replace("trial-plain", "trial-exit"))

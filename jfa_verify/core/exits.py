@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
-from typing import Iterable, Optional
+import threading
+from typing import Iterable, Iterator, Optional
 
-__all__ = ["WATCHED_ENV", "ExitCode", "FINDINGS_IN_WORDS", "REPORT_INTERNAL_ERRORS", "declare_exit", "exit_code_for",
-           "take_watch"]
+__all__ = ["WATCHED_ENV", "ExitCode", "ExitRefused", "FINDINGS_IN_WORDS", "REPORT_INTERNAL_ERRORS", "declare_exit",
+           "exit_code_for", "exits_refused", "take_watch"]
 
 
 class ExitCode(enum.IntEnum):
@@ -78,3 +80,27 @@ def declare_exit(status: int) -> int:
         except OSError:
             pass  # the watcher then reports a death: louder, never quieter
     return int(status)
+
+
+class ExitRefused(SystemExit):
+    """``os._exit(code)`` called by kernel code inside :func:`exits_refused`: raised instead of ending the process."""
+
+
+@contextlib.contextmanager
+def exits_refused() -> Iterator[None]:
+    """Inside the block, ``os._exit`` called from this thread raises :class:`ExitRefused` (a ``SystemExit``) instead
+    of ending the process; other threads (a hang's watchdog) exit as before. For kernel code run in a command's own
+    process to register or load a kernel (a plugin's import, a kernel's ``load()``): a new user's ``load()`` calling
+    ``os._exit(0)`` ended ``run``, ``gate`` and ``fuzz`` silently with exit 0, having checked nothing (2026-12-05)."""
+    real, owner = os._exit, threading.get_ident()
+
+    def refused(code: int) -> None:
+        if threading.get_ident() != owner:
+            real(code)
+        raise ExitRefused(code)
+
+    os._exit = refused
+    try:
+        yield
+    finally:
+        os._exit = real

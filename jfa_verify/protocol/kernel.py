@@ -53,6 +53,7 @@ from jfa_verify.core.errors import (
     KernelUnavailable,
     UnsupportedCase,
 )
+from jfa_verify.core.exits import ExitRefused, exits_refused
 from jfa_verify.core.selection import BLOCK_SIZES, BlockSelection, check_block_size
 
 __all__ = ["Capabilities", "GENERIC_TILES", "Kernel", "KernelRun", "LaunchPlan", "PassPlan", "TileSizes", "Visits",
@@ -450,9 +451,16 @@ class Kernel:
             loader = (f"{code.co_filename}:{code.co_firstlineno}" if code is not None else
                       getattr(self.loader, "__qualname__", repr(self.loader)))
             try:
-                impl = self.loader()
+                with exits_refused():  # (its os._exit(0) in this process ended a command silently with exit 0)
+                    impl = self.loader()
             except (KernelUnavailable, KernelConfigError):
                 raise
+            except SystemExit as e:  # (a silent exit 0 here was a green run that checked nothing)
+                call = "os._exit" if isinstance(e, ExitRefused) else "sys.exit"
+                raise KernelConfigError(
+                    f"kernel {self.name!r}: its load() ({loader}) called {call}({e.code!r}); a loader returns the "
+                    f"implementation (raise an exception, or name a dependency in register_kernel(..., requires=[...]),"
+                    f" where the kernel cannot load)", self.name) from None
             except Exception as e:  # a loader that raises: no case of it can run, so no verdict is the kernel's
                 raise KernelConfigError(
                     f"kernel {self.name!r}: its load() ({loader}) raised {type(e).__name__}: {e}; fix the loader, or "

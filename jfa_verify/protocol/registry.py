@@ -27,6 +27,7 @@ from typing import Callable, Optional
 
 from jfa_verify.core.contract import JaggedProblem
 from jfa_verify.core.errors import InvalidInput, KernelConfigError, PluginError, UnknownKernel
+from jfa_verify.core.exits import ExitRefused, exits_refused
 from jfa_verify.protocol.kernel import Capabilities, Kernel, TileSizes
 
 __all__ = ["ENTRY_POINT_GROUP", "add_kernel", "broken_entry_points", "get_kernel", "kernel_names", "load_plugin",
@@ -233,13 +234,15 @@ def load_plugin(path: "str | Path") -> None:
     sys.modules[mod_name] = module
     registered = len(_REGISTRY)
     try:
-        spec.loader.exec_module(module)
+        with exits_refused():
+            spec.loader.exec_module(module)
     except BaseException as e:
         del sys.modules[mod_name]
         if isinstance(e, KeyboardInterrupt):
             raise
         if isinstance(e, SystemExit):  # (a silent exit 0 here was a green run that checked nothing)
-            raise PluginError(f"plugin {path} called sys.exit({e.code!r}) while being imported: a plugin file "
+            call = "os._exit" if isinstance(e, ExitRefused) else "sys.exit"
+            raise PluginError(f"plugin {path} called {call}({e.code!r}) while being imported: a plugin file "
                               "registers its kernels and returns; guard script code with "
                               "`if __name__ == \"__main__\":`") from None
         raise PluginError(f"plugin {_where(e, path)}: {type(e).__name__}: {e}") from None
