@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -428,3 +429,32 @@ def test_the_printed_replay_command_can_be_pasted_twice_and_leaves_no_worktree(t
     broken = _paste(replay, tmp_path, PATH="/usr/bin:/bin")
     assert broken.returncode == 127, broken.stderr
     assert _user_state(toy) == before and not list(tmp_path.glob("jfa-first-bad-*"))
+
+
+def test_an_interrupt_stops_the_steps_whole_process_group_before_the_cleanup(tmp_path):
+    """Regression (a new user's Ctrl-C, 2026-12-05): a bisect interrupted mid-step left its state folder and a
+    prunable worktree behind: the step's processes were still running while the cleanup removed them. An interrupt
+    now stops the step's whole process group (grandchildren included) before ``_stream`` gives it back."""
+    from jfa_verify.workflows.bisect.search import _stream
+
+    pidfile = tmp_path / "grandchild.pid"
+    script = f"sleep 120 & echo $! > {pidfile}; echo 'jfa-verify bisect: started'; wait"
+
+    def interrupt(line):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _stream(["sh", "-c", script], tmp_path, tmp_path / "log", interrupt)
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 15
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")

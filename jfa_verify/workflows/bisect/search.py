@@ -17,7 +17,9 @@ disagrees and why.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -194,12 +196,35 @@ def _target(req: BisectRequest) -> tuple[str, Optional[dict], str, Optional[str]
 def _stream(cmd: list[str], cwd, log: Path, echo: Callable[[str], None]) -> int:
     """Run ``cmd``; every output line goes to ``log``, step verdict lines also to ``echo``."""
     with open(log, "a") as f:
-        proc = subprocess.Popen(cmd, cwd=str(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for line in proc.stdout:
-            f.write(line)
-            if line.startswith("jfa-verify bisect:"):
-                echo(line.rstrip())
-        return proc.wait()
+        # its own process group, stopped whole when this one stops (Ctrl-C, SIGTERM): a step still running while
+        # the worktree and the state folder were removed left both behind (a new user's Ctrl-C, 2026-12-05)
+        proc = subprocess.Popen(cmd, cwd=str(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            for line in proc.stdout:
+                f.write(line)
+                if line.startswith("jfa-verify bisect:"):
+                    echo(line.rstrip())
+            return proc.wait()
+        except BaseException:
+            _stop_group(proc)
+            raise
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM to ``proc``'s process group (a step ends its case as an interrupt), SIGKILL to whatever of it is left
+    after ``grace_s``; ``proc`` reaped."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            proc.poll()
+            os.killpg(proc.pid, 0)  # raises once no process of the group is left
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass  # the group is gone
+    proc.wait()
 
 
 def _endpoint(config: StepConfig, role: str, commit: str, echo) -> object:
