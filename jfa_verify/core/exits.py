@@ -9,7 +9,7 @@ import threading
 from typing import Iterable, Iterator, Optional
 
 __all__ = ["WATCHED_ENV", "ExitCode", "ExitRefused", "FINDINGS_IN_WORDS", "REPORT_INTERNAL_ERRORS", "declare_exit",
-           "exit_code_for", "exits_refused", "take_watch"]
+           "exit_call", "exit_code_for", "exits_refused", "take_watch"]
 
 
 class ExitCode(enum.IntEnum):
@@ -84,6 +84,11 @@ def declare_exit(status: int) -> int:
 
 class ExitRefused(SystemExit):
     """``os._exit(code)`` called by kernel code inside :func:`exits_refused`: raised instead of ending the process."""
+
+
+def exit_call(e: SystemExit) -> str:
+    """The call that raised ``e``, as its code wrote it: ``os._exit(0)`` (refused) or ``sys.exit(0)``."""
+    return f"{'os._exit' if isinstance(e, ExitRefused) else 'sys.exit'}({e.code!r})"
 
 
 @contextlib.contextmanager

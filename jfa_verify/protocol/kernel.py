@@ -53,7 +53,7 @@ from jfa_verify.core.errors import (
     KernelUnavailable,
     UnsupportedCase,
 )
-from jfa_verify.core.exits import ExitRefused, exits_refused
+from jfa_verify.core.exits import exit_call, exits_refused
 from jfa_verify.core.selection import BLOCK_SIZES, BlockSelection, check_block_size
 
 __all__ = ["Capabilities", "GENERIC_TILES", "Kernel", "KernelRun", "LaunchPlan", "PassPlan", "TileSizes", "Visits",
@@ -456,9 +456,8 @@ class Kernel:
             except (KernelUnavailable, KernelConfigError):
                 raise
             except SystemExit as e:  # (a silent exit 0 here was a green run that checked nothing)
-                call = "os._exit" if isinstance(e, ExitRefused) else "sys.exit"
                 raise KernelConfigError(
-                    f"kernel {self.name!r}: its load() ({loader}) called {call}({e.code!r}); a loader returns the "
+                    f"kernel {self.name!r}: its load() ({loader}) called {exit_call(e)}; a loader returns the "
                     f"implementation (raise an exception, or name a dependency in register_kernel(..., requires=[...]),"
                     f" where the kernel cannot load)", self.name) from None
             except Exception as e:  # a loader that raises: no case of it can run, so no verdict is the kernel's

@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 from jfa_verify.core.contract import JaggedProblem
 from jfa_verify.core.errors import InvalidInput, KernelConfigError, PluginError, UnknownKernel
-from jfa_verify.core.exits import ExitRefused, exits_refused
+from jfa_verify.core.exits import exit_call, exits_refused
 from jfa_verify.protocol.kernel import Capabilities, Kernel, TileSizes
 
 __all__ = ["ENTRY_POINT_GROUP", "add_kernel", "broken_entry_points", "get_kernel", "kernel_names", "load_plugin",
@@ -241,8 +241,7 @@ def load_plugin(path: "str | Path") -> None:
         if isinstance(e, KeyboardInterrupt):
             raise
         if isinstance(e, SystemExit):  # (a silent exit 0 here was a green run that checked nothing)
-            call = "os._exit" if isinstance(e, ExitRefused) else "sys.exit"
-            raise PluginError(f"plugin {path} called {call}({e.code!r}) while being imported: a plugin file "
+            raise PluginError(f"plugin {path} called {exit_call(e)} while being imported: a plugin file "
                               "registers its kernels and returns; guard script code with "
                               "`if __name__ == \"__main__\":`") from None
         raise PluginError(f"plugin {_where(e, path)}: {type(e).__name__}: {e}") from None

@@ -193,21 +193,20 @@ def _alive(holder) -> bool:
     return process_alive(pid, start)
 
 
-def _read_payload(path: Path) -> Optional[dict]:
+def _payload_of(text: Optional[str]) -> Optional[dict]:
+    """The JSON object ``text`` holds, or None (no text, not JSON, not an object)."""
     try:
-        payload = json.loads(path.read_text())
-    except (OSError, ValueError):
+        payload = json.loads(text) if text is not None else None
+    except ValueError:
         return None
     return payload if isinstance(payload, dict) else None
 
 
-def _is_case_payload(text: str) -> bool:
-    """``text`` parses as a JSON object with a ``status`` (what every case file this package writes holds)."""
+def _read_payload(path: Path) -> Optional[dict]:
     try:
-        payload = json.loads(text)
-    except ValueError:
-        return False
-    return isinstance(payload, dict) and "status" in payload
+        return _payload_of(path.read_text())
+    except OSError:
+        return None
 
 
 def failing_status(text: Optional[str]) -> Optional[str]:
@@ -299,11 +298,8 @@ class Corpus:
                 earlier = path.read_text()  # put back as it was by a discard (None: there was none)
             except OSError:
                 earlier = None
-            try:
-                old = json.loads(earlier) if earlier is not None else None
-            except ValueError:
-                old = None
-            if isinstance(old, dict):  # the case ran before (a finding replayed): its file keeps what marks it
+            old = _payload_of(earlier)
+            if old is not None:  # the case ran before (a finding replayed): its file keeps what marks it
                 kept = {k: old[k] for k in FILE_KEYS if k in old}
                 live = [h for h in old.get("holders") or () if _alive(h)]
                 if old.get("status") == RUNNING and live:  # running now, by another worker: join it
@@ -349,7 +345,7 @@ class Corpus:
         :meth:`now_passing_folder` (a new user's passing rerun silently deleted the reproducers of the cases it fixed:
         issue 43, 12)."""
         status = failing_status(earlier)
-        if status is None and earlier is not None and not _is_case_payload(earlier):
+        if status is None and earlier is not None and "status" not in (_payload_of(earlier) or {}):
             # a file no reader understands (truncated, say) stood there: every reader said it would be left as it
             # is, and a pass of the case its name says is no verdict on what it held (a new user's campaign
             # deleted such a file, then exited 0)

@@ -388,6 +388,10 @@ def _running_case(step: Path) -> Optional[Path]:
     return None
 
 
+def _case_name(path: Path) -> str:
+    return json.loads(path.read_text())["case"].get("name") or path.stem
+
+
 def _attribute(config: StepConfig, step: Optional[Path], status: int) -> tuple[str, str, dict]:
     from jfa_verify.run.corpus import TIMEOUT_EXIT_CODE
 
@@ -396,7 +400,7 @@ def _attribute(config: StepConfig, step: Optional[Path], status: int) -> tuple[s
     if status in (124, 137) or status == TIMEOUT_EXIT_CODE:
         case = _running_case(step) if step else None
         if status == TIMEOUT_EXIT_CODE and config.hang_is_bad and case is not None:
-            name = json.loads(case.read_text())["case"].get("name") or case.stem
+            name = _case_name(case)
             return "bad", f"{name}: hang: the case ran past --timeout {config.case_timeout:g} s (--hang-is-bad)", {
                 "case": name, "reproducer": str(case), "hang": config.case_timeout}
         limit = (f"case ran past --timeout {config.case_timeout:g} s" if status == TIMEOUT_EXIT_CODE
@@ -418,7 +422,7 @@ def _attribute(config: StepConfig, step: Optional[Path], status: int) -> tuple[s
         fine, words = control.returncode == 0, _status_words(control.returncode)
     except subprocess.TimeoutExpired:
         fine, words = False, "timed out"
-    name = json.loads(case.read_text())["case"].get("name") or case.stem
+    name = _case_name(case)
     if fine:
         return "bad", (f"{name}: the kernel crashed the process ({how}); the float64 and SDPA oracles alone run "
                        f"this case fine"), {"case": name, "reproducer": str(case), "crash": how}
