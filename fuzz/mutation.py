@@ -486,9 +486,11 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
                 if finding is not None:
                     _record_relation_kill(res, item, finding, kernel, dev.type, t0)
                     break
+                _mark_judged(corpus_dir)
                 continue
             # the 2^31-element case runs forward only: its float64 backward reference needs ~twice the memory
             result = verify(item, item.name not in huge)
+            _mark_judged(corpus_dir)
             if result.failed:
                 if result.status == "error" and _raises_everywhere(kernel, dev):
                     _record_broken(res, item, result)
@@ -499,9 +501,15 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     if res.status == "survived" and campaign_examples > 0:
         found: list = []  # the campaign stage's verdict is its first finding: the rest of its examples change nothing
         with tempfile.TemporaryDirectory(prefix="jfa-mutation-") as corpus:
+            def on_event(event: dict) -> None:
+                if event.get("event") == "case":
+                    _mark_judged(corpus_dir)
+                elif event.get("event") == "finding":
+                    found.append(event)
+
             summary = run_campaign(kernel, max_examples=campaign_examples, corpus_dir=corpus_dir or corpus,
                                    device=dev, seed=seed, shrink=stage != "campaign", covering=stage == "campaign",
-                                   on_event=lambda e: e.get("event") == "finding" and found.append(e),
+                                   on_event=on_event,
                                    should_stop=(lambda: bool(found)) if stage == "campaign" else None)
             if stage == "campaign":
                 res.cases_run = summary.first_failure_at or summary.cases_run
@@ -586,10 +594,26 @@ def _killed_in(name: str, mutant: Mutant, path: Path, status: str, explanation: 
                         reproducer_tokens=case.tokens(), explanation=explanation)
 
 
+# The file a mutant's worker writes into its corpus folder once a case or relation check has had its verdict (not a
+# case file: no ``.json``): a worker that dies before it had one died of something other than the mutant.
+JUDGED_MARK = "judged-a-case"
+
+
+def _mark_judged(corpus_dir: Optional[str]) -> None:
+    if corpus_dir is not None:
+        mark = Path(corpus_dir) / JUDGED_MARK
+        if not mark.exists():
+            mark.touch()
+
+
 def _crash_result(name: str, mutant: Mutant, corpus_dir: Path, why: str) -> MutantResult:
     """A mutant whose worker process died (a signal or an abort, not a Python exception): killed by a crash, in
-    the case file left ``running`` when there is one."""
+    the case file left ``running`` when there is one; not judged (``"error"``) when it died before any case or
+    relation check had its verdict (start-up, the suite's construction: nothing of the mutant had run)."""
     path = _running_case(corpus_dir)
+    if path is None and not (corpus_dir / JUDGED_MARK).exists():
+        return MutantResult(name, mutant.description, "error", gpu_only=mutant.gpu_only,
+                            reason=f"the worker died before its first case had a verdict ({why}): not judged")
     if path is None:
         # Between cases: memory that a case's out-of-bounds write corrupted surfaces at a later allocation (the
         # interpreter, 2026-12-02: "realloc(): invalid pointer" after a passed case). The unmutated kernel's

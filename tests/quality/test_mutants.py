@@ -7,6 +7,9 @@ real kernel must pass the same targeted cases, so a kill is never a false alarm.
 GPU-only mutants (inputs too large for the CPU interpreter) run only on CUDA.
 """
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -295,13 +298,43 @@ def test_a_mutant_process_dead_between_cases_is_killed_by_a_crash(tmp_path):
     # regression (CPU campaign, 2026-12-02): a mutant's process died of "realloc(): invalid pointer" after a case
     # had passed (memory its out-of-bounds write corrupted, found at a later allocation); with no case file left
     # running it was listed as an error, and then as SURVIVED
+    from jfa_verify.fuzz.mutation import _crash_result, _mark_judged
+
+    cat = load_catalogue("triton_jfa")
+    name = next(iter(cat.mutants))
+    _mark_judged(str(tmp_path))  # (what the worker writes once a case has had its verdict)
+    result = _crash_result(name, cat[name], tmp_path, "BrokenProcessPool: terminated abruptly")
+    assert (result.status, result.stage, result.outputs, result.killing_case) == ("killed", "crash", ["crash"], None)
+    assert "between cases" in result.explanation and "BrokenProcessPool" in result.explanation
+
+
+def test_a_mutant_process_dead_before_any_verdict_is_not_judged_not_killed(tmp_path):
+    # regression (2026-12-06): a worker that died before running anything (here its start-up failed: a script
+    # calling run_mutants without a __main__ guard) was "killed by a crash", so a gate whose every worker failed to
+    # start killed every mutant and passed
     from jfa_verify.fuzz.mutation import _crash_result
 
     cat = load_catalogue("triton_jfa")
     name = next(iter(cat.mutants))
     result = _crash_result(name, cat[name], tmp_path, "BrokenProcessPool: terminated abruptly")
-    assert (result.status, result.stage, result.outputs, result.killing_case) == ("killed", "crash", ["crash"], None)
-    assert "between cases" in result.explanation and "BrokenProcessPool" in result.explanation
+    assert (result.status, result.killed) == ("error", False), result
+    assert "before its first case" in result.reason and "BrokenProcessPool" in result.reason
+
+
+def test_mutant_workers_that_cannot_start_leave_every_mutant_not_judged(tmp_path):
+    # the same end to end: the fork server's workers re-run a script's main module, which here starts the mutants
+    # again and so raises in every worker before any case
+    script = tmp_path / "no_main_guard.py"
+    script.write_text(
+        "import json, sys\n"
+        "from jfa_verify.fuzz.mutation import load_catalogue, run_mutants\n"
+        "names = list(load_catalogue('triton_jfa').mutants)[:2]\n"
+        "results = run_mutants(names, catalogue='triton_jfa', device='cpu', stage='suite', jobs=1, isolate=True,\n"
+        "                      max_cases=3)\n"
+        "print(json.dumps([[r.name, r.status] for r in results]))\n")
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    statuses = json.loads(run.stdout.strip().splitlines()[-1])
+    assert [s for _, s in statuses] == ["error", "error"], (statuses, run.stderr[-2000:])
 
 
 def test_the_mutants_command_names_a_mutant_it_could_not_judge_apart_from_survivors(monkeypatch, capsys):
