@@ -6,7 +6,7 @@ campaign are replayed in an isolated worker, shrink steps of a killed campaign r
 duplicates merged), then starts N worker processes (spawned; on CUDA each is pinned to one GPU
 with ``CUDA_VISIBLE_DEVICES``, round-robin over ``gpus``). Each runs
 :func:`~jfa_verify.fuzz.campaign.run_campaign` on its share of the saved findings and of
-``max_examples``, with seed ``seed + worker``, and sends an event per case and per finding,
+``max_examples``, with seed :func:`worker_seed`, and sends an event per case and per finding,
 which the coordinator shows live (:mod:`~jfa_verify.fuzz.progress`). Ctrl-C or SIGTERM asks
 every worker to stop after its current case (a second Ctrl-C kills them); the report is written
 either way. At the end the folder is put in order once more (two workers may have found one bug
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import os
 import queue as queue_module
 import signal
@@ -28,7 +29,7 @@ from typing import Iterator, Optional, Sequence
 
 from jfa_verify.run.settings import RunSettings
 
-__all__ = ["FuzzConfig", "run_fuzz"]
+__all__ = ["FuzzConfig", "run_fuzz", "worker_seed"]
 
 _GRACE_S = 3.0  # seconds a dead worker's last events may still be in flight
 
@@ -37,11 +38,22 @@ def _campaign_run_settings() -> RunSettings:
     return RunSettings(timeout_s=120.0, isolate=True)
 
 
+
+def worker_seed(seed: int, worker: int) -> int:
+    """The Hypothesis seed that worker ``worker`` (0-based) of a campaign seeded ``seed`` draws with: ``seed`` itself
+    for worker 0 (one worker draws what ``--seed S`` says), for the others 63 bits of a SHA-256 of both. With
+    ``seed + worker``, worker 1 of ``--seed 1`` drew what worker 0 of ``--seed 2`` drew: campaigns on two hosts with
+    neighbouring seeds repeated each other's cases."""
+    if worker == 0:
+        return seed
+    digest = hashlib.sha256(f"jfa-verify fuzz worker {seed} {worker}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
 @dataclass(frozen=True)
 class FuzzConfig:
     """A campaign's settings (picklable: each worker process gets a copy). ``run``: how each case runs and is judged,
-    passed whole (its ``seed`` is worker 0's; worker ``w`` draws with ``seed + w``; default: isolated, 120 s a case);
-    the rest are :class:`~jfa_verify.fuzz.campaign.Campaign`'s arguments; ``max_examples`` is the total over all
+    passed whole (its ``seed`` is worker 0's; worker ``w`` draws with :func:`worker_seed`; default: isolated, 120 s a
+    case); the rest are :class:`~jfa_verify.fuzz.campaign.Campaign`'s arguments; ``max_examples`` is the total over all
     workers; ``strategy`` holds keyword arguments of :func:`jfa_verify.strategies.cases`."""
 
     kernel: str
@@ -100,7 +112,7 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
             for p in config.run.plugins:
                 load_plugin(p)
             kernel = get_kernel(config.kernel)
-            seed = config.run.seed + worker
+            seed = worker_seed(config.run.seed, worker)
             send({"event": "start", "device": f"{device}{'' if gpu is None else ':' + gpu}", "seed": seed,
                   "pid": os.getpid()})
             strategy = (cases(kernel, device_type=device.type, **config.strategy) if config.pack == 1 else
@@ -396,7 +408,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     payload = {
         "format": "jfa-verify-campaign/1",
         "kernel": kernel.name, "device": str(device), "workers": workers, "gpus": [str(g) for g in gpus],
-        "seed": config.run.seed, "seeds": [config.run.seed + w for w in range(workers)],
+        "seed": config.run.seed, "seeds": [worker_seed(config.run.seed, w) for w in range(workers)],
         "config": _reported(config),
         "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
         "seconds": round(seconds, 3), "cases": progress.cases,

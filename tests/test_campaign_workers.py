@@ -13,6 +13,7 @@ from pathlib import Path
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.fuzz import run_campaign
 from jfa_verify.fuzz.findings import list_findings
+from jfa_verify.fuzz.workers import worker_seed
 from jfa_verify.protocol.registry import get_kernel, load_plugin
 from jfa_verify.run.corpus import read_case_file
 from jfa_verify.strategies import cases
@@ -42,6 +43,8 @@ def test_two_workers_share_a_database_and_a_failure_found_by_one_is_replayed_by_
     report = json.loads((tmp_path / "1.json").read_text())
     assert report["workers"] == 2 and [w["state"] for w in report["per_worker"]] == ["done", "done"]
     assert report["drawn"] == 24 and report["new_findings"]
+    # worker 1 draws with a seed of its own, not 4 (worker 0's of `--seed 4`)
+    assert report["seeds"] == [3, worker_seed(3, 1)] and worker_seed(3, 1) != 4
 
     load_plugin(plugin)
     kernel = get_kernel("wrong_when_long")
@@ -81,6 +84,14 @@ def _wait_for(predicate, proc, seconds=120):
         assert proc.poll() is None, "the campaign ended before the test could stop it"
         assert time.monotonic() < deadline, "timed out waiting for the campaign"
         time.sleep(0.1)
+
+
+def test_workers_of_campaigns_with_neighbouring_seeds_never_draw_with_one_seed():
+    # regression (2026-12-06): worker w drew with seed + w, so `--seed 1` and `--seed 2` (two hosts, say) repeated
+    # each other's draws in all but one worker
+    seeds = [worker_seed(s, w) for s in range(64) for w in range(16)]
+    assert len(set(seeds)) == len(seeds)
+    assert [worker_seed(s, 0) for s in range(64)] == list(range(64))  # one worker draws what --seed S says
 
 
 def test_kill_9_of_a_whole_campaign_loses_no_finding_and_leaves_no_duplicates(tmp_path, misbehaving_plugin):
