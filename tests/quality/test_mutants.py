@@ -328,13 +328,12 @@ def test_mutant_workers_that_cannot_start_leave_every_mutant_not_judged(tmp_path
     script.write_text(
         "import json, sys\n"
         "from jfa_verify.fuzz.mutation import load_catalogue, run_mutants\n"
-        "names = list(load_catalogue('triton_jfa').mutants)[:2]\n"
-        "results = run_mutants(names, catalogue='triton_jfa', device='cpu', stage='suite', jobs=1, isolate=True,\n"
-        "                      max_cases=3)\n"
+        "names = list(load_catalogue('triton_jfa').mutants)[:1]\n"
+        "results = run_mutants(names, catalogue='triton_jfa', device='cpu', jobs=1, isolate=True, max_examples=0)\n"
         "print(json.dumps([[r.name, r.status] for r in results]))\n")
     run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     statuses = json.loads(run.stdout.strip().splitlines()[-1])
-    assert [s for _, s in statuses] == ["error", "error"], (statuses, run.stderr[-2000:])
+    assert [s for _, s in statuses] == ["error"], (statuses, run.stderr[-2000:])
 
 
 def test_the_mutants_command_names_a_mutant_it_could_not_judge_apart_from_survivors(monkeypatch, capsys):
