@@ -58,6 +58,7 @@ class CampaignProgress:
         self.expected = expected_classes(device_type, capabilities)
         self.classes: Counter = Counter()
         self.statuses: Counter = Counter()
+        self.phases: Counter = Counter()  # cases run per phase ("generate", "covering", "reuse", "shrink", ...)
         self.findings: dict[str, dict] = {}  # signature id -> finding event (first seen)
         self.timeline: list[tuple[float, int, int]] = []  # (seconds, cases, findings)
         self.finding_times: list[tuple[float, str, str]] = []  # (seconds, id, status)
@@ -75,6 +76,7 @@ class CampaignProgress:
         elif kind == "case":
             stats.cases += 1
             self.statuses[event["status"]] += 1
+            self.phases[event["phase"]] += 1
             if event["status"] in ("fail", "error", "crash", "hang"):
                 stats.failing += 1
             if event["phase"] in NEW_CASE_PHASES:

@@ -414,6 +414,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
         "seconds": round(seconds, 3), "cases": progress.cases,
         "cases_per_minute": round(60 * progress.cases / max(seconds, 1e-9), 1),
         "drawn": sum(s.get("generated", 0) for s in summaries.values()),
+        "covering": progress.phases["covering"],  # the covering array's cases run (--covering), not drawn
         # per worker, a digest of the ids of the cases it drew, in order: one seed draws the same whatever the
         # database holds (Campaign._search), and two campaigns with the same digests drew the same cases
         "draws": {str(w): s.get("draws", "") for w, s in sorted(summaries.items())},

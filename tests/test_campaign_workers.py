@@ -86,6 +86,19 @@ def _wait_for(predicate, proc, seconds=120):
         time.sleep(0.1)
 
 
+def test_a_covering_campaign_says_how_many_of_its_cases_came_from_the_covering_array(tmp_path, misbehaving_plugin):
+    # regression (a new user's trial): an interrupted --covering campaign said "12 cases run ... 0 drawn" beside
+    # "29/35 input classes drawn": its cases were the covering array's, which the summary did not name
+    plugin = misbehaving_plugin("fine")
+    run = _fuzz("--plugin", plugin, "--kernel", "fine", "--workers", "1", "--max-examples", "3", "--covering",
+                "--seed", "1", "--reproducers", tmp_path / "r", "--report", tmp_path / "r.json")
+    assert run.returncode == ExitCode.OK, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["covering"] > 0 and report["drawn"] == 3
+    assert report["cases"] >= report["covering"] + report["drawn"]
+    assert f"3 drawn, {report['covering']} of the covering array, and saved" in " ".join(run.stdout.split())
+
+
 def test_workers_of_campaigns_with_neighbouring_seeds_never_draw_with_one_seed():
     # regression (2026-12-06): worker w drew with seed + w, so `--seed 1` and `--seed 2` (two hosts, say) repeated
     # each other's draws in all but one worker

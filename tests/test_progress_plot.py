@@ -36,6 +36,7 @@ def test_a_covering_campaign_counts_its_covering_cases_and_findings_as_its_own()
                            ("reuse", ["mqa"])):
         progress.event(0, {"event": "case", "status": "pass", "phase": phase, "classes": classes, "seconds": 0.0})
     assert dict(progress.classes) == {"cross": 1, "float16": 1, "self": 1}
+    assert progress.phases["covering"] == 1 and progress.phases["generate"] == 1  # (the report's "covering", "drawn")
     found = [{"source": s, "signature": {"id": i}} for s, i in (("covering", "b"), ("search", "a"), ("corpus", "c"),
                                                                   ("leftover", "d"))]
     assert new_findings(found) == ["a", "b"]
