@@ -38,7 +38,6 @@ def _campaign_run_settings() -> RunSettings:
     return RunSettings(timeout_s=120.0, isolate=True)
 
 
-
 def worker_seed(seed: int, worker: int) -> int:
     """The Hypothesis seed that worker ``worker`` (0-based) of a campaign seeded ``seed`` draws with: ``seed`` itself
     for worker 0 (one worker draws what ``--seed S`` says), for the others 63 bits of a SHA-256 of both. With
@@ -48,6 +47,7 @@ def worker_seed(seed: int, worker: int) -> int:
         return seed
     digest = hashlib.sha256(f"jfa-verify fuzz worker {seed} {worker}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
+
 
 @dataclass(frozen=True)
 class FuzzConfig:
