@@ -64,12 +64,11 @@ def patched_launch_config(overrides):
 
 
 def install(overrides) -> None:
-    """Make every call of ``triton_jfa`` from now on use ``overrides`` (None: the kernel's own configuration)."""
-    from jfa_verify.kernels.triton_jfa import _host
+    """Make every call of ``triton_jfa`` from now on use ``overrides`` (None: the kernel's own configuration,
+    ``_config.launch_config``, which only ``_host``'s name for it is ever replaced by)."""
+    from jfa_verify.kernels.triton_jfa import _config, _host
 
-    if not hasattr(install, "original"):
-        install.original = _host.launch_config
-    _host.launch_config = install.original if overrides is None else patched_launch_config(overrides)
+    _host.launch_config = _config.launch_config if overrides is None else patched_launch_config(overrides)
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -121,8 +121,8 @@ def print_campaign(report: dict, console) -> None:
                   f"{report['seed']}): {report['cases']} cases run in {report['seconds']:.1f} s "
                   f"({report['cases_per_minute']:.0f}/min; {report['drawn']} drawn, "
                   + (f"{covering} of the covering array, " if (covering := report.get("covering")) else "")
-                  + "and saved findings replayed and "
-                  "shrink steps run besides; a draw of a case judged before runs nothing"
+                  + "and saved findings replayed and shrink steps run besides; a draw of a case judged before "
+                  "runs nothing"
                   + (f"; {packs['launches']} packed launch(es), {packs['split']} split to find the failing case"
                      if (packs := report.get("packs", {})).get("launches") else "") + ")"
                   + "".join(f", {k} {v}" for k, v in sorted(report["statuses"].items()))
