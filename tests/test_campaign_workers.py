@@ -105,6 +105,9 @@ def test_workers_of_campaigns_with_neighbouring_seeds_never_draw_with_one_seed()
     seeds = [worker_seed(s, w) for s in range(64) for w in range(16)]
     assert len(set(seeds)) == len(seeds)
     assert [worker_seed(s, 0) for s in range(64)] == list(range(64))  # one worker draws what --seed S says
+    # and `fuzz --help` says so (a new user's trial read "worker w: seed + w" there after the change)
+    help_text = " ".join(_fuzz("--help").stdout.split())
+    assert "seed + w" not in help_text and "seed of worker 0 (worker w > 0: a seed hashed from both" in help_text
 
 
 def test_kill_9_of_a_whole_campaign_loses_no_finding_and_leaves_no_duplicates(tmp_path, misbehaving_plugin):

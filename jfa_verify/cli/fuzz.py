@@ -35,7 +35,8 @@ def add_arguments(parser) -> None:
                         help="new cases to draw, over all workers (default 100, or no limit with --duration)")
     parser.add_argument("--duration", type=positive_float, default=None, metavar="SECONDS", help="stop after this long")
     parser.add_argument("--seed", type=seed_int, default=None,
-                        help="seed of worker 0 (worker w: seed + w); default: a fresh random seed, printed")
+                        help="seed of worker 0 (worker w > 0: a seed hashed from both, so that campaigns with "
+                             "neighbouring seeds draw apart); default: a fresh random seed, printed")
     parser.add_argument("--timeout", type=positive_float, default=120.0,
                         help="seconds per case (compilation included) before it is a hang finding (default 120)")
     parser.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
