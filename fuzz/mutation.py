@@ -748,6 +748,8 @@ def format_table(results: Sequence[MutantResult]) -> str:
         verdict = r.status if r.status != "killed" else f"killed ({r.stage})"
         if r.status == "broken":
             verdict = "broken (raised on every case: not a kill)"
+        if r.status == "error":  # (the word the command's footer and --help use)
+            verdict = "not judged"
         if r.status == "skipped":
             verdict = "skipped (gpu-only)" if r.reason.startswith("gpu-only") else "skipped (not on this device)"
         lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
@@ -759,6 +761,8 @@ def format_table(results: Sequence[MutantResult]) -> str:
     eligible = sum(r.status != "skipped" for r in results)
     lines.append("")
     broken = sum(r.broken for r in results)
+    unjudged = sum(r.status == "error" for r in results)
     lines.append(f"{killed}/{eligible} mutants killed ({len(results) - eligible} skipped"
+                 + (f", {unjudged} not judged" if unjudged else "")
                  + (f", {broken} broken: raised on every case" if broken else "") + ")")
     return "\n".join(lines)

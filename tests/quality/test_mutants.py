@@ -348,6 +348,8 @@ def test_the_mutants_command_names_a_mutant_it_could_not_judge_apart_from_surviv
     out = capsys.readouterr().out
     assert f"SURVIVED: {b}\n" in out and f"NOT JUDGED (jfa-verify's own run of the mutant failed): {a} (worker " \
         "failed: MemoryError)" in out
+    # the table says it as the footer does, and counts it apart from the survivors
+    assert f"| {a} |  | not judged |" in out and "0/2 mutants killed (0 skipped, 1 not judged)" in out, out
 
 
 def _shipped_catalogues() -> list[str]:
