@@ -13,9 +13,12 @@
 #         560) is its time in seconds: less where the session's device time is short, so that its logs come back.
 # Call 4: timings: the main job from a cold Triton cache and warm; bench_e2e (bf16, D=128).
 # Calls 5 and 6: the gluon_jfa race kill table (issue 42), half of the catalogue each.
+# Call 7: a short budget's timings (issues 38, 39): triton_jfa's launch configurations swept against FA2
+#         (benchmarks/sweep_triton_config.py, its "current" rows are call 4's triton_jfa rows), then the main job
+#         from a cold Triton cache and warm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-call=${1:?give the call: 1 to 6}
+call=${1:?give the call: 1 to 7}
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 L=/tmp/c$call; mkdir -p $L
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tcache}
@@ -74,6 +77,22 @@ elif [ "$call" = 5 ] || [ "$call" = 6 ]; then
     STRESS_RERUNS=${STRESS_RERUNS:-200} timeout -k 5 575 bash ci/gpu_gluon_mutants.sh >$L/races.log 2>&1
   echo "race kill table part $call exit $? at $(el) s" >>$L/status.txt
   cat $L/status.txt; cat $L/races.log | tail -20
+elif [ "$call" = 7 ]; then
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  timeout -k 5 330 python3 benchmarks/sweep_triton_config.py --json $L/sweep.json >$L/sweep.log 2>&1
+  echo "sweep exit $? at $(el) s" >>$L/status.txt
+  rm -rf /tmp/tcache-cold
+  left=$(( 500 - $(el) ))
+  [ $left -gt 40 ] && { /usr/bin/time -f "cold run wall %e s" env TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 $left \
+      jfa-verify run --device cuda --no-progress --report $L/run-cold.json >$L/run-cold.log 2>&1
+    echo "cold run exit $? at $(el) s" >>$L/status.txt; }
+  left=$(( 570 - $(el) ))
+  [ $left -gt 20 ] && { /usr/bin/time -f "warm run wall %e s" env TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 $left \
+      jfa-verify run --device cuda --no-progress --report $L/run-warm.json >$L/run-warm.log 2>&1
+    echo "warm run exit $? at $(el) s" >>$L/status.txt; }
+  cat $L/status.txt
+  echo "== sweep"; tail -45 $L/sweep.log
+  echo "== runs"; head -2 $L/run-cold.log; tail -4 $L/run-cold.log; tail -3 $L/run-warm.log 2>/dev/null
 elif [ "$call" = 4 ]; then
   # Timings (issues 38, 39): the main job as the README runs it, from a cold Triton cache then warm; the registered
   # kernels called as users call them against FA2 (bf16, D=128). Alone on the machine: timings.
@@ -92,7 +111,7 @@ elif [ "$call" = 4 ]; then
   echo "== runs"; head -2 $L/run-cold.log; tail -4 $L/run-cold.log; tail -3 $L/run-warm.log
   echo "== bench_e2e"; tail -30 $L/e2e.log 2>/dev/null
 else
-  echo "ci/gpu_lent_calls.sh: call must be 1 to 6, got $call" >&2; exit 2
+  echo "ci/gpu_lent_calls.sh: call must be 1 to 7, got $call" >&2; exit 2
 fi
 # (only a few files come back from a lent machine, none deep: one archive per call)
 tar czf $OUT/c$call.tgz -C $L --exclude cal/records.tgz . 2>/dev/null; ls -la $OUT
