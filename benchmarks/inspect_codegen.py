@@ -11,7 +11,7 @@ from the wheel). Tiles are the GPU's (``kernels.triton_jfa.block_sizes`` for
 
     python benchmarks/inspect_codegen.py [--head-dim 128] [--heads 8] [--dtype bfloat16] [--arch 90] [--json OUT]
 
-Prints one line per kernel: the ``ALIGNED`` flag the host chose, counts of
+Prints one line per kernel: the ``ALIGNED`` flag the host chose, its warps, counts of
 global loads by width, ``cp.async`` copies, ``wgmma`` instructions and shared
 memory bytes, and a digest of the PTX's code (:func:`ptx_digest`). Must run
 without ``TRITON_INTERPRET`` (the interpreter compiles nothing); exits 2 if it is set.
@@ -42,7 +42,7 @@ class _CompileOnly:
     def __getitem__(self, grid):
         def compile_only(*args, **kwargs):
             compiled = self.kernel.warmup(*args, grid=grid, **kwargs)
-            self.found[self.name] = {"aligned": bool(kwargs.get("ALIGNED")),
+            self.found[self.name] = {"aligned": bool(kwargs.get("ALIGNED")), "num_warps": compiled.metadata.num_warps,
                                      **summarize_ptx(compiled.asm["ptx"], compiled.metadata.shared)}
         return compile_only
 
@@ -150,8 +150,8 @@ def main() -> int:
     found = inspect(args.head_dim, args.heads, args.dtype, args.arch)
     print(f"sm_{args.arch}, {args.dtype}, H={args.heads}, D={args.head_dim}, causal")
     for name, s in found.items():
-        print(f"  {name:24s} ALIGNED={s['aligned']!s:5s} loads {s['loads']}  cp.async {s['cp_async']}  "
-              f"wgmma {s['wgmma']}  shared {s['shared_bytes']} B  ptx {s['digest']}")
+        print(f"  {name:24s} ALIGNED={s['aligned']!s:5s} warps {s['num_warps']}  loads {s['loads']}  "
+              f"cp.async {s['cp_async']}  wgmma {s['wgmma']}  shared {s['shared_bytes']} B  ptx {s['digest']}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(found, fh, indent=2)

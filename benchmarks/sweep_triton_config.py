@@ -37,7 +37,7 @@ from bench_e2e import DTYPE_NAMES, FLOOR, HEADER, line, measure_config, run_batc
 # BLOCK_N: key rows of a KV tile (dK/dV tile); stages: software-pipeline depth of each pass.
 CONFIGS = {
     "current": None,
-    "m64n64w4": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4),
+    "m64n64w8": dict(BLOCK_M=64, BLOCK_N=64, num_warps=8),  # the kernel's own at D=128 before 2026-12-06
     "m128n64w8": dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, fwd_stages=3, bwd_stages=1),
     "m128n128w8": dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, fwd_stages=2, bwd_stages=1),
     "m64n128w8": dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, fwd_stages=2, bwd_stages=1),

@@ -40,6 +40,10 @@ def test_aligned_kernels_load_tiles_in_16_byte_pipelined_copies_on_hopper(tmp_pa
         assert s["loads"].get(".v4.b32", 0) > 0 and ".b16" not in s["loads"], (name, s["loads"])
     fwd = aligned["_fwd_kernel"]
     assert fwd["cp_async"] > 0 and fwd["wgmma"] > 0, fwd
+    # one warp group per 64-row tile at D=128: with 8 warps the public call ran about half as fast on an H100
+    # (docs/evidence/h100-2026-12-06)
+    for name in ("_fwd_kernel", "_bwd_dkdv_kernel", "_bwd_dq_kernel"):
+        assert aligned[name]["num_warps"] == 4 and aligned[name]["wgmma"] > 0, (name, aligned[name])
     # a head dim that is not a multiple of 16 takes the unhinted path: 2-byte loads, no pipelining
     unaligned = _codegen(tmp_path, 120)
     assert not unaligned["_fwd_kernel"]["aligned"]

@@ -35,12 +35,12 @@ def test_a_configuration_replaces_the_launch_options_of_cuda_calls_and_is_undone
 
 
 def test_cpu_smoke_run_prints_a_checked_row_per_configuration(sweep, capsys):
-    assert sweep.main(["--device", "cpu", "--configs", "current,m64n64w4", "--batches", "uniform-32",
+    assert sweep.main(["--device", "cpu", "--configs", "current,m64n64w8", "--batches", "uniform-32",
                        "--causal", "true"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("uniform-32") and "triton_jfa" in line]
     assert len(rows) == 2 and not any("WRONG" in r or "error" in r for r in rows), out
-    assert "== current" in out and "== m64n64w4" in out
+    assert "== current" in out and "== m64n64w8" in out
 
 
 def test_an_unknown_configuration_is_a_usage_error(sweep, capsys):

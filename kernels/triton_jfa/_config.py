@@ -88,7 +88,10 @@ def launch_config(problem: JaggedProblem, *, tf32: bool = False) -> dict:
         BLOCK_N=tiles.block_n,
         BLOCK_D=block_d,
         BLOCK_DV=block_dv,
-        num_warps=4 if max(block_d, block_dv) <= 64 else 8,
+        # One warp group per 64-row tile up to D=128: on an H100 (2026-12-06, benchmarks/sweep_triton_config.py,
+        # docs/evidence/h100-2026-12-06) 4 warps ran the public call's forward 1.6-2.2x and forward+backward
+        # 1.8-2.1x faster than 8 on every bench_e2e row at D=128, bf16.
+        num_warps=4 if max(block_d, block_dv) <= 128 else 8,
         fwd_stages=max(1, min(3, (96 * 1024) // fwd_stage)),
         bwd_stages=max(1, min(2, (48 * 1024) // bwd_stage)),
         IEEE=problem.dtype == torch.float32 and not tf32,
