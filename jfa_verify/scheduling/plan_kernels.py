@@ -38,7 +38,10 @@ def _clamp(x, lo, hi):
     return tl.minimum(tl.maximum(x, lo), hi)
 
 
-@triton.jit
+# The integer arguments vary with every batch (its size, the capacity, the window) and only bound loops and masks:
+# specialized, each value class (1, a multiple of 16, other) built another variant of both kernels, a fifth of a cold
+# suite's builds (issue 39, 3).
+@triton.jit(do_not_specialize=["B", "CAP", "STEPS", "WIN_LEFT", "RIGHT"])
 def _tiles_kernel(ENDS, LEN_A, LEN_B, SEQ, BLK, KEY, B, CAP, STEPS, WIN_LEFT, RIGHT,
                   BLOCK: tl.constexpr, WITH_COST: tl.constexpr, BACKWARD: tl.constexpr,
                   BOTTOM_RIGHT: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
@@ -83,7 +86,7 @@ def _tiles_kernel(ENDS, LEN_A, LEN_B, SEQ, BLK, KEY, B, CAP, STEPS, WIN_LEFT, RI
         tl.store(KEY + s, tl.where(valid, cost, -1), mask=inside)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["B", "CAP", "N", "STEPS"])
 def _deal_kernel(ENDS, LEN_A, SEQ, BLK, BY_RANK, EMPTY_BEFORE, TILE_SEQ, TILE_BLOCK, TILE_ID, PROG_START, B, CAP, N,
                  STEPS, BLOCK: tl.constexpr, SCHED: tl.constexpr, WITH_IDS: tl.constexpr, S: tl.constexpr):
     """``SCHED``: 0 grid (one tile per program), 1 round-robin (launch order), 2 zigzag (``BY_RANK``: slots by
