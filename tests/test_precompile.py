@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from jfa_verify.cases.case import Case
@@ -140,3 +141,20 @@ def test_gate_suite_check_reports_the_step_and_no_precompile_turns_it_off(tmp_pa
         assert suite["status"] == "pass" and suite["precompile"]["skipped"].startswith(said), suite
         assert report.to_dict()["settings"]["precompile"] is enabled
         assert any(said in line for line in logged)
+
+
+def test_run_reports_where_its_time_went_phase_by_phase(tmp_path, capsys):
+    # issue 39: a GPU run's 50 s warm and 209 s cold could not be split between building the suite, compiling, the
+    # cases and the relation checks from its report
+    report = tmp_path / "r.json"
+    t0 = time.perf_counter()
+    assert main(["run", "--device", "cpu", "--filter", "layout-7-3-19-5-11/self", "--max-cases", "1", "--no-progress",
+                 "--reproducers", str(tmp_path / "repro"), "--report", str(report)]) == 0
+    wall = time.perf_counter() - t0
+    phases = json.loads(report.read_text())["phases_seconds"]
+    assert list(phases) == ["suite", "precompile", "cases", "relations"], phases
+    assert all(v >= 0 for v in phases.values()) and sum(phases.values()) <= wall, (phases, wall)
+    case = json.loads(report.read_text())["cases"][0]
+    assert phases["cases"] >= case["seconds"]["worker"], (phases, case["seconds"])  # the case ran inside the phase
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("time: "))
+    assert f"cases {phases['cases']:.1f} s" in line and f"({sum(phases.values()):.1f} s)" in line, line

@@ -109,6 +109,10 @@ def main(args, ctx) -> int:
             f"{len(checked) - len(findings)}/{len(checked)} relation checks held"
             + (f", {left} not run (interrupted)" if left else ""))
     counts, unjudged = outcome.counts(), sum(r.unjudged for r in results)
+    if not args.quiet:
+        phases = outcome.phase_seconds()  # (the report's figures)
+        print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()) + f" ({sum(phases.values()):.1f} s)",
+              flush=True)
     errors = f"{counts['error']} errors" + (f" ({unjudged} not judged)" if unjudged else "")
     printer.console.print(f"{counts['pass']} passed, {counts['fail']} failed, {errors}, {counts['crash']} crashed, "
                           f"{counts['hang']} hung, {counts['unsupported']} unsupported; {held}; report: "

@@ -12,6 +12,8 @@ over the report (:func:`~jfa_verify.run.report.write_json`). What is printed, an
 
 from __future__ import annotations
 
+import contextlib
+import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
@@ -79,10 +81,17 @@ class RunOutcome:
     # the cases an interrupt stopped mid-run: ``{"case", "seconds", "replay"}`` each (no verdict, so no case file)
     in_flight: list = field(default_factory=list)
     precompiled: object = None  # the :class:`~jfa_verify.run.precompile.Precompiled` step, once it ran
+    # wall seconds of each phase that ran, in order: "suite" (the kernel loaded, the suite and its covering array
+    # built), "precompile", "cases", "relations" (where a cold or warm run's time goes: issue 39)
+    phases: dict = field(default_factory=dict)
 
     @property
     def findings(self) -> list[str]:
         return [line for line in self.checked if line is not None]
+
+    def phase_seconds(self) -> dict[str, float]:
+        """:attr:`phases` to the millisecond, as the report gives them."""
+        return {k: round(v, 3) for k, v in self.phases.items()}
 
     def counts(self) -> dict[str, int]:
         return {s: sum(r.status == s for r in self.results)
@@ -115,6 +124,7 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
                                                      extra={"finished": False, "interrupted": interrupted,
                                                             "cases_planned": None}))
 
+    started = time.perf_counter()
     try:
         kernel, suite, cases = _cases(request, device, load_kernel)  # a JFAError: a usage error, the report untouched
     except KeyboardInterrupt:  # loading and the covering array take seconds: the report says so, as a later stop's
@@ -122,10 +132,12 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     jobs = _jobs(request, device, len(cases))  # (a bad $JFA_VERIFY_JOBS: a usage error, the report untouched)
     report = report_before_cases(None)
     outcome = RunOutcome(report, kernel, suite, cases, jobs=jobs)
+    outcome.phases["suite"] = time.perf_counter() - started
     observer.planned(kernel, suite, cases, jobs)
     try:
-        outcome.precompiled = precompile_cases(kernel, cases, device, jobs=jobs.count,
-                                               plugins=request.settings.plugins, enabled=request.precompile)
+        with _timed(outcome.phases, "precompile"):
+            outcome.precompiled = precompile_cases(kernel, cases, device, jobs=jobs.count,
+                                                   plugins=request.settings.plugins, enabled=request.precompile)
     except KeyboardInterrupt:  # no case ran: the report says the run stopped
         outcome.report, outcome.interrupted = report_before_cases(True), True
         return outcome
@@ -200,7 +212,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     with Verifier(kernel, device, request.reproducers, settings) as verifier, terminate_as_interrupt():
         done: list = []
         try:
-            with observer.verifying(kernel, len(cases)) as seen:
+            with observer.verifying(kernel, len(cases)) as seen, _timed(outcome.phases, "cases"):
                 outcome.results = verifier.verify_all(cases, on_result=lambda r: (done.append(r), seen(r)))
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report what was verified, then stop
             outcome.results, outcome.interrupted = done, True
@@ -222,6 +234,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
                  "in_flight_at_interrupt": outcome.in_flight,
                  "jobs": outcome.jobs.to_dict(),
                  "precompile": outcome.precompiled.to_dict() if outcome.precompiled is not None else None,
+                 "phases_seconds": outcome.phase_seconds(),
                  "pairs": pairs.to_dict(), "relations": broken,
                  "relation_checks": {"run": len(outcome.checked), "broken": len(broken),
                                      "not_run_because": not_run_because}}
@@ -248,13 +261,24 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
                                                   ("a hang", counts["hang"])) if cond), None)
     outcome.relations = [] if outcome.skipped else list(suite.relations)
     try:
-        check_relations(outcome.relations, kernel, device, request.reproducers, plugins=request.settings.plugins,
-                        on_checked=outcome.checked.append, isolate=request.settings.isolate,
-                        timeout_s=request.settings.timeout_s)
+        with _timed(outcome.phases, "relations"):
+            check_relations(outcome.relations, kernel, device, request.reproducers, plugins=request.settings.plugins,
+                            on_checked=outcome.checked.append, isolate=request.settings.isolate,
+                            timeout_s=request.settings.timeout_s)
     except KeyboardInterrupt:  # the cases' verdicts stand, and so do the relations checked by then
         outcome.interrupted = True
     left = len(outcome.relations) - len(outcome.checked)
     write_report(outcome.skipped or ("interrupted" if left else None))
+
+
+@contextlib.contextmanager
+def _timed(phases: dict, name: str):
+    """Add the block's wall seconds to ``phases[name]``, also when it is interrupted."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[name] = phases.get(name, 0.0) + time.perf_counter() - t0
 
 
 def exit_code(outcome: RunOutcome) -> int:
