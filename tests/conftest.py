@@ -22,6 +22,10 @@ from pathlib import Path
 # Hypothesis's home (its example database) defaults to .hypothesis/ in the folder pytest starts in: the
 # checkout. Outside it, for this process and the processes the tests start (CLI runs, campaign workers).
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "jfa-verify-hypothesis"))
+# jfa-verify's own cache (jfa_verify/cases/search_cache.py) defaults to the user's home: one folder of this test
+# session's instead, shared by the xdist workers and the processes the tests start (they inherit it)
+if "JFA_VERIFY_CACHE" not in os.environ:
+    os.environ["JFA_VERIFY_CACHE"] = tempfile.mkdtemp(prefix="jfa-verify-cache-")
 
 # Under pytest-xdist every worker (and every process a test starts: mutant workers, CLI runs) would run torch
 # with one thread per core, so two workers on the 2-core CI machine ran several times more threads than

@@ -36,12 +36,14 @@ from jfa_verify.cases.dimensions import (
     window_shape,
 )
 from jfa_verify.cases.scaling import Scaling
+from jfa_verify.cases.search_cache import SearchCache
 from jfa_verify.cases.sparsity import Sparsity
 from jfa_verify.core.dtypes import dtype_name
 from jfa_verify.core.masks import Mask
 
 __all__ = ["BUILDERS", "CANDIDATE_HEAD_DIMS", "DimensionRecord", "HEADS", "SM_SCALE_FACTORS", "Within", "build_case",
-           "case_cost", "head_dims_for", "length_cost", "lengths_for", "reachable", "selection_blocks_for"]
+           "case_cost", "head_dims_for", "length_cost", "lengths_for", "reachable", "save_lengths_cache",
+           "selection_blocks_for"]
 
 # (H_q, H_kv) per heads class: H_kv = 2 where it can be, so a KV head index mix-up shows.
 HEADS = {"mha": (2, 2), "gqa_pow2": (4, 2), "gqa_non_pow2": (6, 2), "mqa": (3, 1)}
@@ -252,13 +254,27 @@ def _length_case(mode: str, q: tuple, k: tuple) -> _Lengths:
     return _Lengths(mode, (q[0] if q else 0,) * len(k), k)  # B = 0: no query row
 
 
+_LENGTHS = SearchCache("lengths")
+
+
 @lru_cache(maxsize=None)
 def lengths_for(want: tuple, bm: int, bn: int, sms: int, seed: int = 0) -> Optional[tuple[str, tuple, tuple]]:
     """``(mode, q_lengths, k_lengths)`` whose classes include every ``(dimension, class)`` of ``want``
     (length dimensions only), the cheapest of the first few found, or None when the search finds none.
 
-    Deterministic for a given ``seed``; memoized (the pair generator asks often).
+    Deterministic for a given ``seed``; memoized in the process (the pair generator asks often) and on disk between
+    processes (:mod:`~jfa_verify.cases.search_cache`: most of a GPU suite's covering array was this search).
     """
+    found = _LENGTHS.get(repr((want, bm, bn, sms, seed)), lambda: _search_lengths(want, bm, bn, sms, seed))
+    return None if found is None else (found[0], tuple(found[1]), tuple(found[2]))
+
+
+def save_lengths_cache() -> None:
+    """Write :func:`lengths_for`'s new answers to its disk cache now (:meth:`SearchCache.save`)."""
+    _LENGTHS.save()
+
+
+def _search_lengths(want: tuple, bm: int, bn: int, sms: int, seed: int) -> Optional[tuple[str, tuple, tuple]]:
     wanted = dict(want)
     if wanted.get("mode") == "self" and wanted.get("relation", "equal") != "equal":
         return None  # a self case's query lengths are its key lengths: every draw would be refused (a third of them)

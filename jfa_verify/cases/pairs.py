@@ -25,7 +25,15 @@ from itertools import combinations, product
 from typing import Iterable, Optional
 
 from jfa_verify.cases.case import Case
-from jfa_verify.cases.construct import HEADS, build_case, case_cost, head_dims_for, length_cost, lengths_for
+from jfa_verify.cases.construct import (
+    HEADS,
+    build_case,
+    case_cost,
+    head_dims_for,
+    length_cost,
+    lengths_for,
+    save_lengths_cache,
+)
 from jfa_verify.cases.dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, tile_shape
 
 __all__ = ["PairCoverage", "ROW_PREFIX", "Universe", "VISIBILITY_DIMENSIONS", "computes_scores", "covering_array",
@@ -315,6 +323,7 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
         for p in sorted(strided):
             if p not in covered:
                 add({**dict(p), "offsets_layout": "strided"})
+    save_lengths_cache()  # (now, not only at exit: a campaign worker ends without running exit handlers)
     return _cheap_first(cases, target)
 
 
