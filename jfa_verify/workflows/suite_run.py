@@ -12,9 +12,8 @@ over the report (:func:`~jfa_verify.run.report.write_json`). What is printed, an
 
 from __future__ import annotations
 
-import contextlib
 import time
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
@@ -271,7 +270,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     write_report(outcome.skipped or ("interrupted" if left else None))
 
 
-@contextlib.contextmanager
+@contextmanager
 def _timed(phases: dict, name: str):
     """Add the block's wall seconds to ``phases[name]``, also when it is interrupted."""
     t0 = time.perf_counter()
