@@ -79,3 +79,13 @@ def test_two_processes_saving_at_once_keep_both_answers(tmp_path, monkeypatch):
     (path,) = tmp_path.glob("lengths-*.json")
     assert json.loads(path.read_text()) == {"a": 1, "b": 2}
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left
+
+
+def test_a_damaged_entry_is_searched_again(tmp_path):
+    first = _ask(tmp_path, "search")
+    (path,) = tmp_path.glob("lengths-*.json")
+    answers = json.loads(path.read_text())
+    for key in answers:
+        answers[key] = 5  # hand-edited, or written by a broken tool: not an answer
+    path.write_text(json.dumps(answers))
+    assert _ask(tmp_path, "search") == first

@@ -266,7 +266,15 @@ def lengths_for(want: tuple, bm: int, bn: int, sms: int, seed: int = 0) -> Optio
     processes (:mod:`~jfa_verify.cases.search_cache`: most of a GPU suite's covering array was this search).
     """
     found = _LENGTHS.get(repr((want, bm, bn, sms, seed)), lambda: _search_lengths(want, bm, bn, sms, seed))
-    return None if found is None else (found[0], tuple(found[1]), tuple(found[2]))
+    try:
+        if found is None:
+            return None
+        mode, q, k = found
+        if mode in ("self", "cross", "broadcast_q"):
+            return mode, tuple(int(n) for n in q), tuple(int(n) for n in k)
+    except (TypeError, ValueError):
+        pass
+    return _search_lengths(want, bm, bn, sms, seed)  # a damaged cache file's entry: searched again
 
 
 def save_lengths_cache() -> None:
