@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from jfa_verify.cases import search_cache
 from jfa_verify.cases.search_cache import SearchCache
 
@@ -79,13 +81,17 @@ def test_two_processes_saving_at_once_keep_both_answers(tmp_path, monkeypatch):
     (path,) = tmp_path.glob("lengths-*.json")
     assert json.loads(path.read_text()) == {"a": 1, "b": 2}
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask  # readable by the other users of a shared folder
 
 
-def test_a_damaged_entry_is_searched_again(tmp_path):
+@pytest.mark.parametrize("damage", [5, None, ["self", [-5, 3], [-5, 3]], ["cross", [1], [2]]])
+def test_a_damaged_entry_is_searched_again(tmp_path, damage):
+    # a new user's file of nulls made the suite 31 cases instead of 190, silently; negative lengths failed every run;
+    # lengths of the wrong classes would have built another suite
     first = _ask(tmp_path, "search")
     (path,) = tmp_path.glob("lengths-*.json")
     answers = json.loads(path.read_text())
-    for key in answers:
-        answers[key] = 5  # hand-edited, or written by a broken tool: not an answer
-    path.write_text(json.dumps(answers))
+    path.write_text(json.dumps({key: damage for key in answers}))
     assert _ask(tmp_path, "search") == first

@@ -265,16 +265,41 @@ def lengths_for(want: tuple, bm: int, bn: int, sms: int, seed: int = 0) -> Optio
     Deterministic for a given ``seed``; memoized in the process (the pair generator asks often) and on disk between
     processes (:mod:`~jfa_verify.cases.search_cache`: most of a GPU suite's covering array was this search).
     """
-    found = _LENGTHS.get(repr((want, bm, bn, sms, seed)), lambda: _search_lengths(want, bm, bn, sms, seed))
+    def search():
+        found = _search_lengths(want, bm, bn, sms, seed)
+        return _NONE_FOUND if found is None else found
+
+    # (every answer, from the file or not, is checked as the search checks a draw: a damaged file changes no suite)
+    answer = _checked(_LENGTHS.get(repr((want, bm, bn, sms, seed)), search), want, bm, bn, sms)
+    return _search_lengths(want, bm, bn, sms, seed) if answer is _DAMAGED else answer
+
+
+_NONE_FOUND = "none found"  # the cache's word for a search that found nothing (a null entry is damage, not this)
+_DAMAGED = object()
+
+
+def _checked(found, want: tuple, bm: int, bn: int, sms: int):
+    """A cached answer of :func:`lengths_for` as the search returns it (None where it found none), or ``_DAMAGED``
+    when it is not an answer to ``want`` (lengths that are not counts, or lengths not in the wanted classes)."""
+    if found == _NONE_FOUND:
+        return None
     try:
-        if found is None:
-            return None
         mode, q, k = found
-        if mode in ("self", "cross", "broadcast_q"):
-            return mode, tuple(int(n) for n in q), tuple(int(n) for n in k)
+        q, k = tuple(q), tuple(k)
     except (TypeError, ValueError):
-        pass
-    return _search_lengths(want, bm, bn, sms, seed)  # a damaged cache file's entry: searched again
+        return _DAMAGED
+    lengths = q + k
+    if mode not in ("self", "cross", "broadcast_q") or not all(type(n) is int and n >= 0 for n in lengths):
+        return _DAMAGED
+    return (mode, q, k) if _meets(dict(want), mode, q, k, _TilesAt(bm, bn, sms)) else _DAMAGED
+
+
+def _meets(wanted: dict, mode: str, q: tuple, k: tuple, tiles) -> bool:
+    """Whether a drawn ``(mode, q, k)`` is in every class of ``wanted`` (an empty batch only where it is wanted)."""
+    if not k and wanted.get("batch") != "empty":
+        return False
+    case = _length_case(mode, q, k)
+    return all(cls in dimension(name).classify(case, tiles) for name, cls in wanted.items())
 
 
 def save_lengths_cache() -> None:
@@ -291,10 +316,7 @@ def _search_lengths(want: tuple, bm: int, bn: int, sms: int, seed: int) -> Optio
     found = []
     for _ in range(_ATTEMPTS):
         mode, q, k = _draw(wanted, bm, bn, sms, rng)
-        if not k and wanted.get("batch") != "empty":
-            continue
-        case = _length_case(mode, q, k)
-        if all(cls in dimension(name).classify(case, tiles) for name, cls in wanted.items()):
+        if _meets(wanted, mode, q, k, tiles):
             found.append((not _live(q, k), length_cost(q, k, bm, bn), mode, q, k))
             if len(found) >= 12:
                 break

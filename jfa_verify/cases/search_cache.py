@@ -8,7 +8,8 @@ the case model, so the answers are kept in one JSON file per version of that cod
 
 The folder is ``$JFA_VERIFY_CACHE`` when set, else ``$XDG_CACHE_HOME/jfa-verify`` (``~/.cache/jfa-verify``).
 ``JFA_VERIFY_CACHE=off`` turns the cache off. A cache that cannot be read or written is skipped without a word:
-it only saves time, and the search gives the same answer without it.
+it only saves time, and the search gives the same answer without it. Each answer read is checked as the search
+checks its own (:func:`jfa_verify.cases.construct.lengths_for`), so a damaged file changes no suite.
 """
 
 from __future__ import annotations
@@ -93,10 +94,17 @@ class SearchCache:
         try:
             with os.fdopen(fd, "w") as fh:
                 json.dump(merged, fh)
+            os.chmod(tmp, 0o666 & ~_umask())  # (mkstemp's 0600 kept other users of a shared folder out)
             os.replace(tmp, self._path)
             self._added = {}
         except OSError:
             Path(tmp).unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _read(path: Path) -> dict:
