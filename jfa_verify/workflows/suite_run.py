@@ -13,7 +13,7 @@ over the report (:func:`~jfa_verify.run.report.write_json`). What is printed, an
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
@@ -81,7 +81,7 @@ class RunOutcome:
     in_flight: list = field(default_factory=list)
     precompiled: object = None  # the :class:`~jfa_verify.run.precompile.Precompiled` step, once it ran
     # wall seconds of each phase that ran, in order: "suite" (the kernel loaded, the suite and its covering array
-    # built), "precompile", "cases", "relations" (where a cold or warm run's time goes: issue 39)
+    # built), "precompile", "cases", "relations" (where checks ran) (where a cold or warm run's time goes: issue 39)
     phases: dict = field(default_factory=dict)
 
     @property
@@ -260,7 +260,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
                                                   ("a hang", counts["hang"])) if cond), None)
     outcome.relations = [] if outcome.skipped else list(suite.relations)
     try:
-        with _timed(outcome.phases, "relations"):
+        with _timed(outcome.phases, "relations") if outcome.relations else nullcontext():
             check_relations(outcome.relations, kernel, device, request.reproducers, plugins=request.settings.plugins,
                             on_checked=outcome.checked.append, isolate=request.settings.isolate,
                             timeout_s=request.settings.timeout_s)
