@@ -761,8 +761,8 @@ def format_table(results: Sequence[MutantResult]) -> str:
     eligible = sum(r.status != "skipped" for r in results)
     lines.append("")
     broken = sum(r.broken for r in results)
-    unjudged = sum(r.status == "error" for r in results)
+    unjudged, survived = sum(r.status == "error" for r in results), sum(r.status == "survived" for r in results)
     lines.append(f"{killed}/{eligible} mutants killed ({len(results) - eligible} skipped"
-                 + (f", {unjudged} not judged" if unjudged else "")
+                 + (f", {survived} survived" if survived else "") + (f", {unjudged} not judged" if unjudged else "")
                  + (f", {broken} broken: raised on every case" if broken else "") + ")")
     return "\n".join(lines)

@@ -105,7 +105,7 @@ def main(args, ctx) -> int:
     if survivors:
         print(f"SURVIVED: {', '.join(survivors)}")
     if unjudged:
-        print(f"NOT JUDGED (jfa-verify's own run of the mutant failed): {'; '.join(unjudged)}")
+        print(f"NOT JUDGED (the run of the mutant failed, or its patch no longer applies): {'; '.join(unjudged)}")
     broken = [r.name for r in results if r.status == "broken"]
     if broken:  # a patch that does not compile proves nothing of the suite: fix the catalogue
         print(f"BROKEN (the kernel raised on every case, not a kill): {', '.join(broken)}")

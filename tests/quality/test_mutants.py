@@ -346,10 +346,10 @@ def test_the_mutants_command_names_a_mutant_it_could_not_judge_apart_from_surviv
     monkeypatch.setattr(mutation, "run_mutants", lambda *a, **k: rows)
     assert main(["mutants", "--stage", "suite", "--device", "cpu", "--only", a, b]) == 1
     out = capsys.readouterr().out
-    assert f"SURVIVED: {b}\n" in out and f"NOT JUDGED (jfa-verify's own run of the mutant failed): {a} (worker " \
-        "failed: MemoryError)" in out
+    assert f"SURVIVED: {b}\n" in out and f"NOT JUDGED (the run of the mutant failed, or its patch no longer " \
+        f"applies): {a} (worker failed: MemoryError)" in out
     # the table says it as the footer does, and counts it apart from the survivors
-    assert f"| {a} |  | not judged |" in out and "0/2 mutants killed (0 skipped, 1 not judged)" in out, out
+    assert f"| {a} |  | not judged |" in out and "0/2 mutants killed (0 skipped, 1 survived, 1 not judged)" in out, out
 
 
 def _shipped_catalogues() -> list[str]:
