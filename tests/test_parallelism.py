@@ -11,7 +11,7 @@ import torch
 from jfa_verify.cli import main
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.run import parallelism
-from jfa_verify.run.parallelism import ENV, MAX_JOBS, Jobs, available_cores, choose_jobs, jobs_for
+from jfa_verify.run.parallelism import ENV, MAX_JOBS, Jobs, available_cores, build_jobs, choose_jobs, jobs_for
 
 GIB = 2**30
 PLUGIN = str(Path(__file__).parent / "quality" / "memory_plugin.py")
@@ -156,3 +156,16 @@ def test_fuzz_and_mutants_pass_their_choice_on_and_print_it(tmp_path, capsys, ma
     assert main(["mutants", "--device", "cpu"]) == 0 and seen["mutants"] == 3
     assert main(["mutants", "--device", "cpu", "--no-isolate"]) == 0 and seen["mutants"] == 1
     assert "1 at a time (in this process: --no-isolate)" in capsys.readouterr().out
+
+
+def test_builds_are_not_bound_by_the_gpu_memory_unless_the_user_chose_the_workers(machine):
+    # issue 39: an H100 run chose 9 workers (79 GiB free, 8 GiB a worker) and built its 265 variants in 9 processes
+    # on 16 cores, though a build compiles for the target alone and holds no GPU memory
+    machine(16, host=100.0, gpu=(79.0,))
+    chosen = choose_jobs(None, torch.device("cuda"))
+    assert (chosen.count, chosen.source) == (9, "machine"), chosen
+    assert build_jobs(chosen) == 16
+    assert build_jobs(Jobs(3, "given", "--jobs")) == 3  # a user's --jobs bounds the builds too
+    assert build_jobs(Jobs(2, "env", "$JFA_VERIFY_JOBS")) == 2
+    machine(16, host=10.0, gpu=(79.0,))
+    assert build_jobs(choose_jobs(None, torch.device("cuda"))) == 5  # host memory still bounds them

@@ -79,8 +79,8 @@ def add_arguments(parser) -> None:
                              "compiling); default: the machine's, as `jfa-verify run --help` says, printed")
     parser.add_argument("--precompile", action=argparse.BooleanOptionalAction, default=True,
                         help="the suite check builds each distinct Triton kernel variant its cases launch once, in "
-                             "--jobs processes, before they run (default; a measured no-op on the CPU interpreter); "
-                             "--no-precompile builds each at its first launch")
+                             "parallel processes as `jfa-verify run --precompile` says, before they run (default; a "
+                             "measured no-op on the CPU interpreter); --no-precompile builds each at its first launch")
     parser.add_argument("--json", type=new_file, default="jfa-gate.json", help="the gate report (JSON; default: "
                                                                                "%(default)s)")
     parser.add_argument("--junit", type=new_file, default="jfa-gate.junit.xml", help="JUnit XML (default: %(default)s)")
@@ -93,7 +93,7 @@ def main(args, ctx) -> int:
     from jfa_verify.checks.perf import read_baseline
     from jfa_verify.run.corpus import kept_only_if_written
     from jfa_verify.run.interrupts import terminate_as_interrupt
-    from jfa_verify.run.parallelism import choose_jobs
+    from jfa_verify.run.parallelism import build_jobs, choose_jobs
     from jfa_verify.workflows.gate import GateOptions, run_gate, write_outputs
 
     if args.perf_baseline:
@@ -109,7 +109,8 @@ def main(args, ctx) -> int:
                           sanitizer_tools=tuple(args.sanitizer or ("memcheck",)), perf_baseline=args.perf_baseline,
                           perf_record=args.perf_record, perf_threshold=args.perf_threshold, perf_peer=args.perf_peer,
                           perf_min_ratio=args.perf_min_ratio, replay_dirs=tuple(args.replay),
-                          reproducers=args.reproducers, jobs_reason=jobs.reason, precompile=args.precompile)
+                          reproducers=args.reproducers, jobs_reason=jobs.reason, precompile=args.precompile,
+                          build_jobs=build_jobs(jobs))
     device = ctx.device
     kernels = ctx.kernels(default=["triton_jfa"])
     for kernel in kernels:  # each one's load() before the banner: one that raises is a usage error (exit 2), not a

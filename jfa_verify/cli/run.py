@@ -63,7 +63,9 @@ def add_arguments(run) -> None:
                           "$JFA_VERIFY_JOBS; the header says what was chosen; --jobs 1 runs them one at a time")
     run.add_argument("--precompile", action=argparse.BooleanOptionalAction, default=True,
                      help="before the cases, build each distinct Triton kernel variant they launch once, in parallel "
-                          "processes (default; the header says how many and how long; on the CPU the interpreter "
+                          "processes (default; as many as --jobs where given, else the machine's default without "
+                          "the GPU memory bound, since builds hold none; the header says how many and how long; on "
+                          "the CPU the interpreter "
                           "builds nothing and the step is a measured no-op); --no-precompile builds each at its "
                           "first launch, in the case workers")
     run.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=True,

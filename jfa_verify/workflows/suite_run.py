@@ -123,6 +123,8 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
                                                      extra={"finished": False, "interrupted": interrupted,
                                                             "cases_planned": None}))
 
+    from jfa_verify.run.parallelism import build_jobs
+
     started = time.perf_counter()
     try:
         kernel, suite, cases = _cases(request, device, load_kernel)  # a JFAError: a usage error, the report untouched
@@ -135,7 +137,7 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     observer.planned(kernel, suite, cases, jobs)
     try:
         with _timed(outcome.phases, "precompile"):
-            outcome.precompiled = precompile_cases(kernel, cases, device, jobs=jobs.count,
+            outcome.precompiled = precompile_cases(kernel, cases, device, jobs=build_jobs(jobs),
                                                    plugins=request.settings.plugins, enabled=request.precompile)
     except KeyboardInterrupt:  # no case ran: the report says the run stopped
         outcome.report, outcome.interrupted = report_before_cases(True), True
