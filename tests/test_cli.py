@@ -464,6 +464,33 @@ def test_a_run_interrupted_before_its_first_case_leaves_no_earlier_report_behind
     assert payload["kernel"] == "triton_jfa"
 
 
+@pytest.mark.parametrize("stopped_in, spent", [("checks.suites.get_suite", ["suite"]),
+                                               ("cli.context.load_kernel", ["suite"]),
+                                               ("workflows.suite_run.precompile_cases", ["suite", "precompile"])])
+def test_a_run_interrupted_before_its_first_case_says_where_its_time_went(tmp_path, monkeypatch, capsys, stopped_in,
+                                                                          spent):
+    # regression (issue 39's phases): a Ctrl-C while the suite was built, or during the precompile step, printed no
+    # "time:" line and wrote no phases_seconds, where a later stop did: the seconds spent before it went unsaid
+    import importlib
+
+    module, name = stopped_in.rsplit(".", 1)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module(f"jfa_verify.{module}"), name, interrupted)
+    report = tmp_path / "r.json"
+    rc = main(["run", "--device", "cpu", "--max-cases", "1", "--report", str(report), "--reproducers",
+               str(tmp_path / "repro"), "--no-progress"])
+    out, err = capsys.readouterr()
+    assert rc == 130, err
+    phases = json.loads(report.read_text())["phases_seconds"]
+    assert list(phases) == spent and all(v >= 0 for v in phases.values()), phases
+    (line,) = [x for x in out.splitlines() if x.startswith("time: ")]
+    assert line == "time: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()) \
+        + f" ({sum(phases.values()):.1f} s)", line
+
+
 def test_run_in_a_fresh_process_on_the_cpu_runs_in_process_calls_under_the_interpreter(tmp_path):
     # regression (new-user trial of 7a2b4a0): the report placeholder, written before the device was chosen, imported
     # triton before TRITON_INTERPRET was set, so every call in the main process (--no-isolate cases, the relation

@@ -92,6 +92,7 @@ def main(args, ctx) -> int:
     with kept_only_if_written(ctx.reproducers):  # (no empty reproducer folder left when every case passed)
         outcome = run_suite(request, device, ctx.kernel, printer)
     if outcome.cases is None:
+        _print_time(outcome, args.quiet)
         print(f"\njfa-verify run: interrupted before any case ran (the kernel loading or the suite being built); "
               f"the report ({args.report}) says so", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
@@ -100,6 +101,7 @@ def main(args, ctx) -> int:
         print(f"jfa-verify run: interrupted while running {stopped['case']} ({stopped['seconds']:g} s in; no verdict, "
               f"no case file); replay it: {stopped['replay']}", file=sys.stderr)
     if not results and outcome.interrupted:
+        _print_time(outcome, args.quiet)
         print(f"\njfa-verify run: interrupted before the first case finished; the report ({args.report}) says so",
               file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
@@ -111,10 +113,7 @@ def main(args, ctx) -> int:
             f"{len(checked) - len(findings)}/{len(checked)} relation checks held"
             + (f", {left} not run (interrupted)" if left else ""))
     counts, unjudged = outcome.counts(), sum(r.unjudged for r in results)
-    if not args.quiet:
-        phases = outcome.phase_seconds()  # (the report's figures)
-        print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()) + f" ({sum(phases.values()):.1f} s)",
-              flush=True)
+    _print_time(outcome, args.quiet)
     errors = f"{counts['error']} errors" + (f" ({unjudged} not judged)" if unjudged else "")
     printer.console.print(f"{counts['pass']} passed, {counts['fail']} failed, {errors}, {counts['crash']} crashed, "
                           f"{counts['hang']} hung, {counts['unsupported']} unsupported; {held}; report: "
@@ -134,3 +133,12 @@ def main(args, ctx) -> int:
               f"{kernel.name!r} ({results[0].message}); {fix}", file=sys.stderr)
         return EXIT_USAGE
     return exit_code(outcome)
+
+
+def _print_time(outcome, quiet: bool) -> None:
+    """The ``time:`` line: each phase's wall seconds, the report's figures, and their sum (not with ``--quiet``)."""
+    if quiet:
+        return
+    phases = outcome.phase_seconds()
+    print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()) + f" ({sum(phases.values()):.1f} s)",
+          flush=True)

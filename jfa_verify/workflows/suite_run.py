@@ -118,10 +118,11 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     # Ctrl-C while the kernel loads or the suite is built, or a kill during the cases, must not leave an earlier
     # run's report there to be read as this one's. ("interrupted": null while it runs: nothing has stopped it yet,
     # and it has not finished either)
-    def report_before_cases(interrupted: Optional[bool]):
-        return write_json(request.report, run_report([], kernel=request.kernel, device=device,
-                                                     extra={"finished": False, "interrupted": interrupted,
-                                                            "cases_planned": None}))
+    def report_before_cases(interrupted: Optional[bool], outcome: Optional[RunOutcome] = None):
+        extra = {"finished": False, "interrupted": interrupted, "cases_planned": None}
+        if outcome is not None:  # a stop: the phases it spent, as a later stop's report gives them
+            extra["phases_seconds"] = outcome.phase_seconds()
+        return write_json(request.report, run_report([], kernel=request.kernel, device=device, extra=extra))
 
     from jfa_verify.run.parallelism import build_jobs
 
@@ -129,7 +130,9 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     try:
         kernel, suite, cases = _cases(request, device, load_kernel)  # a JFAError: a usage error, the report untouched
     except KeyboardInterrupt:  # loading and the covering array take seconds: the report says so, as a later stop's
-        return RunOutcome(report_before_cases(True), interrupted=True)
+        outcome = RunOutcome(None, interrupted=True, phases={"suite": time.perf_counter() - started})
+        outcome.report = report_before_cases(True, outcome)
+        return outcome
     jobs = _jobs(request, device, len(cases))  # (a bad $JFA_VERIFY_JOBS: a usage error, the report untouched)
     report = report_before_cases(None)
     outcome = RunOutcome(report, kernel, suite, cases, jobs=jobs)
@@ -140,7 +143,7 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
             outcome.precompiled = precompile_cases(kernel, cases, device, jobs=build_jobs(jobs),
                                                    plugins=request.settings.plugins, enabled=request.precompile)
     except KeyboardInterrupt:  # no case ran: the report says the run stopped
-        outcome.report, outcome.interrupted = report_before_cases(True), True
+        outcome.report, outcome.interrupted = report_before_cases(True, outcome), True
         return outcome
     getattr(observer, "precompiled", lambda result: None)(outcome.precompiled)
     _verify(outcome, request, device, observer)
