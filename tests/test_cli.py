@@ -190,6 +190,33 @@ def test_progress_lines_of_a_log_beat_while_no_verdict_comes():
     assert file.getvalue() == text
 
 
+@pytest.mark.parametrize("n, said", [
+    (1, "campaign on k (cpu, 1 worker, seed 7): 1 case run in 2.0 s (30/min; 1 drawn, and saved findings replayed "
+        "and shrink steps run besides; a draw of a case judged before runs nothing; 1 packed launch, 0 split to "
+        "find the failing case), fail 1"),
+    (2, "campaign on k (cpu, 2 workers, seed 7): 2 cases run in 2.0 s (30/min; 2 drawn, and saved findings replayed "
+        "and shrink steps run besides; a draw of a case judged before runs nothing; 2 packed launches, 0 split to "
+        "find the failing case), fail 2"),
+])
+def test_a_campaigns_summary_counts_in_the_singular_for_one(n, said):
+    """Regression: a one-worker campaign of one case printed "1 worker(s)" and "1 cases run"."""
+    from jfa_verify.cli.output import print_campaign
+
+    printed: list[str] = []
+    console = type("Console", (), {"print": lambda self, text, **kwargs: printed.append(text)})()
+    finding = {"id": "f1", "status": "fail", "error_kind": "numeric", "outputs": ["out"], "case": "c",
+               "examples": n, "path": "repro/f1.json", "kernel": "k"}
+    print_campaign({"kernel": "k", "device": "cpu", "workers": n, "seed": 7, "cases": n, "seconds": 2.0,
+                    "cases_per_minute": 30.0, "drawn": n, "packs": {"launches": n, "split": 0},
+                    "statuses": {"fail": n}, "interrupted": False, "new_findings": [], "findings": [finding],
+                    "config": {"run": {"plugins": []}}, "fixed": [], "worker_errors": {}, "notes": [],
+                    "coverage": {"drawn": 1, "expected": 2, "never_drawn": ["x"], "outside_capabilities": []}},
+                   console)
+    assert printed[0] == said, printed[0]
+    assert printed[1].startswith(f"  finding f1 [fail] numeric out: c, {n} example{'' if n == 1 else 's'}\n"), \
+        printed[1]
+
+
 def test_help_opens_with_a_description_for_users_and_version_comes_from_the_metadata(capsys, monkeypatch):
     """Regression: ``--help`` opened with the module's docstring for maintainers; there was no ``--version``."""
     from importlib import metadata
@@ -954,7 +981,7 @@ def test_findings_listing_only_cases_left_running_does_not_exit_0(tmp_path, caps
     rc = main(["findings", str(folder), "--json"])
     out, err = capsys.readouterr()
     assert rc == 2 and [r["status"] for r in json.loads(out)] == ["running"]
-    assert "1 case(s) left running" in err and "not judged" in err
+    assert "1 case left running" in err and "not judged" in err
     # beside a real finding, the finding's status decides
     failed = json.loads(path.read_text())
     failed.update(status="crash", case=Case(kv_lengths=(4,)).to_dict())

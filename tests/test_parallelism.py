@@ -11,7 +11,7 @@ import torch
 from jfa_verify.cli import main
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.run import parallelism
-from jfa_verify.run.parallelism import ENV, MAX_JOBS, Jobs, available_cores, build_jobs, choose_jobs, jobs_for
+from jfa_verify.run.parallelism import ENV, MAX_JOBS, Jobs, available_cores, build_jobs, choose_jobs, counted, jobs_for
 
 GIB = 2**30
 PLUGIN = str(Path(__file__).parent / "quality" / "memory_plugin.py")
@@ -152,7 +152,7 @@ def test_fuzz_and_mutants_pass_their_choice_on_and_print_it(tmp_path, capsys, ma
     monkeypatch.setattr(mutation, "run_mutants", fake_mutants)
     name = next(iter(mutation.load_catalogue("triton_jfa").mutants))
     assert main(["mutants", "--device", "cpu", "--only", name]) == 0 and seen["mutants"] == 1
-    assert "1 mutant(s), 1 at a time (default: 1 mutant; --jobs N to choose)" in capsys.readouterr().out
+    assert "1 mutant, 1 at a time (default: 1 mutant; --jobs N to choose)" in capsys.readouterr().out
     assert main(["mutants", "--device", "cpu"]) == 0 and seen["mutants"] == 3
     assert main(["mutants", "--device", "cpu", "--no-isolate"]) == 0 and seen["mutants"] == 1
     assert "1 at a time (in this process: --no-isolate)" in capsys.readouterr().out
@@ -169,3 +169,11 @@ def test_builds_are_not_bound_by_the_gpu_memory_unless_the_user_chose_the_worker
     assert build_jobs(Jobs(2, "env", "$JFA_VERIFY_JOBS")) == 2
     machine(16, host=10.0, gpu=(79.0,))
     assert build_jobs(choose_jobs(None, torch.device("cuda"))) == 5  # host memory still bounds them
+
+
+def test_counts_are_in_words_singular_for_one():
+    """The one rule the commands count with (a campaign printed "1 cases run" and "1 worker(s)")."""
+    assert [counted(n, "case") for n in (0, 1, 2)] == ["0 cases", "1 case", "2 cases"]
+    assert [counted(n, "case to draw") for n in (1, 2)] == ["1 case to draw", "2 cases to draw"]
+    assert [counted(n, "packed launch", "packed launches") for n in (1, 2)] == ["1 packed launch",
+                                                                                "2 packed launches"]

@@ -168,7 +168,7 @@ def test_findings_lists_what_it_reads_and_names_the_file_it_cannot(tmp_path, cap
     broken.write_text(json.dumps({"format": FORMAT})[:-3])
     assert main(["findings", str(folder)]) == ExitCode.USAGE
     out, err = capsys.readouterr()
-    assert "no findings" not in out and f"no readable findings in {folder}; 1 case file(s) could not be read" in out
+    assert "no findings" not in out and f"no readable findings in {folder}; 1 case file could not be read" in out
     assert str(broken) in err and "not valid JSON" in err
     crash = _saved(folder, Case(kv_lengths=(3,), head_dim=16, dtype="float32"), status="crash")
     assert main(["findings", str(folder)]) == ExitCode.CRASH

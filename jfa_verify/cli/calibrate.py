@@ -64,6 +64,7 @@ def main(args, ctx) -> int:
     import json
 
     from jfa_verify.judge.budgets import BudgetTable, default_table
+    from jfa_verify.run.parallelism import counted
     from jfa_verify.workflows import calibrate as cal
 
     current = BudgetTable.load(args.against) if args.against else default_table()
@@ -128,7 +129,8 @@ def main(args, ctx) -> int:
         holdout_summary = {"files": [Path(f).name for f in args.holdout],
                            "outputs": {f"{row}/{out}": st.summary() for (row, out), st in sorted(stats.items())}}
         false_failures = sum(st.failures for st in stats.values())
-        verdict = (f"held-out check: {false_failures} false failure(s) in {len(held)} cases"
+        verdict = (f"held-out check: {counted(false_failures, 'false failure', 'false failures')} in "
+                   f"{counted(len(held), 'case')}"
                    + (" -- the table is too tight for these cases; raise --safety or fit on more cases"
                       if false_failures else ""))
         if false_failures:

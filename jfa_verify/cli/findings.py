@@ -35,6 +35,7 @@ def main(args, ctx) -> int:
     from jfa_verify.core.exits import exit_code_for
     from jfa_verify.fuzz.findings import list_findings, unreadable_case_files
     from jfa_verify.run.corpus import RUNNING
+    from jfa_verify.run.parallelism import counted
 
     if args.folder and args.reproducers and Path(args.folder).resolve() != Path(args.reproducers).resolve():
         raise UsageError(f"two folders given: {args.folder!r} and --reproducers {args.reproducers!r}; give one")
@@ -77,7 +78,8 @@ def main(args, ctx) -> int:
     broken = unreadable_case_files(root)
     if not rows and not args.json:  # (with an unreadable file, "no findings" is more than anyone can say)
         print(f"no findings in {root}" if not broken else
-              f"no readable findings in {root}; {len(broken)} case file(s) could not be read (below)")
+              f"no readable findings in {root}; {counted(len(broken), 'case file', 'case files')} could not be read "
+              f"(below)")
     for path, why in broken:
         print(f"jfa-verify findings: error: {path} is not a readable case file ({why}); a finding may be lost in "
               f"it: restore it, or remove it once you have read it", file=sys.stderr)
@@ -85,8 +87,9 @@ def main(args, ctx) -> int:
     # of an in-process run). Listing only such rows once exited 0, which a CI step reads as "nothing found".
     running = [r for r in rows if r["status"] == RUNNING]
     if running:
-        print(f"jfa-verify findings: {len(running)} case(s) left running by a process that died mid-case, not judged "
-              f"yet: the next `fuzz` on {root} replays them first, or replay one with its line above", file=sys.stderr)
+        print(f"jfa-verify findings: {counted(len(running), 'case')} left running by a process that died mid-case, "
+              f"not judged yet: the next `fuzz` on {root} replays them first, or replay one with its line above",
+              file=sys.stderr)
     # (beside a finding, the finding's own status says more)
     unjudged = (broken and code in (EXIT_OK, EXIT_FAIL)) or (running and code == EXIT_OK)
     return EXIT_USAGE if unjudged else code

@@ -77,7 +77,7 @@ def main(args, ctx) -> int:
 
     from jfa_verify.cli.output import make_console, print_campaign
     from jfa_verify.fuzz.workers import FuzzConfig, run_fuzz
-    from jfa_verify.run.parallelism import choose_jobs
+    from jfa_verify.run.parallelism import choose_jobs, counted
     from jfa_verify.workflows.suite_run import check_runs_on
 
     console = make_console()
@@ -119,7 +119,7 @@ def main(args, ctx) -> int:
     limit = " and ".join(x for x in (f"{max_examples} new cases drawn" if max_examples else "",
                                      f"{args.duration:g} s" if args.duration else "") if x)
     console.print(f"jfa-verify fuzz: kernel [bold]{kernel.name}[/] on {device}, {workers}"
-                  + (f" on GPU(s) {','.join(gpus)}" if gpus else "")
+                  + (f" on GPU{'s' if len(gpus) > 1 else ''} {','.join(gpus)}" if gpus else "")
                   + (f", packs of up to {args.pack} cases a launch" if args.pack > 1 else "")
                   + f", up to {limit}, seed {seed} "
                   f"(repeat the draws with --seed {seed}"
@@ -136,8 +136,8 @@ def main(args, ctx) -> int:
     statuses = report["statuses"]
     if not report["interrupted"] and statuses and set(statuses) == {"unsupported"}:
         # Nothing was checked: a CI job must not read this as a pass (as `run` in the same case).
-        print(f"jfa-verify fuzz: error: every one of the {statuses['unsupported']} case(s) run was outside the "
-              f"capabilities of kernel {kernel.name!r} on {device.type} (nothing checked); `jfa-verify kernels` "
+        print(f"jfa-verify fuzz: error: every one of the {counted(statuses['unsupported'], 'case')} run was outside "
+              f"the capabilities of kernel {kernel.name!r} on {device.type} (nothing checked); `jfa-verify kernels` "
               f"lists where each kernel runs", file=sys.stderr)
         return EXIT_USAGE
     return report["exit_code"]

@@ -93,7 +93,7 @@ def main(args, ctx) -> int:
     from jfa_verify.checks.perf import read_baseline
     from jfa_verify.run.corpus import kept_only_if_written
     from jfa_verify.run.interrupts import terminate_as_interrupt
-    from jfa_verify.run.parallelism import build_jobs, choose_jobs
+    from jfa_verify.run.parallelism import build_jobs, choose_jobs, counted
     from jfa_verify.workflows.gate import GateOptions, run_gate, write_outputs
 
     if args.perf_baseline:
@@ -125,7 +125,8 @@ def main(args, ctx) -> int:
     if written:
         print("wrote " + ", ".join(str(p) for p in written))
     if report.interrupted:
-        print(f"jfa-verify gate: interrupted after {len(report.results)} check(s) (report written)", file=sys.stderr)
+        print(f"jfa-verify gate: interrupted after {counted(len(report.results), 'check')} (report written)",
+              file=sys.stderr)
     return report.exit_code()
 
 

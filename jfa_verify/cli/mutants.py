@@ -54,7 +54,7 @@ def main(args, ctx) -> int:
     """Run the CI profile against each planted-bug mutant; exit 1 if any (non-gpu-only) mutant survives."""
     from jfa_verify.core.exits import ExitCode
     from jfa_verify.fuzz.mutation import format_table, load_catalogue, run_mutants
-    from jfa_verify.run.parallelism import Jobs, choose_jobs
+    from jfa_verify.run.parallelism import Jobs, choose_jobs, counted
     from jfa_verify.run.report import write_json
 
     if args.stage == "campaign" and args.max_examples == 0:
@@ -80,15 +80,16 @@ def main(args, ctx) -> int:
     jobs = choose_jobs(args.jobs, dev, work=total, unit="mutant") if args.isolate else \
         Jobs(1, "given", "in this process: --no-isolate")  # (run_mutants runs them one by one then)
     # before the first verdict, which can take minutes: a new user saw nothing at all until then
-    print(f"mutation testing of catalogue {catalogue.name} on {dev}, stage {args.stage} ({budget}): {total} "
-          f"mutant(s), {jobs.count} at a time ({jobs.reason})", flush=True)
+    print(f"mutation testing of catalogue {catalogue.name} on {dev}, stage {args.stage} ({budget}): "
+          f"{counted(total, 'mutant')}, {jobs.count} at a time ({jobs.reason})", flush=True)
     try:
         results = run_mutants(only or None, catalogue=args.catalogue, device=dev, max_examples=args.max_examples,
                               seed=args.seed, jobs=jobs.count, stage=args.stage, isolate=args.isolate, on_result=keep)
     except KeyboardInterrupt:
         if args.json:  # also when none finished: the JSON says so rather than being absent (or a stale earlier run's)
             write_json(args.json, [r.to_dict() for r in done])
-        print(f"interrupted: {len(done)} of {total} mutant(s) have a verdict"
+        print(f"interrupted: {len(done)} of {counted(total, 'mutant')} "
+              f"{'has' if len(done) == 1 else 'have'} a verdict"
               + (f", written to {args.json}" if args.json else ""), flush=True)
         if done:
             print(format_table(done))

@@ -115,22 +115,24 @@ def print_campaign(report: dict, console) -> None:
     from pathlib import Path
 
     from jfa_verify.run.corpus import NOW_PASSING, replay_command
+    from jfa_verify.run.parallelism import counted
 
     new = set(report["new_findings"])
-    console.print(f"campaign on {report['kernel']} ({report['device']}, {report['workers']} worker(s), seed "
-                  f"{report['seed']}): {report['cases']} cases run in {report['seconds']:.1f} s "
+    console.print(f"campaign on {report['kernel']} ({report['device']}, {counted(report['workers'], 'worker')}, seed "
+                  f"{report['seed']}): {counted(report['cases'], 'case')} run in {report['seconds']:.1f} s "
                   f"({report['cases_per_minute']:.0f}/min; {report['drawn']} drawn, "
                   + (f"{covering} of the covering array, " if (covering := report.get("covering")) else "")
                   + "and saved findings replayed and shrink steps run besides; a draw of a case judged before "
                   "runs nothing"
-                  + (f"; {packs['launches']} packed launch(es), {packs['split']} split to find the failing case"
+                  + (f"; {counted(packs['launches'], 'packed launch', 'packed launches')}, {packs['split']} split "
+                     f"to find the failing case"
                      if (packs := report.get("packs", {})).get("launches") else "") + ")"
                   + "".join(f", {k} {v}" for k, v in sorted(report["statuses"].items()))
                   + (" -- interrupted" if report["interrupted"] else ""), highlight=False, markup=False)
     for f in report["findings"]:
         tag = "NEW " if f["id"] in new else ""
         console.print(f"  {tag}finding {f['id'] or '(unmerged)'} [{f['status']}] {f['error_kind']} "
-                      f"{'/'.join(f['outputs']) or '-'}: {f['case']}, {f['examples']} example(s)\n"
+                      f"{'/'.join(f['outputs']) or '-'}: {f['case']}, {counted(f['examples'], 'example')}\n"
                       f"    replay: {replay_command(f['path'], f['kernel'], report['config']['run']['plugins'])}",
                       highlight=False, markup=False)
     if not report["findings"]:

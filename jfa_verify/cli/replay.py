@@ -112,13 +112,14 @@ def main(args, ctx) -> int:
 def _replay_calls(args, ctx, console) -> int:
     """Replay a call file (a relation or a sequence of related calls) on one kernel object."""
     from jfa_verify.checks.calls import read_call_file
+    from jfa_verify.run.parallelism import counted
 
     relation, payload = read_call_file(args.file)
     device = ctx.device
     kernel = ctx.kernel(ctx.kernel_name or payload.get("kernel", "triton_jfa"))
     finding = relation.check(kernel, device)
     calls = len(relation.cases())
-    print(f"[{'FAIL' if finding else 'PASS'}] relation {relation.name} over {calls} call(s) on {kernel.name}"
+    print(f"[{'FAIL' if finding else 'PASS'}] relation {relation.name} over {counted(calls, 'call')} on {kernel.name}"
           + (f": {finding}" if finding else ""), flush=True)
     if payload.get("status") == "fail":
         console.print(f"recorded verdict: fail; replayed: {'fail (same)' if finding else 'pass (DIFFERENT)'}")

@@ -17,8 +17,8 @@ from typing import Optional, Sequence
 
 from jfa_verify.core.errors import InvalidInput
 
-__all__ = ["ENV", "GPU_GIB_PER_JOB", "HOST_GIB_PER_JOB", "MAX_JOBS", "Jobs", "build_jobs", "choose_jobs", "jobs_for",
-           "describe_jobs"]
+__all__ = ["ENV", "GPU_GIB_PER_JOB", "HOST_GIB_PER_JOB", "MAX_JOBS", "Jobs", "build_jobs", "choose_jobs", "counted",
+           "jobs_for", "describe_jobs"]
 
 ENV = "JFA_VERIFY_JOBS"
 MAX_JOBS = 16  # (16 workers ran the default suite on the H200 without running out of its memory)
@@ -62,7 +62,7 @@ def build_jobs(jobs: Jobs) -> int:
 
 def describe_jobs(count: int, reason: str) -> str:
     """``"2 workers (default: 2 CPU cores; --jobs N to choose)"``: a count and its reason, as headers print them."""
-    return f"{count} worker{'' if count == 1 else 's'}" + (f" ({reason})" if reason else "")
+    return counted(count, "worker") + (f" ({reason})" if reason else "")
 
 
 def jobs_for(cores: int, *, host_free_gib: Optional[float] = None, gpu_free_gib: Optional[float] = None,
@@ -81,8 +81,8 @@ def jobs_for(cores: int, *, host_free_gib: Optional[float] = None, gpu_free_gib:
     """
     limits = []
     if work is not None:
-        limits.append((work, _items(work, unit)))
-    limits.append((cores, f"{cores} CPU core{'' if cores == 1 else 's'}"))
+        limits.append((work, counted(work, unit)))
+    limits.append((cores, counted(cores, "CPU core", "CPU cores")))
     if gpu_free_gib is not None:
         limits.append((int(gpu_free_gib // GPU_GIB_PER_JOB),
                        f"{gpu_free_gib:.0f} GiB free on {gpu_where}, {GPU_GIB_PER_JOB:g} GiB a worker"))
@@ -123,13 +123,17 @@ def _at_most_work(jobs: Jobs, work: Optional[int], unit: str) -> Jobs:
     user's ``--jobs 500`` on three cases was announced as 500 workers)."""
     if work is None or jobs.count <= max(work, 1):
         return jobs
-    return Jobs(max(work, 1), jobs.source, f"{jobs.reason} {jobs.count}, one per {unit}: {_items(work, unit)}")
+    return Jobs(max(work, 1), jobs.source, f"{jobs.reason} {jobs.count}, one per {unit}: {counted(work, unit)}")
 
 
-def _items(work: int, unit: str) -> str:
-    """``work`` items of ``unit`` in words: ``"3 cases to draw"`` for ``unit="case to draw"``."""
+def counted(n: int, unit: str, plural: Optional[str] = None) -> str:
+    """``n`` items of ``unit`` in words, the noun singular for one: ``"1 case"``, ``"3 cases to draw"`` for
+    ``unit="case to draw"`` (its first word takes the "s"); ``plural`` where that rule is wrong (``"packed
+    launches"``). For the counts the commands print (a campaign's "1 cases run" and "1 worker(s)" read badly)."""
+    if n != 1 and plural is not None:
+        return f"{n} {plural}"
     noun, _, rest = unit.partition(" ")
-    return f"{work} {noun}{'' if work == 1 else 's'}" + (f" {rest}" if rest else "")
+    return f"{n} {noun}{'' if n == 1 else 's'}" + (f" {rest}" if rest else "")
 
 
 def available_cores() -> int:

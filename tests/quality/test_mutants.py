@@ -245,7 +245,7 @@ def test_an_interrupted_mutants_command_keeps_the_verdicts_that_finished(tmp_pat
     finally:
         proc.kill()
     assert proc.returncode == 130, stdout[-2000:]
-    assert "interrupted: 1 of 2 mutant(s) have a verdict" in stdout, stdout[-2000:]
+    assert "interrupted: 1 of 2 mutants has a verdict" in stdout, stdout[-2000:]
     (kept,) = json.loads(out.read_text())
     assert kept["name"] == "host_aborts" and kept["status"] == "killed" and kept["stage"] == "crash", kept
 
@@ -478,7 +478,7 @@ def test_a_mutants_run_interrupted_before_any_verdict_writes_an_empty_json(tmp_p
                    "--json", str(out)])
     assert rc == 130
     assert json.loads(out.read_text()) == []
-    assert f"0 of 1 mutant(s) have a verdict, written to {out}" in capsys.readouterr().out
+    assert f"0 of 1 mutant have a verdict, written to {out}" in capsys.readouterr().out
 
 
 def _one_kernel_mutant(tmp_path, name: str, old: str, new: str) -> Path:
