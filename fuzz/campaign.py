@@ -56,12 +56,15 @@ from .findings import (
     Finding,
     FindingIndex,
     finding_id,
+    fold_examples,
     key_of,
     mark_finding,
+    match_finding,
     record_example,
     recover,
     running_files,
     signature,
+    size_key,
 )
 
 __all__ = ["Campaign", "CampaignFailure", "CampaignSummary", "hypothesis_home", "prepare_corpus", "run_campaign",
@@ -304,6 +307,7 @@ class _Round:
     cut_short: bool = False  # shrinking stopped by its time budget
     found_at: Optional[int] = None  # the campaign's cases run when the failure being shrunk was drawn
     keep_last: bool = False  # the last case was a known finding's example: keep its database entry
+    supersedes: Optional[Finding] = None  # the unshrunk finding this round shrinks again (its case is the bound)
 
 
 # Rounds in a row that end in a Hypothesis error without drawing a case before a worker gives up.
@@ -450,6 +454,7 @@ class Campaign:
         self.draws = hashlib.sha256()  # the ids of the drawn cases, in order (summary.draws)
         self.reusing = False  # the round's replay of the database's examples (not draws: see _search)
         self.index = None
+        self.reshrunk: set[str] = set()  # ids of unshrunk findings given their shrink round in this campaign
         self.verifier = Verifier(kernel, dev, corpus, self.settings, worker_env=self.worker_env)
         if isinstance(self.database, ExampleDatabase):
             shared = self.database
@@ -625,10 +630,18 @@ class Campaign:
         key, classes = key_of(verdict), self.classes_of(case)
         if not shrinking:
             known = index.match(key, classes) or index.refresh().match(key, classes)
-            if known is not None:
+            if known is not None and (self.reusing or not self._shrinks_again(known)):
                 self._as_example(known, case, path)
                 state.keep_last = True
                 return
+            if known is not None:
+                # An unshrunk finding (a kill, the campaign's end or the shrink budget cut its round short) is
+                # matched on its key alone, so every later failure of it was folded in as an example and it stayed
+                # unshrunk for good: its first drawn failure here gets one shrink round, whose smallest case takes
+                # the finding's place. Not a database example's failure: Hypothesis takes a saved failing example
+                # for one it shrank already and skips shrinking it (its reuse phase's fast path).
+                self.reshrunk.add(known.id)
+                state.supersedes = known
             state.target, state.best, state.started_shrinking = key, (case, result, path), time.perf_counter()
             state.found_at = summary.cases_run
             state.steps.append(path)
@@ -662,12 +675,22 @@ class Campaign:
             self.summary.notes.append(f"shrinking of a {state.best[1].status} stopped by {why}; the smallest case so "
                                       f"far is kept, matched on its key alone")
 
+    def _shrinks_again(self, finding: Finding) -> bool:
+        """Whether a failure matching ``finding`` starts a shrink round that may replace it: the finding is unshrunk
+        (``"shrunk": false``), still on disk, and has had no such round in this campaign (one round, within
+        ``shrink_seconds``, per campaign: a hang's steps each cost a whole timeout)."""
+        return (self.shrink and finding.signature.get("shrunk", True) is False and finding.id not in self.reshrunk
+                and finding.path.exists())
+
     def _finish_round(self) -> None:
         state = self.state
         if state.best is None:
             return
         case, result, path = state.best
-        if path is not None and path.exists():
+        if state.supersedes is not None:
+            if path is not None and path.exists():
+                self._replace_unshrunk(state.supersedes, case, result, path)
+        elif path is not None and path.exists():
             sig = signature(result.to_dict(), self.classes_of(case))
             if state.cut_short or not self.shrink:
                 sig["shrunk"] = False  # its classes are not the bug's features: match on the key alone
@@ -676,6 +699,67 @@ class Campaign:
         for p in state.steps:  # the shrink steps
             if p is not None and p != path and p not in findings_paths:
                 p.unlink(missing_ok=True)
+
+    def _replace_unshrunk(self, old: Finding, case: Case, result, path: Path) -> None:
+        """The end of a shrink round started by a failure of the unshrunk finding ``old``: a smaller case than
+        ``old``'s takes its place (the new file is made the finding before the old one is removed, so a kill between
+        the two leaves both, never neither; ``old``'s case and examples become the new finding's examples); ``old``'s
+        own case, shrunk no further by a round that was not cut short, is marked shrunk."""
+        state, index, summary = self.state, self.index, self.summary
+        sig = signature(result.to_dict(), self.classes_of(case))
+        if state.cut_short:
+            sig["shrunk"] = False
+        index.refresh()
+        if not old.path.exists():  # (another worker replaced it meanwhile)
+            self._new_finding(case, result, path, "search", sig, found_at=state.found_at)
+            return
+        old_id = finding_id(old.path)
+        if case.case_id() == old.case.case_id():
+            if not state.cut_short:
+                sig = {k: v for k, v in old.signature.items() if k != "shrunk"}  # (its id names its examples' log)
+                mark_finding(self.corpus, old.path, sig)
+                index.add(Finding(sig, old.path, old.case))
+                self._replaced(old, old.case, old.path, sig, result)
+                summary.notes.append(f"finding {old_id} was unshrunk (its shrinking was cut short); shrunk again, "
+                                     f"no smaller case fails as it does: marked shrunk")
+            return
+        if size_key(case) >= size_key(old.case):  # (a draw shrunk no lower than the finding's case: its example)
+            self._as_example(old, case, path)
+            return
+        # (as _new_finding looks a new failure up, less the finding being replaced and other unshrunk ones, which
+        # match any case of the key)
+        shrunk = [f for f in index.findings.values() if f.id != old.id and f.signature.get("shrunk", True)]
+        other = match_finding(shrunk, key_of(result.to_dict()), set(sig["classes"]))
+        if other is not None and other.path.exists():
+            # the bug shrinks to a finding already kept: one bug, one finding (as recover() folds duplicates)
+            self._as_example(other, case, path)
+            fold_examples(self.corpus.root, old, other)
+            old.path.unlink(missing_ok=True)
+            index.findings.pop(old.id, None)
+            self._replaced(old, other.case, other.path, other.signature, result)
+            summary.notes.append(f"finding {old_id} was unshrunk (its shrinking was cut short); shrunk again, it is "
+                                 f"finding {finding_id(other.path)} (its case file removed, its case an example)")
+            return
+        payload = read_case_file(old.path)[1]
+        mark_finding(self.corpus, path, sig, found_by=payload.get("found_by", "recovered"), shrunk_from=old_id)
+        new = Finding(sig, path, case)
+        fold_examples(self.corpus.root, old, new)
+        index.findings.pop(old.id, None)
+        index.add(new)
+        old.path.unlink(missing_ok=True)
+        self._replaced(old, case, path, sig, result)
+        summary.notes.append(f"finding {old_id} was unshrunk (its shrinking was cut short); shrunk again to "
+                             f"{finding_id(path)}: {case.describe()} (from {old.case.describe()})"
+                             + (", still cut short" if state.cut_short else ""))
+
+    def _replaced(self, old: Finding, case: Case, path: Path, sig: dict, result) -> None:
+        """The summary's failure of ``old`` (its replay) now names the finding that replaced it."""
+        self.reshrunk.add(sig["id"])  # (given its round here: no "stays unshrunk" note if it was cut short again)
+        for f in self.summary.failures:
+            if f.path == old.path:
+                f.case, f.path, f.signature, f.status, f.explanation = case, path, sig, result.status, result.explain()
+                return
+        self.summary.failures.append(CampaignFailure(case, result.status, path, result.explain(), "corpus", sig))
 
     # -- the covering array (small, dense cases: already minimal enough to keep as found) -------------
     def _run_covering(self) -> None:
@@ -779,6 +863,12 @@ class Campaign:
         finally:
             self.verifier.close()
             summary.seconds = time.perf_counter() - self.t0
+            if self.shrink:
+                for f in summary.failures:  # (saved findings: one found here and cut short has its own note)
+                    if (f.source not in FOUND_HERE and f.signature.get("shrunk", True) is False
+                            and f.signature.get("id") not in self.reshrunk):
+                        summary.notes.append(f"finding {f.id} stays unshrunk: no failure of its kind was drawn to "
+                                             f"shrink it again (a later campaign that draws one does)")
 
 
 def run_campaign(

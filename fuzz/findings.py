@@ -49,9 +49,9 @@ from jfa_verify.protocol.kernel import GENERIC_TILES
 from jfa_verify.run.corpus import RUNNING, Corpus, read_case_file, replay_command, reproducer_folders
 from jfa_verify.run.runner import FAILING_STATUSES
 
-__all__ = ["Finding", "FindingIndex", "error_kind", "finding_id", "key_of", "lead_output", "list_findings",
-           "mark_finding", "match_finding", "record_example", "recover", "running_files", "signature", "size_key",
-           "unreadable_case_files", "verdict_of"]
+__all__ = ["Finding", "FindingIndex", "error_kind", "finding_id", "fold_examples", "key_of", "lead_output",
+           "list_findings", "mark_finding", "match_finding", "record_example", "recover", "running_files", "signature",
+           "size_key", "unreadable_case_files", "verdict_of"]
 
 EXAMPLES_DIR = ".findings"
 
@@ -211,6 +211,22 @@ def record_example(root: Path, sig_id: str, case: Case, worker: int = 0, *, own:
 def example_count(root: Path, sig_id: str, own: Optional[Case] = None) -> int:
     """Distinct cases logged as examples of ``sig_id``, less ``own`` (its own case, which older logs repeat)."""
     return len(_example_ids(_examples_log(root, sig_id)) - ({own.case_id()} if own is not None else set()))
+
+
+def fold_examples(root: Path, old: Finding, new: Finding) -> None:
+    """Make ``old``'s case and its logged examples examples of ``new`` (``old`` gives way to ``new``: shrunk again,
+    or one bug's second finding), then remove ``old``'s log. Appends first, the log removed last: a kill between
+    them loses no example."""
+    record_example(root, new.id, old.case, own=new.case)
+    log = _examples_log(root, old.id)
+    if old.id == new.id or not log.is_file():
+        return
+    for line in log.read_text().splitlines():
+        try:
+            record_example(root, new.id, Case.from_dict(json.loads(line)["case"]), own=new.case)
+        except (ValueError, KeyError, TypeError, InvalidInput):
+            continue  # a line cut short by a killed writer
+    log.unlink(missing_ok=True)
 
 
 def unreadable_case_files(root: "str | Path") -> list[tuple[Path, str]]:

@@ -298,6 +298,81 @@ def test_recovery_after_a_kill_mid_shrink_keeps_one_unshrunk_finding_of_the_bug(
     assert payload["finding"]["shrunk"] is False and read_case_file(row["path"])[0] == steps[2]
 
 
+def test_a_finding_left_unshrunk_by_a_kill_is_shrunk_by_the_next_campaign(tmp_path, misbehaving_plugin):
+    """Regression: kill -9 mid-shrink left a finding marked ``"shrunk": false`` (recovery's last step of the round),
+    which matches on its key alone, so every later failure of the bug was folded in as one more example of it and
+    it was never shrunk again: its incidental classes stayed in the listing for good. The next campaign replays it,
+    then shrinks the first drawn failure of its kind, and the smaller case takes its place (the old case is logged
+    as an example, its file removed only after the new one is the finding)."""
+    from jfa_verify import Case
+    from jfa_verify.fuzz.findings import list_findings, size_key
+
+    plugin = misbehaving_plugin("wrong_when_batched_reshrunk", wrong="B >= 2")
+    load_plugin(str(plugin))
+    kernel = get_kernel("wrong_when_batched_reshrunk")
+    strategy = cases(kernel, device_type="cpu", max_batch=4, max_len=12, dtypes=["float32"])
+    corpus = tmp_path / "r"
+
+    class Killed(BaseException):  # (past the campaign's handlers, as a kill -9: no end-of-round bookkeeping)
+        pass
+
+    shrink_steps = []
+
+    def kill_mid_shrink(event):
+        if event.get("event") == "case" and event.get("phase") == "shrink":
+            shrink_steps.append(event)
+            if len(shrink_steps) == 2:
+                raise Killed
+
+    with pytest.raises(Killed):
+        run_campaign(kernel, strategy=strategy, max_examples=50, corpus_dir=str(corpus), device="cpu", seed=3,
+                     backward=False, on_event=kill_mid_shrink)
+    left = {c.case_id(): (c, d) for c, d in map(read_case_file, corpus.glob("*.json"))}
+    assert left and all("finding" not in d and d.get("shrink_round") for _, d in left.values()), left  # killed round
+
+    summary = run_campaign(kernel, strategy=strategy, max_examples=5, corpus_dir=str(corpus), device="cpu", seed=4,
+                           backward=False)
+    (row,) = list_findings(corpus)
+    case, payload = read_case_file(row["path"])
+    assert payload["finding"].get("shrunk", True) is True and "shrink_round" not in payload, payload["finding"]
+    unshrunk = left[payload["shrunk_from"]][0]  # the round's last step, which recovery kept unshrunk
+    assert (unshrunk.batch, unshrunk.num_heads_q) != (2, 1), unshrunk.describe()  # cut short before it was minimal
+    assert case.batch == 2 and case.num_heads_q == 1 and size_key(case) < size_key(unshrunk), case.describe()
+    assert not any(corpus.glob(f"{payload['shrunk_from']}-*.json"))  # its file gone, once the new one is the finding
+    (failure,) = summary.failures
+    assert failure.path == Path(row["path"]) and failure.source == "corpus"
+    assert any(f"finding {payload['shrunk_from']} was unshrunk" in n and "shrunk again to" in n
+               for n in summary.notes), summary.notes
+    log = corpus / ".findings" / f"{payload['finding']['id']}.jsonl"
+    logged = [Case.from_dict(json.loads(line)["case"]) for line in log.read_text().splitlines()]
+    assert any(c.case_id() == payload["shrunk_from"] for c in logged)  # the unshrunk case, kept as an example
+    # Replayed by the next campaign (its file rewritten with the new verdict), it stays the finding, and says so.
+    run_campaign(kernel, strategy=strategy, max_examples=1, corpus_dir=str(corpus), device="cpu", seed=5,
+                 backward=False)
+    (again,) = list_findings(corpus)
+    assert again["id"] == row["id"] and read_case_file(again["path"])[1]["shrunk_from"] == payload["shrunk_from"]
+
+
+def test_an_unshrunk_finding_that_no_longer_fails_is_reported_fixed_not_dropped(jfa_kernel, jfa_device, tmp_path):
+    """The replay before a shrink again: an unshrunk finding whose case now passes is reported fixed, its file kept
+    in the now-passing folder, as any saved finding's (never shrunk to nothing or removed unsaid)."""
+    from jfa_verify import Case
+    from jfa_verify.fuzz.findings import mark_finding, signature
+    from jfa_verify.run.corpus import NOW_PASSING, Corpus
+    from jfa_verify.run.runner import CaseResult
+
+    corpus = Corpus(tmp_path)
+    case = Case(kv_lengths=(3, 2), dtype="float32", head_dim=16)
+    result = CaseResult(case, jfa_kernel.name, "error", message="RuntimeError: planted failure")
+    path = corpus.write(case, jfa_kernel.name, str(jfa_device), result)
+    mark_finding(corpus, path, {**signature(result.to_dict(), {"self"}), "shrunk": False}, found_by="recovered")
+    summary = run_campaign(jfa_kernel, strategy=cases(jfa_kernel, max_batch=1, max_len=3, dtypes=["float32"]),
+                           max_examples=1, corpus_dir=tmp_path, device=jfa_device, backward=False)
+    assert summary.fixed == [path] and not summary.failed
+    assert not path.exists() and (tmp_path / NOW_PASSING / path.name).exists()
+    assert not any("shrunk again" in n or "stays unshrunk" in n for n in summary.notes), summary.notes
+
+
 def test_a_campaign_leaves_the_gates_rerun_and_memory_findings_to_the_gate(jfa_kernel, jfa_device, tmp_path):
     """Regression: a campaign replayed every finding of its folder once, without a memory mode, so a determinism
     finding of the gate (bits that differ between reruns) or a canary finding (a write past the end, seen only

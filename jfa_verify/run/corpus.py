@@ -36,7 +36,7 @@ TIMEOUT_EXIT_CODE = int(ExitCode.HANG)  # the process exit status after a watchd
 RUNNING = "running"  # the status of a case file whose case has not finished (or whose process died)
 NOW_PASSING = "now-passing"  # the subfolder keeping earlier findings' files whose cases now pass (Corpus.record)
 # Keys that belong to a case file, not to one run of its case: kept when the case runs again.
-FILE_KEYS = ("finding", "found_by")
+FILE_KEYS = ("finding", "found_by", "shrunk_from")
 # Keys of a case file whose case was rerun in one process and compared run with run (the gate's determinism and
 # stress checks: jfa_verify.checks.determinism, jfa_verify.checks.stress): {"reruns": N, ...}; such a file has a
 # name of its own (Corpus.path_for) and `replay` reruns it that many times.
