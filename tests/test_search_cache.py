@@ -1,4 +1,5 @@
-"""The length search's answers kept on disk (``jfa_verify/cases/search_cache.py``): the same answers, from the file."""
+"""The length search's answers and whole covering arrays kept on disk (``jfa_verify/cases/search_cache.py``): the same
+answers, from the file."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def test_an_answer_of_another_code_version_is_never_read(tmp_path, monkeypatch):
     assert cache.get("k", lambda: "made by this code") == "made by this code"
     cache.save()
     assert SearchCache("lengths").get("k", lambda: "computed") == "made by this code"
-    monkeypatch.setattr(search_cache, "code_version", lambda: "other-code")
+    monkeypatch.setattr(search_cache, "code_version", lambda *packages: "other-code")
     assert SearchCache("lengths").get("k", lambda: "computed") == "computed"
 
 
@@ -95,3 +96,88 @@ def test_a_damaged_entry_is_searched_again(tmp_path, damage):
     answers = json.loads(path.read_text())
     path.write_text(json.dumps({key: damage for key in answers}))
     assert _ask(tmp_path, "search") == first
+
+
+# ----------------------------------------------------------------------------- whole covering arrays
+
+
+@pytest.fixture
+def covering(tmp_path, monkeypatch):
+    """``(build, searches)``: ``build()`` is a covering array of the contract's own target on the CPU read through a
+    fresh cache in ``tmp_path`` (as a new process reads it), ``searches`` counts the searches it made."""
+    from jfa_verify.cases import pairs
+    from jfa_verify.cases.dimensions import Target
+
+    monkeypatch.setenv("JFA_VERIFY_CACHE", str(tmp_path))
+    real, searches = pairs._search_covering_array, []
+
+    def counted(*args):
+        searches.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(pairs, "_search_covering_array", counted)
+
+    def build(target=None, seed=0):
+        monkeypatch.setattr(pairs, "_COVERING", SearchCache("covering", packages=pairs._COVERING._packages))
+        return pairs.covering_array(target or Target(None, "cpu"), seed=seed)
+
+    return build, searches
+
+
+def test_a_covering_array_comes_back_from_the_file_unsearched_and_the_same(covering, tmp_path, monkeypatch):
+    from jfa_verify.cases import pairs
+    from jfa_verify.cases.dimensions import Target
+
+    build, searches = covering
+    first = build()
+    assert len(searches) == 1 and len(first) > 20 and first[0].name.startswith(pairs.ROW_PREFIX)
+    assert [p.name for p in tmp_path.glob("covering-*.json")], list(tmp_path.iterdir())
+    assert build() == first and len(searches) == 1  # read, not searched: every field of every case the same
+    monkeypatch.setenv("JFA_VERIFY_CACHE", "off")
+    assert pairs.covering_array(Target(None, "cpu")) == first  # the search's own answer
+    monkeypatch.setenv("JFA_VERIFY_CACHE", str(tmp_path))
+    build(seed=1)  # another seed, another key
+    build(Target(None, "cpu", num_sms=7))  # other SMs
+    assert len(searches) == 3
+
+
+def test_a_kernel_whose_tiles_changed_gets_its_covering_array_searched_again(covering, monkeypatch):
+    # a kernel's tile_sizes is its own code, outside the digest that names the file: its answers are in the key
+    from jfa_verify.cases import dimensions
+    from jfa_verify.protocol.kernel import TileSizes
+
+    build, searches = covering
+    build()
+    real = dimensions.tiles_for_shape
+
+    def tiles(kernel, head_dim, head_dim_v=None, dtype=None, device_type="cpu"):
+        return TileSizes(32, 64) if head_dim == 96 else real(kernel, head_dim, head_dim_v, dtype, device_type)
+
+    monkeypatch.setattr(dimensions, "tiles_for_shape", tiles)
+    build()
+    assert len(searches) == 2
+
+
+@pytest.mark.parametrize("damage", ["digest", "row", "not-a-dict"])
+def test_a_damaged_covering_array_is_searched_again_and_rewritten(covering, tmp_path, damage):
+    build, searches = covering
+    first = build()
+    (path,) = tmp_path.glob("covering-*.json")
+    stored = json.loads(path.read_text())
+    for key, entry in stored.items():
+        if damage == "digest":  # a row changed: its digest no longer matches
+            entry["cases"][0]["head_dim"] += 1
+        elif damage == "row":  # a row the contract refuses, under a digest that matches it
+            entry["cases"][0]["kv_lengths"] = [-3]
+            entry["sha256"] = _digest(entry["cases"])
+        else:
+            stored[key] = [1, 2]
+    path.write_text(json.dumps(stored))
+    assert build() == first and len(searches) == 2
+    assert build() == first and len(searches) == 2  # the rewritten entry is read
+
+
+def _digest(rows):
+    from jfa_verify.cases.pairs import _digest
+
+    return _digest(rows)

@@ -19,6 +19,8 @@ dimensions of :data:`jfa_verify.cases.dimensions.DIMENSIONS`. For a :class:`Targ
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from itertools import combinations, product
@@ -26,6 +28,7 @@ from typing import Iterable, Optional
 
 from jfa_verify.cases.case import Case
 from jfa_verify.cases.construct import (
+    CANDIDATE_HEAD_DIMS,
     HEADS,
     build_case,
     case_cost,
@@ -35,6 +38,8 @@ from jfa_verify.cases.construct import (
     save_lengths_cache,
 )
 from jfa_verify.cases.dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, tile_shape
+from jfa_verify.cases.search_cache import SearchCache
+from jfa_verify.core.dtypes import dtype_name
 
 __all__ = ["PairCoverage", "ROW_PREFIX", "Universe", "VISIBILITY_DIMENSIONS", "computes_scores", "covering_array",
            "exercised", "pairs_of", "universe", "visibility_combinations"]
@@ -267,10 +272,21 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
     al., "The AETG System", IEEE TSE 23(7), 1997); a row is added for each combination of
     :func:`visibility_combinations` no row is in; strided offsets get rows of their own (mode,
     offsets dtype and start). The result is ordered cheap and dense first. Deterministic for a
-    ``target`` and ``seed``.
+    ``target`` and ``seed``, and kept on disk between processes (:data:`_COVERING`: building one is seconds of
+    every ``run``, ``gate`` and ``fuzz --covering``).
     """
     if max_cost is None:
         max_cost = 20000 if target.device_type == "cuda" else 250
+
+    def build() -> dict:
+        return _stored(_search_covering_array(target, seed, max_cost))
+
+    stored = _COVERING.get(_covering_key(target, seed, max_cost), build, valid=_intact)
+    _COVERING.save()  # (now: a campaign worker ends without running exit handlers)
+    return _read_stored(stored)
+
+
+def _search_covering_array(target: Target, seed: int, max_cost: float) -> list[Case]:
     from allpairspy import AllPairs
 
     uni = universe(target)
@@ -325,6 +341,52 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
                 add({**dict(p), "offsets_layout": "strided"})
     save_lengths_cache()  # (now, not only at exit: a campaign worker ends without running exit handlers)
     return _cheap_first(cases, target)
+
+
+# Whole covering arrays by target, seed and cost cap. Their code is the case model's and the kernel protocol's (the
+# file is named by a digest of both); what the kernel adds is its capabilities and its tile sizes, both in the key.
+_COVERING = SearchCache("covering", packages=("cases", "core", "protocol", "scheduling"))
+
+
+def _covering_key(target: Target, seed: int, max_cost: float) -> str:
+    """What a covering array depends on beyond the code: the kernel's name and capabilities, the device and its SMs,
+    the tiles the kernel runs for every head-dim pair a case may have (its ``tile_sizes`` is the kernel's own code),
+    the seed, the cost cap and the versions of the libraries drawing the rows; hashed."""
+    import allpairspy
+    import numpy
+
+    caps = target.capabilities
+    dims = [d for d in CANDIDATE_HEAD_DIMS if caps.supports_head_dim(d)]
+    tiles = [(dtype, d, dv, target.tiles(d, dv, dtype)) for dtype in (None, *(dtype_name(t) for t in caps.dtypes))
+             for d in dims for dv in dims]
+    parts = (target.key, tiles, seed, max_cost, getattr(allpairspy, "__version__", None), numpy.__version__)
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _stored(cases: list[Case]) -> dict:
+    rows = [c.to_dict() for c in cases]
+    return {"cases": rows, "sha256": _digest(rows)}
+
+
+def _digest(rows: list) -> str:
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
+
+
+def _intact(stored) -> bool:
+    """Whether ``stored`` is a covering array as :func:`_stored` wrote it: its digest matches its rows, and each row
+    is a valid case named as rows are (a damaged or hand-edited file is searched again, never run)."""
+    try:
+        rows = stored["cases"]
+        if _digest(rows) != stored["sha256"]:
+            return False
+        cases = [Case.from_dict(r) for r in rows]
+    except Exception:  # (anything a damaged file holds: not a dict, missing keys, fields the contract refuses)
+        return False
+    return all(c.name.startswith(ROW_PREFIX) for c in cases)
+
+
+def _read_stored(stored: dict) -> list[Case]:
+    return [Case.from_dict(r) for r in stored["cases"]]
 
 
 # The dimensions the contract's visibility rule (jfa_verify.core.contract.key_range) combines: the mask with its

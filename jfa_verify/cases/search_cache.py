@@ -1,4 +1,8 @@
-"""The length search's answers kept on disk between processes, so that a run does not redo its covering array's search.
+"""Answers of the suite's searches kept on disk between processes, so that a run does not redo its covering array.
+
+Two searches keep answers here: :func:`~jfa_verify.cases.construct.lengths_for` (file ``lengths-*``) and whole
+covering arrays (:func:`~jfa_verify.cases.pairs.covering_array`, file ``covering-*``, named by the code of the case
+model and the kernel protocol, keyed by what the kernel adds).
 
 Building the covering array of a 132-SM GPU's suite spends most of its 10 s (this project's CPU, 2026-12-05) in
 :func:`~jfa_verify.cases.construct.lengths_for`, a seeded random search that every ``jfa-verify run``, ``gate`` and
@@ -39,11 +43,12 @@ def cache_folder() -> Optional[Path]:
     return Path(base) / "jfa-verify"
 
 
-def code_version() -> str:
-    """A digest of every module of ``jfa_verify.cases`` and ``jfa_verify.core``: the code a cached answer came from."""
+def code_version(packages: tuple[str, ...] = ("cases", "core")) -> str:
+    """A digest of every module of the given ``jfa_verify`` subpackages (by default ``cases`` and ``core``): the code
+    a cached answer came from."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
-    for package in ("cases", "core"):
+    for package in packages:
         for path in sorted((root / package).glob("*.py")):
             digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
@@ -56,8 +61,9 @@ class SearchCache:
     what other processes wrote meanwhile, through an atomic rename: two runs at once lose no file, at worst each
     other's newest answers)."""
 
-    def __init__(self, name: str, folder: Callable[[], Optional[Path]] = cache_folder):
-        self.name, self._folder = name, folder
+    def __init__(self, name: str, folder: Callable[[], Optional[Path]] = cache_folder,
+                 packages: tuple[str, ...] = ("cases", "core")):
+        self.name, self._folder, self._packages = name, folder, packages
         self._answers: Optional[dict] = None
         self._added: dict = {}
         self._path: Optional[Path] = None
@@ -67,15 +73,16 @@ class SearchCache:
             self._answers = {}
             folder = self._folder()
             if folder is not None:
-                self._path = folder / f"{self.name}-{code_version()}.json"
+                self._path = folder / f"{self.name}-{code_version(self._packages)}.json"
                 self._answers = _read(self._path)
                 atexit.register(self.save)
         return self._answers
 
-    def get(self, key: str, compute: Callable[[], object]):
-        """The cached answer for ``key``, else ``compute()`` (kept; it must be JSON: lists come back as lists)."""
+    def get(self, key: str, compute: Callable[[], object], valid: Callable[[object], bool] = lambda answer: True):
+        """The cached answer for ``key`` where ``valid`` takes it, else ``compute()`` (kept, in place of an answer
+        ``valid`` refused; it must be JSON: lists come back as lists)."""
         answers = self._load()
-        if key in answers:
+        if key in answers and valid(answers[key]):
             return answers[key]
         value = compute()
         answers[key] = self._added[key] = value
