@@ -576,3 +576,30 @@ def test_a_ctrl_c_while_a_fork_server_started_from_a_thread_imports_torch_is_ign
                           start_new_session=True, cwd=tmp_path)
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr[-3000:]
     assert proc.returncode == 0 and "child exit 0" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+
+
+def test_a_worker_started_early_loads_its_kernel_before_its_first_case_arrives(tmp_path, misbehaving_plugin):
+    # issue 39: each worker's first case on an H100 took 3-4 s more than the rest (imports, the kernel, the device's
+    # context); `run` now starts its workers while it precompiles, and each loads the kernel before a case comes
+    plugin = misbehaving_plugin("loads_slowly")
+    marker = tmp_path / "loaded"
+    text = plugin.read_text().replace('    """A correct forward in plain torch',
+                                      f'    time.sleep(2)\n    open({str(marker)!r}, "w").write(str(os.getpid()))\n'
+                                      f'    """A correct forward in plain torch', 1)
+    plugin.write_text(text)
+    load_plugin(plugin)
+    worker = CaseWorker(WorkerSpec("loads_slowly", "cpu", RunSettings(plugins=[plugin], backward=False)))
+    with worker:
+        t0 = time.perf_counter()
+        worker.start_early()
+        assert time.perf_counter() - t0 < 2 and worker.pid is not None  # launched, not waited for
+        deadline = time.time() + 120
+        while not marker.exists() and time.time() < deadline:  # loaded with no case sent: the warm-up did it
+            time.sleep(0.1)
+        assert marker.exists()
+        first = worker.pid
+        worker.start_early()  # (a child is there: nothing)
+        assert worker.pid == first
+        assert worker.run(Case(kv_lengths=(3, 5), dtype="float32", head_dim=16), 60).status == "pass"
+        assert worker.pid == first and worker.restarts == 0 and marker.read_text() == str(first)
+        assert worker.startup_s >= 0.5  # counted from the launch (imports), not from the first case

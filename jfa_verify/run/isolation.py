@@ -131,9 +131,23 @@ def _serve(conn, spec: WorkerSpec, owner: int, answer=None) -> None:
         return
     try:
         conn.send(("ready", os.getpid()))
+        _warm_up(kernel, device)
         (answer or _answer)(conn, spec, kernel, device)
     except (EOFError, OSError):  # the parent went away (killed: a broken pipe or a reset connection): end quietly,
         return  # not with a traceback on the terminal (a new user's kill -9 of a campaign printed one per orphan)
+
+
+def _warm_up(kernel, device) -> None:
+    """What the first case would wait for: the kernel's implementation loaded and the device's context made, done
+    before the first case arrives (a child started early does it while the run precompiles; on an H100 the first case
+    of each worker took 3-4 s more than the rest). Best effort: a failure here is the first case's to report."""
+    with contextlib.suppress(Exception):
+        kernel.impl
+        if device.type == "cuda":
+            import torch
+
+            torch.zeros(1, device=device).add_(1)
+            torch.cuda.synchronize(device)
 
 
 def _answer(conn, spec: WorkerSpec, kernel, device) -> None:
@@ -220,12 +234,25 @@ class CaseWorker:
         self._proc = None
         self._conn = None
         self._started = 0
+        self._loading = False  # a child launched whose "ready" has not been read yet (start_early)
+        self._launched_at = 0.0
         self.restarts = 0  # children started after the first (one per crash or hang)
-        self.startup_s = 0.0  # seconds spent starting children
+        self.startup_s = 0.0  # seconds from launching children to their "ready" (an early start counts from its launch)
 
     # -- lifecycle -----------------------------------------------------------------
+    def start_early(self) -> None:
+        """Start the child now without waiting for it to load (its imports, the kernel and the device's context
+        load while the caller does other work: the run's precompile step); the first :meth:`run` waits for it.
+        Nothing when a child is already there."""
+        if self._proc is None:
+            self._launch()
+
     def _start(self) -> None:
-        t0 = time.perf_counter()
+        self._launch()
+        self._wait_ready()
+
+    def _launch(self) -> None:
+        self._launched_at = time.perf_counter()
         ctx = worker_context()
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child, self.spec, os.getpid(), self._answer), daemon=True,
@@ -241,7 +268,12 @@ class CaseWorker:
         child.close()
         # Known at once, so that kill() from another thread (Ctrl-C under Verifier.verify_all) ends a child
         # still loading too, instead of leaving it to run its case to the end (or hang in it).
-        self._proc, self._conn = proc, parent
+        self._proc, self._conn, self._loading = proc, parent, True
+
+    def _wait_ready(self) -> None:
+        """Wait for the launched child's word that it loaded the kernel (a child started early may have sent it)."""
+        proc, parent = self._proc, self._conn
+        self._loading = False
         if not parent.poll(STARTUP_TIMEOUT_S):
             self.kill()
             raise PluginError(f"the case worker for kernel {self.spec.kernel!r} did not start within "
@@ -260,7 +292,7 @@ class CaseWorker:
                               f"kernel must come from a --plugin file or an installed entry point)")
         self.restarts = self._started
         self._started += 1
-        self.startup_s += time.perf_counter() - t0
+        self.startup_s += time.perf_counter() - self._launched_at
 
     def kill(self) -> None:
         """End the child now (it may be hung in a kernel); the next :meth:`run` starts a new one.
@@ -269,6 +301,7 @@ class CaseWorker:
         mid-case on Ctrl-C): that :meth:`run` returns a ``"crash"`` verdict."""
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None  # first, so that a second caller (the run that saw it die) has nothing to do
+        self._loading = False
         if proc is None:
             return
         if proc.is_alive():
@@ -304,6 +337,8 @@ class CaseWorker:
         seconds)`` when the child died; the child is killed in both, and the next call starts another."""
         if self._conn is None:
             self._start()
+        elif self._loading:
+            self._wait_ready()
         t0 = time.perf_counter()
         try:
             self._conn.send(message)

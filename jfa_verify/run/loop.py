@@ -213,6 +213,12 @@ class Verifier:
             self._interrupted.clear()
         return results
 
+    def start_early(self) -> None:
+        """Start the isolated workers' children now, without waiting for them to load
+        (:meth:`~jfa_verify.run.isolation.CaseWorker.start_early`); nothing in-process."""
+        for w in self.workers:
+            w.start_early()
+
     def close(self) -> None:
         """End the isolated workers (nothing to do in-process)."""
         for w in self.workers:

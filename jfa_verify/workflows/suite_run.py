@@ -138,15 +138,20 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     outcome = RunOutcome(report, kernel, suite, cases, jobs=jobs)
     outcome.phases["suite"] = time.perf_counter() - started
     observer.planned(kernel, suite, cases, jobs)
-    try:
-        with _timed(outcome.phases, "precompile"):
-            outcome.precompiled = precompile_cases(kernel, cases, device, jobs=build_jobs(jobs),
-                                                   plugins=request.settings.plugins, enabled=request.precompile)
-    except KeyboardInterrupt:  # no case ran: the report says the run stopped
-        outcome.report, outcome.interrupted = report_before_cases(True, outcome), True
-        return outcome
-    getattr(observer, "precompiled", lambda result: None)(outcome.precompiled)
-    _verify(outcome, request, device, observer)
+    from jfa_verify.run.loop import Verifier
+
+    with Verifier(kernel, device, request.reproducers, request.settings.replace(jobs=jobs.count)) as verifier:
+        # the case workers load torch, the kernel and the device's context while the variants build (seconds each)
+        verifier.start_early()
+        try:
+            with _timed(outcome.phases, "precompile"):
+                outcome.precompiled = precompile_cases(kernel, cases, device, jobs=build_jobs(jobs),
+                                                       plugins=request.settings.plugins, enabled=request.precompile)
+        except KeyboardInterrupt:  # no case ran: the report says the run stopped
+            outcome.report, outcome.interrupted = report_before_cases(True, outcome), True
+            return outcome
+        getattr(observer, "precompiled", lambda result: None)(outcome.precompiled)
+        _verify(outcome, request, device, observer, verifier)
     return outcome
 
 
@@ -201,19 +206,17 @@ def _jobs(request: RunRequest, device, cases: int):
     return choose_jobs(request.jobs, device, work=cases)
 
 
-def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObserver) -> None:
+def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObserver, verifier) -> None:
     from jfa_verify.cases.coverage import Coverage
     from jfa_verify.cases.dimensions import Target
     from jfa_verify.cases.pairs import PairCoverage
     from jfa_verify.checks.calls import check_relations
     from jfa_verify.run.corpus import replay_command
     from jfa_verify.run.interrupts import terminate_as_interrupt
-    from jfa_verify.run.loop import Verifier
     from jfa_verify.run.report import run_report, write_json
 
     kernel, suite, cases = outcome.kernel, outcome.suite, outcome.cases
-    settings = request.settings.replace(jobs=outcome.jobs.count)
-    with Verifier(kernel, device, request.reproducers, settings) as verifier, terminate_as_interrupt():
+    with terminate_as_interrupt():
         done: list = []
         try:
             with observer.verifying(kernel, len(cases)) as seen, _timed(outcome.phases, "cases"):
@@ -225,6 +228,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
                                                            memory=request.settings.memory,
                                                            timeout_s=request.settings.timeout_s)}
                                  for case, seconds in verifier.interrupted_cases]
+    verifier.close()  # (the relation checks have a worker of their own: the device is theirs)
     results = outcome.results
     # Only the cases the kernel ran exercised anything (a new user saw 0 of 84 cases run reported as 100% of pairs)
     ran = [r.case for r in results if r.status != "unsupported"]
