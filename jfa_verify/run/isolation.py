@@ -23,6 +23,7 @@ import multiprocessing.forkserver
 import os
 import re
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -148,6 +149,10 @@ def _warm_up(kernel, device) -> None:
 
             torch.zeros(1, device=device).add_(1)
             torch.cuda.synchronize(device)
+            if "triton" in sys.modules:  # (the kernel uses Triton: its driver loads its launch helpers once)
+                from triton.runtime import driver
+
+                driver.active.get_current_device()
 
 
 def _answer(conn, spec: WorkerSpec, kernel, device) -> None:
