@@ -16,9 +16,11 @@
 # Call 7: a short budget's timings (issues 38, 39): triton_jfa's launch configurations swept against FA2
 #         (benchmarks/sweep_triton_config.py, its "current" rows are call 4's triton_jfa rows), then the main job
 #         from a cold Triton cache and warm.
+# Call 8: the main job's timings alone (issue 39): cold (fresh Triton and jfa-verify caches), warm twice, then
+#         bench_verify's campaign rate (16 workers, packs of 1 and 8).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-call=${1:?give the call: 1 to 7}
+call=${1:?give the call: 1 to 8}
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 L=/tmp/c$call; mkdir -p $L
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tcache}
@@ -93,15 +95,31 @@ elif [ "$call" = 7 ]; then
   cat $L/status.txt
   echo "== sweep"; tail -45 $L/sweep.log
   echo "== runs"; head -2 $L/run-cold.log; tail -4 $L/run-cold.log; tail -3 $L/run-warm.log 2>/dev/null
+elif [ "$call" = 8 ]; then
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  rm -rf /tmp/tcache-cold /tmp/jcache-cold
+  export JFA_VERIFY_CACHE=/tmp/jcache-cold
+  for run in cold warm warm2; do
+    /usr/bin/time -f "$run run wall %e s" env TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 260 jfa-verify run \
+      --device cuda --no-progress --report $L/run-$run.json >$L/run-$run.log 2>&1
+    echo "$run run exit $? at $(el) s" >>$L/status.txt
+  done
+  left=$(( 560 - $(el) ))
+  [ $left -gt 100 ] && { TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 $left python3 benchmarks/bench_verify.py \
+      --device cuda --workers 16 --seconds 30 --warmup 30 --pack 1,8 --out $L >$L/bench-verify.log 2>&1
+    echo "bench_verify exit $? at $(el) s" >>$L/status.txt; }
+  cat $L/status.txt
+  for run in cold warm warm2; do echo "== $run"; grep -E "precompile:|^time:|passed|wall" $L/run-$run.log; done
+  echo "== bench_verify"; tail -25 $L/bench-verify.log 2>/dev/null
 elif [ "$call" = 4 ]; then
   # Timings (issues 38, 39): the main job as the README runs it, from a cold Triton cache then warm; the registered
   # kernels called as users call them against FA2 (bf16, D=128). Alone on the machine: timings.
   nvidia-smi --query-gpu=name --format=csv,noheader
   rm -rf /tmp/tcache-cold
-  /usr/bin/time -f "cold run wall %e s" env TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 200 jfa-verify run \
+  /usr/bin/time -f "cold run wall %e s" env TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 260 jfa-verify run \
     --device cuda --no-progress --report $L/run-cold.json >$L/run-cold.log 2>&1
   echo "cold run exit $? at $(el) s" >>$L/status.txt
-  /usr/bin/time -f "warm run wall %e s" env TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 120 jfa-verify run \
+  /usr/bin/time -f "warm run wall %e s" env TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 100 jfa-verify run \
     --device cuda --no-progress --report $L/run-warm.json >$L/run-warm.log 2>&1
   echo "warm run exit $? at $(el) s" >>$L/status.txt
   left=$(( 560 - $(el) ))
@@ -111,7 +129,7 @@ elif [ "$call" = 4 ]; then
   echo "== runs"; head -2 $L/run-cold.log; tail -4 $L/run-cold.log; tail -3 $L/run-warm.log
   echo "== bench_e2e"; tail -30 $L/e2e.log 2>/dev/null
 else
-  echo "ci/gpu_lent_calls.sh: call must be 1 to 7, got $call" >&2; exit 2
+  echo "ci/gpu_lent_calls.sh: call must be 1 to 8, got $call" >&2; exit 2
 fi
 # (only a few files come back from a lent machine, none deep: one archive per call)
 tar czf $OUT/c$call.tgz -C $L --exclude cal/records.tgz . 2>/dev/null; ls -la $OUT
