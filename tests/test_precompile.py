@@ -5,12 +5,16 @@ The tracing and the building are checked on the CPU the way ``tests/test_triton_
 in a subprocess without ``TRITON_INTERPRET``, with a driver that knows only the target (sm_90).
 """
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
+
+import pytest
 
 from jfa_verify.cases.case import Case
 from jfa_verify.cli import main
@@ -158,3 +162,205 @@ def test_run_reports_where_its_time_went_phase_by_phase(tmp_path, capsys):
     assert phases["cases"] >= case["seconds"]["worker"], (phases, case["seconds"])  # the case ran inside the phase
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("time: "))
     assert f"cases {phases['cases']:.1f} s" in line and f"({sum(phases.values()):.1f} s)" in line, line
+
+
+# ----------------------------------------------------------------------------- the trace kept between runs
+# (a warm H100 run spent 10.5 s of its 11.5 s precompile step tracing again what the last run traced)
+
+_TRACE_TWICE = """
+import collections, json, sys, torch
+from jfa_verify.cases.case import Case
+from jfa_verify.protocol.registry import get_kernel
+from jfa_verify.run import precompile as pc
+
+if sys.argv[1] == "warm":  # a trace now, in this process or a child, fails the test: it must come from the file
+    def no_tracing(*a, **k):
+        raise AssertionError("traced")
+    pc.trace_variants = pc._pool = no_tracing
+shape = dict(num_heads_q=2, num_heads_kv=1, head_dim=32, dtype="bfloat16")
+cases = [Case(kv_lengths=[5, 40], seed=1, name="a", **shape),
+         Case(kv_lengths=[9, 12], seed=2, causal=True, name="b-causal", **shape)]
+built = []
+result = pc.precompile(get_kernel("triton_jfa"), cases, torch.device("cpu"), target=("cuda", 90, 32),
+                       build=lambda v: built.append([v.key, v.function, v.source_key, v.data]) or 0.0,
+                       trace_here=sys.argv[1] == "cold")
+print("RESULT" + json.dumps({"result": result.to_dict(), "summary": result.summary(), "built": built}))
+"""
+
+
+def test_a_warm_run_reads_the_trace_from_the_cache_and_builds_the_same_variants(tmp_path, monkeypatch):
+    monkeypatch.setenv("JFA_VERIFY_CACHE", str(tmp_path / "cache"))
+    cold = _compiled_mode(_TRACE_TWICE.replace("sys.argv[1]", "'cold'"), tmp_path)
+    (path,) = (tmp_path / "cache").glob("traces-*.json")
+    warm = _compiled_mode(_TRACE_TWICE.replace("sys.argv[1]", "'warm'"), tmp_path)  # (and through the pool path)
+    assert cold["result"]["trace_cached"] is False and warm["result"]["trace_cached"] is True
+    assert cold["result"]["variants"] == 7 and cold["result"]["untraced_count"] == 0, cold["result"]
+    assert warm["built"] == cold["built"]  # the same variants, in the same order, with their specialization data
+    assert {k: warm["result"][k] for k in ("variants", "compiled", "by_kernel", "error_count")} == \
+        {k: cold["result"][k] for k in ("variants", "compiled", "by_kernel", "error_count")}
+    assert "tracing" in cold["summary"] and "cached" not in cold["summary"]
+    assert ", cached)" in warm["summary"], warm["summary"]
+    assert len(json.loads(path.read_text())) == 1
+
+
+_FIELDS = {"signature": {}, "constant_keys": [], "constant_vals": [], "attrs_keys": [], "attrs_vals": [], "options": {}}
+
+
+class _FakeTracing:
+    """``trace_variants`` for a machine without Triton's compiler path: one variant per case (and backward setting),
+    counted."""
+
+    def __init__(self, untraced=()):
+        self.calls, self.untraced = 0, list(untraced)
+
+    def __call__(self, kernel, cases, device, *, backward=True, memory=None):
+        from jfa_verify.run.precompile import Variant
+
+        self.calls += 1
+        data = json.dumps({"name": "m.f", **_FIELDS})
+        return [Variant(f"key-{c.case_id()}-{backward}", "m:f", "source", data) for c in cases], list(self.untraced)
+
+
+def _plugin_kernel(folder: Path, source: str = "VERSION = 1"):
+    """A kernel object whose loader is defined in ``folder/plug.py``, beside a helper module ``helper.py``."""
+    import importlib.util
+
+    folder.mkdir(exist_ok=True)
+    (folder / "plug.py").write_text("def load():\n    return None\n")
+    (folder / "helper.py").write_text(source + "\n")
+    spec = importlib.util.spec_from_file_location(f"_plug_{abs(hash(str(folder)))}", folder / "plug.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return types.SimpleNamespace(name="plug", loader=module.load, source_dirs=())
+
+
+@pytest.fixture
+def compiled_here(monkeypatch, tmp_path):
+    """The step as off the interpreter, its tracing :class:`_FakeTracing` (returned), its cache in ``tmp_path``."""
+    import jfa_verify.core.device
+    from jfa_verify.run import precompile as pc
+
+    monkeypatch.setattr(jfa_verify.core.device, "interpreting", lambda: False)
+    monkeypatch.setattr(pc, "_init_worker", lambda *a, **k: None)  # (no target-only driver in this process)
+    monkeypatch.setenv("JFA_VERIFY_CACHE", str(tmp_path / "cache"))
+    tracing = _FakeTracing()
+    monkeypatch.setattr(pc, "trace_variants", tracing)
+    return tracing
+
+
+_SHAPE = dict(num_heads_q=2, num_heads_kv=1, head_dim=16, dtype="float32")
+_CASES = [Case(kv_lengths=[3, 17], seed=1, name="a", **_SHAPE), Case(kv_lengths=[4], seed=2, name="b", **_SHAPE)]
+
+
+def _step(kernel, cases=_CASES, **settings):
+    built: list = []
+    settings = {"backward": True, "memory": None, "target": ("cuda", 90, 32), **settings}
+    result = precompile(kernel, cases, "cpu", build=lambda v: built.append(v.key) or 0.0, trace_here=True, **settings)
+    return result, built
+
+
+def test_the_same_step_again_reads_its_trace_and_traces_nothing(compiled_here, tmp_path, monkeypatch):
+    kernel = _plugin_kernel(tmp_path / "plugin")
+    first, built_first = _step(kernel)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "another-triton-cache"))  # (where builds go: no matter)
+    second, built_second = _step(kernel)
+    assert compiled_here.calls == 1
+    assert (first.trace_cached, second.trace_cached) == (False, True)
+    assert built_second == built_first and len(built_first) == 2 and second.variants == 2 == second.compiled
+    assert second.to_dict()["trace_cached"] is True and ", cached)" in second.summary()
+
+
+@pytest.mark.parametrize("change", ["a case", "the cases' order", "a case's name", "backward", "memory", "target",
+                                    "the kernel's source", "the kernel's name", "Triton's options"])
+def test_a_change_in_anything_the_trace_depends_on_traces_again(compiled_here, tmp_path, monkeypatch, change):
+    kernel = _plugin_kernel(tmp_path / "plugin")
+    _step(kernel)
+    cases, settings = list(_CASES), {}
+    if change == "a case":
+        cases[1] = dataclasses.replace(cases[1], seed=3)
+    elif change == "the cases' order":
+        cases.reverse()
+    elif change == "a case's name":
+        cases[0] = dataclasses.replace(cases[0], name="renamed")
+    elif change == "backward":
+        settings["backward"] = False
+    elif change == "memory":
+        settings["memory"] = "cuda"
+    elif change == "target":
+        settings["target"] = ("cuda", 100, 32)
+    elif change == "the kernel's source":  # a module beside the plugin file (what it imports)
+        kernel = _plugin_kernel(tmp_path / "plugin", "VERSION = 2")
+    elif change == "the kernel's name":
+        kernel.name = "plug-2"
+    else:  # (options are part of each launch's key)
+        monkeypatch.setenv("TRITON_DEBUG", "1")
+    again, _ = _step(kernel, cases, **settings)
+    assert compiled_here.calls == 2 and again.trace_cached is False
+    assert _step(kernel, cases, **settings)[0].trace_cached is True  # (and that answer is kept too)
+
+
+def test_a_kernels_source_digest_covers_its_package_plugin_file_modules_beside_it_and_source_dirs(tmp_path):
+    from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.run.precompile import kernel_sources_digest
+
+    assert kernel_sources_digest(get_kernel("triton_jfa")) == kernel_sources_digest(get_kernel("triton_jfa_grid"))
+    kernel = _plugin_kernel(tmp_path / "plugin")
+    digests = [kernel_sources_digest(kernel)]
+    (tmp_path / "plugin" / "plug.py").write_text("def load():\n    return 1\n")
+    digests.append(kernel_sources_digest(kernel))
+    (tmp_path / "plugin" / "pkg").mkdir()
+    (tmp_path / "plugin" / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "plugin" / "pkg" / "inner.py").write_text("X = 1\n")
+    digests.append(kernel_sources_digest(kernel))
+    (tmp_path / "plugin" / "pkg" / "inner.py").write_text("X = 2\n")
+    digests.append(kernel_sources_digest(kernel))
+    (tmp_path / "elsewhere").mkdir()
+    kernel.source_dirs = (str(tmp_path / "elsewhere"),)
+    (tmp_path / "elsewhere" / "host.py").write_text("Y = 1\n")
+    digests.append(kernel_sources_digest(kernel))
+    assert len(set(digests)) == len(digests), digests
+    assert kernel_sources_digest(types.SimpleNamespace(name="no-file", loader=len)) is None  # (a builtin: no file)
+
+
+@pytest.mark.parametrize("damage", ["not an answer", "a variant short of a field", "data that is not JSON",
+                                    "data of another function", "another target", "one key twice", "null"])
+def test_a_damaged_entry_is_traced_again_and_replaced(compiled_here, tmp_path, damage):
+    kernel = _plugin_kernel(tmp_path / "plugin")
+    first, built = _step(kernel)
+    (path,) = (tmp_path / "cache").glob("traces-*.json")
+    answers = json.loads(path.read_text())
+    (key, answer), = answers.items()
+    records = answer["variants"]
+    if damage == "not an answer":
+        answer = ["a", "list"]
+    elif damage == "a variant short of a field":
+        records[0] = records[0][:3]
+    elif damage == "data that is not JSON":
+        records[0][3] = "{not json"
+    elif damage == "data of another function":
+        records[0][3] = json.dumps({"name": "m.other", **_FIELDS})
+    elif damage == "another target":
+        answer["target"] = ["cuda", 100, 32]
+    elif damage == "one key twice":
+        records[1] = records[0]
+    else:
+        answer = None
+    path.write_text(json.dumps({key: answer}))
+    again, built_again = _step(kernel)
+    assert compiled_here.calls == 2 and again.trace_cached is False and built_again == built
+    assert _step(kernel)[0].trace_cached is True  # the entry was written afresh
+
+
+def test_a_trace_that_left_a_case_untraced_is_not_kept(compiled_here, tmp_path):
+    compiled_here.untraced = ["b: RuntimeError: out of memory"]
+    kernel = _plugin_kernel(tmp_path / "plugin")
+    assert _step(kernel)[0].untraced and not _step(kernel)[0].trace_cached
+    assert compiled_here.calls == 2 and not list((tmp_path / "cache").glob("traces-*.json"))
+
+
+def test_cache_off_traces_every_run_and_writes_nothing(compiled_here, tmp_path, monkeypatch):
+    monkeypatch.setenv("JFA_VERIFY_CACHE", "off")
+    kernel = _plugin_kernel(tmp_path / "plugin")
+    results = [_step(kernel)[0] for _ in range(3)]
+    assert compiled_here.calls == 3 and not any(r.trace_cached for r in results)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plugin"]

@@ -118,7 +118,7 @@ def covering(tmp_path, monkeypatch):
     monkeypatch.setattr(pairs, "_search_covering_array", counted)
 
     def build(target=None, seed=0):
-        monkeypatch.setattr(pairs, "_COVERING", SearchCache("covering", packages=pairs._COVERING._packages))
+        monkeypatch.setattr(pairs, "_COVERING", SearchCache("covering", version=pairs._COVERING._version))
         return pairs.covering_array(target or Target(None, "cpu"), seed=seed)
 
     return build, searches
@@ -181,3 +181,38 @@ def _digest(rows):
     from jfa_verify.cases.pairs import _digest
 
     return _digest(rows)
+
+
+def test_a_cache_of_its_own_version_keeps_its_newest_answers_and_lookup_put_read_and_replace(tmp_path, monkeypatch):
+    # (the precompile step's traces: ~1 MB an answer, of a version of their own)
+    monkeypatch.setenv("JFA_VERIFY_CACHE", str(tmp_path))
+    cache = SearchCache("traces", version=lambda: "v1", keep=2)
+    assert cache.lookup("a") is None and cache.lookup("a", "none") == "none"
+    for key in ("a", "b", "c"):
+        cache.put(key, key.upper())
+    cache.save()
+    assert [p.name for p in tmp_path.iterdir()] == ["traces-v1.json"]
+    assert json.loads((tmp_path / "traces-v1.json").read_text()) == {"b": "B", "c": "C"}  # the oldest dropped
+    again = SearchCache("traces", version=lambda: "v1", keep=2)
+    assert again.lookup("b") == "B" and again.lookup("a") is None
+    again.put("b", "B2")  # replaced, and now the newest: "c" goes first
+    again.put("d", "D")
+    again.save()
+    assert json.loads((tmp_path / "traces-v1.json").read_text()) == {"b": "B2", "d": "D"}
+    assert SearchCache("traces", version=lambda: "v2").lookup("b") is None
+
+
+def test_a_saved_cache_is_not_held_until_the_exit(tmp_path, monkeypatch):
+    # (each precompile step reads the trace file, up to ~16 MB, into a cache of its own: a gate runs one per kernel)
+    import gc
+    import weakref
+
+    monkeypatch.setenv("JFA_VERIFY_CACHE", str(tmp_path))
+    cache = SearchCache("traces", version=lambda: "v1")
+    cache.put("a", 1)
+    held = weakref.ref(cache)
+    cache.save()
+    del cache
+    gc.collect()
+    assert held() is None
+    assert SearchCache("traces", version=lambda: "v1").lookup("a") == 1

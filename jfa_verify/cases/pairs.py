@@ -24,6 +24,7 @@ import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from itertools import combinations, product
+from pathlib import Path
 from typing import Iterable, Optional
 
 from jfa_verify.cases.case import Case
@@ -38,7 +39,7 @@ from jfa_verify.cases.construct import (
     save_lengths_cache,
 )
 from jfa_verify.cases.dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, tile_shape
-from jfa_verify.cases.search_cache import SearchCache
+from jfa_verify.cases.search_cache import SearchCache, sources_digest
 from jfa_verify.core.dtypes import dtype_name
 
 __all__ = ["PairCoverage", "ROW_PREFIX", "Universe", "VISIBILITY_DIMENSIONS", "computes_scores", "covering_array",
@@ -345,7 +346,12 @@ def _search_covering_array(target: Target, seed: int, max_cost: float) -> list[C
 
 # Whole covering arrays by target, seed and cost cap. Their code is the case model's and the kernel protocol's (the
 # file is named by a digest of both); what the kernel adds is its capabilities and its tile sizes, both in the key.
-_COVERING = SearchCache("covering", packages=("cases", "core", "protocol", "scheduling"))
+def _covering_version() -> str:
+    root = Path(__file__).resolve().parents[1]
+    return sources_digest([root / p for p in ("cases", "core", "protocol", "scheduling")], recursive=False)
+
+
+_COVERING = SearchCache("covering", version=_covering_version)
 
 
 def _covering_key(target: Target, seed: int, max_cost: float) -> str:

@@ -1,19 +1,23 @@
-"""Answers of the suite's searches kept on disk between processes, so that a run does not redo its covering array.
+"""Answers of slow, deterministic computations kept on disk between processes, so that a run does not redo them.
 
-Two searches keep answers here: :func:`~jfa_verify.cases.construct.lengths_for` (file ``lengths-*``) and whole
-covering arrays (:func:`~jfa_verify.cases.pairs.covering_array`, file ``covering-*``, named by the code of the case
-model and the kernel protocol, keyed by what the kernel adds).
+Three keep answers here: :func:`~jfa_verify.cases.construct.lengths_for` (file ``lengths-*``), whole covering arrays
+(:func:`~jfa_verify.cases.pairs.covering_array`, file ``covering-*``, named by the code of the case model and the
+kernel protocol, keyed by what the kernel adds) and the precompile step's trace (:mod:`jfa_verify.run.precompile`,
+file ``traces-*``).
 
 Building the covering array of a 132-SM GPU's suite spends most of its 10 s (this project's CPU, 2026-12-05) in
 :func:`~jfa_verify.cases.construct.lengths_for`, a seeded random search that every ``jfa-verify run``, ``gate`` and
 ``fuzz --covering`` repeated with the same arguments. Its answer depends only on those arguments and on the code of
 the case model, so the answers are kept in one JSON file per version of that code: a change to any module of
-``jfa_verify.cases`` or ``jfa_verify.core`` names another file, and old answers are never read.
+``jfa_verify.cases`` or ``jfa_verify.core`` names another file, and old answers are never read. The precompile
+step keeps its traces the same way (:mod:`jfa_verify.run.precompile`, its own version: :func:`sources_digest` of
+the framework's sources, and a key naming everything else its answer depends on).
 
 The folder is ``$JFA_VERIFY_CACHE`` when set, else ``$XDG_CACHE_HOME/jfa-verify`` (``~/.cache/jfa-verify``).
 ``JFA_VERIFY_CACHE=off`` turns the cache off. A cache that cannot be read or written is skipped without a word:
-it only saves time, and the search gives the same answer without it. Each answer read is checked as the search
-checks its own (:func:`jfa_verify.cases.construct.lengths_for`), so a damaged file changes no suite.
+it only saves time, and the computation gives the same answer without it. Each answer read is checked by its user
+as the computation checks its own (:func:`jfa_verify.cases.construct.lengths_for`), so a damaged file changes no
+suite.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
-__all__ = ["ENV", "SearchCache", "cache_folder", "code_version"]
+__all__ = ["ENV", "SearchCache", "cache_folder", "code_version", "sources_digest"]
 
 ENV = "JFA_VERIFY_CACHE"
 
@@ -43,27 +47,46 @@ def cache_folder() -> Optional[Path]:
     return Path(base) / "jfa-verify"
 
 
-def code_version(packages: tuple[str, ...] = ("cases", "core")) -> str:
-    """A digest of every module of the given ``jfa_verify`` subpackages (by default ``cases`` and ``core``): the code
-    a cached answer came from."""
-    root = Path(__file__).resolve().parents[1]
+def sources_digest(folders: Iterable[Path], *, recursive: bool = True) -> str:
+    """16 hex digits of a SHA-256 over every ``*.py`` file in ``folders`` (their subfolders too when
+    ``recursive``), folder by folder, each file by its path relative to its folder and its bytes. A folder that does
+    not exist adds nothing.
+
+    Raises:
+        OSError: a file listed cannot be read.
+    """
     digest = hashlib.sha256()
-    for package in packages:
-        for path in sorted((root / package).glob("*.py")):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for folder in folders:
+        folder = Path(folder)
+        for path in sorted(folder.rglob("*.py") if recursive else folder.glob("*.py")):
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
+def code_version() -> str:
+    """A digest of every module of ``jfa_verify.cases`` and ``jfa_verify.core``: the code a cached answer came from."""
+    root = Path(__file__).resolve().parents[1]
+    return sources_digest([root / "cases", root / "core"], recursive=False)
+
+
 class SearchCache:
-    """Answers of one search function, by the ``repr`` of its arguments, in ``<folder>/<name>-<code version>.json``.
+    """Answers of one computation, by a string key, in ``<folder>/<name>-<version>.json``.
 
-    Loaded at the first :meth:`get`; the answers this process added are written back when it exits (merged with
-    what other processes wrote meanwhile, through an atomic rename: two runs at once lose no file, at worst each
-    other's newest answers)."""
+    Loaded at the first :meth:`get`, :meth:`lookup` or :meth:`put`; the answers this process added are written back
+    by :meth:`save`, at the latest when it exits (merged with what other processes wrote meanwhile, through an
+    atomic rename: two runs at once lose no file, at worst each other's newest answers).
 
-    def __init__(self, name: str, folder: Callable[[], Optional[Path]] = cache_folder,
-                 packages: tuple[str, ...] = ("cases", "core")):
-        self.name, self._folder, self._packages = name, folder, packages
+    Args:
+        name: the file's name before the version. folder: where the file is (None: the cache is off).
+        version: the version of the code the answers come from (a new one names a new file; default
+            :func:`code_version`, the case model's). keep: at most this many answers are kept in the file, the
+            newest written (None: all); for answers large enough that an ever-growing file would cost more to read
+            than they save.
+    """
+
+    def __init__(self, name: str, folder: Callable[[], Optional[Path]] = cache_folder, *,
+                 version: Optional[Callable[[], str]] = None, keep: Optional[int] = None):
+        self.name, self._folder, self._version, self.keep = name, folder, version, keep
         self._answers: Optional[dict] = None
         self._added: dict = {}
         self._path: Optional[Path] = None
@@ -73,9 +96,9 @@ class SearchCache:
             self._answers = {}
             folder = self._folder()
             if folder is not None:
-                self._path = folder / f"{self.name}-{code_version(self._packages)}.json"
+                version = (self._version or code_version)()  # (looked up now: tests replace code_version)
+                self._path = folder / f"{self.name}-{version}.json"
                 self._answers = _read(self._path)
-                atexit.register(self.save)
         return self._answers
 
     def get(self, key: str, compute: Callable[[], object], valid: Callable[[object], bool] = lambda answer: True):
@@ -85,8 +108,21 @@ class SearchCache:
         if key in answers and valid(answers[key]):
             return answers[key]
         value = compute()
-        answers[key] = self._added[key] = value
+        self.put(key, value)
         return value
+
+    def lookup(self, key: str, default=None):
+        """The cached answer for ``key`` (as JSON reads it back: unchecked), else ``default``."""
+        return self._load().get(key, default)
+
+    def put(self, key: str, value) -> None:
+        """Keep ``value`` (JSON) as the answer for ``key``, replacing any (written by :meth:`save`)."""
+        self._load()[key] = value
+        if self._path is None:  # (the cache is off: nothing to write)
+            return
+        if not self._added:  # (held for the exit only while it has answers to write: a saved cache can be freed)
+            atexit.register(self.save)
+        self._added[key] = value
 
     def save(self) -> None:
         """Write the answers this process added (nothing when it added none, or the folder cannot be written)."""
@@ -94,7 +130,12 @@ class SearchCache:
             return
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
-            merged = {**_read(self._path), **self._added}
+            merged = _read(self._path)
+            for key, value in self._added.items():  # (re-added: moved to the end, the newest)
+                merged.pop(key, None)
+                merged[key] = value
+            if self.keep is not None and len(merged) > self.keep:
+                merged = dict(list(merged.items())[len(merged) - self.keep:])
             fd, tmp = tempfile.mkstemp(dir=self._path.parent, prefix=f".{self._path.name}.")
         except OSError:
             return
@@ -104,6 +145,7 @@ class SearchCache:
             os.chmod(tmp, 0o666 & ~_umask())  # (mkstemp's 0600 kept other users of a shared folder out)
             os.replace(tmp, self._path)
             self._added = {}
+            atexit.unregister(self.save)
         except OSError:
             Path(tmp).unlink(missing_ok=True)
 

@@ -12,17 +12,41 @@ take the run with it, and the parent keeps no CUDA context), the builds in child
 Nothing here changes a verdict: a case that cannot be traced, or a variant that does not build, is built at its
 first launch as before, and the step says so. Under Triton's interpreter (the CPU) nothing compiles: the step is
 a measured no-op that says why.
+
+The trace is kept on disk between runs (jfa-verify's cache, :mod:`jfa_verify.cases.search_cache`, file
+``traces-<version>.json``): on an H100 with a warm Triton cache, tracing was 10.5 s of the step's 11.5 s
+(190 cases, 217 variants), the same work every run. The answer (the variants, in first-launch order, and the
+target they were traced for) is read back only under the key of everything it depends on (:func:`trace_key`):
+
+* the file's version: a digest of every Python source of ``jfa_verify`` (the host code that runs while tracing:
+  the case model, the runner's calls, the planners; :data:`RUN_WHILE_TRACING`) and of ``jfa_verify.kernels``
+  (the shipped kernels, which import one another);
+* the key, a SHA-256 of: every case's full :meth:`~jfa_verify.cases.case.Case.to_dict`, in order; the device
+  (its string and, for CUDA, its name, compute capability and SM count, which the host code reads); the target
+  asked for; the backward and memory settings; Triton's and torch's versions and the ``TRITON_*`` environment but
+  its folders (Triton's options); the kernel's name and a digest of its sources (:func:`kernel_sources_digest`:
+  the package or plugin file that defines its loader, and its ``source_dirs``).
+
+An answer read back is checked first (well-formed variants whose specialization data names their function, the
+target asked for) and is traced again when it is not; each build then still refuses a variant whose function's
+source is not the traced one (:func:`compile_variant`). A trace that left a case untraced is not kept (its failure
+may pass, a GPU out of memory), nor is one whose key cannot be made (a kernel without a source file).
+``JFA_VERIFY_CACHE=off`` traces every run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-__all__ = ["Precompiled", "Variant", "compile_variant", "precompile", "recording_variants", "trace_variants"]
+__all__ = ["Precompiled", "Variant", "compile_variant", "kernel_sources_digest", "precompile", "recording_variants",
+           "trace_key", "trace_variants"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +73,7 @@ class Precompiled:
     workers: int = 0  # build processes
     seconds: float = 0.0  # the whole step, tracing included (wall time)
     trace_seconds: float = 0.0
+    trace_cached: bool = False  # the variants came from jfa-verify's cache, traced by an earlier run
     skipped: Optional[str] = None  # why nothing was built (the interpreter, --no-precompile), else None
     untraced: list[str] = field(default_factory=list)  # "case: why" for cases whose launches are not known
     errors: list[str] = field(default_factory=list)  # "kernel: why" for variants that did not build here
@@ -57,15 +82,17 @@ class Precompiled:
     def to_dict(self) -> dict:
         return {"cases": self.cases, "variants": self.variants, "compiled": self.compiled, "workers": self.workers,
                 "seconds": round(self.seconds, 3), "trace_seconds": round(self.trace_seconds, 3),
-                "skipped": self.skipped, "by_kernel": dict(self.by_kernel), "untraced": self.untraced[:20],
-                "untraced_count": len(self.untraced), "errors": self.errors[:20], "error_count": len(self.errors)}
+                "trace_cached": self.trace_cached, "skipped": self.skipped, "by_kernel": dict(self.by_kernel),
+                "untraced": self.untraced[:20], "untraced_count": len(self.untraced), "errors": self.errors[:20],
+                "error_count": len(self.errors)}
 
     def summary(self) -> str:
         """One line for a run's header."""
         if self.skipped:
             return f"precompile: nothing built ({self.skipped}; {self.seconds:.1f} s)"
         line = (f"precompile: {self.variants} kernel variant(s) for {self.cases} case(s), {self.compiled} built in "
-                f"{self.seconds:.1f} s ({self.workers} process(es); tracing {self.trace_seconds:.1f} s)")
+                f"{self.seconds:.1f} s ({self.workers} process(es); tracing {self.trace_seconds:.1f} s"
+                f"{', cached' if self.trace_cached else ''})")
         if self.untraced:
             line += f"; {len(self.untraced)} case(s) not traced (built at first launch), e.g. {self.untraced[0]}"
         if self.errors:
@@ -137,6 +164,168 @@ def trace_variants(kernel, cases: Sequence, device, *, backward: bool = True,
     return list(found.values()), untraced
 
 
+# ----------------------------------------------------------------------------- the trace kept between runs
+
+# At most this many traces in the file, the newest written: an answer holds ~5 kB of specialization data a variant
+# (the GPU suite's 201 sm_90 variants traced on this project's CPU: 0.98 MB), and each run reads the whole file
+# (16 such answers, 15.6 MB: 83 ms to read, 56 ms to write, on the same CPU).
+TRACES_KEPT = 16
+_SPECIALIZATION_FIELDS = ("signature", "constant_keys", "constant_vals", "attrs_keys", "attrs_vals", "options")
+
+
+def _package_folders() -> list[Path]:
+    """``jfa_verify``'s folder and ``jfa_verify.kernels``'s where it is elsewhere (an editable install maps it to
+    the repository's ``kernels/``)."""
+    import importlib.util
+
+    import jfa_verify
+
+    folders = [Path(jfa_verify.__file__).resolve().parent]
+    spec = importlib.util.find_spec("jfa_verify.kernels")
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = Path(location).resolve()
+        if not any(path == f or f in path.parents for f in folders):
+            folders.append(path)
+    return folders
+
+
+def _traces_version() -> str:
+    """The version of :func:`precompile`'s trace file: a digest of every Python source of ``jfa_verify`` and of the
+    kernels shipped with it (:func:`_package_folders`), the host code that runs while tracing, this module's too."""
+    from jfa_verify.cases.search_cache import sources_digest
+
+    return sources_digest(_package_folders())
+
+
+def kernel_sources_digest(kernel) -> Optional[str]:
+    """A digest of the Python sources that define ``kernel``: the package whose ``__init__`` defines its loader (all
+    of it), or else the loader's file with the modules and regular packages beside it (a plugin imports those), and
+    each folder of ``kernel.source_dirs``. None when the loader has no source file (nothing to tell versions by).
+
+    A kernel whose host code lives elsewhere names that folder in ``source_dirs``; its Triton functions' own source
+    is checked at each build all the same (:func:`compile_variant`).
+    """
+    import inspect
+
+    from jfa_verify.cases.search_cache import sources_digest
+
+    try:
+        path = Path(inspect.getfile(kernel.loader)).resolve()
+    except (AttributeError, TypeError, OSError):
+        return None
+    if not path.is_file():
+        return None
+    try:
+        if path.name == "__init__.py":
+            parts = [sources_digest([path.parent])]
+        else:
+            beside = [p for p in sorted(path.parent.iterdir()) if p.is_dir() and (p / "__init__.py").is_file()]
+            parts = [sources_digest([path.parent], recursive=False),
+                     *(p.name + ":" + sources_digest([p]) for p in beside)]
+        parts += [sources_digest([Path(d)]) for d in getattr(kernel, "source_dirs", ())]
+    except OSError:
+        return None
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _device_facts(device) -> Optional[list]:
+    """What the host code may read of ``device`` beyond its string: a CUDA device's name, compute capability and SM
+    count (its persistent grids), and its architecture and warp size where torch names them (ROCm)."""
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(device.index if device.index is not None else torch.cuda.current_device())
+    return [props.name, props.major, props.minor, props.multi_processor_count,
+            getattr(props, "gcnArchName", None), getattr(props, "warp_size", None)]
+
+
+def trace_key(kernel, cases: Sequence, device, *, backward: bool, memory: Optional[str],
+              target: Optional[tuple]) -> Optional[str]:
+    """The key (64 hex digits) of :func:`precompile`'s trace of ``cases`` through ``kernel`` on ``device`` in the
+    trace file (whose name carries the framework's sources: :func:`_traces_version`); the module's docstring lists
+    what it holds. None when it cannot be made (a kernel without source file, a device whose properties cannot be
+    read): then the trace is neither read nor kept."""
+    import os
+
+    import torch
+    import triton
+
+    sources = kernel_sources_digest(kernel)
+    if sources is None:
+        return None
+    try:
+        facts = _device_facts(device)
+    except Exception:  # (no CUDA here, a device that does not answer: the trace runs as it always did)
+        return None
+    doc = {"cases": [c.to_dict() for c in cases], "device": str(device), "device_facts": facts,
+           "target": list(target) if target is not None else None, "backward": bool(backward), "memory": memory,
+           "triton": triton.__version__, "torch": torch.__version__,
+           "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("TRITON_") and not _where(k)},
+           "kernel": getattr(kernel, "name", None), "kernel_sources": sources}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def _where(name: str) -> bool:
+    """Whether ``TRITON_*`` variable ``name`` only says where Triton keeps things (its cache, dumps: tests give each
+    run a cache of its own), which no launch's variant depends on."""
+    return name.endswith("_DIR") or name == "TRITON_HOME"
+
+
+def _traces():
+    from jfa_verify.cases.search_cache import SearchCache
+
+    return SearchCache("traces", version=_traces_version, keep=TRACES_KEPT)
+
+
+def _as_answer(variants: Sequence[Variant], target: tuple) -> dict:
+    return {"target": list(target), "variants": [[v.key, v.function, v.source_key, v.data] for v in variants]}
+
+
+def _checked_answer(answer, target: Optional[tuple]) -> Optional[tuple[list[Variant], tuple]]:
+    """``(variants, target)`` of a cached trace, or None when it is not a well-formed one for ``target`` (given):
+    a damaged or foreign entry is traced again, never built from."""
+    if not isinstance(answer, dict) or set(answer) != {"target", "variants"}:
+        return None
+    traced, records = answer["target"], answer["variants"]
+    if not (isinstance(traced, list) and len(traced) == 3 and isinstance(traced[0], str)
+            and isinstance(traced[1], (int, str)) and not isinstance(traced[1], bool)
+            and type(traced[2]) is int and traced[2] > 0):
+        return None
+    if target is not None and tuple(traced) != tuple(target):
+        return None
+    if not isinstance(records, list):
+        return None
+    variants: list[Variant] = []
+    for record in records:
+        if not (isinstance(record, list) and len(record) == 4 and all(isinstance(x, str) and x for x in record)):
+            return None
+        variant = Variant(*record)
+        module, colon, qualname = variant.function.partition(":")
+        if not (module and colon and qualname):
+            return None
+        try:
+            data = json.loads(variant.data)
+        except ValueError:
+            return None
+        # (what JITFunction.preload reads; the name is the one it checks against the function)
+        if not isinstance(data, dict) or data.get("name") != f"{module}.{qualname}" \
+                or any(name not in data for name in _SPECIALIZATION_FIELDS):
+            return None
+        variants.append(variant)
+    if len({v.key for v in variants}) != len(variants):
+        return None
+    return variants, tuple(traced)
+
+
+def _active_target() -> tuple:
+    from triton.runtime import driver
+
+    t = driver.active.get_current_target()
+    return (t.backend, t.arch, t.warp_size)
+
+
 # ----------------------------------------------------------------------------- building
 
 _WORKER: dict = {}
@@ -200,12 +389,10 @@ def compile_variant(variant: Variant) -> float:
 
 def _trace_in_worker(cases, device: str, backward: bool, memory: Optional[str]):
     import torch
-    from triton.runtime import driver
 
     variants, untraced = trace_variants(_WORKER["kernel"], cases, torch.device(device), backward=backward,
                                         memory=memory)
-    t = driver.active.get_current_target()
-    return variants, untraced, (t.backend, t.arch, t.warp_size)
+    return variants, untraced, _active_target()
 
 
 def _pool(workers: int, kernel_name: Optional[str], plugins, target,
@@ -247,6 +434,9 @@ def precompile(kernel, cases: Sequence, device, *, jobs: int = 1, backward: bool
         build: builds one variant, returning its seconds (tests count the calls); given, the builds run in this
             process, one at a time. trace_here: trace in this process, not in a child.
 
+    The trace is read from jfa-verify's cache where an earlier run made it under the same :func:`trace_key` (the
+    result's ``trace_cached``), and kept there otherwise (see the module's docstring).
+
     Never raises for a case or a variant: what cannot be traced or built is listed and builds at its first launch.
     """
     from jfa_verify.core.device import interpreting
@@ -260,20 +450,35 @@ def precompile(kernel, cases: Sequence, device, *, jobs: int = 1, backward: bool
     import torch
 
     device = str(device)
+    traces = _traces()
     try:
-        if trace_here:
-            if target is not None:
-                _init_worker(None, (), target, None, torch.device(device).type)
-            variants, out.untraced = trace_variants(kernel, cases, torch.device(device), backward=backward,
-                                                    memory=memory)
-        else:
-            with _stopping(_pool(1, kernel.name, plugins, target, torch.device(device).type)) as pool:
-                variants, out.untraced, target = pool.submit(_trace_in_worker, list(cases), device, backward,
-                                                             memory).result()
-    except Exception as e:  # a child that died or could not load the kernel: the run builds as it goes
-        out.skipped = f"tracing failed: {type(e).__name__}: {e}"[:300]
-        out.seconds = time.perf_counter() - t0
-        return out
+        key = trace_key(kernel, cases, device, backward=backward, memory=memory, target=target)
+        cached = _checked_answer(traces.lookup(key), target) if key is not None else None
+    except Exception:  # (a case that does not serialise, an unreadable source: the trace runs as it always did)
+        key, cached = None, None
+    if cached is not None:
+        variants, target = cached
+        out.trace_cached = True
+    else:
+        try:
+            if trace_here:
+                if target is not None:
+                    _init_worker(None, (), target, None, torch.device(device).type)
+                variants, out.untraced = trace_variants(kernel, cases, torch.device(device), backward=backward,
+                                                        memory=memory)
+                if target is None:  # (the builds compile for the target traced, as after a child's trace)
+                    target = _active_target()
+            else:
+                with _stopping(_pool(1, kernel.name, plugins, target, torch.device(device).type)) as pool:
+                    variants, out.untraced, target = pool.submit(_trace_in_worker, list(cases), device, backward,
+                                                                 memory).result()
+        except Exception as e:  # a child that died or could not load the kernel: the run builds as it goes
+            out.skipped = f"tracing failed: {type(e).__name__}: {e}"[:300]
+            out.seconds = time.perf_counter() - t0
+            return out
+        if key is not None and not out.untraced:
+            traces.put(key, _as_answer(variants, target))
+            traces.save()
     out.trace_seconds = time.perf_counter() - t0
     out.variants = len(variants)
     for v in variants:
