@@ -81,6 +81,31 @@ def test_each_variant_the_cases_need_is_built_once_and_none_twice(tmp_path):
     assert result["skipped"] is None and result["untraced_count"] == 0 and result["error_count"] == 0
 
 
+_RELATIONS = """
+import json, torch
+from jfa_verify.cases.dimensions import Target
+from jfa_verify.checks.suites import relation_checks
+from jfa_verify.protocol.registry import get_kernel
+from jfa_verify.run.precompile import _init_worker, trace_variants
+
+_init_worker(None, (), ("cuda", 90, 32), None, "cpu")  # (a target-only driver: sm_90 without a GPU)
+kernel, cpu = get_kernel("triton_jfa"), torch.device("cpu")
+relations = relation_checks(Target(kernel, "cuda"))
+keys = lambda found: sorted(v.key for v in found[0])
+print("RESULT" + json.dumps({"names": [r.name for r in relations],
+                             "none": keys(trace_variants(kernel, [], cpu)),
+                             "checks": keys(trace_variants(kernel, [], cpu, relations=relations[:2])),
+                             "case": keys(trace_variants(kernel, [relations[0].case], cpu))}))
+"""
+
+
+def test_the_relation_checks_launches_are_traced_with_the_cases(tmp_path):
+    # a cold H100 run spent 35.6 s in its relation checks, building their variants one after another in their worker
+    out = _compiled_mode(_RELATIONS, tmp_path)
+    assert out["names"][:2] == ["permutation", "batch_invariance"] and out["none"] == []
+    assert out["checks"] and set(out["case"]) <= set(out["checks"])  # the checks' own calls, recorded
+
+
 _POOL = """
 import json, pathlib, torch
 from jfa_verify.cases.case import Case
@@ -213,7 +238,7 @@ class _FakeTracing:
     def __init__(self, untraced=()):
         self.calls, self.untraced = 0, list(untraced)
 
-    def __call__(self, kernel, cases, device, *, backward=True, memory=None):
+    def __call__(self, kernel, cases, device, *, backward=True, memory=None, relations=()):
         from jfa_verify.run.precompile import Variant
 
         self.calls += 1
@@ -271,7 +296,8 @@ def test_the_same_step_again_reads_its_trace_and_traces_nothing(compiled_here, t
 
 
 @pytest.mark.parametrize("change", ["a case", "the cases' order", "a case's name", "backward", "memory", "target",
-                                    "the kernel's source", "the kernel's name", "Triton's options"])
+                                    "the kernel's source", "the kernel's name", "Triton's options",
+                                    "the relation checks"])
 def test_a_change_in_anything_the_trace_depends_on_traces_again(compiled_here, tmp_path, monkeypatch, change):
     kernel = _plugin_kernel(tmp_path / "plugin")
     _step(kernel)
@@ -292,6 +318,10 @@ def test_a_change_in_anything_the_trace_depends_on_traces_again(compiled_here, t
         kernel = _plugin_kernel(tmp_path / "plugin", "VERSION = 2")
     elif change == "the kernel's name":
         kernel.name = "plug-2"
+    elif change == "the relation checks":
+        from jfa_verify.checks.relations import Relation
+
+        settings["relations"] = (Relation("permutation", _CASES[0]),)
     else:  # (options are part of each launch's key)
         monkeypatch.setenv("TRITON_DEBUG", "1")
     again, _ = _step(kernel, cases, **settings)

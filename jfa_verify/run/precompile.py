@@ -21,7 +21,8 @@ target they were traced for) is read back only under the key of everything it de
 * the file's version: a digest of every Python source of ``jfa_verify`` (the host code that runs while tracing:
   the case model, the runner's calls, the planners; :data:`RUN_WHILE_TRACING`) and of ``jfa_verify.kernels``
   (the shipped kernels, which import one another);
-* the key, a SHA-256 of: every case's full :meth:`~jfa_verify.cases.case.Case.to_dict`, in order; the device
+* the key, a SHA-256 of: every case's full :meth:`~jfa_verify.cases.case.Case.to_dict`, in order, and each
+  relation check's name and cases; the device
   (its string and, for CUDA, its name, compute capability and SM count, which the host code reads); the target
   asked for; the backward and memory settings; Triton's and torch's versions and the ``TRITON_*`` environment but
   its folders (Triton's options); the kernel's name and a digest of its sources (:func:`kernel_sources_digest`:
@@ -143,9 +144,10 @@ def _trace_case(kernel, case, device, *, backward: bool, memory: Optional[str]) 
     call_kernel(kernel, problem, tensors, case, backward=backward, instrument=instrument, memory=memory)
 
 
-def trace_variants(kernel, cases: Sequence, device, *, backward: bool = True,
-                   memory: Optional[str] = None) -> tuple[list[Variant], list[str]]:
-    """``(variants, untraced)``: the distinct Triton variants ``cases`` launch through ``kernel`` on ``device``, in
+def trace_variants(kernel, cases: Sequence, device, *, backward: bool = True, memory: Optional[str] = None,
+                   relations: Sequence = ()) -> tuple[list[Variant], list[str]]:
+    """``(variants, untraced)``: the distinct Triton variants ``cases`` launch through ``kernel`` on ``device``, then
+    ``relations`` (:class:`~jfa_verify.checks.relations.Relation` checks the run makes after its cases), in
     first-launch order, and ``"case name: why"`` for each case whose calls raised (its variants build at their first
     launch). Builds and launches no Triton kernel but those of :data:`RUN_WHILE_TRACING`; needs Triton's compiler path
     (not ``TRITON_INTERPRET``)."""
@@ -161,6 +163,12 @@ def trace_variants(kernel, cases: Sequence, device, *, backward: bool = True,
                 pass
             except Exception as e:  # what the run will find; here only its variants stay unknown
                 untraced.append(f"{case.name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200])
+        # A relation check lays its inputs out anew (int64 offsets, other strides, a cut batch): variants of its own,
+        # which built one after another in its worker (35.6 s of a cold H100 run, 3.7 s warm). Its verdict here, on
+        # outputs no kernel wrote, means nothing, and an error past the launches it recorded costs only those after.
+        for relation in relations:
+            with contextlib.suppress(Exception):
+                relation.check(kernel, device)
     return list(found.values()), untraced
 
 
@@ -242,7 +250,7 @@ def _device_facts(device) -> Optional[list]:
 
 
 def trace_key(kernel, cases: Sequence, device, *, backward: bool, memory: Optional[str],
-              target: Optional[tuple]) -> Optional[str]:
+              target: Optional[tuple], relations: Sequence = ()) -> Optional[str]:
     """The key (64 hex digits) of :func:`precompile`'s trace of ``cases`` through ``kernel`` on ``device`` in the
     trace file (whose name carries the framework's sources: :func:`_traces_version`); the module's docstring lists
     what it holds. None when it cannot be made (a kernel without source file, a device whose properties cannot be
@@ -260,6 +268,7 @@ def trace_key(kernel, cases: Sequence, device, *, backward: bool, memory: Option
     except Exception:  # (no CUDA here, a device that does not answer: the trace runs as it always did)
         return None
     doc = {"cases": [c.to_dict() for c in cases], "device": str(device), "device_facts": facts,
+           "relations": [[r.name, [c.to_dict() for c in r.cases()]] for r in relations],
            "target": list(target) if target is not None else None, "backward": bool(backward), "memory": memory,
            "triton": triton.__version__, "torch": torch.__version__,
            "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("TRITON_") and not _where(k)},
@@ -387,11 +396,11 @@ def compile_variant(variant: Variant) -> float:
     return time.perf_counter() - t0
 
 
-def _trace_in_worker(cases, device: str, backward: bool, memory: Optional[str]):
+def _trace_in_worker(cases, device: str, backward: bool, memory: Optional[str], relations=()):
     import torch
 
     variants, untraced = trace_variants(_WORKER["kernel"], cases, torch.device(device), backward=backward,
-                                        memory=memory)
+                                        memory=memory, relations=relations)
     return variants, untraced, _active_target()
 
 
@@ -421,8 +430,10 @@ def _stopping(pool: ProcessPoolExecutor):
 
 def precompile(kernel, cases: Sequence, device, *, jobs: int = 1, backward: bool = True,
                memory: Optional[str] = None, plugins: Sequence[str] = (), target: Optional[tuple] = None,
-               build: Optional[Callable[[Variant], float]] = None, trace_here: bool = False) -> Precompiled:
-    """Build every distinct Triton variant ``cases`` need on ``device`` once, before they run.
+               build: Optional[Callable[[Variant], float]] = None, trace_here: bool = False,
+               relations: Sequence = ()) -> Precompiled:
+    """Build every distinct Triton variant ``cases`` (and the run's ``relations`` checks after them) need on
+    ``device`` once, before they run.
 
     Args:
         kernel: the kernel under test (a :class:`~jfa_verify.protocol.kernel.Kernel`; its name and ``plugins`` load it
@@ -452,7 +463,7 @@ def precompile(kernel, cases: Sequence, device, *, jobs: int = 1, backward: bool
     device = str(device)
     traces = _traces()
     try:
-        key = trace_key(kernel, cases, device, backward=backward, memory=memory, target=target)
+        key = trace_key(kernel, cases, device, backward=backward, memory=memory, target=target, relations=relations)
         cached = _checked_answer(traces.lookup(key), target) if key is not None else None
     except Exception:  # (a case that does not serialise, an unreadable source: the trace runs as it always did)
         key, cached = None, None
@@ -465,13 +476,13 @@ def precompile(kernel, cases: Sequence, device, *, jobs: int = 1, backward: bool
                 if target is not None:
                     _init_worker(None, (), target, None, torch.device(device).type)
                 variants, out.untraced = trace_variants(kernel, cases, torch.device(device), backward=backward,
-                                                        memory=memory)
+                                                        memory=memory, relations=relations)
                 if target is None:  # (the builds compile for the target traced, as after a child's trace)
                     target = _active_target()
             else:
                 with _stopping(_pool(1, kernel.name, plugins, target, torch.device(device).type)) as pool:
                     variants, out.untraced, target = pool.submit(_trace_in_worker, list(cases), device, backward,
-                                                                 memory).result()
+                                                                 memory, tuple(relations)).result()
         except Exception as e:  # a child that died or could not load the kernel: the run builds as it goes
             out.skipped = f"tracing failed: {type(e).__name__}: {e}"[:300]
             out.seconds = time.perf_counter() - t0

@@ -145,8 +145,10 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
         verifier.start_early()
         try:
             with _timed(outcome.phases, "precompile"):
+                relations = () if _relations_not_run(request, suite, kernel) else suite.relations
                 outcome.precompiled = precompile_cases(kernel, cases, device, jobs=build_jobs(jobs),
-                                                       plugins=request.settings.plugins, enabled=request.precompile)
+                                                       plugins=request.settings.plugins, enabled=request.precompile,
+                                                       relations=relations)
         except KeyboardInterrupt:  # no case ran: the report says the run stopped
             outcome.report, outcome.interrupted = report_before_cases(True, outcome), True
             return outcome
@@ -156,14 +158,23 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
 
 
 def precompile_cases(kernel, cases, device, *, jobs: int, plugins=(), enabled: bool = True, backward: bool = True,
-                     memory=None):
+                     memory=None, relations=()):
     """The run's precompile step (:func:`~jfa_verify.run.precompile.precompile`; ``enabled`` False: a record saying it
-    was turned off, ``--no-precompile``)."""
+    was turned off, ``--no-precompile``); ``relations``: the relation checks the run will make after its cases."""
     from jfa_verify.run.precompile import Precompiled, precompile
 
     if not enabled:
         return Precompiled(cases=len(cases), skipped="--no-precompile")
-    return precompile(kernel, cases, device, jobs=jobs, plugins=plugins, backward=backward, memory=memory)
+    return precompile(kernel, cases, device, jobs=jobs, plugins=plugins, backward=backward, memory=memory,
+                      relations=relations)
+
+
+def _relations_not_run(request: RunRequest, suite, kernel) -> Optional[str]:
+    """Why the run makes none of its suite's relation checks, as far as that is known before its cases run (a
+    crash, a hang or an interrupt among them also stops them: :func:`_verify`), else None."""
+    none = f"suite {suite.name!r} has no relation check inside the capabilities of kernel {kernel.name!r}"
+    return next((why for why, cond in ((none, not suite.relations), ("--filter", request.filter),
+                                       ("--max-cases", request.max_cases)) if cond), None)
 
 
 def check_runs_on(kernel, device) -> None:
@@ -262,11 +273,9 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     # interrupted run. In a worker process when the cases were (a kernel that crashed in them killed the run itself,
     # its report left unfinished: issue 43, 15); a crash there is a finding, exit 4.
     # (no relation check for this kernel first: with none, --filter or --max-cases changed nothing)
-    none = f"suite {suite.name!r} has no relation check inside the capabilities of kernel {kernel.name!r}"
-    outcome.skipped = next((why for why, cond in ((none, not suite.relations), ("--filter", request.filter),
-                                                  ("--max-cases", request.max_cases),
-                                                  ("interrupted", outcome.interrupted), ("a crash", counts["crash"]),
-                                                  ("a hang", counts["hang"])) if cond), None)
+    outcome.skipped = _relations_not_run(request, suite, kernel) or next(
+        (why for why, cond in (("interrupted", outcome.interrupted), ("a crash", counts["crash"]),
+                               ("a hang", counts["hang"])) if cond), None)
     outcome.relations = [] if outcome.skipped else list(suite.relations)
     try:
         with _timed(outcome.phases, "relations") if outcome.relations else nullcontext():
