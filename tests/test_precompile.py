@@ -92,10 +92,13 @@ _init_worker(None, (), ("cuda", 90, 32), None, "cpu")  # (a target-only driver: 
 kernel, cpu = get_kernel("triton_jfa"), torch.device("cpu")
 relations = relation_checks(Target(kernel, "cuda"))
 keys = lambda found: sorted(v.key for v in found[0])
+sequence = relations[-1]
 print("RESULT" + json.dumps({"names": [r.name for r in relations],
                              "none": keys(trace_variants(kernel, [], cpu)),
                              "checks": keys(trace_variants(kernel, [], cpu, relations=relations[:2])),
-                             "case": keys(trace_variants(kernel, [relations[0].case], cpu))}))
+                             "case": keys(trace_variants(kernel, [relations[0].case], cpu)),
+                             "sequence": keys(trace_variants(kernel, [], cpu, relations=[sequence])),
+                             "sequence_calls": keys(trace_variants(kernel, list(sequence.cases()), cpu))}))
 """
 
 
@@ -104,6 +107,9 @@ def test_the_relation_checks_launches_are_traced_with_the_cases(tmp_path):
     out = _compiled_mode(_RELATIONS, tmp_path)
     assert out["names"][:2] == ["permutation", "batch_invariance"] and out["none"] == []
     assert out["checks"] and set(out["case"]) <= set(out["checks"])  # the checks' own calls, recorded
+    # a check stops at its first difference (here, on outputs no kernel wrote, its first comparison): every call of
+    # a sequence of calls is traced all the same
+    assert out["names"][-1] == "sequence" and set(out["sequence_calls"]) <= set(out["sequence"])
 
 
 _POOL = """

@@ -165,10 +165,14 @@ def trace_variants(kernel, cases: Sequence, device, *, backward: bool = True, me
                 untraced.append(f"{case.name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200])
         # A relation check lays its inputs out anew (int64 offsets, other strides, a cut batch): variants of its own,
         # which built one after another in its worker (35.6 s of a cold H100 run, 3.7 s warm). Its verdict here, on
-        # outputs no kernel wrote, means nothing, and an error past the launches it recorded costs only those after.
+        # outputs no kernel wrote, means nothing, and it stops at the first difference it sees (here, almost
+        # surely the first): each of its calls is also traced as a case of its own, to the end.
         for relation in relations:
             with contextlib.suppress(Exception):
                 relation.check(kernel, device)
+            for case in relation.cases():
+                with contextlib.suppress(Exception):
+                    _trace_case(kernel, case, device, backward=backward, memory=memory)
     return list(found.values()), untraced
 
 
