@@ -183,6 +183,41 @@ def _digest(rows):
     return _digest(rows)
 
 
+@pytest.mark.parametrize("damage", [None, "digest", "a pair", "not-a-dict"])
+def test_a_universe_comes_back_from_the_file_the_same_and_a_damaged_one_is_classified_again(tmp_path, monkeypatch,
+                                                                                             damage):
+    # the pair coverage of every run needs the universe (2.5 s on this CPU after a cached covering array)
+    from jfa_verify.cases import pairs
+    from jfa_verify.cases.dimensions import Target
+
+    monkeypatch.setenv("JFA_VERIFY_CACHE", str(tmp_path))
+    real, made = pairs._universe, []
+    monkeypatch.setattr(pairs, "_universe", lambda target: made.append(target) or real(target))
+
+    def fresh():  # (as a new process: nothing in memory)
+        monkeypatch.setattr(pairs, "_UNIVERSES", {})
+        monkeypatch.setattr(pairs, "_COVERING", SearchCache("covering", version=pairs._COVERING._version))
+        return pairs.universe(Target(None, "cpu"))
+
+    first = fresh()
+    (path,) = tmp_path.glob("covering-*.json")
+    stored = json.loads(path.read_text())
+    (key,) = [k for k in stored if k.startswith("universe:")]
+    if damage == "digest":
+        stored[key]["supported"] = stored[key]["supported"][1:]
+    elif damage == "a pair":
+        stored[key]["supported"][0] = [1, 2, 3, 4]
+        stored[key]["sha256"] = _digest({k: v for k, v in stored[key].items() if k != "sha256"})
+    elif damage == "not-a-dict":
+        stored[key] = "universe"
+    path.write_text(json.dumps(stored))
+    again = fresh()
+    assert len(made) == (1 if damage is None else 2)
+    assert (again.classes, again.supported, again.infeasible, again.unsupported, again.not_on_device) == \
+        (first.classes, first.supported, first.infeasible, first.unsupported, first.not_on_device)
+    assert list(again.classes) == list(first.classes) and len(first.supported) > 100
+
+
 def test_a_cache_of_its_own_version_keeps_its_newest_answers_and_lookup_put_read_and_replace(tmp_path, monkeypatch):
     # (the precompile step's traces: ~1 MB an answer, of a version of their own)
     monkeypatch.setenv("JFA_VERIFY_CACHE", str(tmp_path))

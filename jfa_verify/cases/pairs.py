@@ -172,10 +172,52 @@ _UNIVERSES: dict = {}
 
 
 def universe(target: Target) -> Universe:
-    """Classify every pair of classes for ``target`` (a few seconds, once per process and target key)."""
+    """Classify every pair of classes for ``target`` (a few seconds, once per process and target key, and kept on
+    disk between processes beside the covering arrays: :data:`_COVERING`)."""
     if target.key not in _UNIVERSES:
-        _UNIVERSES[target.key] = _universe(target)
+        stored = _COVERING.get("universe:" + _covering_key(target), lambda: _universe_stored(_universe(target)),
+                               valid=_universe_intact)
+        _COVERING.save()  # (now: a campaign worker ends without running exit handlers)
+        _UNIVERSES[target.key] = _universe_read(stored, target)
     return _UNIVERSES[target.key]
+
+
+def _universe_stored(uni: Universe) -> dict:
+    body = {"classes": uni.classes, "supported": sorted(_flat(p) for p in uni.supported),
+            "infeasible": sorted(_flat(p) for p in uni.infeasible),
+            "unsupported": sorted([d, c, why] for (d, c), why in uni.unsupported.items()),
+            "not_on_device": sorted([d, c, why] for (d, c), why in uni.not_on_device.items())}
+    return {**body, "sha256": _digest(body)}
+
+
+def _flat(pair: Pair) -> list:
+    (d1, c1), (d2, c2) = pair
+    return [d1, c1, d2, c2]
+
+
+def _universe_intact(stored) -> bool:
+    """Whether ``stored`` is a universe as :func:`_universe_stored` wrote it (its digest matches its body, every pair
+    is four strings, every class list strings): else it is classified again."""
+    try:
+        body = {k: v for k, v in stored.items() if k != "sha256"}
+        if _digest(body) != stored["sha256"] or set(body) != {"classes", "supported", "infeasible", "unsupported",
+                                                               "not_on_device"}:
+            return False
+        rows = body["supported"] + body["infeasible"] + body["unsupported"] + body["not_on_device"]
+        classes = [c for cs in body["classes"].values() for c in cs]
+    except Exception:  # (not a dict, a missing key, an unhashable part)
+        return False
+    return (all(isinstance(r, list) and len(r) in (3, 4) and all(isinstance(x, str) for x in r) for r in rows)
+            and all(isinstance(c, str) for c in classes))
+
+
+def _universe_read(stored: dict, target: Target) -> Universe:
+    def pairs(rows):
+        return {((d1, c1), (d2, c2)) for d1, c1, d2, c2 in rows}
+
+    return Universe(target, {d: list(cs) for d, cs in stored["classes"].items()}, pairs(stored["supported"]),
+                    pairs(stored["infeasible"]), {(d, c): why for d, c, why in stored["unsupported"]},
+                    {(d, c): why for d, c, why in stored["not_on_device"]})
 
 
 def _universe(target: Target) -> Universe:
@@ -354,10 +396,11 @@ def _covering_version() -> str:
 _COVERING = SearchCache("covering", version=_covering_version)
 
 
-def _covering_key(target: Target, seed: int, max_cost: float) -> str:
-    """What a covering array depends on beyond the code: the kernel's name and capabilities, the device and its SMs,
-    the tiles the kernel runs for every head-dim pair a case may have (its ``tile_sizes`` is the kernel's own code),
-    the seed, the cost cap and the versions of the libraries drawing the rows; hashed."""
+def _covering_key(target: Target, *more) -> str:
+    """What a covering array (or a :func:`universe`) depends on beyond the code: the kernel's name and capabilities,
+    the device and its SMs, the tiles the kernel runs for every head-dim pair a case may have (its ``tile_sizes`` is
+    the kernel's own code), ``more`` (a covering array's seed and cost cap) and the versions of the libraries drawing
+    the rows; hashed."""
     import allpairspy
     import numpy
 
@@ -365,7 +408,7 @@ def _covering_key(target: Target, seed: int, max_cost: float) -> str:
     dims = [d for d in CANDIDATE_HEAD_DIMS if caps.supports_head_dim(d)]
     tiles = [(dtype, d, dv, target.tiles(d, dv, dtype)) for dtype in (None, *(dtype_name(t) for t in caps.dtypes))
              for d in dims for dv in dims]
-    parts = (target.key, tiles, seed, max_cost, getattr(allpairspy, "__version__", None), numpy.__version__)
+    parts = (target.key, tiles, *more, getattr(allpairspy, "__version__", None), numpy.__version__)
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 

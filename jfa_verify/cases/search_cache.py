@@ -1,9 +1,9 @@
 """Answers of slow, deterministic computations kept on disk between processes, so that a run does not redo them.
 
 Three keep answers here: :func:`~jfa_verify.cases.construct.lengths_for` (file ``lengths-*``), whole covering arrays
-(:func:`~jfa_verify.cases.pairs.covering_array`, file ``covering-*``, named by the code of the case model and the
-kernel protocol, keyed by what the kernel adds) and the precompile step's trace (:mod:`jfa_verify.run.precompile`,
-file ``traces-*``).
+(:func:`~jfa_verify.cases.pairs.covering_array`, and the :func:`~jfa_verify.cases.pairs.universe` of pairs beside
+them, file ``covering-*``, named by the code of the case model and the kernel protocol, keyed by what the kernel
+adds) and the precompile step's trace (:mod:`jfa_verify.run.precompile`, file ``traces-*``).
 
 Building the covering array of a 132-SM GPU's suite spends most of its 10 s (this project's CPU, 2026-12-05) in
 :func:`~jfa_verify.cases.construct.lengths_for`, a seeded random search that every ``jfa-verify run``, ``gate`` and
