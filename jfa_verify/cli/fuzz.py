@@ -66,6 +66,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--covering", action="store_true",
                         help="first run the covering array of the contract's pairs of classes (failures there are kept "
                              "as found, unshrunk); drawing is always steered toward rarely drawn classes")
+    parser.add_argument("--precompile", action=argparse.BooleanOptionalAction, default=True,
+                        help="before the workers start, build each distinct Triton kernel variant of the contract's "
+                             "covering array once, in parallel processes as `jfa-verify run --precompile` says "
+                             "(default; its line says how many and how long; a measured no-op on the CPU "
+                             "interpreter); --no-precompile builds each at its first launch, in the workers")
     parser.add_argument("--pack", type=positive_int, default=1, metavar="N",
                         help="run up to N drawn cases that share all but lengths and seed as one packed launch, each "
                              "judged on its own rows, the launch too; a failing pack is split until the failure stands "
@@ -105,7 +110,8 @@ def main(args, ctx) -> int:
     config = FuzzConfig(kernel=kernel.name, device_type=device.type, corpus_dir=args.reproducers,
                         run=ctx.settings.replace(seed=seed), database=args.database,
                         read_from=tuple(args.read_from), max_examples=max_examples, duration_s=args.duration,
-                        shrink_seconds=args.shrink_seconds, covering=args.covering, pack=args.pack)
+                        shrink_seconds=args.shrink_seconds, covering=args.covering, pack=args.pack,
+                        precompile=args.precompile)
     from jfa_verify.fuzz.database import default_database, open_database, redacted
 
     # the database before the banner: a bad one is a usage error of one line (run_fuzz opens it again, for workers)
