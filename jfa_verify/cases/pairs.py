@@ -393,7 +393,7 @@ def _covering_version() -> str:
     return sources_digest([root / p for p in ("cases", "core", "protocol", "scheduling")], recursive=False)
 
 
-_COVERING = SearchCache("covering", version=_covering_version)
+_COVERING = SearchCache("covering", version=_covering_version, keep=32)  # (each fuzz --covering seed adds ~80 kB)
 
 
 def _covering_key(target: Target, *more) -> str:
@@ -422,8 +422,9 @@ def _digest(rows: list) -> str:
 
 
 def _intact(stored) -> bool:
-    """Whether ``stored`` is a covering array as :func:`_stored` wrote it: its digest matches its rows, and each row
-    is a valid case named as rows are (a damaged or hand-edited file is searched again, never run)."""
+    """Whether ``stored`` is a covering array as :func:`_stored` wrote it: its digest matches its rows, each row is
+    a valid case named as rows are, each index once (a damaged file is searched again, never run; the digest is no
+    signature: the folder is trusted, as Triton's cache is)."""
     try:
         rows = stored["cases"]
         if _digest(rows) != stored["sha256"]:
@@ -431,7 +432,12 @@ def _intact(stored) -> bool:
         cases = [Case.from_dict(r) for r in rows]
     except Exception:  # (anything a damaged file holds: not a dict, missing keys, fields the contract refuses)
         return False
-    return all(c.name.startswith(ROW_PREFIX) for c in cases)
+    try:  # every row named as the search names it, each index from 0 up once (a lost or repeated row shows)
+        indices = [int(c.name[len(ROW_PREFIX):].split("/")[0]) for c in cases]
+    except (TypeError, ValueError):  # (a row with no name, or not a row's name)
+        return False
+    return (sorted(indices) == list(range(len(cases)))
+            and all(c.name == _row_name(i, c) for i, c in zip(indices, cases)))
 
 
 def _read_stored(stored: dict) -> list[Case]:

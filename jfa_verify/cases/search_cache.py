@@ -157,8 +157,10 @@ def _umask() -> int:
 
 
 def _read(path: Path) -> dict:
+    if not path.is_file():  # (a pipe or a device there would hold the run at its read)
+        return {}
     try:
         answers = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # (RecursionError: arrays nested deeper than the parser goes)
         return {}
     return answers if isinstance(answers, dict) else {}
