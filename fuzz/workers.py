@@ -296,8 +296,8 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     from jfa_verify.cases.coverage import unsupported_classes
     from jfa_verify.core.exits import ExitCode, exit_code_for
     from jfa_verify.run.corpus import environment
-    from jfa_verify.run.interrupts import children_start_deaf, terminate_as_interrupt
-    from jfa_verify.run.isolation import start_worker_server, worker_context
+    from jfa_verify.run.interrupts import terminate_as_interrupt
+    from jfa_verify.run.isolation import start_child, start_worker_server, worker_context
     from jfa_verify.run.loop import Verifier
     from jfa_verify.run.report import write_json
 
@@ -367,8 +367,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
                 procs[w] = ctx.Process(target=_worker_main, name=f"jfa-verify-fuzz-worker-{w}",
                                        args=(config, w, shares[w], [str(p) for p in replay[w::workers]], deadline, gpu,
                                              events, stop, ctrl_c, os.getpid(), dict(os.environ)))
-                with children_start_deaf():
-                    procs[w].start()
+                start_child(ctx, procs[w])
         except KeyboardInterrupt:  # (the workers started hear of it through stop, as below)
             interrupted = True
             stop.set()

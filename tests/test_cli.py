@@ -472,13 +472,15 @@ def test_a_run_interrupted_before_its_first_case_leaves_no_earlier_report_behind
     import importlib
 
     module, name = stopped_in.rsplit(".", 1)
+    module, _, owner_name = module.partition(":")  # ("module:Class.method": a method of a class of the module)
     report = tmp_path / "r.json"
     report.write_text(json.dumps({"summary": {"pass": 176}, "finished": True, "interrupted": False}))
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(importlib.import_module(f"jfa_verify.{module}"), name, interrupted)
+    owner = importlib.import_module(f"jfa_verify.{module}")
+    monkeypatch.setattr(getattr(owner, owner_name) if owner_name else owner, name, interrupted)
     rc = main(["run", "--device", "cpu", "--report", str(report), "--reproducers", str(tmp_path / "repro"),
                "--no-progress"])
     err = capsys.readouterr().err
@@ -493,7 +495,10 @@ def test_a_run_interrupted_before_its_first_case_leaves_no_earlier_report_behind
 
 @pytest.mark.parametrize("stopped_in, spent", [("checks.suites.get_suite", ["suite"]),
                                                ("cli.context.load_kernel", ["suite"]),
-                                               ("workflows.suite_run.precompile_cases", ["suite", "precompile"])])
+                                               ("workflows.suite_run.precompile_cases", ["suite", "precompile"]),
+                                               # (a new user's stop 2 s in, as the workers started: a placeholder
+                                               # report and no time: line)
+                                               ("run.loop:Verifier.start_early", ["suite"])])
 def test_a_run_interrupted_before_its_first_case_says_where_its_time_went(tmp_path, monkeypatch, capsys, stopped_in,
                                                                           spent):
     # regression (issue 39's phases): a Ctrl-C while the suite was built, or during the precompile step, printed no
@@ -501,11 +506,13 @@ def test_a_run_interrupted_before_its_first_case_says_where_its_time_went(tmp_pa
     import importlib
 
     module, name = stopped_in.rsplit(".", 1)
+    module, _, owner_name = module.partition(":")  # ("module:Class.method": a method of a class of the module)
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(importlib.import_module(f"jfa_verify.{module}"), name, interrupted)
+    owner = importlib.import_module(f"jfa_verify.{module}")
+    monkeypatch.setattr(getattr(owner, owner_name) if owner_name else owner, name, interrupted)
     report = tmp_path / "r.json"
     rc = main(["run", "--device", "cpu", "--max-cases", "1", "--report", str(report), "--reproducers",
                str(tmp_path / "repro"), "--no-progress"])

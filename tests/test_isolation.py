@@ -1,6 +1,7 @@
 """Crash and hang isolation in the one run loop: a kernel that aborts or hangs loses its worker, not the run."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -96,6 +97,37 @@ def test_ctrl_c_ends_run_with_table_and_report_and_no_running_file(tmp_path, mis
     (stopped,) = payload["in_flight_at_interrupt"]
     assert stopped["replay"].startswith("jfa-verify replay --case '") and "--timeout" in stopped["replay"]
     assert f"interrupted while running {stopped['case']} (" in err and stopped["replay"] in err
+
+
+def test_a_second_ctrl_c_while_the_interrupted_run_reports_does_not_cost_the_report(tmp_path, misbehaving_plugin,
+                                                                                   monkeypatch):
+    # a new user pressed Ctrl-C twice (0.3 s apart) during the cases: exit 130, "jfa-verify run: interrupted", and the
+    # start-of-run placeholder left as the report (the pair coverage computed after the first stop takes seconds)
+    plugin = misbehaving_plugin("hangs_twice", hang=HANG)
+    repro, report = tmp_path / "repro", tmp_path / "r.json"
+    monkeypatch.setenv("JFA_VERIFY_CACHE", "off")  # (the pair coverage's universe is computed: seconds to hit)
+    proc = _start_run(plugin, "hangs_twice", repro, report)
+    try:
+        deadline = time.monotonic() + 120
+        while not (repro.is_dir() and len(list(repro.glob("*.json"))) and "running" in "".join(
+                p.read_text() for p in repro.glob("*.json") if p.is_file())):
+            assert time.monotonic() < deadline and proc.poll() is None, "the hanging case never started"
+            time.sleep(0.2)
+        time.sleep(1)  # (the hanging case runs)
+        for _ in range(16):  # a stop, then more until it has ended: some land while it writes its report
+            if proc.poll() is not None:
+                break
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.25)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    # (a stop that lands once the report is written, as the interpreter shuts down with the default handler back,
+    # ends the process by the signal: a shell says 130 for both)
+    assert proc.returncode in (ExitCode.INTERRUPTED, -signal.SIGINT), out[-2000:] + err[-2000:]
+    payload = json.loads(report.read_text())
+    assert payload["interrupted"] is True and payload["summary"]["pass"] == 2 and payload["cases_planned"] == 6, payload
+    assert "Traceback" not in err and "interrupted after 2 of 6 cases (report written)" in err
 
 
 def test_sigterm_ends_run_like_ctrl_c(tmp_path, misbehaving_plugin):
@@ -603,3 +635,25 @@ def test_a_worker_started_early_loads_its_kernel_before_its_first_case_arrives(t
         assert worker.run(Case(kv_lengths=(3, 5), dtype="float32", head_dim=16), 60).status == "pass"
         assert worker.pid == first and worker.restarts == 0 and marker.read_text() == str(first)
         assert worker.startup_s >= 0.5  # counted from the launch (imports), not from the first case
+
+
+def test_a_ctrl_c_while_a_fork_server_child_starts_is_heard_not_lost():
+    # a new user's Ctrl-C 2.5 s into `fuzz` was lost: its workers started inside children_start_deaf, whose SIG_IGN
+    # covered the wait for the fork server's imports, and the campaign ran to its end, exit 0
+    from jfa_verify.run.isolation import start_child, worker_context
+
+    ctx = worker_context()
+    if ctx.get_start_method() != "forkserver":
+        pytest.skip("no fork server on this platform")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    class SlowStart:
+        def start(self):  # the signal arrives while this process waits for the child
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(2)
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            start_child(ctx, SlowStart())
+    finally:
+        signal.signal(signal.SIGINT, previous)

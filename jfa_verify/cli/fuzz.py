@@ -122,7 +122,7 @@ def main(args, ctx) -> int:
                          f"{default_database(args.reproducers)}")
     database = args.database or default_database(args.reproducers)
     open_database(database, tuple(args.read_from))
-    limit = " and ".join(x for x in (f"{max_examples} new cases drawn" if max_examples else "",
+    limit = " and ".join(x for x in (counted(max_examples, "new case drawn", "new cases drawn") if max_examples else "",
                                      f"{args.duration:g} s" if args.duration else "") if x)
     console.print(f"jfa-verify fuzz: kernel [bold]{kernel.name}[/] on {device}, {workers}"
                   + (f" on GPU{'s' if len(gpus) > 1 else ''} {','.join(gpus)}" if gpus else "")

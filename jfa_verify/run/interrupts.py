@@ -11,7 +11,7 @@ import time
 from typing import Iterator, Optional
 
 __all__ = ["children_start_deaf", "exit_with_parent", "hear_interrupts", "interrupt_behind", "process_alive",
-           "process_start", "terminate_as_interrupt", "verdict_scope", "writing_verdict"]
+           "process_start", "stops_held", "terminate_as_interrupt", "verdict_scope", "writing_verdict"]
 
 # How often a worker checks that its parent is still there (where the kernel cannot tell it).
 PARENT_POLL_S = 1.0
@@ -171,6 +171,23 @@ def writing_verdict() -> Iterator[None]:
     for sig in sigs:
         signal.signal(sig, _after_verdict)
     _VERDICT["written"] = True
+
+
+@contextlib.contextmanager
+def stops_held() -> Iterator[None]:
+    """Inside the block, SIGINT and SIGTERM change nothing: for the report of a command already interrupted, whose
+    stop is already its outcome (a second Ctrl-C while `run` wrote its interrupted report left the start-of-run
+    placeholder in its place). The handlers are restored on exit. Outside the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.signal(sig, lambda signum, frame: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        if not _VERDICT["written"]:  # (once it is, a stop changes nothing until the scope ends: verdict_scope)
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
 
 
 @contextlib.contextmanager

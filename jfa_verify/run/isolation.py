@@ -34,8 +34,8 @@ from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.runner import CaseResult, not_judged
 from jfa_verify.run.settings import RunSettings
 
-__all__ = ["CaseWorker", "WorkerSpec", "adopt_environment", "crash_result", "death_in_words", "start_worker_server",
-           "sticky_device_error", "worker_context"]
+__all__ = ["CaseWorker", "WorkerSpec", "adopt_environment", "crash_result", "death_in_words", "start_child",
+           "start_worker_server", "sticky_device_error", "worker_context"]
 
 # Messages of CUDA errors after which the process's context is unusable (every later call fails):
 # the case is a crash, and the worker that saw it must not run another case.
@@ -218,6 +218,21 @@ def start_worker_server(ctx) -> None:
             multiprocessing.forkserver.ensure_running()
 
 
+def start_child(ctx, proc) -> None:
+    """Start ``proc`` (a process of ``ctx``) so that it imports deaf to Ctrl-C, without this process losing one: a
+    fork server's child is forked by the server, started deaf (:func:`start_worker_server`), so this process waits for
+    it hearing signals (the wait covers the server's imports, seconds: a campaign's Ctrl-C 2.5 s after its start was
+    lost, and the campaign ran to its end); any other child starts inside :func:`children_start_deaf`."""
+    from jfa_verify.run.interrupts import children_start_deaf
+
+    if ctx.get_start_method() == "forkserver":
+        start_worker_server(ctx)
+        proc.start()
+    else:
+        with children_start_deaf():  # (a spawned child's imports would die of a Ctrl-C)
+            proc.start()
+
+
 class CaseWorker:
     """Runs cases in a child process, restarted after a crash or hang.
 
@@ -262,14 +277,7 @@ class CaseWorker:
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child, self.spec, os.getpid(), self._answer), daemon=True,
                            name="jfa-verify-case-worker")
-        from jfa_verify.run.interrupts import children_start_deaf
-
-        if ctx.get_start_method() == "forkserver":
-            start_worker_server(ctx)  # (on its own: proc.start() waits for the child, and this process must not be
-            proc.start()  # deaf that long)
-        else:
-            with children_start_deaf():  # (a spawned child's imports would die of a Ctrl-C)
-                proc.start()
+        start_child(ctx, proc)
         child.close()
         # Known at once, so that kill() from another thread (Ctrl-C under Verifier.verify_all) ends a child
         # still loading too, instead of leaving it to run its case to the end (or hang in it).

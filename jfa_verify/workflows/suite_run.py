@@ -137,13 +137,13 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     report = report_before_cases(None)
     outcome = RunOutcome(report, kernel, suite, cases, jobs=jobs)
     outcome.phases["suite"] = time.perf_counter() - started
-    observer.planned(kernel, suite, cases, jobs)
     from jfa_verify.run.loop import Verifier
 
     with Verifier(kernel, device, request.reproducers, request.settings.replace(jobs=jobs.count)) as verifier:
-        # the case workers load torch, the kernel and the device's context while the variants build (seconds each)
-        verifier.start_early()
-        try:
+        try:  # (a stop from here to the first case: the report says the run stopped, as a later stop's does)
+            observer.planned(kernel, suite, cases, jobs)
+            # the case workers load torch, the kernel and the device's context while the variants build
+            verifier.start_early()
             with _timed(outcome.phases, "precompile"):
                 relations = () if _relations_not_run(request, suite, kernel) else suite.relations
                 outcome.precompiled = precompile_cases(kernel, cases, device, jobs=build_jobs(jobs),
@@ -218,27 +218,38 @@ def _jobs(request: RunRequest, device, cases: int):
 
 
 def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObserver, verifier) -> None:
+    import contextlib
+
+    from jfa_verify.run.interrupts import stops_held, terminate_as_interrupt
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(terminate_as_interrupt())
+        # once a stop has ended the cases, a second one (a Ctrl-C pressed twice) must not cost the report
+        _verify_held(outcome, request, device, observer, verifier, hold=lambda: stack.enter_context(stops_held()))
+
+
+def _verify_held(outcome: RunOutcome, request: RunRequest, device, observer: RunObserver, verifier, *,
+                 hold: Callable[[], object]) -> None:
     from jfa_verify.cases.coverage import Coverage
     from jfa_verify.cases.dimensions import Target
     from jfa_verify.cases.pairs import PairCoverage
     from jfa_verify.checks.calls import check_relations
     from jfa_verify.run.corpus import replay_command
-    from jfa_verify.run.interrupts import terminate_as_interrupt
     from jfa_verify.run.report import run_report, write_json
 
     kernel, suite, cases = outcome.kernel, outcome.suite, outcome.cases
-    with terminate_as_interrupt():
-        done: list = []
-        try:
-            with observer.verifying(kernel, len(cases)) as seen, _timed(outcome.phases, "cases"):
-                outcome.results = verifier.verify_all(cases, on_result=lambda r: (done.append(r), seen(r)))
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report what was verified, then stop
-            outcome.results, outcome.interrupted = done, True
-            outcome.in_flight = [{"case": case.name or case.case_id(), "seconds": round(seconds, 1),
-                                  "replay": replay_command(case, kernel.name, request.settings.plugins,
-                                                           memory=request.settings.memory,
-                                                           timeout_s=request.settings.timeout_s)}
-                                 for case, seconds in verifier.interrupted_cases]
+    done: list = []
+    try:
+        with observer.verifying(kernel, len(cases)) as seen, _timed(outcome.phases, "cases"):
+            outcome.results = verifier.verify_all(cases, on_result=lambda r: (done.append(r), seen(r)))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report what was verified, then stop
+        hold()
+        outcome.results, outcome.interrupted = done, True
+        outcome.in_flight = [{"case": case.name or case.case_id(), "seconds": round(seconds, 1),
+                              "replay": replay_command(case, kernel.name, request.settings.plugins,
+                                                       memory=request.settings.memory,
+                                                       timeout_s=request.settings.timeout_s)}
+                             for case, seconds in verifier.interrupted_cases]
     verifier.close()  # (the relation checks have a worker of their own: the device is theirs)
     results = outcome.results
     # Only the cases the kernel ran exercised anything (a new user saw 0 of 84 cases run reported as 100% of pairs)
@@ -283,6 +294,7 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
                             on_checked=outcome.checked.append, isolate=request.settings.isolate,
                             timeout_s=request.settings.timeout_s)
     except KeyboardInterrupt:  # the cases' verdicts stand, and so do the relations checked by then
+        hold()
         outcome.interrupted = True
     left = len(outcome.relations) - len(outcome.checked)
     write_report(outcome.skipped or ("interrupted" if left else None))
