@@ -648,12 +648,19 @@ def test_a_ctrl_c_while_a_fork_server_child_starts_is_heard_not_lost():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     class SlowStart:
+        started = False
+
         def start(self):  # the signal arrives while this process waits for the child
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(2)
+            time.sleep(1)
+            self.started = True
 
+    proc = SlowStart()
     try:
         with pytest.raises(KeyboardInterrupt):
-            start_child(ctx, SlowStart())
+            start_child(ctx, proc)
     finally:
         signal.signal(signal.SIGINT, previous)
+    # ... once the start is over: cut in two, the campaign's process object knew no child, and joining it raised
+    # "can only join a started process" (exit 70)
+    assert proc.started

@@ -11,7 +11,8 @@ import time
 from typing import Iterator, Optional
 
 __all__ = ["children_start_deaf", "exit_with_parent", "hear_interrupts", "interrupt_behind", "process_alive",
-           "process_start", "stops_held", "terminate_as_interrupt", "verdict_scope", "writing_verdict"]
+           "process_start", "stops_deferred", "stops_held", "terminate_as_interrupt", "verdict_scope",
+           "writing_verdict"]
 
 # How often a worker checks that its parent is still there (where the kernel cannot tell it).
 PARENT_POLL_S = 1.0
@@ -171,6 +172,27 @@ def writing_verdict() -> Iterator[None]:
     for sig in sigs:
         signal.signal(sig, _after_verdict)
     _VERDICT["written"] = True
+
+
+@contextlib.contextmanager
+def stops_deferred() -> Iterator[None]:
+    """Inside the block, a SIGINT or SIGTERM is held, then raised as :class:`KeyboardInterrupt` once the block ends:
+    for a step that must neither be cut in two nor lose the stop (a child's start: a process object interrupted in
+    it does not know its child, and joining it later raised "can only join a started process"). Outside the main
+    thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list = []
+    before = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in (signal.SIGINT,
+                                                                                           signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    if held:
+        raise KeyboardInterrupt(f"signal {signal.Signals(held[0]).name}")
 
 
 @contextlib.contextmanager

@@ -221,13 +221,19 @@ def start_worker_server(ctx) -> None:
 def start_child(ctx, proc) -> None:
     """Start ``proc`` (a process of ``ctx``) so that it imports deaf to Ctrl-C, without this process losing one: a
     fork server's child is forked by the server, started deaf (:func:`start_worker_server`), so this process waits for
-    it hearing signals (the wait covers the server's imports, seconds: a campaign's Ctrl-C 2.5 s after its start was
-    lost, and the campaign ran to its end); any other child starts inside :func:`children_start_deaf`."""
-    from jfa_verify.run.interrupts import children_start_deaf
+    it with a stop held, raised once the child has started (the wait covers the server's imports, seconds: a
+    campaign's Ctrl-C 2.5 s after its start was lost, and the campaign ran to its end); any other child starts inside
+    :func:`children_start_deaf`.
+
+    Raises:
+        KeyboardInterrupt: a SIGINT or SIGTERM came while the child started (it has started).
+    """
+    from jfa_verify.run.interrupts import children_start_deaf, stops_deferred
 
     if ctx.get_start_method() == "forkserver":
         start_worker_server(ctx)
-        proc.start()
+        with stops_deferred():
+            proc.start()
     else:
         with children_start_deaf():  # (a spawned child's imports would die of a Ctrl-C)
             proc.start()
