@@ -119,6 +119,7 @@ def terminate_as_interrupt() -> Iterator[None]:
 # The command's verdict (:func:`verdict_scope`): "open" while a scope is open, "written" once its final report is on
 # disk.
 _VERDICT: dict = {"open": False, "written": False}
+_STOPS = (signal.SIGINT, signal.SIGTERM)  # what stops a command: Ctrl-C, and a polite kill (terminate_as_interrupt)
 
 
 def _after_verdict(signum, frame) -> None:
@@ -137,7 +138,7 @@ def verdict_scope(*, restore: bool = True) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread() or _VERDICT["open"]:
         yield
         return
-    entry = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    entry = {sig: signal.getsignal(sig) for sig in _STOPS}
     _VERDICT.update(open=True, written=False)
     try:
         yield
@@ -145,8 +146,22 @@ def verdict_scope(*, restore: bool = True) -> Iterator[None]:
         written = _VERDICT["written"]
         _VERDICT.update(open=False, written=False)
         if restore and written:
-            for sig, handler in entry.items():
-                signal.signal(sig, handler)
+            _restore(entry)
+
+
+def _stops_to(handler) -> dict:
+    """Point SIGINT and SIGTERM at ``handler``; their handlers before (for :func:`_restore`)."""
+    return {sig: signal.signal(sig, handler) for sig in _STOPS}
+
+
+def _restore(before: dict) -> None:
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+
+
+def _interrupt(held: list) -> KeyboardInterrupt:
+    """The interrupt of the first stop ``held`` (signal numbers, in the order they came)."""
+    return KeyboardInterrupt(f"signal {signal.Signals(held[0]).name}")
 
 
 @contextlib.contextmanager
@@ -159,18 +174,15 @@ def writing_verdict() -> Iterator[None]:
         yield
         return
     held: list = []
-    sigs = (signal.SIGINT, signal.SIGTERM)
-    before = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in sigs}
+    before = _stops_to(lambda signum, frame: held.append(signum))
     try:
         yield
     except BaseException:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+        _restore(before)
         if held:
-            raise KeyboardInterrupt(f"signal {signal.Signals(held[0]).name}")
+            raise _interrupt(held)
         raise
-    for sig in sigs:
-        signal.signal(sig, _after_verdict)
+    _stops_to(_after_verdict)
     _VERDICT["written"] = True
 
 
@@ -184,15 +196,13 @@ def stops_deferred() -> Iterator[None]:
         yield
         return
     held: list = []
-    before = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in (signal.SIGINT,
-                                                                                           signal.SIGTERM)}
+    before = _stops_to(lambda signum, frame: held.append(signum))
     try:
         yield
     finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+        _restore(before)
     if held:
-        raise KeyboardInterrupt(f"signal {signal.Signals(held[0]).name}")
+        raise _interrupt(held)
 
 
 @contextlib.contextmanager
@@ -203,13 +213,12 @@ def stops_held() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = {sig: signal.signal(sig, lambda signum, frame: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    before = _stops_to(lambda signum, frame: None)
     try:
         yield
     finally:
         if not _VERDICT["written"]:  # (once it is, a stop changes nothing until the scope ends: verdict_scope)
-            for sig, handler in before.items():
-                signal.signal(sig, handler)
+            _restore(before)
 
 
 @contextlib.contextmanager
@@ -226,12 +235,11 @@ def children_start_deaf() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    before = _stops_to(signal.SIG_IGN)
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        _restore(before)
 
 
 def hear_interrupts() -> None:

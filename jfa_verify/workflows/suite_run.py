@@ -81,7 +81,7 @@ class RunOutcome:
     in_flight: list = field(default_factory=list)
     precompiled: object = None  # the :class:`~jfa_verify.run.precompile.Precompiled` step, once it ran
     # wall seconds of each phase that ran, in order: "suite" (the kernel loaded, the suite and its covering array
-    # built), "precompile", "cases", "relations" (where checks ran) (where a cold or warm run's time goes: issue 39)
+    # built), "precompile", "cases", "relations" (where checks ran): where a cold or warm run's time goes (issue 39)
     phases: dict = field(default_factory=dict)
 
     @property
