@@ -18,9 +18,11 @@
 #         from a cold Triton cache and warm.
 # Call 8: the main job's timings alone (issue 39): cold (fresh Triton and jfa-verify caches), warm twice, then
 #         bench_verify's campaign rate (16 workers, packs of 1 and 8).
+# Call 9: where the main job's time goes (issue 39), after call 8 on the same machine (its caches warm): one worker's
+#         cases profiled in-process (benchmarks/profile_case.py), then the run's parent process under cProfile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-call=${1:?give the call: 1 to 8}
+call=${1:?give the call: 1 to 9}
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 L=/tmp/c$call; mkdir -p $L
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tcache}
@@ -111,6 +113,16 @@ elif [ "$call" = 8 ]; then
   cat $L/status.txt
   for run in cold warm warm2; do echo "== $run"; grep -E "precompile:|^time:|passed|wall" $L/run-$run.log; done
   echo "== bench_verify"; tail -25 $L/bench-verify.log 2>/dev/null
+elif [ "$call" = 9 ]; then
+  export TRITON_CACHE_DIR=/tmp/tcache-cold JFA_VERIFY_CACHE=/tmp/jcache-cold
+  timeout -k 5 200 python3 benchmarks/profile_case.py --device cuda --kernel triton_jfa >$L/profile-case.log 2>&1
+  echo "profile_case exit $? at $(el) s" >>$L/status.txt
+  timeout -k 5 200 python3 -m cProfile -s cumulative "$(command -v jfa-verify)" run --device cuda --no-progress \
+    --report $L/run-prof.json >$L/run-prof.log 2>&1
+  echo "profiled run exit $? at $(el) s" >>$L/status.txt
+  cat $L/status.txt
+  grep -E "^(imports|suite|warm-up|==)" $L/profile-case.log
+  grep -E "^time:|passed" $L/run-prof.log; grep -A45 "Ordered by" $L/run-prof.log | cut -c1-150
 elif [ "$call" = 4 ]; then
   # Timings (issues 38, 39): the main job as the README runs it, from a cold Triton cache then warm; the registered
   # kernels called as users call them against FA2 (bf16, D=128). Alone on the machine: timings.
@@ -129,7 +141,7 @@ elif [ "$call" = 4 ]; then
   echo "== runs"; head -2 $L/run-cold.log; tail -4 $L/run-cold.log; tail -3 $L/run-warm.log
   echo "== bench_e2e"; tail -30 $L/e2e.log 2>/dev/null
 else
-  echo "ci/gpu_lent_calls.sh: call must be 1 to 8, got $call" >&2; exit 2
+  echo "ci/gpu_lent_calls.sh: call must be 1 to 9, got $call" >&2; exit 2
 fi
 # (only a few files come back from a lent machine, none deep: one archive per call)
 tar czf $OUT/c$call.tgz -C $L --exclude cal/records.tgz . 2>/dev/null; ls -la $OUT
