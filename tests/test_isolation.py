@@ -502,21 +502,16 @@ def test_a_case_worker_whose_parent_is_gone_ends_quietly(tmp_path):
     assert proc.stdout.strip() == "exit 0" and "Traceback" not in proc.stderr, proc.stdout + proc.stderr[-3000:]
 
 
-def test_a_crash_in_the_relation_checks_is_a_finding_exit_4_not_the_end_of_the_run(tmp_path, misbehaving_plugin,
-                                                                                    monkeypatch):
-    """Regression (issue 43, 15): a kernel that crashed in the relation checks (a planted bug reading keys through
-    the wrong offsets) killed ``jfa-verify run`` itself with SIGSEGV after every case was judged: the checks ran in
-    the main process, and the report was left ``finished: false``. Here the kernel aborts on a batch of one
-    sequence, which only the batch-invariance check calls."""
+def _run_one_case_and_its_relation(tmp_path, monkeypatch, plugin, kernel_name):
+    """``run_suite`` (isolated, CPU) on a suite of one case of two sequences and its batch-invariance check."""
     import contextlib
 
     import jfa_verify.checks.suites as suites
     from jfa_verify.checks.relations import Relation
     from jfa_verify.core.device import select_device
     from jfa_verify.protocol.registry import get_kernel
-    from jfa_verify.workflows.suite_run import RunRequest, exit_code, run_suite
+    from jfa_verify.workflows.suite_run import RunRequest, run_suite
 
-    plugin = misbehaving_plugin("aborts_alone", crash="B == 1")
     case = Case(kv_lengths=(3, 5), head_dim=16, dtype="float32", name="two-sequences")
     suite = suites.Suite("tiny", (case,), "one case and its batch-invariance check",
                          (Relation("batch_invariance", case),))
@@ -533,10 +528,47 @@ def test_a_crash_in_the_relation_checks_is_a_finding_exit_4_not_the_end_of_the_r
         def verified(self, kernel, results, coverage, pairs):
             pass
 
-    request = RunRequest(kernel="aborts_alone", suite="tiny", report=str(tmp_path / "r.json"),
+    request = RunRequest(kernel=kernel_name, suite="tiny", report=str(tmp_path / "r.json"),
                          reproducers=str(tmp_path / "repro"), settings=RunSettings(plugins=[plugin], isolate=True))
-    outcome = run_suite(request, select_device("cpu"), lambda: (load_plugin(plugin), get_kernel("aborts_alone"))[1],
-                        Quiet())
+    return run_suite(request, select_device("cpu"), lambda: (load_plugin(plugin), get_kernel(kernel_name))[1], Quiet())
+
+
+def test_the_relation_checks_worker_starts_with_the_case_workers(tmp_path, misbehaving_plugin, monkeypatch):
+    """Regression (H100, 2026-12-06): the relation checks' worker was started after the cases, so the checks waited
+    for its start-up and its first backward (most of the 5 s relation phase of a warm main job). It now starts with
+    the case workers and loads while they run."""
+    from jfa_verify.checks.calls import RelationWorker
+    from jfa_verify.run.loop import Verifier
+
+    events = []
+
+    def spy(cls, name, record):
+        real = getattr(cls, name)
+
+        def wrapper(self, *args, **kwargs):
+            events.append(record(self))
+            return real(self, *args, **kwargs)
+        monkeypatch.setattr(cls, name, wrapper)
+
+    spy(RelationWorker, "start_early", lambda w: "relation worker started")
+    spy(Verifier, "verify_all", lambda v: "cases")
+    spy(RelationWorker, "check", lambda w: f"check, its child {'already there' if w.pid else 'not started'}")
+    plugin = misbehaving_plugin("aborts_alone", crash="B == 0")  # (never: a batch has a sequence)
+    outcome = _run_one_case_and_its_relation(tmp_path, monkeypatch, plugin, "aborts_alone")
+    assert [r.status for r in outcome.results] == ["pass"] and outcome.findings == []
+    assert events == ["relation worker started", "cases", "check, its child already there"]
+
+
+def test_a_crash_in_the_relation_checks_is_a_finding_exit_4_not_the_end_of_the_run(tmp_path, misbehaving_plugin,
+                                                                                    monkeypatch):
+    """Regression (issue 43, 15): a kernel that crashed in the relation checks (a planted bug reading keys through
+    the wrong offsets) killed ``jfa-verify run`` itself with SIGSEGV after every case was judged: the checks ran in
+    the main process, and the report was left ``finished: false``. Here the kernel aborts on a batch of one
+    sequence, which only the batch-invariance check calls."""
+    from jfa_verify.workflows.suite_run import exit_code
+
+    plugin = misbehaving_plugin("aborts_alone", crash="B == 1")
+    outcome = _run_one_case_and_its_relation(tmp_path, monkeypatch, plugin, "aborts_alone")
     assert [r.status for r in outcome.results] == ["pass"]
     (line,) = outcome.findings
     assert line.startswith("[CRASH] relation batch_invariance on two-sequences: the kernel's process died in the "

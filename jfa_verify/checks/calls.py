@@ -89,7 +89,8 @@ def replay(path: "str | Path", kernel, device) -> Optional[str]:
 
 def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str | None", *,
                     plugins: Sequence[str] = (), on_checked: Optional[Callable[[Optional[str]], None]] = None,
-                    isolate: bool = False, timeout_s: Optional[float] = None) -> list[str]:
+                    isolate: bool = False, timeout_s: Optional[float] = None,
+                    worker: Optional["RelationWorker"] = None) -> list[str]:
     """Check each relation, its call file written first under ``corpus`` (None: no files) and kept
     only when the relation breaks; returns one finding line (with the replay command) per broken one.
     ``on_checked``: called after each relation with its finding line, or None where it held (a caller stopped
@@ -100,11 +101,17 @@ def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str 
     running after ``timeout_s`` (None: no limit) a line starting ``[HANG]``, and the next relation gets a fresh
     worker; in this process, the crash would take the whole run with it (issue 43, 15). The kernel must then
     come from a plugin file or an installed entry point (:class:`~jfa_verify.run.isolation.CaseWorker`).
+    ``worker``: with ``isolate``, a :class:`RelationWorker` the caller started early (its ``start_early``: the child
+    loads the kernel and the device while the cases run), used instead of a new one; closed here either way.
     """
     from jfa_verify.run.corpus import CALL_FILE_SUFFIX, replay_command
 
     out = []
-    worker = RelationWorker(relation_worker_spec(kernel, device, plugins)) if isolate else None
+    if not isolate and worker is not None:
+        worker.close()
+        worker = None
+    elif isolate and worker is None:
+        worker = RelationWorker(relation_worker_spec(kernel, device, plugins))
     try:
         for relation in relations:
             path = earlier = None

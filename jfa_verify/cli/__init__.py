@@ -176,6 +176,9 @@ def _main(argv: Optional[Sequence[str]], watched: bool) -> int:
             print(f"jfa-verify: error: argument {name}: '--' is not a value (it marks the end of the options); "
                   f"give {name}=VALUE", file=sys.stderr)
             return EXIT_USAGE
+    from jfa_verify.run.worker_server import start_early
+
+    start_early(sys.argv[1:] if argv is None else argv)  # before the parser imports torch: the two import at once
     try:
         args = _parse(build_parser(), argv)
     except SystemExit as e:  # a bad argument (exit 2, one line already printed) or --help (0)

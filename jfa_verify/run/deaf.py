@@ -1,7 +1,7 @@
-"""Imported first by the case workers' fork server (:data:`jfa_verify.run.isolation._PRELOAD`): from here on the
+"""Imported first by the case workers' fork server (:data:`jfa_verify.run.worker_server.PRELOAD`): from here on the
 server ignores SIGINT and SIGTERM, before it imports torch.
 
-:func:`~jfa_verify.run.isolation.start_worker_server` starts the server deaf to them (they are ignored across the
+:func:`~jfa_verify.run.worker_server.start_worker_server` starts the server deaf to them (they are ignored across the
 exec) only from the main thread: a process cannot change its signal handlers from any other, and ``run --jobs N``
 starts its case workers, and with the first of them the server, from its threads. A Ctrl-C then reached the
 server while it imported torch (seconds) and printed a ``KeyboardInterrupt`` traceback from inside torch, and every

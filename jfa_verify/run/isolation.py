@@ -18,8 +18,6 @@ parent need not initialise CUDA at all.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
-import multiprocessing.forkserver
 import os
 import re
 import signal
@@ -33,6 +31,7 @@ from jfa_verify.core.errors import InvalidInput, KernelConfigError, PluginError
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.runner import CaseResult, not_judged
 from jfa_verify.run.settings import RunSettings
+from jfa_verify.run.worker_server import start_worker_server, worker_context
 
 __all__ = ["CaseWorker", "WorkerSpec", "adopt_environment", "crash_result", "death_in_words", "start_child",
            "start_worker_server", "sticky_device_error", "worker_context"]
@@ -42,9 +41,6 @@ __all__ = ["CaseWorker", "WorkerSpec", "adopt_environment", "crash_result", "dea
 _STICKY = re.compile(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|"
                      r"device-side assert|CUDA_ERROR_ILLEGAL|an illegal instruction", re.IGNORECASE)
 STARTUP_TIMEOUT_S = 300.0  # loading plugins and the kernel module; compiling happens per case, not here
-# Imported once by the fork server, so that a restarted worker starts warm; jfa_verify.run.deaf first, so that a Ctrl-C
-# while it imports torch does not end it with a traceback (a server started from a thread hears it: see that module).
-_PRELOAD = ["jfa_verify.run.deaf", "torch", "jfa_verify", "jfa_verify.run.runner", "jfa_verify.oracles"]
 
 
 def sticky_device_error(message: str) -> bool:
@@ -189,33 +185,11 @@ def _answer(conn, spec: WorkerSpec, kernel, device) -> None:
         conn.send(result)
 
 
-def worker_context():
-    """The multiprocessing context for fresh worker processes: a fork server that has imported torch and jfa-verify
-    (a child costs a fork, not a Python start-up of seconds), else spawn. A child must set what it needs from the
-    environment itself (the fork server's is the one it started with)."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(_PRELOAD)
-        return ctx
-    return multiprocessing.get_context("spawn")
-
-
 def adopt_environment(env: dict) -> None:
     """Make this process's environment ``env``, whole: a process forked by :func:`worker_context`'s fork server has
     the server's older environment, not that of the process that asked for it (as a spawned one would)."""
     os.environ.clear()
     os.environ.update(env)
-
-
-def start_worker_server(ctx) -> None:
-    """Start :func:`worker_context`'s fork server now if it is one, deaf to Ctrl-C while it imports (a Ctrl-C then
-    would kill it, and every later child with it). From another thread it starts hearing them, and makes itself deaf
-    with its first import (jfa_verify.run.deaf), before torch."""
-    from jfa_verify.run.interrupts import children_start_deaf
-
-    if ctx.get_start_method() == "forkserver":
-        with children_start_deaf():
-            multiprocessing.forkserver.ensure_running()
 
 
 def start_child(ctx, proc) -> None:

@@ -139,13 +139,17 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     outcome.phases["suite"] = time.perf_counter() - started
     from jfa_verify.run.loop import Verifier
 
-    with Verifier(kernel, device, request.reproducers, request.settings.replace(jobs=jobs.count)) as verifier:
+    relations = () if _relations_not_run(request, suite, kernel) else suite.relations
+    with Verifier(kernel, device, request.reproducers, request.settings.replace(jobs=jobs.count)) as verifier, \
+            _relation_worker(request, kernel, device, relations) as relation_worker:
         try:  # (a stop from here to the first case: the report says the run stopped, as a later stop's does)
             observer.planned(kernel, suite, cases, jobs)
-            # the case workers load torch, the kernel and the device's context while the variants build
+            # the case workers (and the relation checks' worker) load torch, the kernel and the device's context while
+            # the variants build
             verifier.start_early()
+            if relation_worker is not None:
+                relation_worker.start_early()
             with _timed(outcome.phases, "precompile"):
-                relations = () if _relations_not_run(request, suite, kernel) else suite.relations
                 outcome.precompiled = precompile_cases(kernel, cases, device, jobs=build_jobs(jobs),
                                                        plugins=request.settings.plugins, enabled=request.precompile,
                                                        relations=relations)
@@ -153,8 +157,24 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
             outcome.report, outcome.interrupted = report_before_cases(True, outcome), True
             return outcome
         getattr(observer, "precompiled", lambda result: None)(outcome.precompiled)
-        _verify(outcome, request, device, observer, verifier)
+        _verify(outcome, request, device, observer, verifier, relation_worker)
     return outcome
+
+
+@contextmanager
+def _relation_worker(request: RunRequest, kernel, device, relations):
+    """The isolated worker of the run's relation checks (None in-process, or with none to run), closed on leaving:
+    started with the case workers, its child's first check did not wait for its start-up after the cases (a fresh
+    worker's start-up and first backward were most of the 5 s relation phase on an H100)."""
+    from jfa_verify.checks.calls import RelationWorker, relation_worker_spec
+
+    worker = (RelationWorker(relation_worker_spec(kernel, device, request.settings.plugins))
+              if relations and request.settings.isolate else None)
+    try:
+        yield worker
+    finally:
+        if worker is not None:
+            worker.close()
 
 
 def precompile_cases(kernel, cases, device, *, jobs: int, plugins=(), enabled: bool = True, backward: bool = True,
@@ -217,7 +237,8 @@ def _jobs(request: RunRequest, device, cases: int):
     return choose_jobs(request.jobs, device, work=cases)
 
 
-def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObserver, verifier) -> None:
+def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObserver, verifier,
+            relation_worker=None) -> None:
     import contextlib
 
     from jfa_verify.run.interrupts import stops_held, terminate_as_interrupt
@@ -225,11 +246,12 @@ def _verify(outcome: RunOutcome, request: RunRequest, device, observer: RunObser
     with contextlib.ExitStack() as stack:
         stack.enter_context(terminate_as_interrupt())
         # once a stop has ended the cases, a second one (a Ctrl-C pressed twice) must not cost the report
-        _verify_held(outcome, request, device, observer, verifier, hold=lambda: stack.enter_context(stops_held()))
+        _verify_held(outcome, request, device, observer, verifier, hold=lambda: stack.enter_context(stops_held()),
+                     relation_worker=relation_worker)
 
 
 def _verify_held(outcome: RunOutcome, request: RunRequest, device, observer: RunObserver, verifier, *,
-                 hold: Callable[[], object]) -> None:
+                 hold: Callable[[], object], relation_worker=None) -> None:
     from jfa_verify.cases.coverage import Coverage
     from jfa_verify.cases.dimensions import Target
     from jfa_verify.cases.pairs import PairCoverage
@@ -292,7 +314,7 @@ def _verify_held(outcome: RunOutcome, request: RunRequest, device, observer: Run
         with _timed(outcome.phases, "relations") if outcome.relations else nullcontext():
             check_relations(outcome.relations, kernel, device, request.reproducers, plugins=request.settings.plugins,
                             on_checked=outcome.checked.append, isolate=request.settings.isolate,
-                            timeout_s=request.settings.timeout_s)
+                            timeout_s=request.settings.timeout_s, worker=relation_worker)
     except KeyboardInterrupt:  # the cases' verdicts stand, and so do the relations checked by then
         hold()
         outcome.interrupted = True
