@@ -17,9 +17,10 @@
 #         (benchmarks/sweep_triton_config.py, its "current" rows are call 4's triton_jfa rows), then the main job
 #         from a cold Triton cache and warm.
 # Call 8: the main job's timings alone (issue 39): cold (fresh Triton and jfa-verify caches), warm twice, then
-#         bench_verify's campaign rate (16 workers, packs of 1 and 8).
+#         bench_verify's campaign rate (16 workers, packs of 1 and 8; BENCH_VERIFY=0 leaves it out).
 # Call 9: where the main job's time goes (issue 39), after call 8 on the same machine (its caches warm): one worker's
-#         cases profiled in-process (benchmarks/profile_case.py), then the run's parent process under cProfile.
+#         cases profiled in-process (benchmarks/profile_case.py), SDPA's cost for new shapes per backend
+#         (benchmarks/sdpa_first_calls.py), then the run's parent process under cProfile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 call=${1:?give the call: 1 to 9}
@@ -107,7 +108,7 @@ elif [ "$call" = 8 ]; then
     echo "$run run exit $? at $(el) s" >>$L/status.txt
   done
   left=$(( 560 - $(el) ))
-  [ $left -gt 100 ] && { TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 $left python3 benchmarks/bench_verify.py \
+  [ $left -gt 100 ] && [ "${BENCH_VERIFY:-1}" != 0 ] && { TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 $left python3 benchmarks/bench_verify.py \
       --device cuda --workers 16 --seconds 30 --warmup 30 --pack 1,8 --out $L >$L/bench-verify.log 2>&1
     echo "bench_verify exit $? at $(el) s" >>$L/status.txt; }
   cat $L/status.txt
@@ -117,11 +118,14 @@ elif [ "$call" = 9 ]; then
   export TRITON_CACHE_DIR=/tmp/tcache-cold JFA_VERIFY_CACHE=/tmp/jcache-cold
   timeout -k 5 200 python3 benchmarks/profile_case.py --device cuda --kernel triton_jfa >$L/profile-case.log 2>&1
   echo "profile_case exit $? at $(el) s" >>$L/status.txt
+  timeout -k 5 120 python3 benchmarks/sdpa_first_calls.py >$L/sdpa-first-calls.log 2>&1
+  echo "sdpa_first_calls exit $? at $(el) s" >>$L/status.txt
   timeout -k 5 200 python3 -m cProfile -s cumulative "$(command -v jfa-verify)" run --device cuda --no-progress \
     --report $L/run-prof.json >$L/run-prof.log 2>&1
   echo "profiled run exit $? at $(el) s" >>$L/status.txt
   cat $L/status.txt
-  grep -E "^(imports|suite|warm-up|==)" $L/profile-case.log
+  grep -E "^(imports|suite|warm-up|==)" $L/profile-case.log; cat $L/sdpa-first-calls.log
+  python3 -c "import sys, os; print('dont_write_bytecode', sys.dont_write_bytecode, os.environ.get('PYTHONPYCACHEPREFIX'))"
   grep -E "^time:|passed" $L/run-prof.log; grep -A45 "Ordered by" $L/run-prof.log | cut -c1-150
 elif [ "$call" = 4 ]; then
   # Timings (issues 38, 39): the main job as the README runs it, from a cold Triton cache then warm; the registered

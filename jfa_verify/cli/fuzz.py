@@ -69,8 +69,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--precompile", action=argparse.BooleanOptionalAction, default=True,
                         help="before the workers start, build each distinct Triton kernel variant of the contract's "
                              "covering array once, in parallel processes as `jfa-verify run --precompile` says "
-                             "(default; its line says how many and how long; a measured no-op on the CPU "
-                             "interpreter); --no-precompile builds each at its first launch, in the workers")
+                             "(default; on a GPU its `precompile:` line says how many and how long; the CPU "
+                             "interpreter compiles nothing, so there it prints no line); --no-precompile builds each "
+                             "at its first launch, in the workers")
     parser.add_argument("--pack", type=positive_int, default=1, metavar="N",
                         help="run up to N drawn cases that share all but lengths and seed as one packed launch, each "
                              "judged on its own rows, the launch too; a failing pack is split until the failure stands "
