@@ -47,6 +47,7 @@ elif [ "$call" = 2 ]; then
       OUT=$L/gt timeout -k 5 540 bash ci/gpu_run.sh >$L/gate-triton.log 2>&1
     echo "triton_jfa gate (determinism canaries recycled_memory stress, sanitizers) exit $? at $(el) s" >>$L/status.txt ) &
   ( STAGES=tests TEST_WORKERS=10 OUT=$L/t timeout -k 5 540 bash ci/gpu_run.sh tests/test_peers_gpu.py \
+      tests/test_isolation.py::test_a_worker_reports_the_peak_device_memory_of_each_case \
       >$L/tests-stage.log 2>&1
     echo "tests-stage exit $? at $(el) s" >>$L/status.txt ) &
   wait
@@ -113,6 +114,8 @@ elif [ "$call" = 8 ]; then
     echo "bench_verify exit $? at $(el) s" >>$L/status.txt; }
   cat $L/status.txt
   for run in cold warm warm2; do echo "== $run"; grep -E "precompile:|^time:|passed|wall" $L/run-$run.log; done
+  python3 -c "import json; p = sorted(c.get('peak_device_mib') or 0 for c in json.load(open('$L/run-warm.json'))['cases'])
+print('peak device MiB a case: max', p[-1], 'median', p[len(p) // 2])" 2>&1 | tail -1
   echo "== bench_verify"; tail -25 $L/bench-verify.log 2>/dev/null
 elif [ "$call" = 9 ]; then
   export TRITON_CACHE_DIR=/tmp/tcache-cold JFA_VERIFY_CACHE=/tmp/jcache-cold

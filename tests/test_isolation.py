@@ -696,3 +696,21 @@ def test_a_ctrl_c_while_a_fork_server_child_starts_is_heard_not_lost():
     # ... once the start is over: cut in two, the campaign's process object knew no child, and joining it raised
     # "can only join a started process" (exit 70)
     assert proc.started
+
+
+def test_a_worker_reports_the_peak_device_memory_of_each_case(jfa_device):
+    """Each isolated case says the most device memory it held (CUDA): what the default worker count
+    (``GPU_GIB_PER_JOB``, 8 GiB a worker) must leave room for, which no run measured before."""
+    small = Case(kv_lengths=(64, 33), head_dim=16, dtype="float32", name="two-sequences")
+    large = Case(kv_lengths=(4096,), head_dim=64, dtype="float32", name="one-sequence")  # (CUDA only)
+    cases = [small] if jfa_device.type != "cuda" else [large, small]
+    with CaseWorker(WorkerSpec("triton_jfa", jfa_device.type)) as worker:
+        results = [worker.run(case) for case in cases]
+    assert [r.status for r in results] == ["pass"] * len(cases), results[0].message
+    assert results[0].to_dict()["peak_device_mib"] == results[0].peak_device_mib
+    if jfa_device.type != "cuda":
+        assert results[0].peak_device_mib is None
+        return
+    big, little = (r.peak_device_mib for r in results)
+    assert big >= 3 * 4096 * 2 * 64 * 4 / 2 ** 20  # q, k and v at least
+    assert little < big / 2  # counted per case: the small case after the large one is not charged for it

@@ -106,6 +106,17 @@ def release_cached_memory(device) -> bool:
     return True
 
 
+def _peak_device_memory(device):
+    """Start measuring: returns a function giving the most memory torch's allocator held on ``device`` since, in MiB
+    (None off CUDA). What a worker count must leave room for (:data:`~jfa_verify.run.parallelism.GPU_GIB_PER_JOB`)."""
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return lambda: None
+    torch.cuda.reset_peak_memory_stats(device)
+    return lambda: round(torch.cuda.max_memory_allocated(device) / 2 ** 20, 1)
+
+
 def _serve(conn, spec: WorkerSpec, owner: int, answer=None) -> None:
     """The child: load the kernel as ``owner`` (the process that started it) did, then answer one case per message
     until told to stop (``answer(conn, spec, kernel, device)``: another worker's loop, default :func:`_answer`)."""
@@ -163,6 +174,7 @@ def _answer(conn, spec: WorkerSpec, kernel, device) -> None:
         settings = settings or spec.settings  # (None: the spec's, which the child already holds)
         memory = settings.memory
         t0 = time.perf_counter()
+        peak = _peak_device_memory(device)
         try:
             result = run_case(case, kernel, device, settings)
         except KernelConfigError as e:  # the parent raises it: a usage error, not this case's verdict
@@ -176,6 +188,7 @@ def _answer(conn, spec: WorkerSpec, kernel, device) -> None:
             result = not_judged(CaseResult(case, spec.kernel, "error", memory=memory, plugins=spec.plugins),
                                 "the case worker", e)
         result.seconds["worker"] = time.perf_counter() - t0
+        result.peak_device_mib = peak()
         release_cached_memory(device)
         if result.status == "error" and sticky_device_error(result.message):
             result.status = "crash"

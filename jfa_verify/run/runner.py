@@ -116,6 +116,9 @@ class CaseResult:
     accepted: bool = False
     memory: Optional[str] = None  # the memory mode it ran under (guard bands and that fill), if any
     parts_judged: bool = False  # a packed case judged per part (jfa_verify.judge.packing.judge_parts)
+    # most device memory the case held at once, MiB (torch's allocator: the kernel's call, the references, the judging),
+    # measured by an isolated worker on CUDA; None elsewhere
+    peak_device_mib: Optional[float] = None
 
     def findings_of(self, kind: str) -> list[str]:
         """The messages of this run's findings of ``kind`` (a key of :data:`jfa_verify.judge.findings.KINDS`)."""
@@ -211,6 +214,7 @@ class CaseResult:
             "conventions": self.conventions,
             "accepted": self.accepted,
             "parts_judged": self.parts_judged,
+            "peak_device_mib": self.peak_device_mib,
             "outputs": {
                 c.name: {
                     "passed": c.passed,
