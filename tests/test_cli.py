@@ -20,6 +20,7 @@ def test_run_passes_and_writes_report(tmp_path, capsys):
     assert rc == 0, out
     data = json.loads(report.read_text())
     assert data["summary"]["pass"] == len(data["cases"]) >= 2
+    assert data["exit_code"] == rc  # the status the run exited with, in its report (fuzz's and gate's have it too)
     first = data["cases"][0]
     assert set(first["outputs"]) == {"o", "lse", "dq", "dk", "dv"}
     assert all(0 <= o["headroom"] < 1 for o in first["outputs"].values())
@@ -461,6 +462,7 @@ def test_run_counts_coverage_over_the_cases_the_kernel_ran_only(tmp_path, capsys
     assert "contract coverage over 0 case(s)" in out and "(100.0%)" not in out
     assert "is inside the capabilities of kernel 'narrow_d1024'" in err, err
     assert json.loads(report.read_text())["coverage"]["total"] == 0
+    assert json.loads(report.read_text())["exit_code"] == 2  # one rule for the exit status and the report
 
 
 @pytest.mark.parametrize("stopped_in", ["checks.suites.get_suite", "cli.context.load_kernel"])
@@ -490,6 +492,7 @@ def test_a_run_interrupted_before_its_first_case_leaves_no_earlier_report_behind
     payload = json.loads(report.read_text())
     assert payload["finished"] is False and payload["cases"] == [] and payload["summary"] != {"pass": 176}
     assert payload["interrupted"] is True and payload["cases_planned"] is None  # (a reader need not guess why)
+    assert payload["exit_code"] == 130
     assert payload["kernel"] == "triton_jfa"
 
 

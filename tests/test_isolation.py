@@ -61,7 +61,7 @@ def test_run_with_a_kernel_that_hangs_on_one_case_and_aborts_on_another(tmp_path
     assert "CRASH" in out and "HANG" in out and "4 passed, 0 failed, 0 errors, 1 crashed, 1 hung" in out
     payload = json.loads(report.read_text())
     assert payload["summary"] == {"pass": 4, "fail": 0, "error": 0, "crash": 1, "hang": 1, "unsupported": 0}
-    assert payload["interrupted"] is False
+    assert payload["interrupted"] is False and payload["exit_code"] == ExitCode.CRASH
     by_status = {c["status"]: c for c in payload["cases"]}
     assert "SIGABRT" in by_status["crash"]["message"] and "3 s" in by_status["hang"]["message"]
     files = {read_case_file(p)[1]["status"]: p for p in repro.glob("*.json")}

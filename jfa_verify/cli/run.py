@@ -122,7 +122,8 @@ def main(args, ctx) -> int:
         print(f"jfa-verify run: interrupted after {len(results)} of {len(cases)} cases (report written)",
               file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
-    if counts["unsupported"] == len(results):        # Nothing was checked: a gate must not read this as a pass.
+    code = exit_code(outcome)
+    if code == EXIT_USAGE:  # every case unsupported: nothing was checked
         # (the way out named for what narrowed the cases: a new user's --filter broadcast_q was told to try fuzz)
         picked = "/".join(o for o, given in (("--filter", args.filter), ("--max-cases", args.max_cases)) if given)
         fix = ("`jfa-verify kernels` lists where each kernel runs" if kernel.device_reason(ctx.device) else
@@ -131,8 +132,7 @@ def main(args, ctx) -> int:
                f"try jfa-verify fuzz --kernel {kernel.name}")
         print(f"jfa-verify run: error: no case of suite {suite.name!r} is inside the capabilities of kernel "
               f"{kernel.name!r} ({results[0].message}); {fix}", file=sys.stderr)
-        return EXIT_USAGE
-    return exit_code(outcome)
+    return code
 
 
 def _print_time(outcome, quiet: bool) -> None:

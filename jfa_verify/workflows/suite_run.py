@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
 
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.exits import ExitCode
 from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 
 
@@ -119,7 +120,8 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     # run's report there to be read as this one's. ("interrupted": null while it runs: nothing has stopped it yet,
     # and it has not finished either)
     def report_before_cases(interrupted: Optional[bool], outcome: Optional[RunOutcome] = None):
-        extra = {"finished": False, "interrupted": interrupted, "cases_planned": None}
+        extra = {"finished": False, "interrupted": interrupted, "cases_planned": None,
+                 "exit_code": int(ExitCode.INTERRUPTED) if interrupted else None}
         if outcome is not None:  # a stop: the phases it spent, as a later stop's report gives them
             extra["phases_seconds"] = outcome.phase_seconds()
         return write_json(request.report, run_report([], kernel=request.kernel, device=device, extra=extra))
@@ -289,7 +291,9 @@ def _verify_held(outcome: RunOutcome, request: RunRequest, device, observer: Run
                  "phases_seconds": outcome.phase_seconds(),
                  "pairs": pairs.to_dict(), "relations": broken,
                  "relation_checks": {"run": len(outcome.checked), "broken": len(broken),
-                                     "not_run_because": not_run_because}}
+                                     "not_run_because": not_run_because},
+                 # (null until the run has ended: the relation checks may still change it)
+                 "exit_code": exit_code(outcome) if finished or outcome.interrupted else None}
         outcome.report = write_json(request.report, run_report(results, kernel=kernel.name, device=device,
                                                                suite_note=suite.note, coverage=coverage.to_dict(),
                                                                extra=extra))
@@ -333,10 +337,16 @@ def _timed(phases: dict, name: str):
 
 
 def exit_code(outcome: RunOutcome) -> int:
-    """The run's exit status by its verdicts and broken relations (:func:`~jfa_verify.core.exits.exit_code_for`)."""
+    """The run's exit status, the one rule ``run`` exits by and its report records: 130 when a stop ended it, 2 when
+    every case it ran was outside the kernel's capabilities (nothing was checked: a gate must not read it as a pass),
+    else by its verdicts and broken relations (:func:`~jfa_verify.core.exits.exit_code_for`)."""
     from jfa_verify.checks.calls import relation_status
     from jfa_verify.core.exits import exit_code_for
 
+    if outcome.interrupted or outcome.cases is None:
+        return int(ExitCode.INTERRUPTED)
+    if outcome.results and all(r.status == "unsupported" for r in outcome.results):
+        return int(ExitCode.USAGE)
     return int(exit_code_for([r.status for r in outcome.results] + [relation_status(f) for f in outcome.findings]))
 
 
