@@ -16,8 +16,9 @@
 # Call 7: a short budget's timings (issues 38, 39): triton_jfa's launch configurations swept against FA2
 #         (benchmarks/sweep_triton_config.py, its "current" rows are call 4's triton_jfa rows), then the main job
 #         from a cold Triton cache and warm.
-# Call 8: the main job's timings alone (issue 39): cold (fresh Triton and jfa-verify caches), warm twice, then
-#         bench_verify's campaign rate (16 workers, packs of 1 and 8; BENCH_VERIFY=0 leaves it out).
+# Call 8: the main job's timings alone (issue 39): cold (fresh Triton and jfa-verify caches), warm twice, warm with
+#         torch's cuDNN attention put last, then bench_verify's campaign rate (16 workers, packs of 1 and 8;
+#         BENCH_VERIFY=0 leaves it out).
 # Call 9: where the main job's time goes (issue 39), after call 8 on the same machine (its caches warm): one worker's
 #         cases profiled in-process (benchmarks/profile_case.py), SDPA's cost for new shapes per backend
 #         (benchmarks/sdpa_first_calls.py), then the run's parent process under cProfile.
@@ -108,12 +109,18 @@ elif [ "$call" = 8 ]; then
       --device cuda --no-progress --report $L/run-$run.json >$L/run-$run.log 2>&1
     echo "$run run exit $? at $(el) s" >>$L/status.txt
   done
+  # the same warm run with torch's cuDNN attention put last (torch's own switch): the padded SDPA oracle's cost for
+  # shapes new to a worker (benchmarks/sdpa_first_calls.py), measured on the whole job; the verdicts must not change
+  /usr/bin/time -f "warm-nocudnn run wall %e s" env TRITON_CACHE_DIR=/tmp/tcache-cold TORCH_CUDNN_SDPA_DEPRIORITIZED=1 \
+    timeout -k 5 120 jfa-verify run --device cuda --no-progress --report $L/run-warm-nocudnn.json \
+    >$L/run-warm-nocudnn.log 2>&1
+  echo "warm-nocudnn run exit $? at $(el) s" >>$L/status.txt
   left=$(( 560 - $(el) ))
   [ $left -gt 100 ] && [ "${BENCH_VERIFY:-1}" != 0 ] && { TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 $left python3 benchmarks/bench_verify.py \
       --device cuda --workers 16 --seconds 30 --warmup 30 --pack 1,8 --out $L >$L/bench-verify.log 2>&1
     echo "bench_verify exit $? at $(el) s" >>$L/status.txt; }
   cat $L/status.txt
-  for run in cold warm warm2; do echo "== $run"; grep -E "precompile:|^time:|passed|wall" $L/run-$run.log; done
+  for run in cold warm warm2 warm-nocudnn; do echo "== $run"; grep -E "precompile:|^time:|passed|wall" $L/run-$run.log; done
   python3 -c "import json; p = sorted(c.get('peak_device_mib') or 0 for c in json.load(open('$L/run-warm.json'))['cases'])
 print('peak device MiB a case: max', p[-1], 'median', p[len(p) // 2])" 2>&1 | tail -1
   echo "== bench_verify"; tail -25 $L/bench-verify.log 2>/dev/null
