@@ -312,6 +312,9 @@ class _Round:
 
 # Rounds in a row that end in a Hypothesis error without drawing a case before a worker gives up.
 STALLED_ROUNDS = 3
+# Seconds a case still running when the campaign should end (--duration over, or told to stop) may go on before it is
+# stopped without a verdict: a hanging case held a 10-second campaign, and a stop, for its whole --timeout (120 s).
+STOP_GRACE_S = 5.0
 
 
 class Campaign:
@@ -402,19 +405,44 @@ class Campaign:
             InvalidInput: a bad database spec.
             KernelConfigError: the kernel's ``load()`` returned no implementation (at its first case).
         """
+        import threading
+
         with hypothesis_home(self.corpus_dir):
             self._start()
+            ended = threading.Event()
+            threading.Thread(target=self._end_late_case, args=(ended,), name="jfa-verify-campaign-end",
+                             daemon=True).start()
             try:
-                self._replay_saved()
-                if self.covering:
-                    self._run_covering()
-            except KeyboardInterrupt:
-                self.summary.interrupted = True
-                self.verifier.close()
-                self.summary.seconds = time.perf_counter() - self.t0
+                try:
+                    self._replay_saved()
+                    if self.covering:
+                        self._run_covering()
+                except _StopCampaign:  # (the search below ends at once: the campaign's end has come)
+                    pass
+                except KeyboardInterrupt:
+                    self.summary.interrupted = True
+                    self.verifier.close()
+                    self.summary.seconds = time.perf_counter() - self.t0
+                    return self.summary
+                self._search()
                 return self.summary
-            self._search()
-            return self.summary
+            finally:
+                ended.set()
+
+    def _end_late_case(self, ended) -> None:
+        """Watch, beside the campaign: once it should end (:meth:`_stop_now`), a case still running
+        :data:`STOP_GRACE_S` later is stopped without a verdict (:meth:`~jfa_verify.run.loop.Verifier.abandon`), and
+        :meth:`_run_one` ends the campaign; the summary names the case and how to replay it."""
+        while not ended.wait(0.25):
+            if not self._stop_now():
+                continue
+            give_up = time.monotonic() + STOP_GRACE_S
+            while not ended.wait(0.25) and time.monotonic() < give_up:
+                pass
+            if not ended.is_set() and self.in_flight is not None:
+                self.abandoned = True
+                self.verifier.abandon()
+            return
 
     def _start(self) -> None:
         """Choose the device, resolve the kernel and strategy, open the corpus, the verifier and the database."""
@@ -447,6 +475,8 @@ class Campaign:
         self.verdicts: dict[str, object] = {}  # case id -> verdict (different draws build one case; verdicts are
         # deterministic, and a hang must not cost its timeout twice)
         self.t0 = time.perf_counter()
+        self.in_flight: Optional[Case] = None  # the case being verified (for _end_late_case)
+        self.abandoned = False  # _end_late_case stopped it
         self.emit = self.on_event or (lambda event: None)
         self.state = _Round(id="")
         self.step = itertools.count()
@@ -483,7 +513,21 @@ class Campaign:
             plugins = self.verifier.settings.plugins
             return result, path if path.exists() else self.corpus.write(case, self.name, str(self.dev), result, plugins)
         t = time.perf_counter()
-        result = self.verifier.verify(case, annotations)
+        self.in_flight = case
+        try:
+            result = self.verifier.verify(case, annotations)
+        except KeyboardInterrupt:
+            if not self.abandoned:  # the user's Ctrl-C or SIGTERM
+                raise
+            from jfa_verify.run.corpus import replay_command
+
+            self.summary.notes.append(
+                f"a case still running {time.perf_counter() - t:.0f} s in when the campaign ended (--duration, or a "
+                f"stop) was stopped without a verdict after {STOP_GRACE_S:g} s more; replay it: "
+                f"{replay_command(case, self.name, self.verifier.settings.plugins, timeout_s=self.settings.timeout_s)}")
+            raise _StopCampaign() from None
+        finally:
+            self.in_flight = None
         parts, statuses = case.split(), part_statuses(result)
         share = (time.perf_counter() - t) / len(parts)
         summary.packs += len(parts) > 1

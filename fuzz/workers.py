@@ -301,7 +301,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     from jfa_verify.run.loop import Verifier
     from jfa_verify.run.report import write_json
 
-    from .campaign import classifier, prepare_corpus, saved_findings
+    from .campaign import STOP_GRACE_S, classifier, prepare_corpus, saved_findings
     from .database import default_database
     from .findings import list_findings, recover, unreadable_case_files
     from .progress import CampaignProgress, plot_timeline
@@ -408,8 +408,8 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
                     break
                 interrupted = True
                 stop.set()
-                say("interrupted: workers finish their current case, then the report is written "
-                    "(Ctrl-C again to kill them)")
+                say(f"interrupted: workers finish their current case (one still running {STOP_GRACE_S:g} s later is "
+                    f"stopped without a verdict), then the report is written (Ctrl-C again to kill them)")
         for p in procs.values():
             p.join(10)
             if p.is_alive():

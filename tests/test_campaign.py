@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -524,3 +525,24 @@ def test_a_runs_failing_cases_of_one_bug_are_listed_as_one_finding_with_its_exam
     assert row["examples"] == 5 and row["status"] == "error", row
     assert row["case"] == Case(kv_lengths=(2, 3), dtype="float32", head_dim=16, layout="strided").describe()
     assert len(row["cases"]) == 4 and all(Path(p).is_file() for p in row["cases"]) and row["path"] not in row["cases"]
+
+
+def test_a_case_still_running_when_the_duration_ends_is_stopped_not_waited_for(tmp_path, misbehaving_plugin,
+                                                                             monkeypatch):
+    """Regression (a new user's trial): `fuzz --duration 10` on a kernel that hangs ran 130 s, its first case
+    waiting out the whole --timeout (120 s) past the campaign's end; a stop sent to the campaign waited as long. A case
+    still running STOP_GRACE_S after the end is stopped without a verdict, named with its replay command."""
+    from jfa_verify.fuzz import campaign as campaign_module
+
+    monkeypatch.setattr(campaign_module, "STOP_GRACE_S", 1.0)
+    plugin = misbehaving_plugin("hangs_always", hang="True")
+    load_plugin(plugin)
+    t0 = time.monotonic()
+    summary = run_campaign("hangs_always", strategy=cases(max_batch=1, max_len=4, dtypes=["float32"]),
+                           max_examples=None, duration_s=3, corpus_dir=tmp_path, device="cpu", timeout_s=120,
+                           backward=False, isolate=True, plugins=[str(plugin)])
+    assert time.monotonic() - t0 < 60  # not the 120 s timeout
+    assert not summary.interrupted and summary.cases_run == 0 and not summary.failed  # no verdict, no finding
+    (note,) = [n for n in summary.notes if "stopped without a verdict" in n]
+    assert "jfa-verify replay --case '" in note and "--kernel hangs_always" in note
+    assert not list(tmp_path.glob("*.json"))  # no "running" file left to read as a crash

@@ -127,6 +127,18 @@ class Verifier:
         result.seconds["io"] = (t1 - t0) + (time.perf_counter() - t2)
         return result
 
+    def abandon(self) -> None:
+        """End the isolated case in flight now, from another thread (a campaign whose time is up, or that was told to
+        stop, while a case still runs: a hang would hold it for its whole ``timeout_s``). :meth:`verify` then raises
+        :class:`KeyboardInterrupt` as for Ctrl-C: no verdict, the case file removed, the case in
+        :attr:`interrupted_cases`; later calls raise it at once. In-process: nothing (a running kernel cannot be
+        interrupted)."""
+        if not self.isolated:
+            return
+        self._interrupted.set()
+        for w in self.workers:
+            w.kill()
+
     def verify_all(self, cases: Iterable[Case], on_result: Optional[Callable[[CaseResult], None]] = None, *,
                    deadline: Optional[float] = None) -> list[Optional[CaseResult]]:
         """Run every case (none after ``deadline``); the results come back in the order of ``cases``.
