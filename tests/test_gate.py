@@ -649,7 +649,8 @@ def test_sigterm_ends_the_gate_with_the_report_of_what_finished_and_no_running_f
     assert check["check"] == "suite" and check["status"] == "interrupted" and "interrupted during" in check["reason"]
     assert f"jfa-verify findings {tmp_path / 'repro'}" in check["reason"]
     junit = (tmp_path / "g.xml").read_text()
-    assert 'errors="0"' in junit and 'skipped="1"' in junit and "interrupted during" in junit
+    # (an error: a CI reading the JUnit alone must not take an interrupted gate for green)
+    assert 'errors="1"' in junit and 'skipped="0"' in junit and "interrupted during" in junit
     markdown = (tmp_path / "g.md").read_text()
     assert "### Interrupted" in markdown and "interrupted during" in markdown
 
@@ -1008,6 +1009,51 @@ def test_junit_counts_are_the_testcases_written_for_an_interrupted_check():
                    for k, a in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped"))}
         assert {a: int(suite.get(a)) for a in counted} == counted, suite.get("name")
     interrupted, campaign, replay = ET.fromstring(report.to_junit()).findall("testsuite")
-    assert (interrupted.get("tests"), interrupted.get("failures"), interrupted.get("skipped")) == ("6", "5", "1")
+    assert ([interrupted.get(a) for a in ("tests", "failures", "errors", "skipped")]) == ["6", "5", "1", "0"]
     assert (campaign.get("tests"), campaign.get("failures")) == ("3", "1")
     assert (replay.get("tests"), replay.get("skipped")) == ("1", "1")
+
+
+def test_an_interrupted_check_is_a_junit_error_and_counts_the_cases_it_had_judged(monkeypatch, tmp_path):
+    """Regression (a new user's trial): a gate stopped 15 s into its suite wrote JUnit failures="0" errors="0"
+    skipped="1", which a CI reads as green, and every report said the suite ran 0 cases though cases had passed."""
+    from types import SimpleNamespace
+
+    import jfa_verify.checks.suites as suites
+    import jfa_verify.run.loop as loop
+    from jfa_verify.cases.case import Case
+    from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.run.settings import RunSettings
+    from jfa_verify.workflows.gate import GateOptions, run_gate
+
+    class StoppedAfterFour:  # the Verifier: four verdicts (one of them unsupported), then Ctrl-C
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def verify_all(self, cases, on_result=None, **kwargs):
+            for status in ("pass", "pass", "unsupported", "pass"):
+                if on_result is not None:
+                    on_result(SimpleNamespace(status=status))
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(suites, "get_suite", lambda *a, **k: suites.Suite("default", (Case(kv_lengths=(5, 3)),), ""))
+    monkeypatch.setattr(loop, "Verifier", StoppedAfterFour)
+    options = GateOptions(checks=("suite", "campaign"), precompile=False, reproducers=str(tmp_path / "repro"),
+                          run=RunSettings(isolate=True, backward=False))
+    report = run_gate([get_kernel("triton_jfa")], "cpu", options, log=lambda line: None)
+    assert report.interrupted and report.exit_code() == 130 and report.verdict == "INTERRUPTED"
+    (check,) = report.results  # the campaign never started
+    assert check.status == "interrupted" and check.cases == 3, check
+    assert "interrupted during this check after 3 case(s)" in check.reason
+    (suite,) = ET.fromstring(report.to_junit()).findall("testsuite")
+    assert [suite.get(a) for a in ("tests", "failures", "errors", "skipped")] == ["4", "0", "1", "0"]
+    (error,) = suite.iter("error")
+    assert "after 3 case(s)" in error.get("message")
+    markdown = report.to_markdown()
+    assert "| triton_jfa | suite | interrupted | 3 | 0 |" in markdown and "after 3 case(s)" in markdown

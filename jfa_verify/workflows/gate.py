@@ -117,6 +117,21 @@ class CheckResult:
     unsupported: dict = field(default_factory=dict)
 
 
+class _Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a check that counts its cases: ``cases``, those it had judged by then (the
+    interrupted check's count in every report; a new user's gate stopped after dozens of passed suite cases said
+    "0 cases")."""
+
+    def __init__(self, cases: int):
+        super().__init__(f"interrupted after {cases} case(s)")
+        self.cases = cases
+
+
+def _judged(results) -> int:
+    """How many of ``results`` (CaseResults, None for a case not started) the kernel ran: not unsupported."""
+    return sum(r is not None and r.status != "unsupported" for r in results)
+
+
 @dataclass
 class GateOptions:
     """What the gate runs. ``checks``: the subset of :data:`CHECKS` (default: all but sanitizer and perf,
@@ -228,9 +243,11 @@ class GateReport:
             if r.status == "error":
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=r.check)
                 ET.SubElement(case, "error", message=r.reason[:500]).text = r.reason
-            if r.status == "interrupted":  # no verdict (its findings so far follow, as failures)
+            if r.status == "interrupted":  # no verdict: an error, not a skip (a CI reading the JUnit alone saw
+                # failures="0" errors="0" and took a gate stopped 15 s in for green); its findings so far follow, as
+                # failures, and the cases it had judged by then as passed testcases
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"{r.check}-rest")
-                ET.SubElement(case, "skipped", message=r.reason[:500]).text = r.reason
+                ET.SubElement(case, "error", message=r.reason[:500], type="interrupted").text = r.reason
             for i, why in enumerate(r.not_judged):
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"not-judged-{i}")
                 ET.SubElement(case, "skipped", message=why[:500]).text = why
@@ -415,12 +432,18 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
     cases = suite.cases
     built = precompile_cases(kernel, cases, device, jobs=options.build_jobs or options.run.jobs, plugins=plugins,
                              enabled=options.precompile)
-    with Verifier(kernel, device, options.reproducers, options.run) \
-            as verifier:
-        results = verifier.verify_all(cases)
+    done: list = []  # (the cases judged when a stop comes: the interrupted check's count)
+    try:
+        with Verifier(kernel, device, options.reproducers, options.run) as verifier:
+            results = verifier.verify_all(cases, on_result=done.append)
+    except KeyboardInterrupt as e:
+        raise _Interrupted(_judged(done)) from e
     checked = [r for r in results if r.status != "unsupported"]
     unsupported = unsupported_reasons(results)
-    broken, relations_line = _suite_relations(suite, results, kernel, device, options, plugins)
+    try:
+        broken, relations_line = _suite_relations(suite, results, kernel, device, options, plugins)
+    except KeyboardInterrupt as e:  # the cases' verdicts stand: they are the count
+        raise _Interrupted(len(checked)) from e
     status = max([_status_of(results)] + [f.status for f in broken], key=lambda s: _WORST[s])
     out = CheckResult(kernel.name, "suite", status, cases=len(checked),
                       findings=[_finding("suite", r) for r in results if r.failed] + broken,
@@ -484,7 +507,7 @@ def _check_campaign(kernel, device, options, plugins) -> CheckResult:
     summary = Campaign(kernel, _settings(options), max_examples=options.campaign_examples,
                        corpus_dir=campaign_folder(options.reproducers), device=device).run()
     if summary.interrupted:  # the campaign kept Ctrl-C to itself; the gate stops too
-        raise KeyboardInterrupt
+        raise _Interrupted(summary.cases_run)
     findings = [_campaign_finding(f.case.name or f.case.case_id(), f.status, f.explanation,
                                   str(f.path) if f.path else None, kernel, plugins) for f in summary.failures]
     return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=summary.cases_run, findings=findings,
@@ -500,7 +523,7 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
                         run=_settings(options), max_examples=options.campaign_examples)
     payload = run_fuzz(config, workers=options.run.jobs)
     if payload["interrupted"]:  # the campaign kept Ctrl-C (or SIGTERM) to itself; the gate stops too
-        raise KeyboardInterrupt
+        raise _Interrupted(payload["cases"])
     if payload["worker_errors"]:
         return CheckResult(kernel.name, "campaign", "error", cases=payload["cases"],
                            reason=f"campaign worker(s) could not run: {payload['worker_errors']}")
@@ -660,8 +683,13 @@ def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> "C
     :class:`CheckResult` of check ``determinism``, which the gate merges into that check's own when it ran."""
     from jfa_verify.run.loop import Verifier
 
-    with Verifier(kernel, device, options.reproducers, _settings(options).replace(memory=fill)) as verifier:
-        results = verifier.verify_all(small_cases(kernel, device, options.small_cases, options.run.seed))
+    done: list = []  # (the cases judged when a stop comes: the interrupted check's count)
+    try:
+        with Verifier(kernel, device, options.reproducers, _settings(options).replace(memory=fill)) as verifier:
+            results = verifier.verify_all(small_cases(kernel, device, options.small_cases, options.run.seed),
+                                          on_result=done.append)
+    except KeyboardInterrupt as e:
+        raise _Interrupted(_judged(done)) from e
     checked = [r for r in results if r.status != "unsupported"]
     unsteady = _unsteady_on_fresh_memory(kernel, device, options,
                                          [r for r in checked if r.status == "fail" and not r.findings_of("memory")])
@@ -898,12 +926,15 @@ def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugi
             t0, started = time.perf_counter(), time.time()
             try:
                 result = _RUNNERS[check](kernel, device, options, tuple(plugins))
-            except KeyboardInterrupt:  # no verdict; what it found so far is in the case files: say where
+            except KeyboardInterrupt as e:  # no verdict; what it found so far is in the case files: say where
+                ran = e.cases if isinstance(e, _Interrupted) else None  # (a check that does not count its cases)
+                so_far = (f" after {ran} case(s) (the rest did not run)" if ran is not None
+                          else " (its cases so far not counted)")
                 report.results.append(CheckResult(  # (an "error" read as a check that could not judge)
-                    kernel.name, check, "interrupted", seconds=time.perf_counter() - t0,
+                    kernel.name, check, "interrupted", seconds=time.perf_counter() - t0, cases=ran or 0,
                     findings=_written_since(options.reproducers, kernel.name, check, started, plugins),
-                    reason=f"interrupted during this check; the failing cases it found so far are case files in "
-                           f"{options.reproducers} (jfa-verify findings {options.reproducers})"))
+                    reason=f"interrupted during this check{so_far}; the failing cases it found so far are case "
+                           f"files in {options.reproducers} (jfa-verify findings {options.reproducers})"))
                 raise
             except ModuleNotFoundError as e:  # (a new user's --no-deps install: one line per check, no fix named)
                 result = CheckResult(kernel.name, check, "error", reason=missing_dependency(e))
