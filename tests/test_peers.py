@@ -661,6 +661,37 @@ def test_matrix_gives_the_time_fast_kernels_leave_to_the_cells_a_slow_one_did_no
     assert [key for key in m.cells if key[0] == "fa2_like"] == [("fa2_like", c.case_id()) for c in JOBS_CASES]
 
 
+def test_an_interrupted_matrix_prints_and_writes_the_cells_it_ran_and_exits_130(tmp_path, monkeypatch, capsys):
+    """Regression (a new user's trial): a matrix stopped by Ctrl-C after 75 passed cells printed only "jfa-verify
+    matrix: interrupted": no table, no summary, and its --json never written. It now keeps the verdicts given, as
+    `run`, `fuzz` and `gate` do (SIGTERM is the same KeyboardInterrupt: terminate_as_interrupt)."""
+    from jfa_verify.cli import main
+    from jfa_verify.run.loop import Verifier
+
+    monkeypatch.chdir(tmp_path)
+
+    def stopped_after_one(self, cases, on_result=None, *, deadline=None):  # one verdict, then Ctrl-C
+        on_result(run_case(cases[0], self.kernel, "cpu", RunSettings(backward=False)))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Verifier, "verify_all", stopped_after_one)
+    code = main(["matrix", "--kernel", "nested_sdpa", "--kernel", "triton_jfa", "--filter", "tile-edges",
+                 "--max-cases", "2", "--campaign", "3", "--device", "cpu", "--forward-only", "--json", "m.json",
+                 "--quiet", "--reproducers", "r"])
+    out, err = capsys.readouterr()
+    assert code == 130, out + err
+    assert "| case | nested_sdpa | triton_jfa |" in out and "Interrupted (Ctrl-C or SIGTERM): 3 of 4 cells" in out
+    assert "jfa-verify matrix: interrupted: 3 of 4 cells not run (report written)" in err
+    doc = json.loads(Path("m.json").read_text())
+    first = doc["cases"][0]["case_id"]
+    assert doc["interrupted"] is True and doc["campaigns"] == {}  # no campaign starts after the stop
+    (cell,) = doc["cells"]  # the verdict given before the stop (nested_sdpa's on the CPU), kept
+    assert (cell["kernel"], cell["case_id"]) == ("nested_sdpa", first) and cell["status"] != "not run"
+    assert sorted((c["kernel"], c["case_id"]) for c in doc["not_run"]) == sorted(
+        [("nested_sdpa", doc["cases"][1]["case_id"])] + [("triton_jfa", c["case_id"]) for c in doc["cases"]])
+    assert doc["summary"]["triton_jfa"]["counts"]["not run"] == 2
+
+
 def test_a_hang_or_a_crash_cell_is_a_finding_of_the_matrix():
     # regression (H200, 2026-12-02): cells that hung past --timeout showed "hang" in the table but were left out
     # of the findings and of the per-kernel counts, so a matrix whose only trouble was hangs read as clean

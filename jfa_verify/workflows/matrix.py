@@ -12,8 +12,9 @@ that wrecks its CUDA context cannot take the others down) merge with :meth:`Matr
 
 Cell statuses: ``pass``, ``fail``, ``error``, ``crash``, ``hang`` (the last four are findings; an error that ran out of
 device memory is run once more, alone, before it stands), ``unsupported`` (the kernel's declared capabilities, with
-the reason), and ``not run`` (the deadline came first). An accepted convention (``--accept``) is a pass marked
-``accepted``; a convention that explains a failure without ``--accept`` stays a failure.
+the reason), and ``not run`` (the deadline, or a Ctrl-C or SIGTERM, came first: the matrix then says it was
+interrupted). An accepted convention (``--accept``) is a pass marked ``accepted``; a convention that explains a failure
+without ``--accept`` stays a failure.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +123,11 @@ class Matrix:
     device: str = ""
     suite_note: str = ""
     seconds: dict = field(default_factory=dict)
+    interrupted: bool = False  # Ctrl-C or SIGTERM ended the run: the cells hold the verdicts given by then
+
+    def not_run(self) -> list[tuple[str, str]]:
+        """``(kernel, case id)`` of the cells without a verdict: the deadline or a stop came first."""
+        return [(k, c.case_id()) for k in self.kernels for c in self.cases if self.cell(k, c).status == NOT_RUN]
 
     # -- queries -----------------------------------------------------------------------------------
     def cell(self, kernel: str, case: Case) -> Cell:
@@ -168,6 +175,8 @@ class Matrix:
         return {
             "format": "jfa-verify-matrix/1", "device": self.device, "suite_note": self.suite_note,
             "environment": environment(), "kernels": self.kernels, "seconds": self.seconds,
+            "interrupted": self.interrupted,
+            "not_run": [{"kernel": k, "case_id": case_id} for k, case_id in self.not_run()],
             "cases": [{"case_id": c.case_id(), "name": c.name, "describe": c.describe(), "case": c.to_dict()}
                       for c in self.cases],
             "cells": [cell.to_dict() for cell in self.cells.values()],
@@ -182,7 +191,7 @@ class Matrix:
         """Rebuild from :meth:`to_dict` output (to merge or render again)."""
         cases = [Case.from_dict(c["case"]) for c in d["cases"]]
         m = cls(list(d["kernels"]), cases, device=d.get("device", ""), suite_note=d.get("suite_note", ""),
-                seconds=d.get("seconds", {}), campaigns=d.get("campaigns", {}))
+                seconds=d.get("seconds", {}), campaigns=d.get("campaigns", {}), interrupted=d.get("interrupted", False))
         for c in d["cells"]:
             cell = Cell.from_dict(c)
             m.cells[(cell.kernel, cell.case_id)] = cell
@@ -225,6 +234,7 @@ class Matrix:
             out.campaign_findings += part.campaign_findings
             out.seconds.update(part.seconds)
             out.device = out.device or part.device
+            out.interrupted = out.interrupted or part.interrupted  # (its cells not run stay so, and are named)
             out.suite_note = out.suite_note or part.suite_note
         return out
 
@@ -234,6 +244,10 @@ class Matrix:
         lines = [f"# jfa-verify matrix ({self.device})", ""]
         if self.suite_note:
             lines += [self.suite_note, ""]
+        if self.interrupted:
+            total = len(self.kernels) * len(self.cases)
+            lines += [f"Interrupted (Ctrl-C or SIGTERM): {len(self.not_run())} of {total} cells did not run (`not run` "
+                      f"below); the others hold their verdicts.", ""]
         lines += ["Each cell: the verdict and the headroom, the worst output's error / its allowance (above 1 "
                   "fails; inf: NaN or an infinity of the wrong sign). A kernel without a backward on this device "
                   "is judged on its forward outputs only (`jfa-verify kernels` says which).", ""]
@@ -425,32 +439,44 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, settings: Optio
         started)."""
         t0 = time.monotonic()
         each = settings.replace(isolate=settings.isolate or jobs > 1, jobs=workers)
-        with Verifier(kernel, device, reproducers, each) as verifier:
-            results = verifier.verify_all(cells, on_result=on_result, deadline=until)
+
+        def record(result) -> None:  # each verdict as it comes: a Ctrl-C or SIGTERM must not lose those given
+            matrix.cells[(kernel.name, result.case.case_id())] = Cell.of(result)
+            if on_result is not None:
+                on_result(result)
+
+        try:
+            with Verifier(kernel, device, reproducers, each) as verifier:
+                results = verifier.verify_all(cells, on_result=record, deadline=until)
+        finally:
+            matrix.seconds[kernel.name] = round(matrix.seconds[kernel.name] + time.monotonic() - t0, 2)
         memory_reruns[0] += verifier.memory_reruns[0]
         memory_reruns[1] += verifier.memory_reruns[1]
         for case, result in zip(cells, results):
             if result is not None:  # None: not started by the deadline, so the cell stays "not run" for now
+                # (a cell run again after running out of device memory: this is its verdict)
                 matrix.cells[(kernel.name, case.case_id())] = Cell.of(result)
-        matrix.seconds[kernel.name] = round(matrix.seconds[kernel.name] + time.monotonic() - t0, 2)
         return results
 
     # Passes over the kernels: each turn gets an equal part of the cases' time left (a slow kernel must not starve
     # the next); a later pass gives what the fast ones left to the cells a deadline skipped. It stops when every
     # cell has run, the time is spent, or a whole pass started no case.
-    while True:
-        todo = [k for k in kernels if pending[k.name]]
-        started = 0
-        for i, kernel in enumerate(todo):
-            now = time.monotonic()
-            own = None if cases_deadline is None else now + (start + cases_deadline - now) / (len(todo) - i)
-            results = run_cells(kernel, pending[kernel.name], jobs, own)
-            pending[kernel.name] = [c for c, r in zip(pending[kernel.name], results) if r is None]
-            started += sum(r is not None for r in results)
-        if not started or not any(pending.values()):
-            break
-        if cases_deadline is not None and time.monotonic() - start >= cases_deadline:
-            break
+    try:
+        while True:
+            todo = [k for k in kernels if pending[k.name]]
+            started = 0
+            for i, kernel in enumerate(todo):
+                now = time.monotonic()
+                own = None if cases_deadline is None else now + (start + cases_deadline - now) / (len(todo) - i)
+                results = run_cells(kernel, pending[kernel.name], jobs, own)
+                pending[kernel.name] = [c for c, r in zip(pending[kernel.name], results) if r is None]
+                started += sum(r is not None for r in results)
+            if not started or not any(pending.values()):
+                break
+            if cases_deadline is not None and time.monotonic() - start >= cases_deadline:
+                break
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the verdicts given stand (as `run` keeps its); the rest "not run"
+        matrix.interrupted = True
     if memory_reruns[0]:
         note = (f"{memory_reruns[0]} cell(s) that ran out of device memory were run again, one at a time: "
                 f"{memory_reruns[1]} no longer did")
@@ -459,7 +485,7 @@ def run_matrix(kernels: Sequence, cases: Sequence[Case], device, settings: Optio
     matrix.cells = {key: matrix.cells[key] for key in ((k.name, c.case_id()) for k in kernels for c in matrix.cases)
                     if key in matrix.cells}
     for i, kernel in enumerate(kernels):
-        if campaign_examples and not late():
+        if campaign_examples and not late() and not matrix.interrupted:
             # the time left is shared by the campaigns still to run
             share = None if deadline_s is None else (deadline_s - (time.monotonic() - start)) / (len(kernels) - i)
             _campaign(matrix, kernel, device, campaign_folder(reproducers), settings, campaign_examples, share)
@@ -475,6 +501,7 @@ def _campaign(matrix: Matrix, kernel, device, corpus, settings: RunSettings, exa
     deadline = None if deadline_s is None else time.time() + max(0.0, deadline_s)
     summary = Campaign(kernel, settings, max_examples=examples, corpus_dir=corpus, device=device,
                        deadline=deadline).run()
+    matrix.interrupted = matrix.interrupted or summary.interrupted  # (it keeps the stop to itself: no campaign after)
     matrix.campaigns[kernel.name] = summary.to_dict()
     matrix.seconds[f"{kernel.name} campaign"] = round(time.monotonic() - t0, 2)
     for f in summary.failures:
@@ -517,10 +544,37 @@ def command(options: MatrixOptions) -> int:
     (:class:`jfa_verify.core.exits.ExitCode`).
     """
 
+    import contextlib
+
+    from jfa_verify.run.interrupts import stops_held
+
     if options.from_json:
         matrix = Matrix.merge([_read_matrix(f) for f in options.from_json])
     else:
         matrix = _run(options)
+    stopped = matrix.interrupted and not options.from_json  # this run was stopped (a merge only names its parts')
+    # a second Ctrl-C while an interrupted run writes what it has must not cost that report
+    with stops_held() if stopped else contextlib.nullcontext():
+        _write_outputs(matrix, options)
+    skipped = sum(matrix.counts(k)[NOT_RUN] for k in matrix.kernels)
+    if stopped:
+        print(f"jfa-verify matrix: interrupted: {skipped} of {len(matrix.kernels) * len(matrix.cases)} cells not run"
+              + (" (report written)" if options.json or options.markdown else ""), file=sys.stderr, flush=True)
+        return int(ExitCode.INTERRUPTED)
+    if skipped:  # not a finding, but not a full pass either: say so, whatever the exit status
+        print(f"jfa-verify matrix: {skipped} of {len(matrix.kernels) * len(matrix.cases)} cells not run "
+              "(--deadline came first, or cases not in every merged matrix): this is not a full run", flush=True)
+    checked = [c for c in matrix.cells.values() if c.status not in ("unsupported", NOT_RUN)]
+    if matrix.failed:
+        return int(matrix.exit_code())
+    if not checked:
+        print("jfa-verify matrix: error: no cell was inside any kernel's capabilities: nothing was checked")
+        return int(ExitCode.USAGE)
+    return int(ExitCode.OK)
+
+
+def _write_outputs(matrix: Matrix, options: MatrixOptions) -> None:
+    """Write the JSON, Markdown and PNG asked for, and print the table and what was written."""
     if options.json:
         from jfa_verify.run.report import write_json
 
@@ -534,17 +588,6 @@ def command(options: MatrixOptions) -> int:
     written = [str(p) for p in (options.json, options.markdown, options.png) if p]
     if written:
         print("wrote " + ", ".join(written), flush=True)
-    skipped = sum(matrix.counts(k)[NOT_RUN] for k in matrix.kernels)
-    if skipped:  # not a finding, but not a full pass either: say so, whatever the exit status
-        print(f"jfa-verify matrix: {skipped} of {len(matrix.kernels) * len(matrix.cases)} cells not run "
-              "(--deadline came first, or cases not in every merged matrix): this is not a full run", flush=True)
-    checked = [c for c in matrix.cells.values() if c.status not in ("unsupported", NOT_RUN)]
-    if matrix.failed:
-        return int(matrix.exit_code())
-    if not checked:
-        print("jfa-verify matrix: error: no cell was inside any kernel's capabilities: nothing was checked")
-        return int(ExitCode.USAGE)
-    return int(ExitCode.OK)
 
 
 def _read_matrix(path: str) -> Matrix:
