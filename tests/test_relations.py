@@ -106,6 +106,21 @@ def test_a_kernel_that_writes_into_its_inputs_fails_the_case(jfa_device):
     assert "inputs unchanged" in result.explain()
 
 
+def _adds_into_q_in_place(problem, q, k, v, run):
+    with torch.no_grad():
+        q.add_(1.0)  # an in-place write autograd sees: its saved q is now stale
+
+
+def test_an_input_written_in_place_is_the_finding_even_when_autograd_then_refuses_the_backward(jfa_device):
+    """Regression (a new user's trial): a kernel adding 1 to q in place was reported as "kernel raised: RuntimeError:
+    one of the variables needed for gradient computation has been modified by an inplace operation" (autograd's
+    words, not the kernel's), with no line saying q was modified; it was said only when the case had no backward."""
+    result = run_case(CASE, _wrapped("planted-adds-into-q", _adds_into_q_in_place), jfa_device)
+    assert result.status == "fail", result.message
+    assert any("input q was modified by the call" in v for v in result.findings_of("contract")), result.explain()
+    assert "kernel raised" not in result.explain()
+
+
 @pytest.mark.parametrize("edit, said", [
     (lambda run: run.o[:, :, :-1], "o.shape=(21, 3, 15), expected (21, 3, 16)"),
     (lambda run: run.o.to("meta"), "o.device=meta, expected cpu"),

@@ -372,11 +372,19 @@ def call_kernel(kernel: Kernel, problem: JaggedProblem, tensors, case: Case, *, 
         # contract finding the caller names (issue 43, 4: o[:, :, :-1] surfaced as an autograd traceback)
         if backward and isinstance(run.o, torch.Tensor) and run.o.requires_grad \
                 and not output_violations(problem, got["o"], got.get("lse")):
-            run.o.backward(tensors.do)
-            # (a None gradient crashed the judging, reported as "kernel raised ... not judged": a new user's trial)
-            grads = dict(dq=(q, q.grad), dk=(k, k.grad), dv=(v, v.grad))
-            unreached = [name for name, (_, grad) in grads.items() if grad is None]
-            got.update({name: torch.zeros_like(x) if grad is None else grad for name, (x, grad) in grads.items()})
+            try:
+                run.o.backward(tensors.do)
+            except RuntimeError:
+                # autograd refuses a backward through an input the kernel wrote into in place (its version changed
+                # under the saved tensor): that write is the finding, judged as the caller judges changed inputs,
+                # not "kernel raised" (a new user's planted q.add_(1) was reported as autograd's error alone)
+                if not changed_inputs(before, inputs):
+                    raise
+            else:
+                # (a None gradient crashed the judging, reported as "kernel raised ... not judged": a new user's trial)
+                grads = dict(dq=(q, q.grad), dk=(k, k.grad), dv=(v, v.grad))
+                unreached = [name for name, (_, grad) in grads.items() if grad is None]
+                got.update({name: torch.zeros_like(x) if grad is None else grad for name, (x, grad) in grads.items()})
     return KernelCall(run, got, [] if log is None else log.violations(got), changed_inputs(before, inputs),
                       unreached)
 
