@@ -263,3 +263,19 @@ def test_a_saved_cache_is_not_held_until_the_exit(tmp_path, monkeypatch):
     gc.collect()
     assert held() is None
     assert SearchCache("traces", version=lambda: "v1").lookup("a") == 1
+
+
+def test_the_universe_needs_no_allpairspy_though_its_cache_key_sits_beside_the_covering_arrays(tmp_path, monkeypatch):
+    """Regression (H100 tests stage, 2026-12-06): the universe's cache key imported allpairspy for its version, so a
+    campaign without --covering (which draws no covering array) failed where allpairspy is missing, as the gate's
+    missing-dependency test found on a GPU; only a covering array's key names that version."""
+    from jfa_verify.cases import pairs
+    from jfa_verify.cases.dimensions import Target
+
+    monkeypatch.setenv("JFA_VERIFY_CACHE", str(tmp_path))
+    monkeypatch.setattr(pairs, "_UNIVERSES", {})
+    monkeypatch.setattr(pairs, "_COVERING", SearchCache("covering", version=pairs._COVERING._version))
+    monkeypatch.setitem(sys.modules, "allpairspy", None)  # `import allpairspy` raises ModuleNotFoundError
+    assert len(pairs.universe(Target(None, "cpu")).supported) > 100
+    with pytest.raises(ModuleNotFoundError):
+        pairs.covering_array(Target(None, "cpu"))

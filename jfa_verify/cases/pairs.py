@@ -324,7 +324,7 @@ def covering_array(target: Target, *, seed: int = 0, max_cost: Optional[float] =
     def build() -> dict:
         return _stored(_search_covering_array(target, seed, max_cost))
 
-    stored = _COVERING.get(_covering_key(target, seed, max_cost), build, valid=_intact)
+    stored = _COVERING.get(_covering_key(target, seed, max_cost, _allpairspy_version()), build, valid=_intact)
     _COVERING.save()  # (now: a campaign worker ends without running exit handlers)
     return _read_stored(stored)
 
@@ -399,17 +399,24 @@ _COVERING = SearchCache("covering", version=_covering_version, keep=32)  # (each
 def _covering_key(target: Target, *more) -> str:
     """What a covering array (or a :func:`universe`) depends on beyond the code: the kernel's name and capabilities,
     the device and its SMs, the tiles the kernel runs for every head-dim pair a case may have (its ``tile_sizes`` is
-    the kernel's own code), ``more`` (a covering array's seed and cost cap) and the versions of the libraries drawing
-    the rows; hashed."""
-    import allpairspy
+    the kernel's own code), ``more`` (a covering array's seed, cost cap and :func:`_allpairspy_version`) and numpy's
+    version; hashed. (The universe draws no rows: its key must not import allpairspy, which a campaign without
+    ``--covering`` does not need: the GPU tests stage's gate without it, 2026-12-06.)"""
     import numpy
 
     caps = target.capabilities
     dims = [d for d in CANDIDATE_HEAD_DIMS if caps.supports_head_dim(d)]
     tiles = [(dtype, d, dv, target.tiles(d, dv, dtype)) for dtype in (None, *(dtype_name(t) for t in caps.dtypes))
              for d in dims for dv in dims]
-    parts = (target.key, tiles, *more, getattr(allpairspy, "__version__", None), numpy.__version__)
+    parts = (target.key, tiles, *more, numpy.__version__)
     return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _allpairspy_version() -> Optional[str]:
+    """The version of the library that draws a covering array's rows (part of its cache key)."""
+    import allpairspy
+
+    return getattr(allpairspy, "__version__", None)
 
 
 def _stored(cases: list[Case]) -> dict:
