@@ -439,7 +439,8 @@ class Campaign:
             give_up = time.monotonic() + STOP_GRACE_S
             while not ended.wait(0.25) and time.monotonic() < give_up:
                 pass
-            if not ended.is_set() and self.in_flight is not None:
+            if not ended.is_set() and self.in_flight is not None and self.verifier.isolated:  # (in-process: a
+                # running kernel cannot be stopped, and a later Ctrl-C must stay the user's)
                 self.abandoned = True
                 self.verifier.abandon()
             return
