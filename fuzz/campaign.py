@@ -523,8 +523,8 @@ class Campaign:
             from jfa_verify.run.corpus import replay_command
 
             self.summary.notes.append(
-                f"a case still running {time.perf_counter() - t:.0f} s in when the campaign ended (--duration, or a "
-                f"stop) was stopped without a verdict after {STOP_GRACE_S:g} s more; replay it: "
+                f"a case still running {STOP_GRACE_S:g} s after the campaign's end (--duration, or a stop) was "
+                f"stopped without a verdict, {time.perf_counter() - t:.0f} s into it; replay it: "
                 f"{replay_command(case, self.name, self.verifier.settings.plugins, timeout_s=self.settings.timeout_s)}")
             raise _StopCampaign() from None
         finally:

@@ -428,6 +428,12 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     code = ExitCode.INTERRUPTED if interrupted else exit_code_for(statuses)
     if deaths and code == ExitCode.OK:
         code = ExitCode.USAGE  # a worker could not run: nothing meaningful was checked by it
+    if code == ExitCode.OK and not progress.cases:  # no case got a verdict (each still running at the end was stopped):
+        # nothing was checked, which a CI gate must not read as a pass (a new user's campaign on a kernel hanging
+        # on every case exited 0, "no findings")
+        code = ExitCode.USAGE
+        notes.append("no case finished before the campaign ended, so nothing was checked (exit 2): see the cases "
+                     "stopped without a verdict in these notes, give a longer --duration, or replay one to see it hang")
     # A case file that cannot be read may hold a finding this campaign could not replay: as `jfa-verify findings`,
     # that is not a pass (nor only an ordinary finding); a crash or hang still says more.
     unreadable = [{"path": str(p), "why": why} for p, why in unreadable_case_files(corpus_dir)]

@@ -306,3 +306,19 @@ def test_a_listed_replay_command_names_the_plugin_the_finding_ran_not_a_namesake
     assert _plugins_from_here(payload) == ["bug.py"]
     (work / "bug.py").unlink()
     assert _plugins_from_here(payload) == ["bug.py"]
+
+
+def test_a_campaign_whose_every_case_hangs_past_its_end_checked_nothing_and_exits_2(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial): `fuzz --duration 15` on a kernel hanging on every case ended 5 s after its
+    end (each case still running then is stopped without a verdict) and exited 0 with "no findings": a CI gate read
+    it as a pass. No case got a verdict, so nothing was checked: exit 2, said in a note."""
+    plugin = misbehaving_plugin("hangs_on_all", hang="True")
+    t0 = time.monotonic()
+    proc = _fuzz("--plugin", plugin, "--kernel", "hangs_on_all", "--workers", "1", "--duration", "8", "--seed", "1",
+                 "--timeout", "120", "--reproducers", tmp_path / "r", "--report", tmp_path / "r.json")
+    assert time.monotonic() - t0 < 100  # not the 120 s timeout
+    assert proc.returncode == ExitCode.USAGE, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["cases"] == 0 and report["exit_code"] == ExitCode.USAGE and report["findings"] == []
+    assert any("stopped without a verdict" in n and "jfa-verify replay --case" in n for n in report["notes"])
+    assert any("nothing was checked (exit 2)" in n for n in report["notes"])

@@ -68,3 +68,30 @@ def test_the_console_script_starts_the_server_before_it_imports_torch(tmp_path):
     """)
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_stop_sent_while_the_server_is_launched_is_raised_once_it_is_launched(monkeypatch):
+    """Regression (a new user's trial): the launch ignored SIGINT and SIGTERM in this process too (so that the server
+    inherited the deafness), and one sent in that window was lost: a SIGTERM 0.7 s into ``fuzz`` let the campaign run
+    to its end with exit 0. They are blocked instead, and the pending one lands after the launch."""
+    import os
+    import signal
+    import time
+    from multiprocessing import forkserver
+
+    launched = []
+
+    def launch():  # the signal comes while the server is being launched
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+        launched.append(True)
+
+    monkeypatch.setattr(forkserver, "ensure_running", launch)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            worker_server.start_worker_server(worker_context())
+            time.sleep(1)  # (a lost signal: nothing comes)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert launched == [True]  # the launch itself was not cut short

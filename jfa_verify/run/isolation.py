@@ -31,7 +31,7 @@ from jfa_verify.core.errors import InvalidInput, KernelConfigError, PluginError
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.runner import CaseResult, not_judged
 from jfa_verify.run.settings import RunSettings
-from jfa_verify.run.worker_server import start_worker_server, worker_context
+from jfa_verify.run.worker_server import launch_server, start_worker_server, worker_context
 
 __all__ = ["CaseWorker", "WorkerSpec", "adopt_environment", "crash_result", "death_in_words", "start_child",
            "start_worker_server", "sticky_device_error", "worker_context"]
@@ -218,8 +218,8 @@ def start_child(ctx, proc) -> None:
     from jfa_verify.run.interrupts import children_start_deaf, stops_deferred
 
     if ctx.get_start_method() == "forkserver":
-        start_worker_server(ctx)
-        with stops_deferred():
+        with stops_deferred():  # (one block: a stop is raised once the child has started, never between)
+            launch_server(ctx)
             proc.start()
     else:
         with children_start_deaf():  # (a spawned child's imports would die of a Ctrl-C)

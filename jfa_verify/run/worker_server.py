@@ -12,7 +12,7 @@ import multiprocessing
 import multiprocessing.forkserver
 from typing import Optional, Sequence
 
-__all__ = ["PRELOAD", "WORKER_COMMANDS", "start_early", "start_worker_server", "worker_context"]
+__all__ = ["PRELOAD", "WORKER_COMMANDS", "launch_server", "start_early", "start_worker_server", "worker_context"]
 
 # Imported once by the fork server, so that every child starts with them: jfa_verify.run.deaf first, so that a Ctrl-C
 # while it imports torch does not end it with a traceback (a server started from a thread hears it: see that module);
@@ -39,14 +39,35 @@ def worker_context():
 
 def start_worker_server(ctx) -> None:
     """Start :func:`worker_context`'s fork server now if it is one, deaf to Ctrl-C while it imports (a Ctrl-C then
-    would kill it, and every later child with it). From another thread it starts hearing them, and makes itself deaf
-    with its first import (jfa_verify.run.deaf), before torch. Returns once the server is launched, not once it has
-    imported: the first child forked waits for that."""
-    from jfa_verify.run.interrupts import children_start_deaf
+    would kill it, and every later child with it). Returns once the server is launched, not once it has imported: the
+    first child forked waits for that.
 
-    if ctx.get_start_method() == "forkserver":
-        with children_start_deaf():
-            multiprocessing.forkserver.ensure_running()
+    SIGINT and SIGTERM are blocked in the launching thread, not ignored: the server inherits the block, and its first
+    import (jfa_verify.run.deaf) ignores them and lifts it, before torch. This process holds a stop sent meanwhile and
+    raises it once the launch is done (:func:`~jfa_verify.run.interrupts.stops_deferred`; ignored here, it was lost: a
+    new user's SIGTERM 0.7 s into ``fuzz`` let the campaign run to its end, exit 0).
+
+    Raises:
+        KeyboardInterrupt: a SIGINT or SIGTERM came while the server was launched (it was launched).
+    """
+    from jfa_verify.run.interrupts import stops_deferred
+
+    with stops_deferred():
+        launch_server(ctx)
+
+
+def launch_server(ctx) -> None:
+    """:func:`start_worker_server` inside a block the caller holds stops in (``stops_deferred``: a child's start,
+    which must not be cut between the server and the child)."""
+    import signal
+
+    if ctx.get_start_method() != "forkserver":
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def start_early(argv: Optional[Sequence[str]]) -> bool:
