@@ -54,6 +54,7 @@ def test_a_kernel_that_kills_the_no_isolate_run_exits_4_and_the_report_names_the
     assert "[CRASH] jfa-verify run: the run's process" in proc.stderr and str(path) in proc.stderr
     written = json.loads(report.read_text())
     assert written["finished"] is False and written["interrupted"] is False
+    assert written["exit_code"] == ExitCode.CRASH  # (null before: a new user's trial)
     assert written["crash"]["case_file"] == str(path) and death in written["crash"]["how"]
     assert written["summary"]["crash"] == 1 and [c["status"] for c in written["cases"]] == ["crash"]
     assert written["crash"]["replay"].startswith("jfa-verify replay ") and str(plugin) in written["crash"]["replay"]

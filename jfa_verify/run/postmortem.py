@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import NamedTuple, Optional
 
+from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.corpus import Corpus, replay_command
 from jfa_verify.run.isolation import crash_result, death_in_words
 from jfa_verify.run.report import summary, write_json
@@ -68,7 +69,8 @@ def record_death(report: "Optional[str | Path]", reproducers: "str | Path", sinc
     cases = [c for c in before.get("cases", []) if isinstance(c, dict)] + [r.to_dict() for _, r in results]
     counts = summary([])
     counts.update({s: sum(c.get("status") == s for c in cases) for s in counts})
-    before.update(cases=cases, summary=counts, finished=False, interrupted=False, crash={
+    # (exit_code: the status the watching process exits with, 4, as a finished report records its own)
+    before.update(cases=cases, summary=counts, finished=False, interrupted=False, exit_code=int(ExitCode.CRASH), crash={
         "how": how, "case_file": str(in_flight.case_file) if in_flight else None,
         "replay": in_flight.replay if in_flight else None,
         "note": "cases run in the run's own process (--no-isolate): the verdicts of the cases before it that passed "
