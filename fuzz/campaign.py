@@ -433,17 +433,13 @@ class Campaign:
         """Watch, beside the campaign: once it should end (:meth:`_stop_now`), a case still running
         :data:`STOP_GRACE_S` later is stopped without a verdict (:meth:`~jfa_verify.run.loop.Verifier.abandon`), and
         :meth:`_run_one` ends the campaign; the summary names the case and how to replay it."""
-        while not ended.wait(0.25):
-            if not self._stop_now():
-                continue
-            give_up = time.monotonic() + STOP_GRACE_S
-            while not ended.wait(0.25) and time.monotonic() < give_up:
-                pass
-            if not ended.is_set() and self.in_flight is not None and self.verifier.isolated:  # (in-process: a
-                # running kernel cannot be stopped, and a later Ctrl-C must stay the user's)
-                self.abandoned = True
-                self.verifier.abandon()
-            return
+        while not self._stop_now():
+            if ended.wait(0.25):
+                return
+        if not ended.wait(STOP_GRACE_S) and self.in_flight is not None and self.verifier.isolated:  # (in-process: a
+            # running kernel cannot be stopped, and a later Ctrl-C must stay the user's)
+            self.abandoned = True
+            self.verifier.abandon()
 
     def _start(self) -> None:
         """Choose the device, resolve the kernel and strategy, open the corpus, the verifier and the database."""

@@ -159,6 +159,13 @@ def _restore(before: dict) -> None:
         signal.signal(sig, handler)
 
 
+def _hold_stops() -> tuple[list, dict]:
+    """Point SIGINT and SIGTERM at a handler that appends each signal number to the returned list; returns the list
+    and the handlers before (for :func:`_restore`)."""
+    held: list = []
+    return held, _stops_to(lambda signum, frame: held.append(signum))
+
+
 def _interrupt(held: list) -> KeyboardInterrupt:
     """The interrupt of the first stop ``held`` (signal numbers, in the order they came)."""
     return KeyboardInterrupt(f"signal {signal.Signals(held[0]).name}")
@@ -173,8 +180,7 @@ def writing_verdict() -> Iterator[None]:
     if not _VERDICT["open"] or threading.current_thread() is not threading.main_thread():
         yield
         return
-    held: list = []
-    before = _stops_to(lambda signum, frame: held.append(signum))
+    held, before = _hold_stops()
     try:
         yield
     except BaseException:
@@ -195,8 +201,7 @@ def stops_deferred() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held: list = []
-    before = _stops_to(lambda signum, frame: held.append(signum))
+    held, before = _hold_stops()
     try:
         yield
     finally:

@@ -141,7 +141,8 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     outcome.phases["suite"] = time.perf_counter() - started
     from jfa_verify.run.loop import Verifier
 
-    relations = () if _relations_not_run(request, suite, kernel) else suite.relations
+    outcome.skipped = _relations_not_run(request, suite, kernel)  # (a crash or hang in the cases may add a reason)
+    relations = () if outcome.skipped else suite.relations
     with Verifier(kernel, device, request.reproducers, request.settings.replace(jobs=jobs.count)) as verifier, \
             _relation_worker(request, kernel, device, relations) as relation_worker:
         try:  # (a stop from here to the first case: the report says the run stopped, as a later stop's does)
@@ -310,7 +311,7 @@ def _verify_held(outcome: RunOutcome, request: RunRequest, device, observer: Run
     # interrupted run. In a worker process when the cases were (a kernel that crashed in them killed the run itself,
     # its report left unfinished: issue 43, 15); a crash there is a finding, exit 4.
     # (no relation check for this kernel first: with none, --filter or --max-cases changed nothing)
-    outcome.skipped = _relations_not_run(request, suite, kernel) or next(
+    outcome.skipped = outcome.skipped or next(
         (why for why, cond in (("interrupted", outcome.interrupted), ("a crash", counts["crash"]),
                                ("a hang", counts["hang"])) if cond), None)
     outcome.relations = [] if outcome.skipped else list(suite.relations)
