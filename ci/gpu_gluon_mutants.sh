@@ -63,6 +63,7 @@ one() {
   if [ "$verdict" = survived ] || [ "${GATE_ALL:-0}" = 1 ]; then
     run_verdict=$verdict
     stress=()
+    rm -f "$out/$name.gate.md"  # a gate that dies before writing one must not be read from an older run
     case " $gate_checks " in *" stress "*) stress=(--stress-reruns "${STRESS_RERUNS:-200}");; esac
     # shellcheck disable=SC2086  # the check and tool lists split into words
     timeout -k 5 "$gate_s" jfa-verify gate --device cuda --plugin "$plugin" --kernel "$prefix$name" \
@@ -70,17 +71,9 @@ one() {
       --timeout 60 --json "$out/$name.gate.json" --junit "$out/$name.gate.xml" --markdown "$out/$name.gate.md" \
       --reproducers "$out/repro-$name" >"$out/$name.gate.log" 2>&1
     grc=$?
-    # 1, 3, 4: a finding, a hang, a crash; 2: a check could not judge (a sanitizer past its time): not a kill
-    case $grc in
-      1|3|4) gate_v=killed; gate_by="gate (exit $grc): $(grep -E '\| (fail|hang|crash) \|' "$out/$name.gate.md" | tr -s ' ' | head -3 | tr '\n' ';')";;
-      0) gate_v=passed; gate_by="gate passed";;
-      *) gate_v="survived (gate inconclusive, exit $grc)"; gate_by="$(grep -E '\| error \|' "$out/$name.gate.md" | tr -s ' ' | head -2 | tr '\n' ';')";;
-    esac
-    if [ "$run_verdict" = survived ]; then
-      [ "$gate_v" = passed ] || { verdict=$gate_v; by=$gate_by; }
-    else
-      by="$by; $gate_by"
-    fi
+    # a finding, a hang or a crash of the gate kills; a gate that could not judge does not (ci/mutant_verdict.py)
+    IFS='|' read -r verdict by < <(python3 ci/mutant_verdict.py --gate "$run_verdict" "$by" "$grc" "$out/$name.gate.md")
+    [ -n "${verdict:-}" ] || { verdict=error; by="ci/mutant_verdict.py --gate gave no verdict (gate exit $grc)"; }
   fi
   echo "| $name | $verdict | $by |"
 }

@@ -1,6 +1,9 @@
 """Verdict of one planted-bug run from its `jfa-verify run --report` and exit status: one line `VERDICT|BY`.
 
 usage: python ci/mutant_verdict.py REPORT.json EXIT_STATUS [LIMIT_S]
+       python ci/mutant_verdict.py --gate RUN_VERDICT RUN_BY GATE_EXIT_STATUS GATE.md
+
+The second form folds a `jfa-verify gate` run on the same mutant into the suite run's verdict (`with_gate`).
 
 The first case that failed, hung or crashed kills the mutant, whatever the exit status: a run cut by the
 caller's time limit (124/137) or interrupted (130) still wrote the verdicts it had (an H200 table of
@@ -55,7 +58,38 @@ def verdict(report, rc: int, limit_s: str = "the limit") -> tuple[str, str]:
     return "killed", f"crash (exit {rc})"  # 4, or the process died of a signal
 
 
+def with_gate(run_verdict: str, run_by: str, gate_rc: int, gate_md: str | None) -> tuple[str, str]:
+    """The mutant's ``(verdict, by)`` once its gate exited ``gate_rc`` (``gate_md``: the gate's markdown, None if
+    it wrote none): a gate's finding (1), hang (3) or crash (4) kills a mutant whatever the suite run said, a
+    run cut by its limit included (an H200 table of 2026-12-06 left "inconclusive" a mutant whose gate's stress
+    check failed); exit 0 leaves the run's verdict; any other exit is a gate that could not judge (a sanitizer
+    past its time), which kills nothing."""
+    rows = [" ".join(line.split()) for line in (gate_md or "").splitlines()]
+    if gate_rc in (1, 3, 4):
+        failing = [r for r in rows if any(f"| {w} |" in r for w in ("fail", "hang", "crash"))][:3]
+        gate_by = f"gate (exit {gate_rc}): " + ("; ".join(failing) if failing else "no markdown written")
+        gate_v = "killed"
+    elif gate_rc == 0:
+        return run_verdict, (f"{run_by}; gate passed" if run_verdict != "survived" else run_by)
+    else:
+        gate_v = f"survived (gate inconclusive, exit {gate_rc})"
+        gate_by = "; ".join([r for r in rows if "| error |" in r][:2]) or "no check row"
+    if run_verdict == "killed":
+        return "killed", f"{run_by}; {gate_by}"
+    if gate_v == "killed":
+        return "killed", gate_by if run_verdict == "survived" else f"{gate_by} (suite run: {run_verdict}, {run_by})"
+    return (gate_v if run_verdict == "survived" else run_verdict), f"{run_by}; {gate_by}"
+
+
 def main(argv) -> int:
+    if argv[:1] == ["--gate"]:
+        if len(argv) != 5 or not argv[3].lstrip("-").isdigit():
+            print(__doc__, file=sys.stderr)
+            return 2
+        md = Path(argv[4])
+        v, by = with_gate(argv[1], argv[2], int(argv[3]), md.read_text() if md.is_file() else None)
+        print(f"{v}|{by.replace('|', '/')}")
+        return 0
     if len(argv) not in (2, 3) or not argv[1].lstrip("-").isdigit():
         print(__doc__, file=sys.stderr)
         return 2

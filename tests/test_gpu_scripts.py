@@ -92,6 +92,34 @@ def test_a_planted_bug_run_cut_by_its_time_limit_still_counts_the_verdicts_it_wr
     assert out.startswith("killed|relation: permutation / broke") and out.count("|") == 1
 
 
+def test_a_mutant_whose_gate_fails_is_killed_whatever_its_cut_suite_run_said(tmp_path):
+    """Regression (H200 race kill table, 2026-12-06): a mutant whose suite run was cut by its limit
+    ("inconclusive") and whose gate's stress check failed was listed "inconclusive"; a gate that hung before
+    writing its markdown printed a grep error into the table."""
+    md = tmp_path / "g.md"
+    md.write_text("| kernel | check | verdict |\n|---|---|---|\n| m | determinism | pass |\n| m | stress | fail |\n")
+
+    def gate(run_verdict, run_by, rc, path=md):
+        out = subprocess.run([sys.executable, str(ROOT / "ci" / "mutant_verdict.py"), "--gate", run_verdict, run_by,
+                              str(rc), str(path)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and out.stdout.count("|") == 1, (out.stdout, out.stderr)
+        return out.stdout.strip().split("|")
+
+    cut = ("inconclusive", "the run passed 150 s (70 cases passed by then)")
+    verdict, by = gate(*cut, 1)
+    assert verdict == "killed" and "stress / fail" in by and "suite run: inconclusive" in by
+    assert gate("survived", "- (71 cases passed)", 1)[0] == "killed"
+    assert gate(*cut, 0) == ["inconclusive", f"{cut[1]}; gate passed"]  # nothing failed anywhere: no kill
+    assert gate("survived", "- (71 cases passed)", 0) == ["survived", "- (71 cases passed)"]
+    assert gate("survived", "-", 2)[0] == "survived (gate inconclusive, exit 2)"  # could not judge: no kill
+    hung = gate("killed", "hang (watchdog): x (2 of 30 cases)", 3, tmp_path / "none.md")
+    assert hung == ["killed", "hang (watchdog): x (2 of 30 cases); gate (exit 3): no markdown written"]
+    assert gate(*cut, 3, tmp_path / "none.md")[0] == "killed"
+    bad = subprocess.run([sys.executable, str(ROOT / "ci" / "mutant_verdict.py"), "--gate", "x", "y", "z", str(md)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "usage" in bad.stderr
+
+
 def test_the_gluon_check_refuses_a_machine_without_cuda_before_checking_anything(tmp_path):
     """Found by the new-user trial: on a CPU machine it ran 124 s of 38 "Cannot get CUDA generator" rows and
     exited 1, a finding's code."""
