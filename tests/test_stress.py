@@ -10,11 +10,13 @@ from jfa_verify.cases.case import Case
 from jfa_verify.checks.stress import (
     CPU_SHAPES,
     MODES,
+    UNIT_CASES,
     StressOptions,
     mode_reasons,
     pipeline_laps,
     plan_rounds,
     program_caps,
+    program_laps,
     run_stress,
     stress_cases,
     stress_length,
@@ -24,6 +26,8 @@ from jfa_verify.core.errors import InvalidInput
 from jfa_verify.protocol.kernel import Capabilities, Kernel, TileSizes
 from jfa_verify.protocol.registry import get_kernel, load_plugin
 from jfa_verify.scheduling.planning import default_num_sms
+
+N_CPU_CASES = len(CPU_SHAPES) + UNIT_CASES  # the stress cases of a kernel with every shape, on the CPU
 
 PLUGIN = str(Path(__file__).parent / "quality" / "stress_plugin.py")
 # a short ragged case the planted kernels run fast: the planted element (sequence 1, head 1, token 40) lies in it
@@ -57,7 +61,8 @@ def test_pipeline_laps_counts_tiles_per_loop_on_a_hand_checked_case():
 @pytest.mark.parametrize("tiles", [TileSizes(32, 16), TileSizes(64, 64), TileSizes(128, 64), TileSizes(64, 32)])
 @pytest.mark.parametrize("laps", [1, 3])
 def test_stress_cases_make_many_laps_for_the_kernels_tiles(tiles, laps):
-    cases = stress_cases(_tiled(tiles), "cpu", laps=laps, stages=4)
+    all_cases = stress_cases(_tiled(tiles), "cpu", laps=laps, stages=4)
+    cases = [c for c in all_cases if not c.name.startswith("stress-units-")]
     assert [(c.num_heads_q, c.num_heads_kv, c.head_dim, c.causal) for c in cases] == list(CPU_SHAPES)
     assert {c.causal for c in cases} == {True, False} and {c.head_dim for c in cases} == {64, 128}
     assert any(c.num_heads_q != c.num_heads_kv for c in cases)  # GQA
@@ -67,6 +72,30 @@ def test_stress_cases_make_many_laps_for_the_kernels_tiles(tiles, laps):
         assert len(set(case.kv_lengths)) == len(case.kv_lengths)  # ragged, not one length repeated
     # the measure is no constant: the suite's short cases make less than one lap
     assert pipeline_laps(SMALL, tiles, stages=4) < 1
+
+
+@pytest.mark.parametrize("tiles", [TileSizes(32, 16), TileSizes(64, 64), TileSizes(128, 64)])
+@pytest.mark.parametrize("laps, programs", [(1, 4), (8, 132), (3, 7)])
+def test_stress_cases_give_every_persistent_program_many_units(tiles, laps, programs):
+    """Regression (H200 race kill table, 2026-12-06): the long stress cases give a persistent program one or two
+    work units, so the hand-over between units (the epilogue's staging buffer, the last stage of a unit) ran once a
+    program; two gluon_jfa race mutants of that hand-over passed 200 reruns. The short-sequence cases make it run
+    ``laps`` times a program, causal and not."""
+    cases = stress_cases(_tiled(tiles), "cpu", laps=laps, programs=programs)
+    units = [c for c in cases if c.name.startswith("stress-units-")]
+    assert [(c.head_dim, c.causal) for c in units] == [(128, False), (128, True)]
+    for case in units:
+        assert program_laps(case, tiles, programs) >= laps, case.name
+        assert pipeline_laps(case, tiles, stages=4) < 1  # short units, not long loops
+        assert {n % tiles.block_n for n in case.kv_lengths} != {0}  # ragged last tiles among them
+    # the measure is no constant: a long case gives a program of 132 fewer units than laps=8 asks
+    long_case = next(c for c in cases if c not in units)
+    assert program_laps(long_case, tiles, 132) < 8
+    assert program_laps(Case(kv_lengths=(tiles.block_m, 1)), tiles, 2) == 1.0
+    with pytest.raises(InvalidInput, match="programs=0"):
+        program_laps(units[0], tiles, 0)
+    with pytest.raises(InvalidInput, match="programs=0"):
+        stress_cases(_tiled(tiles), "cpu", laps=1, programs=0)
 
 
 def test_stress_cases_skip_shapes_outside_the_capabilities():
@@ -180,7 +209,7 @@ def _gate(tmp_path, kernel, *args):
 
 
 def test_gate_stress_reports_a_rare_race_as_a_finding(tmp_path, capsys):
-    rc, results = _gate(tmp_path, "stress-rare-race", "--stress-reruns", "4")  # 4 cases: call 13 is rerun 3
+    rc, results = _gate(tmp_path, "stress-rare-race", "--stress-reruns", "4")  # call 13 is in rerun 2
     stress = results["stress"]
     assert rc == 1 and stress["status"] == "fail", capsys.readouterr().out
     assert "differs bit-wise from rerun 0" in stress["findings"][0]["summary"]
@@ -190,7 +219,7 @@ def test_gate_stress_reports_a_rare_race_as_a_finding(tmp_path, capsys):
 
 def test_gate_stress_passes_a_correct_kernel(tmp_path, capsys):
     rc, results = _gate(tmp_path, "stress-exact", "--stress-reruns", "2")
-    assert rc == 0 and results["stress"]["status"] == "pass" and results["stress"]["cases"] == len(CPU_SHAPES)
+    assert rc == 0 and results["stress"]["status"] == "pass" and results["stress"]["cases"] == N_CPU_CASES
     assert "2 reruns per case" in results["stress"]["details"][0]
 
 
@@ -202,7 +231,7 @@ def test_stress_command_writes_its_report_and_exits_by_the_verdict(tmp_path, cap
     assert rc == 0, out
     payload = json.loads(report.read_text())
     assert payload["status"] == "pass" and payload["modes_run"] == {"plain": 1, "launch_order": 1}
-    assert len(payload["cases"]) == len(CPU_SHAPES) and "stress: pass" in out
+    assert len(payload["cases"]) == N_CPU_CASES and "stress: pass" in out
     assert main(["stress", "--device", "cpu", "--reruns", "1"]) == 2  # a usage error, not a finding
 
 
@@ -225,8 +254,8 @@ def test_stress_command_names_a_hung_rerun_writes_its_report_and_exits_3(tmp_pat
     payload = json.loads(report.read_text())
     hung = [c for c in payload["cases"] if c["status"] == "hang"]
     assert payload["status"] == "hang" and len(hung) == 1, payload
-    # call HANG_AT is rerun 1 of the case HANG_AT - len(CPU_SHAPES) (rerun 0 runs every case first)
-    assert hung[0]["name"] == payload["cases"][HANG_AT - len(CPU_SHAPES)]["name"]
+    # call HANG_AT is rerun 1 of the case HANG_AT - N_CPU_CASES (rerun 0 runs every case first)
+    assert hung[0]["name"] == payload["cases"][HANG_AT - N_CPU_CASES]["name"]
     assert "rerun 1 (mode plain) had no result after 12 s" in hung[0]["message"]
     assert f"[HANG] stress case {hung[0]['name']}" in done.stderr
 
@@ -245,12 +274,12 @@ def test_an_interrupted_stress_command_prints_and_writes_the_reruns_so_far(tmp_p
                              str(report)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     line = proc.stdout.readline()  # the header: the run has begun
     assert line.startswith("jfa-verify stress on cpu"), line
-    time.sleep(6)  # (the references of the four cases take about a second; the reruns then go on for hours)
+    time.sleep(8)  # (the references of the six cases take a second or two; the reruns then go on for hours)
     proc.send_signal(signal.SIGINT)
     out = line + proc.communicate(timeout=120)[0]
     assert proc.returncode == 130, out
     payload = json.loads(report.read_text())
-    assert payload["interrupted"] is True and len(payload["cases"]) == len(CPU_SHAPES), payload
+    assert payload["interrupted"] is True and len(payload["cases"]) == N_CPU_CASES, payload
     assert "stress: interrupted after" in out and sum(c["reruns"] for c in payload["cases"]) >= 1, out
     # cut short, no case passed (a second trial's report read "pass, 0 rerun(s)" for every case after a stop)
     assert payload["status"] == "interrupted" and {c["status"] for c in payload["cases"]} == {"interrupted"}, payload
@@ -305,7 +334,9 @@ def test_triton_jfa_passes_stress_in_every_mode_on_gpu(jfa_device):
     report = run_stress(get_kernel("triton_jfa"), jfa_device, StressOptions(reruns=20))
     assert report.status == "pass", "\n".join(v.describe() for v in report.verdicts)
     assert set(report.modes_run) == set(MODES) and not report.modes_skipped, report.mode_lines()
-    assert all(v.laps >= 8 for v in report.verdicts) and len(report.verdicts) == 4
+    units = [v for v in report.verdicts if v.case.name.startswith("stress-units-")]
+    assert all(v.laps >= 8 for v in report.verdicts if v not in units) and len(report.verdicts) == 6
+    assert len(units) == 2 and all(v.units >= 8 for v in units)  # the persistent loop's hand-overs, 8 a program
     assert {v.case.head_dim for v in report.verdicts} == {64, 128}
     torch.cuda.synchronize(jfa_device)
 
@@ -329,13 +360,15 @@ def test_gluon_jfa_caps_its_persistent_ctas_for_fewer_sms():
 def test_a_stress_finding_of_the_gate_is_a_case_file_listed_by_findings(tmp_path, capsys):
     # regression (new-user trial): the stress check's findings had no case file ("reproducer": null), so `findings`
     # did not list them, and their replay command ran the case once
-    rc, results = _gate(tmp_path, "stress-rare-race", "--stress-reruns", "4")  # 4 cases: call 13 is rerun 3
+    from tests.quality.stress_plugin import FIRST
+
+    rc, results = _gate(tmp_path, "stress-rare-race", "--stress-reruns", "4")  # FIRST: in rerun FIRST // N_CPU_CASES
     (finding,) = results["stress"]["findings"]
     assert rc == 1 and finding["reproducer"] and f"jfa-verify replay {finding['reproducer']}" in finding["replay"]
     payload = json.loads(Path(finding["reproducer"]).read_text())
     assert payload["status"] == "fail" and payload["stress"]["reruns"] == 4
     first = payload["stress"]["first_difference"]
-    assert first["rerun"] == 3 and first["output"] == "o"
+    assert first["rerun"] == FIRST // N_CPU_CASES and first["output"] == "o"
     capsys.readouterr()
     assert main(["findings", str(tmp_path / "repro")]) == 1 and finding["reproducer"] in capsys.readouterr().out
     assert len(list((tmp_path / "repro").glob("*.json"))) == 1  # the passing stress cases leave no file
@@ -395,6 +428,8 @@ def test_a_rerun_difference_shows_the_element_that_moved_most_not_a_signed_zero(
 def test_the_stress_command_keeps_a_differing_cases_file_and_prints_its_replay(tmp_path, capsys):
     # regression (noticed in a trial): `jfa-verify stress` found a race and wrote no case file, so there was nothing
     # to replay or list; the gate's stress check kept one
+    from tests.quality.stress_plugin import FIRST
+
     repro = tmp_path / "repro"
     rc = main(["stress", "--device", "cpu", "--plugin", PLUGIN, "--kernel", "stress-rare-race", "--reruns", "4",
                "--reproducers", str(repro)])
@@ -402,6 +437,6 @@ def test_the_stress_command_keeps_a_differing_cases_file_and_prints_its_replay(t
     (kept,) = repro.glob("*.json")  # the passing cases leave none
     assert rc == 1 and f"kept {kept}" in out and f"replay: jfa-verify replay {kept}" in out, out
     payload = json.loads(kept.read_text())
-    assert payload["status"] == "fail" and payload["stress"]["first_difference"]["rerun"] == 3
+    assert payload["status"] == "fail" and payload["stress"]["first_difference"]["rerun"] == FIRST // N_CPU_CASES
     capsys.readouterr()
     assert main(["findings", str(repro)]) == 1 and str(kept) in capsys.readouterr().out

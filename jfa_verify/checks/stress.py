@@ -6,7 +6,11 @@ the timing of the warps shifts. Short cases never wrap the ring; three reruns ra
 
 * builds cases from the kernel's own tile sizes (:func:`stress_cases`) so that every query tile streams many KV tiles
   and every KV tile many query tiles (:func:`pipeline_laps`: at least ``laps`` laps of a ring of ``stages`` stages),
-  causal and not, GQA, D = 64 and 128;
+  causal and not, GQA, D = 64 and 128; and cases of many short sequences, so that every persistent program runs
+  many work units back to back (:func:`program_laps`: at least ``laps`` units a program). The long cases give a
+  program one or two units, so the hand-over from one unit to the next (the epilogue's staging buffer rewritten
+  while the previous tile's store may still read it, the last stage of a unit released to the producer loading the
+  next unit) happens once a program at most; the short ones make it happen ``laps`` times;
 * reruns each case ``reruns`` times (default :data:`DEFAULT_RERUNS`: 200 on CUDA, a few on the CPU interpreter),
   interleaving the cases round by round (:func:`plan_rounds`);
 * perturbs the timing of each round by one named mode (:data:`MODES`): ``plain`` (none), ``noise`` (copies and
@@ -48,9 +52,9 @@ from jfa_verify.protocol.kernel import Kernel, TileSizes, tiles_for_shape
 from jfa_verify.run.runner import call_kernel, judge_outputs
 from jfa_verify.run.settings import RunSettings
 
-__all__ = ["DEFAULT_RERUNS", "MODES", "STRESS_KEY", "NoiseKernel", "Round", "RerunDifference", "StressOptions",
-           "StressReport", "StressVerdict", "mode_reasons", "pipeline_laps", "plan_rounds", "run_stress",
-           "stress_cases", "stress_length"]
+__all__ = ["DEFAULT_RERUNS", "MODES", "STRESS_KEY", "UNIT_CASES", "NoiseKernel", "Round", "RerunDifference",
+           "StressOptions", "StressReport", "StressVerdict", "mode_reasons", "pipeline_laps", "plan_rounds",
+           "program_laps", "run_stress", "stress_cases", "stress_length", "unit_lengths"]
 
 MODES = ("plain", "noise", "fewer_sms", "launch_order")
 # The key of a stress finding's case file: {"reruns": N, "modes": [...], "seed": S, "first_difference": {...}, ...}
@@ -64,6 +68,8 @@ MAX_RERUNS = 1_000_000
 # (query heads, KV heads, head dim, causal) of the stress cases: causal and not, GQA, D = 64 and 128
 SHAPES = ((4, 4, 128, False), (4, 4, 128, True), (8, 2, 64, False), (8, 2, 64, True))
 CPU_SHAPES = ((2, 2, 128, False), (2, 2, 128, True), (4, 2, 64, False), (4, 2, 64, True))
+# The first shapes inside the capabilities that also get a case of many short sequences (the persistent loop's laps)
+UNIT_CASES = 2
 # Copies and matmuls of the noise kernel, queued per rerun on the side stream
 NOISE_BYTES = 256 << 20
 NOISE_MATMUL = 4096
@@ -152,6 +158,32 @@ def pipeline_laps(case: Case, tiles: TileSizes, stages: int = PIPELINE_STAGES) -
     return min(laps) if laps else 0.0
 
 
+def program_laps(case: Case, tiles: TileSizes, programs: int) -> float:
+    """Work units each of ``programs`` persistent programs runs, on average, in the pass with the fewest (a float):
+    the forward's and dQ's units are query tiles, dK/dV's are KV tiles (``ceil(length / block)`` per sequence, the
+    visible keys aside), the smaller total divided by ``programs``.
+
+    Raises:
+        InvalidInput: ``programs`` < 1.
+    """
+    if programs < 1:
+        raise InvalidInput(f"programs={programs} must be >= 1")
+    q_lengths = case.q_lengths if case.q_lengths is not None else case.kv_lengths
+    q_units = sum(math.ceil(n / tiles.block_m) for n in q_lengths)
+    kv_units = sum(math.ceil(n / tiles.block_n) for n in case.kv_lengths)
+    return min(q_units, kv_units) / programs
+
+
+def unit_lengths(tiles: TileSizes, laps: int, programs: int) -> tuple[int, ...]:
+    """Self-attention lengths for :func:`program_laps` >= ``laps`` over ``programs`` programs: the pattern ``block``,
+    ``2 * block - 1``, ``block // 2 + 1``, ``3 * block + 1`` (``block``: the larger tile side; 1, 2, 1 and 4 tiles a
+    side: full, ragged and one-tile-longer units) repeated as often as needed."""
+    block = max(tiles.block_m, tiles.block_n)
+    pattern = (block, 2 * block - 1, block // 2 + 1, 3 * block + 1)
+    # each repeat gives at least 8 units on the larger side's tiles, at least as many on the smaller side's
+    return pattern * math.ceil(laps * programs / 8)
+
+
 def _dtype_for(kernel: Kernel) -> str:
     names = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
@@ -162,20 +194,27 @@ def _dtype_for(kernel: Kernel) -> str:
 
 
 def stress_cases(kernel: Kernel, device: "torch.device | str", *, laps: int, stages: int = PIPELINE_STAGES,
-                 seed: int = 0) -> list[Case]:
+                 seed: int = 0, programs: Optional[int] = None) -> list[Case]:
     """The stress cases for ``kernel`` on ``device``: one per shape of :data:`SHAPES` (:data:`CPU_SHAPES` on the
     CPU) inside the kernel's capabilities, each of three self-attention sequences sized from the kernel's tiles for
     that shape (:func:`stress_length`): ``L``, ``L + block_n - 1`` (a ragged last KV tile) and ``L // 2 + 1``
-    (half as many laps, a ragged last query tile), in the kernel's preferred dtype (bfloat16 first).
+    (half as many laps, a ragged last query tile), in the kernel's preferred dtype (bfloat16 first); then, for the
+    first :data:`UNIT_CASES` of those shapes (D = 128, causal and not), one case of many short sequences
+    (:func:`unit_lengths`) giving each of ``programs`` persistent programs (None: the device's SMs) ``laps`` work
+    units or more.
 
     Raises:
-        InvalidInput: ``laps`` or ``stages`` < 1, or a kernel with no float dtype.
+        InvalidInput: ``laps``, ``stages`` or ``programs`` < 1, or a kernel with no float dtype.
     """
-    if laps < 1 or stages < 1:
-        raise InvalidInput(f"laps={laps}, stages={stages} must be >= 1")
+    if laps < 1 or stages < 1 or (programs is not None and programs < 1):
+        raise InvalidInput(f"laps={laps}, stages={stages}, programs={programs} must be >= 1")
     device = torch.device(device)
     dtype = _dtype_for(kernel)
-    cases = []
+    if programs is None:
+        from jfa_verify.scheduling.planning import default_num_sms
+
+        programs = default_num_sms(device)
+    cases, unit_cases = [], []
     for heads_q, heads_kv, head_dim, causal in (SHAPES if device.type == "cuda" else CPU_SHAPES):
         shape = JaggedProblem.of_shape(head_dim, None, getattr(torch, dtype), device, num_heads_q=heads_q,
                                        num_heads_kv=heads_kv, causal=causal)
@@ -188,7 +227,14 @@ def stress_cases(kernel: Kernel, device: "torch.device | str", *, laps: int, sta
                 f"{'-'.join(map(str, lengths))}")
         cases.append(Case(kv_lengths=lengths, num_heads_q=heads_q, num_heads_kv=heads_kv, head_dim=head_dim,
                           dtype=dtype, causal=causal, seed=seed, instrument=False, name=name))
-    return cases
+        if len(unit_cases) < UNIT_CASES:
+            units = unit_lengths(tiles, laps, programs)
+            unit_cases.append(Case(
+                kv_lengths=units, num_heads_q=heads_q, num_heads_kv=heads_kv, head_dim=head_dim, dtype=dtype,
+                causal=causal, seed=seed, instrument=False,
+                name=(f"stress-units-{'causal' if causal else 'full'}-h{heads_q}x{heads_kv}-d{head_dim}-"
+                      f"{len(units)}seqs-{programs}programs")))
+    return cases + unit_cases
 
 
 # ----------------------------------------------------------------------------- perturbation
@@ -323,6 +369,7 @@ class StressVerdict:
     kernel: str
     deterministic: bool
     laps: float
+    units: float = 0.0  # work units a persistent program runs (program_laps on the device's SMs)
     status: str = "pass"
     reruns: int = 0
     first_difference: Optional[RerunDifference] = None
@@ -352,7 +399,8 @@ class StressVerdict:
                 "first_difference": None if self.first_difference is None else self.first_difference.to_dict()}
 
     def describe(self) -> str:
-        head = f"{self.case.name}: {self.status}, {self.reruns} rerun(s), {self.laps:g} ring laps"
+        head = (f"{self.case.name}: {self.status}, {self.reruns} rerun(s), {self.laps:g} ring laps, "
+                f"{self.units:.3g} units a program")
         lines = [head]
         if self.first_difference is not None:
             lines.append(f"  {self.differing_reruns} rerun(s) differ bit-wise; first: "
@@ -364,7 +412,8 @@ class StressVerdict:
 
     def to_dict(self) -> dict:
         return {"case": self.case.to_dict(), "name": self.case.name, "status": self.status, "reruns": self.reruns,
-                "laps": self.laps, "deterministic": self.deterministic, "differing_reruns": self.differing_reruns,
+                "laps": self.laps, "units_per_program": self.units, "deterministic": self.deterministic,
+                "differing_reruns": self.differing_reruns,
                 "first_difference": (None if self.first_difference is None
                                      else dataclasses.asdict(self.first_difference)),
                 "first_failing_rerun": self.first_failing_rerun, "failures": self.failures, "message": self.message}
@@ -423,8 +472,11 @@ class _State:
 
 def _prepare(case: Case, kernel: Kernel, device: torch.device, options: StressOptions) -> _State:
     tiles = tiles_for_shape(kernel, case.head_dim, case.head_dim_v, case.torch_dtype, device.type)
+    from jfa_verify.scheduling.planning import default_num_sms
+
     state = _State(StressVerdict(case, kernel.name, kernel.capabilities.deterministic,
-                                 pipeline_laps(case, tiles, options.stages)))
+                                 pipeline_laps(case, tiles, options.stages),
+                                 program_laps(case, tiles, default_num_sms(device))))
     state.tensors = case.materialize(device)
     state.problem = case.problem(state.tensors)
     reason = kernel.unsupported_reason(state.problem)

@@ -37,7 +37,8 @@ def add_arguments(parser) -> None:
                         help="perturbation modes the reruns cycle through (default: all; one the device or the "
                              "kernel rules out is reported skipped with the reason)")
     parser.add_argument("--laps", type=number(int, minimum=1), default=None,
-                        help="ring laps every case makes at least (default 8 on CUDA, 1 on the CPU)")
+                        help="ring laps every long case makes at least, and work units every persistent program "
+                             "runs in the short-sequence cases (default 8 on CUDA, 1 on the CPU)")
     parser.add_argument("--seed", type=seed_int, default=0, help="seed of the cases' inputs and the launch orders")
     parser.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
     parser.add_argument("--timeout", type=number(float, minimum=0.001), default=DEFAULT_TIMEOUT_S,

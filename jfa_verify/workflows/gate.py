@@ -16,7 +16,8 @@ skipped and why (a kernel the device cannot run, a check the device or the kerne
 * ``recycled_memory``: uninitialized allocations filled with large finite values instead of
   NaN, as recycled memory holds (the NaN fill is part of every run); in both memory checks, a failing case
   whose two runs on fresh memory differ too is filed under ``determinism``, not memory;
-* ``stress`` (on request): long, pipeline-filling cases rerun many times under timing perturbation (a noise
+* ``stress`` (on request): long, pipeline-filling cases and cases of many short sequences (many work units a
+  persistent program) rerun many times under timing perturbation (a noise
   kernel on a second stream, fewer SMs for persistent grids, other launch orders), bit-compared for a
   deterministic kernel and judged against the references (:mod:`jfa_verify.checks.stress`);
 * ``sanitizer`` (CUDA only, on request): the suite's first cases under NVIDIA compute-sanitizer

@@ -13,11 +13,13 @@ records the calls it perturbed (``perturbed``) and the program caps asked for (`
 import torch
 
 from jfa_verify import Capabilities, TileSizes, register_kernel, validate_inputs
+from jfa_verify.checks.stress import CPU_SHAPES, UNIT_CASES
 from jfa_verify.oracles import reference_attention
 
 RATE = 20  # stress-rare-race perturbs one call in RATE
 FIRST = 13  # ... the calls FIRST, FIRST + RATE, ... (counted from 0)
-HANG_AT = 5  # stress-hang's call that never returns (counted from 0): after rerun 0 of every case
+# stress-hang's call that never returns (counted from 0): rerun 1 of the second case, after rerun 0 of every case
+HANG_AT = len(CPU_SHAPES) + UNIT_CASES + 1
 SPOT = (1, 1, 40)  # ... at (sequence, head, token) of O
 TILES = TileSizes(32, 16)
 DETERMINISTIC = Capabilities(backward=False, dtypes=(torch.float32, torch.bfloat16))
