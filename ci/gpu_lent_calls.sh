@@ -22,9 +22,12 @@
 # Call 9: where the main job's time goes (issue 39), after call 8 on the same machine (its caches warm): one worker's
 #         cases profiled in-process (benchmarks/profile_case.py), SDPA's cost for new shapes per backend
 #         (benchmarks/sdpa_first_calls.py), then the run's parent process under cProfile.
+# Call 10: what calls 3 and 5 left on the H200 (2026-12-06): the three blind block-sparse mutants call 3's time did
+#          not reach (issue 41), beside `jfa-verify stress` on the three race mutants that passed call 5's stress
+#          before the short-sequence stress cases existed (issue 42). Run after call 6.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-call=${1:?give the call: 1 to 9}
+call=${1:?give the call: 1 to 10}
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 L=/tmp/c$call; mkdir -p $L
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tcache}
@@ -154,8 +157,25 @@ elif [ "$call" = 4 ]; then
   cat $L/status.txt
   echo "== runs"; head -2 $L/run-cold.log; tail -4 $L/run-cold.log; tail -3 $L/run-warm.log
   echo "== bench_e2e"; tail -30 $L/e2e.log 2>/dev/null
+elif [ "$call" = 10 ]; then
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  timeout -s INT -k 10 500 jfa-verify mutants --catalogue tests/quality/sparse_blind_set.json --stage suite \
+    --device cuda --only sparse_fwd_query_block_by_block_n sparse_fwd_selection_without_sequence_start \
+    sparse_dkdv_query_block_rows_by_block_n --jobs 3 --json $L/sparse-left-kills.json >$L/sparse-left-kills.log 2>&1 &
+  for m in fwd_o_store_wait_leaves_one_pending fwd_last_v_released_before_pv_wait fwd_o_store_not_waited_at_exit; do
+    ( JFA_MUTANT_CATALOGUE=gluon_jfa_races timeout -k 5 480 jfa-verify stress --device cuda \
+        --plugin ci/catalogue_mutant_plugin.py --kernel mutant-gluon_jfa_races-$m --reruns 200 --timeout 60 \
+        --json $L/stress-$m.json --reproducers $L/repro-$m >$L/stress-$m.log 2>&1
+      echo "stress $m exit $? at $(el) s" >>$L/status.txt ) &
+  done
+  wait; echo "call 10 done at $(el) s" >>$L/status.txt
+  cat $L/status.txt
+  echo "== sparse"; grep -E "^  sparse_|mutants killed" $L/sparse-left-kills.log
+  for m in fwd_o_store_wait_leaves_one_pending fwd_last_v_released_before_pv_wait fwd_o_store_not_waited_at_exit; do
+    echo "== $m"; grep -vE "^\s*$" $L/stress-$m.log | tail -8 | cut -c1-300
+  done
 else
-  echo "ci/gpu_lent_calls.sh: call must be 1 to 9, got $call" >&2; exit 2
+  echo "ci/gpu_lent_calls.sh: call must be 1 to 10, got $call" >&2; exit 2
 fi
 # (only a few files come back from a lent machine, none deep: one archive per call)
 tar czf $OUT/c$call.tgz -C $L --exclude cal/records.tgz . 2>/dev/null; ls -la $OUT
