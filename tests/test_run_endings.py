@@ -202,3 +202,23 @@ def test_a_death_marks_only_the_cases_no_live_process_still_runs(tmp_path):
         assert [c["status"] for c in written["cases"]] == ["crash"] and written["crash"]["case_file"] == str(dead)
         corpus.discard(live)
     assert sorted(p.name for p in repro.iterdir()) == [dead.name]  # no temporary file left behind
+
+
+def test_a_hang_that_ends_the_no_isolate_run_is_in_its_report(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial, 2026-12-06): with --no-isolate, a case past --timeout ended the run's process
+    (exit 3, its case file marked a hang), but the report kept its placeholder: ``"cases": []``, ``"exit_code":
+    null``. It now holds the hung case, where it is and how to replay it, and the exit status."""
+    plugin = _plugin(misbehaving_plugin, "hangs_on_fp16", dies="dtype == torch.float16",
+                     how="__import__('time').sleep(3600)")
+    repro, report = tmp_path / "repro", tmp_path / "r.json"
+    proc = subprocess.run(_run_args(plugin, "hangs_on_fp16", repro, report, "--no-isolate", "--timeout", "8"),
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == ExitCode.HANG, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (path,) = repro.glob("*.json")
+    case, payload = read_case_file(path)
+    assert case.dtype == "float16" and payload["status"] == "hang" and "[HANG]" in proc.stderr
+    written = json.loads(report.read_text())
+    assert written["exit_code"] == ExitCode.HANG and written["finished"] is False
+    assert [c["status"] for c in written["cases"]] == ["hang"] and written["summary"]["hang"] == 1
+    assert written["hang"]["case_file"] == str(path) and "no result after 8" in written["hang"]["how"]
+    assert written["hang"]["replay"].startswith("jfa-verify replay ") and str(plugin) in written["hang"]["replay"]

@@ -78,7 +78,9 @@ def watched_run(args) -> int:
     finally:
         marker.unlink(missing_ok=True)
     if declared is not None:  # the command ended by its own choice (a crash in the interpreter's teardown after it
-        return declared  # had said so is not the kernel's: its verdict stands)
+        if declared == ExitCode.HANG and args.command == "run":  # had said so is not the kernel's: its verdict stands)
+            _hang(args, since)
+        return declared
     if status in (-signal.SIGINT, -signal.SIGTERM):  # stopped before its own handlers were in place
         return int(ExitCode.INTERRUPTED)
     return _death(args, status, since)
@@ -111,6 +113,14 @@ def _wait_for(marker: Path) -> tuple:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return status, _declared(marker)
+
+
+def _hang(args, since: float) -> None:
+    """``run --no-isolate``'s watchdog ended the run's process on a hung case (exit 3, its case file marked, a
+    ``[HANG]`` line printed): the report says so too (:func:`~jfa_verify.run.postmortem.record_hang`)."""
+    from jfa_verify.run.postmortem import record_hang  # (torch loads here, after a hang only)
+
+    record_hang(args.report, getattr(args, "reproducers", None) or DEFAULT_REPRODUCERS, since)
 
 
 def _death(args, status: int, since: float) -> int:

@@ -19,7 +19,7 @@ from jfa_verify.run.corpus import Corpus, replay_command
 from jfa_verify.run.isolation import crash_result, death_in_words
 from jfa_verify.run.report import summary, write_json
 
-__all__ = ["InFlight", "death_in_words", "record_death"]
+__all__ = ["InFlight", "death_in_words", "record_death", "record_hang"]
 
 
 class InFlight(NamedTuple):
@@ -60,20 +60,61 @@ def record_death(report: "Optional[str | Path]", reproducers: "str | Path", sinc
         result.reproducer = str(path)
     in_flight = (InFlight(results[-1][0], replay_command(results[-1][0], results[-1][1].kernel or None,
                                                          results[-1][1].plugins)) if results else None)
-    if report is None:
-        return in_flight
+    if report is not None:
+        _record_ending(report, [r for _, r in results], in_flight, "crash", how, ExitCode.CRASH)
+    return in_flight
+
+
+def record_hang(report: "Optional[str | Path]", reproducers: "str | Path", since: float) -> Optional[InFlight]:
+    """Record in ``run``'s report (``report``; None: nothing to record) that the run's own process ended on a hang:
+    a ``--no-isolate`` case ran past ``--timeout``, and the watchdog marked its case file a hang
+    (:func:`~jfa_verify.run.corpus.mark_hang`) and ended the process with exit 3, before the report was written (a
+    new user's trial: the report kept ``"cases": []`` and ``"exit_code": null``). The report gets the hung case
+    (each ``"hang"`` file of ``reproducers`` written at or after ``since``, a :func:`time.time`), ``"hang"`` (the case
+    file, its replay command), ``"finished": false`` and ``"exit_code": 3``. Returns the hung case, or None."""
+    if report is not None:
+        try:
+            if json.loads(Path(report).read_text()).get("finished") is True:
+                return None  # the run wrote its verdict itself (a hang its case workers judged): it stands
+        except (OSError, ValueError, AttributeError):
+            pass
+    hung = []
+    for path, case, payload in Corpus(reproducers).readable():
+        try:
+            if payload.get("status") != "hang" or path.stat().st_mtime < since - 1.0:  # (mtime granularity)
+                continue
+        except OSError:
+            continue
+        result = crash_result(case, payload.get("kernel") or "", "hang", payload.get("explanation") or "a hang",
+                              tuple(payload.get("plugins", ())))
+        result.reproducer = str(path)
+        hung.append((path.stat().st_mtime, path, result))
+    hung.sort(key=lambda t: t[0])
+    in_flight = (InFlight(hung[-1][1], replay_command(hung[-1][1], hung[-1][2].kernel or None, hung[-1][2].plugins))
+                 if hung else None)
+    if report is not None:
+        how = hung[-1][2].message if hung else "ran past --timeout"
+        _record_ending(report, [r for _, _, r in hung], in_flight, "hang", how, ExitCode.HANG)
+    return in_flight
+
+
+def _record_ending(report: "str | Path", results: list, in_flight: Optional[InFlight], key: str, how: str,
+                   code: ExitCode) -> None:
+    """Add to ``report`` (what it holds is kept) the verdicts ``results`` of the case(s) a process's end took down,
+    its counts, ``key`` (``"crash"`` or ``"hang"``: how, the case file, its replay command), ``"finished": false`` and
+    the exit status ``code`` the command exits with, as a finished report records its own."""
     try:
         before = json.loads(Path(report).read_text())
     except (OSError, ValueError):
         before = {}
-    cases = [c for c in before.get("cases", []) if isinstance(c, dict)] + [r.to_dict() for _, r in results]
+    if not isinstance(before, dict):
+        before = {}
+    cases = [c for c in before.get("cases", []) if isinstance(c, dict)] + [r.to_dict() for r in results]
     counts = summary([])
     counts.update({s: sum(c.get("status") == s for c in cases) for s in counts})
-    # (exit_code: the status the watching process exits with, 4, as a finished report records its own)
-    before.update(cases=cases, summary=counts, finished=False, interrupted=False, exit_code=int(ExitCode.CRASH), crash={
+    before.update(cases=cases, summary=counts, finished=False, interrupted=False, exit_code=int(code), **{key: {
         "how": how, "case_file": str(in_flight.case_file) if in_flight else None,
         "replay": in_flight.replay if in_flight else None,
         "note": "cases run in the run's own process (--no-isolate): the verdicts of the cases before it that passed "
-                "died with it; every failing one has its case file"})
+                "ended with it; every failing one has its case file"}})
     write_json(report, before)
-    return in_flight
