@@ -78,6 +78,17 @@ def _interrupted_summary() -> dict:
     return {"interrupted": True, "generated": 0, "failures": [], "fixed": [], "notes": []}
 
 
+def _death(exitcode: Optional[int]) -> dict:
+    """The coordinator's record of a worker that ended without a last word, by its process's ``exitcode``."""
+    from jfa_verify.core.exits import ExitCode
+
+    why = f"exit status {exitcode}"
+    if exitcode == ExitCode.HANG:
+        why += (": a case ran past --timeout in the worker's own process (--no-isolate), whose watchdog marked its "
+                "case file a hang and ended the worker")
+    return {"event": "died", "why": why, "exitcode": exitcode}
+
+
 def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], replay: list, deadline: Optional[float],
                  gpu: Optional[str], events, stop, ctrl_c: bool = True, owner: Optional[int] = None,
                  env: Optional[dict] = None) -> None:
@@ -397,7 +408,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
                                 summaries[w] = _interrupted_summary()
                                 progress.event(w, {"event": "done", "summary": summaries[w]})
                             else:
-                                deaths[w] = {"event": "died", "why": f"exit status {procs[w].exitcode}"}
+                                deaths[w] = _death(procs[w].exitcode)
                                 progress.event(w, deaths[w])
                             pending.discard(w)
                 progress.tick()
@@ -423,7 +434,10 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     statuses = [f["status"] for f in found] + [left["status"] for left in prep["leftovers"]]
     # --no-isolate: a kernel that crashes takes its campaign worker with it (its "running" file is
     # replayed by the next campaign); a worker killed by a signal is a crash here too.
-    statuses += ["crash" for d in deaths.values() if d["why"].startswith("exit status -")]
+    # --no-isolate: a case past --timeout ends its worker through the in-process watchdog (exit 3, its case file
+    # marked a hang): a hang, not a worker that could not run (a new user's campaign exited 2)
+    statuses += [{int(ExitCode.HANG): "hang"}.get(d.get("exitcode"), "crash") for d in deaths.values()
+                 if d.get("exitcode") is not None and (d["exitcode"] < 0 or d["exitcode"] == ExitCode.HANG)]
     drawn, expected = progress.coverage()
     code = ExitCode.INTERRUPTED if interrupted else exit_code_for(statuses)
     if deaths and code == ExitCode.OK:

@@ -322,3 +322,22 @@ def test_a_campaign_whose_every_case_hangs_past_its_end_checked_nothing_and_exit
     assert report["cases"] == 0 and report["exit_code"] == ExitCode.USAGE and report["findings"] == []
     assert any("stopped without a verdict" in n and "jfa-verify replay --case" in n for n in report["notes"])
     assert any("nothing was checked (exit 2)" in n for n in report["notes"])
+
+
+def test_a_no_isolate_campaign_ended_by_a_hang_exits_3_with_the_hang_as_its_finding(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial, 2026-12-06): with --no-isolate, a case past --timeout ends its worker through
+    the in-process watchdog (exit 3, the case file marked a hang); the campaign read that as a worker that could not
+    run and exited 2 ("worker 0 died: exit status 3"). It is a hang: exit 3, the hang listed as the finding."""
+    plugin = misbehaving_plugin("hangs_in_process", hang="B >= 2")
+    text = plugin.read_text().replace("Capabilities(backward=False)",
+                                      "Capabilities(backward=False, dtypes=(torch.float32,))")
+    plugin.write_text(text)
+    repro, report = tmp_path / "r", tmp_path / "r.json"
+    proc = _fuzz("--plugin", plugin, "--kernel", "hangs_in_process", "--workers", "1", "--no-isolate",
+                 "--max-examples", "20", "--seed", "1", "--timeout", "4", "--reproducers", repro, "--report", report)
+    assert proc.returncode == ExitCode.HANG, proc.stdout[-3000:] + proc.stderr[-3000:]
+    payload = json.loads(report.read_text())
+    assert payload["exit_code"] == ExitCode.HANG
+    assert [f["status"] for f in payload["findings"]] == ["hang"], payload["findings"]
+    (death,) = payload["worker_errors"].values()
+    assert death["exitcode"] == ExitCode.HANG and "ran past --timeout" in death["why"]
