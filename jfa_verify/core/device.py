@@ -46,7 +46,8 @@ def select_device(name: Optional[str] = None) -> torch.device:
     this sets ``TRITON_INTERPRET=1`` so Triton kernels loaded afterwards run in
     the interpreter; it must happen before a Triton kernel module is imported.
     It also lets loop bounds loaded from memory work in the interpreter with
-    NumPy >= 2.3 (see :func:`_patch_interpreter_index`), for every kernel.
+    NumPy >= 2.3, and patches ``triton.language`` once per launch instead of at every device-function call
+    (:func:`jfa_verify.core.interpreter.prepare_interpreter`), for every kernel.
 
     Raises:
         InvalidInput: ``name`` is unknown, ``"cuda"`` without a CUDA device, or ``"cuda"`` in a process that
@@ -66,7 +67,9 @@ def select_device(name: Optional[str] = None) -> torch.device:
     _chosen = device
     if device.type == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
-        _patch_interpreter_index()
+        from jfa_verify.core.interpreter import prepare_interpreter
+
+        prepare_interpreter()
     else:  # a kernel module imported from now on must compile, even if a CPU choice before left the variable set
         os.environ.pop("TRITON_INTERPRET", None)
     return device
@@ -172,26 +175,3 @@ def device_label(device: "torch.device | str") -> str:
 def ensure_interpreter_matches_device() -> None:
     """Before importing a Triton kernel module: interpret on CPU-only processes."""
     current_device()
-
-
-def _patch_interpreter_index() -> None:
-    """Let runtime scalars bound ``range`` loops under ``TRITON_INTERPRET=1`` with NumPy >= 2.3.
-
-    Triton 3.6's interpreter keeps scalars as 1-element arrays and implements
-    ``tensor.__index__`` as ``int(array)``, which newer NumPy rejects
-    ("only 0-dimensional arrays can be converted to Python scalars"), so any
-    ``for i in range(lo, hi)`` with loaded bounds fails. Idempotent; GPU runs
-    never call it.
-    """
-    from triton.runtime import interpreter
-
-    if getattr(interpreter, "_jfa_index_shim", False):
-        return
-    original = interpreter._patch_lang_tensor
-
-    def patched(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    interpreter._patch_lang_tensor = patched
-    interpreter._jfa_index_shim = True

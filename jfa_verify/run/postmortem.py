@@ -1,11 +1,12 @@
-"""What a run that died mid-case leaves behind, made into its verdict: the case in flight is a crash.
+"""What a run that died mid-case leaves behind, made into its verdict: the case in flight is a crash (or a hang).
 
 ``jfa-verify run --no-isolate`` runs cases in the run's own process, so a kernel that segfaults or calls
 ``os._exit`` takes that process with it: no Python code runs after the signal. The case's file was written before
 the kernel ran (status ``"running"``, :meth:`~jfa_verify.run.corpus.Corpus.guard`), so the finding survives; the
 process that waited for the run (:mod:`jfa_verify.cli.supervise`) calls :func:`record_death`, which rewrites that
 file as a crash and says in the run's report what happened (issue 43, 9: the report was left a placeholder and the
-exit status was the raw signal's).
+exit status was the raw signal's). A case past ``--timeout`` ends that process too, through its watchdog, which
+marks the case file a hang and exits 3: :func:`record_hang` puts that case in the report.
 """
 
 from __future__ import annotations
