@@ -286,6 +286,35 @@ def test_an_interrupted_stress_command_prints_and_writes_the_reruns_so_far(tmp_p
     assert "interrupted after" in payload["cases"][0]["message"] and ": pass," not in out, out
 
 
+def test_a_stop_after_a_stress_case_failed_keeps_that_cases_file(tmp_path):
+    """Regression (a new user's trial, 2026-12-06): Ctrl-C on ``jfa-verify stress`` after a case had been seen to
+    fail discarded every case file, that one's too: the finding lived only in the terminal. It is kept, with how it
+    was rerun; the cases the stop cut short leave none."""
+    import signal
+    import subprocess
+    import sys
+
+    from jfa_verify.run.corpus import read_case_file
+
+    repro = tmp_path / "repro"
+    proc = subprocess.Popen([sys.executable, "-m", "jfa_verify.cli", "stress", "--device", "cpu", "--plugin", PLUGIN,
+                             "--kernel", "stress-rare-race", "--reruns", "100000", "--modes", "plain",
+                             "--reproducers", str(repro)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, cwd=tmp_path)
+    lines = []
+    for line in proc.stdout:  # the first failure is logged as it happens (call FIRST of the rare race)
+        lines.append(line)
+        if ": fail at rerun" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    out = "".join(lines) + proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, out
+    (kept,) = repro.glob("*.json")
+    case, payload = read_case_file(kept)
+    assert payload["status"] == "fail" and payload["stress"]["first_difference"]["output"] == "o", payload
+    assert case.name in out
+
+
 def test_gate_stress_marks_the_hung_case_file_and_exits_3(tmp_path):
     from jfa_verify.run.corpus import read_case_file
 
@@ -440,3 +469,16 @@ def test_the_stress_command_keeps_a_differing_cases_file_and_prints_its_replay(t
     assert payload["status"] == "fail" and payload["stress"]["first_difference"]["rerun"] == FIRST // N_CPU_CASES
     capsys.readouterr()
     assert main(["findings", str(repro)]) == 1 and str(kept) in capsys.readouterr().out
+
+
+def test_a_timeout_or_laps_too_large_to_run_is_a_usage_error(tmp_path, capsys):
+    """Regression (a new user's trial, 2026-12-06): ``--timeout 1e12`` passed the argument check, then overflowed
+    the OS's clock in a worker's wait (internal error, exit 70, a case file left running); ``stress --laps
+    99999999999`` ran out of memory building its cases (exit 70). Both are refused with the bound, exit 2."""
+    for argv in (["run", "--device", "cpu", "--timeout", "1e12", "--reproducers", str(tmp_path / "r")],
+                 ["stress", "--device", "cpu", "--timeout", "1e12"]):
+        assert main(argv) == 2
+        assert "must be at most 604800" in capsys.readouterr().err
+    assert main(["stress", "--device", "cpu", "--laps", "99999999999"]) == 2
+    assert "laps=99999999999 must be in [1, 1000]" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()  # nothing ran, nothing written

@@ -52,7 +52,7 @@ from jfa_verify.protocol.kernel import Kernel, TileSizes, tiles_for_shape
 from jfa_verify.run.runner import call_kernel, judge_outputs
 from jfa_verify.run.settings import RunSettings
 
-__all__ = ["DEFAULT_RERUNS", "MODES", "STRESS_KEY", "UNIT_CASES", "NoiseKernel", "Round", "RerunDifference",
+__all__ = ["DEFAULT_RERUNS", "MAX_LAPS", "MODES", "STRESS_KEY", "UNIT_CASES", "NoiseKernel", "Round", "RerunDifference",
            "StressOptions", "StressReport", "StressVerdict", "mode_reasons", "pipeline_laps", "plan_rounds",
            "program_laps", "run_stress", "stress_cases", "stress_length", "unit_lengths"]
 
@@ -65,6 +65,7 @@ DEFAULT_LAPS = {"cuda": 8, "cpu": 1}
 # to 3 forward stages, gluon_jfa triple-buffers K/V; 4 leaves room for a deeper production kernel.
 PIPELINE_STAGES = 4
 MAX_RERUNS = 1_000_000
+MAX_LAPS = 1_000  # (the cases' lengths grow with it: 99,999,999,999 laps asked for more memory than exists)
 # (query heads, KV heads, head dim, causal) of the stress cases: causal and not, GQA, D = 64 and 128
 SHAPES = ((4, 4, 128, False), (4, 4, 128, True), (8, 2, 64, False), (8, 2, 64, True))
 CPU_SHAPES = ((2, 2, 128, False), (2, 2, 128, True), (4, 2, 64, False), (4, 2, 64, True))
@@ -111,8 +112,8 @@ class StressOptions:
                                f"choose from {MODES}")
         for name in ("laps", "stages"):
             value = getattr(self, name)
-            if value is not None and value < 1:
-                raise InvalidInput(f"{name}={value} must be >= 1")
+            if value is not None and not 1 <= value <= MAX_LAPS:
+                raise InvalidInput(f"{name}={value} must be in [1, {MAX_LAPS}]")
 
     def reruns_on(self, device: torch.device) -> int:
         return self.reruns if self.reruns is not None else DEFAULT_RERUNS["cuda" if device.type == "cuda" else "cpu"]
@@ -206,8 +207,8 @@ def stress_cases(kernel: Kernel, device: "torch.device | str", *, laps: int, sta
     Raises:
         InvalidInput: ``laps``, ``stages`` or ``programs`` < 1, or a kernel with no float dtype.
     """
-    if laps < 1 or stages < 1 or (programs is not None and programs < 1):
-        raise InvalidInput(f"laps={laps}, stages={stages}, programs={programs} must be >= 1")
+    if not 1 <= laps <= MAX_LAPS or not 1 <= stages <= MAX_LAPS or (programs is not None and programs < 1):
+        raise InvalidInput(f"laps={laps}, stages={stages} must be in [1, {MAX_LAPS}] and programs={programs} >= 1")
     device = torch.device(device)
     dtype = _dtype_for(kernel)
     if programs is None:
@@ -611,10 +612,16 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
         try:
             _run_rounds(kernel, device, options, settings, report, live, reruns, modes, sm_count, log,
                         lambda state, rnd: _hung(report, state, rnd, options, paths.get(id(state)), on_stop, t0))
-        except BaseException as e:  # Ctrl-C, or the framework's own failure: no verdict, so no file
-            for path in paths.values():
-                corpus.discard(path)
-            if isinstance(e, KeyboardInterrupt):  # the reruns so far are the caller's to keep
+        except BaseException as e:  # Ctrl-C, or the framework's own failure
+            stopped = isinstance(e, KeyboardInterrupt)
+            for state in live:
+                if id(state) not in paths:
+                    continue
+                if stopped and state.verdict.status in ("fail", "error"):  # a failure found before the stop is
+                    _keep(corpus, paths[id(state)], state.verdict, reruns, options, settings)  # its verdict: kept
+                else:  # no verdict, so no file
+                    corpus.discard(paths[id(state)])
+            if stopped:  # the reruns so far are the caller's to keep
                 report.interrupted, report.seconds = True, time.perf_counter() - t0
                 for state in live:  # (a case the stop cut short has no verdict: "pass, 0 rerun(s)" said it passed)
                     if state.verdict.status == "pass":
@@ -625,16 +632,20 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
             raise
         for state in live:
             if id(state) in paths:
-                v = state.verdict
-                result = v.result(settings.plugins)
-                if result.failed:
-                    result.reproducer = str(paths[id(state)])  # (the replay command its file's verdict holds)
-                saved = corpus.record(paths[id(state)], result)
-                if saved:
-                    corpus.update(saved, **{STRESS_KEY: v.record(reruns, options)})
-                v.reproducer = str(saved) if saved else None
+                _keep(corpus, paths[id(state)], state.verdict, reruns, options, settings)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _keep(corpus, path, v: StressVerdict, reruns: int, options: StressOptions, settings: RunSettings) -> None:
+    """Record ``v`` in its case file ``path``: kept with how it was rerun when it failed, removed when it passed."""
+    result = v.result(settings.plugins)
+    if result.failed:
+        result.reproducer = str(path)  # (the replay command its file's verdict holds)
+    saved = corpus.record(path, result)
+    if saved:
+        corpus.update(saved, **{STRESS_KEY: v.record(reruns, options)})
+    v.reproducer = str(saved) if saved else None
 
 
 def _run_rounds(kernel: Kernel, device: torch.device, options: StressOptions, settings: RunSettings,
