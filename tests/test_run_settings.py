@@ -13,7 +13,7 @@ from jfa_verify.run.settings import RunSettings
 @pytest.mark.parametrize("changes, says", [
     ({"jobs": 0}, r"jobs=0: give an integer >= 1"),
     ({"jobs": 2}, r"jobs=2: .*more than one needs isolated workers \(isolate=True"),
-    ({"timeout_s": -1}, r"timeout_s=-1: give the seconds a case may run, a number > 0, or None"),
+    ({"timeout_s": -1}, r"timeout_s=-1: give the seconds a case may run, a number > 0 and at most 604800"),
     ({"timeout_s": "5"}, r"timeout_s='5': give the seconds"),
     ({"memory": "zero"}, r"memory='zero': give None, or one of 'nan', 'large'"),
     ({"plugins": "k.py"}, r"plugins='k.py': give a list of names, e.g. plugins=\['k.py'\]"),

@@ -9,6 +9,7 @@ from typing import Optional
 
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.core.paths import DEFAULT_REPRODUCERS
+from jfa_verify.core.watchdog import MAX_TIMEOUT_S
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = int(ExitCode.OK), int(ExitCode.FINDING), int(ExitCode.USAGE)
 
@@ -17,7 +18,7 @@ class UsageError(Exception):
     """A bad argument found after parsing (a file that must not exist, a folder that must): exit 2."""
 
 
-def number(kind, *, minimum=None, strict: bool = False, what: str = ""):
+def number(kind, *, minimum=None, strict: bool = False, what: str = "", maximum=None):
     def parse(text: str):
         try:
             value = kind(text)
@@ -27,6 +28,8 @@ def number(kind, *, minimum=None, strict: bool = False, what: str = ""):
             raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
         if minimum is not None and (value <= minimum if strict else value < minimum):
             raise argparse.ArgumentTypeError(f"{text} must be {'>' if strict else '>='} {minimum}{what}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{text} must be at most {maximum:g}{what}")
         return value
     return parse
 
@@ -34,6 +37,8 @@ def number(kind, *, minimum=None, strict: bool = False, what: str = ""):
 positive_int = number(int, minimum=0, strict=True)
 nonneg_int = number(int, minimum=0)
 positive_float = number(float, minimum=0, strict=True)
+# --timeout: seconds > 0, at most a week (RunSettings.timeout_s's bound)
+timeout_seconds = number(float, minimum=0, strict=True, maximum=MAX_TIMEOUT_S, what=" seconds (a week at most)")
 nonneg_float = number(float, minimum=0)
 seed_int = number(int, minimum=0)
 

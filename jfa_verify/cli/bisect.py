@@ -15,6 +15,7 @@ from jfa_verify.cli.arguments import (
     positive_float,
     positive_int,
     seed_int,
+    timeout_seconds,
 )
 
 HELP = ("find the kernel commit that broke correctness, speed or bits "
@@ -63,7 +64,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--atol", type=nonneg_float, default=None, help="drift tolerance (--drift)")
     parser.add_argument("--build", default=None, metavar="CMD",
                         help="shell command run in the checkout first at each commit; non-zero exit skips the commit")
-    parser.add_argument("--timeout", type=positive_float, default=None,
+    parser.add_argument("--timeout", type=timeout_seconds, default=None,
                         help="seconds per case (past it: skip, or bad with --hang-is-bad)")
     parser.add_argument("--hang-is-bad", action="store_true",
                         help="a case still running after --timeout is bad, not skipped: to bisect a regression "

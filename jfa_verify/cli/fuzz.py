@@ -14,6 +14,7 @@ from jfa_verify.cli.arguments import (
     positive_float,
     positive_int,
     seed_int,
+    timeout_seconds,
 )
 from jfa_verify.core.exits import FINDINGS_IN_WORDS
 
@@ -37,7 +38,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=seed_int, default=None,
                         help="seed of worker 0 (worker w > 0: a seed hashed from both, so that campaigns with "
                              "neighbouring seeds draw apart); default: a fresh random seed, printed")
-    parser.add_argument("--timeout", type=positive_float, default=120.0,
+    parser.add_argument("--timeout", type=timeout_seconds, default=120.0,
                         help="seconds per case (compilation included) before it is a hang finding (default 120)")
     parser.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
     parser.add_argument("--workers", "--jobs", type=positive_int, default=None,

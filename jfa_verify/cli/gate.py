@@ -18,6 +18,7 @@ from jfa_verify.cli.arguments import (
     positive_float,
     positive_int,
     seed_int,
+    timeout_seconds,
 )
 from jfa_verify.run.settings import DEFAULT_CASE_TIMEOUT_S
 
@@ -70,7 +71,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--reproducers", default=DEFAULT_REPRODUCERS, type=folder,
                         help="folder for failing-case files (default: %(default)s; a campaign keeps its Hypothesis "
                              "files in its .hypothesis subfolder)")
-    parser.add_argument("--timeout", type=positive_float, default=DEFAULT_CASE_TIMEOUT_S,
+    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_CASE_TIMEOUT_S,
                         help="seconds per case, Triton's compiling included, before it is a hang (default: "
                              "%(default)g, as `run`'s; a recorded hang replayed by --replay waits no longer than its "
                              "run did; compute-sanitizer gets this long for its whole run)")

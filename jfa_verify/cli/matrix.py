@@ -18,6 +18,7 @@ from jfa_verify.cli.arguments import (
     positive_float,
     positive_int,
     seed_int,
+    timeout_seconds,
 )
 
 HELP = ("kernels x cases in one table: pass/fail/error/unsupported, worst headroom, "
@@ -48,7 +49,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--filter", default=None, type=name_part, help="only cases whose name contains this text")
     parser.add_argument("--max-cases", type=positive_int, default=None, help="only the first N cases of the suites")
     parser.add_argument("--seed", type=seed_int, default=0, help="seed of the suites' values and of the campaigns")
-    parser.add_argument("--timeout", type=positive_float, default=None,
+    parser.add_argument("--timeout", type=timeout_seconds, default=None,
                         help="seconds per case; one past it is a hang finding (with --no-isolate it ends the run, "
                              "exit 3)")
     parser.add_argument("--deadline", type=positive_float, default=None,

@@ -9,8 +9,8 @@ from jfa_verify.cli.arguments import (
     UsageError,
     existing_file,
     kernel_options,
-    positive_float,
     positive_int,
+    timeout_seconds,
 )
 from jfa_verify.core.exits import FINDINGS_IN_WORDS
 
@@ -26,7 +26,7 @@ DESCRIPTION = ("Re-run a case file written by run, fuzz, gate or matrix (or an i
 def add_arguments(parser) -> None:
     parser.add_argument("file", nargs="?", type=existing_file, help="case file written by run or a fuzz campaign")
     parser.add_argument("--case", help="inline case JSON instead of a file")
-    parser.add_argument("--timeout", type=positive_float, default=None,
+    parser.add_argument("--timeout", type=timeout_seconds, default=None,
                         help="run in a case worker with this limit (a recorded crash or hang always runs in one)")
     parser.add_argument("--memory", choices=("nan", "large"), default=None,
                         help="guard bands around every allocation, uninitialized memory filled with NaN or large "

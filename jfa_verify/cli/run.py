@@ -11,9 +11,9 @@ from jfa_verify.cli.arguments import (
     kernel_options,
     name_part,
     new_file,
-    positive_float,
     positive_int,
     seed_int,
+    timeout_seconds,
 )
 from jfa_verify.core.exits import FINDINGS_IN_WORDS, ExitCode
 from jfa_verify.run.settings import DEFAULT_CASE_TIMEOUT_S
@@ -51,7 +51,7 @@ def add_arguments(run) -> None:
     run.add_argument("--quiet", "-q", action="store_true",
                      help="print the summary and the failures only: the table of failing cases, each failure's "
                           "explanation and the final line (no header, coverage tables or progress lines)")
-    run.add_argument("--timeout", type=positive_float, default=DEFAULT_CASE_TIMEOUT_S,
+    run.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_CASE_TIMEOUT_S,
                      help="seconds per case, Triton's compiling included (default: %(default)g, room for the "
                           "slowest honest case on the CPU interpreter or a GPU's cold cache); a case still running "
                           "then is recorded as a hang, its worker killed, and the run goes on (exit 3 at the end); "

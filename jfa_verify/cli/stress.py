@@ -5,7 +5,16 @@ from __future__ import annotations
 import os
 import sys
 
-from jfa_verify.cli.arguments import EXIT_FAIL, EXIT_OK, EXIT_USAGE, kernel_options, new_file, number, seed_int
+from jfa_verify.cli.arguments import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    kernel_options,
+    new_file,
+    number,
+    seed_int,
+    timeout_seconds,
+)
 from jfa_verify.core.exits import ExitCode, declare_exit
 from jfa_verify.run.settings import DEFAULT_CASE_TIMEOUT_S as DEFAULT_TIMEOUT_S
 
@@ -41,7 +50,7 @@ def add_arguments(parser) -> None:
                              "runs in the short-sequence cases (default 8 on CUDA, 1 on the CPU)")
     parser.add_argument("--seed", type=seed_int, default=0, help="seed of the cases' inputs and the launch orders")
     parser.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
-    parser.add_argument("--timeout", type=number(float, minimum=0.001), default=DEFAULT_TIMEOUT_S,
+    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT_S,
                         help="seconds one rerun of one case may take, Triton's compiling included, before it is a hang "
                              f"(default {DEFAULT_TIMEOUT_S:g}, as `run`'s): the hung case is named, --json is written, "
                              "and the command exits 3 at once (a hung kernel cannot be interrupted)")

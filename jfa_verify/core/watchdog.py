@@ -7,7 +7,10 @@ import contextlib
 import threading
 from typing import Callable, Iterator, Optional
 
-__all__ = ["watchdog"]
+__all__ = ["MAX_TIMEOUT_S", "watchdog"]
+
+# The longest --timeout taken: a week (a timer of 1e12 s overflowed the OS's clock in multiprocessing's wait, exit 70)
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 @contextlib.contextmanager

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.watchdog import MAX_TIMEOUT_S
 from jfa_verify.judge.memory import FILLS
 
-__all__ = ["DEFAULT_CASE_TIMEOUT_S", "MEMORY_MODES", "RunSettings"]
+__all__ = ["DEFAULT_CASE_TIMEOUT_S", "MAX_TIMEOUT_S", "MEMORY_MODES", "RunSettings"]
 
 MEMORY_MODES = tuple(f for f in FILLS if f is not None)  # the tracked-memory fills (None: no tracking)
 
@@ -71,9 +72,9 @@ class RunSettings:
                 raise InvalidInput(f"{name}={getattr(self, name)!r}: give True or False")
         if self.timeout_s is not None and (isinstance(self.timeout_s, bool)
                                            or not isinstance(self.timeout_s, (int, float))
-                                           or not self.timeout_s > 0):
-            raise InvalidInput(f"timeout_s={self.timeout_s!r}: give the seconds a case may run, a number > 0, "
-                               f"or None for no limit")
+                                           or not 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise InvalidInput(f"timeout_s={self.timeout_s!r}: give the seconds a case may run, a number > 0 and at "
+                               f"most {MAX_TIMEOUT_S:g} (a week), or None for no limit")
         if isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1 or \
                 (self.jobs > 1 and not self.isolate):
             raise InvalidInput(f"jobs={self.jobs!r}: give an integer >= 1; more than one needs isolated workers "
