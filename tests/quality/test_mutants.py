@@ -392,7 +392,8 @@ def test_sparse_bugs_of_blocks_spanning_several_tiles_die_in_the_default_suites_
     settings = RunSettings(isolate=True, timeout_s=10, plugins=(plugin,))
     with Verifier(get_kernel(f"tile-mutant-{name}"), "cpu", tmp_path, settings) as verifier:
         killer = next((r for c in rows if (r := verifier.verify(c)).status != "pass"), None)
-    assert killer is not None and killer.status in ("fail", "hang"), (name, killer and killer.explain())
+    # (walking outside its ranges, a mutant may also end its worker: the interpreter does not bound accesses)
+    assert killer is not None and killer.status in ("fail", "hang", "crash"), (name, killer and killer.explain())
     t0 = time.monotonic()
     assert run_case(killer.case, get_kernel("triton_jfa"), torch.device("cpu")).status == "pass"
     assert time.monotonic() - t0 < 10 / 2  # (a hang of the mutant is not a slow machine's)
