@@ -258,6 +258,8 @@ def test_stress_command_names_a_hung_rerun_writes_its_report_and_exits_3(tmp_pat
     assert hung[0]["name"] == payload["cases"][HANG_AT - N_CPU_CASES]["name"]
     assert "rerun 1 (mode plain) had no result after 12 s" in hung[0]["message"]
     assert f"[HANG] stress case {hung[0]['name']}" in done.stderr
+    # the case rerun just before the hang had differed at its rerun 1: its verdict survives the hang
+    assert [c["status"] for c in payload["cases"]].count("fail") == 1, payload
 
 
 def test_an_interrupted_stress_command_prints_and_writes_the_reruns_so_far(tmp_path):
@@ -324,8 +326,10 @@ def test_gate_stress_marks_the_hung_case_file_and_exits_3(tmp_path):
     assert done.returncode == 3, done.stdout + done.stderr
     files = sorted(repro.glob("*.json"))
     statuses = [read_case_file(f)[1]["status"] for f in files]
-    # the hung case's file says hang; the other cases' files, whose reruns were under way, stay running
-    assert statuses.count("hang") == 1 and set(statuses) <= {"hang", "running"}, statuses
+    # the hung case's file says hang; the case that failed just before the hang keeps its finding; the others, whose
+    # reruns the hang cut short, leave no file (a "running" one would be offered for replay as a killed process's
+    # case: a trial, 2026-12-06)
+    assert sorted(statuses) == ["fail", "hang"], statuses
     assert "its case file: " in done.stderr
 
 

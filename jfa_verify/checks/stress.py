@@ -573,7 +573,8 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
     :data:`STRESS_KEY` saying how it was rerun and what differed (``verdict.reproducer``); a pass leaves none.
 
     A rerun still running after ``options.timeout_s`` is a hang, and a hung kernel cannot be interrupted from Python:
-    its verdict becomes ``hang``, its case file (with ``corpus``) is marked ``hang``, ``on_stop(report)`` is called
+    its verdict becomes ``hang``, its case file (with ``corpus``) is marked ``hang`` (the other cases' files are kept
+    when they failed before it and removed otherwise, as on a stop), ``on_stop(report)`` is called
     (the caller writes what it keeps, e.g. the JSON report), a ``[HANG]`` line names the case, the rerun and its
     mode on stderr, and the process ends with exit status :data:`~jfa_verify.run.corpus.TIMEOUT_EXIT_CODE`. On
     Ctrl-C (KeyboardInterrupt) ``report.interrupted`` is set, ``on_stop(report)`` is called with the verdicts so
@@ -609,18 +610,26 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
                 paths[id(state)] = files.enter_context(corpus.guard(
                     state.verdict.case, kernel.name, str(device), None, settings.plugins,
                     {STRESS_KEY: {"reruns": reruns, "modes": list(options.modes), "seed": options.seed}}))
-        try:
-            _run_rounds(kernel, device, options, settings, report, live, reruns, modes, sm_count, log,
-                        lambda state, rnd: _hung(report, state, rnd, options, paths.get(id(state)), on_stop, t0))
-        except BaseException as e:  # Ctrl-C, or the framework's own failure
-            stopped = isinstance(e, KeyboardInterrupt)
-            for state in live:
+        def settle(cut_short: "list[_State]", keep_failures: bool) -> None:
+            """The files of cases an end cut short: a failure found before it is its verdict (kept); a case with
+            no verdict leaves no file (a ``running`` file would be offered for replay as if its process died)."""
+            for state in cut_short:
                 if id(state) not in paths:
                     continue
-                if stopped and state.verdict.status in ("fail", "error"):  # a failure found before the stop is
-                    _keep(corpus, paths[id(state)], state.verdict, reruns, options, settings)  # its verdict: kept
-                else:  # no verdict, so no file
+                if keep_failures and state.verdict.status in ("fail", "error"):
+                    _keep(corpus, paths[id(state)], state.verdict, reruns, options, settings)
+                else:
                     corpus.discard(paths[id(state)])
+
+        def hung(state: _State, rnd: Round) -> None:
+            settle([s for s in live if s is not state], keep_failures=True)
+            _hung(report, state, rnd, options, paths.get(id(state)), on_stop, t0)
+
+        try:
+            _run_rounds(kernel, device, options, settings, report, live, reruns, modes, sm_count, log, hung)
+        except BaseException as e:  # Ctrl-C, or the framework's own failure
+            stopped = isinstance(e, KeyboardInterrupt)
+            settle(live, keep_failures=stopped)
             if stopped:  # the reruns so far are the caller's to keep
                 report.interrupted, report.seconds = True, time.perf_counter() - t0
                 for state in live:  # (a case the stop cut short has no verdict: "pass, 0 rerun(s)" said it passed)

@@ -5,7 +5,9 @@ Plain torch, forward only: each computes the float64 reference rounded to the in
 * ``stress-rare-race`` (declares itself deterministic) flips the lowest bit of one element of O on one call in
   :data:`RATE` (what a race seen rarely does: a 1-ulp change, within every budget, visible only bit for bit);
 * ``stress-noisy`` (declares itself non-deterministic) adds run-to-run noise far inside the budget: it passes;
-* ``stress-hang`` (deterministic) never returns from its call number :data:`HANG_AT` (a deadlocked pipeline).
+* ``stress-hang`` (deterministic) flips the lowest bit of O's first element on the call before :data:`HANG_AT`
+  (so one case has failed before the hang) and never returns from its call number :data:`HANG_AT` (a deadlocked
+  pipeline).
 Each implementation's ``log`` (shared with its ``with_programs(n)`` copies) counts its calls (``calls``) and
 records the calls it perturbed (``perturbed``) and the program caps asked for (``programs``).
 """
@@ -73,6 +75,10 @@ def _noisy(log, o, lse, q_offsets):
 
 
 def _hang(log, o, lse, q_offsets):
+    if log.calls == HANG_AT - 1:  # rerun 1 of the case run first in its round: a 1-ulp change, seen bit for bit
+        log.perturbed.append(log.calls)
+        first = o.view(-1)[:1].view(torch.int16 if o.element_size() == 2 else torch.int32)
+        first ^= 1
     if log.calls == HANG_AT:
         import time
 
