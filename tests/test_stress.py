@@ -20,6 +20,7 @@ from jfa_verify.checks.stress import (
     run_stress,
     stress_cases,
     stress_length,
+    unsupported_shapes,
 )
 from jfa_verify.cli import main
 from jfa_verify.core.errors import InvalidInput
@@ -103,6 +104,41 @@ def test_stress_cases_skip_shapes_outside_the_capabilities():
                     lambda p: TileSizes(32, 16))
     cases = stress_cases(no_gqa, "cpu", laps=1)
     assert cases and all(c.num_heads_q == c.num_heads_kv for c in cases)
+    # the shapes left out are named with the kernel's reason (what `stress` prints when none is left)
+    skipped = unsupported_shapes(no_gqa, "cpu")
+    assert len(skipped) == len(CPU_SHAPES) - len({(c.num_heads_q, c.head_dim, c.causal) for c in cases})
+    assert skipped and all("H=4/2" in shape and "gqa" in why.lower() for shape, why in skipped.items()), skipped
+
+
+def test_a_kernel_refusing_a_case_at_its_first_call_makes_it_unsupported_not_an_error(capsys):
+    """Regression (a new user's trial, 2026-12-06): a kernel raising UnsupportedCase when called was an ``error``
+    finding (exit 1) in ``stress`` where ``run`` calls the case unsupported; a refusal after a rerun ran stays an
+    error. With no case left, ``stress`` names each shape and the reason it was left out, and exits 2."""
+    from jfa_verify.core.errors import UnsupportedCase
+
+    calls = []
+
+    def refuse_from(n):
+        def impl(q, *args, **kwargs):
+            calls.append(1)
+            if len(calls) > n:
+                raise UnsupportedCase("head dim 16 is not built")
+            return q.clone(), torch.zeros(q.shape[1], q.shape[0])
+        return impl
+
+    import torch
+
+    for first_ok, status in ((0, "unsupported"), (1, "error")):
+        calls.clear()
+        kernel = Kernel("refuses", "", lambda n=first_ok: refuse_from(n), Capabilities(backward=False),
+                        lambda p: TileSizes(32, 16))
+        report = run_stress(kernel, "cpu", StressOptions(reruns=2), cases=[SMALL])
+        (v,) = report.verdicts
+        assert v.status == status and "head dim 16 is not built" in v.message, v.describe()
+        assert report.status == ("skip" if status == "unsupported" else "error")
+    assert main(["stress", "--kernel", "gluon_jfa", "--device", "cpu", "--reruns", "2"]) == 2
+    out = capsys.readouterr().out
+    assert out.count("device=cpu not in ('cuda',)") == len(CPU_SHAPES) and "nothing checked" in out, out
 
 
 # -- the perturbation schedule ------------------------------------------------------------------------------------

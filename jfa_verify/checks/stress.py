@@ -44,7 +44,7 @@ import torch
 from jfa_verify.cases.case import Case
 from jfa_verify.checks.determinism import RerunDifference, first_difference, rerun_difference, rerun_result
 from jfa_verify.core.contract import JaggedProblem, key_range
-from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.errors import InvalidInput, KernelUnavailable, UnsupportedCase
 from jfa_verify.core.exits import declare_exit
 from jfa_verify.core.watchdog import watchdog
 from jfa_verify.oracles import padded_sdpa_attention, reference_attention
@@ -54,7 +54,7 @@ from jfa_verify.run.settings import RunSettings
 
 __all__ = ["DEFAULT_RERUNS", "MAX_LAPS", "MODES", "STRESS_KEY", "UNIT_CASES", "NoiseKernel", "Round", "RerunDifference",
            "StressOptions", "StressReport", "StressVerdict", "mode_reasons", "pipeline_laps", "plan_rounds",
-           "program_laps", "run_stress", "stress_cases", "stress_length", "unit_lengths"]
+           "program_laps", "run_stress", "stress_cases", "stress_length", "unit_lengths", "unsupported_shapes"]
 
 MODES = ("plain", "noise", "fewer_sms", "launch_order")
 # The key of a stress finding's case file: {"reruns": N, "modes": [...], "seed": S, "first_difference": {...}, ...}
@@ -194,6 +194,23 @@ def _dtype_for(kernel: Kernel) -> str:
                        f"(dtypes={kernel.capabilities.dtypes}): the stress check has no dtype to run it in")
 
 
+def _shape_reasons(kernel: Kernel, device: torch.device, dtype: str):
+    """``((heads_q, heads_kv, head_dim, causal), reason)`` for each stress shape of ``device``; ``reason`` is None for
+    a shape inside the kernel's capabilities."""
+    for heads_q, heads_kv, head_dim, causal in (SHAPES if device.type == "cuda" else CPU_SHAPES):
+        shape = JaggedProblem.of_shape(head_dim, None, getattr(torch, dtype), device, num_heads_q=heads_q,
+                                       num_heads_kv=heads_kv, causal=causal)
+        yield (heads_q, heads_kv, head_dim, causal), kernel.unsupported_reason(shape)
+
+
+def unsupported_shapes(kernel: Kernel, device: "torch.device | str") -> dict[str, str]:
+    """``{shape: reason}`` for the stress shapes of ``device`` that ``kernel`` declares unsupported (what a stress
+    run that found no case to run names), e.g. ``{"H=8/8 D=128 causal": "needs a CUDA device"}``."""
+    device = torch.device(device)
+    return {f"H={hq}/{hkv} D={d} {'causal' if c else 'full'}": why
+            for (hq, hkv, d, c), why in _shape_reasons(kernel, device, _dtype_for(kernel)) if why is not None}
+
+
 def stress_cases(kernel: Kernel, device: "torch.device | str", *, laps: int, stages: int = PIPELINE_STAGES,
                  seed: int = 0, programs: Optional[int] = None) -> list[Case]:
     """The stress cases for ``kernel`` on ``device``: one per shape of :data:`SHAPES` (:data:`CPU_SHAPES` on the
@@ -216,10 +233,8 @@ def stress_cases(kernel: Kernel, device: "torch.device | str", *, laps: int, sta
 
         programs = default_num_sms(device)
     cases, unit_cases = [], []
-    for heads_q, heads_kv, head_dim, causal in (SHAPES if device.type == "cuda" else CPU_SHAPES):
-        shape = JaggedProblem.of_shape(head_dim, None, getattr(torch, dtype), device, num_heads_q=heads_q,
-                                       num_heads_kv=heads_kv, causal=causal)
-        if kernel.unsupported_reason(shape) is not None:
+    for (heads_q, heads_kv, head_dim, causal), reason in _shape_reasons(kernel, device, dtype):
+        if reason is not None:
             continue
         tiles = tiles_for_shape(kernel, head_dim, dtype=getattr(torch, dtype), device_type=device.type)
         n = stress_length(tiles, 2 * laps, stages)  # the half-length sequence still makes `laps` laps
@@ -500,8 +515,12 @@ def _rerun(state: _State, kernel: Kernel, rnd: Round, settings: RunSettings) -> 
         got = call_kernel(kernel, state.problem, state.tensors, v.case, backward=state.backward).outputs
         got = {n: t.detach().clone() for n, t in got.items() if isinstance(t, torch.Tensor)}
     except Exception as e:  # the kernel under test may fail in any way
-        v.status, state.done = "error", True
-        v.message = f"rerun {rnd.index} (mode {rnd.mode}): {type(e).__name__}: {e}"
+        # a kernel that refuses the case at its first call declares it unsupported, as `run` reads it; a refusal
+        # after a rerun ran is the kernel's error
+        refused = v.reruns == 0 and isinstance(e, (KernelUnavailable, UnsupportedCase))
+        v.status, state.done = ("unsupported" if refused else "error"), True
+        v.message = (f"kernel {kernel.name!r}: {type(e).__name__}: {e}" if refused
+                     else f"rerun {rnd.index} (mode {rnd.mode}): {type(e).__name__}: {e}")
         return
     v.reruns += 1
     judge = not v.deterministic or state.first is None

@@ -101,7 +101,15 @@ def main(args, ctx) -> int:
     print(f"stress: {report.status} in {report.seconds:.1f} s")
     write(report)
     if report.status == "skip":
-        print(f"no stress case is inside {kernel.name}'s capabilities: nothing checked")
+        from jfa_verify.checks.stress import unsupported_shapes
+        from jfa_verify.run.runner import skipped_lines, unsupported_reasons
+
+        for line in skipped_lines(unsupported_reasons(report.verdicts)):
+            print(f"  {line}")
+        if not report.verdicts:
+            for shape, why in unsupported_shapes(kernel, device).items():
+                print(f"  shape {shape}: {why}")
+        print(f"no stress case is inside {kernel.name}'s capabilities on {device}: nothing checked")
         return EXIT_USAGE
     return EXIT_FAIL if report.status in ("fail", "error") else EXIT_OK
 
