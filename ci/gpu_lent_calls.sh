@@ -25,9 +25,10 @@
 # Call 10: what calls 3 and 5 left on the H200 (2026-12-06): the three blind block-sparse mutants call 3's time did
 #          not reach (issue 41), beside `jfa-verify stress` on the three race mutants that passed call 5's stress
 #          before the short-sequence stress cases existed (issue 42). Run after call 6.
+# Call 11: call 10 beside both kernels' stress stages and tests/test_stress.py on the GPU (a short budget's call).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-call=${1:?give the call: 1 to 10}
+call=${1:?give the call: 1 to 11}
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 L=/tmp/c$call; mkdir -p $L
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tcache}
@@ -174,8 +175,25 @@ elif [ "$call" = 10 ]; then
   for m in fwd_o_store_wait_leaves_one_pending fwd_last_v_released_before_pv_wait fwd_o_store_not_waited_at_exit; do
     echo "== $m"; grep -vE "^\s*$" $L/stress-$m.log | tail -8 | cut -c1-300
   done
+elif [ "$call" = 11 ]; then
+  # Call 10 beside the stress check of the unmutated kernels (both, 200 reruns: the first GPU run of the
+  # short-sequence stress cases) and tests/test_stress.py on the GPU: for a session whose device time has room for
+  # two calls only (2026-12-06), with call 6.
+  ( GATE_KERNELS=triton_jfa STAGES=stress OUT=$L/st timeout -k 5 540 bash ci/gpu_run.sh >$L/stress-triton.log 2>&1
+    echo "triton_jfa stress stage exit $? at $(el) s" >>$L/status.txt ) &
+  ( GATE_KERNELS=gluon_jfa STAGES=stress OUT=$L/sg timeout -k 5 540 bash ci/gpu_run.sh >$L/stress-gluon.log 2>&1
+    echo "gluon_jfa stress stage exit $? at $(el) s" >>$L/status.txt ) &
+  ( timeout -k 5 540 python3 -m pytest -q -p no:cacheprovider -n 3 --jfa-device cuda -m "not gpu_exclusive" -rfE \
+      tests/test_stress.py >$L/test-stress.log 2>&1
+    echo "tests/test_stress.py on cuda exit $? at $(el) s" >>$L/status.txt ) &
+  OUT=$OUT bash "$0" 10 >$L/call10.log 2>&1
+  wait
+  cat $L/status.txt
+  grep -hE "^stress:|fail|hang|^  stress-" $L/st/stress-*.log $L/sg/stress-*.log | head -30
+  tail -4 $L/test-stress.log; cat $L/call10.log | grep -v "^total\|^-r\|^d"
+  cp -r /tmp/c10 $L/c10 2>/dev/null
 else
-  echo "ci/gpu_lent_calls.sh: call must be 1 to 10, got $call" >&2; exit 2
+  echo "ci/gpu_lent_calls.sh: call must be 1 to 11, got $call" >&2; exit 2
 fi
 # (only a few files come back from a lent machine, none deep: one archive per call)
 tar czf $OUT/c$call.tgz -C $L --exclude cal/records.tgz . 2>/dev/null; ls -la $OUT
