@@ -465,6 +465,10 @@ def test_a_stress_finding_replays_by_rerunning_and_says_when_it_reruns_fewer(tmp
     out = capsys.readouterr().out
     assert f"replaying 2 of the {FIRST + 1} recorded reruns (it first showed at rerun {FIRST})" in out
     assert "[PASS] 2 reruns" in out and "agree bit for bit" in out
+    # one rerun compares with nothing: refused by the argument's own check, which says 2 (it said "> 0" for 0 and then
+    # refused 1 as well; a trial, 2026-12-06)
+    assert main(["replay", verdict.reproducer, "--plugin", PLUGIN, "--reruns", "1"]) == 2
+    assert "--reruns: 1 must be >= 2" in capsys.readouterr().err
 
 
 def test_a_rerun_difference_shows_the_element_that_moved_most_not_a_signed_zero():

@@ -9,7 +9,7 @@ from jfa_verify.cli.arguments import (
     UsageError,
     existing_file,
     kernel_options,
-    positive_int,
+    number,
     timeout_seconds,
 )
 from jfa_verify.core.exits import FINDINGS_IN_WORDS
@@ -32,7 +32,7 @@ def add_arguments(parser) -> None:
                         help="guard bands around every allocation, uninitialized memory filled with NaN or large "
                              "values (default: what the case file recorded: the gate's canary and recycled-memory "
                              "runs)")
-    parser.add_argument("--reruns", type=positive_int, default=None,
+    parser.add_argument("--reruns", type=number(int, minimum=2), default=None,
                         help="a determinism or stress finding: rerun it N times (>= 2; default: as many as its file "
                              "says, a stress file at most 50)")
     kernel_options(parser, kernel_default=None, reproducers=False)
