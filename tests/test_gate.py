@@ -85,6 +85,20 @@ def test_junit_counts_failures_and_names_the_case(tmp_path):
     assert "past its end" in failure.get("message")
 
 
+def test_junit_names_each_passed_case_after_the_case_it_ran(tmp_path):
+    """Regression (a new user's trial, 2026-12-06): a check's passed testcases were named passed-0, passed-1, ...:
+    a CI page said which checks passed but not on which cases. Each is named as the case (the names in the JSON)."""
+    assert _gate(tmp_path, "--kernel", "exact-ref", *CHEAP) == 0
+    suites = {s.get("name"): [c.get("name") for c in s.findall("testcase")]
+              for s in ET.parse(tmp_path / "g.xml").getroot().findall("testsuite")}
+    results = _results(tmp_path)
+    for check in ("determinism", "canaries", "recycled_memory"):
+        cases = suites[f"exact-ref.{check}"]
+        assert len(cases) == results[("exact-ref", check)]["cases"] == 2, suites
+        assert cases == results[("exact-ref", check)]["passed"] and not any(n.startswith("passed-") for n in cases)
+    assert suites["exact-ref.canaries"] == suites["exact-ref.determinism"]  # the same small cases, by name
+
+
 def test_kernel_the_device_cannot_run_is_skipped_with_the_reason_and_nothing_checked_exits_2(tmp_path, capsys):
     rc = main(["gate", "--device", "cpu", "--kernel", "gluon_jfa", "--checks", "suite",
                f"--json={tmp_path / 'g.json'}", f"--junit={tmp_path / 'g.xml'}", f"--markdown={tmp_path / 'g.md'}"])

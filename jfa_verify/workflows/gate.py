@@ -116,6 +116,13 @@ class CheckResult:
     # cases the kernel declared unsupported, by the reason it gave: not checked, so named in every report (a
     # reviewer reading PASS could not tell that a new user's broadcast-Q cases were never run)
     unsupported: dict = field(default_factory=dict)
+    # the names of the cases that passed, where the check knows them: JUnit's passed testcases carry them (a CI
+    # page listing "passed-0", "passed-1" named nothing a reader could replay)
+    passed: list[str] = field(default_factory=list)
+
+
+def _name(case) -> str:
+    return case.name or case.case_id()
 
 
 class _Interrupted(KeyboardInterrupt):
@@ -265,8 +272,10 @@ class GateReport:
             for name, p in ratios.items():  # the configurations at or above the minimum ratio (or with none asked)
                 _junit_ratio(ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=name), p)
             passed = r.cases - len(r.findings) - len(ratios)
-            for i in range(max(0, passed) if r.status != "error" else 0):
-                ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"passed-{i}")
+            names = r.passed[:max(0, passed)]
+            names += [f"passed-{i}" for i in range(len(names), max(0, passed))]  # (where the check names none)
+            for name in (names if r.status != "error" else []):
+                ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=name)
         for suite in root:  # the counts of the testcases written (an interrupted check's said 1 test, 5 failures)
             cases = suite.findall("testcase")
             suite.set("tests", str(len(cases)))
@@ -351,7 +360,7 @@ def _finding(check: str, result) -> Finding:
     text = result.explain()
     summary = (result.findings_of("memory") or result.findings_of("contract")
                or [next((line.strip() for line in text.splitlines()[1:] if line.strip()), result.status)])[0]
-    return Finding(check, result.case.name or result.case.case_id(), result.status, summary, text,
+    return Finding(check, _name(result.case), result.status, summary, text,
                    result.replay_command(), result.reproducer)
 
 
@@ -449,7 +458,8 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
     out = CheckResult(kernel.name, "suite", status, cases=len(checked),
                       findings=[_finding("suite", r) for r in results if r.failed] + broken,
                       details=[built.summary(), relations_line] + skipped_lines(unsupported),
-                      precompile=built.to_dict(), unsupported=unsupported)
+                      precompile=built.to_dict(), unsupported=unsupported,
+                      passed=[_name(r.case) for r in checked if r.status == "pass"])
     if not checked:
         out.status, out.reason = "skip", f"no suite case is inside the kernel's capabilities ({results[0].message})"
     return out
@@ -634,10 +644,11 @@ def _check_determinism(kernel, device, options, plugins) -> CheckResult:
 
     cases = small_cases(kernel, device, options.small_cases, options.run.seed)
     pairs = verify_reruns(cases, kernel, device, Corpus(options.reproducers), _settings(options), reruns=options.reruns)
-    out = CheckResult(kernel.name, "determinism", _status_of([r for _, r in pairs]), cases=len(pairs))
+    out = CheckResult(kernel.name, "determinism", _status_of([r for _, r in pairs]), cases=len(pairs),
+                      passed=[_name(v.case) for v, r in pairs if r.status == "pass"])
     for v, r in pairs:
         if r.failed:
-            out.findings.append(Finding("determinism", v.case.name or v.case.case_id(), r.status,
+            out.findings.append(Finding("determinism", _name(v.case), r.status,
                                         (v.differences or [v.message])[0][:300], r.explain(), r.replay_command(),
                                         r.reproducer))
     if not pairs:
@@ -658,7 +669,8 @@ def _check_stress(kernel, device, options, plugins) -> CheckResult:
                         settings=_settings(options), corpus=Corpus(options.reproducers))
     checked = [v for v in report.verdicts if v.status != "unsupported"]
     out = CheckResult(kernel.name, "stress", "pass", cases=len(checked),
-                      details=[f"{report.reruns} reruns per case, {len(checked)} case(s)"] + report.mode_lines())
+                      details=[f"{report.reruns} reruns per case, {len(checked)} case(s)"] + report.mode_lines(),
+                      passed=[_name(v.case) for v in checked if v.status == "pass"])
     for v in checked:
         if v.status != "pass":
             summary = (v.first_difference.describe() if v.first_difference else (v.failures or [v.message])[0])
@@ -696,7 +708,8 @@ def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> "C
                                          [r for r in checked if r.status == "fail" and not r.findings_of("memory")])
     kept = [r for r in checked if r.case.case_id() not in unsteady]
     out = CheckResult(kernel.name, check, _status_of(kept), cases=len(checked),
-                      findings=[_finding(check, r) for r in kept if r.failed])
+                      findings=[_finding(check, r) for r in kept if r.failed],
+                      passed=[_name(r.case) for r in kept if r.status == "pass"])
     if not checked:
         out.status, out.reason = "skip", "no supported case"
     if not unsteady:
