@@ -160,11 +160,12 @@ elif [ "$call" = 4 ]; then
   echo "== bench_e2e"; tail -30 $L/e2e.log 2>/dev/null
 elif [ "$call" = 10 ]; then
   nvidia-smi --query-gpu=name --format=csv,noheader
-  timeout -s INT -k 10 500 jfa-verify mutants --catalogue tests/quality/sparse_blind_set.json --stage suite \
+  t10=${CALL10_S:-500}  # (call 11 runs it in less)
+  timeout -s INT -k 10 $t10 jfa-verify mutants --catalogue tests/quality/sparse_blind_set.json --stage suite \
     --device cuda --only sparse_fwd_query_block_by_block_n sparse_fwd_selection_without_sequence_start \
     sparse_dkdv_query_block_rows_by_block_n --jobs 3 --json $L/sparse-left-kills.json >$L/sparse-left-kills.log 2>&1 &
   for m in fwd_o_store_wait_leaves_one_pending fwd_last_v_released_before_pv_wait fwd_o_store_not_waited_at_exit; do
-    ( JFA_MUTANT_CATALOGUE=gluon_jfa_races timeout -k 5 480 jfa-verify stress --device cuda \
+    ( JFA_MUTANT_CATALOGUE=gluon_jfa_races timeout -k 5 $(( t10 - 20 )) jfa-verify stress --device cuda \
         --plugin ci/catalogue_mutant_plugin.py --kernel mutant-gluon_jfa_races-$m --reruns 200 --timeout 60 \
         --json $L/stress-$m.json --reproducers $L/repro-$m >$L/stress-$m.log 2>&1
       echo "stress $m exit $? at $(el) s" >>$L/status.txt ) &
@@ -179,14 +180,14 @@ elif [ "$call" = 11 ]; then
   # Call 10 beside the stress check of the unmutated kernels (both, 200 reruns: the first GPU run of the
   # short-sequence stress cases) and tests/test_stress.py on the GPU: for a session whose device time has room for
   # two calls only (2026-12-06), with call 6.
-  ( GATE_KERNELS=triton_jfa STAGES=stress OUT=$L/st timeout -k 5 540 bash ci/gpu_run.sh >$L/stress-triton.log 2>&1
+  ( GATE_KERNELS=triton_jfa STAGES=stress OUT=$L/st timeout -k 5 470 bash ci/gpu_run.sh >$L/stress-triton.log 2>&1
     echo "triton_jfa stress stage exit $? at $(el) s" >>$L/status.txt ) &
-  ( GATE_KERNELS=gluon_jfa STAGES=stress OUT=$L/sg timeout -k 5 540 bash ci/gpu_run.sh >$L/stress-gluon.log 2>&1
+  ( GATE_KERNELS=gluon_jfa STAGES=stress OUT=$L/sg timeout -k 5 470 bash ci/gpu_run.sh >$L/stress-gluon.log 2>&1
     echo "gluon_jfa stress stage exit $? at $(el) s" >>$L/status.txt ) &
-  ( timeout -k 5 540 python3 -m pytest -q -p no:cacheprovider -n 3 --jfa-device cuda -m "not gpu_exclusive" -rfE \
+  ( timeout -k 5 470 python3 -m pytest -q -p no:cacheprovider -n 3 --jfa-device cuda -m "not gpu_exclusive" -rfE \
       tests/test_stress.py >$L/test-stress.log 2>&1
     echo "tests/test_stress.py on cuda exit $? at $(el) s" >>$L/status.txt ) &
-  OUT=$OUT bash "$0" 10 >$L/call10.log 2>&1
+  CALL10_S=470 OUT=$OUT bash "$0" 10 >$L/call10.log 2>&1
   wait
   cat $L/status.txt
   grep -hE "^stress:|fail|hang|^  stress-" $L/st/stress-*.log $L/sg/stress-*.log | head -30
