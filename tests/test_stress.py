@@ -268,6 +268,14 @@ def test_stress_command_writes_its_report_and_exits_by_the_verdict(tmp_path, cap
     payload = json.loads(report.read_text())
     assert payload["status"] == "pass" and payload["modes_run"] == {"plain": 1, "launch_order": 1}
     assert len(payload["cases"]) == N_CPU_CASES and "stress: pass" in out
+    # a mode asked for that the reruns never reached is named, with the count that reaches it (it was in neither
+    # list: a trial, 2026-12-06)
+    assert main(["stress", "--device", "cpu", "--plugin", PLUGIN, "--kernel", "stress-exact", "--reruns", "2",
+                 "--modes", "plain", "launch_order", "fewer_sms", "--json", str(report)]) == 0
+    payload = json.loads(report.read_text())
+    assert payload["modes_run"] == {"plain": 1, "launch_order": 1}, payload["modes_run"]
+    assert "--reruns 3 reaches every mode" in payload["modes_skipped"]["fewer_sms"]
+    assert "mode fewer_sms: skipped: no rerun left for it" in capsys.readouterr().out
     assert main(["stress", "--device", "cpu", "--reruns", "1"]) == 2  # a usage error, not a finding
 
 

@@ -661,6 +661,11 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
         for state in live:
             if id(state) in paths:
                 _keep(corpus, paths[id(state)], state.verdict, reruns, options, settings)
+    enough = 1 + sum(m != "plain" for m in modes)
+    for mode in modes:  # (too few reruns for every mode: the report names the ones none reached)
+        if mode not in report.modes_run:
+            report.modes_skipped[mode] = (f"no rerun left for it: {reruns} rerun(s) (rerun 0 plain, then the modes "
+                                          f"in turn) ran out first; --reruns {enough} reaches every mode")
     report.seconds = time.perf_counter() - t0
     return report
 
