@@ -337,7 +337,8 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     # (plain notes, with or without live progress: a new user's --no-progress campaign recovered findings silently)
     notes = [leftover_note(left) for left in prep["leftovers"]]
     if prep["shrink_steps_removed"] or prep["duplicates_removed"] or prep["new_findings"]:
-        notes.append(f"folder put in order before the campaign (a killed campaign's files): {prep['new_findings']} "
+        notes.append(f"folder put in order before the campaign (files earlier runs or campaigns left in it): "
+                     f"{prep['new_findings']} "
                      f"finding(s) recovered, {prep['shrink_steps_removed']} shrink step(s) and "
                      f"{prep['duplicates_removed']} duplicate(s) removed")
     for note in notes:
