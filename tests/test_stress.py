@@ -135,6 +135,8 @@ def test_a_kernel_refusing_a_case_at_its_first_call_makes_it_unsupported_not_an_
         report = run_stress(kernel, "cpu", StressOptions(reruns=2), cases=[SMALL])
         (v,) = report.verdicts
         assert v.status == status and "head dim 16 is not built" in v.message, v.describe()
+        # a kernel with no persistent grid has no units a program to report (a trial, 2026-12-06)
+        assert v.units is None and "units a program" not in v.describe() and v.to_dict()["units_per_program"] is None
         assert report.status == ("skip" if status == "unsupported" else "error")
     assert main(["stress", "--kernel", "gluon_jfa", "--device", "cpu", "--reruns", "2"]) == 2
     out = capsys.readouterr().out
@@ -211,6 +213,7 @@ def test_a_correct_deterministic_kernel_passes_every_mode_it_can_run():
     # (mode_reasons asks once for one program first: does the kernel run a persistent grid at all?)
     assert set(log.programs) == set(program_caps(default_num_sms(__import__("torch").device("cpu"))))
     assert log.calls == 7 * len(cases)
+    assert all(v.units is not None and "units a program" in v.describe() for v in report.verdicts)
 
 
 def test_a_nondeterministic_kernel_within_its_budget_passes_and_beyond_it_fails():

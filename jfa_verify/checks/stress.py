@@ -54,7 +54,8 @@ from jfa_verify.run.settings import RunSettings
 
 __all__ = ["DEFAULT_RERUNS", "MAX_LAPS", "MODES", "STRESS_KEY", "UNIT_CASES", "NoiseKernel", "Round", "RerunDifference",
            "StressOptions", "StressReport", "StressVerdict", "mode_reasons", "pipeline_laps", "plan_rounds",
-           "program_laps", "run_stress", "stress_cases", "stress_length", "unit_lengths", "unsupported_shapes"]
+           "program_laps", "run_stress", "runs_persistent", "stress_cases", "stress_length", "unit_lengths",
+           "unsupported_shapes"]
 
 MODES = ("plain", "noise", "fewer_sms", "launch_order")
 # The key of a stress finding's case file: {"reruns": N, "modes": [...], "seed": S, "first_difference": {...}, ...}
@@ -324,9 +325,16 @@ def mode_reasons(kernel: Kernel, device: torch.device, modes: Sequence[str], n_c
             reasons["fewer_sms"] = (f"the kernel protocol gives a caller no way to cap a kernel's persistent programs, "
                                     f"and {kernel.name}'s implementation ({type(impl).__name__}) offers no "
                                     f"with_programs(n) to do it")
-        elif impl.with_programs(1) is None:
+        elif not runs_persistent(kernel):
             reasons["fewer_sms"] = f"{kernel.name} runs no persistent grid (with_programs(n) returned None)"
     return reasons
+
+
+def runs_persistent(kernel: Kernel) -> bool:
+    """Whether ``kernel`` says it runs a persistent grid: its implementation offers ``with_programs(n)`` and that
+    gives a capped copy (None: one tile per program). A kernel that offers no ``with_programs`` is not known to."""
+    with_programs = getattr(kernel.impl, "with_programs", None)
+    return callable(with_programs) and with_programs(1) is not None
 
 
 class NoiseKernel:
@@ -385,7 +393,8 @@ class StressVerdict:
     kernel: str
     deterministic: bool
     laps: float
-    units: float = 0.0  # work units a persistent program runs (program_laps on the device's SMs)
+    units: Optional[float] = 0.0  # work units a persistent program runs (program_laps on the device's SMs);
+    # None for a kernel that runs no persistent grid (runs_persistent)
     status: str = "pass"
     reruns: int = 0
     first_difference: Optional[RerunDifference] = None
@@ -415,8 +424,8 @@ class StressVerdict:
                 "first_difference": None if self.first_difference is None else self.first_difference.to_dict()}
 
     def describe(self) -> str:
-        head = (f"{self.case.name}: {self.status}, {self.reruns} rerun(s), {self.laps:g} ring laps, "
-                f"{self.units:.3g} units a program")
+        head = (f"{self.case.name}: {self.status}, {self.reruns} rerun(s), {self.laps:g} ring laps"
+                + ("" if self.units is None else f", {self.units:.3g} units a program"))
         lines = [head]
         if self.first_difference is not None:
             lines.append(f"  {self.differing_reruns} rerun(s) differ bit-wise; first: "
@@ -616,6 +625,9 @@ def run_stress(kernel: Kernel, device: "torch.device | str", options: StressOpti
         report.seconds = time.perf_counter() - t0
         return report
     report.modes_skipped = mode_reasons(kernel, device, options.modes, len(live))
+    if not runs_persistent(kernel):  # (units a program means nothing without persistent programs)
+        for v in report.verdicts:
+            v.units = None
     modes = [m for m in options.modes if m not in report.modes_skipped]
     sm_count = None
     if "fewer_sms" in modes:
