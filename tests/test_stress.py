@@ -398,6 +398,31 @@ def test_triton_jfa_caps_its_persistent_programs_for_fewer_sms(jfa_device):
         base.impl.with_programs(0)
 
 
+def test_a_noise_kernel_the_full_device_cannot_start_is_a_clear_error_not_an_internal_one(monkeypatch):
+    """Regression (an H100 shared by eight jfa-verify processes, 2026-12-06): the noise kernel's side stream hit
+    "CUDA error: out of memory", and leaving the rounds then called settle() on the stream never made:
+    ``AttributeError: 'NoneType' object has no attribute 'synchronize'``, exit 70 as a jfa-verify bug. The start
+    raises DeviceOutOfMemory naming the fix, and a NoiseKernel never started leaves without error."""
+    import torch
+
+    from jfa_verify.checks.stress import NoiseKernel
+    from jfa_verify.core.errors import DeviceOutOfMemory
+
+    def full(*args, **kwargs):
+        raise torch.AcceleratorError("CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation' ...")
+
+    monkeypatch.setattr(torch.cuda, "Stream", full)
+    noise = NoiseKernel(torch.device("cuda"))
+    noise.__exit__(None, None, None)  # never entered: nothing to settle
+    with pytest.raises(DeviceOutOfMemory, match=r"--modes plain fewer_sms launch_order") as raised:
+        with noise:
+            pass
+    assert "CUDA error: out of memory" in str(raised.value) and "Search for" not in str(raised.value)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no driver")))
+    with pytest.raises(RuntimeError, match="no driver"):  # not an out-of-memory: raised as it came
+        NoiseKernel(torch.device("cuda")).__enter__()
+
+
 @pytest.mark.gpu
 def test_triton_jfa_passes_stress_in_every_mode_on_gpu(jfa_device):
     """Every mode runs on a GPU (noise on a second stream, fewer programs, other orders) and a correct kernel

@@ -44,7 +44,7 @@ import torch
 from jfa_verify.cases.case import Case
 from jfa_verify.checks.determinism import RerunDifference, first_difference, rerun_difference, rerun_result
 from jfa_verify.core.contract import JaggedProblem, key_range
-from jfa_verify.core.errors import InvalidInput, KernelUnavailable, UnsupportedCase
+from jfa_verify.core.errors import DeviceOutOfMemory, InvalidInput, KernelUnavailable, UnsupportedCase
 from jfa_verify.core.exits import declare_exit
 from jfa_verify.core.watchdog import watchdog
 from jfa_verify.oracles import padded_sdpa_attention, reference_attention
@@ -354,12 +354,27 @@ class NoiseKernel:
         self.stream = None
 
     def __enter__(self) -> "NoiseKernel":
-        self.stream = torch.cuda.Stream(self.device)  # PyTorch's pool streams do not synchronize with stream 0
-        with torch.cuda.stream(self.stream):
-            self.src = torch.empty(self.nbytes, dtype=torch.uint8, device=self.device).fill_(1)
-            self.dst = torch.empty_like(self.src)
-            self.a = torch.randn(self.size, self.size, dtype=torch.bfloat16, device=self.device)
-            self.c = torch.empty_like(self.a)
+        """Make the side stream and the buffers.
+
+        Raises:
+            DeviceOutOfMemory: the device had no memory left for them (other processes hold it; seen on an H100
+                shared by eight jfa-verify processes, 2026-12-06, where it surfaced as an internal error).
+        """
+        try:
+            self.stream = torch.cuda.Stream(self.device)  # PyTorch's pool streams do not synchronize with stream 0
+            with torch.cuda.stream(self.stream):
+                self.src = torch.empty(self.nbytes, dtype=torch.uint8, device=self.device).fill_(1)
+                self.dst = torch.empty_like(self.src)
+                self.a = torch.randn(self.size, self.size, dtype=torch.bfloat16, device=self.device)
+                self.c = torch.empty_like(self.a)
+        except RuntimeError as e:  # (torch.OutOfMemoryError, or AcceleratorError when the context cannot start)
+            self.stream = self.src = self.dst = self.a = self.c = None
+            if "out of memory" not in str(e).lower():
+                raise
+            raise DeviceOutOfMemory(
+                f"the stress check's noise kernel could not get its {self.nbytes / 2**20:.0f} MiB and side stream on "
+                f"{self.device}: {str(e).splitlines()[0]}. Other processes hold the device's memory: run fewer at "
+                f"once, or leave the noise mode out (--modes plain fewer_sms launch_order)") from e
         return self
 
     def burst(self) -> None:
@@ -374,8 +389,9 @@ class NoiseKernel:
         self.stream.synchronize()
 
     def __exit__(self, *exc) -> None:
-        self.settle()
-        del self.src, self.dst, self.a, self.c
+        if self.stream is not None:
+            self.settle()
+        self.stream = self.src = self.dst = self.a = self.c = None
 
 
 # ----------------------------------------------------------------------------- verdicts
@@ -699,9 +715,9 @@ def _run_rounds(kernel: Kernel, device: torch.device, options: StressOptions, se
     """:func:`run_stress`'s rounds over the ``live`` cases (verdicts in their states, modes counted in ``report``)."""
     capped: dict[int, Kernel] = {}
     noise = NoiseKernel(device) if "noise" in modes else None
-    try:
+    with contextlib.ExitStack() as entered:  # (left only if entered: a failed start has nothing to settle)
         if noise is not None:
-            noise.__enter__()
+            entered.enter_context(noise)
         for rnd in plan_rounds(reruns, len(live), modes, seed=options.seed, sm_count=sm_count):
             report.modes_run[rnd.mode] = report.modes_run.get(rnd.mode, 0) + 1
             runner = kernel
@@ -724,6 +740,3 @@ def _run_rounds(kernel: Kernel, device: torch.device, options: StressOptions, se
                     log(f"  {state.verdict.case.name}: {state.verdict.status} at rerun {rnd.index} (mode {rnd.mode})")
             if rnd.index and rnd.index % 100 == 0:
                 log(f"  {rnd.index} of {reruns} reruns done")
-    finally:
-        if noise is not None:
-            noise.__exit__(None, None, None)

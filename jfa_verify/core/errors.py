@@ -42,6 +42,12 @@ class ToolError(JFAError, RuntimeError):
     what the tool said."""
 
 
+class DeviceOutOfMemory(JFAError, RuntimeError):
+    """The device had no memory left for jfa-verify's own work beside the kernel (other processes hold it): an
+    environment problem (exit 2), never a finding about the kernel; the message says what needed the memory and
+    the fix."""
+
+
 class KernelConfigError(JFAError, ValueError):
     """A kernel registered wrongly: its name is taken by another kernel, or its ``load()`` returned no
     implementation. A configuration error (exit 2), never a finding; ``kernel`` is the name."""
