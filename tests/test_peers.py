@@ -571,6 +571,23 @@ def test_varlen_inputs_give_the_ops_a_unit_head_dim_stride():
     assert call.cu_q.tolist() == [0, 4, 6] and call.cu_k.tolist() == [0, 3, 8]
 
 
+@pytest.mark.parametrize("layout", ["misaligned_k", "misaligned_v"])
+def test_varlen_inputs_copy_a_view_of_odd_strides_and_keep_aligned_views(layout):
+    # FlashAttention's varlen kernels load rows in 16-byte vectors: k or v alone with an odd head stride (a layout
+    # the contract allows, drawn since a blind planted bug of 2026-12-06) reaches them copied; aligned views do not
+    from jfa_verify.protocol.adapting import varlen_inputs, vector_ready
+
+    case = Case(kv_lengths=(3, 5), num_heads_q=2, num_heads_kv=2, head_dim=16, layout=layout, dtype="bfloat16",
+                offsets_start=2)
+    t = case.materialize("cpu")
+    odd = t.k if layout == "misaligned_k" else t.v
+    assert odd.stride()[1] % 2 == 1 and not vector_ready(odd[2:]) and vector_ready(t.q[2:])
+    call = varlen_inputs(case.problem(t), t.q, t.k, t.v, t.q_offsets, t.k_offsets)
+    assert all(vector_ready(x) for x in (call.q, call.k, call.v))
+    assert torch.equal(call.k, t.k[2:]) and torch.equal(call.v, t.v[2:]) and torch.equal(call.q, t.q[2:])
+    assert call.q.data_ptr() == t.q[2:].data_ptr()  # an aligned view is passed as it is, not copied
+
+
 def test_flash_attention_peers_declare_head_dims_in_multiples_of_8():
     # seen on the H200: the raw varlen op rejects other head sizes ("must be a multiple of 8")
     for name in ("torch_fa2_varlen", "torch_varlen_attn"):

@@ -33,7 +33,7 @@ from jfa_verify.core.selection import BlockSelection
 __all__ = ["Case", "CaseTensors", "GENERATORS", "LAYOUTS", "OFFSETS_LAYOUTS", "VALUE_DISTRIBUTIONS"]
 
 VALUE_DISTRIBUTIONS = ("normal", "large_logits", "correlated", "near_ties", "tiny")
-LAYOUTS = ("contiguous", "strided", "mixed", "head_dim_strided", "padded_to_16")
+LAYOUTS = ("contiguous", "strided", "mixed", "head_dim_strided", "padded_to_16", "misaligned_k", "misaligned_v")
 # "strided": q_offsets and k_offsets are the two columns of one [B + 1, 2] tensor (views with
 # stride 2), the natural way to hold both; outside the contract, so a kernel must reject them or
 # compute the right result, never read them as if dense.
@@ -119,6 +119,14 @@ def _lay_out(t: torch.Tensor, role: str, layout: str, device) -> torch.Tensor:
         return wide.to(device)[..., ::2]
     if layout == "strided":
         return _nan_padded(t, device, cols=3) if role == "do" else _head_major(t, device)
+    if layout in ("misaligned_k", "misaligned_v"):
+        # that input alone a slice of a NaN-filled buffer with an odd head stride (D + 1 or D + 2 columns), the
+        # others contiguous: a kernel whose alignment check leaves one tensor out takes its fast path and reads that
+        # tensor with rounded strides ("mixed" and "strided" leave q and dO alone misaligned; blind planted bug,
+        # 2026-12-06)
+        if role != layout[-1]:
+            return t.to(device)
+        return _nan_padded(t, device, cols=1 if t.shape[2] % 2 == 0 else 2)
     if layout == "padded_to_16":
         # slices of buffers whose head dim is padded up to a multiple of 16 elements, as TMA-fed code pads
         # them (16-byte-aligned strides): token and head strides divisible by 16 whatever D and D_v are,
@@ -185,14 +193,18 @@ class Case:
             outside the contract (their outputs are unspecified) and are never
             drawn; a query row with no visible key is the only source of a
             non-finite output (LSE = -inf).
-        layout: ``"contiguous"``, ``"strided"`` or ``"mixed"``. ``"strided"``: q, k, v
+        layout: one of :data:`LAYOUTS`. ``"strided"``: q, k, v
             stored head-major (``[H, T, D]`` memory viewed as ``[T, H, D]``, so the
             token stride is not ``H * D``) and dO a slice of a wider buffer whose
             extra columns are NaN (a kernel that ignores strides reads them).
             ``"mixed"``: every tensor strided differently, so a kernel that reads
             one tensor with another's strides reads the wrong rows: q a slice of a
             buffer 8 head-dim columns wider (NaN-filled), k head-major, v a slice
-            of a buffer with one more (NaN) head, dO head-major. Same values as
+            of a buffer with one more (NaN) head, dO head-major. ``"head_dim_strided"``:
+            every tensor with a head-dim stride of 2. ``"padded_to_16"``: slices of buffers
+            whose head dim is padded to a multiple of 16. ``"misaligned_k"`` /
+            ``"misaligned_v"``: that tensor alone a slice of a buffer with an odd head
+            stride, the others contiguous. Same values as
             ``"contiguous"``; only the memory layout differs.
         sm_scale: softmax scale; None for ``1/sqrt(head_dim)``.
         instrument: ask an instrumented kernel for its launch plan and tile

@@ -406,6 +406,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "head_dim_strided": "q, k, v, dO with a head-dim stride of 2 (every other element of a buffer)",
         "padded_to_16": "q, k, v, dO slices of buffers with the head dim padded to a multiple of 16: every stride "
                         "divisible by 16, D and D_v need not be",
+        "misaligned_k": "k alone with an odd head stride, q, v, dO contiguous (an alignment check must cover k)",
+        "misaligned_v": "v alone with an odd head stride, q, k, dO contiguous (an alignment check must cover v)",
     }, lambda c, t: {c.layout}, _layout_support),
     Dimension("values", "value distribution", {n: n for n in VALUE_DISTRIBUTIONS}, lambda c, t: {c.values}),
     Dimension("edges", "empty and one-token sequences", {

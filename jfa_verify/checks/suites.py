@@ -145,6 +145,19 @@ def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
     odd_d = 96 if gpu or scaling is not None else 40
     cases.append(replace(cases[0], head_dim=odd_d, num_heads_kv=1, name=cases[0].name + "/mqa-odd-d",
                          seed=seed * 1000 + n))
+    # The aligned diagonal at offsets near the tiles' sizes: cross-attention, causal bottom-right, every sequence
+    # three query tiles long (L_q = 2 * BLOCK_M + 1) against L_k = L_q +- s for s of 1, 2 and the tile sizes +-1, so
+    # the diagonal enters KV tiles at rows next to a query tile's ends in some sequence (a tile's causal row range
+    # off by one, in the forward or the backward, shows in one sequence; a blind planted bug, 2026-12-06, showed
+    # only at L_k - L_q = 1 mod BLOCK_N)
+    l_q = 2 * bm + 1
+    offsets = sorted({1, 2, bn - 1, bn + 1, bm - 1, bm + 1} - {0})
+    diagonal_k = tuple(l_q + s for s in offsets) + tuple(l_q - s for s in offsets if l_q - s > 0)
+    n += 1
+    cases.append(Case(kv_lengths=diagonal_k, q_lengths=(l_q,) * len(diagonal_k), mode="cross", causal=True,
+                      causal_alignment="bottom_right", dtype=dtypes[0], seed=seed * 1000 + n,
+                      name=f"diagonal-offsets/cross-causal/{dtypes[0]}", **heads,
+                      **({} if scaling is None else {"block_scaling": scaling})))
     target = Target(kernel, device_type)
     pairs = covering_array(target, seed=seed)
     note = ("full-size lengths on the GPU" if gpu else

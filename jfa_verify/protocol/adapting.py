@@ -82,9 +82,9 @@ def varlen_inputs(problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *,
     The offsets tensors are rebased on the device (``offsets - offsets[0]``, no host synchronization)
     and cast to ``offsets_dtype``; broadcast-Q's Q is repeated per sequence (autograd sums dQ back).
     The varlen ops need a unit stride along the head dim (FlashAttention's "contiguous last
-    dimension"), which the contract does not promise: a view without it is copied.
+    dimension") and rows at 16-byte boundaries (its kernels load rows in 16-byte vectors), neither
+    of which the contract promises: a view without them is copied (:func:`vector_ready`).
     """
-    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     k_first = problem.k_starts[0] if problem.batch else k.shape[0]
     cu_k = (k_offsets - k_offsets[:1]).to(offsets_dtype).contiguous()
     if problem.mode == "broadcast_q":
@@ -97,7 +97,20 @@ def varlen_inputs(problem: JaggedProblem, q, k, v, q_offsets, k_offsets, *,
         q_first = problem.q_starts[0] if problem.batch else q.shape[0]
         q_packed = q[q_first:]
         cu_q = (q_offsets - q_offsets[:1]).to(offsets_dtype).contiguous()
-    return VarlenCall(q_packed, k[k_first:], v[k_first:], cu_q, cu_k, problem.max_seqlen_q, problem.max_seqlen_k)
+    q_packed, k, v = (t if vector_ready(t) else t.contiguous() for t in (q_packed, k[k_first:], v[k_first:]))
+    return VarlenCall(q_packed, k, v, cu_q, cu_k, problem.max_seqlen_q, problem.max_seqlen_k)
+
+
+def vector_ready(t: torch.Tensor) -> bool:
+    """Whether ``t`` (``[T, H, D]``) can be read in 16-byte vectors as FlashAttention's varlen kernels read rows: unit
+    stride along D, every other stride (of a dimension longer than one) a multiple of 16 bytes, and the data 16-byte
+    aligned. A view of odd strides (a slice of a buffer one column wider, say) is not: passed as it is, the peer
+    would read misaligned vectors, not compute the contract's answer."""
+    if t.numel() == 0:
+        return True
+    size = t.element_size()
+    return (t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+            and all(stride * size % 16 == 0 for n, stride in zip(t.shape[:-1], t.stride()[:-1]) if n > 1))
 
 
 def restore_rows(problem: JaggedProblem, o: torch.Tensor, lse=None):

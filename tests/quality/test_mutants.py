@@ -358,10 +358,12 @@ def _shipped_catalogues() -> list[str]:
     packaged = [p.name[:-5] for p in resources.files("jfa_verify.fuzz").joinpath("catalogues").iterdir()
                 if p.name.endswith(".json")]
     blind = Path(__file__).parent / "regression_catalogue.json"
-    return sorted(packaged) + ([str(blind)] if blind.is_file() else []) + [str(SELECTION_TILE_MUTANTS)]
+    return (sorted(packaged) + ([str(blind)] if blind.is_file() else [])
+            + [str(SELECTION_TILE_MUTANTS), str(BLIND5_SURVIVORS)])
 
 
 SELECTION_TILE_MUTANTS = Path(__file__).parent / "selection_tile_mutants.json"
+BLIND5_SURVIVORS = Path(__file__).parent / "blind5_survivors.json"
 
 
 
@@ -397,6 +399,41 @@ def test_sparse_bugs_of_blocks_spanning_several_tiles_die_in_the_default_suites_
     t0 = time.monotonic()
     assert run_case(killer.case, get_kernel("triton_jfa"), torch.device("cpu")).status == "pass"
     assert time.monotonic() - t0 < 10 / 2  # (a hang of the mutant is not a slow machine's)
+
+
+@pytest.mark.parametrize("name, rows", [
+    ("dkdv_causal_first_row_plus1", "the diagonal-offsets case"),
+    ("host_fwd_aligned_ignores_v", "the covering array's misaligned_v rows"),
+])
+def test_blind_set_5_survivors_die_on_the_suite_cases_built_for_their_class(name, rows, interpreter_device):
+    """Regression (blind set 5, read: docs/evidence/cpu-2026-12-06-blind5): a dK/dV causal row range starting one
+    row late survived the default suite, whose bottom-right diagonals never sat 1 past a KV tile with a query tile
+    ending there (L_k - L_q = 1 mod BLOCK_N); a forward alignment check leaving V out survived because no layout
+    misaligned V alone. The suite now ends with a case of sequences at every diagonal offset near the tiles, and
+    the covering array has k-alone and v-alone misaligned layouts; each mutant fails there, the kernel passes."""
+    import torch
+
+    from jfa_verify import get_kernel, run_case
+    from jfa_verify.cases.dimensions import Target
+    from jfa_verify.cases.pairs import covering_array
+    from jfa_verify.checks.suites import default_suite
+    from jfa_verify.fuzz.mutation import register_catalogue
+
+    kernel = get_kernel("triton_jfa")
+    if name.startswith("dkdv"):
+        cases = [c for c in default_suite("cpu", kernel=kernel).cases if c.name.startswith("diagonal-offsets/")]
+    else:
+        cases = [c for c in covering_array(Target(kernel, "cpu")) if c.layout == "misaligned_v"]
+    assert cases, rows
+    from jfa_verify.protocol.registry import kernel_names
+
+    if f"blind5-{name}" not in kernel_names():  # (once per process: the other parameter registered both)
+        register_catalogue(load_catalogue(str(BLIND5_SURVIVORS)), prefix="blind5-")
+    mutant = get_kernel(f"blind5-{name}")
+    results = [(run_case(c, mutant, torch.device("cpu")), c) for c in cases]
+    killer = next((c for r, c in results if r.status == "fail"), None)
+    assert killer is not None, (name, [r.status for r, _ in results])
+    assert run_case(killer, kernel, torch.device("cpu")).status == "pass"
 
 
 @pytest.mark.parametrize("catalogue", _shipped_catalogues(), ids=lambda c: Path(c).stem)
