@@ -106,6 +106,11 @@ def test_kernel_the_device_cannot_run_is_skipped_with_the_reason_and_nothing_che
     (result,) = json.loads((tmp_path / "g.json").read_text())["results"]
     assert result["status"] == "skip" and "device=cpu not in ('cuda',)" in result["reason"]
     assert "### Skipped" in (tmp_path / "g.md").read_text()
+    # the JUnit says it too: an error, not skips alone (a CI reading the XML saw errors="0"; a trial, 2026-12-06)
+    root = ET.parse(tmp_path / "g.xml").getroot()
+    assert root.get("errors") == "1" and root.get("skipped") == "1", ET.tostring(root)
+    error = root.find("testsuite[@name='jfa-verify gate']/testcase/error")
+    assert error is not None and "device=cpu not in ('cuda',)" in error.get("message")
 
 
 def test_sanitizer_and_perf_say_why_they_are_skipped_or_run_on_cpu(tmp_path):

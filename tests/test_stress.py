@@ -260,6 +260,8 @@ def test_gate_stress_passes_a_correct_kernel(tmp_path, capsys):
     rc, results = _gate(tmp_path, "stress-exact", "--stress-reruns", "2")
     assert rc == 0 and results["stress"]["status"] == "pass" and results["stress"]["cases"] == N_CPU_CASES
     assert "2 reruns per case" in results["stress"]["details"][0]
+    # the report's settings say it too (they held the determinism reruns only; a trial, 2026-12-06)
+    assert json.loads((tmp_path / "g.json").read_text())["settings"]["stress_reruns"] == 2
 
 
 def test_stress_command_writes_its_report_and_exits_by_the_verdict(tmp_path, capsys):
@@ -279,6 +281,10 @@ def test_stress_command_writes_its_report_and_exits_by_the_verdict(tmp_path, cap
     assert payload["modes_run"] == {"plain": 1, "launch_order": 1}, payload["modes_run"]
     assert "--reruns 3 reaches every mode" in payload["modes_skipped"]["fewer_sms"]
     assert "mode fewer_sms: skipped: no rerun left for it" in capsys.readouterr().out
+    # every mode asked for skipped (noise needs CUDA): the plain reruns made instead are no pass of what was asked
+    assert main(["stress", "--device", "cpu", "--plugin", PLUGIN, "--kernel", "stress-exact", "--reruns", "2",
+                 "--modes", "noise"]) == 2
+    assert "none of the modes asked for ran (noise)" in capsys.readouterr().out
     assert main(["stress", "--device", "cpu", "--reruns", "1"]) == 2  # a usage error, not a finding
 
 
@@ -500,6 +506,10 @@ def test_a_stress_finding_replays_by_rerunning_and_says_when_it_reruns_fewer(tmp
     assert main(["replay", verdict.reproducer, "--plugin", PLUGIN, "--reruns", "2"]) == 0
     out = capsys.readouterr().out
     assert f"replaying 2 of the {FIRST + 1} recorded reruns (it first showed at rerun {FIRST})" in out
+    # (a trial, 2026-12-06: 2 reruns cannot reach rerun FIRST, and the one case alone has no launch order to vary;
+    # both said, and a pass is not called a fix)
+    assert f"2 reruns end at rerun 1, before rerun {FIRST} where it first showed" in out
+    assert "replayed alone: the stress run's other cases" in out and "this pass does not say it is fixed" in out
     assert "[PASS] 2 reruns" in out and "agree bit for bit" in out
     # one rerun compares with nothing: refused by the argument's own check, which says 2 (it said "> 0" for 0 and then
     # refused 1 as well; a trial, 2026-12-06)

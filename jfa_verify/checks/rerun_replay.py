@@ -74,10 +74,13 @@ def replay_reruns(case: Case, payload: dict, kernel: Kernel, device, settings: R
     recorded = max(2, int(record.get("reruns") or 2))
     n = reruns or (min(recorded, STRESS_REPLAY_RERUNS) if check == STRESS_KEY else recorded)
     replay = RerunReplay(check, "pass", n, recorded)
+    first = (record.get("first_difference") or {}).get("rerun", record.get("first_failing_rerun"))
     if n < recorded:
-        first = (record.get("first_difference") or {}).get("rerun", record.get("first_failing_rerun"))
         replay.notes.append(f"replaying {n} of the {recorded} recorded reruns" + (
             f" (it first showed at rerun {first})" if first is not None else "") + "; --reruns N for more")
+    if first is not None and n <= int(first):  # (reruns count from 0: n of them end at rerun n - 1)
+        replay.notes.append(f"{n} reruns end at rerun {n - 1}, before rerun {first} where it first showed: a pass here "
+                            f"says little; --reruns {int(first) + 1} or more reaches it")
     backward = bool(record.get("backward", settings.backward))
     name = f"{case.name or case.case_id()} on {kernel.name}"
     isolated = timeout_s is not None or payload.get("status") in ("crash", "hang", RUNNING)
@@ -87,6 +90,9 @@ def replay_reruns(case: Case, payload: dict, kernel: Kernel, device, settings: R
                                                           backward=backward), cases=[case], settings=settings)
         v = report.verdicts[0]
         replay.notes += [f"stress modes: {line}" for line in report.mode_lines()]
+        # (the stress run reran this case among others; alone, their timing and launch orders are not recreated)
+        replay.notes.append("replayed alone: the stress run's other cases, between whose launches this one ran, and "
+                            "their launch orders are not rerun; a race that needs them can pass here")
         replay.status, replay.reruns = v.status, v.reruns or n
         differences = [f"{v.differing_reruns} rerun(s) differ bit-wise; first: {v.first_difference.describe()}"] \
             if v.first_difference is not None else []

@@ -162,6 +162,9 @@ def _replay_reruns(args, ctx, console, case, payload, kernel, settings, timeout)
     if recorded in ("fail", "error", "crash", "hang"):
         same = recorded == replay.status
         console.print(f"recorded verdict: {recorded}; replayed: {replay.status} ({'same' if same else 'DIFFERENT'})")
+        if replay.status == "pass":  # (a race is rare by nature: a pass is no proof it is gone)
+            print(f"a {replay.check} finding may need more reruns, or the run's other cases, to show again: this pass "
+                  "does not say it is fixed (the exit status is the replay's)", flush=True)
     if replay.status == "unsupported":
         return EXIT_USAGE
     return int(exit_code_for([replay.status]))

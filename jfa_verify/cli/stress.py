@@ -100,6 +100,11 @@ def main(args, ctx) -> int:
         print(f"  {line}")
     print(f"stress: {report.status} in {report.seconds:.1f} s")
     write(report)
+    if report.status == "pass" and all(m in report.modes_skipped for m in options.modes):
+        # (every mode asked for was skipped: the plain reruns made instead are not what was asked; a trial, 2026-12-06)
+        print(f"none of the modes asked for ran ({', '.join(options.modes)}): the reruns were plain ones, so this is "
+              f"no verdict on them")
+        return EXIT_USAGE
     if report.status == "skip":
         from jfa_verify.checks.stress import unsupported_shapes
         from jfa_verify.run.runner import skipped_lines, unsupported_reasons

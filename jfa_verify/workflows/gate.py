@@ -231,6 +231,7 @@ class GateReport:
             "verdict": self.verdict, "exit_code": self.exit_code(), "device": self.device, "seconds": self.seconds,
             "interrupted": self.interrupted, "environment": self.environment,
             "settings": {"seed": o.run.seed, "campaign_examples": o.campaign_examples, "reruns": o.reruns,
+                         "stress_reruns": o.stress_reruns,  # (None: the device's default, DEFAULT_RERUNS)
                          "checks": list(o.checks),
                          "hypothesis": "derandomized by --seed; database: the reproducers folder",
                          **({"perf_peer": o.perf_peer, "perf_min_ratio": o.perf_min_ratio} if o.perf_peer else {}),
@@ -276,11 +277,18 @@ class GateReport:
             names += [f"passed-{i}" for i in range(len(names), max(0, passed))]  # (where the check names none)
             for name in (names if r.status != "error" else []):
                 ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=name)
+        if self.verdict == "NOTHING CHECKED":  # (exit 2: a CI reading the XML alone saw skips and no error)
+            suite = ET.SubElement(root, "testsuite", name="jfa-verify gate", time=f"{self.seconds:.1f}")
+            case = ET.SubElement(suite, "testcase", classname="jfa-verify gate", name="nothing-checked")
+            why = "; ".join(f"{r.kernel} / {r.check}: {r.reason}" for r in self.results if r.reason) or "no check ran"
+            ET.SubElement(case, "error", message=f"nothing checked: {why}"[:500], type="nothing-checked").text = why
         for suite in root:  # the counts of the testcases written (an interrupted check's said 1 test, 5 failures)
             cases = suite.findall("testcase")
             suite.set("tests", str(len(cases)))
             for kind, attribute in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
                 suite.set(attribute, str(sum(c.find(kind) is not None for c in cases)))
+        for attribute in ("tests", "failures", "errors", "skipped"):  # (the root's totals, read by some CI pages)
+            root.set(attribute, str(sum(int(suite.get(attribute, 0)) for suite in root)))
         ET.indent(root)
         return ET.tostring(root, encoding="unicode")
 
