@@ -337,6 +337,11 @@ class Dimension:
     extra: dict = field(default_factory=dict)
 
 
+# Layouts counted in another class of the layout dimension: k or v alone misaligned are tensors strided differently
+# ("mixed"). As classes of their own they reshaped the covering array and doubled its CI mutant gates' time
+# (2026-12-06); the default suite runs them as cases of their own after the array, the strategies draw them.
+LAYOUT_CLASS = {"misaligned_k": "mixed", "misaligned_v": "mixed"}
+
 DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("mode", "how queries meet keys", {
         "self": "self-attention (q and k/v share offsets)",
@@ -402,13 +407,12 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("layout", "q/k/v/dO strides", {
         "contiguous": "every tensor contiguous",
         "strided": "q, k, v head-major, dO a slice of a wider buffer",
-        "mixed": "each tensor strided differently (slices with NaN gaps, head-major)",
+        "mixed": "each tensor strided differently (slices with NaN gaps, head-major), or one of k and v alone "
+                 "misaligned (misaligned_k, misaligned_v: the default suite's cases after the covering array)",
         "head_dim_strided": "q, k, v, dO with a head-dim stride of 2 (every other element of a buffer)",
         "padded_to_16": "q, k, v, dO slices of buffers with the head dim padded to a multiple of 16: every stride "
                         "divisible by 16, D and D_v need not be",
-        "misaligned_k": "k alone with an odd head stride, q, v, dO contiguous (an alignment check must cover k)",
-        "misaligned_v": "v alone with an odd head stride, q, k, dO contiguous (an alignment check must cover v)",
-    }, lambda c, t: {c.layout}, _layout_support),
+    }, lambda c, t: {LAYOUT_CLASS.get(c.layout, c.layout)}, _layout_support),
     Dimension("values", "value distribution", {n: n for n in VALUE_DISTRIBUTIONS}, lambda c, t: {c.values}),
     Dimension("edges", "empty and one-token sequences", {
         "none": "every sequence has at least two queries and two keys",
@@ -477,7 +481,8 @@ LENGTH_DIMENSIONS = tuple(d.name for d in DIMENSIONS if d.lengths)
 _BY_NAME = {d.name: d for d in DIMENSIONS}
 
 # One home for the class sets that cases are built from.
-assert set(_BY_NAME["mode"].classes) == set(MODES) and set(_BY_NAME["layout"].classes) == set(LAYOUTS)
+assert set(_BY_NAME["mode"].classes) == set(MODES)
+assert set(_BY_NAME["layout"].classes) == set(LAYOUTS) - set(LAYOUT_CLASS)
 assert set(_BY_NAME["sparsity"].classes) == {"dense", *PATTERNS}
 assert set(_BY_NAME["scaling"].classes) == {"none", *SCALE_PATTERNS}
 

@@ -158,6 +158,13 @@ def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
                       causal_alignment="bottom_right", dtype=dtypes[0], seed=seed * 1000 + n,
                       name=f"diagonal-offsets/cross-causal/{dtypes[0]}", **heads,
                       **({} if scaling is None else {"block_scaling": scaling})))
+    # One input alone misaligned, k then v (an odd head stride, the others contiguous): an alignment fast path whose
+    # check leaves one tensor out reads it with rounded strides (a blind planted bug, 2026-12-06)
+    for layout in ("misaligned_k", "misaligned_v"):
+        n += 1
+        cases.append(Case(kv_lengths=layouts["tile-edges"], dtype=dtypes[0], seed=seed * 1000 + n, layout=layout,
+                          name=f"{layout}/self/{dtypes[0]}", **heads,
+                          **({} if scaling is None else {"block_scaling": scaling})))
     target = Target(kernel, device_type)
     pairs = covering_array(target, seed=seed)
     note = ("full-size lengths on the GPU" if gpu else
