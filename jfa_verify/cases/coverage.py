@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Union
 
 from jfa_verify.cases.case import LAYOUTS, Case
-from jfa_verify.cases.dimensions import Target, blocks_against_tiles, dimension
+from jfa_verify.cases.dimensions import LAYOUT_CLASS, Target, blocks_against_tiles, dimension
 from jfa_verify.cases.scaling import SCALE_PATTERNS
 from jfa_verify.cases.sparsity import PATTERNS
 from jfa_verify.core.masks import Mask
@@ -50,7 +50,7 @@ def _masks(which: Callable[[Mask], bool]) -> tuple[str, tuple[str, ...]]:
 
 _WINDOWED = _masks(lambda m: m.windowed)
 _UNEQUAL = ("cross", "broadcast_q")  # the modes with query lengths of their own
-_STRIDED = tuple(c for c in LAYOUTS if c != "contiguous")
+_STRIDED = tuple(c for c in LAYOUTS if c != "contiguous" and c not in LAYOUT_CLASS)  # (the dimension's classes)
 _OTHER_DV = ("other_same_padding", "narrower_other_padding", "wider_other_padding")
 
 COVERAGE: dict[str, CoverageClass] = {
