@@ -4,8 +4,9 @@
 # poisoning), a hang past --timeout counting as killed by the hang watchdog; survivors then through
 # `jfa-verify gate` (determinism reruns, guard-band canaries, recycled memory, compute-sanitizer
 # racecheck and memcheck). Prints a kill table: mutant, verdict, the check that killed it.
-# Usage: OUT=dir PARALLEL=4 [RUN_S=300] [GATE_S=200] [CATALOGUE=gluon_jfa] [RACES=1] [MUTANTS="a b"] bash ci/gpu_gluon_mutants.sh
-# (RUN_S: seconds for a mutant's suite run, 0 for none (the gate alone decides); GATE_S: for a survivor's gate; a run
+# Usage: OUT=dir PARALLEL=4 [RUN_S=300] [RUN_JOBS=2] [GATE_S=200] [CATALOGUE=gluon_jfa] [RACES=1] [MUTANTS="a b"] bash ci/gpu_gluon_mutants.sh
+# (RUN_S: seconds for a mutant's suite run, 0 for none (the gate alone decides); RUN_JOBS: its case workers;
+# GATE_S: for a survivor's gate, 0 for none (the suite run alone decides); a run
 # cut short counts the verdicts its report holds, and is "inconclusive" only where none failed: ci/mutant_verdict.py.
 # MUTANTS: only these mutants of the catalogue, e.g. half of it per call of a lent machine).
 # CATALOGUE: a packaged catalogue name or a file (default gluon_jfa, through tests/quality/mutant_plugin.py as
@@ -53,14 +54,14 @@ one() {
     verdict=survived; by="no suite run (RUN_S=0)"
   else
     timeout -k 5 "${RUN_S:-300}" jfa-verify run --device cuda --plugin "$plugin" --kernel "$prefix$name" \
-      --jobs 2 --timeout 90 --no-progress --report "$out/$name.json" --reproducers "$out/repro-$name" \
+      --jobs "${RUN_JOBS:-2}" --timeout 90 --no-progress --report "$out/$name.json" --reproducers "$out/repro-$name" \
       >"$out/$name.run.log" 2>&1
     rc=$?
     # the report's verdicts decide, even for a run cut by the limit (ci/mutant_verdict.py)
     IFS='|' read -r verdict by < <(python3 ci/mutant_verdict.py "$out/$name.json" "$rc" "${RUN_S:-300}")
     [ -n "${verdict:-}" ] || { verdict=error; by="ci/mutant_verdict.py gave no verdict (exit $rc)"; }
   fi
-  if [ "$verdict" = survived ] || [ "${GATE_ALL:-0}" = 1 ]; then
+  if [ "$gate_s" != 0 ] && { [ "$verdict" = survived ] || [ "${GATE_ALL:-0}" = 1 ]; }; then
     run_verdict=$verdict
     stress=()
     rm -f "$out/$name.gate.md"  # a gate that dies before writing one must not be read from an older run

@@ -22,9 +22,7 @@
 # Call 9: where the main job's time goes (issue 39), after call 8 on the same machine (its caches warm): one worker's
 #         cases profiled in-process (benchmarks/profile_case.py), SDPA's cost for new shapes per backend
 #         (benchmarks/sdpa_first_calls.py), then the run's parent process under cProfile.
-# Call 10: what calls 3 and 5 left on the H200 (2026-12-06): the three blind block-sparse mutants call 3's time did
-#          not reach (issue 41), beside `jfa-verify stress` on the three race mutants that passed call 5's stress
-#          before the short-sequence stress cases existed (issue 42). Run after call 6.
+# Call 10: the three blind block-sparse mutants call 3's time did not reach (issue 41), each through `jfa-verify run`.
 # Call 11: call 10 beside both kernels' stress stages and tests/test_stress.py on the GPU (a short budget's call).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -159,23 +157,18 @@ elif [ "$call" = 4 ]; then
   echo "== runs"; head -2 $L/run-cold.log; tail -4 $L/run-cold.log; tail -3 $L/run-warm.log
   echo "== bench_e2e"; tail -30 $L/e2e.log 2>/dev/null
 elif [ "$call" = 10 ]; then
+  # The three blind block-sparse mutants no GPU has judged (issue 41), each through `jfa-verify run` (the default
+  # suite and its relations, as `mutants --stage suite` runs them, but precompiled in parallel and RUN_JOBS case
+  # workers: `mutants` runs one case at a time, each compiling its variants at first launch, and on an H100 three at
+  # once reached no verdict in 430 s). No gate (GATE_S=0): the suite decides, as in the catalogue's CPU kill table.
   nvidia-smi --query-gpu=name --format=csv,noheader
   t10=${CALL10_S:-500}  # (call 11 runs it in less)
-  timeout -s INT -k 10 $t10 jfa-verify mutants --catalogue tests/quality/sparse_blind_set.json --stage suite \
-    --device cuda --only sparse_fwd_query_block_by_block_n sparse_fwd_selection_without_sequence_start \
-    sparse_dkdv_query_block_rows_by_block_n --jobs 3 --json $L/sparse-left-kills.json >$L/sparse-left-kills.log 2>&1 &
-  for m in fwd_o_store_wait_leaves_one_pending fwd_last_v_released_before_pv_wait fwd_o_store_not_waited_at_exit; do
-    ( JFA_MUTANT_CATALOGUE=gluon_jfa_races timeout -k 5 $(( t10 - 20 )) jfa-verify stress --device cuda \
-        --plugin ci/catalogue_mutant_plugin.py --kernel mutant-gluon_jfa_races-$m --reruns 200 --timeout 60 \
-        --json $L/stress-$m.json --reproducers $L/repro-$m >$L/stress-$m.log 2>&1
-      echo "stress $m exit $? at $(el) s" >>$L/status.txt ) &
-  done
-  wait; echo "call 10 done at $(el) s" >>$L/status.txt
-  cat $L/status.txt
-  echo "== sparse"; grep -E "^  sparse_|mutants killed" $L/sparse-left-kills.log
-  for m in fwd_o_store_wait_leaves_one_pending fwd_last_v_released_before_pv_wait fwd_o_store_not_waited_at_exit; do
-    echo "== $m"; grep -vE "^\s*$" $L/stress-$m.log | tail -8 | cut -c1-300
-  done
+  CATALOGUE=tests/quality/sparse_blind_set.json MUTANTS="sparse_fwd_query_block_by_block_n \
+    sparse_fwd_selection_without_sequence_start sparse_dkdv_query_block_rows_by_block_n" PARALLEL=3 RUN_JOBS=4 \
+    RUN_S=$(( t10 - 10 )) GATE_S=0 OUT=$L timeout -k 5 $t10 bash ci/gpu_gluon_mutants.sh >$L/sparse-left.log 2>&1
+  echo "sparse mutants exit $? at $(el) s" >>$L/status.txt
+  cat $L/status.txt; cat $L/sparse-left.log
+  grep -hE "^precompile:|^time:|passed|failed" $L/sparse_blind_set-mutants/*.run.log | cut -c1-200
 elif [ "$call" = 11 ]; then
   # Call 10 beside the stress check of the unmutated kernels (both, 200 reruns: the first GPU run of the
   # short-sequence stress cases) and tests/test_stress.py on the GPU: for a session whose device time has room for
