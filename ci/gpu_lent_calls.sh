@@ -24,9 +24,10 @@
 #         (benchmarks/sdpa_first_calls.py), then the run's parent process under cProfile.
 # Call 10: the three blind block-sparse mutants call 3's time did not reach (issue 41), each through `jfa-verify run`.
 # Call 11: call 10 beside both kernels' stress stages and tests/test_stress.py on the GPU (a short budget's call).
+# Call 12: call 10 beside `jfa-verify run` of both unmutated kernels (a one-call budget).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-call=${1:?give the call: 1 to 11}
+call=${1:?give the call: 1 to 12}
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 L=/tmp/c$call; mkdir -p $L
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tcache}
@@ -186,8 +187,25 @@ elif [ "$call" = 11 ]; then
   grep -hE "^stress:|fail|hang|^  stress-" $L/st/stress-*.log $L/sg/stress-*.log | head -30
   tail -4 $L/test-stress.log; cat $L/call10.log | grep -v "^total\|^-r\|^d"
   cp -r /tmp/c10 $L/c10 2>/dev/null
+elif [ "$call" = 12 ]; then
+  # Call 10 beside `jfa-verify run` of both unmutated kernels (the default suite and its relations as a user runs
+  # it: the first GPU run of the suite's diagonal-offsets and misaligned-k/v cases and of the peers' copies of rows
+  # not 16-byte aligned), for a session with device time for one call (2026-12-06). The mutants share the plain
+  # kernel's Triton cache for every function they do not patch.
+  for k in triton_jfa gluon_jfa; do
+    ( /usr/bin/time -f "$k run wall %e s" timeout -k 5 440 jfa-verify run --device cuda --kernel $k --jobs 3 \
+        --no-progress --report $L/run-$k.json --reproducers $L/repro-$k >$L/run-$k.log 2>&1
+      echo "$k run exit $? at $(el) s" >>$L/status.txt ) &
+  done
+  CALL10_S=${CALL10_S:-470} OUT=$OUT bash "$0" 10 >$L/call10.log 2>&1
+  wait
+  cat $L/status.txt
+  for k in triton_jfa gluon_jfa; do echo "== $k"; head -3 $L/run-$k.log | cut -c1-250
+    grep -E "^\[(FAIL|ERROR|CRASH|HANG)|^time:|passed|wall" $L/run-$k.log | cut -c1-250 | tail -12; done
+  grep -v "^total\|^-r\|^d" $L/call10.log
+  cp -r /tmp/c10 $L/c10 2>/dev/null
 else
-  echo "ci/gpu_lent_calls.sh: call must be 1 to 11, got $call" >&2; exit 2
+  echo "ci/gpu_lent_calls.sh: call must be 1 to 12, got $call" >&2; exit 2
 fi
 # (only a few files come back from a lent machine, none deep: one archive per call)
 tar czf $OUT/c$call.tgz -C $L --exclude cal/records.tgz . 2>/dev/null; ls -la $OUT
