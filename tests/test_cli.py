@@ -1189,10 +1189,12 @@ def test_a_run_with_no_case_inside_the_kernel_names_the_option_that_narrowed_it(
 
 
 def test_a_run_with_no_relation_check_says_none_ran_and_why_not_0_of_0_held(tmp_path, capsys, misbehaving_plugin):
-    """Regression (new-user trial): on a kernel with gqa=False, `run --max-cases 3` ended with "0/0 relation checks
+    """Regression (new-user trials): on a kernel with gqa=False, `run --max-cases 3` ended with "0/0 relation checks
     held" while its report said they were not run because of --max-cases: the CPU relation batches need GQA, MQA or
     broadcast-Q, so an MHA-only kernel never got any. Their head grouping now falls back to one the kernel runs, and
-    a kernel with no relation check at all (self-attention only) is told so, in the line and the report alike."""
+    a self-attention-only kernel gets the first batch in self-attention
+    (test_a_self_attention_only_kernel_with_a_stale_plan_cache_fails_a_relation_check). A suite without relation
+    checks says so, not that none is inside the kernel's capabilities."""
     from jfa_verify.cases.dimensions import Target
     from jfa_verify.checks.suites import relation_checks
     from jfa_verify.protocol.registry import get_kernel, load_plugin
@@ -1206,16 +1208,63 @@ def test_a_run_with_no_relation_check_says_none_ran_and_why_not_0_of_0_held(tmp_
     load_plugin(mha)
     relations = relation_checks(Target(get_kernel("mha_only"), "cpu"))
     assert relations and {r.case.num_heads_q == r.case.num_heads_kv for r in relations} == {True}
-    self_only = plugin("self_only", "Capabilities(backward=False, gqa=False, modes=('self',))")
-    for name, path, why in (("mha_only", mha, "--max-cases"),
-                            ("self_only", self_only, "suite 'default' has no relation check inside the "
-                                                     "capabilities of kernel 'self_only'")):
-        report = tmp_path / f"{name}.json"
+    for name, path, suite, why in (("mha_only", mha, "default", "--max-cases"),
+                                   ("mha_only", mha, "mha", "suite 'mha' makes no relation checks; the default "
+                                                            "suite does")):
+        report = tmp_path / f"{name}-{suite}.json"
         assert main(["run", "--device", "cpu", "--plugin", str(path), "--kernel", name, "--max-cases", "3", "--quiet",
-                     "--no-progress", "--report", str(report), "--reproducers", str(tmp_path / "repro")]) == 0
+                     "--suite", suite, "--no-progress", "--report", str(report), "--reproducers",
+                     str(tmp_path / "repro")]) == 0
         out = capsys.readouterr().out
         assert f"relation checks not run ({why})" in out and "relation checks held" not in out, out[-600:]
         assert json.loads(report.read_text())["relation_checks"]["not_run_because"] == why
+
+
+_STALE_PLAN = """
+_PLANS = {}
+
+
+def _planned(q, k, q_offsets, k_offsets):
+    # a host plan cached on the shapes alone: a later batch of the same shapes gets the first one's boundaries
+    return _PLANS.setdefault((tuple(q.shape), tuple(k.shape)), (q_offsets, k_offsets))
+"""
+
+
+def test_a_self_attention_only_kernel_with_a_stale_plan_cache_fails_a_relation_check(misbehaving_plugin):
+    """Regression (new-user trial): the relation batches were cross-attention and broadcast-Q only on the CPU, so a
+    self-attention-only kernel got no relation check, and one whose host plan was cached on the tensors' shapes (a
+    later batch with other boundaries computed with the first batch's) passed `run` and the whole gate. The first
+    batch now keeps what of it the kernel runs: self-attention, causal, an empty sequence, GQA, mixed strides. Its
+    lengths (0, 7) also showed that the sequence check's "same shapes" call, the lengths reversed, can split the
+    tokens exactly where the first call did ((7, 0): every token in one sequence again): it moves a token then."""
+    from jfa_verify.cases.dimensions import Target
+    from jfa_verify.checks.suites import relation_checks
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+
+    def plugin(name, stale):
+        path = misbehaving_plugin(name)
+        text = path.read_text().replace("Capabilities(backward=False)", "Capabilities(backward=False, modes=('self',))")
+        if stale:
+            text = text.replace("\n\n@register_kernel", _STALE_PLAN + "\n\n@register_kernel").replace(
+                "        problem = validate_inputs(q, k, v, q_offsets, k_offsets,",
+                "        q_offsets, k_offsets = _planned(q, k, q_offsets, k_offsets)\n"
+                "        problem = validate_inputs(q, k, v, q_offsets, k_offsets,")
+        path.write_text(text)
+        load_plugin(path)
+        return get_kernel(name)
+
+    for name, stale in (("self_only_fresh", False), ("self_only_stale", True)):
+        kernel = plugin(name, stale)
+        relations = relation_checks(Target(kernel, "cpu"))
+        assert {r.name for r in relations} == {"permutation", "batch_invariance", "sequence"}
+        first = relations[0].case
+        assert first.mode == "self" and first.causal and 0 in first.kv_lengths
+        assert first.num_heads_q > first.num_heads_kv
+        findings = {r.name: r.check(kernel, "cpu") for r in relations}
+        if stale:
+            assert findings["sequence"] is not None, findings
+        else:
+            assert findings == {r.name: None for r in relations}, findings
 
 
 def test_run_and_gate_have_a_default_timeout_so_a_hanging_kernel_cannot_hold_them_forever(capsys):

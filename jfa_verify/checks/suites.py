@@ -13,6 +13,7 @@ scaled down (the run says by how much).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -39,6 +40,7 @@ class Suite:
     cases: tuple[Case, ...]
     note: str
     relations: tuple[Relation, ...] = ()
+    makes_relations: bool = False  # the suite has relation checks, those outside a kernel's capabilities left out
 
     def note_for(self, picked) -> str:
         """:attr:`note` for a run of ``picked``, some of :attr:`cases`: the note tells of the whole suite, so a run
@@ -172,7 +174,7 @@ def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
             f"D={heads['head_dim']}")
     note += (f"; {len(pairs)} covering-array cases (every pair of contract classes, {target.num_sms} SMs) "
              f"run first")
-    return Suite("default", tuple(pairs) + tuple(cases), note, relation_checks(target, seed))
+    return Suite("default", tuple(pairs) + tuple(cases), note, relation_checks(target, seed), makes_relations=True)
 
 
 def relation_checks(target: Target, seed: int = 0) -> tuple[Relation, ...]:
@@ -182,7 +184,10 @@ def relation_checks(target: Target, seed: int = 0) -> tuple[Relation, ...]:
     maxima with other offsets) on one kernel object; a GPU target adds a batch of several times more
     tiles than SMs to each. A batch whose head grouping the kernel cannot run (GQA or MQA on an MHA-only
     kernel) takes the first grouping it supports (:func:`_supported_heads`), so that such a kernel gets relation
-    checks too; a batch outside its capabilities otherwise (a mode, a mask) is left out."""
+    checks too; the first batch, outside the kernel's capabilities otherwise (a self-attention-only kernel, one
+    without a mask or layout of it), keeps what of it the kernel runs (:func:`_within_capabilities`): a kernel
+    gets the permutation, batch-invariance and sequence checks whatever it supports (a self-only kernel with a
+    stale plan cache passed the whole gate when it got none); the other batches are left out."""
     from jfa_verify.cases.construct import build_case
 
     base = dict(edges="empty_k", layout="mixed", offsets_dtype="int64", offsets_start="nonzero", dtype="float32")
@@ -197,6 +202,8 @@ def relation_checks(target: Target, seed: int = 0) -> tuple[Relation, ...]:
     for i, spec in enumerate(specs):
         case = (build_case(spec, target, seed=seed + i, name=f"relations/{i}/{spec['mode']}")
                 or build_case(_supported_heads(spec, target), target, seed=seed + i))
+        if case is None and i == 0:  # the first batch in what the kernel runs (a self-attention-only kernel)
+            case = build_case(_within_capabilities(spec, target), target, seed=seed + i)
         if case is None:  # nothing of it inside this kernel's capabilities
             continue
         case = replace(case, name=case.name or f"relations/{i}/{case.mode}")
@@ -219,6 +226,20 @@ def _supported_heads(spec: dict, target: Target) -> dict:
     return {name: cls for name, cls in spec.items() if name != "heads"}
 
 
+def _within_capabilities(spec: dict, target: Target) -> dict:
+    """``spec`` less every class ``target``'s kernel cannot run
+    (:attr:`~jfa_verify.cases.dimensions.Dimension.support`); without its mode, also without the relation of query
+    to key lengths (cross-attention's): build_case takes the first class the kernel supports for each dimension
+    left out."""
+    from jfa_verify.cases.dimensions import dimension
+
+    kept = {name: cls for name, cls in spec.items()
+            if dimension(name).support(cls, target.capabilities) is None}
+    if "mode" not in kept:
+        kept.pop("relation", None)
+    return kept
+
+
 def related_calls(case: Case, capabilities=None) -> list[Case]:
     """Calls after ``case`` that a host-side cache keyed on part of the inputs would mistake for an
     earlier one: the same token counts with the lengths moved between sequences; the same longest
@@ -227,8 +248,8 @@ def related_calls(case: Case, capabilities=None) -> list[Case]:
     another padded width, ``case``'s very lengths and offsets with that head dim (a plan keyed on
     the lengths alone)."""
     k, q = list(case.kv_lengths), list(case.query_lengths)
-    moved = k[::-1]  # same total, other offsets; query lengths follow in self-attention
-    extra = {"q_lengths": tuple(q[::-1])} if case.mode == "cross" else {}
+    moved = _moved(k)  # same total, other offsets; query lengths follow in self-attention
+    extra = {"q_lengths": tuple(_moved(q))} if case.mode == "cross" else {}
     same_shapes = replace(case, kv_lengths=tuple(moved), seed=case.seed + 1, name=f"{case.name}/same-shapes", **extra)
     longest = max(range(len(k)), key=lambda b: k[b])
     k2 = [n if b == longest else max(0, n - 1) for b, n in enumerate(k)]
@@ -245,6 +266,23 @@ def related_calls(case: Case, capabilities=None) -> list[Case]:
             calls.append(replace(case, head_dim=other, head_dim_v=other, seed=case.seed + 3,
                                  name=f"{case.name}/same-lengths-other-head-dim"))
     return calls
+
+
+def _moved(lengths: list[int]) -> list[int]:
+    """``lengths`` reversed, the same number of tokens at other boundaries; where reversed they fall in the same
+    sequences (one sequence holds every token, or the lengths read the same backwards: a call a stale plan gets
+    right), one token of the longest sequence moved to the next one instead."""
+    moved = lengths[::-1]
+    if len(lengths) > 1 and sum(lengths) and _boundaries(moved) == _boundaries(lengths):
+        longest = max(range(len(lengths)), key=lengths.__getitem__)
+        moved = list(lengths)
+        moved[longest] -= 1
+        moved[(longest + 1) % len(lengths)] += 1
+    return moved
+
+
+def _boundaries(lengths: list[int]) -> set[int]:
+    return set(itertools.accumulate(lengths, initial=0))
 
 
 def windows_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:

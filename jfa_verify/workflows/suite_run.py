@@ -195,7 +195,9 @@ def precompile_cases(kernel, cases, device, *, jobs: int, plugins=(), enabled: b
 def _relations_not_run(request: RunRequest, suite, kernel) -> Optional[str]:
     """Why the run makes none of its suite's relation checks, as far as that is known before its cases run (a
     crash, a hang or an interrupt among them also stops them: :func:`_verify`), else None."""
-    none = f"suite {suite.name!r} has no relation check inside the capabilities of kernel {kernel.name!r}"
+    none = (f"suite {suite.name!r} has no relation check inside the capabilities of kernel {kernel.name!r}"
+            if suite.makes_relations else
+            f"suite {suite.name!r} makes no relation checks; the default suite does")
     return next((why for why, cond in ((none, not suite.relations), ("--filter", request.filter),
                                        ("--max-cases", request.max_cases)) if cond), None)
 
