@@ -21,10 +21,10 @@ from tests.helpers import interruptible
 # broadcast/fp32), as tests/test_isolation.py takes them.
 FILTER = "layout-7-3-19-5-11"
 
-def _plugin(make, name, dies="False", how="os.abort()"):
+def _plugin(make, name, dies="False", how="os.abort()", raises="False"):
     """A ``misbehaving_plugin`` kernel (the float64 reference, rounded) that ends its own process with ``how``
-    where ``dies`` holds."""
-    path = make(name, crash=dies)
+    where ``dies`` holds (and raises where ``raises`` holds)."""
+    path = make(name, crash=dies, wrong=raises)
     path.write_text(path.read_text().replace("os.abort()", how))
     return path
 
@@ -222,3 +222,27 @@ def test_a_hang_that_ends_the_no_isolate_run_is_in_its_report(tmp_path, misbehav
     assert [c["status"] for c in written["cases"]] == ["hang"] and written["summary"]["hang"] == 1
     assert written["hang"]["case_file"] == str(path) and "no result after 8" in written["hang"]["how"]
     assert written["hang"]["replay"].startswith("jfa-verify replay ") and str(plugin) in written["hang"]["replay"]
+
+
+@pytest.mark.parametrize("how, status, extra", [("os.abort()", "crash", ()),
+                                                ("__import__('time').sleep(3600)", "hang", ("--timeout", "8"))])
+def test_a_no_isolate_run_that_dies_keeps_the_failures_before_it_in_its_report(tmp_path, misbehaving_plugin, how,
+                                                                               status, extra):
+    """Regression (a new user's trial, 2026-12-06): a --no-isolate run writes its report last, so one ended by a
+    crash or a hang reported only the case it died in: "fail 0" beside the case files of the cases that had failed
+    before it. The report now holds their verdicts, read back from those files, and the [CRASH] line counts them."""
+    plugin = _plugin(misbehaving_plugin, "raises_then_dies", dies="dtype == torch.float16", how=how,
+                     raises="dtype == torch.bfloat16")
+    repro, report = tmp_path / "repro", tmp_path / "r.json"
+    proc = subprocess.run(_run_args(plugin, "raises_then_dies", repro, report, "--no-isolate", *extra),
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == (ExitCode.CRASH if status == "crash" else ExitCode.HANG), proc.stderr[-2000:]
+    written = json.loads(report.read_text())
+    statuses = [c["status"] for c in written["cases"]]
+    # the suite's order: self/bf16 and broadcast/bf16 raise, then self/fp16 ends the process
+    assert statuses == ["error", "error", status], statuses
+    assert written["summary"]["error"] == 2 and written["summary"][status] == 1
+    errors = {c["reproducer"] for c in written["cases"][:2]}
+    assert errors == {str(p) for p in repro.glob("*.json") if read_case_file(p)[1]["status"] == "error"}
+    if status == "crash":
+        assert "2 case(s) had failed before it" in proc.stderr, proc.stderr[-2000:]

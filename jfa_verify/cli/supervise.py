@@ -136,6 +136,8 @@ def _death(args, status: int, since: float) -> int:
               + (f" while running the case in {in_flight.case_file} (--no-isolate runs cases in the run's own "
                  f"process); the case file now says so, `jfa-verify findings` lists it and `{in_flight.replay}` "
                  f"replays it in a case worker" if in_flight else " between cases (no case was running)")
+              + (f"; {in_flight.failed_before} case(s) had failed before it (their files are in {folder}, "
+                 f"`jfa-verify findings {folder}` lists them)" if in_flight and in_flight.failed_before else "")
               + f"; the report ({args.report}) says what happened. Drop --no-isolate to have a crash be one case's "
                 f"finding and the run go on.", file=sys.stderr, flush=True)
         return int(ExitCode.CRASH)

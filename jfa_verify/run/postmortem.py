@@ -29,6 +29,7 @@ class InFlight(NamedTuple):
 
     case_file: Path
     replay: str
+    failed_before: int = 0  # cases of this run that failed before it (their verdicts, from their files, in the report)
 
 
 def record_death(report: "Optional[str | Path]", reproducers: "str | Path", since: float, how: str, *,
@@ -59,10 +60,11 @@ def record_death(report: "Optional[str | Path]", reproducers: "str | Path", sinc
     results = [(path, result) for (path, _), result in zip(marked, crashes)]
     for path, result in results:
         result.reproducer = str(path)
+    earlier = _failed_before(reproducers, since, exclude={p for p, _ in results})
     in_flight = (InFlight(results[-1][0], replay_command(results[-1][0], results[-1][1].kernel or None,
-                                                         results[-1][1].plugins)) if results else None)
+                                                         results[-1][1].plugins), len(earlier)) if results else None)
     if report is not None:
-        _record_ending(report, [r for _, r in results], in_flight, "crash", how, ExitCode.CRASH)
+        _record_ending(report, earlier + [r.to_dict() for _, r in results], in_flight, "crash", how, ExitCode.CRASH)
     return in_flight
 
 
@@ -91,31 +93,54 @@ def record_hang(report: "Optional[str | Path]", reproducers: "str | Path", since
         result.reproducer = str(path)
         hung.append((path.stat().st_mtime, path, result))
     hung.sort(key=lambda t: t[0])
-    in_flight = (InFlight(hung[-1][1], replay_command(hung[-1][1], hung[-1][2].kernel or None, hung[-1][2].plugins))
-                 if hung else None)
+    earlier = _failed_before(reproducers, since, exclude={p for _, p, _ in hung})
+    in_flight = (InFlight(hung[-1][1], replay_command(hung[-1][1], hung[-1][2].kernel or None, hung[-1][2].plugins),
+                          len(earlier)) if hung else None)
     if report is not None:
         how = hung[-1][2].message if hung else "ran past --timeout"
-        _record_ending(report, [r for _, _, r in hung], in_flight, "hang", how, ExitCode.HANG)
+        _record_ending(report, earlier + [r.to_dict() for _, _, r in hung], in_flight, "hang", how, ExitCode.HANG)
     return in_flight
 
 
-def _record_ending(report: "str | Path", results: list, in_flight: Optional[InFlight], key: str, how: str,
+def _failed_before(reproducers: "str | Path", since: float, exclude: set) -> list[dict]:
+    """The verdicts (as a report holds them) of the cases of this run that failed or raised before its process
+    ended: each ``"fail"`` or ``"error"`` case file of ``reproducers`` written at or after ``since`` (a
+    :func:`time.time`) and not in ``exclude``, oldest first. A run in its own process writes its report last, so
+    without them the report of a run that died said "0 failed" beside their case files (a new user's trial)."""
+    found = []
+    for path, _, payload in Corpus(reproducers).readable():
+        verdict = payload.get("verdict")
+        if path in exclude or payload.get("status") not in ("fail", "error") or not isinstance(verdict, dict):
+            continue
+        try:
+            written = path.stat().st_mtime
+        except OSError:
+            continue
+        if written >= since - 1.0:  # (mtime granularity)
+            found.append((written, dict(verdict, reproducer=str(path))))
+    return [verdict for _, verdict in sorted(found, key=lambda t: t[0])]
+
+
+def _record_ending(report: "str | Path", results: list[dict], in_flight: Optional[InFlight], key: str, how: str,
                    code: ExitCode) -> None:
-    """Add to ``report`` (what it holds is kept) the verdicts ``results`` of the case(s) a process's end took down,
-    its counts, ``key`` (``"crash"`` or ``"hang"``: how, the case file, its replay command), ``"finished": false`` and
-    the exit status ``code`` the command exits with, as a finished report records its own."""
+    """Add to ``report`` (what it holds is kept) the verdicts ``results`` (as dicts: the failures before the end, then
+    the case(s) the end took down), their counts, ``key`` (``"crash"`` or ``"hang"``: how, the case file, its replay
+    command), ``"finished": false`` and the exit status ``code`` the command exits with, as a finished report records
+    its own."""
     try:
         before = json.loads(Path(report).read_text())
     except (OSError, ValueError):
         before = {}
     if not isinstance(before, dict):
         before = {}
-    cases = [c for c in before.get("cases", []) if isinstance(c, dict)] + [r.to_dict() for r in results]
+    cases = [c for c in before.get("cases", []) if isinstance(c, dict)]
+    known = {c.get("reproducer") for c in cases} - {None}
+    cases += [r for r in results if r.get("reproducer") not in known]
     counts = summary([])
     counts.update({s: sum(c.get("status") == s for c in cases) for s in counts})
     before.update(cases=cases, summary=counts, finished=False, interrupted=False, exit_code=int(code), **{key: {
         "how": how, "case_file": str(in_flight.case_file) if in_flight else None,
         "replay": in_flight.replay if in_flight else None,
         "note": "cases run in the run's own process (--no-isolate): the verdicts of the cases before it that passed "
-                "ended with it; every failing one has its case file"}})
+                "ended with it; the failing ones are here, read back from their case files"}})
     write_json(report, before)
