@@ -1076,3 +1076,26 @@ def test_an_interrupted_check_is_a_junit_error_and_counts_the_cases_it_had_judge
     assert "after 3 case(s)" in error.get("message")
     markdown = report.to_markdown()
     assert "| triton_jfa | suite | interrupted | 3 | 0 |" in markdown and "after 3 case(s)" in markdown
+
+
+def test_junit_passed_testcases_are_the_cases_that_passed_not_cases_less_findings():
+    """Regression (a new user's trial, 2026-12-06): JUnit's passed testcases were the check's cases less its
+    findings. A suite check's relation findings are not among its cases, so 3 of its 72 passed cases went missing;
+    a campaign's findings are shrunk, one a bug, so 29 failing draws became 51 "passed" ones. The suite check's
+    named passes are written as they are, the campaign's count of passing draws is used, and a check that names
+    its passes writes none when none passed."""
+    from jfa_verify.workflows.gate import CheckResult, Finding, GateOptions, GateReport
+
+    relation = Finding("suite", "relations/0/cross: sequence", "fail", "a stale plan")
+    report = GateReport("cpu", GateOptions(), results=[
+        CheckResult("k", "suite", "fail", cases=4, passed=["a", "b", "c"],
+                    findings=[Finding("suite", "d", "fail", "wrong o"), relation]),
+        CheckResult("k", "campaign", "fail", cases=10, passes=6, findings=[Finding("campaign", "e", "fail", "o")]),
+        CheckResult("k", "canaries", "fail", cases=2, passed=[],
+                    findings=[Finding("canaries", f"f{i}", "fail", "past the end") for i in range(2)])])
+    suite, campaign, canaries = ET.fromstring(report.to_junit()).findall("testsuite")
+    passed = {s.get("name"): [c.get("name") for c in s.findall("testcase") if len(c) == 0]
+              for s in (suite, campaign, canaries)}
+    assert passed["k.suite"] == ["a", "b", "c"]
+    assert len(passed["k.campaign"]) == 6 and campaign.get("tests") == "7"
+    assert passed["k.canaries"] == [] and canaries.get("tests") == "2"
