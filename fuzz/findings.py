@@ -499,7 +499,8 @@ def _relation_rows(root: Path, kernel: Optional[str]) -> list[dict]:
         if d.get("status") not in FAILING_STATUSES or (kernel and d.get("kernel") != kernel):
             continue
         rows.append({
-            "id": p.name[:12], "kernel": d.get("kernel"), "status": d["status"],
+            # the case's id and the relation: a case's three relations had one id (a new user's trial)
+            "id": f"{p.name[:12]}-{relation.name}", "kernel": d.get("kernel"), "status": d["status"],
             "error_kind": f"relation {relation.name}", "outputs": [], "classes": [], "examples": 1,
             "case": relation.case.describe(), "path": str(p),
             "replay": replay_command(p, d.get("kernel"), _plugins_from_here(d)), "found_by": "-",

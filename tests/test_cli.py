@@ -855,6 +855,33 @@ def test_findings_lists_a_broken_relation_check_from_its_call_file(tmp_path, cap
     assert main(["findings", str(tmp_path)]) == 2 and "a finding may be lost" in capsys.readouterr().err
 
 
+def test_relation_findings_of_a_plugin_kernel_have_own_ids_and_replay_from_any_folder(tmp_path, capsys, monkeypatch,
+                                                                                       misbehaving_plugin):
+    """Regression (a new user's trial, 2026-12-06): a call file kept its ``--plugin`` files only as given (relative),
+    so `findings` run from another folder printed a replay command naming a plugin there that did not exist, and
+    `replay` of it without --plugin did not say which plugin the file was recorded with (a case file does); the three
+    relations of one case listed under one id."""
+    from jfa_verify.checks.calls import write_call_file
+    from jfa_verify.checks.relations import Relation
+
+    plugin = misbehaving_plugin("calls_kernel")
+    here, elsewhere = plugin.parent, tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(here)
+    case = Case(kv_lengths=(3, 5), head_dim=16, name="relations/0/self")
+    for name in ("permutation", "batch_invariance"):
+        write_call_file(tmp_path / "r" / f"{case.case_id()}-{name}-calls_kernel.calls.json", Relation(name, case, ()),
+                        kernel="calls_kernel", device="cpu", status="fail", finding="rows moved",
+                        plugins=(plugin.name,))
+    monkeypatch.chdir(elsewhere)
+    assert main(["findings", str(tmp_path / "r"), "--json"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert len({r["id"] for r in rows}) == 2, rows
+    assert all(f"--plugin {plugin}" in r["replay"] for r in rows), [r["replay"] for r in rows]
+    assert main(["replay", rows[0]["path"], "--device", "cpu"]) == 2
+    assert f"this call file was recorded with --plugin {plugin}: add that" in capsys.readouterr().err
+
+
 def test_outputs_that_cannot_be_written_are_refused_before_any_work(tmp_path, capsys):
     """Regression (a new user's trial): ``--reproducers /proc/r`` ended a campaign with a traceback and exit 1 (the
     code of a finding); ``--database`` under a file or in /proc ran and saved nothing; ``--read-from`` a missing

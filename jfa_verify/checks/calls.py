@@ -43,6 +43,8 @@ def write_call_file(path: "str | Path", relation: Relation, *, kernel: str, devi
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format": FORMAT, "relation": relation.name, "kernel": kernel, "device": device,
                "plugins": list(plugins), "calls": [c.to_dict() for c in relation.cases()], "status": status,
+               # as given, and absolute (a replay command printed from another folder: a new user's trial)
+               "plugin_paths": [str(Path(p).resolve()) for p in plugins],
                "finding": finding, "environment": environment()}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))

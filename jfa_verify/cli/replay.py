@@ -42,7 +42,6 @@ def main(args, ctx) -> int:
     """Re-run one case; never writes, moves or deletes the file it was given."""
     from jfa_verify.cases.case import Case
     from jfa_verify.cli.output import make_console
-    from jfa_verify.core.errors import UnknownKernel
     from jfa_verify.run.corpus import RUNNING, read_case_file, replay_timeout
     from jfa_verify.run.runner import run_case
 
@@ -63,14 +62,7 @@ def main(args, ctx) -> int:
             print('this case has no "generator" field: it gets the values a case file of that age had, NumPy\'s '
                   'PCG64 draws; add "generator": "counter" for the values today\'s runs draw', flush=True)
     device = ctx.device
-    recorded = [p for p in payload.get("plugin_paths", ()) if p not in ctx.plugins]
-    try:
-        kernel = ctx.kernel(ctx.kernel_name or payload.get("kernel", "triton_jfa"))
-    except UnknownKernel as e:  # the file says which plugin registered it: name it
-        if not recorded or ctx.plugins:
-            raise
-        raise UsageError(f"{e}; this case file was recorded with "
-                         f"{' '.join(f'--plugin {p}' for p in recorded)}: add that to the command") from None
+    kernel = _recorded_kernel(ctx, payload, "case file")
     settings = ctx.settings.replace(memory=args.memory or payload.get("memory"))  # (the file's memory mode)
     timeout = replay_timeout(payload, args.timeout)
     from jfa_verify.checks.rerun_replay import rerun_check
@@ -109,6 +101,26 @@ def main(args, ctx) -> int:
     return int(exit_code_for([result.status]))
 
 
+def _recorded_kernel(ctx, payload: dict, what: str):
+    """The kernel a recorded file replays on (``--kernel``, else the file's). When it is unknown and the file was
+    recorded with ``--plugin`` files (``plugin_paths``) that the command does not load, the error names them.
+
+    Raises:
+        UnknownKernel: no such kernel, and nothing recorded to suggest.
+        UsageError: no such kernel; ``--plugin`` the recorded file(s) to load it.
+    """
+    from jfa_verify.core.errors import UnknownKernel
+
+    recorded = [p for p in payload.get("plugin_paths", ()) if p not in ctx.plugins]
+    try:
+        return ctx.kernel(ctx.kernel_name or payload.get("kernel", "triton_jfa"))
+    except UnknownKernel as e:  # the file says which plugin registered it: name it
+        if not recorded or ctx.plugins:
+            raise
+        raise UsageError(f"{e}; this {what} was recorded with "
+                         f"{' '.join(f'--plugin {p}' for p in recorded)}: add that to the command") from None
+
+
 def _replay_calls(args, ctx, console) -> int:
     """Replay a call file (a relation or a sequence of related calls) on one kernel object."""
     from jfa_verify.checks.calls import read_call_file
@@ -116,7 +128,7 @@ def _replay_calls(args, ctx, console) -> int:
 
     relation, payload = read_call_file(args.file)
     device = ctx.device
-    kernel = ctx.kernel(ctx.kernel_name or payload.get("kernel", "triton_jfa"))
+    kernel = _recorded_kernel(ctx, payload, "call file")
     finding = relation.check(kernel, device)
     calls = len(relation.cases())
     print(f"[{'FAIL' if finding else 'PASS'}] relation {relation.name} over {counted(calls, 'call')} on {kernel.name}"
