@@ -403,6 +403,21 @@ def test_replay_of_a_recorded_hang_ends_with_the_limit_its_run_had(tmp_path, mis
         2.4, 0.3]
 
 
+def test_a_hang_marked_by_a_watchdog_replays_with_the_limit_it_ran_past(tmp_path):
+    """Regression (a new user's trial, 2026-12-06): a case the in-process watchdog ended (a bisect step's, or a
+    --no-isolate run's) was marked a hang with no verdict seconds, so its replay waited the default 120 s where
+    the run had waited 5. The file records the limit, and the replay takes it."""
+    from jfa_verify.run.corpus import HANG_REPLAY_S, Corpus, mark_hang, replay_timeout
+
+    case = Case(kv_lengths=(5, 6), head_dim=16, dtype="float32")
+    corpus = Corpus(tmp_path / "repro")
+    with corpus.guard(case, "triton_jfa", "cpu") as path:
+        assert replay_timeout(json.loads(path.read_text())) == HANG_REPLAY_S  # running: no limit known
+        payload = mark_hang(path, "no result after 5 s; process ended", 5.0)
+    assert payload["status"] == "hang" and payload["timeout_s"] == 5.0
+    assert replay_timeout(json.loads(path.read_text())) == 5.0
+
+
 def test_a_plugin_that_fails_to_load_in_the_case_worker_leaves_no_running_case_file(tmp_path):
     """Regression: the worker's load failure ended the run with exit 2 (right) but left the first case's
     write-ahead file "running", which later runs take for a possible crash of the kernel."""

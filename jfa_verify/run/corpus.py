@@ -54,7 +54,8 @@ HANG_REPLAY_S = 120.0
 
 def replay_timeout(payload: dict, timeout_s: Optional[float] = None) -> Optional[float]:
     """Seconds a replay of a case file (its ``payload``) may run before it is a hang: ``timeout_s`` when given;
-    else, for a recorded hang, as long as its run waited (its verdict's kernel seconds; else
+    else, for a recorded hang, as long as its run waited (its verdict's kernel seconds, or the limit a watchdog
+    recorded, ``timeout_s``: a bisect step's hang replayed with 120 s where it had waited 5; else
     :data:`HANG_REPLAY_S`), since a hung kernel replayed without a limit holds the replay for as long as it
     hangs; for a ``"running"`` file (its process died or was killed mid-case: most often a crash or a hang)
     :data:`HANG_REPLAY_S`; else None (no limit). The recorded wait is the run's limit plus the watchdog's slack
@@ -65,7 +66,7 @@ def replay_timeout(payload: dict, timeout_s: Optional[float] = None) -> Optional
         return timeout_s
     if status == RUNNING:
         return HANG_REPLAY_S
-    waited = ((payload.get("verdict") or {}).get("seconds") or {}).get("kernel")
+    waited = ((payload.get("verdict") or {}).get("seconds") or {}).get("kernel") or payload.get("timeout_s")
     return max(0.1, math.floor(float(waited) * 10) / 10) if waited else HANG_REPLAY_S
 
 
@@ -97,9 +98,10 @@ def _environment() -> dict:
     return info
 
 
-def mark_hang(path: Path, explanation: str) -> dict:
+def mark_hang(path: Path, explanation: str, timeout_s: Optional[float] = None) -> dict:
     """Rewrite the ``"running"`` case file ``path`` as a ``"hang"`` with ``explanation`` (the watchdog's last act
-    before its process ends: a hung kernel cannot be interrupted from Python) and return its payload.
+    before its process ends: a hung kernel cannot be interrupted from Python) and the limit it ran past,
+    ``timeout_s`` (a replay waits as long: :func:`replay_timeout`), and return its payload.
 
     Raises:
         OSError, ValueError: the file cannot be read or is no JSON (the caller ends the process all the same).
@@ -108,7 +110,7 @@ def mark_hang(path: Path, explanation: str) -> dict:
         payload = json.loads(path.read_text())
         for key in _HOLD_KEYS:
             payload.pop(key, None)
-        payload.update(status="hang", explanation=explanation)
+        payload.update(status="hang", explanation=explanation, **({"timeout_s": timeout_s} if timeout_s else {}))
         _write_atomic(path, payload)
     return payload
 
@@ -119,7 +121,7 @@ def _end_hung_case(path: Path, timeout_s: float) -> Callable[[], None]:
     def fire() -> None:
         payload = {}
         try:
-            payload = mark_hang(path, f"no result after {timeout_s} s; process ended")
+            payload = mark_hang(path, f"no result after {timeout_s} s; process ended", timeout_s)
         finally:
             # in-process there is no table or report after this: say which case it was and how to replay it
             try:
