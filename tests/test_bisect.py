@@ -458,3 +458,17 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+def test_a_case_file_of_another_kernel_name_is_told_to_give_kernel(toy, tmp_path, capsys):
+    """Regression (a new user's trial, 2026-12-06): bisecting a reproducer written for a kernel registered under
+    another name (``my_jfa_bug``; the repository's plugin registers the toy kernel) said only "no kernel named
+    'my_jfa_bug'; registered: ... (load more with --plugin ...)", though the plugin was given: the fix is --kernel."""
+    path = _reproducer(tmp_path / "cases")
+    path.write_text(path.read_text().replace(f'"kernel": "{KERNEL}"', '"kernel": "my_jfa_bug"'))
+    out = tmp_path / "out"
+    from jfa_verify.core.exits import ExitCode
+
+    assert _bisect(toy.path, toy.commits[0], "main", out, "--case", str(path)) == ExitCode.USAGE
+    message = _report(out)["message"]
+    assert "no kernel named 'my_jfa_bug'" in message and "give --kernel NAME" in message, message

@@ -322,6 +322,10 @@ def run_bisect(req: BisectRequest, *, echo: Callable[[str], None] = print) -> Bi
         problem = _endpoint_problem(req, good_rec, None)
         bad_rec = None if problem else _endpoint(config, "bad", bad, echo)
         problem = problem or _endpoint_problem(req, good_rec, bad_rec)
+        if problem and not req.kernel and f"no kernel named {kernel!r}" in problem:
+            # the name came from the case file: the repository's plugin may register the kernel under another
+            problem += (f"; {kernel!r} is the --case file's kernel: give --kernel NAME, the name the repository's "
+                        f"plugin or module registers, to bisect the case on it")
         if problem:
             report.message = problem
         elif in_range == 1:
