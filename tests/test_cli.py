@@ -254,6 +254,9 @@ def test_every_option_of_every_command_says_what_it_does(capsys):
     # the commands a CI job or a campaign runs say what their exit statuses mean
     assert all("exit status" in (commands[n].description or "").lower()
                for n in ("run", "fuzz", "matrix", "replay", "findings", "gate", "mutants", "kernels")), "exit statuses"
+    # and those a Ctrl-C stops with 130 say so (gate, replay and matrix did not: a new user's trial, 2026-12-06)
+    assert all("130 interrupted" in " ".join((commands[n].description or "").split())
+               for n in ("run", "fuzz", "matrix", "replay", "gate", "mutants", "stress", "bisect")), "exit 130"
     assert main(["run", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert all(name in text for name in SUITES) and "Exit status" in text
@@ -295,6 +298,10 @@ def test_a_misspelled_option_is_refused_by_its_command_naming_the_closest_option
     assert main(["findings", "a", "b"]) == 2  # a stray positional: no option to suggest
     err = capsys.readouterr().err
     assert err.startswith("jfa-verify findings: error: unrecognized arguments: b") and "did you mean" not in err, err
+    # nothing like it: no suggestion (the shared "--" alone made --bogus "close" to --jobs: a trial, 2026-12-06)
+    assert main(["run", "--bogus"]) == 2 and "did you mean" not in capsys.readouterr().err
+    assert main(["run", "--report", ""]) == 2  # (named: "argument --report:  is a folder" named nothing)
+    assert "argument --report: '' is empty; give a file name" in capsys.readouterr().err
 
 
 def test_unknown_kernel_is_a_clear_error(capsys):

@@ -92,7 +92,9 @@ def _parse(parser: "Parser", argv: Optional[Sequence[str]]) -> argparse.Namespac
         hints = []
         for token in extra:
             name = token.split("=", 1)[0]
-            close = difflib.get_close_matches(name, known, n=1) if name.startswith("--") else []
+            # (compared without the shared "--", which alone made --bogus "close" to --jobs: a new user's trial)
+            close = difflib.get_close_matches(name[2:], [k[2:] for k in known], n=1) if name.startswith("--") else []
+            close = [f"--{c}" for c in close]
             hints += [f"{name}: did you mean {close[0]}?"] if close else []
         command.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
     return args

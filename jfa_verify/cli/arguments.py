@@ -63,6 +63,8 @@ def name_part(text: str) -> str:
 
 def new_file(text: str) -> str:
     """A file to write: its folder must exist and it must not be a folder."""
+    if not text.strip():  # (Path("") is the current folder: "argument --report:  is a folder", a new user's trial)
+        raise argparse.ArgumentTypeError(f"{text!r} is empty; give a file name")
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")

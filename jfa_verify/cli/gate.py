@@ -31,7 +31,7 @@ DESCRIPTION = ("The one command a CI job runs for a kernel change: the default s
                "check; checks the GPU or the kernel cannot run are skipped with the reason. "
                "Exit status: 4 a kernel crashed its process, else 3 one hung, else 1 any other "
                "finding; 2 nothing could be checked, a check could not judge, or a bad "
-               "configuration; 0 everything checked passed.")
+               "configuration; 0 everything checked passed; 130 interrupted (the reports say which checks ran).")
 
 
 def add_arguments(parser) -> None:

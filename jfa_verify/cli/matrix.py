@@ -27,7 +27,7 @@ DESCRIPTION = ("Run the same cases through several kernels (and a campaign per k
                "tabulate the verdicts; headroom is a cell's worst error over its allowance "
                "(above 1 fails). Exit status: 4 a finding is a crash, else 3 a hang, else 1 "
                "a finding; 2 a bad argument or no case inside any kernel's capabilities; "
-               "0 otherwise (docs/peers.md).")
+               "0 otherwise; 130 interrupted (the verdicts given stand; docs/peers.md).")
 
 
 def add_arguments(parser) -> None:

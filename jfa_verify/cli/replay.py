@@ -20,7 +20,7 @@ DESCRIPTION = ("Re-run a case file written by run, fuzz, gate or matrix (or an i
                "finding of gate is rerun as its check did (as many times, a stress file at most 50 unless --reruns "
                "says), outputs compared bit for bit: 1 when the runs still differ, 0 when they agree. Exit "
                f"status as the verdict: 0 pass; {FINDINGS_IN_WORDS}; 2 a bad argument or an "
-               "unreadable file.")
+               "unreadable file; 130 interrupted.")
 
 
 def add_arguments(parser) -> None:
