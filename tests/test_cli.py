@@ -860,6 +860,10 @@ def test_findings_lists_a_broken_relation_check_from_its_call_file(tmp_path, cap
     assert "kernels with findings there: triton_jfa" in capsys.readouterr().err
     path.write_text("{")  # a truncated call file is named, as a truncated case file is
     assert main(["findings", str(tmp_path)]) == 2 and "a finding may be lost" in capsys.readouterr().err
+    # in --json too, as a row (it was on stderr only: a new user's trial, 2026-12-06)
+    assert main(["findings", str(tmp_path), "--json"]) == 2
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["status"] == "unreadable" and row["path"] == str(path) and "JSON" in row["error_kind"], row
 
 
 def test_relation_findings_of_a_plugin_kernel_have_own_ids_and_replay_from_any_folder(tmp_path, capsys, monkeypatch,

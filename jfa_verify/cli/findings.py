@@ -25,7 +25,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("folder", nargs="?", default=None, help="the folder (default jfa-reproducers)")
     parser.add_argument("--reproducers", default=None, metavar="FOLDER", help="the folder, as run and fuzz name it")
     parser.add_argument("--kernel", default=None, help="only this kernel's findings")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table (a list of rows; a case "
+                        "file that cannot be read is a row of status \"unreadable\" with the reason)")
 
 
 def main(args, ctx) -> int:
@@ -58,8 +59,13 @@ def main(args, ctx) -> int:
         if args.kernel not in here and args.kernel not in kernel_names():  # a typo reads as "no findings", 0
             raise UsageError(f"--kernel {args.kernel!r}: no kernel of that name is registered or has files in "
                              f"{root!r} (kernels with findings there: {', '.join(here) or 'none'})")
+    broken = unreadable_case_files(root)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        # an unreadable file is a row too, status "unreadable" (a finding may be lost in it: a JSON reader saw exit
+        # 2 and no row saying why, the file named on stderr only; a new user's trial)
+        print(json.dumps(rows + [{"id": None, "kernel": None, "status": "unreadable", "error_kind": why,
+                                  "outputs": [], "classes": [], "examples": 0, "case": None, "path": str(path),
+                                  "replay": None, "found_by": "-"} for path, why in broken], indent=2))
     elif rows:  # (no table for no rows: the line below says so)
         from rich.table import Table
 
@@ -75,7 +81,6 @@ def main(args, ctx) -> int:
         for r in rows:  # plain lines, never wrapped: each is pasted as it is
             print(f"{r['id']} replay: {r['replay']}")
     code = int(exit_code_for(r["status"] for r in rows))
-    broken = unreadable_case_files(root)
     if not rows and not args.json:  # (with an unreadable file, "no findings" is more than anyone can say)
         print(f"no findings in {root}" if not broken else
               f"no readable findings in {root}; {counted(len(broken), 'case file', 'case files')} could not be read "
