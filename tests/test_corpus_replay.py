@@ -118,3 +118,32 @@ def test_a_reproducer_that_no_longer_fails_its_planted_bug_fails_the_replay(tmp_
     stale.write_text(json.dumps(payload))
     with pytest.raises(AssertionError, match="no longer fails on mutant 'kv_tail_dropped'"):
         assert_fails_on_its_planted_bug(stale, jfa_device)
+
+
+def test_reports_case_files_and_call_files_are_json_every_reader_takes(tmp_path):
+    """Regression (a new user's trial, 2026-12-06): reports and case files held bare ``Infinity``/``-Infinity``
+    (an infinite headroom, the -inf LSE reference of a row that sees no key), which RFC 8259 does not allow:
+    JavaScript's JSON.parse and strict parsers refused the whole file. They are written as "inf", "-inf", "nan"."""
+    import json
+    import math
+
+    from jfa_verify.cases.case import Case
+    from jfa_verify.checks.calls import write_call_file
+    from jfa_verify.checks.relations import Relation
+    from jfa_verify.run.corpus import Corpus
+    from jfa_verify.run.isolation import crash_result
+    from jfa_verify.run.report import write_json
+
+    def strict(path):
+        return json.loads(Path(path).read_text(), parse_constant=lambda c: pytest.fail(f"bare {c} in {path}"))
+
+    write_json(tmp_path / "r.json", {"headroom": math.inf, "cases": [{"reference_value": -math.inf, "e": math.nan}]})
+    assert strict(tmp_path / "r.json") == {"headroom": "inf", "cases": [{"reference_value": "-inf", "e": "nan"}]}
+    case = Case(kv_lengths=(3, 5), head_dim=16)
+    verdict = crash_result(case, "triton_jfa", "hang", "no result", (), math.inf)
+    path = Corpus(tmp_path / "repro").write(case, "triton_jfa", "cpu", verdict, ())
+    assert strict(path)["verdict"]["seconds"]["kernel"] == "inf"
+    assert read_case_file(path)[0] == case  # and it still reads as its case
+    calls = write_call_file(tmp_path / "repro" / "x.calls.json", Relation("permutation", case, ()), kernel="k",
+                            device="cpu", status="fail", finding="rows moved")
+    strict(calls)

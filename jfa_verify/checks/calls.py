@@ -37,6 +37,7 @@ FORMAT = "jfa-verify-calls/1"
 def write_call_file(path: "str | Path", relation: Relation, *, kernel: str, device: str, status: str = "running",
                     finding: str = "", plugins: tuple = ()) -> Path:
     """Write (atomically) the call file of ``relation``; returns the path."""
+    from jfa_verify.core.json_text import dumps
     from jfa_verify.run.corpus import environment
 
     path = Path(path)
@@ -47,7 +48,7 @@ def write_call_file(path: "str | Path", relation: Relation, *, kernel: str, devi
                "plugin_paths": [str(Path(p).resolve()) for p in plugins],
                "finding": finding, "environment": environment()}
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True))
+    tmp.write_text(dumps(payload, indent=2, sort_keys=True))
     os.replace(tmp, path)
     return path
 

@@ -67,7 +67,11 @@ def replay_timeout(payload: dict, timeout_s: Optional[float] = None) -> Optional
     if status == RUNNING:
         return HANG_REPLAY_S
     waited = ((payload.get("verdict") or {}).get("seconds") or {}).get("kernel") or payload.get("timeout_s")
-    return max(0.1, math.floor(float(waited) * 10) / 10) if waited else HANG_REPLAY_S
+    try:
+        waited = float(waited) if waited else math.nan  # (a file's "inf" or "nan" string: no limit it kept)
+    except (TypeError, ValueError):
+        waited = math.nan
+    return max(0.1, math.floor(waited * 10) / 10) if math.isfinite(waited) else HANG_REPLAY_S
 
 
 def environment() -> dict:
@@ -138,7 +142,9 @@ def _end_hung_case(path: Path, timeout_s: float) -> Callable[[], None]:
 
 
 def _write_atomic(path: Path, payload: dict) -> None:
-    _write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True))
+    from jfa_verify.core.json_text import dumps
+
+    _write_text_atomic(path, dumps(payload, indent=2, sort_keys=True))
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
