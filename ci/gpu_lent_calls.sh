@@ -24,7 +24,8 @@
 #         (benchmarks/sdpa_first_calls.py), then the run's parent process under cProfile.
 # Call 10: the three blind block-sparse mutants call 3's time did not reach (issue 41), each through `jfa-verify run`.
 # Call 11: call 10 beside both kernels' stress stages and tests/test_stress.py on the GPU (a short budget's call).
-# Call 12: call 10 beside `jfa-verify run` of both unmutated kernels (a one-call budget).
+# Call 12: call 10 (its mutants one at a time), then `jfa-verify run` of both unmutated kernels (CALL12_S seconds in
+#          all; a one-call budget).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 call=${1:?give the call: 1 to 12}
@@ -165,8 +166,9 @@ elif [ "$call" = 10 ]; then
   nvidia-smi --query-gpu=name --format=csv,noheader
   t10=${CALL10_S:-500}  # (call 11 runs it in less)
   CATALOGUE=tests/quality/sparse_blind_set.json MUTANTS="sparse_fwd_query_block_by_block_n \
-    sparse_fwd_selection_without_sequence_start sparse_dkdv_query_block_rows_by_block_n" PARALLEL=3 RUN_JOBS=4 \
-    RUN_S=$(( t10 - 10 )) GATE_S=0 OUT=$L timeout -k 5 $t10 bash ci/gpu_gluon_mutants.sh >$L/sparse-left.log 2>&1
+    sparse_fwd_selection_without_sequence_start sparse_dkdv_query_block_rows_by_block_n" PARALLEL=${CALL10_PARALLEL:-3} \
+    RUN_JOBS=${CALL10_RUN_JOBS:-4} \
+    RUN_S=${CALL10_RUN_S:-$(( t10 - 10 ))} GATE_S=0 OUT=$L timeout -k 5 $t10 bash ci/gpu_gluon_mutants.sh >$L/sparse-left.log 2>&1
   echo "sparse mutants exit $? at $(el) s" >>$L/status.txt
   cat $L/status.txt; cat $L/sparse-left.log
   grep -hE "^precompile:|^time:|passed|failed" $L/sparse_blind_set-mutants/*.run.log | cut -c1-200
@@ -188,20 +190,25 @@ elif [ "$call" = 11 ]; then
   tail -4 $L/test-stress.log; cat $L/call10.log | grep -v "^total\|^-r\|^d"
   cp -r /tmp/c10 $L/c10 2>/dev/null
 elif [ "$call" = 12 ]; then
-  # Call 10 beside `jfa-verify run` of both unmutated kernels (the default suite and its relations as a user runs
-  # it: the first GPU run of the suite's diagonal-offsets and misaligned-k/v cases and of the peers' copies of rows
-  # not 16-byte aligned), for a session with device time for one call (2026-12-06). The mutants share the plain
-  # kernel's Triton cache for every function they do not patch.
+  # Call 10, then `jfa-verify run` of both unmutated kernels with the time left (the default suite and its relations
+  # as a user runs it: the first GPU run of the suite's diagonal-offsets and misaligned-k/v cases, of the peers'
+  # copies of rows not 16-byte aligned and of the self-only relation fallback), for a session with device time for
+  # one short call (2026-12-06). The mutants run one after another, each with the whole machine for its
+  # precompile step: they share the Triton cache of every function they do not patch, and the plain kernel's
+  # run after them finds nearly all of its variants built.
+  t12=${CALL12_S:-460}
+  CALL10_S=$(( t12 * 6 / 10 )) CALL10_RUN_S=$(( t12 * 3 / 10 )) CALL10_PARALLEL=1 CALL10_RUN_JOBS=8 OUT=$OUT \
+    bash "$0" 10 >$L/call10.log 2>&1
+  left=$(( t12 - $(el) ))
   for k in triton_jfa gluon_jfa; do
-    ( /usr/bin/time -f "$k run wall %e s" timeout -k 5 440 jfa-verify run --device cuda --kernel $k --jobs 3 \
-        --no-progress --report $L/run-$k.json --reproducers $L/repro-$k >$L/run-$k.log 2>&1
+    [ $left -gt 30 ] && ( /usr/bin/time -f "$k run wall %e s" timeout -k 5 $left jfa-verify run --device cuda \
+        --kernel $k --jobs 6 --no-progress --report $L/run-$k.json --reproducers $L/repro-$k >$L/run-$k.log 2>&1
       echo "$k run exit $? at $(el) s" >>$L/status.txt ) &
   done
-  CALL10_S=${CALL10_S:-470} OUT=$OUT bash "$0" 10 >$L/call10.log 2>&1
   wait
   cat $L/status.txt
-  for k in triton_jfa gluon_jfa; do echo "== $k"; head -3 $L/run-$k.log | cut -c1-250
-    grep -E "^\[(FAIL|ERROR|CRASH|HANG)|^time:|passed|wall" $L/run-$k.log | cut -c1-250 | tail -12; done
+  for k in triton_jfa gluon_jfa; do echo "== $k"; head -3 $L/run-$k.log 2>/dev/null | cut -c1-250
+    grep -E "^\[(FAIL|ERROR|CRASH|HANG)|^time:|passed|wall" $L/run-$k.log 2>/dev/null | cut -c1-250 | tail -12; done
   grep -v "^total\|^-r\|^d" $L/call10.log
   cp -r /tmp/c10 $L/c10 2>/dev/null
 else
