@@ -27,6 +27,9 @@ def finite(value):
 
 
 def dumps(payload, **kwargs) -> str:
-    """:func:`json.dumps` of :func:`finite` ``(payload)``, refusing (``ValueError``) a non-finite float it missed
-    (one inside an object that ``default`` turns into JSON)."""
+    """:func:`json.dumps` of :func:`finite` ``(payload)`` (``kwargs`` as json.dumps takes them).
+
+    Raises:
+        ValueError: a non-finite float that ``kwargs``'s ``default`` made of an object (never one of ``payload``).
+    """
     return json.dumps(finite(payload), allow_nan=False, **kwargs)

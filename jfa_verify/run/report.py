@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
 from typing import Optional, Sequence
@@ -68,10 +67,9 @@ def write_json(path: "str | Path", payload: "dict | list") -> Path:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from jfa_verify.core.json_text import finite
+    from jfa_verify.core.json_text import dumps
 
-    # (default=str may make a non-finite float of an object: json.dumps still writes it then; rare, never lost)
-    text = json.dumps(finite(payload), indent=2, default=str)
+    text = dumps(payload, indent=2, default=str)
     final = isinstance(payload, dict) and payload.get("finished") is True
     with writing_verdict() if final else contextlib.nullcontext():
         if path.is_symlink() or (path.exists() and not path.is_file()):

@@ -31,6 +31,7 @@ from typing import Callable, Optional, Sequence
 from jfa_verify.cases.case import Case
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.exits import ExitCode, exit_code_for
+from jfa_verify.core.json_text import finite
 from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 from jfa_verify.judge.compare import OUTPUTS
 from jfa_verify.run.runner import FAILING_STATUSES, STATUSES
@@ -72,15 +73,14 @@ class Cell:
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         d["conventions"] = list(self.conventions)
-        if d["headroom"] is not None and not math.isfinite(d["headroom"]):
-            d["headroom"] = "inf"
+        d["headroom"] = finite(d["headroom"])  # (JSON has no infinity: "inf", as every report writes it)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Cell":
         d = dict(d)
-        if d.get("headroom") == "inf":
-            d["headroom"] = math.inf
+        if isinstance(d.get("headroom"), str):
+            d["headroom"] = float(d["headroom"])
         d["conventions"] = tuple(d.get("conventions", ()))
         return cls(**d)
 
@@ -180,7 +180,7 @@ class Matrix:
             "cases": [{"case_id": c.case_id(), "name": c.name, "describe": c.describe(), "case": c.to_dict()}
                       for c in self.cases],
             "cells": [cell.to_dict() for cell in self.cells.values()],
-            "summary": {k: {"counts": self.counts(k), "worst_headroom": _finite_or_text(self.worst_headroom(k))}
+            "summary": {k: {"counts": self.counts(k), "worst_headroom": finite(self.worst_headroom(k))}
                         for k in self.kernels},
             "findings": [f.to_dict() for f in self.findings()],
             "campaigns": self.campaigns,
@@ -366,10 +366,6 @@ def kind_of(verdict: dict) -> str:
 
     _, status, kind, outputs = key_of(verdict)
     return f"{status} {kind}" + (f" in {', '.join(outputs)}" if outputs else "")
-
-
-def _finite_or_text(x):
-    return "inf" if x is not None and not math.isfinite(x) else x
 
 
 def _headroom_text(x: Optional[float]) -> str:
