@@ -537,10 +537,20 @@ def test_a_case_still_running_when_the_duration_ends_is_stopped_not_waited_for(t
     monkeypatch.setattr(campaign_module, "STOP_GRACE_S", 1.0)
     plugin = misbehaving_plugin("hangs_always", hang="True")
     load_plugin(plugin)
+
+    def running() -> bool:  # (a loaded machine started the worker after a 3-second duration had ended: no case ran)
+        for path in tmp_path.glob("*.json"):
+            try:
+                if '"running"' in path.read_text():
+                    return True
+            except OSError:  # (replaced meanwhile)
+                pass
+        return False
+
     t0 = time.monotonic()
     summary = run_campaign("hangs_always", strategy=cases(max_batch=1, max_len=4, dtypes=["float32"]),
                            max_examples=None, duration_s=3, corpus_dir=tmp_path, device="cpu", timeout_s=120,
-                           backward=False, isolate=True, plugins=[str(plugin)])
+                           backward=False, isolate=True, plugins=[str(plugin)], should_stop=running)
     assert time.monotonic() - t0 < 60  # not the 120 s timeout
     assert not summary.interrupted and summary.cases_run == 0 and not summary.failed  # no verdict, no finding
     (note,) = [n for n in summary.notes if "stopped without a verdict" in n]

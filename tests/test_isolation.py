@@ -657,6 +657,32 @@ def test_a_ctrl_c_while_a_fork_server_started_from_a_thread_imports_torch_is_ign
     assert proc.returncode == 0 and "child exit 0" in proc.stdout, proc.stdout + proc.stderr[-3000:]
 
 
+def test_a_kill_while_the_worker_launches_its_child_ends_the_case_not_after_its_timeout(misbehaving_plugin,
+                                                                                       monkeypatch):
+    # regression: a campaign's end (or a Ctrl-C) 2 s into its first case came while the fork server still started
+    # the case's child; kill() found no child yet and did nothing, and the hanging case ran its whole --timeout
+    from jfa_verify.run import isolation
+
+    plugin = misbehaving_plugin("hangs_late_kill", hang="True")
+    load_plugin(plugin)
+    worker = CaseWorker(WorkerSpec("hangs_late_kill", "cpu", RunSettings(plugins=[plugin], backward=False)))
+    launch = isolation.start_child
+
+    def killed_while_launching(ctx, proc):  # the other thread's kill(), between the launch and the child being known
+        worker.kill()
+        launch(ctx, proc)
+
+    monkeypatch.setattr(isolation, "start_child", killed_while_launching)
+    with worker:
+        t0 = time.perf_counter()
+        result = worker.run(Case(kv_lengths=(3,), dtype="float32", head_dim=16), 60)
+        assert time.perf_counter() - t0 < 30, "the killed worker's case ran on"
+        assert result.status == "crash" and "killed" in result.message and worker.pid is None
+    monkeypatch.setattr(isolation, "start_child", launch)
+    with CaseWorker(WorkerSpec("hangs_late_kill", "cpu", RunSettings(plugins=[plugin], backward=False))) as fresh:
+        assert fresh.run(Case(kv_lengths=(3,), dtype="float32", head_dim=16), 3).status == "hang"  # (it does hang)
+
+
 def test_a_worker_started_early_loads_its_kernel_before_its_first_case_arrives(tmp_path, misbehaving_plugin):
     # issue 39: each worker's first case on an H100 took 3-4 s more than the rest (imports, the kernel, the device's
     # context); `run` now starts its workers while it precompiles, and each loads the kernel before a case comes

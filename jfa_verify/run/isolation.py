@@ -250,6 +250,7 @@ class CaseWorker:
         self._loading = False  # a child launched whose "ready" has not been read yet (start_early)
         self._launched_at = 0.0
         self.restarts = 0  # children started after the first (one per crash or hang)
+        self.kills = 0  # calls of kill(), so that a call can tell one came while it launched its child
         self.startup_s = 0.0  # seconds from launching children to their "ready" (an early start counts from its launch)
 
     # -- lifecycle -----------------------------------------------------------------
@@ -305,6 +306,7 @@ class CaseWorker:
 
         Safe to call from another thread while :meth:`run` waits (``Verifier.verify_all`` ends its workers
         mid-case on Ctrl-C): that :meth:`run` returns a ``"crash"`` verdict."""
+        self.kills += 1
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None  # first, so that a second caller (the run that saw it die) has nothing to do
         self._loading = False
@@ -341,10 +343,14 @@ class CaseWorker:
         """Send ``message`` to the child (started first when there is none) and wait for its answer:
         ``("answer", answer, seconds)``, or ``("hang", why, seconds)`` past ``timeout_s`` and ``("crash", why,
         seconds)`` when the child died; the child is killed in both, and the next call starts another."""
+        kills = self.kills
         if self._conn is None:
             self._start()
         elif self._loading:
             self._wait_ready()
+        if self.kills != kills:  # killed from another thread while the child launched, before it was known to kill()
+            self.kill()  # (a campaign's end 2 s in, during the fork server's first start: the case ran its timeout)
+            return "crash", "worker process was killed before it was sent its case", 0.0
         t0 = time.perf_counter()
         try:
             self._conn.send(message)
