@@ -47,3 +47,22 @@ def builtin_kernel_names() -> list:
     from jfa_verify.protocol.registry import get_kernel, kernel_names
 
     return [name for name in kernel_names() if get_kernel(name).loader.__module__.startswith("jfa_verify.")]
+
+
+_READS_ITS_NEIGHBOUR = """\
+        o, starts = ref["o"].clone(), k_offsets.tolist()
+        q_starts = starts if broadcast else q_offsets.tolist()
+        for b in range(B - 1):
+            if lengths[b + 1] and (broadcast or q_starts[b + 1] > q_starts[b]):
+                rows = slice(b, b + 1) if broadcast else slice(q_starts[b], q_starts[b + 1])
+                o[rows] += 0.5 * v[starts[b + 1]].float().mean(0)  # the next sequence's first value row
+        return o.to(q.dtype), ref["lse"].float()"""
+
+
+def reads_its_neighbour(path):
+    """Rewrite ``path``, a ``misbehaving_plugin`` file, into a self- and cross-attention kernel that adds the next
+    sequence's first value row to each sequence's output (a result that depends on its neighbour); returns it."""
+    path.write_text(path.read_text().replace('        return ref["o"].to(q.dtype), ref["lse"].float()',
+                                             _READS_ITS_NEIGHBOUR).replace(
+        "Capabilities(backward=False)", "Capabilities(backward=False, modes=('self', 'cross'))"))
+    return path

@@ -62,6 +62,9 @@ def test_broken_kernel_fails_run_with_localized_message_and_replays(tmp_path, ca
     # the same case on the real kernel passes, and replay never deletes the file it was given
     rc = main(["replay", str(files[0]), "--device", "cpu", "--kernel", "triton_jfa"])
     assert rc == 0 and files[0].is_file() and json.loads(files[0].read_text()) == payload
+    # ... and says it replayed another kernel than the recorded one (a new user's "pass (DIFFERENT)" read as a fix)
+    assert ("recorded on kernel 'mutant-kv_bound_minus_one'; it replays on 'triton_jfa' (--kernel)"
+            in capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("name, body, said, isolate", [
@@ -1303,6 +1306,33 @@ def test_a_self_attention_only_kernel_with_a_stale_plan_cache_fails_a_relation_c
             assert findings["sequence"] is not None, findings
         else:
             assert findings == {r.name: None for r in relations}, findings
+
+
+def test_a_kernel_whose_rows_read_the_next_sequences_first_key_fails_a_relation_check(misbehaving_plugin):
+    """Regression (new-user trial): the relation batches drew lengths like kv (15, 0, 0) with queries (2, 63, 0)
+    at the default seed: one sequence with both queries and keys, no neighbour for it to read, so a kernel that
+    added the next sequence's first value row to each sequence's output held all three relations. Every relation
+    batch now has two neighbouring sequences that attend."""
+    from jfa_verify.cases.dimensions import Target
+    from jfa_verify.checks.suites import relation_checks
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+    from tests.helpers import reads_its_neighbour
+
+    load_plugin(reads_its_neighbour(misbehaving_plugin("reads_its_neighbour")))
+    kernel = get_kernel("reads_its_neighbour")
+    correct = misbehaving_plugin("keeps_to_itself")
+    correct.write_text(correct.read_text().replace("Capabilities(backward=False)",
+                                                   "Capabilities(backward=False, modes=('self', 'cross'))"))
+    load_plugin(correct)
+    for seed in range(3):
+        for r in relation_checks(Target(kernel, "cpu"), seed):
+            live = [bool(q and k) for q, k in zip(r.case.query_lengths, r.case.kv_lengths)]
+            assert any(a and b for a, b in zip(live, live[1:])), (seed, r.case.describe())
+            # (seed 0's batch has a sequence of 31 queries and 1 key, bottom-right: rows that see no key, whose zeros
+            # the float64 reference signs differently alone and in the batch; a zero is a zero)
+            assert r.check(get_kernel("keeps_to_itself"), "cpu") is None, (seed, r.name, r.case.describe())
+    findings = {r.name: r.check(kernel, "cpu") for r in relation_checks(Target(kernel, "cpu"))}
+    assert findings["batch_invariance"] is not None and findings["permutation"] is not None, findings
 
 
 def test_run_and_gate_have_a_default_timeout_so_a_hanging_kernel_cannot_hold_them_forever(capsys):

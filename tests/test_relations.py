@@ -241,7 +241,7 @@ def test_the_sequence_of_related_calls_ends_with_the_same_lengths_at_another_hea
     assert len(related_calls(CASE)) == len(calls) - 1  # no capabilities: no head dim is assumed
 
 
-def test_a_sequence_whose_first_call_fails_says_no_state_was_carried(jfa_device):
+def test_a_sequence_whose_first_call_fails_says_no_call_of_the_check_carried_state(jfa_device):
     # a new user's stateless kernel, wrong on every call, was reported as breaking "no host state carries over"
     # ("call 1 of 4 failed after 0 earlier call(s)")
     def doubled(problem, q, k, v, run):
@@ -249,7 +249,9 @@ def test_a_sequence_whose_first_call_fails_says_no_state_was_carried(jfa_device)
 
     finding = Relation("sequence", CASE, (dataclasses.replace(CASE, seed=9),)).check(
         _wrapped("planted-always-wrong", doubled), jfa_device)
-    assert finding.startswith("call 1 of 2 failed on its own, before any other call") and "not state" in finding
+    assert finding.startswith("call 1 of 2 failed, the first call of this check") and "no call of the check" in finding
+    # (but calls before the check, in the same process, are not ruled out: a new user's module-level counter)
+    assert "from calls this process made before the check" in finding and "in a new process" in finding
 
 
 def test_a_later_call_that_fails_alone_too_is_not_called_state_but_one_that_passes_alone_is(jfa_device):

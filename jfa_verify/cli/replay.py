@@ -113,7 +113,12 @@ def _recorded_kernel(ctx, payload: dict, what: str):
 
     recorded = [p for p in payload.get("plugin_paths", ()) if p not in ctx.plugins]
     try:
-        return ctx.kernel(ctx.kernel_name or payload.get("kernel", "triton_jfa"))
+        kernel = ctx.kernel(ctx.kernel_name or payload.get("kernel", "triton_jfa"))
+        if payload.get("kernel") and kernel.name != payload["kernel"]:
+            # (a new user replayed another kernel's file by mistake and read "replayed: pass (DIFFERENT)" as a fix)
+            print(f"note: this {what} was recorded on kernel {payload['kernel']!r}; it replays on {kernel.name!r} "
+                  f"(--kernel), so its recorded verdict is {payload['kernel']!r}'s", flush=True)
+        return kernel
     except UnknownKernel as e:  # the file says which plugin registered it: name it
         if not recorded or ctx.plugins:
             raise
