@@ -301,6 +301,33 @@ def _reported(config: FuzzConfig) -> dict:
     shown["read_from"] = [redacted(str(r)) for r in shown.get("read_from") or ()]
     return shown
 
+def _replay_relation_findings(corpus_dir: Path, kernel, device, config: FuzzConfig, say) -> list[dict]:
+    """Check the relation of each call file ``kernel`` left in ``corpus_dir`` (a relation finding of ``run`` or the
+    gate) again before the campaign draws, as its saved case findings are replayed: one that still breaks is a
+    finding of this campaign (its status counts in the exit status), one that holds now is moved to the folder's
+    now-passing subfolder. A new user's campaign listed such a file as ``[fail]`` without replaying it, and exited 0.
+    Unreadable call files are left to the unreadable case files' line."""
+    from jfa_verify.checks.calls import replay_call_files
+    from jfa_verify.run.corpus import Corpus, replay_command
+
+    corpus, out = Corpus(corpus_dir), []
+    for r in replay_call_files(corpus.call_files(), kernel, device, config.run.plugins, config.run.timeout_s):
+        if r.status == "unreadable":
+            continue
+        where = r.relation.case.name or r.relation.case.describe()
+        row = {"path": str(r.path), "relation": r.relation.name, "case": where, "status": r.status}
+        if r.status == "pass":
+            row["now_passing"] = str(corpus.move_to_now_passing(r.path, r.recorded or "fail"))
+            say(f"  saved relation finding replayed: relation {r.relation.name} on {where} holds now")
+        else:
+            row["finding"] = r.finding
+            say(f"  saved relation finding replayed: [{r.status.upper()}] relation {r.relation.name} on {where}: "
+                f"{r.finding.splitlines()[0][:240]}; replay: "
+                f"{replay_command(r.path, kernel.name, config.run.plugins)}")
+        out.append(row)
+    return out
+
+
 def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: int, gpus: Sequence[str], console,
               live: bool, interval: float, report, png) -> dict:
     """:func:`run_fuzz` once its folder is held."""
@@ -346,6 +373,14 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     for path, why in unreadable_case_files(corpus_dir):  # (left untouched: a finding may be lost in one)
         say(f"  error: {path} is not a readable case file ({why}); this campaign cannot replay it and leaves it as it "
             f"is: restore it, or remove it once you have read it")
+    relation_replays = []
+    if not interrupted:
+        try:
+            relation_replays = _replay_relation_findings(corpus_dir, kernel, device, config, say)
+        except KeyboardInterrupt:
+            interrupted = True
+            say("interrupted while the saved relation findings were replayed (their files are kept as they were); "
+                "the report is written")
     saved = saved_findings(corpus_dir, kernel.name)
     leftover_paths = {left["path"] for left in prep["leftovers"]}
     replay = [p for p in saved if str(p) not in leftover_paths]
@@ -433,6 +468,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     interrupted = interrupted or any(s.get("interrupted") for s in summaries.values())
     found = [f for s in summaries.values() for f in s["failures"]]
     statuses = [f["status"] for f in found] + [left["status"] for left in prep["leftovers"]]
+    statuses += [r["status"] for r in relation_replays if r["status"] != "pass"]
     # --no-isolate: a kernel that crashes takes its campaign worker with it (its "running" file is
     # replayed by the next campaign); a worker killed by a signal is a crash here too.
     # --no-isolate: a case past --timeout ends its worker through the in-process watchdog (exit 3, its case file
@@ -486,6 +522,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
                         "findings": s.findings, "seconds": dict(s.seconds)} for s in progress.workers.values()],
         "worker_errors": {str(w): d for w, d in deaths.items()},
         "unreadable_case_files": unreadable,
+        "relation_replays": relation_replays,  # the folder's saved relation findings, checked again first
         "notes": notes + sorted({n for s in summaries.values() for n in s["notes"]}),
         "breakdown_seconds": progress.breakdown(),
         "timeline": [list(p) for p in progress.timeline],

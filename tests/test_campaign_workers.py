@@ -341,3 +341,38 @@ def test_a_no_isolate_campaign_ended_by_a_hang_exits_3_with_the_hang_as_its_find
     assert [f["status"] for f in payload["findings"]] == ["hang"], payload["findings"]
     (death,) = payload["worker_errors"].values()
     assert death["exitcode"] == ExitCode.HANG and "ran past --timeout" in death["why"]
+
+
+def test_a_saved_relation_finding_is_replayed_first_and_counts_in_the_exit_status(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial): a campaign on a folder holding a relation finding (a call file `run` had
+    written) listed it as ``[fail]`` without replaying it and exited 0, fixed kernel or not. It is replayed before
+    the draws, as saved case findings are: still broken, exit 1; holding again, moved to now-passing."""
+    from jfa_verify.cases.dimensions import Target
+    from jfa_verify.checks.calls import write_call_file
+    from jfa_verify.checks.suites import relation_checks
+    from tests.helpers import reads_its_neighbour
+
+    fixed = tmp_path / "fixed" / "neighbourly.py"
+    fixed.parent.mkdir()
+    fixed.write_text(misbehaving_plugin("neighbourly").read_text().replace(
+        "Capabilities(backward=False)", "Capabilities(backward=False, modes=('self', 'cross'))"))
+    buggy = reads_its_neighbour(misbehaving_plugin("neighbourly"))  # (the same file name: written after the copy)
+    load_plugin(buggy)
+    relation = next(r for r in relation_checks(Target(get_kernel("neighbourly"), "cpu"))
+                    if r.name == "batch_invariance")
+    folder = tmp_path / "found"
+    saved = write_call_file(folder / f"{relation.case.case_id()}-batch_invariance-neighbourly.calls.json", relation,
+                            kernel="neighbourly", device="cpu", status="fail", finding="recorded by run",
+                            plugins=(str(buggy),))
+    for plugin, code, status in ((buggy, ExitCode.FINDING, "fail"), (fixed, ExitCode.OK, "pass")):
+        report = tmp_path / f"{status}.json"
+        run = _fuzz("--plugin", plugin, "--kernel", "neighbourly", "--max-examples", "2", "--seed", "1", "--workers",
+                    "1", "--reproducers", folder, "--report", report)
+        assert run.returncode == code, run.stdout[-3000:] + run.stderr[-3000:]
+        (row,) = json.loads(report.read_text())["relation_replays"]
+        assert row["relation"] == "batch_invariance" and row["status"] == status, row
+        if status == "fail":
+            assert "run alone differs" in row["finding"] and saved.is_file()
+            assert "[FAIL] relation batch_invariance" in run.stdout
+        else:
+            assert not saved.exists() and (folder / "now-passing" / saved.name).is_file()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -28,8 +29,8 @@ from jfa_verify.core.errors import InvalidInput
 from jfa_verify.run.isolation import CaseWorker, WorkerSpec
 from jfa_verify.run.runner import _traceback_tail
 
-__all__ = ["FORMAT", "RelationWorker", "check_relations", "is_call_file", "read_call_file", "relation_status",
-           "relation_worker_spec", "replay", "write_call_file"]
+__all__ = ["FORMAT", "CallReplay", "RelationWorker", "check_relations", "is_call_file", "read_call_file",
+           "relation_status", "relation_worker_spec", "replay", "replay_call_files", "write_call_file"]
 
 FORMAT = "jfa-verify-calls/1"
 
@@ -88,6 +89,42 @@ def replay(path: "str | Path", kernel, device) -> Optional[str]:
     or None when it holds now."""
     relation, _ = read_call_file(path)
     return relation.check(kernel, device)
+
+
+@dataclass
+class CallReplay:
+    """One call file replayed by :func:`replay_call_files`. ``status``: ``"pass"`` (the relation holds now),
+    ``"fail"``, ``"error"`` (not judged: jfa-verify's own failure), ``"crash"``, ``"hang"``, or ``"unreadable"``
+    (``finding`` says why; ``relation`` is None). ``recorded``: the status the file was written with."""
+
+    path: Path
+    relation: Optional[Relation]
+    status: str
+    finding: Optional[str]
+    recorded: Optional[str] = None
+
+
+def replay_call_files(files: Sequence["str | Path"], kernel, device, plugins: Sequence[str] = (),
+                      timeout_s: Optional[float] = None) -> list[CallReplay]:
+    """Check the relation of each call file in ``files`` recorded for ``kernel`` (or for no kernel) again, in a
+    :class:`RelationWorker` (a crash or a hang is its verdict; the worker's child starts at the first check, so a
+    folder without such files costs nothing); files of other kernels are left out. The one replay of call files
+    that the gate's replay check and a campaign's start share (a campaign listed a saved relation finding as
+    ``[fail]`` without replaying it, and exited 0)."""
+    out = []
+    with RelationWorker(relation_worker_spec(kernel, device, plugins)) as worker:
+        for path in map(Path, files):
+            try:
+                relation, payload = read_call_file(path)
+            except InvalidInput as e:
+                out.append(CallReplay(path, None, "unreadable", str(e)))
+                continue
+            if payload.get("kernel") not in (None, kernel.name):
+                continue
+            status, finding = worker.check(relation, timeout_s)
+            out.append(CallReplay(path, relation, "pass" if finding is None else status, finding,
+                                  payload.get("status")))
+    return out
 
 
 def check_relations(relations: Sequence[Relation], kernel, device, corpus: "str | None", *,

@@ -366,9 +366,22 @@ class Corpus:
         kept.parent.mkdir(parents=True, exist_ok=True)
         _write_text_atomic(kept, earlier)  # the earlier verdict, as it was (the file now says "running")
         path.unlink(missing_ok=True)
+        self._kept_as_now_passing(path, status, kept)
+
+    def _kept_as_now_passing(self, path: Path, status: str, kept: Path) -> None:
         self.now_passing.append(kept)
         print(f"jfa-verify: {path.name} (recorded {status}) now passes: its reproducer is kept as {kept}, out of "
               f"the findings; delete it once you no longer need it", file=sys.stderr, flush=True)
+
+    def move_to_now_passing(self, path: Path, status: str) -> Path:
+        """Move the finding file ``path`` (recorded ``status``: a call file whose relation holds again) to
+        :meth:`now_passing_folder`, with the line on stderr that :meth:`record` writes for a case file; returns where
+        it is now."""
+        kept = self.now_passing_folder() / Path(path).name
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, kept)
+        self._kept_as_now_passing(Path(path), status, kept)
+        return kept
 
     def record(self, path: Path, result) -> Optional[Path]:
         """Keep ``path`` with the verdict when ``result`` failed; otherwise delete it, unless it held an earlier

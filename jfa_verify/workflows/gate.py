@@ -622,31 +622,25 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
 
 def _replay_call_files(kernel, device, options, plugins, unreadable: list) -> list:
     """The replay check's call files (a relation check's findings, ``*.calls.json``) of ``kernel``: each relation
-    checked again in a relation worker (a crash or a hang is its verdict). ``[(status, Finding or None)]``; a file
+    checked again (:func:`~jfa_verify.checks.calls.replay_call_files`). ``[(status, Finding or None)]``; a file
     that cannot be read is added to ``unreadable``. A new user's gate replayed every case file of a folder and passed
     over its relation finding without a word."""
-    from jfa_verify.checks.calls import RelationWorker, read_call_file, relation_worker_spec
+    from jfa_verify.checks.calls import replay_call_files
     from jfa_verify.run.corpus import replay_command
 
     files = [p for d in options.replay_dirs for f in reproducer_folders(d) for p in Corpus(f).call_files()]
     out = []
-    with RelationWorker(relation_worker_spec(kernel, device, plugins)) as worker:  # (its child starts at a first check)
-        for path in files:
-            try:
-                relation, payload = read_call_file(path)
-            except InvalidInput as e:
-                unreadable.append(f"{path} is not a readable call file ({e}); a finding may be lost in it: restore "
-                                  f"it, or remove it once you have read it")
-                continue
-            if payload.get("kernel") not in (None, kernel.name):
-                continue
-            status, finding = worker.check(relation, options.run.timeout_s)
-            if finding is None:
-                out.append(("pass", None))
-                continue
-            where = relation.case.name or relation.case.case_id()
-            out.append((status, Finding("replay", f"relation {relation.name} on {where}", status, finding[:300],
-                                        finding, replay_command(path, kernel.name, plugins), str(path))))
+    for r in replay_call_files(files, kernel, device, plugins, options.run.timeout_s):
+        if r.status == "unreadable":
+            unreadable.append(f"{r.path} is not a readable call file ({r.finding}); a finding may be lost in it: "
+                              f"restore it, or remove it once you have read it")
+        elif r.status == "pass":
+            out.append(("pass", None))
+        else:
+            where = r.relation.case.name or r.relation.case.case_id()
+            out.append((r.status, Finding("replay", f"relation {r.relation.name} on {where}", r.status,
+                                          r.finding[:300], r.finding, replay_command(r.path, kernel.name, plugins),
+                                          str(r.path))))
     return out
 
 
