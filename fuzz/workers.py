@@ -73,6 +73,14 @@ class FuzzConfig:
     precompile: bool = True  # build the covering array's kernel variants before the workers start (precompile_campaign)
 
 
+def drawn_count(summaries: dict, progress) -> int:
+    """The cases a campaign drew: its workers' own counts (a draw of a case judged before runs nothing, so it can
+    exceed the drawn cases run), but never fewer than the drawn cases whose verdicts came as events: a worker
+    stopped or killed before its last word has a summary that drew nothing (a new user's interrupted campaign said
+    "2 cases run (0 drawn)")."""
+    return max(sum(s.get("generated", 0) for s in summaries.values()), progress.phases["generate"])
+
+
 def _interrupted_summary() -> dict:
     """The summary of a worker interrupted before its campaign had one: nothing drawn, nothing found."""
     return {"interrupted": True, "generated": 0, "failures": [], "fixed": [], "notes": []}
@@ -485,10 +493,11 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
         code = ExitCode.USAGE
         notes.append("no case finished before the campaign ended, so nothing was checked (exit 2): see the cases "
                      "stopped without a verdict in these notes, give a longer --duration, or replay one to see it hang")
-    # A case file that cannot be read may hold a finding this campaign could not replay: as `jfa-verify findings`,
-    # that is not a pass (nor only an ordinary finding); a crash or hang still says more.
+    # A case file that cannot be read may hold a finding this campaign could not replay: as `jfa-verify findings` and
+    # the gate's replay check, that is not a pass; a finding's own status says more (a confirmed wrong output beside
+    # a truncated file exited 2, which a CI step reads as a configuration error: a new user's trial).
     unreadable = [{"path": str(p), "why": why} for p, why in unreadable_case_files(corpus_dir)]
-    if unreadable and code in (ExitCode.OK, ExitCode.FINDING):
+    if unreadable and code == ExitCode.OK:
         code = ExitCode.USAGE
     payload = {
         "format": "jfa-verify-campaign/1",
@@ -498,7 +507,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
         "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
         "seconds": round(seconds, 3), "cases": progress.cases,
         "cases_per_minute": round(60 * progress.cases / max(seconds, 1e-9), 1),
-        "drawn": sum(s.get("generated", 0) for s in summaries.values()),
+        "drawn": drawn_count(summaries, progress),
         "covering": progress.phases["covering"],  # the covering array's cases run (--covering), not drawn
         "precompile": precompiled.to_dict() if precompiled is not None else None,
         # per worker, a digest of the ids of the cases it drew, in order: one seed draws the same whatever the

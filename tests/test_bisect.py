@@ -216,6 +216,8 @@ def test_replay_inside_git_bisect_run_keeps_its_file(tmp_path):
     ({"--threshold": "5%"}, [], "--threshold is for --perf"),
     ({}, ["--drift", "--perf"], "--perf and --drift are different bisects"),
     ({"--case": None}, [], "say what to test with exactly one of --case FILE"),
+    # (a new user's --filter without --suite got the line above)
+    ({"--case": None, "--filter": "tile-edges"}, [], "--filter 'tile-edges' picks cases of a suite: add --suite NAME"),
     ({}, ["--hang-is-bad"], "--hang-is-bad needs --timeout SECONDS"),
 ])
 def test_usage_errors_exit_2_before_anything_runs(toy, tmp_path, capsys, overrides, flags, message):

@@ -376,3 +376,16 @@ def test_a_saved_relation_finding_is_replayed_first_and_counts_in_the_exit_statu
             assert "[FAIL] relation batch_invariance" in run.stdout
         else:
             assert not saved.exists() and (folder / "now-passing" / saved.name).is_file()
+
+
+def test_a_worker_stopped_before_its_last_word_still_counts_the_cases_it_drew():
+    # regression (a new user's trial): a campaign interrupted on a hanging kernel said "2 cases run (0 drawn)": the
+    # worker's summary, lost with it, was the only count of its draws; the verdicts' events count them too
+    from jfa_verify.fuzz.progress import CampaignProgress
+    from jfa_verify.fuzz.workers import _interrupted_summary, drawn_count
+
+    progress = CampaignProgress(1, device_type="cpu")
+    for phase in ("generate", "shrink", "generate"):
+        progress.event(0, {"event": "case", "status": "hang", "phase": phase, "classes": [], "seconds": 1.0})
+    assert drawn_count({0: _interrupted_summary()}, progress) == 2
+    assert drawn_count({0: {"generated": 5}}, progress) == 5  # (draws of cases judged before run nothing)

@@ -1057,10 +1057,10 @@ def test_fuzz_without_live_progress_still_says_what_it_recovered(tmp_path, capsy
     assert note in json.loads((tmp_path / "r.json").read_text())["notes"]
 
 
-def test_fuzz_names_a_case_file_it_cannot_read_leaves_it_and_does_not_pass(tmp_path, capsys):
+def test_fuzz_names_a_case_file_it_cannot_read_leaves_it_and_does_not_pass(tmp_path, capsys, misbehaving_plugin):
     # regression (new-user trial): fuzz passed over a truncated case file in its folder without a word (and exited
     # 0), where `jfa-verify findings` exits 2 on it: a finding may be lost in it. It is named, with the fix, left as
-    # it is, listed in the report, and the exit status is `findings`' (2 beside no crash or hang)
+    # it is, listed in the report, and the exit status is `findings`' (2 beside no finding)
     folder = tmp_path / "repro"
     folder.mkdir()
     broken = folder / f"{Case(kv_lengths=(3,)).case_id()}-triton_jfa.json"
@@ -1074,6 +1074,17 @@ def test_fuzz_names_a_case_file_it_cannot_read_leaves_it_and_does_not_pass(tmp_p
     report = json.loads((tmp_path / "r.json").read_text())
     assert [b["path"] for b in report["unreadable_case_files"]] == [str(broken)] and report["exit_code"] == 2
     assert broken.read_text().endswith('"kv_len')  # untouched
+    # beside a finding, the finding's status (a new user's CI step read a confirmed failure as a usage error, 2)
+    from jfa_verify.core.exits import ExitCode
+
+    plugin = misbehaving_plugin("always_wrong", wrong="True")
+    rc = main(["fuzz", "--device", "cpu", "--plugin", str(plugin), "--kernel", "always_wrong", "--max-examples", "1",
+               "--no-progress", "--no-isolate", "--seed", "0", "--shrink-seconds", "1", "--reproducers", str(folder),
+               "--report", str(tmp_path / "r2.json")])
+    out, err = capsys.readouterr()
+    report = json.loads((tmp_path / "r2.json").read_text())
+    assert rc == ExitCode.FINDING == report["exit_code"] and report["unreadable_case_files"], out + err
+    assert f"jfa-verify fuzz: error: {broken} is not a readable case file" in err
 
 
 def test_an_unreadable_case_files_reason_is_said_whole(tmp_path):

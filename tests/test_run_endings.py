@@ -161,8 +161,9 @@ def test_a_passing_rerun_keeps_the_earlier_reproducer_and_says_where(tmp_path, c
 def test_findings_lists_what_it_reads_and_names_the_file_it_cannot(tmp_path, capsys):
     """Regression (issue 43, 12): on a folder holding an unreadable case file, `findings` printed "no findings" and
     then an error. It lists every readable finding, names the unreadable file with the reason, never says "no
-    findings", and exits as documented (its --help): 2 beside no crash or hang (a finding may be lost in the file),
-    the crash's 4 beside one."""
+    findings", and exits as documented (its --help): 2 beside no finding (a finding may be lost in the file), the
+    finding's own status beside one (a new user's CI step read a confirmed wrong output beside a truncated file as a
+    configuration error, 2)."""
     folder = tmp_path / "repro"
     folder.mkdir()
     broken = folder / "0123456789ab-triton_jfa.json"
@@ -171,6 +172,10 @@ def test_findings_lists_what_it_reads_and_names_the_file_it_cannot(tmp_path, cap
     out, err = capsys.readouterr()
     assert "no findings" not in out and f"no readable findings in {folder}; 1 case file could not be read" in out
     assert str(broken) in err and "not valid JSON" in err
+    fail = _saved(folder, Case(kv_lengths=(5,), head_dim=16, dtype="float32"), status="fail")
+    assert main(["findings", str(folder)]) == ExitCode.FINDING
+    out, err = capsys.readouterr()
+    assert str(fail) in out and str(broken) in err
     crash = _saved(folder, Case(kv_lengths=(3,), head_dim=16, dtype="float32"), status="crash")
     assert main(["findings", str(folder)]) == ExitCode.CRASH
     out, err = capsys.readouterr()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jfa_verify.cli.arguments import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from jfa_verify.cli.arguments import EXIT_OK, EXIT_USAGE, UsageError
 from jfa_verify.core.exits import FINDINGS_IN_WORDS
 from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 
@@ -14,7 +14,7 @@ DESCRIPTION = ("List the findings in a reproducer folder, one per signature, eac
                "that replays it, and name every case file that cannot be read, with the reason. Exit status, as "
                "for the command that recorded them (jfa_verify/core/exits.py: a finding is not a usage error): 0 "
                f"no finding listed; {FINDINGS_IN_WORDS}; 2 no such folder, a bad argument, or "
-               "a case file that cannot be read (a finding may be lost in it) beside no crash or hang, or a case "
+               "a case file that cannot be read (a finding may be lost in it) beside no finding, or a case "
                "file still marked running (its process died mid-case: killed, or taken down by the kernel; no "
                "verdict yet) beside no finding. Files of earlier findings whose cases now pass are kept in the "
                "folder's now-passing/ subfolder, which is not listed. No jfa-reproducers/ in the current folder (the "
@@ -95,6 +95,7 @@ def main(args, ctx) -> int:
         print(f"jfa-verify findings: {counted(len(running), 'case')} left running by a process that died mid-case, "
               f"not judged yet: the next `fuzz` on {root} replays them first, or replay one with its line above",
               file=sys.stderr)
-    # (beside a finding, the finding's own status says more)
-    unjudged = (broken and code in (EXIT_OK, EXIT_FAIL)) or (running and code == EXIT_OK)
+    # (beside a finding, the finding's own status says more: a CI step read a confirmed wrong output beside a
+    # truncated file as a configuration error, exit 2; a new user's trial)
+    unjudged = (broken or running) and code == EXIT_OK
     return EXIT_USAGE if unjudged else code

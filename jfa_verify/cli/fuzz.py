@@ -26,7 +26,7 @@ DESCRIPTION = ("A Hypothesis campaign against a kernel: saved findings replayed 
                f"Exit status (jfa_verify/core/exits.py): 0 no finding; {FINDINGS_IN_WORDS}; 2 a bad "
                "argument, every case run outside the kernel's capabilities (nothing "
                "checked), or a case file in --reproducers that cannot be read (named, left as "
-               "it is: a finding may be lost in it) beside no crash or hang; 130 interrupted "
+               "it is: a finding may be lost in it) beside no finding; 130 interrupted "
                "(the summary and report are written).")
 
 
@@ -136,8 +136,8 @@ def main(args, ctx) -> int:
     report = run_fuzz(config, workers=workers.count, gpus=gpus or (), console=console, live=not args.no_progress,
                       interval=args.progress_interval, report=args.report, png=args.png)
     print_campaign(report, console)
-    for broken in report["unreadable_case_files"]:  # (as `findings` says it; the exit status is 2 beside no crash
-        # or hang)
+    for broken in report["unreadable_case_files"]:  # (as `findings` says it; the exit status is 2 beside no
+        # finding)
         print(f"jfa-verify fuzz: error: {broken['path']} is not a readable case file ({broken['why']}); a finding may "
               f"be lost in it (not replayed, left as it is): restore it, or remove it once you have read it",
               file=sys.stderr)

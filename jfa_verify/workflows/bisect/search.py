@@ -169,6 +169,9 @@ def _target(req: BisectRequest) -> tuple[str, Optional[dict], str, Optional[str]
         if batch not in names:
             raise InvalidInput(f"--batch {batch}: unknown benchmark batch; choose one of {names}")
         return "batch", None, f"benchmark batch {batch!r} (jfa_verify.checks.perf.workloads)", None
+    if req.filter and req.suite is None:  # (a new user's --filter alone got the generic line below)
+        raise InvalidInput(f"--filter {req.filter!r} picks cases of a suite: add --suite NAME (--suite default for "
+                           f"`jfa-verify run`'s cases), or drop --filter")
     if len(chosen) != 1:
         got = f"; got {' '.join(chosen)}" if chosen else ""
         raise InvalidInput("say what to test with exactly one of --case FILE (a reproducer), --suite NAME "
