@@ -56,7 +56,8 @@ def test_a_kernel_that_kills_the_no_isolate_run_exits_4_and_the_report_names_the
     assert written["finished"] is False and written["interrupted"] is False
     assert written["exit_code"] == ExitCode.CRASH  # (null before: a new user's trial)
     assert written["crash"]["case_file"] == str(path) and death in written["crash"]["how"]
-    assert written["summary"]["crash"] == 1 and [c["status"] for c in written["cases"]] == ["crash"]
+    # (the two bf16 cases passed before it: their verdicts are kept, from the run's journal)
+    assert written["summary"]["crash"] == 1 and [c["status"] for c in written["cases"]] == ["pass", "pass", "crash"]
     assert written["crash"]["replay"].startswith("jfa-verify replay ") and str(plugin) in written["crash"]["replay"]
     listed = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "findings", str(repro), "--json"],
                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
@@ -224,7 +225,7 @@ def test_a_hang_that_ends_the_no_isolate_run_is_in_its_report(tmp_path, misbehav
     assert case.dtype == "float16" and payload["status"] == "hang" and "[HANG]" in proc.stderr
     written = json.loads(report.read_text())
     assert written["exit_code"] == ExitCode.HANG and written["finished"] is False
-    assert [c["status"] for c in written["cases"]] == ["hang"] and written["summary"]["hang"] == 1
+    assert [c["status"] for c in written["cases"]] == ["pass", "pass", "hang"] and written["summary"]["hang"] == 1
     assert written["hang"]["case_file"] == str(path) and "no result after 8" in written["hang"]["how"]
     assert written["hang"]["replay"].startswith("jfa-verify replay ") and str(plugin) in written["hang"]["replay"]
 
@@ -251,3 +252,25 @@ def test_a_no_isolate_run_that_dies_keeps_the_failures_before_it_in_its_report(t
     assert errors == {str(p) for p in repro.glob("*.json") if read_case_file(p)[1]["status"] == "error"}
     if status == "crash":
         assert "2 case(s) had failed before it" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_no_isolate_run_that_dies_keeps_every_verdict_before_it_passes_included(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial): a --no-isolate run ended by its kernel's os._exit(0) in its last case wrote
+    a report whose cases were that case alone ("pass 0", "cases_planned" null): the verdicts of the cases that had
+    passed ended with the process. The run appends each verdict to a journal beside its report, which the waiting
+    process reads back (and removes)."""
+    from jfa_verify.run.report import journal_path
+
+    plugin = _plugin(misbehaving_plugin, "dies_last", dies="dtype == torch.float32 and broadcast", how="os._exit(0)",
+                     raises="dtype == torch.bfloat16 and broadcast")
+    repro, report = tmp_path / "repro", tmp_path / "r.json"
+    proc = subprocess.run(_run_args(plugin, "dies_last", repro, report, "--no-isolate", "--jobs", "1"),
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == ExitCode.CRASH, proc.stdout[-2000:] + proc.stderr[-2000:]
+    written = json.loads(report.read_text())
+    # the suite's order: self/bf16, broadcast/bf16 (raises), self/fp16, cross-causal/fp16, self-causal/fp32, then
+    # broadcast/fp32 ends the process
+    assert [c["status"] for c in written["cases"]] == ["pass", "error", "pass", "pass", "pass", "crash"], written
+    assert written["summary"]["pass"] == 4 and written["cases_planned"] == 6 and written["exit_code"] == 4
+    assert "1 case(s) had failed before it" in proc.stderr, proc.stderr[-2000:]
+    assert not journal_path(report).exists()

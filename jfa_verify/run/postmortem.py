@@ -18,7 +18,7 @@ from typing import NamedTuple, Optional
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.run.corpus import Corpus, replay_command
 from jfa_verify.run.isolation import crash_result, death_in_words
-from jfa_verify.run.report import summary, write_json
+from jfa_verify.run.report import journal_path, summary, write_json
 
 __all__ = ["InFlight", "death_in_words", "record_death", "record_hang"]
 
@@ -60,11 +60,13 @@ def record_death(report: "Optional[str | Path]", reproducers: "str | Path", sinc
     results = [(path, result) for (path, _), result in zip(marked, crashes)]
     for path, result in results:
         result.reproducer = str(path)
-    earlier = _failed_before(reproducers, since, exclude={p for p, _ in results})
-    in_flight = (InFlight(results[-1][0], replay_command(results[-1][0], results[-1][1].kernel or None,
-                                                         results[-1][1].plugins), len(earlier)) if results else None)
+    earlier, planned = _verdicts_before(report, reproducers, since, exclude={p for p, _ in results})
+    last = results[-1] if results else None
+    in_flight = (InFlight(last[0], replay_command(last[0], last[1].kernel or None, last[1].plugins), _failing(earlier))
+                 if last else None)
     if report is not None:
-        _record_ending(report, earlier + [r.to_dict() for _, r in results], in_flight, "crash", how, ExitCode.CRASH)
+        _record_ending(report, earlier + [r.to_dict() for _, r in results], in_flight, "crash", how, ExitCode.CRASH,
+                       planned)
     return in_flight
 
 
@@ -93,13 +95,44 @@ def record_hang(report: "Optional[str | Path]", reproducers: "str | Path", since
         result.reproducer = str(path)
         hung.append((path.stat().st_mtime, path, result))
     hung.sort(key=lambda t: t[0])
-    earlier = _failed_before(reproducers, since, exclude={p for _, p, _ in hung})
+    earlier, planned = _verdicts_before(report, reproducers, since, exclude={p for _, p, _ in hung})
     in_flight = (InFlight(hung[-1][1], replay_command(hung[-1][1], hung[-1][2].kernel or None, hung[-1][2].plugins),
-                          len(earlier)) if hung else None)
+                          _failing(earlier)) if hung else None)
     if report is not None:
         how = hung[-1][2].message if hung else "ran past --timeout"
-        _record_ending(report, earlier + [r.to_dict() for _, _, r in hung], in_flight, "hang", how, ExitCode.HANG)
+        _record_ending(report, earlier + [r.to_dict() for _, _, r in hung], in_flight, "hang", how, ExitCode.HANG,
+                       planned)
     return in_flight
+
+
+def _failing(verdicts: list[dict]) -> int:
+    return sum(v.get("status") in ("fail", "error") for v in verdicts)
+
+
+def _verdicts_before(report: "Optional[str | Path]", reproducers: "str | Path", since: float,
+                     exclude: set) -> tuple[list[dict], Optional[int]]:
+    """The verdicts of the cases a run that died had judged, and how many cases it had planned (None: not known):
+    from the run's journal (:func:`~jfa_verify.run.report.journal_path`, removed once read) when it wrote one, every
+    verdict in order; else the failing ones, from their case files (:func:`_failed_before`). A verdict whose case
+    file is in ``exclude`` (the case the death took down, which may have been judged before in a rerun) is left
+    out."""
+    path = journal_path(report) if report is not None else None
+    if path is None or not path.is_file():
+        return _failed_before(reproducers, since, exclude), None
+    verdicts, planned = [], None
+    for line in path.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # (a line cut short by the death)
+        if not isinstance(entry, dict):
+            continue
+        if "cases_planned" in entry:
+            planned = entry["cases_planned"]
+        elif entry.get("reproducer") is None or Path(entry["reproducer"]) not in exclude:
+            verdicts.append(entry)
+    path.unlink(missing_ok=True)
+    return verdicts, planned
 
 
 def _failed_before(reproducers: "str | Path", since: float, exclude: set) -> list[dict]:
@@ -122,7 +155,7 @@ def _failed_before(reproducers: "str | Path", since: float, exclude: set) -> lis
 
 
 def _record_ending(report: "str | Path", results: list[dict], in_flight: Optional[InFlight], key: str, how: str,
-                   code: ExitCode) -> None:
+                   code: ExitCode, planned: Optional[int] = None) -> None:
     """Add to ``report`` (what it holds is kept) the verdicts ``results`` (as dicts: the failures before the end, then
     the case(s) the end took down), their counts, ``key`` (``"crash"`` or ``"hang"``: how, the case file, its replay
     command), ``"finished": false`` and the exit status ``code`` the command exits with, as a finished report records
@@ -138,9 +171,13 @@ def _record_ending(report: "str | Path", results: list[dict], in_flight: Optiona
     cases += [r for r in results if r.get("reproducer") not in known]
     counts = summary([])
     counts.update({s: sum(c.get("status") == s for c in cases) for s in counts})
+    if planned is not None and before.get("cases_planned") is None:
+        before["cases_planned"] = planned
     before.update(cases=cases, summary=counts, finished=False, interrupted=False, exit_code=int(code), **{key: {
         "how": how, "case_file": str(in_flight.case_file) if in_flight else None,
         "replay": in_flight.replay if in_flight else None,
-        "note": "cases run in the run's own process (--no-isolate): the verdicts of the cases before it that passed "
+        "note": "cases run in the run's own process (--no-isolate): the verdicts before it are here, read back from "
+                "the run's journal of verdicts" if planned is not None else
+                "cases run in the run's own process (--no-isolate): the verdicts of the cases before it that passed "
                 "ended with it; the failing ones are here, read back from their case files"}})
     write_json(report, before)

@@ -53,6 +53,15 @@ def document_kind(payload) -> Optional[str]:
     return None
 
 
+def journal_path(report: "str | Path") -> Path:
+    """Where a run that judges its cases in its own process (``--no-isolate``) appends each verdict as it comes (JSON
+    lines, beside its report ``report``): a kernel that takes that process down (a segfault, ``os._exit``) ends it
+    before it writes its report, and :func:`~jfa_verify.run.postmortem.record_death` reads the verdicts back from here
+    (a new user's run lost the verdicts of the cases that had passed before the crash). Removed once the report
+    holds them."""
+    return Path(f"{report}.verdicts.jsonl")
+
+
 def write_json(path: "str | Path", payload: "dict | list") -> Path:
     """Write ``payload`` as indented JSON (through a temporary file, so a reader never sees half of it).
 

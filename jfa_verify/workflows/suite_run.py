@@ -164,6 +164,26 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     return outcome
 
 
+class _Journal:
+    """The verdicts of a run that judges its cases in its own process, appended as they come to
+    :func:`~jfa_verify.run.report.journal_path` (a first line says how many cases were planned): what the process that
+    waits on the run reads back when a kernel takes this one down."""
+
+    def __init__(self, report: str, planned: int):
+        from jfa_verify.core.json_text import dumps
+        from jfa_verify.run.report import journal_path
+
+        self.path, self._dumps = journal_path(report), dumps
+        self.path.write_text(dumps({"cases_planned": planned}) + "\n")  # (an earlier run's journal is replaced)
+
+    def add(self, result) -> None:
+        with open(self.path, "a") as f:  # (a line each, flushed on close: a death loses at most the case it died in)
+            f.write(self._dumps(result.to_dict()) + "\n")
+
+    def close(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
 @contextmanager
 def _relation_worker(request: RunRequest, kernel, device, relations):
     """The isolated worker of the run's relation checks (None in-process, or with none to run), closed on leaving:
@@ -266,9 +286,11 @@ def _verify_held(outcome: RunOutcome, request: RunRequest, device, observer: Run
 
     kernel, suite, cases = outcome.kernel, outcome.suite, outcome.cases
     done: list = []
+    journal = _Journal(request.report, len(cases)) if not request.settings.isolate else None
     try:
         with observer.verifying(kernel, len(cases)) as seen, _timed(outcome.phases, "cases"):
-            outcome.results = verifier.verify_all(cases, on_result=lambda r: (done.append(r), seen(r)))
+            outcome.results = verifier.verify_all(
+                cases, on_result=lambda r: (done.append(r), seen(r), journal is not None and journal.add(r)))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report what was verified, then stop
         hold()
         outcome.results, outcome.interrupted = done, True
@@ -304,9 +326,13 @@ def _verify_held(outcome: RunOutcome, request: RunRequest, device, observer: Run
     if not results and outcome.interrupted:
         # (this report once went unwritten while the line said it was there: an earlier run's file stood in for it)
         write_report("interrupted")
+        if journal is not None:
+            journal.close()
         return
     # every case's verdict on disk before the relation checks run (a kill or a stop during them lost the whole run)
     write_report("the run ended before they finished", finished=False)
+    if journal is not None:
+        journal.close()  # (the report holds its verdicts now)
     observer.verified(kernel, results, coverage, pairs)
     counts = outcome.counts()
     # Checks across calls (permutation, batch invariance): not after a crash or hang, and not on a filtered or
