@@ -267,3 +267,17 @@ def test_a_base_2_lse_gets_a_hint_and_other_failures_do_not(jfa_device):
     other = run_case(case, get_kernel("mutant-kv_bound_minus_one"), jfa_device)
     assert other.status == "fail" and not other.hints  # (a wrong LSE that is not log2 gets none)
     assert not run_case(case, get_kernel("triton_jfa"), jfa_device).hints
+
+
+def test_a_natural_lse_from_a_kernel_declaring_base_2_gets_the_other_hint():
+    """Regression (a new user's trial): a kernel declaring Capabilities(lse_base='2') but returning the natural-log
+    LSE (judged as its LSE times ln 2) failed with no hint; the base-2 slip had one."""
+    import math
+
+    from jfa_verify.judge.hints import hint
+
+    ref = torch.tensor([[1.5, -2.0], [3.25, 0.75]], dtype=torch.float64)
+    said = hint("lse", ref * math.log(2.0), ref, 1e-6)
+    assert said is not None and "declares Capabilities(lse_base='2')" in said and "Drop the declaration" in said
+    assert "LSE in base 2 (log2)?" in hint("lse", ref / math.log(2.0), ref, 1e-6)
+    assert hint("lse", ref + 0.5, ref, 1e-6) is None

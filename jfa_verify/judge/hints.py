@@ -24,6 +24,10 @@ def _lse_in_base_2(got: torch.Tensor, ref: torch.Tensor, allowance: float) -> Op
     if bool(((g * math.log(2.0) - r).abs() <= allowance).all()):
         return ("the kernel's LSE times ln 2 is the reference's everywhere: LSE in base 2 (log2)? The contract's LSE "
                 "is the natural log; a kernel that means base 2 declares Capabilities(lse_base='2')")
+    if bool(((g - r * math.log(2.0)).abs() <= allowance).all()):  # (the other slip: a new user's trial)
+        return ("the kernel's LSE, as judged, is the reference's times ln 2 everywhere: a natural-log LSE from a "
+                "kernel that declares Capabilities(lse_base='2') (its LSE is multiplied by ln 2 before judging)? "
+                "Drop the declaration, or return log2")
     return None
 
 
