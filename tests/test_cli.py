@@ -283,7 +283,7 @@ def test_run_to_a_log_prints_progress_lines_and_unbroken_replay_commands(tmp_pat
     # (a new user read "0/0 relation checks held" as checks that ran)
     assert "relation checks not run (--filter)" in out and "relation checks held" not in out
     assert json.loads((tmp_path / "r.json").read_text())["relation_checks"] == {
-        "run": 0, "broken": 0, "not_run_because": "--filter"}
+        "run": 0, "broken": 0, "not_run_because": "--filter", "checks": []}
     replays = [line for line in out.splitlines() if "jfa-verify replay" in line]
     assert replays and all(len(line) > 160 and str(plugin) in line for line in replays), replays
     # the suite note (over 160 characters) on one line: it was folded at "4 / SMs) run first"
@@ -588,7 +588,9 @@ def test_a_stop_during_the_relation_checks_keeps_every_cases_verdict(tmp_path, m
     payload = json.loads(report.read_text())
     assert payload["interrupted"] is True and payload["finished"] is False and len(payload["cases"]) == 2
     # the relation that broke before the stop is kept (its call file too, by check_relations), the other not run
-    assert payload["relation_checks"] == {"run": 1, "broken": 1, "not_run_because": "interrupted"}
+    # (which checks ran, on which batch: a new user could not tell "3/3" from "5/5")
+    assert payload["relation_checks"] == {"run": 1, "broken": 1, "not_run_because": "interrupted", "checks": [
+        {"relation": "permutation", "batch": "relations/0/cross", "held": False}]}, payload["relation_checks"]
     assert payload["relations"] == ["[FAIL] relation permutation on x: broke"]
     (before,) = seen
     assert len(before["cases"]) == 2 and before["finished"] is False and before["interrupted"] is None
@@ -1453,3 +1455,26 @@ def test_run_says_when_the_backward_went_unchecked(tmp_path, capsys):
                  str(tmp_path / "r.json")]) == 0
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("judged forward only")]
     assert len(lines) == 1 and lines[0].startswith("judged forward only (O, LSE; dQ, dK, dV not checked) in 2 case(s)")
+
+
+def test_a_run_names_the_relation_checks_it_ran(tmp_path, monkeypatch, capsys, misbehaving_plugin):
+    # regression (a new user's trial): "3/3 relation checks held" for one kernel and "5/5" for another, with no word of
+    # which checks ran on which batch, on screen or in the report
+    import dataclasses
+
+    from jfa_verify.checks import suites
+
+    real = suites.get_suite
+    monkeypatch.setattr(suites, "get_suite", lambda *a, **k: dataclasses.replace(real(*a, **k),
+                                                                                cases=real(*a, **k).cases[:1]))
+    plugin = misbehaving_plugin("names_its_checks")
+    report = tmp_path / "r.json"
+    rc = main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "names_its_checks", "--no-isolate",
+               "--no-progress", "--report", str(report), "--reproducers", str(tmp_path / "repro")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc == 0, out[-2000:]
+    checks = json.loads(report.read_text())["relation_checks"]["checks"]
+    names = list(dict.fromkeys(c["relation"] for c in checks))
+    assert names == ["permutation", "batch_invariance", "sequence"] and all(c["held"] for c in checks), checks
+    assert {c["batch"] for c in checks} >= {"relations/0/cross", "relations/1/broadcast_q"}
+    assert f"{len(checks)}/{len(checks)} relation checks held (permutation, batch_invariance, sequence)" in out, out

@@ -111,6 +111,7 @@ def main(args, ctx) -> int:
     left = len(outcome.relations) - len(checked)
     held = (f"relation checks not run ({skipped})" if skipped else
             f"{len(checked) - len(findings)}/{len(checked)} relation checks held"
+            + (f" ({', '.join(dict.fromkeys(r.name for r in outcome.relations[:len(checked)]))})" if checked else "")
             + (f", {left} not run (interrupted)" if left else ""))
     counts, unjudged = outcome.counts(), sum(r.unjudged for r in results)
     _print_time(outcome, args.quiet)

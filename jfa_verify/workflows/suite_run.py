@@ -316,7 +316,11 @@ def _verify_held(outcome: RunOutcome, request: RunRequest, device, observer: Run
                  "phases_seconds": outcome.phase_seconds(),
                  "pairs": pairs.to_dict(), "relations": broken,
                  "relation_checks": {"run": len(outcome.checked), "broken": len(broken),
-                                     "not_run_because": not_run_because},
+                                     "not_run_because": not_run_because,
+                                     # which ran, on which batch (a new user could not tell "3/3" from "5/5")
+                                     "checks": [{"relation": r.name, "batch": r.case.name or r.case.case_id(),
+                                                 "held": line is None}
+                                                for r, line in zip(outcome.relations, outcome.checked)]},
                  # (null until the run has ended: the relation checks may still change it)
                  "exit_code": exit_code(outcome) if finished or outcome.interrupted else None}
         outcome.report = write_json(request.report, run_report(results, kernel=kernel.name, device=device,
