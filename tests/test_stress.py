@@ -199,6 +199,25 @@ def test_a_rare_race_is_caught_at_the_rerun_it_happened_and_localized():
     assert first.output == "o" and f"sequence {b}, head {h}, token {t}, M-tile {t // TILES.block_m}" in first.where
     assert not verdict.failures  # a 1-ulp change is inside the budget: only the bit comparison sees it
     assert f"rerun {first.rerun} (mode {first.mode})" in verdict.describe() and "differs bit-wise" in verdict.describe()
+    # which modes' reruns differed, of how many (one case: launch_order has nothing to reorder, every rerun is plain)
+    assert verdict.reruns_by_mode == {"plain": 2 * RATE} and verdict.differing_by_mode == {"plain": len(log.perturbed)}
+    assert f"by mode: plain {len(log.perturbed)} of {2 * RATE - 1}" in verdict.describe()
+    assert "no plain rerun ran besides the baseline" not in verdict.describe()
+
+
+def test_a_difference_with_no_plain_rerun_says_the_mode_is_not_singled_out():
+    # regression (a new user's trial): `stress --reruns 2` on a randomly nondeterministic kernel reported every
+    # difference as "rerun 1 (mode launch_order)", as if the order had caused it: rerun 1 is the first mode's
+    # (here every rerun is fewer_sms's, and the race is the planted kernel's own, whatever the programs)
+    kernel, _ = _planted("stress-rare-race")
+    from tests.quality.stress_plugin import RATE
+
+    report = run_stress(kernel, "cpu", StressOptions(reruns=RATE + 1, modes=("fewer_sms",)), cases=[SMALL])
+    (verdict,) = report.verdicts
+    assert verdict.status == "fail" and verdict.differing_by_mode == {"fewer_sms": 1}, verdict.describe()
+    assert "no plain rerun ran besides the baseline, so this does not tell the modes from plain nondeterminism" \
+        in verdict.describe()
+    assert verdict.to_dict()["differing_by_mode"] == verdict.differing_by_mode
 
 
 def test_a_correct_deterministic_kernel_passes_every_mode_it_can_run():

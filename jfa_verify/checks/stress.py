@@ -419,12 +419,29 @@ class StressVerdict:
     first_failing_rerun: Optional[int] = None
     message: str = ""
     reproducer: Optional[str] = None  # its case file, kept when it failed (run_stress with a corpus)
+    reruns_by_mode: dict = field(default_factory=dict)  # mode -> reruns made (rerun 0, the plain baseline, included)
+    differing_by_mode: dict = field(default_factory=dict)  # mode -> reruns that differed bit-wise from rerun 0
+
+    def by_mode(self) -> str:
+        """Which modes' reruns differed, of how many (``"launch_order 1 of 1, plain 0 of 3"``; plain's baseline not
+        counted), and, when no plain rerun besides the baseline ran, that the mode is not told apart from plain
+        nondeterminism (a new user's nondeterministic kernel read as "fails under launch_order")."""
+        plain = self.reruns_by_mode.get("plain", 0) - 1
+        parts = [f"{m} {self.differing_by_mode.get(m, 0)} of {n - (m == 'plain')}"
+                 for m, n in self.reruns_by_mode.items() if n - (m == "plain") > 0]
+        text = "by mode: " + ", ".join(parts)
+        if plain < 1 and self.differing_reruns:
+            text += ("; no plain rerun ran besides the baseline, so this does not tell the modes from plain "
+                     "nondeterminism (more --reruns with plain among --modes, or `jfa-verify gate --checks "
+                     "determinism`, reruns without perturbation)")
+        return text
 
     def result(self, plugins: tuple[str, ...] = ()):
         """This verdict as a :class:`~jfa_verify.run.runner.CaseResult` (what its case file keeps): the first bit
         difference (kind ``determinism``) and the failing reruns (kind ``rerun``) as findings."""
         differences = () if self.first_difference is None else (
-            f"{self.first_difference.describe()}; {self.differing_reruns} of {self.reruns} rerun(s) differ",)
+            f"{self.first_difference.describe()}; {self.differing_reruns} of {self.reruns} rerun(s) differ "
+            f"({self.by_mode()})",)
         result = rerun_result(self.case, self.kernel, self.status, differences=differences, failures=self.failures,
                               message=self.message, plugins=plugins)
         result.reproducer = self.reproducer
@@ -444,7 +461,7 @@ class StressVerdict:
                 + ("" if self.units is None else f", {self.units:.3g} units a program"))
         lines = [head]
         if self.first_difference is not None:
-            lines.append(f"  {self.differing_reruns} rerun(s) differ bit-wise; first: "
+            lines.append(f"  {self.differing_reruns} rerun(s) differ bit-wise ({self.by_mode()}); first: "
                          f"{self.first_difference.describe()}")
         lines += [f"  {f}" for f in self.failures[:3]]
         if self.message:
@@ -454,7 +471,8 @@ class StressVerdict:
     def to_dict(self) -> dict:
         return {"case": self.case.to_dict(), "name": self.case.name, "status": self.status, "reruns": self.reruns,
                 "laps": self.laps, "units_per_program": self.units, "deterministic": self.deterministic,
-                "differing_reruns": self.differing_reruns,
+                "differing_reruns": self.differing_reruns, "reruns_by_mode": dict(self.reruns_by_mode),
+                "differing_by_mode": dict(self.differing_by_mode),
                 "first_difference": (None if self.first_difference is None
                                      else dataclasses.asdict(self.first_difference)),
                 "first_failing_rerun": self.first_failing_rerun, "failures": self.failures, "message": self.message}
@@ -548,6 +566,7 @@ def _rerun(state: _State, kernel: Kernel, rnd: Round, settings: RunSettings) -> 
                      else f"rerun {rnd.index} (mode {rnd.mode}): {type(e).__name__}: {e}")
         return
     v.reruns += 1
+    v.reruns_by_mode[rnd.mode] = v.reruns_by_mode.get(rnd.mode, 0) + 1
     judge = not v.deterministic or state.first is None
     if v.deterministic and state.first is not None:
         differs = False
@@ -561,6 +580,7 @@ def _rerun(state: _State, kernel: Kernel, rnd: Round, settings: RunSettings) -> 
             break
         if differs:
             v.differing_reruns += 1
+            v.differing_by_mode[rnd.mode] = v.differing_by_mode.get(rnd.mode, 0) + 1
             v.status = "fail"
             judge = v.differing_reruns == 1  # the first differing rerun is judged too (is it also wrong?)
     if state.first is None:
