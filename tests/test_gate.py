@@ -128,6 +128,15 @@ def test_sanitizer_and_perf_say_why_they_are_skipped_or_run_on_cpu(tmp_path):
     perf = _results(tmp_path)[("exact-ref", "perf")]
     assert perf["status"] in ("pass", "fail") and perf["cases"] == 3
     assert sum("vs baseline" in line for line in perf["details"]) == 3, perf["details"]
+    assert not any("recorded for kernel" in line for line in perf["details"])
+    # regression (a new user's trial): another kernel's baseline is said to be one; several kernels cannot share one
+    # --perf-record file (each one's timings replaced the last's, each saying "baseline recorded")
+    _gate(tmp_path, "--kernel", "triton_jfa", "--checks", "canaries", "--small-cases", "1",
+          "--perf-baseline", str(baseline))
+    perf = _results(tmp_path)[("triton_jfa", "perf")]
+    assert "warning: baseline recorded for kernel 'exact-ref', compared here with 'triton_jfa'" in perf["details"]
+    assert _gate(tmp_path, "--kernel", "exact-ref", "--kernel", "triton_jfa", "--checks", "canaries",
+                 "--perf-record", str(tmp_path / "two.json")) == 2 and not (tmp_path / "two.json").exists()
 
 
 def test_perf_comparison_is_noise_aware():
@@ -1099,3 +1108,38 @@ def test_junit_passed_testcases_are_the_cases_that_passed_not_cases_less_finding
     assert passed["k.suite"] == ["a", "b", "c"]
     assert len(passed["k.campaign"]) == 6 and campaign.get("tests") == "7"
     assert passed["k.canaries"] == [] and canaries.get("tests") == "2"
+
+
+def test_the_replay_check_passes_over_a_gate_report_in_the_folder_it_replays(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial): `gate --checks replay --replay DIR --json DIR/jfa-gate.json`, run twice, passed
+    and then ended in ERROR: its own report in DIR was "not a readable case file; a finding may be lost in it", where
+    `findings` passes over it. The replay check passes over jfa-verify's reports as `findings` does."""
+    import torch
+
+    from jfa_verify.cases.case import Case
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+    from jfa_verify.run.corpus import Corpus
+    from jfa_verify.run.runner import CaseResult
+    from jfa_verify.run.settings import RunSettings
+    from jfa_verify.workflows.gate import GateOptions, _check_replay
+
+    plugin = misbehaving_plugin("fixed_since")
+    load_plugin(plugin)
+    folder = tmp_path / "found"
+    case = Case(kv_lengths=(3, 5), dtype="float32", head_dim=16)
+    Corpus(folder).write(case, "fixed_since", "cpu", CaseResult(case, "fixed_since", "fail", message="recorded"))
+    (folder / "jfa-gate.json").write_text(json.dumps({"results": [], "verdict": "PASS", "environment": {}}))
+    options = GateOptions(checks=("replay",), replay_dirs=(str(folder),), reproducers=str(tmp_path / "out"),
+                          run=RunSettings(isolate=True, backward=False, plugins=(str(plugin),)))
+    out = _check_replay(get_kernel("fixed_since"), torch.device("cpu"), options, (str(plugin),))
+    assert out.status == "pass" and out.cases == 1 and not out.not_judged, (out.status, out.reason, out.not_judged)
+
+
+def test_a_step_summary_in_no_folder_is_a_usage_error_before_any_work(tmp_path, monkeypatch, capsys):
+    # regression (a new user's trial): the gate passed every check, then appending its Markdown to
+    # $GITHUB_STEP_SUMMARY in a missing folder ended it in an internal error, exit 70, beside a report saying PASS
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "nodir" / "summary.md"))
+    rc = _gate(tmp_path, "--kernel", "triton_jfa", "--checks", "determinism")
+    err = capsys.readouterr().err
+    assert rc == 2 and "$GITHUB_STEP_SUMMARY=" in err and "does not exist" in err, err
+    assert not (tmp_path / "g.json").exists()  # nothing ran

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from jfa_verify.cli.arguments import (
     DEFAULT_REPRODUCERS,
@@ -89,6 +91,24 @@ def add_arguments(parser) -> None:
                         help="Markdown summary (default: %(default)s; also appended to $GITHUB_STEP_SUMMARY when set)")
 
 
+def _check_step_summary() -> None:
+    """``$GITHUB_STEP_SUMMARY``, which the gate appends its Markdown to at the end, in a folder that exists and not a
+    folder itself: before any work (a new user's gate passed every check, then ended in an internal error, exit 70,
+    beside a report that said PASS, 0).
+
+    Raises:
+        UsageError: it names a file that cannot be appended to.
+    """
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not summary:
+        return
+    path = Path(summary)
+    if path.is_dir() or not path.parent.is_dir():
+        raise UsageError(f"$GITHUB_STEP_SUMMARY={summary!r}: "
+                         + ("a folder, not a file" if path.is_dir() else f"folder {str(path.parent)!r} does not exist")
+                         + "; point it at a file in an existing folder, or unset it")
+
+
 def main(args, ctx) -> int:
     """The CI gate: every check on every kernel named; JSON, JUnit and Markdown outputs; exit by the worst finding."""
     from jfa_verify.checks.perf import read_baseline
@@ -100,6 +120,7 @@ def main(args, ctx) -> int:
     if args.perf_baseline:
         read_baseline(args.perf_baseline)  # a bad baseline is a usage error before any work
     _check_perf_peer(args, ctx)
+    _check_step_summary()
 
     checks = tuple(dict.fromkeys([c for c in args.checks] + (["sanitizer"] if args.sanitizer else [])
                                  + (["perf"] if args.perf_baseline or args.perf_record or args.perf_peer else [])))
@@ -114,6 +135,11 @@ def main(args, ctx) -> int:
                           build_jobs=build_jobs(jobs))
     device = ctx.device
     kernels = ctx.kernels(default=["triton_jfa"])
+    if args.perf_record and len(kernels) > 1:  # (each kernel's timings replaced the last's in the one file, while
+        # each said "baseline recorded": a new user's trial)
+        raise UsageError(f"--perf-record {args.perf_record}: a baseline file holds one kernel's timings, and "
+                         f"{len(kernels)} kernels are gated ({', '.join(k.name for k in kernels)}); record each in a "
+                         f"gate of its own --kernel")
     for kernel in kernels:  # each one's load() before the banner: one that raises is a usage error (exit 2), not a
         # finding of every check (a new user's plugin whose load() raised failed the determinism check, exit 1)
         if kernel.device_reason(device) is None:  # (one the device cannot run is the gate's to skip, and say why)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from pathlib import Path
 from typing import Optional, Sequence
@@ -51,6 +52,14 @@ def document_kind(payload) -> Optional[str]:
     if {"modes_run", "modes_skipped", "reruns", "cases"} <= keys:
         return "a stress report"
     return None
+
+
+def document_kind_of(path: "str | Path") -> Optional[str]:
+    """:func:`document_kind` of the file ``path`` (None when it is not one, or cannot be read as JSON)."""
+    try:
+        return document_kind(json.loads(Path(path).read_text()))
+    except (OSError, ValueError):
+        return None
 
 
 def journal_path(report: "str | Path") -> Path:

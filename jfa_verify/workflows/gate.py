@@ -42,6 +42,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -563,6 +564,7 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
     from jfa_verify.checks.rerun_replay import replay_reruns, rerun_check
     from jfa_verify.judge.findings import Finding as RunFinding
     from jfa_verify.run.isolation import CaseWorker, WorkerSpec
+    from jfa_verify.run.report import document_kind_of
     from jfa_verify.run.runner import CaseResult
 
     files = [p for d in options.replay_dirs for f in reproducer_folders(d) for p in Corpus(f).files()]
@@ -584,6 +586,8 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
             try:
                 case, payload = read_case_file(path)
             except InvalidInput as e:  # a finding may be lost in it: named, never passed over (as `findings` does)
+                if document_kind_of(path):  # (the gate's own --json in the folder: a rerun of the same gate read it
+                    continue  # as a lost finding and flipped PASS to ERROR; a new user's trial)
                 unreadable.append(f"{path} is not a readable case file ({e}); a finding may be lost in it: restore "
                                   f"it, or remove it once you have read it")
                 continue
@@ -852,6 +856,9 @@ def _check_perf(kernel, device, options, plugins) -> CheckResult:
             base = perf.read_baseline(options.perf_baseline)
             if base.get("device") != name:
                 out.details.append(f"warning: baseline measured on {base.get('device')}, this device is {name}")
+            if base.get("kernel") not in (None, kernel.name):
+                out.details.append(f"warning: baseline recorded for kernel {base.get('kernel')!r}, compared here "
+                                   f"with {kernel.name!r}")
             for v in perf.compare(times, base["times_ms"], options.perf_threshold):
                 out.details.append(v.describe())
                 if v.regressed:
@@ -1016,6 +1023,9 @@ def write_outputs(report: GateReport, *, json_path=None, junit_path=None, markdo
         written.append(Path(markdown_path))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        with open(summary, "a") as fh:
-            fh.write(markdown)
+        try:
+            with open(summary, "a") as fh:
+                fh.write(markdown)
+        except OSError as e:  # (checked before any work; one that became unwritable since costs no verdict)
+            print(f"jfa-verify gate: warning: $GITHUB_STEP_SUMMARY {summary!r} not written: {e}", file=sys.stderr)
     return written
