@@ -234,6 +234,7 @@ def unreadable_case_files(root: "str | Path") -> list[tuple[Path, str]]:
     JSON, a field the contract does not know): campaigns pass over them (a writer may have been killed), but
     a listing must say so, since a finding may be lost in one."""
     from jfa_verify.checks.calls import read_call_file
+    from jfa_verify.run.report import document_kind_of
 
     out = []
     folders = reproducer_folders(root)
@@ -243,22 +244,12 @@ def unreadable_case_files(root: "str | Path") -> list[tuple[Path, str]]:
             try:
                 read(path)
             except (InvalidInput, OSError, ValueError) as e:
-                if _other_document(path):
+                if document_kind_of(path):
                     continue  # a run's --report beside its case files loses no finding
                 why = f"{type(e).__name__}: {e}"
                 # (cut at 200 characters, an unknown field's message lost the end of the known fields' list mid-word)
                 out.append((path, why if len(why) <= 2000 else why[:2000] + " ..."))
     return out
-
-
-def _other_document(path: Path) -> Optional[str]:
-    """What jfa-verify report ``path`` is (:func:`jfa_verify.run.report.document_kind`), or None."""
-    from jfa_verify.run.report import document_kind
-
-    try:
-        return document_kind(json.loads(Path(path).read_text()))
-    except (OSError, ValueError):
-        return None
 
 
 def match_finding(findings: Iterable[Finding], key: tuple, classes: set[str]) -> Optional[Finding]:

@@ -62,3 +62,10 @@ def test_part_failures_are_a_view_of_the_part_findings():
     odd = CaseResult(pack, "k", "fail", findings=[part_finding(0, ["o, scaled"])], parts_judged=True)
     assert odd.part_failures == [["o, scaled"], [], []]
     assert CaseResult(pack, "k", "pass").part_failures is None
+
+
+def test_the_determinism_heading_counts_outputs_of_reruns_not_reruns():
+    # regression (a new user's trial): 2 reruns whose 4 outputs each differed read "8 rerun(s) differing bit-wise"
+    found = [Finding("determinism", f"rerun {r}: {o} differs") for r in (1, 2) for o in ("o", "lse", "dq", "dk")]
+    assert explain_findings(found)[0] == ("  determinism: 8 output(s) of reruns differing bit-wise from the first "
+                                          "run's")

@@ -68,7 +68,8 @@ KINDS: Mapping[str, tuple[str, int]] = {
     "sequence": ("sequences failing against their own magnitudes (block-scaled inputs)", 10),
     # reruns of one case in one process (checks.determinism, checks.stress): outputs that differ bit-wise from the
     # first run's, and reruns judged failing against the references (a non-deterministic kernel's, a stress rerun's)
-    "determinism": ("determinism: rerun(s) differing bit-wise from the first run", 10),
+    # (counted per rerun and output: "8 rerun(s) differing" of 2 reruns read as a miscount to a new user)
+    "determinism": ("determinism: output(s) of reruns differing bit-wise from the first run's", 10),
     "rerun": ("reruns: rerun(s) failing against the references", 10),
 }
 
