@@ -197,11 +197,14 @@ def test_calibrate_rejects_bad_arguments_before_any_work(tmp_path, capsys):
         (["--from-records", str(records), "--out", str(tmp_path / "no" / "dir" / "b.json")], "does not exist"),
         (["--from-records", str(records), "--out", str(tmp_path / "b.json")],
          "refusing to write a table fitted on too few"),
+        # (a new user's --cases 12 sampled first and was refused after: known before any work)
+        (["--cases", "12", "--records", str(tmp_path / "new.jsonl")], "--cases 12 < --min-cases 100"),
     ]
     for extra, message in cases:
         assert main(["calibrate", "--device", "cpu", *extra]) == 2, extra
         err = capsys.readouterr().err
         assert message in err, (extra, err)
+    assert not (tmp_path / "new.jsonl").exists()  # nothing sampled
 
 
 def test_calibrate_fits_only_this_runs_samples(tmp_path, capsys):

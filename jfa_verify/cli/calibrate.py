@@ -22,6 +22,13 @@ from jfa_verify.cli.arguments import (
 from jfa_verify.core.exits import ExitCode
 
 HELP = "measure error distributions and fit a budget table"
+DESCRIPTION = ("Sample drawn cases of a kernel (or read --from-records), measure each output's error against the "
+               "float64 reference and the same-dtype SDPA oracle, and fit a proposed budget table (--out; the packaged "
+               "table is never replaced unless named), judged on --holdout records when given (docs/budgets.md). "
+               "Exit status: 0 a table written (or, with --no-fit, the cases sampled); 1 a held-out record fails the "
+               "fitted table (the table is still written, to read), a sampled case raised, no record to fit, or no "
+               "fit possible; 2 a bad argument, or a row fitted on fewer "
+               "than --min-cases cases (nothing written); 130 interrupted (the records sampled so far are kept).")
 
 
 def add_arguments(parser) -> None:
@@ -71,6 +78,10 @@ def main(args, ctx) -> int:
     held = cal.read_records(args.holdout) if args.holdout else []
     if args.holdout and not held:
         raise UsageError(f"--holdout {' '.join(args.holdout)}: no records to judge the table on")
+    if not (args.from_records or args.no_fit or args.allow_few_cases or args.suite) and args.cases < args.min_cases:
+        # (known before any sampling: every row would get at most --cases cases, and the fit would then be refused)
+        raise UsageError(f"--cases {args.cases} < --min-cases {args.min_cases}: the fit would be refused after "
+                         f"sampling; draw at least {args.min_cases}, or pass --allow-few-cases (or --no-fit)")
     errors: list[str] = []
     if args.from_records:
         records = cal.read_records(args.from_records)
