@@ -53,6 +53,33 @@ def test_selecting_cuda_pins_triton_compiled(monkeypatch):
     assert device.select_device("cuda").type == "cuda" and calls == ["pin"]
 
 
+def test_selecting_cuda_in_a_process_started_with_triton_interpret_imports_triton_compiled():
+    """Regression (H100 GPU tests stage, 2026-12-07): case workers are forked from one server per process, which keeps
+    the environment it started with; started during a CPU command (TRITON_INTERPRET=1), it handed that to a CUDA
+    worker, whose select_device imported Triton under it and refused CUDA ("Triton was first imported ... with
+    TRITON_INTERPRET=1"). No GPU needed: the choice is forced, and only the mode of Triton's import is read."""
+    code = ("import torch\ntorch.cuda.is_available = lambda: True\n"
+            "import os\nfrom jfa_verify.core.device import select_device\nselect_device('cuda')\n"
+            "import triton.language.standard as standard\nfrom triton.runtime.jit import JITFunction\n"
+            "print(isinstance(standard.cdiv, JITFunction), os.environ.get('TRITON_INTERPRET'))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "None"]
+
+
+def test_a_refused_cuda_keeps_the_callers_triton_interpret(monkeypatch):
+    def refuse():
+        raise InvalidInput("Triton was first imported ... with TRITON_INTERPRET=1")
+
+    monkeypatch.setattr(device.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(device, "_pin_triton_compiled", refuse)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(InvalidInput):
+        device.select_device("cuda")
+    assert os.environ["TRITON_INTERPRET"] == "1"
+
+
 def test_cuda_after_triton_was_imported_interpreted_is_refused_with_the_fix():
     code = ("import triton.language\nfrom jfa_verify.core.device import _pin_triton_compiled\n"
             "from jfa_verify.core.errors import InvalidInput\n"

@@ -63,7 +63,15 @@ def select_device(name: Optional[str] = None) -> torch.device:
     else:
         raise InvalidInput(f"device={name!r} is not 'cuda' or 'cpu'")
     if device.type == "cuda":
-        _pin_triton_compiled()  # before recording the choice: a refused CUDA leaves none
+        # Cleared before the pin's first import of Triton: a fork server started while a CPU command ran hands its
+        # children TRITON_INTERPRET=1, and a CUDA worker importing Triton under it was refused (H100, 2026-12-07).
+        interpret = os.environ.pop("TRITON_INTERPRET", None)
+        try:
+            _pin_triton_compiled()  # before recording the choice: a refused CUDA leaves none
+        except InvalidInput:
+            if interpret is not None:
+                os.environ["TRITON_INTERPRET"] = interpret
+            raise
     _chosen = device
     if device.type == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
