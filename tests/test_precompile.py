@@ -138,6 +138,33 @@ def test_the_pool_traces_in_a_child_and_builds_into_tritons_disk_cache(tmp_path)
     assert any(name.startswith("_fwd_kernel") and name.endswith(".cubin") for name in out["files"]), out["files"]
 
 
+_MUTANT_POOL = """
+import json, os, torch
+from jfa_verify.cases.case import Case
+from jfa_verify.protocol.registry import get_kernel, load_plugin
+from jfa_verify.run.precompile import precompile
+
+plugin = os.path.join(os.environ["ROOT"], "ci", "catalogue_mutant_plugin.py")
+load_plugin(plugin)
+kernel = get_kernel("mutant-triton_jfa-kv_bound_minus_one")
+cases = [Case(kv_lengths=[5, 40], seed=1, num_heads_q=2, num_heads_kv=2, head_dim=32, dtype="bfloat16")]
+result = precompile(kernel, cases, torch.device("cpu"), jobs=2, backward=False, target=("cuda", 90, 32),
+                    plugins=[plugin])
+print("RESULT" + json.dumps({"result": result.to_dict()}))
+"""
+
+
+def test_a_plugin_kernel_whose_module_is_made_when_loaded_is_built_in_the_pool(tmp_path, monkeypatch):
+    """Regression (H100, 2026-12-07): a mutant's Triton module is written and imported when its kernel loads, and the
+    build processes never loaded it: every variant of the mutant but the framework's own failed to build there
+    ("No module named '_jfa_mutant_...'") and was built at its first launch, one after another in the case workers."""
+    monkeypatch.setenv("ROOT", str(ROOT))
+    monkeypatch.setenv("JFA_MUTANT_CATALOGUE", "triton_jfa")
+    result = _compiled_mode(_MUTANT_POOL, tmp_path)["result"]
+    assert result["error_count"] == 0 and result["untraced_count"] == 0, result
+    assert result["variants"] == result["compiled"] == 1 and result["by_kernel"] == {"_fwd_kernel": 1}
+
+
 def test_under_the_interpreter_the_step_is_a_measured_no_op(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     built = []

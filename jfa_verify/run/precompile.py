@@ -374,6 +374,11 @@ def _init_worker(kernel_name: Optional[str], plugins: Sequence[str], target: Opt
         for path in plugins:
             load_plugin(path)
         _WORKER["kernel"] = get_kernel(kernel_name)
+        # Its implementation loaded now, not at a first call: a build process calls nothing, and a kernel that makes
+        # its Triton module when loaded (a mutant's edited copy) left every variant unbuildable there
+        # ("No module named '_jfa_mutant_...'": 221 of 235 on an H100, 2026-12-07). A failure is the run's to report.
+        with contextlib.suppress(Exception):
+            _WORKER["kernel"].impl
 
 
 def _resolve(function: str):
