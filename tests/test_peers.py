@@ -541,6 +541,34 @@ def test_cases_that_ran_out_of_device_memory_run_again_alone(tmp_path, misbehavi
     assert [r.status for r in results] == ["pass", "pass", "error"] and "out of device memory" in results[2].message
     assert verifier.memory_reruns == [2, 1] and len(seen) == 3  # progress saw each case once
     assert [p.name for p in (tmp_path / "r").glob("*.json")] == [f"{cases[2].case_id()}-{name}.json"]
+    # Regression (H100, 2026-12-07): "alone" beside eleven idle workers, each holding 5-7.5 GiB of the card, a case
+    # ran out again. The others are ended before the reruns (they restart on use), and a case out of memory again
+    # says so.
+    assert all(w.pid is None for w in verifier.workers[1:])
+    ended = " (1 other case worker(s) of this run ended first)" if jobs == 2 else ""
+    assert results[2].message.endswith(f"run again alone after the other cases{ended}: out of device memory again")
+
+
+def test_run_reports_the_cases_run_again_after_running_out_of_device_memory(tmp_path, misbehaving_plugin, capsys):
+    from jfa_verify.cli import main
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    plugin = misbehaving_plugin("short_of_memory_once", wrong="B >= 2")
+    oom_once = f"""mark = {str(marks)!r} + "/" + "-".join(map(str, lengths))
+            if not os.path.exists(mark):
+                open(mark, "w").close()
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 86.00 MiB")"""
+    plugin.write_text(plugin.read_text().replace('raise RuntimeError("planted failure")', oom_once))
+    report = tmp_path / "run.json"
+    rc = main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "short_of_memory_once", "--max-cases",
+               "4", "--jobs", "2", "--no-progress", "--report", str(report), "--reproducers", str(tmp_path / "r")])
+    doc = json.loads(report.read_text())
+    again = len(list(marks.iterdir()))
+    assert rc == 0 and again >= 1 and doc["summary"]["pass"] == 4, capsys.readouterr().out[-3000:]
+    assert doc["memory_reruns"] == {"run_again": again, "no_longer_out_of_memory": again}
+    assert (f"{again} case(s) ran out of device memory beside the others and were run again alone: {again} no longer "
+            "did") in capsys.readouterr().out
 
 
 def test_matrix_runs_cells_that_ran_out_of_device_memory_again_one_at_a_time(tmp_path, misbehaving_plugin):

@@ -119,6 +119,10 @@ def main(args, ctx) -> int:
     printer.console.print(f"{counts['pass']} passed, {counts['fail']} failed, {errors}, {counts['crash']} crashed, "
                           f"{counts['hang']} hung, {counts['unsupported']} unsupported; {held}; report: "
                           f"{outcome.report}")
+    if outcome.memory_reruns[0]:
+        again, recovered = outcome.memory_reruns
+        printer.console.print(f"{again} case(s) ran out of device memory beside the others and were run again alone: "
+                              f"{recovered} no longer did", markup=False, highlight=False)
     if outcome.interrupted:
         print(f"jfa-verify run: interrupted after {len(results)} of {len(cases)} cases (report written)",
               file=sys.stderr)

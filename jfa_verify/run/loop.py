@@ -154,8 +154,9 @@ class Verifier:
                 every place holds its result.
 
         A case that ran out of device memory (:func:`~jfa_verify.run.runner.ran_out_of_memory`) runs once more, alone,
-        after the others (before ``deadline``); that verdict is the one returned (``on_result`` is not called
-        again), and :attr:`memory_reruns` counts such runs and those no longer out of memory.
+        after the others (before ``deadline``), with this verifier's other workers ended first; that verdict is the
+        one returned (``on_result`` is not called again; its message says when it ran out again), and
+        :attr:`memory_reruns` counts such runs and those no longer out of memory.
         """
         late = lambda: deadline is not None and time.monotonic() > deadline  # noqa: E731
         cases = list(cases)
@@ -163,12 +164,25 @@ class Verifier:
         # Out of device memory beside other work on the card (this verifier's own workers, another job's: on an
         # H200, 2026-12-02, two gates side by side lost 5 suite cases so), a verdict says nothing of the kernel:
         # such a case runs once more, alone, after the others; what that run says stands.
-        for i, result in enumerate(results):
-            if result is None or not ran_out_of_memory(result.message) or late():
-                continue
+        again = [i for i, result in enumerate(results) if result is not None and ran_out_of_memory(result.message)]
+        if again and not late():
+            # Idle workers keep their CUDA context, compiled kernels and cached blocks: on an H100, 2026-12-07, eleven
+            # idle ones held 5-7.5 GiB each, and a case needing 8.8 GiB ran out again "alone". They restart on use.
+            for w in self.workers:
+                if w is not self.worker:
+                    w.close()
+        for i in again:
+            if late():
+                break
             results[i] = self.verify(cases[i], worker=self.worker)
             self.memory_reruns[0] += 1
-            self.memory_reruns[1] += not ran_out_of_memory(results[i].message)
+            if ran_out_of_memory(results[i].message):
+                ended = max(len(self.workers) - 1, 0)
+                results[i].message += ("\n  run again alone after the other cases"
+                                       + (f" ({ended} other case worker(s) of this run ended first)" if ended else "")
+                                       + ": out of device memory again")
+            else:
+                self.memory_reruns[1] += 1
         return results
 
     def _verify_pass(self, cases: list, on_result, late) -> list[Optional[CaseResult]]:

@@ -84,6 +84,8 @@ class RunOutcome:
     # wall seconds of each phase that ran, in order: "suite" (the kernel loaded, the suite and its covering array
     # built), "precompile", "cases", "relations" (where checks ran): where a cold or warm run's time goes (issue 39)
     phases: dict = field(default_factory=dict)
+    # cases run again alone after running out of device memory beside the others, and how many then did not
+    memory_reruns: tuple = (0, 0)
 
     @property
     def findings(self) -> list[str]:
@@ -299,6 +301,7 @@ def _verify_held(outcome: RunOutcome, request: RunRequest, device, observer: Run
                                                        memory=request.settings.memory,
                                                        timeout_s=request.settings.timeout_s)}
                              for case, seconds in verifier.interrupted_cases]
+    outcome.memory_reruns = tuple(verifier.memory_reruns)
     verifier.close()  # (the relation checks have a worker of their own: the device is theirs)
     results = outcome.results
     # Only the cases the kernel ran exercised anything (a new user saw 0 of 84 cases run reported as 100% of pairs)
@@ -312,6 +315,9 @@ def _verify_held(outcome: RunOutcome, request: RunRequest, device, observer: Run
                  "finished": finished and not outcome.interrupted, "cases_planned": len(cases),
                  "in_flight_at_interrupt": outcome.in_flight,
                  "jobs": outcome.jobs.to_dict(),
+                 # cases run again alone after running out of device memory beside the others; how many then did not
+                 "memory_reruns": {"run_again": outcome.memory_reruns[0],
+                                   "no_longer_out_of_memory": outcome.memory_reruns[1]},
                  "precompile": outcome.precompiled.to_dict() if outcome.precompiled is not None else None,
                  "phases_seconds": outcome.phase_seconds(),
                  "pairs": pairs.to_dict(), "relations": broken,
