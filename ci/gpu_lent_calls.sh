@@ -26,9 +26,16 @@
 # Call 11: call 10 beside both kernels' stress stages and tests/test_stress.py on the GPU (a short budget's call).
 # Call 12: call 10 (its mutants one at a time), then `jfa-verify run` of both unmutated kernels (CALL12_S seconds in
 #          all; a one-call budget).
+# Call 13: the block-sparse mutant call 12 did not reach (sparse_dkdv_query_block_rows_by_block_n), alone on the card,
+#          then triton_jfa's main job alone (call 12's ran beside the mutant's unfinished run and lost ten cases to
+#          out-of-memory errors: the outer timeout of call 10 ended its shell, not the mutant's `jfa-verify run`).
+# Call 14: call 8 without bench_verify (the main job cold, warm twice, warm without cuDNN), then triton_jfa's main job
+#          with 12 workers (its one out-of-memory case of call 13, run again once the other workers are ended), the
+#          GPU tests that failed in call 2 of 2026-12-07 and test_device.py, then bench_verify with the time left of
+#          CALL14_S (default 540).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-call=${1:?give the call: 1 to 12}
+call=${1:?give the call: 1 to 14}
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 L=/tmp/c$call; mkdir -p $L
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tcache}
@@ -211,8 +218,39 @@ elif [ "$call" = 12 ]; then
     grep -E "^\[(FAIL|ERROR|CRASH|HANG)|^time:|passed|wall" $L/run-$k.log 2>/dev/null | cut -c1-250 | tail -12; done
   grep -v "^total\|^-r\|^d" $L/call10.log
   cp -r /tmp/c10 $L/c10 2>/dev/null
+elif [ "$call" = 13 ]; then
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  CATALOGUE=tests/quality/sparse_blind_set.json MUTANTS=sparse_dkdv_query_block_rows_by_block_n PARALLEL=1 \
+    RUN_JOBS=12 RUN_S=${CALL13_RUN_S:-300} GATE_S=0 OUT=$L bash ci/gpu_gluon_mutants.sh >$L/sparse-left.log 2>&1
+  echo "sparse mutant exit $? at $(el) s" >>$L/status.txt
+  /usr/bin/time -f "triton_jfa run wall %e s" timeout -k 5 ${CALL13_TRITON_S:-200} jfa-verify run --device cuda \
+    --kernel triton_jfa --jobs 12 --no-progress --report $L/run-triton_jfa.json --reproducers $L/repro-triton_jfa \
+    >$L/run-triton_jfa.log 2>&1
+  echo "triton_jfa run exit $? at $(el) s" >>$L/status.txt
+  cat $L/status.txt $L/sparse-left.log
+  grep -hE "^  precompile:|^time:|passed|failed" $L/sparse_blind_set-mutants/*.run.log | cut -c1-250
+  head -3 $L/run-triton_jfa.log | cut -c1-250
+  grep -E "^\[(FAIL|ERROR|CRASH|HANG)|^time:|passed|wall" $L/run-triton_jfa.log | cut -c1-250 | tail -12
+elif [ "$call" = 14 ]; then
+  BENCH_VERIFY=0 OUT=$OUT bash "$0" 8 >$L/call8.log 2>&1
+  cp -r /tmp/c8 $L/c8 2>/dev/null
+  /usr/bin/time -f "triton_jfa run (12 workers) wall %e s" timeout -k 5 200 jfa-verify run --device cuda \
+    --kernel triton_jfa --jobs 12 --no-progress --report $L/run-triton_jfa.json >$L/run-triton_jfa.log 2>&1
+  echo "triton_jfa run (12 workers) exit $? at $(el) s" >>$L/status.txt
+  timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -n 3 --jfa-device cuda -rfE --tb=short tests/test_device.py \
+    tests/test_gate.py::test_sanitizer_and_perf_say_why_they_are_skipped_or_run_on_cpu \
+    tests/test_isolation.py::test_a_worker_reports_the_peak_device_memory_of_each_case >$L/tests.log 2>&1
+  echo "GPU tests exit $? at $(el) s" >>$L/status.txt
+  left=$(( ${CALL14_S:-540} - $(el) ))
+  [ $left -gt 90 ] && { TRITON_CACHE_DIR=/tmp/tcache-cold timeout -k 5 $left python3 benchmarks/bench_verify.py \
+      --device cuda --workers 16 --seconds 30 --warmup 30 --pack 1,8 --out $L >$L/bench-verify.log 2>&1
+    echo "bench_verify exit $? at $(el) s" >>$L/status.txt; }
+  grep -v "^total\|^-r\|^d" $L/call8.log
+  cat $L/status.txt
+  grep -E "^\[(FAIL|ERROR|CRASH|HANG)|^time:|passed|wall|run again" $L/run-triton_jfa.log | cut -c1-250 | tail -8
+  tail -5 $L/tests.log; echo "== bench_verify"; tail -25 $L/bench-verify.log 2>/dev/null
 else
-  echo "ci/gpu_lent_calls.sh: call must be 1 to 12, got $call" >&2; exit 2
+  echo "ci/gpu_lent_calls.sh: call must be 1 to 14, got $call" >&2; exit 2
 fi
 # (only a few files come back from a lent machine, none deep: one archive per call)
 tar czf $OUT/c$call.tgz -C $L --exclude cal/records.tgz . 2>/dev/null; ls -la $OUT
