@@ -556,11 +556,15 @@ def test_a_rerun_difference_shows_the_element_that_moved_most_not_a_signed_zero(
     assert index == (0, 0, 0)
     tiles = TileSizes(32, 16)
     diff = rerun_difference(problem, tiles, 1, "plain", "o", index, before, after)
-    assert diff.index == (9, 1, 3) and diff.after == pytest.approx(1e-3) and diff.moved == 1
-    assert "sequence 1" in diff.where
+    # (both elements differ in their bits: the signed zero counts, as the finding's "bit-wise" says)
+    assert diff.index == (9, 1, 3) and diff.after == pytest.approx(1e-3) and diff.moved == 2
+    assert "sequence 1" in diff.where and "(2 element(s) moved, max |diff| 0.001)" in diff.describe()
     zeros_only = before.clone()
     zeros_only[0, 0, 0] = -0.0  # a difference in the bits only: the first differing element is what there is
-    assert rerun_difference(problem, tiles, 1, "plain", "o", (0, 0, 0), before, zeros_only).index == (0, 0, 0)
+    signed = rerun_difference(problem, tiles, 1, "plain", "o", (0, 0, 0), before, zeros_only)
+    assert signed.index == (0, 0, 0) and signed.moved == 1
+    # regression (a new user's trial): this read "0 element(s) moved, max |diff| 0"
+    assert signed.describe().endswith("(1 element(s) differ in their bits only: signed zeros or NaN payloads)")
 
 
 def test_the_stress_command_keeps_a_differing_cases_file_and_prints_its_replay(tmp_path, capsys):

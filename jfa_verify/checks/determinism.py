@@ -42,7 +42,7 @@ DETERMINISM_KEY = "determinism"
 class RerunDifference:
     """The first rerun of a case whose outputs differ bit-wise from rerun 0: the rerun, its mode (``plain`` outside
     the stress check), the output, the index and location (``(sequence, head, token, tile)`` in words) of the element
-    that moved most, its two values, how many elements moved and by how much at most."""
+    that moved most, its two values, how many elements differ in their bits and the largest |difference|."""
 
     rerun: int
     mode: str
@@ -56,10 +56,24 @@ class RerunDifference:
 
     def describe(self) -> str:
         return (f"rerun {self.rerun} (mode {self.mode}): {self.output} differs bit-wise from rerun 0 at {self.where}: "
-                f"{self.before!r} then {self.after!r} ({self.moved} element(s) moved, max |diff| {self.max_diff:.3g})")
+                f"{self.before!r} then {self.after!r} ({movement(self.moved, self.max_diff)})")
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "index": list(self.index)}
+
+
+def movement(differing: int, max_diff: float) -> str:
+    """How ``differing`` elements whose bits differ between two runs moved (``max_diff``: the largest |difference|),
+    in words: a difference in the bits only (signed zeros, NaN payloads) is said to be one (a new user read a
+    0.0 / -0.0 flip reported as "0 element(s) moved")."""
+    if max_diff == 0:
+        return f"{differing} element(s) differ in their bits only: signed zeros or NaN payloads"
+    return f"{differing} element(s) moved, max |diff| {max_diff:.3g}"
+
+
+def _differing(a: torch.Tensor, b: torch.Tensor) -> int:
+    """How many elements of ``a`` and ``b`` (same shape and dtype) differ in their bits."""
+    return int(_bits(a).reshape(-1, a.element_size()).ne(_bits(b).reshape(-1, b.element_size())).any(1).sum())
 
 
 def rerun_difference(problem, tiles, rerun: int, mode: str, name: str, index: tuple, before: torch.Tensor,
@@ -77,7 +91,7 @@ def rerun_difference(problem, tiles, rerun: int, mode: str, name: str, index: tu
         index = tuple(int(i) for i in torch.unravel_index(size.argmax(), size.shape))
     where = locate(problem, name, index, tiles).describe()
     return RerunDifference(rerun, mode, name, tuple(index), where, before[index].item(), after[index].item(),
-                           int((moved != 0).sum()), float(torch.nan_to_num(moved, nan=float("inf")).max()))
+                           _differing(before, after), float(size.max()))
 
 
 @dataclass
@@ -185,12 +199,11 @@ def check_reruns(case: Case, kernel: Kernel, device, *, reruns: int = 3, backwar
             if index == ():
                 verdict.differences.append(f"rerun {i}: {name} changed shape or dtype")
             else:
-                moved = (got[name].double() - ref.double()).abs()
+                moved = torch.nan_to_num((got[name].double() - ref.double()).abs(), nan=float("inf"))
                 where = locate(problem, name, index, kernel.tile_sizes(problem)).describe()
                 verdict.differences.append(
                     f"rerun {i}: {name} differs bit-wise from run 0 at {where}: {ref[index].item()!r} then "
-                    f"{got[name][index].item()!r} ({int((moved != 0).sum())} element(s) moved, max |diff| "
-                    f"{float(torch.nan_to_num(moved, nan=float('inf')).max()):.3g})")
+                    f"{got[name][index].item()!r} ({movement(_differing(ref, got[name]), float(moved.max()))})")
             if verdict.first_difference is None:
                 verdict.first_difference = rerun_difference(problem, kernel.tile_sizes(problem), i, "plain", name,
                                                             index, ref, got[name])
