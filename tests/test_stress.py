@@ -292,6 +292,7 @@ def test_stress_command_writes_its_report_and_exits_by_the_verdict(tmp_path, cap
     payload = json.loads(report.read_text())
     assert payload["status"] == "pass" and payload["modes_run"] == {"plain": 1, "launch_order": 1}
     assert len(payload["cases"]) == N_CPU_CASES and "stress: pass" in out
+    assert payload["exit_code"] == 0  # the command's status in its report, as run's (a trial found none)
     # a mode asked for that the reruns never reached is named, with the count that reaches it (it was in neither
     # list: a trial, 2026-12-06)
     assert main(["stress", "--device", "cpu", "--plugin", PLUGIN, "--kernel", "stress-exact", "--reruns", "2",
@@ -302,8 +303,9 @@ def test_stress_command_writes_its_report_and_exits_by_the_verdict(tmp_path, cap
     assert "mode fewer_sms: skipped: no rerun left for it" in capsys.readouterr().out
     # every mode asked for skipped (noise needs CUDA): the plain reruns made instead are no pass of what was asked
     assert main(["stress", "--device", "cpu", "--plugin", PLUGIN, "--kernel", "stress-exact", "--reruns", "2",
-                 "--modes", "noise"]) == 2
+                 "--modes", "noise", "--json", str(report)]) == 2
     assert "none of the modes asked for ran (noise)" in capsys.readouterr().out
+    assert json.loads(report.read_text())["exit_code"] == 2
     assert main(["stress", "--device", "cpu", "--reruns", "1"]) == 2  # a usage error, not a finding
 
 
@@ -325,7 +327,7 @@ def test_stress_command_names_a_hung_rerun_writes_its_report_and_exits_3(tmp_pat
     assert done.returncode == 3, done.stdout + done.stderr
     payload = json.loads(report.read_text())
     hung = [c for c in payload["cases"] if c["status"] == "hang"]
-    assert payload["status"] == "hang" and len(hung) == 1, payload
+    assert payload["status"] == "hang" and len(hung) == 1 and payload["exit_code"] == 3, payload
     # call HANG_AT is rerun 1 of the case HANG_AT - N_CPU_CASES (rerun 0 runs every case first)
     assert hung[0]["name"] == payload["cases"][HANG_AT - N_CPU_CASES]["name"]
     assert "rerun 1 (mode plain) had no result after 12 s" in hung[0]["message"]
@@ -354,6 +356,7 @@ def test_an_interrupted_stress_command_prints_and_writes_the_reruns_so_far(tmp_p
     assert proc.returncode == 130, out
     payload = json.loads(report.read_text())
     assert payload["interrupted"] is True and len(payload["cases"]) == N_CPU_CASES, payload
+    assert payload["exit_code"] == 130
     assert "stress: interrupted after" in out and sum(c["reruns"] for c in payload["cases"]) >= 1, out
     # cut short, no case passed (a second trial's report read "pass, 0 rerun(s)" for every case after a stop)
     assert payload["status"] == "interrupted" and {c["status"] for c in payload["cases"]} == {"interrupted"}, payload

@@ -60,7 +60,7 @@ def add_arguments(parser) -> None:
 def main(args, ctx) -> int:
     """Run the stress check on one kernel; print each case's verdict and the modes; exit by the worst verdict."""
     from jfa_verify.checks.stress import MODES, StressOptions, run_stress
-    from jfa_verify.run.corpus import Corpus
+    from jfa_verify.run.corpus import TIMEOUT_EXIT_CODE, Corpus
     from jfa_verify.run.report import write_json
 
     device = ctx.device
@@ -68,16 +68,17 @@ def main(args, ctx) -> int:
     options = StressOptions(reruns=args.reruns, modes=tuple(args.modes or MODES), laps=args.laps, seed=args.seed,
                             backward=not args.forward_only, timeout_s=args.timeout)
 
-    def write(report) -> None:
-        if args.json:
-            print(f"wrote {write_json(args.json, report.to_dict())}", flush=True)
+    def write(report, code: int) -> None:
+        if args.json:  # (with the command's exit status, as run's report: a trial found it missing, 2026-12-06)
+            print(f"wrote {write_json(args.json, {**report.to_dict(), 'exit_code': code})}", flush=True)
 
     def keep(report) -> None:  # a hang or Ctrl-C ends the command: the verdicts so far are printed and written
         if report.interrupted:
             _print_verdicts(report)
             print(f"stress: interrupted after {report.seconds:.1f} s; the verdicts above cover the reruns made",
                   flush=True)
-        write(report)
+        hung = any(v.status == "hang" for v in report.verdicts)
+        write(report, TIMEOUT_EXIT_CODE if hung else EXIT_INTERRUPTED)
 
     print(f"jfa-verify stress on {device}: {kernel.name}, {options.reruns_on(device)} reruns per case, modes "
           f"{', '.join(options.modes)}", flush=True)
@@ -99,12 +100,15 @@ def main(args, ctx) -> int:
     for line in report.mode_lines():
         print(f"  {line}")
     print(f"stress: {report.status} in {report.seconds:.1f} s")
-    write(report)
-    if report.status == "pass" and all(m in report.modes_skipped for m in options.modes):
+    none_ran = report.status == "pass" and all(m in report.modes_skipped for m in options.modes)
+    code = (EXIT_USAGE if none_ran or report.status == "skip" else
+            EXIT_FAIL if report.status in ("fail", "error") else EXIT_OK)
+    write(report, code)
+    if none_ran:
         # (every mode asked for was skipped: the plain reruns made instead are not what was asked; a trial, 2026-12-06)
         print(f"none of the modes asked for ran ({', '.join(options.modes)}): the reruns were plain ones, so this is "
               f"no verdict on them")
-        return EXIT_USAGE
+        return code
     if report.status == "skip":
         from jfa_verify.checks.stress import unsupported_shapes
         from jfa_verify.run.runner import skipped_lines, unsupported_reasons
@@ -115,8 +119,7 @@ def main(args, ctx) -> int:
             for shape, why in unsupported_shapes(kernel, device).items():
                 print(f"  shape {shape}: {why}")
         print(f"no stress case is inside {kernel.name}'s capabilities on {device}: nothing checked")
-        return EXIT_USAGE
-    return EXIT_FAIL if report.status in ("fail", "error") else EXIT_OK
+    return code
 
 
 def _print_verdicts(report) -> None:
