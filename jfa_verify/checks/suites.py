@@ -115,8 +115,10 @@ def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
         "layout-7-3-19-5-11": (7, 3, 19, 5, 11),
     }
     bm, bn = tiles_for_shape(kernel, heads["head_dim"], None, None, device_type).as_tuple()
-    # An empty sequence first, then lengths at the tile boundaries +-1.
-    layouts["tile-edges"] = (0,) + tuple(sorted({1, bn - 1, bn + 1, bm - 1, bm + 1, 2 * bn + 1} - {0}))
+    # An empty sequence first, then lengths at the first two tile boundaries of each block size +-1 (2 * bn - 1 was
+    # missing: a new user's trial, 2026-12-07, against the README's "tile boundaries +-1").
+    layouts["tile-edges"] = (0,) + tuple(sorted({1, *(k * b + d for b in (bm, bn) for k in (1, 2) for d in (-1, 1))}
+                                                - {0}))
     variants = [
         dict(mode="self", causal=False),
         dict(mode="self", causal=True),
