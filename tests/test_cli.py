@@ -723,6 +723,17 @@ def test_findings_of_an_empty_folder_is_one_line_and_no_empty_table(tmp_path, ca
     assert capsys.readouterr().out == f"no findings in {tmp_path}\n"
 
 
+def test_findings_of_a_clean_plugin_kernel_is_no_finding_with_its_plugin(tmp_path, capsys, misbehaving_plugin):
+    """Regression (a new user's trial, 2026-12-07): `findings FOLDER --kernel K` for a plugin kernel with no findings
+    exited 2 ("no kernel of that name is registered") and findings took no --plugin: a clean kernel read as a usage
+    error in CI."""
+    plugin = misbehaving_plugin("clean_plugin_kernel")
+    assert main(["findings", str(tmp_path), "--kernel", "clean_plugin_kernel"]) == 2
+    assert "give the file with --plugin FILE.py" in capsys.readouterr().err
+    assert main(["findings", str(tmp_path), "--kernel", "clean_plugin_kernel", "--plugin", str(plugin)]) == 0
+    assert "no findings" in capsys.readouterr().out
+
+
 def test_findings_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):
     assert main(["findings", "--reproducers", str(tmp_path / "typo")]) == 2
     err = capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jfa_verify.cli.arguments import EXIT_OK, EXIT_USAGE, UsageError
+from jfa_verify.cli.arguments import EXIT_OK, EXIT_USAGE, UsageError, plugin_option
 from jfa_verify.core.exits import FINDINGS_IN_WORDS
 from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 
@@ -25,6 +25,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("folder", nargs="?", default=None, help="the folder (default jfa-reproducers)")
     parser.add_argument("--reproducers", default=None, metavar="FOLDER", help="the folder, as run and fuzz name it")
     parser.add_argument("--kernel", default=None, help="only this kernel's findings")
+    plugin_option(parser, help="a file that registers kernels (repeatable): --kernel may then name one of its kernels "
+                               "that has no findings in the folder")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table (a list of rows; a case "
                         "file that cannot be read is a row of status \"unreadable\" with the reason)")
 
@@ -53,12 +55,15 @@ def main(args, ctx) -> int:
                          f"reproducers into")
     rows = list_findings(root, args.kernel)
     if args.kernel and not rows:
+        from jfa_verify.cli.context import load_plugins
         from jfa_verify.protocol.registry import kernel_names
 
         here = sorted({r["kernel"] for r in list_findings(root) if r["kernel"]})
+        load_plugins(args.plugin)  # (a plugin kernel with nothing in the folder is known only by its file)
         if args.kernel not in here and args.kernel not in kernel_names():  # a typo reads as "no findings", 0
             raise UsageError(f"--kernel {args.kernel!r}: no kernel of that name is registered or has files in "
-                             f"{root!r} (kernels with findings there: {', '.join(here) or 'none'})")
+                             f"{root!r} (kernels with findings there: {', '.join(here) or 'none'}); a kernel a "
+                             f"plugin file registers: give the file with --plugin FILE.py")
     broken = unreadable_case_files(root)
     if args.json:
         # an unreadable file is a row too, status "unreadable" (a finding may be lost in it: a JSON reader saw exit
