@@ -51,7 +51,7 @@ from typing import Callable, Optional, Sequence
 from jfa_verify.cases.case import Case
 from jfa_verify.cases.coverage import classify
 from jfa_verify.core.device import keeps_device_choice
-from jfa_verify.core.errors import InvalidInput
+from jfa_verify.core.errors import InvalidInput, KernelConfigError
 from jfa_verify.protocol.kernel import Kernel, tiles_for_shape
 
 __all__ = ["CORRUPTIONS", "Catalogue", "Mutant", "MutantResult", "STAGES", "format_table", "gpu_only_cases",
@@ -190,7 +190,18 @@ class Catalogue:
             spec = importlib.util.spec_from_file_location(module_name, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[module_name] = module
-            spec.loader.exec_module(module)
+            try:
+                spec.loader.exec_module(module)
+            except KernelConfigError as e:
+                if e.kernel != self.kernel:
+                    raise
+                # (a user's one-file kernel, registering itself where its code is: a new user's trial, 2026-12-07)
+                raise InvalidInput(
+                    f"mutant {name!r} of catalogue {self.name!r}: its target module "
+                    f"{self.targets[self[name].target]!r} registers kernel {self.kernel!r} itself, so its mutated "
+                    f"copy registers the name again ({e}); keep the register_kernel call in another module (the "
+                    f"plugin file, which imports the kernel's code) and name the module holding the code as the "
+                    f"catalogue's target") from None
             self._modules[name] = module
         return self._modules[name]
 
@@ -415,7 +426,7 @@ def _stage_cases(stage: str, kernel, dev, mutant, seed: int):
 def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device="cpu", max_examples: int = 10,
                seed: int = 0, cases: Optional[Sequence[Case]] = None, stage: str = "targeted",
                corpus_dir: Optional[str] = None, max_cases: Optional[int] = None,
-               shared_suite: Optional[tuple] = None) -> MutantResult:
+               shared_suite: Optional[tuple] = None, plugins: Sequence[str] = ()) -> MutantResult:
     """Run ``stage`` against mutant ``name``, stopping at its first failure.
 
     Stages: ``"targeted"``: :func:`targeted_cases` (or ``cases``), then, if the mutant survived
@@ -431,12 +442,18 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     all the same: a few calls each, and the only check of state kept between calls). ``shared_suite``:
     ``(inputs, cases, relations)`` of the default suite built for another kernel (:func:`shared_suite`),
     taken for the ``"suite"`` stage when this mutant's :func:`~jfa_verify.checks.suites.suite_inputs` equal
-    ``inputs`` (the suite would come out the same), built afresh otherwise.
+    ``inputs`` (the suite would come out the same), built afresh otherwise. ``plugins``: files imported first (they
+    register the catalogue's kernel, where a plugin file does).
 
     Raises:
         InvalidInput: an unknown stage or mutant.
     """
     import torch
+
+    from jfa_verify.protocol.registry import load_plugin
+
+    for path in plugins:
+        load_plugin(path)
 
     from jfa_verify.core.device import select_device
     from jfa_verify.run.runner import run_case
@@ -462,6 +479,13 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
         except InvalidInput as e:
             res.status, res.reason = "error", f"stale: {e}"
             return res
+        try:  # imported now (it would be at the first case): a copy that registers its kernel again judges nothing
+            cat.module(name)
+        except InvalidInput as e:
+            res.status, res.reason = "error", str(e)
+            return res
+        except Exception:  # anything else the cases meet as the kernel's failure, as before
+            pass
     kernel = cat.kernel_of(name)
     t0 = time.perf_counter()
     relations = []
@@ -682,7 +706,8 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
                 max_examples: int = 10, seed: int = 0, jobs: int = 1, stage: str = "targeted",
                 isolate: Optional[bool] = None, max_cases: Optional[int] = None,
                 case_timeout_s: float = CASE_TIMEOUT_S,
-                on_result: Optional[Callable[[MutantResult], None]] = None) -> list[MutantResult]:
+                on_result: Optional[Callable[[MutantResult], None]] = None,
+                plugins: Sequence[str] = ()) -> list[MutantResult]:
     """Run every mutant in ``names`` (default: the whole catalogue) through ``stage`` (see
     :func:`run_mutant`) and return one result each, in order. ``on_result(result)`` is called as each
     mutant's verdict comes (in the order they finish), so a caller can keep what finished if the run is
@@ -692,18 +717,24 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     runs each mutant in its own spawned process, ``jobs`` at once (on CUDA they share the GPU): a
     mutant whose process dies is *killed by a crash* when it left a case file ``running`` (the case
     it crashed on), an error otherwise; one whose case has no verdict after ``case_timeout_s`` seconds
-    is *killed by a hang* (its worker is killed).
+    is *killed by a hang* (its worker is killed). ``plugins``: files that register the catalogue's kernel, imported
+    here and in each mutant's process.
 
     Raises:
         InvalidInput: an unknown catalogue, mutant name or stage.
     """
     if stage not in STAGES:
         raise InvalidInput(f"stage={stage!r} is not one of {STAGES}")
+    from jfa_verify.protocol.registry import load_plugin
+
+    for path in plugins:  # (here too: the catalogue's kernel is looked up before any mutant runs)
+        load_plugin(path)
     cat = load_catalogue(catalogue)
     names = list(cat.mutants) if not names else list(names)
     for n in names:
         cat[n]  # every name must exist before anything runs
-    options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage, max_cases=max_cases)
+    options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage, max_cases=max_cases,
+                   plugins=tuple(plugins))
     import torch
 
     from jfa_verify.core.device import select_device

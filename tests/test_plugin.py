@@ -40,3 +40,72 @@ def test_a_plugin_imports_a_module_beside_it(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "kernels", "--device", "cpu", "--plugin",
                            str(folder / "plug.py")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0 and "beside_helper" in proc.stdout, proc.stdout + proc.stderr
+
+
+_USER_CODE = '''
+from jfa_verify.core.contract import validate_inputs
+from jfa_verify.oracles import reference_attention
+
+SCALE = 1.0
+
+
+def forward(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None):
+    problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                              sm_scale=sm_scale)
+    ref = reference_attention(problem, q, k, v)
+    return (ref["o"] * SCALE).to(q.dtype), ref["lse"].float()
+'''
+
+
+def _user_catalogue(tmp_path, kernel: str, target: str, builder: str) -> Path:
+    import json
+
+    path = tmp_path / "catalogue.json"
+    path.write_text(json.dumps({
+        "format": "jfa-verify-mutants/1", "name": "mine", "kernel": kernel, "builder": builder,
+        "targets": {"code": target},
+        "mutants": [{"name": "scaled", "description": "outputs scaled by 1.5", "target": "code",
+                     "old": "SCALE = 1.0", "new": "SCALE = 1.5"}]}))
+    return path
+
+
+def test_mutants_judge_a_plugin_kernel_given_with_plugin(tmp_path, capsys):
+    """Regression (a new user's trial, 2026-12-07): `mutants` had no --plugin, though its error for a plugin kernel
+    suggested one; a team could not mutate its own kernel without making it an installed package."""
+    from jfa_verify.cli import main
+
+    (tmp_path / "userk").mkdir()
+    (tmp_path / "userk" / "__init__.py").write_text("")
+    (tmp_path / "userk" / "code.py").write_text(_USER_CODE)
+    (tmp_path / "userk" / "build.py").write_text(
+        "import importlib\n\n\ndef build(*, code_module=None):\n"
+        "    return (code_module or importlib.import_module('userk.code')).forward\n")
+    plugin = tmp_path / "user_plugin.py"
+    plugin.write_text("from jfa_verify import Capabilities, register_kernel\nfrom userk.build import build\n\n"
+                      "register_kernel('user_mutable', capabilities=Capabilities(backward=False))(lambda: build())\n")
+    catalogue = _user_catalogue(tmp_path, "user_mutable", "userk.code", "userk.build:build")
+    assert main(["mutants", "--catalogue", str(catalogue), "--device", "cpu", "--jobs", "1",
+                 "--max-examples", "5"]) == 2  # the kernel unknown without its plugin: a usage error
+    assert "--plugin" in capsys.readouterr().err
+    rc = main(["mutants", "--catalogue", str(catalogue), "--plugin", str(plugin), "--device", "cpu", "--jobs", "1",
+               "--max-examples", "5"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "1/1 mutants killed" in out, out
+
+
+def test_a_target_module_that_registers_its_kernel_is_not_judged_with_the_fix(tmp_path, capsys):
+    """The README's one-file plugin, mutated: the copy registered the kernel's name again and the mutant came out
+    'not judged' with a registry error that told the user to pass another name to --kernel (mutants has none)."""
+    from jfa_verify.cli import main
+
+    plugin = tmp_path / "userone.py"
+    plugin.write_text(_USER_CODE + "\n\nfrom jfa_verify import Capabilities, register_kernel\n\n\n"
+                      "def build(*, code_module=None):\n"
+                      "    return code_module.forward if code_module else forward\n\n\n"
+                      "register_kernel('user_one_file', capabilities=Capabilities(backward=False))(lambda: forward)\n")
+    catalogue = _user_catalogue(tmp_path, "user_one_file", "userone", "userone:build")
+    rc = main(["mutants", "--catalogue", str(catalogue), "--plugin", str(plugin), "--device", "cpu", "--jobs", "1",
+               "--max-examples", "5"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "registers kernel 'user_one_file' itself" in out, out
+    assert "keep the register_kernel call in another module" in out

@@ -13,6 +13,7 @@ from jfa_verify.cli.arguments import (
     device_option,
     new_file,
     nonneg_int,
+    plugin_option,
     positive_int,
     seed_int,
 )
@@ -34,6 +35,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-examples", type=nonneg_int, default=10,
                         help="campaign examples for a mutant the targeted cases miss")
     device_option(parser)
+    plugin_option(parser, help="import a file that registers the catalogue's kernel (repeatable); the mutated module "
+                               "must be another one, importable by the catalogue's target name")
     parser.add_argument("--seed", type=seed_int, default=0,
                         help="seed of the suite's values and of each mutant's campaign (default: %(default)s)")
     parser.add_argument("--json", default=None, type=new_file, help="also write the results here")
@@ -60,6 +63,9 @@ def main(args, ctx) -> int:
     if args.stage == "campaign" and args.max_examples == 0:
         raise UsageError("--max-examples 0 with --stage campaign checks nothing (every mutant would 'survive'): "
                          "give at least 1, or --stage suite / targeted")
+    from jfa_verify.cli.context import load_plugins
+
+    load_plugins(args.plugin)  # (the catalogue's kernel may be a plugin's)
     catalogue = load_catalogue(args.catalogue)
     only = list(dict.fromkeys(args.only))  # (`--only X X` ran X twice and counted it twice)
     for name in only:
@@ -84,7 +90,8 @@ def main(args, ctx) -> int:
           f"{counted(total, 'mutant')}, {jobs.count} at a time ({jobs.reason})", flush=True)
     try:
         results = run_mutants(only or None, catalogue=args.catalogue, device=dev, max_examples=args.max_examples,
-                              seed=args.seed, jobs=jobs.count, stage=args.stage, isolate=args.isolate, on_result=keep)
+                              seed=args.seed, jobs=jobs.count, stage=args.stage, isolate=args.isolate, on_result=keep,
+                              plugins=args.plugin)
     except KeyboardInterrupt:
         if args.json:  # also when none finished: the JSON says so rather than being absent (or a stale earlier run's)
             write_json(args.json, [r.to_dict() for r in done])
