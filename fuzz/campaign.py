@@ -101,8 +101,9 @@ class CampaignFailure:
 
 @dataclass
 class CampaignSummary:
-    """What a campaign did. ``statuses`` counts verdicts over every run case (shrink steps included);
-    ``generated`` counts new cases drawn (the ``max_examples`` budget)."""
+    """What a campaign did. ``statuses`` counts verdicts over every run case (shrink steps included;
+    ``shrink_statuses`` counts those of the shrink steps alone); ``generated`` counts new cases drawn (the
+    ``max_examples`` budget)."""
 
     kernel: str
     device: str
@@ -111,6 +112,7 @@ class CampaignSummary:
     generated: int = 0
     rounds: int = 0
     statuses: Counter = field(default_factory=Counter)
+    shrink_statuses: Counter = field(default_factory=Counter)
     failures: list[CampaignFailure] = field(default_factory=list)
     fixed: list[Path] = field(default_factory=list)
     known_examples: Counter = field(default_factory=Counter)  # finding id -> examples of known findings
@@ -133,6 +135,7 @@ class CampaignSummary:
         return {
             "kernel": self.kernel, "device": self.device, "seed": self.seed, "cases_run": self.cases_run,
             "generated": self.generated, "rounds": self.rounds, "statuses": dict(self.statuses),
+            "shrink_statuses": dict(self.shrink_statuses),
             "seconds": self.seconds, "interrupted": self.interrupted, "notes": self.notes,
             "side_failures": self.side_failures, "packs": self.packs, "packs_failed": self.packs_failed,
             "failures": [{"id": f.id, "case": f.case.to_dict(), "status": f.status,
@@ -533,6 +536,8 @@ class Campaign:
             summary.pairs.add(part)
             summary.cases_run += 1
             summary.statuses[status] += 1
+            if phase == "shrink":
+                summary.shrink_statuses[status] += 1
             if status in FAILING_STATUSES and summary.first_failure_at is None:
                 summary.first_failure_at = summary.cases_run
             self.emit({"event": "case", "status": status, "phase": phase, "classes": sorted(classes), "seconds": share,

@@ -59,6 +59,7 @@ class CampaignProgress:
         self.classes: Counter = Counter()
         self.statuses: Counter = Counter()
         self.phases: Counter = Counter()  # cases run per phase ("generate", "covering", "reuse", "shrink", ...)
+        self.shrink_statuses: Counter = Counter()  # the verdicts of the shrink steps among ``statuses``
         self.findings: dict[str, dict] = {}  # signature id -> finding event (first seen)
         self.timeline: list[tuple[float, int, int]] = []  # (seconds, cases, findings)
         self.finding_times: list[tuple[float, str, str]] = []  # (seconds, id, status)
@@ -77,6 +78,8 @@ class CampaignProgress:
             stats.cases += 1
             self.statuses[event["status"]] += 1
             self.phases[event["phase"]] += 1
+            if event["phase"] == "shrink":
+                self.shrink_statuses[event["status"]] += 1
             if event["status"] in ("fail", "error", "crash", "hang"):
                 stats.failing += 1
             if event["phase"] in NEW_CASE_PHASES:

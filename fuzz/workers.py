@@ -516,7 +516,8 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
         # packed launches (--pack): each holds several of the cases counted above; split: failed and split up
         "packs": {"launches": sum(s.get("packs", 0) for s in summaries.values()),
                   "split": sum(s.get("packs_failed", 0) for s in summaries.values())},
-        "statuses": dict(progress.statuses), "interrupted": interrupted, "exit_code": int(code),
+        "statuses": dict(progress.statuses), "shrink_statuses": dict(progress.shrink_statuses),
+        "interrupted": interrupted, "exit_code": int(code),
         "new_findings": new_findings(found),
         "failures": found,  # this campaign's own failing cases (each worker's), with verdict and case file
         "findings": list_findings(corpus_dir, kernel.name),

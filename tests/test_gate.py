@@ -1111,6 +1111,23 @@ def test_junit_passed_testcases_are_the_cases_that_passed_not_cases_less_finding
     assert passed["k.canaries"] == [] and canaries.get("tests") == "2"
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])  # (2: campaign workers, whose steps come as events)
+def test_a_campaigns_shrink_steps_are_not_counted_as_its_cases_or_passing_tests(tmp_path, misbehaving_plugin, jobs):
+    """Regression (a new user's trial, 2026-12-07): a 25-example campaign that shrank one failure reported 425 JUnit
+    tests, 424 of them "passed" shrink steps: a CI's test count swung with shrinking."""
+    plugin = misbehaving_plugin("fails_on_batches", wrong="B >= 2")
+    _gate(tmp_path, "--kernel", "fails_on_batches", "--checks", "campaign", "--campaign-examples", "8", "--jobs", jobs,
+          plugin=str(plugin))
+    import re
+
+    (result,) = json.loads((tmp_path / "g.json").read_text())["results"]
+    assert result["status"] == "fail" and result["findings"], result
+    steps = re.search(r"\((\d+) shrink step\(s\) among them, not counted as cases\)", result["details"][0])
+    assert steps and int(steps[1]) > 0 and result["cases"] <= 8, result
+    campaign = ET.parse(tmp_path / "g.xml").getroot().find("testsuite[@name='fails_on_batches.campaign']")
+    assert int(campaign.get("tests")) <= 8 + len(result["findings"]), ET.tostring(campaign)[:500]
+
+
 def test_the_replay_check_passes_over_a_gate_report_in_the_folder_it_replays(tmp_path, misbehaving_plugin):
     """Regression (a new user's trial): `gate --checks replay --replay DIR --json DIR/jfa-gate.json`, run twice, passed
     and then ended in ERROR: its own report in DIR was "not a readable case file; a finding may be lost in it", where

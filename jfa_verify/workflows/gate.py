@@ -534,10 +534,18 @@ def _check_campaign(kernel, device, options, plugins) -> CheckResult:
         raise _Interrupted(summary.cases_run)
     findings = [_campaign_finding(f.case.name or f.case.case_id(), f.status, f.explanation,
                                   str(f.path) if f.path else None, kernel, plugins) for f in summary.failures]
-    return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=summary.cases_run, findings=findings,
-                       passes=summary.statuses.get("pass", 0),
-                       details=[f"seed {options.run.seed}, {options.campaign_examples} examples, statuses "
-                                f"{dict(summary.statuses)}"])
+    cases, passes, shrink = _unshrunk(summary.cases_run, summary.statuses, summary.shrink_statuses)
+    return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=cases, findings=findings,
+                       passes=passes, details=[f"seed {options.run.seed}, {options.campaign_examples} examples, "
+                                               f"statuses {dict(summary.statuses)}{shrink}"])
+
+
+def _unshrunk(cases: int, statuses: dict, shrink_statuses: dict) -> tuple[int, int, str]:
+    """A campaign's ``(cases, passed cases, note)`` without its shrink steps: the steps that shrank a failure are not
+    cases of the check (a JUnit page listed 424 passing tests for a 25-example campaign: a new user's trial)."""
+    steps = sum(shrink_statuses.values())
+    note = f" ({steps} shrink step(s) among them, not counted as cases)" if steps else ""
+    return cases - steps, statuses.get("pass", 0) - shrink_statuses.get("pass", 0), note
 
 
 def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
@@ -554,10 +562,10 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
                            reason=f"campaign worker(s) could not run: {payload['worker_errors']}")
     findings = [_campaign_finding(f["case"].get("name") or f.get("id") or f["signature"].get("id", "?"), f["status"],
                                   f["explanation"], f["path"], kernel, plugins) for f in payload["failures"]]
-    return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=payload["cases"], findings=findings,
-                       passes=payload["statuses"].get("pass", 0),
-                       details=[f"seeds {payload['seeds']}, {options.campaign_examples} examples over "
-                                f"{options.run.jobs} workers, statuses {payload['statuses']}"])
+    cases, passes, shrink = _unshrunk(payload["cases"], payload["statuses"], payload["shrink_statuses"])
+    return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=cases, findings=findings,
+                       passes=passes, details=[f"seeds {payload['seeds']}, {options.campaign_examples} examples over "
+                                               f"{options.run.jobs} workers, statuses {payload['statuses']}{shrink}"])
 
 
 def _check_replay(kernel, device, options, plugins) -> CheckResult:
