@@ -734,6 +734,26 @@ def test_findings_of_a_clean_plugin_kernel_is_no_finding_with_its_plugin(tmp_pat
     assert "no findings" in capsys.readouterr().out
 
 
+def test_findings_that_read_the_same_say_what_tells_them_apart(tmp_path, capsys, monkeypatch):
+    """Regression (a new user's trial, 2026-12-07): one campaign's two findings of one wrong alignment showed as two
+    identical rows ("fail, numeric, o"); what separated them (one_token against tile_boundary) was in --json only."""
+    import jfa_verify.fuzz.findings as findings
+
+    def row(fid, classes, outputs=("o",)):
+        return {"id": fid, "kernel": "k", "status": "fail", "error_kind": "numeric", "outputs": list(outputs),
+                "classes": classes, "examples": 1, "case": f"case-{fid}", "replay": f"jfa-verify replay {fid}",
+                "found_by": "fuzz", "path": str(tmp_path / fid)}
+
+    rows = [row("aaa", ["cross", "float32", "one_token"]), row("bbb", ["cross", "float32", "tile_boundary"]),
+            row("ccc", ["self", "float32"], outputs=("lse",))]
+    monkeypatch.setattr(findings, "list_findings", lambda root, kernel=None: rows)
+    assert main(["findings", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "told apart by" in out and "one_token" in out and "tile_boundary" in out, out
+    line = next(x for x in out.splitlines() if "ccc" in x and "replay" not in x)
+    assert line.rstrip(" │|").endswith("-"), line  # a row like no other: nothing to tell it apart from
+
+
 def test_findings_of_a_missing_folder_is_a_usage_error(tmp_path, capsys):
     assert main(["findings", "--reproducers", str(tmp_path / "typo")]) == 2
     err = capsys.readouterr().err

@@ -75,11 +75,13 @@ def main(args, ctx) -> int:
         from rich.table import Table
 
         table = Table(title=f"findings in {root}")
-        for col in ("id", "kernel", "status", "kind", "lead output", "examples", "case"):
+        apart = _told_apart_by(rows)
+        for col in ("id", "kernel", "status", "kind", "lead output", "examples", "case") + (("told apart by",)
+                                                                                         if any(apart) else ()):
             table.add_column(col)
-        for r in rows:
+        for r, why in zip(rows, apart):
             table.add_row(r["id"], r["kernel"] or "-", r["status"], r["error_kind"], "/".join(r["outputs"]) or "-",
-                          str(r["examples"]), r["case"])
+                          str(r["examples"]), r["case"], *((why or "-",) if any(apart) else ()))
         from jfa_verify.cli.output import make_console
 
         make_console().print(table)
@@ -104,3 +106,23 @@ def main(args, ctx) -> int:
     # truncated file as a configuration error, exit 2; a new user's trial)
     unjudged = (broken or running) and code == EXIT_OK
     return EXIT_USAGE if unjudged else code
+
+
+def _told_apart_by(rows: list, shown: int = 4) -> list[str]:
+    """For each row, the input classes that set it apart from the other rows reading the same (kernel, status, kind
+    and outputs): what made two findings of one look (a shrunk case's classes) where a table showed two identical
+    rows (a new user's trial, 2026-12-07); "" for a row like no other."""
+    from collections import defaultdict
+
+    groups = defaultdict(list)
+    for i, r in enumerate(rows):
+        groups[(r["kernel"], r["status"], r["error_kind"], tuple(r["outputs"]))].append(i)
+    apart = [""] * len(rows)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        common = set.intersection(*(set(rows[i]["classes"]) for i in members))
+        for i in members:
+            own = sorted(set(rows[i]["classes"]) - common)
+            apart[i] = ", ".join(own[:shown]) + (f" (+{len(own) - shown})" if len(own) > shown else "") or "-"
+    return apart
