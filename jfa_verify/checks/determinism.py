@@ -56,13 +56,13 @@ class RerunDifference:
 
     def describe(self) -> str:
         return (f"rerun {self.rerun} (mode {self.mode}): {self.output} differs bit-wise from rerun 0 at {self.where}: "
-                f"{self.before!r} then {self.after!r} ({movement(self.moved, self.max_diff)})")
+                f"{self.before!r} then {self.after!r} ({_movement(self.moved, self.max_diff)})")
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "index": list(self.index)}
 
 
-def movement(differing: int, max_diff: float) -> str:
+def _movement(differing: int, max_diff: float) -> str:
     """How ``differing`` elements whose bits differ between two runs moved (``max_diff``: the largest |difference|),
     in words: a difference in the bits only (signed zeros, NaN payloads) is said to be one (a new user read a
     0.0 / -0.0 flip reported as "0 element(s) moved")."""
@@ -203,7 +203,7 @@ def check_reruns(case: Case, kernel: Kernel, device, *, reruns: int = 3, backwar
                 where = locate(problem, name, index, kernel.tile_sizes(problem)).describe()
                 verdict.differences.append(
                     f"rerun {i}: {name} differs bit-wise from run 0 at {where}: {ref[index].item()!r} then "
-                    f"{got[name][index].item()!r} ({movement(_differing(ref, got[name]), float(moved.max()))})")
+                    f"{got[name][index].item()!r} ({_movement(_differing(ref, got[name]), float(moved.max()))})")
             if verdict.first_difference is None:
                 verdict.first_difference = rerun_difference(problem, kernel.tile_sizes(problem), i, "plain", name,
                                                             index, ref, got[name])
