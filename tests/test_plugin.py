@@ -109,3 +109,21 @@ def test_a_target_module_that_registers_its_kernel_is_not_judged_with_the_fix(tm
     out = capsys.readouterr().out
     assert rc == 1 and "registers kernel 'user_one_file' itself" in out, out
     assert "keep the register_kernel call in another module" in out
+
+
+def test_a_gpu_marked_test_asking_for_the_jfa_device_is_skipped_where_it_would_be_the_cpu(tmp_path):
+    """Regression (a new user's trial, 2026-12-07): without --jfa-device, a ``gpu`` test using ``jfa_device`` ran on
+    a machine without CUDA and failed ("assert 'cpu' == 'cuda'"), though the marker is documented as skipped when
+    the device is the CPU. A project's own ``gpu`` test that asks for no jfa_* fixture is left to the project."""
+    import torch
+
+    (tmp_path / "test_markers.py").write_text(
+        "import pytest\n\n\n@pytest.mark.gpu\ndef test_gpu_only(jfa_device):\n"
+        "    assert jfa_device.type == 'cuda'\n\n\n@pytest.mark.gpu\ndef test_own_gpu_marker():\n    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "test_markers.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    if torch.cuda.is_available():
+        assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout[-2000:]
+    else:
+        assert run.returncode == 0 and "1 passed, 1 skipped" in run.stdout, run.stdout[-2000:]
+        assert "gpu test; the selected device is the CPU" in run.stdout
