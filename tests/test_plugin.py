@@ -127,3 +127,22 @@ def test_a_gpu_marked_test_asking_for_the_jfa_device_is_skipped_where_it_would_b
     else:
         assert run.returncode == 0 and "1 passed, 1 skipped" in run.stdout, run.stdout[-2000:]
         assert "gpu test; the selected device is the CPU" in run.stdout
+
+
+def test_a_verifier_of_a_plugin_kernel_names_its_plugin_in_case_files_and_replays(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial, 2026-12-07): a pytest suite's ``Verifier(kernel, device, corpus)`` of a kernel
+    loaded by --jfa-plugin wrote case files with "plugins": [], so `findings` printed replay commands without
+    --plugin, which failed ("no kernel named ..."). A verifier given no plugins takes the file that registered it."""
+    import json
+
+    from jfa_verify import Case
+    from jfa_verify.protocol.registry import get_kernel, load_plugin
+    from jfa_verify.run.loop import Verifier
+
+    plugin = misbehaving_plugin("wrong_for_batches", wrong="B >= 2")
+    load_plugin(plugin)
+    with Verifier(get_kernel("wrong_for_batches"), "cpu", tmp_path / "corpus") as verifier:
+        result = verifier.verify(Case(kv_lengths=(5, 7), num_heads_q=2, num_heads_kv=2, head_dim=16, dtype="float32"))
+    assert result.failed and result.reproducer
+    assert json.loads(Path(result.reproducer).read_text())["plugins"] == [str(plugin.resolve())]
+    assert f"--plugin {plugin.resolve()}" in result.replay_command()

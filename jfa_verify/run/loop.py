@@ -46,9 +46,10 @@ class Verifier:
         corpus: the reproducer folder (a :class:`Corpus` or a path).
         settings: how cases run and are judged (:class:`~jfa_verify.run.settings.RunSettings`: ``backward``,
             ``timeout_s``, ``plugins``, ``budgets``, ``isolate``, ``memory``, ``accept``, ``jobs``); None: the
-            defaults. ``jobs`` isolated workers run cases at the same time (``verify_all`` hands each the next
-            case; verdicts do not depend on it); on a GPU they share the card: Triton compiles a kernel's
-            variants on the CPU, which is most of a suite's time on a fresh cache, so workers overlap it.
+            defaults. No ``plugins``: the plugin file that registered ``kernel``, if one did. ``jobs`` isolated
+            workers run cases at the same time (``verify_all`` hands each the next case; verdicts do not depend on
+            it); on a GPU they share the card: Triton compiles a kernel's variants on the CPU, which is most of a
+            suite's time on a fresh cache, so workers overlap it.
         worker_env: environment variables of the isolated worker (``CUDA_VISIBLE_DEVICES`` to pin it).
 
     A variant of a run's settings is derived with ``settings.replace(...)`` (validated again: ``jobs`` < 1, or
@@ -60,6 +61,14 @@ class Verifier:
     def __init__(self, kernel: Kernel, device: torch.device, corpus: "Corpus | str | Path",
                  settings: Optional[RunSettings] = None, *, worker_env: Optional[dict] = None):
         settings = settings or RunSettings()
+        if not settings.plugins:
+            from jfa_verify.protocol.registry import plugin_of
+
+            # The plugin file that registered the kernel, where one did: case files and replay commands name it, and
+            # isolated workers load it (a pytest suite's Verifier(kernel, device, corpus) wrote replay commands
+            # without --plugin, which failed "no kernel named ...": a new user's trial, 2026-12-07).
+            if plugin_of(kernel.name):
+                settings = settings.replace(plugins=(plugin_of(kernel.name),))
         self.settings = settings
         self.kernel, self.device = kernel, torch.device(device)
         self.corpus = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
