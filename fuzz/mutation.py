@@ -205,6 +205,35 @@ class Catalogue:
             self._modules[name] = module
         return self._modules[name]
 
+    def check_loadable(self) -> None:
+        """Check, before any mutant runs, that every target module can be found and the builder imported.
+
+        Raises:
+            InvalidInput: a target module that cannot be imported here, or a builder that is not ``module:function``
+                of an importable module (every mutant came out "not judged" with an unrelated reason instead).
+        """
+        for short, module in self.targets.items():
+            try:
+                spec = importlib.util.find_spec(module)
+            except (ImportError, ValueError) as e:
+                spec, why = None, f" ({type(e).__name__}: {e})"
+            else:
+                why = ""
+            if spec is None or spec.origin is None:
+                raise InvalidInput(f"catalogue {self.name!r}: target {short!r} is module {module!r}, which cannot be "
+                                   f"imported here{why}; name a module of the kernel's code that Python can import "
+                                   f"(a --plugin file's folder is on the path)")
+        module, _, function = self.builder.partition(":")
+        try:
+            found = callable(getattr(importlib.import_module(module), function)) if function else False
+        except (ImportError, AttributeError) as e:
+            raise InvalidInput(f"catalogue {self.name!r}: builder {self.builder!r} cannot be found "
+                               f"({type(e).__name__}: {e}); give module:function of a function that returns the "
+                               f"kernel's implementation") from None
+        if not found:
+            raise InvalidInput(f"catalogue {self.name!r}: builder {self.builder!r} is not module:function of a "
+                               f"function; give module:function of a function that returns the kernel's implementation")
+
     def build(self, name: str):
         """The implementation of mutant ``name`` (its kernel module or host module replaced, or its scheduler)."""
         mutant = self[name]
@@ -740,16 +769,14 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     from jfa_verify.core.device import select_device
 
     if cat.device_reason(select_device(torch.device(device).type)):
-        isolate = False  # every mutant is skipped (run_mutant says why) before any process or suite is made
-    elif stage == "suite" and len(names) > 1:
+        # every mutant is skipped (run_mutant says why), in this process, before any process or suite is made
+        return _run_each(names, cat, options, on_result)
+    cat.check_loadable()  # (after the device: the builder's module may import Triton)
+    if stage == "suite" and len(names) > 1:
         options["shared_suite"] = shared_suite(cat, device, seed)
     report = on_result or (lambda result: None)
     if not (jobs > 1 if isolate is None else isolate):
-        results = []
-        for n in names:
-            results.append(run_mutant(n, catalogue=cat, **options))
-            report(results[-1])
-        return results
+        return _run_each(names, cat, options, on_result)
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from jfa_verify.run.isolation import start_worker_server, worker_context
@@ -768,6 +795,16 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
                 future.cancel()
             raise
         return [f.result() for f in futures]
+
+
+def _run_each(names: Sequence[str], cat: Catalogue, options: dict, on_result) -> list[MutantResult]:
+    """:func:`run_mutants` in this process, one mutant after another."""
+    results = []
+    for n in names:
+        results.append(run_mutant(n, catalogue=cat, **options))
+        if on_result is not None:
+            on_result(results[-1])
+    return results
 
 
 def format_table(results: Sequence[MutantResult]) -> str:

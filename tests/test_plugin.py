@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -69,21 +71,29 @@ def _user_catalogue(tmp_path, kernel: str, target: str, builder: str) -> Path:
     return path
 
 
+def _user_kernel(tmp_path, name: str) -> tuple[Path, str]:
+    """A package ``<name>_k`` (its code, a builder) beside a plugin file registering it as kernel ``name``: the
+    plugin's path and the package's name (one per test: Python keeps a package imported once per process)."""
+    package = f"{name}_k"
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / package / "code.py").write_text(_USER_CODE)
+    (tmp_path / package / "build.py").write_text(
+        "import importlib\n\n\ndef build(*, code_module=None):\n"
+        f"    return (code_module or importlib.import_module({package + '.code'!r})).forward\n")
+    plugin = tmp_path / f"{name}_plugin.py"
+    plugin.write_text(f"from jfa_verify import Capabilities, register_kernel\nfrom {package}.build import build\n\n"
+                      f"register_kernel({name!r}, capabilities=Capabilities(backward=False))(lambda: build())\n")
+    return plugin, package
+
+
 def test_mutants_judge_a_plugin_kernel_given_with_plugin(tmp_path, capsys):
     """Regression (a new user's trial, 2026-12-07): `mutants` had no --plugin, though its error for a plugin kernel
     suggested one; a team could not mutate its own kernel without making it an installed package."""
     from jfa_verify.cli import main
 
-    (tmp_path / "userk").mkdir()
-    (tmp_path / "userk" / "__init__.py").write_text("")
-    (tmp_path / "userk" / "code.py").write_text(_USER_CODE)
-    (tmp_path / "userk" / "build.py").write_text(
-        "import importlib\n\n\ndef build(*, code_module=None):\n"
-        "    return (code_module or importlib.import_module('userk.code')).forward\n")
-    plugin = tmp_path / "user_plugin.py"
-    plugin.write_text("from jfa_verify import Capabilities, register_kernel\nfrom userk.build import build\n\n"
-                      "register_kernel('user_mutable', capabilities=Capabilities(backward=False))(lambda: build())\n")
-    catalogue = _user_catalogue(tmp_path, "user_mutable", "userk.code", "userk.build:build")
+    plugin, package = _user_kernel(tmp_path, "user_mutable")
+    catalogue = _user_catalogue(tmp_path, "user_mutable", f"{package}.code", f"{package}.build:build")
     assert main(["mutants", "--catalogue", str(catalogue), "--device", "cpu", "--jobs", "1",
                  "--max-examples", "5"]) == 2  # the kernel unknown without its plugin: a usage error
     assert "--plugin" in capsys.readouterr().err
@@ -146,3 +156,32 @@ def test_a_verifier_of_a_plugin_kernel_names_its_plugin_in_case_files_and_replay
     assert result.failed and result.reproducer
     assert json.loads(Path(result.reproducer).read_text())["plugins"] == [str(plugin.resolve())]
     assert f"--plugin {plugin.resolve()}" in result.replay_command()
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("targets", {"code": "{p}.nothere"}, "target 'code' is module '{p}.nothere', which cannot be imported"),
+    ("targets", {"code": "nopackage.code"}, "target 'code' is module 'nopackage.code', which cannot be imported"),
+    ("builder", "{p}.build:nosuch", "builder '{p}.build:nosuch' cannot be found"),
+    ("builder", "{p}.nomodule:build", "builder '{p}.nomodule:build' cannot be found"),
+])
+def test_a_catalogue_whose_target_or_builder_cannot_be_found_is_a_usage_error_before_any_mutant(
+        tmp_path, capsys, field, value, said):
+    """Regression (a new user's trial, 2026-12-07): a target module that does not exist made every mutant "not
+    judged" ('NoneType' object has no attribute 'origin'; exit 70 with --no-isolate), and a builder that does not
+    exist made each "not judged" with advice about register_kernel(requires=...). Both are checked first, exit 2."""
+    import json
+
+    from jfa_verify.cli import main
+
+    name = f"user_bad_catalogue_{abs(hash(str(value))) % 10 ** 6}"
+    plugin, package = _user_kernel(tmp_path, name)
+    catalogue = _user_catalogue(tmp_path, name, f"{package}.code", f"{package}.build:build")
+    doc = json.loads(catalogue.read_text())
+    doc[field] = json.loads(json.dumps(value).replace("{p}", package))
+    said = said.replace("{p}", package)
+    catalogue.write_text(json.dumps(doc))
+    for isolate in ("--isolate", "--no-isolate"):
+        assert main(["mutants", "--catalogue", str(catalogue), "--plugin", str(plugin), "--device", "cpu",
+                     isolate]) == 2
+        captured = capsys.readouterr()
+        assert said in captured.err and "scaled:" not in captured.out, captured
