@@ -302,10 +302,13 @@ def test_stress_command_writes_its_report_and_exits_by_the_verdict(tmp_path, cap
     assert "--reruns 3 reaches every mode" in payload["modes_skipped"]["fewer_sms"]
     assert "mode fewer_sms: skipped: no rerun left for it" in capsys.readouterr().out
     # every mode asked for skipped (noise needs CUDA): the plain reruns made instead are no pass of what was asked
+    # known before any rerun: a usage error at once (it ran every case, then refused: a trial, 2026-12-07)
+    report.unlink()
     assert main(["stress", "--device", "cpu", "--plugin", PLUGIN, "--kernel", "stress-exact", "--reruns", "2",
                  "--modes", "noise", "--json", str(report)]) == 2
-    assert "none of the modes asked for ran (noise)" in capsys.readouterr().out
-    assert json.loads(report.read_text())["exit_code"] == 2
+    captured = capsys.readouterr()
+    assert "none of the modes asked for can run here: noise: needs a CUDA device" in captured.err, captured
+    assert "jfa-verify stress on cpu" not in captured.out and not report.exists()
     assert main(["stress", "--device", "cpu", "--reruns", "1"]) == 2  # a usage error, not a finding
 
 

@@ -9,6 +9,7 @@ from jfa_verify.cli.arguments import (
     EXIT_FAIL,
     EXIT_OK,
     EXIT_USAGE,
+    UsageError,
     kernel_options,
     new_file,
     number,
@@ -59,7 +60,7 @@ def add_arguments(parser) -> None:
 
 def main(args, ctx) -> int:
     """Run the stress check on one kernel; print each case's verdict and the modes; exit by the worst verdict."""
-    from jfa_verify.checks.stress import MODES, StressOptions, run_stress
+    from jfa_verify.checks.stress import MODES, StressOptions, mode_reasons, run_stress
     from jfa_verify.run.corpus import TIMEOUT_EXIT_CODE, Corpus
     from jfa_verify.run.report import write_json
 
@@ -80,6 +81,12 @@ def main(args, ctx) -> int:
         hung = any(v.status == "hang" for v in report.verdicts)
         write(report, TIMEOUT_EXIT_CODE if hung else EXIT_INTERRUPTED)
 
+    # every mode asked for impossible here is known before any rerun (it ran every case, then refused: a trial,
+    # 2026-12-07); the count of cases only decides launch_order, which a run of one case alone cannot take
+    impossible = mode_reasons(kernel, device, options.modes, n_cases=2)
+    if all(m in impossible for m in options.modes):
+        raise UsageError("none of the modes asked for can run here: " + "; ".join(
+            f"{m}: {why}" for m, why in impossible.items()) + f"; choose others of {', '.join(MODES)}")
     print(f"jfa-verify stress on {device}: {kernel.name}, {options.reruns_on(device)} reruns per case, modes "
           f"{', '.join(options.modes)}", flush=True)
     try:
