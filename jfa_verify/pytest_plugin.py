@@ -34,15 +34,26 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped when the jfa-verify device is the CPU)")
     config.addinivalue_line("markers", "gpu_exclusive: needs most of a GPU's memory; run alone, not under xdist")
-    if config.getoption("--jfa-device") is not None:
-        from jfa_verify.core.device import select_device
+    from pathlib import Path
 
-        select_device(config.getoption("--jfa-device"))
-    if config.getoption("--jfa-plugin"):
-        from jfa_verify.protocol.registry import load_plugin
+    from jfa_verify.core.errors import JFAError
 
-        for path in config.getoption("--jfa-plugin"):
-            load_plugin(path)
+    corpus = config.getoption("--jfa-corpus")
+    if corpus is not None and Path(corpus).exists() and not Path(corpus).is_dir():
+        raise pytest.UsageError(f"--jfa-corpus {corpus}: a file, not a folder; give the folder case files are written "
+                                f"to (made when missing)")
+    try:  # a bad option is a usage error, not an INTERNALERROR traceback (a new user's trial, 2026-12-07)
+        if config.getoption("--jfa-device") is not None:
+            from jfa_verify.core.device import select_device
+
+            select_device(config.getoption("--jfa-device"))
+        if config.getoption("--jfa-plugin"):
+            from jfa_verify.protocol.registry import load_plugin
+
+            for path in config.getoption("--jfa-plugin"):
+                load_plugin(path)
+    except JFAError as e:  # (its words name the command line's flags; here they are the plugin's --jfa-* ones)
+        raise pytest.UsageError(str(e).replace("--device ", "--jfa-device ").replace("--plugin ", "--jfa-plugin "))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -185,3 +185,33 @@ def test_a_catalogue_whose_target_or_builder_cannot_be_found_is_a_usage_error_be
                      isolate]) == 2
         captured = capsys.readouterr()
         assert said in captured.err and "scaled:" not in captured.out, captured
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--jfa-plugin", "nope.py"], "plugin file"),
+    (["--jfa-corpus", "afile"], "--jfa-corpus afile: a file, not a folder"),
+    (["--jfa-kernel", "triton_jfa", "--jfa-plugin", "broken.py"], "SyntaxError"),
+])
+def test_the_pytest_plugins_bad_options_are_usage_errors(tmp_path, args, said):
+    """Regression (a new user's trial, 2026-12-07): a missing --jfa-plugin file (and a CUDA device asked for on a
+    machine without one, whose message named `--device`) ended pytest in an INTERNALERROR traceback, exit 3; a
+    --jfa-corpus naming a file failed a test with a raw FileExistsError."""
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "broken.py").write_text("def (:\n")
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "test_nothing.py", *args], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 4 and said in run.stderr and "INTERNALERROR" not in run.stdout + run.stderr, (
+        run.stdout[-2000:] + run.stderr[-2000:])
+
+
+def test_the_pytest_plugins_device_error_names_its_own_flag(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the machine has a CUDA device: asking for one is no error")
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "test_nothing.py", "--jfa-device", "cuda"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 4 and "use --jfa-device cpu" in run.stderr, run.stdout[-2000:] + run.stderr[-2000:]
