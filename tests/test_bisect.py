@@ -211,6 +211,9 @@ def test_replay_inside_git_bisect_run_keeps_its_file(tmp_path):
     ({"--bad": "{c0}"}, [], "are the same commit"),
     ({"--plugin": "kernels/missing.py"}, [], "--plugin kernels/missing.py: not in the --good commit"),
     ({"--plugin": "{tmp}/elsewhere.py"}, [], "is outside the repository"),
+    # (a new user's trial, 2026-12-07: it stopped the good step with "No module named ..." instead)
+    ({"--plugin": None, "--module": "jfa_kernel", "--module-root": "nodir"}, [],
+     "--module-root nodir: no such folder in the --good commit"),
     ({"--atol": "1e-3"}, [], "--atol 0.001 is the --drift tolerance"),
     ({}, ["--perf"], "--perf times the named benchmark --batch; drop --case"),
     ({"--threshold": "5%"}, [], "--threshold is for --perf"),

@@ -299,6 +299,14 @@ def run_bisect(req: BisectRequest, *, echo: Callable[[str], None] = print) -> Bi
             if _git(repo, "cat-file", "-e", f"{sha}:{rel}", check=False).returncode:
                 raise InvalidInput(f"--plugin {rel}: not in the {option} commit {rev} ({sha[:10]}); give its path "
                                    f"relative to the repository root")
+    if req.module and req.module_root not in ("", ".") and not req.build:
+        # (checked as the plugins are: a missing one stopped the good step with "No module named ..." and never
+        # named the folder; a new user's trial, 2026-12-07. A --build may make it: then it is not checked here)
+        for option, rev, sha in (("--good", req.good, good), ("--bad", req.bad, bad)):
+            if _git(repo, "cat-file", "-e", f"{sha}:{req.module_root.strip('/')}", check=False).returncode:
+                raise InvalidInput(f"--module-root {req.module_root}: no such folder in the {option} commit {rev} "
+                                   f"({sha[:10]}); give the folder, relative to the repository root, that holds "
+                                   f"--module {req.module}")
     state = Path(tempfile.mkdtemp(prefix="jfa-bisect-"))
     worktrees = [state / "worktree"] + ([state / "good-worktree"] if req.perf else [])
     report = BisectReport(repo=str(repo), good=good, bad=bad, kernel=kernel, mode=req.mode, target=what,
