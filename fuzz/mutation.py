@@ -479,21 +479,19 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     """
     import torch
 
-    from jfa_verify.protocol.registry import load_plugin
-
-    for path in plugins:
-        load_plugin(path)
-
     from jfa_verify.core.device import select_device
+    from jfa_verify.protocol.registry import load_plugin
     from jfa_verify.run.runner import run_case
 
     from .campaign import run_campaign
 
     if stage not in STAGES:
         raise InvalidInput(f"stage={stage!r} is not one of {STAGES}")
+    dev = select_device(torch.device(device).type)
+    for path in plugins:  # (after the device: a plugin's Triton kernels are decorated for it when imported)
+        load_plugin(path)
     cat = load_catalogue(catalogue) if isinstance(catalogue, str) else catalogue
     mutant = cat[name]
-    dev = select_device(torch.device(device).type)
     res = MutantResult(name, mutant.description, "survived", gpu_only=mutant.gpu_only)
     if mutant.gpu_only and dev.type != "cuda":
         res.status, res.reason = "skipped", f"gpu-only: {mutant.gpu_reason}"
@@ -754,9 +752,13 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     """
     if stage not in STAGES:
         raise InvalidInput(f"stage={stage!r} is not one of {STAGES}")
+    import torch
+
+    from jfa_verify.core.device import select_device
     from jfa_verify.protocol.registry import load_plugin
 
-    for path in plugins:  # (here too: the catalogue's kernel is looked up before any mutant runs)
+    dev = select_device(torch.device(device).type)
+    for path in plugins:  # (here too, after the device: the catalogue's kernel is looked up before any mutant runs)
         load_plugin(path)
     cat = load_catalogue(catalogue)
     names = list(cat.mutants) if not names else list(names)
@@ -764,11 +766,7 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
         cat[n]  # every name must exist before anything runs
     options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage, max_cases=max_cases,
                    plugins=tuple(plugins))
-    import torch
-
-    from jfa_verify.core.device import select_device
-
-    if cat.device_reason(select_device(torch.device(device).type)):
+    if cat.device_reason(dev):
         # every mutant is skipped (run_mutant says why), in this process, before any process or suite is made
         return _run_each(names, cat, options, on_result)
     cat.check_loadable()  # (after the device: the builder's module may import Triton)

@@ -65,12 +65,12 @@ def main(args, ctx) -> int:
                          "give at least 1, or --stage suite / targeted")
     from jfa_verify.cli.context import load_plugins
 
+    dev = ctx.device  # (first: a plugin's Triton kernels are decorated for the device when imported)
     load_plugins(args.plugin)  # (the catalogue's kernel may be a plugin's)
     catalogue = load_catalogue(args.catalogue)
     only = list(dict.fromkeys(args.only))  # (`--only X X` ran X twice and counted it twice)
     for name in only:
         catalogue[name]  # unknown names fail before any work
-    dev = ctx.device
     done = []
 
     def keep(result) -> None:  # each verdict as it comes: an interrupted run keeps what finished
