@@ -480,7 +480,7 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     import torch
 
     from jfa_verify.core.device import select_device
-    from jfa_verify.protocol.registry import load_plugin
+    from jfa_verify.protocol.registry import load_plugins
     from jfa_verify.run.runner import run_case
 
     from .campaign import run_campaign
@@ -488,8 +488,7 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     if stage not in STAGES:
         raise InvalidInput(f"stage={stage!r} is not one of {STAGES}")
     dev = select_device(torch.device(device).type)
-    for path in plugins:  # (after the device: a plugin's Triton kernels are decorated for it when imported)
-        load_plugin(path)
+    load_plugins(plugins)
     cat = load_catalogue(catalogue) if isinstance(catalogue, str) else catalogue
     mutant = cat[name]
     res = MutantResult(name, mutant.description, "survived", gpu_only=mutant.gpu_only)
@@ -755,11 +754,10 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     import torch
 
     from jfa_verify.core.device import select_device
-    from jfa_verify.protocol.registry import load_plugin
+    from jfa_verify.protocol.registry import load_plugins
 
     dev = select_device(torch.device(device).type)
-    for path in plugins:  # (here too, after the device: the catalogue's kernel is looked up before any mutant runs)
-        load_plugin(path)
+    load_plugins(plugins)  # (before any mutant: the catalogue's kernel is looked up first)
     cat = load_catalogue(catalogue)
     names = list(cat.mutants) if not names else list(names)
     for n in names:

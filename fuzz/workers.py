@@ -123,14 +123,13 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
             hear_interrupts()  # (started deaf to them: its imports are not a place to die of a Ctrl-C)
         with terminate_as_interrupt():
             from jfa_verify.core.device import select_device
-            from jfa_verify.protocol.registry import get_kernel, load_plugin
+            from jfa_verify.protocol.registry import get_kernel, load_plugins
             from jfa_verify.strategies import cases, packs
 
             from .campaign import Campaign
 
             device = select_device(config.device_type)
-            for p in config.run.plugins:
-                load_plugin(p)
+            load_plugins(config.run.plugins)
             kernel = get_kernel(config.kernel)
             seed = worker_seed(config.run.seed, worker)
             send({"event": "start", "device": f"{device}{'' if gpu is None else ':' + gpu}", "seed": seed,
@@ -199,11 +198,10 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
             campaign running on ``config.corpus_dir`` (:func:`campaign_lock`).
     """
     from jfa_verify.core.device import select_device
-    from jfa_verify.protocol.registry import get_kernel, load_plugin
+    from jfa_verify.protocol.registry import get_kernel, load_plugins
 
     device = select_device(config.device_type)
-    for p in config.run.plugins:
-        load_plugin(p)
+    load_plugins(config.run.plugins)
     kernel = get_kernel(config.kernel)
     corpus_dir = Path(config.corpus_dir)
     from .database import default_database, open_database

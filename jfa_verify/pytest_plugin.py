@@ -48,10 +48,9 @@ def pytest_configure(config):
 
             select_device(config.getoption("--jfa-device"))
         if config.getoption("--jfa-plugin"):
-            from jfa_verify.protocol.registry import load_plugin
+            from jfa_verify.protocol.registry import load_plugins
 
-            for path in config.getoption("--jfa-plugin"):
-                load_plugin(path)
+            load_plugins(config.getoption("--jfa-plugin"))
     except JFAError as e:  # (its words name the command line's flags; here they are the plugin's --jfa-* ones)
         raise pytest.UsageError(str(e).replace("--device ", "--jfa-device ").replace("--plugin ", "--jfa-plugin "))
 

@@ -2,6 +2,8 @@
 
 import textwrap
 
+import pytest
+
 from jfa_verify.cli import main
 
 
@@ -121,3 +123,40 @@ def test_register_kernel_without_capabilities_names_the_fix():
 
     with pytest.raises(InvalidInput, match=r"register_kernel\('no-caps'\) needs capabilities=: .*Capabilities\("):
         register_kernel("no-caps")
+
+
+def test_load_plugins_imports_each_file_once_in_order_and_stops_at_the_first_broken_one(tmp_path):
+    """One loader for every command's and worker's ``--plugin`` files: in order, each once a process, the first
+    broken file raised with its name (the files after it are not imported)."""
+    from jfa_verify.core.errors import PluginError
+    from jfa_verify.protocol.registry import get_kernel, load_plugins, plugin_of
+
+    first, broken, last = tmp_path / "first_ok.py", tmp_path / "broken.py", tmp_path / "never.py"
+    first.write_text(textwrap.dedent('''
+        from jfa_verify import Capabilities, register_kernel
+        import builtins
+        builtins._jfa_first_ok_imports = getattr(builtins, "_jfa_first_ok_imports", 0) + 1
+
+        @register_kernel("loaded_by_load_plugins", capabilities=Capabilities(), description="first")
+        def load():
+            return None
+    '''))
+    broken.write_text("raise RuntimeError('planted')\n")
+    last.write_text(textwrap.dedent('''
+        from jfa_verify import Capabilities, register_kernel
+
+        @register_kernel("never_loaded_by_load_plugins", capabilities=Capabilities(), description="never")
+        def load():
+            return None
+    '''))
+    import builtins
+
+    load_plugins([first, str(first)])
+    assert builtins._jfa_first_ok_imports == 1
+    assert plugin_of("loaded_by_load_plugins") == str(first.resolve())
+    with pytest.raises(PluginError, match="broken.py"):
+        load_plugins([first, broken, last])
+    assert builtins._jfa_first_ok_imports == 1
+    with pytest.raises(Exception, match="never_loaded_by_load_plugins"):
+        get_kernel("never_loaded_by_load_plugins")
+    del builtins._jfa_first_ok_imports

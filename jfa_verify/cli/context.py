@@ -13,18 +13,10 @@ from typing import Optional, Sequence
 
 def load_kernel(name: str, plugins: Sequence[str] = ()):
     """Import the ``--plugin`` files, then the registered kernel ``name`` (errors name the file, line or names)."""
-    from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.protocol.registry import get_kernel, load_plugins
 
     load_plugins(plugins)
     return get_kernel(name)
-
-
-def load_plugins(plugins: Sequence[str]) -> None:
-    """Import the ``--plugin`` files (each once per process: :func:`~jfa_verify.protocol.registry.load_plugin`)."""
-    from jfa_verify.protocol.registry import load_plugin
-
-    for p in plugins:
-        load_plugin(p)
 
 
 def _names(value) -> tuple[str, ...]:
@@ -106,7 +98,7 @@ class Context:
 
     def kernels(self, default: Sequence[str] = ()) -> list:
         """Every ``--kernel`` named, in order (``default`` when none was), the plugins imported first."""
-        from jfa_verify.protocol.registry import get_kernel
+        from jfa_verify.protocol.registry import get_kernel, load_plugins
 
         load_plugins(self.plugins)
         return [get_kernel(name) for name in self.kernel_names or default]

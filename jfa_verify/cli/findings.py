@@ -55,8 +55,7 @@ def main(args, ctx) -> int:
                          f"reproducers into")
     rows = list_findings(root, args.kernel)
     if args.kernel and not rows:
-        from jfa_verify.cli.context import load_plugins
-        from jfa_verify.protocol.registry import kernel_names
+        from jfa_verify.protocol.registry import kernel_names, load_plugins
 
         here = sorted({r["kernel"] for r in list_findings(root) if r["kernel"]})
         load_plugins(args.plugin)  # (a plugin kernel with nothing in the folder is known only by its file)

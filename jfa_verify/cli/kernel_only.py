@@ -52,13 +52,12 @@ def _run(args) -> int:
     from jfa_verify.checks.suites import get_suite
     from jfa_verify.core.device import select_device
     from jfa_verify.core.errors import JFAError, KernelConfigError, KernelUnavailable, UnsupportedCase
-    from jfa_verify.protocol.registry import get_kernel, load_plugin
+    from jfa_verify.protocol.registry import get_kernel, load_plugins
     from jfa_verify.run.runner import call_kernel
 
     try:
         device = select_device(args.device)
-        for p in args.plugin:
-            load_plugin(p)
+        load_plugins(args.plugin)
         kernel = get_kernel(args.kernel)
     except JFAError as e:
         print(f"kernel_only: error: {e}", file=sys.stderr)

@@ -22,9 +22,8 @@ def add_arguments(parser) -> None:
 def main(args, ctx) -> int:
     """One line per registered kernel: whether it can run on the device (its capabilities say, then its load():
     each kernel the capabilities allow is loaded), and why not; then the entry points that failed to import."""
-    from jfa_verify.cli.context import load_plugins
     from jfa_verify.core.errors import KernelConfigError, KernelUnavailable
-    from jfa_verify.protocol.registry import broken_entry_points, get_kernel, kernel_names
+    from jfa_verify.protocol.registry import broken_entry_points, get_kernel, kernel_names, load_plugins
 
     device = ctx.device
     load_plugins(ctx.plugins)

@@ -63,7 +63,7 @@ def main(args, ctx) -> int:
     if args.stage == "campaign" and args.max_examples == 0:
         raise UsageError("--max-examples 0 with --stage campaign checks nothing (every mutant would 'survive'): "
                          "give at least 1, or --stage suite / targeted")
-    from jfa_verify.cli.context import load_plugins
+    from jfa_verify.protocol.registry import load_plugins
 
     dev = ctx.device  # (first: a plugin's Triton kernels are decorated for the device when imported)
     load_plugins(args.plugin)  # (the catalogue's kernel may be a plugin's)

@@ -23,7 +23,7 @@ import sys
 import traceback
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 from jfa_verify.core.contract import JaggedProblem
 from jfa_verify.core.errors import InvalidInput, KernelConfigError, PluginError, UnknownKernel
@@ -31,7 +31,7 @@ from jfa_verify.core.exits import exit_call, exits_refused
 from jfa_verify.protocol.kernel import Capabilities, Kernel, TileSizes
 
 __all__ = ["ENTRY_POINT_GROUP", "add_kernel", "broken_entry_points", "get_kernel", "kernel_names", "load_plugin",
-           "register_kernel"]
+           "load_plugins", "register_kernel"]
 
 ENTRY_POINT_GROUP = "jfa_verify.kernels"
 
@@ -249,6 +249,19 @@ def load_plugin(path: "str | Path") -> None:
         _EMPTY_PLUGINS.append(str(path))
     for name in list(_REGISTRY)[registered:]:
         _PLUGIN_OF[name] = str(path)
+
+
+def load_plugins(paths: "Iterable[str | Path]") -> None:
+    """Import each plugin file of ``paths`` in order (:func:`load_plugin`; a file imported before returns at once).
+
+    Every command and worker process loads its ``--plugin`` files through this one call, after choosing its device:
+    a plugin's Triton kernels are decorated for the device that is current when it is imported.
+
+    Raises:
+        PluginError: the first file that cannot be imported (see :func:`load_plugin`).
+    """
+    for path in paths:
+        load_plugin(path)
 
 
 _PLUGIN_OF: dict = {}  # kernel name -> the plugin file that registered it

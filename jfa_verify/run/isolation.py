@@ -127,11 +127,10 @@ def _serve(conn, spec: WorkerSpec, owner: int, answer=None) -> None:
     os.environ.update(spec.env)
     try:
         from jfa_verify.core.device import select_device
-        from jfa_verify.protocol.registry import get_kernel, load_plugin
+        from jfa_verify.protocol.registry import get_kernel, load_plugins
 
         device = select_device(spec.device_type)
-        for p in spec.plugins:
-            load_plugin(p)
+        load_plugins(spec.plugins)
         kernel = get_kernel(spec.kernel)
     except Exception as e:  # reported to the parent, which raises it with the worker's words
         with contextlib.suppress(OSError):

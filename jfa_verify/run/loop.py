@@ -67,8 +67,9 @@ class Verifier:
             # The plugin file that registered the kernel, where one did: case files and replay commands name it, and
             # isolated workers load it (a pytest suite's Verifier(kernel, device, corpus) wrote replay commands
             # without --plugin, which failed "no kernel named ...": a new user's trial, 2026-12-07).
-            if plugin_of(kernel.name):
-                settings = settings.replace(plugins=(plugin_of(kernel.name),))
+            registered_by = plugin_of(kernel.name)
+            if registered_by:
+                settings = settings.replace(plugins=(registered_by,))
         self.settings = settings
         self.kernel, self.device = kernel, torch.device(device)
         self.corpus = corpus if isinstance(corpus, Corpus) else Corpus(corpus)

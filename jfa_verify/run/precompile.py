@@ -369,10 +369,9 @@ def _init_worker(kernel_name: Optional[str], plugins: Sequence[str], target: Opt
         only.target = GPUTarget(*target)
         driver.set_active(only)
     if kernel_name is not None:
-        from jfa_verify.protocol.registry import get_kernel, load_plugin
+        from jfa_verify.protocol.registry import get_kernel, load_plugins
 
-        for path in plugins:
-            load_plugin(path)
+        load_plugins(plugins)
         _WORKER["kernel"] = get_kernel(kernel_name)
         # Its implementation loaded now, not at a first call: a build process calls nothing, and a kernel that makes
         # its Triton module when loaded (a mutant's edited copy) left every variant unbuildable there

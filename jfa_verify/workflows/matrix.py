@@ -609,14 +609,13 @@ def _read_matrix(path: str) -> Matrix:
 def _run(options: MatrixOptions) -> Matrix:
     from jfa_verify.checks.suites import get_suite
     from jfa_verify.core.device import device_label, select_device
-    from jfa_verify.protocol.registry import get_kernel, load_plugin
+    from jfa_verify.protocol.registry import get_kernel, load_plugins
 
     if not options.kernels:
         raise InvalidInput("matrix needs --kernel NAME at least once (or --from-json FILES to merge)")
     # first: on the CPU it turns on Triton's interpreter, which must happen before any kernel module imports Triton
     device = select_device(options.device)
-    for p in options.settings.plugins:
-        load_plugin(p)
+    load_plugins(options.settings.plugins)
     kernels = [get_kernel(name) for name in dict.fromkeys(options.kernels)]
     cases, notes = [], []
     for name in options.suites or ("default",):

@@ -107,7 +107,7 @@ def load_kernel(config: StepConfig, worktree: str):
     import importlib
 
     from jfa_verify.core.errors import PluginError
-    from jfa_verify.protocol.registry import discover, get_kernel, load_plugin
+    from jfa_verify.protocol.registry import discover, get_kernel, load_plugins
 
     root = Path(worktree).resolve()
     if config.module:
@@ -118,8 +118,7 @@ def load_kernel(config: StepConfig, worktree: str):
             raise PluginError(f"module {config.module!r} was imported from {where}, not from the worktree {root}; "
                               f"an installed copy shadows it (uninstall it, or give --module-root)")
     discover()
-    for rel in config.plugins:
-        load_plugin(root / rel)
+    load_plugins(root / rel for rel in config.plugins)
     kernel = get_kernel(config.kernel)
     kernel.impl  # noqa: B018 - load now: an import failure is a skip, not a failing case
     return kernel
