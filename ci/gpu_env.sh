@@ -54,3 +54,38 @@ if missing:
     sys.exit(2)
 PY
 }
+
+# gpu_bytecode LOG: byte-compile, once a machine, the packages a run imports (torch, sympy, triton, this checkout...),
+# as `pip install` does on a user's machine. The lent image ships them without .pyc files and runs Python with
+# bytecode writing off, so every process there compiled about 1,000 modules from source on every run (3.1 s in the
+# parent alone: docs/evidence/h100-2026-12-06-c), a cost no user's installation pays. Timing calls call it first.
+gpu_bytecode() {
+  [ -e /tmp/jfa-bytecode.done ] && return 0
+  python3 - >>"$1" 2>&1 <<'PY' && touch /tmp/jfa-bytecode.done
+import compileall
+import os
+import sys
+import time
+
+t0 = time.time()
+import hypothesis, numpy, rich, torch, triton  # noqa: E401,F401
+import torch.fx.experimental.symbolic_shapes  # noqa: F401  (sympy: autograd imports it in a first backward)
+import jfa_verify.cli  # noqa: F401
+
+roots = set()
+for mod in list(sys.modules.values()):
+    f = getattr(mod, "__file__", None) or ""
+    for base in sys.path:
+        if base and f.startswith(os.path.join(os.path.abspath(base), "")) and base != os.getcwd():
+            roots.add(os.path.join(base, os.path.relpath(f, base).split(os.sep)[0]))
+roots.add(os.getcwd())
+ok = True
+for r in sorted(roots):
+    if os.path.isdir(r):
+        ok &= bool(compileall.compile_dir(r, quiet=2, workers=os.cpu_count() or 1))
+    elif r.endswith(".py"):
+        ok &= bool(compileall.compile_file(r, quiet=2))
+# (not all: some packages hold files of another Python's syntax, as templates or test data; pip skips them too)
+print(f"gpu_bytecode: {len(roots)} package(s) byte-compiled in {time.time() - t0:.1f} s (every file: {ok})")
+PY
+}

@@ -16,7 +16,8 @@
 # Call 7: a short budget's timings (issues 38, 39): triton_jfa's launch configurations swept against FA2
 #         (benchmarks/sweep_triton_config.py, its "current" rows are call 4's triton_jfa rows), then the main job
 #         from a cold Triton cache and warm.
-# Call 8: the main job's timings alone (issue 39): cold (fresh Triton and jfa-verify caches), warm twice, warm with
+# Call 8: the main job's timings alone (issue 39): the installed packages byte-compiled first as a user's pip install
+#         leaves them (gpu_bytecode), then cold (fresh Triton and jfa-verify caches), warm twice, warm with
 #         torch's cuDNN attention put last, then bench_verify's campaign rate (16 workers, packs of 1 and 8;
 #         BENCH_VERIFY=0 leaves it out).
 # Call 9: where the main job's time goes (issue 39), after call 8 on the same machine (its caches warm): one worker's
@@ -113,6 +114,7 @@ elif [ "$call" = 7 ]; then
   echo "== runs"; head -2 $L/run-cold.log; tail -4 $L/run-cold.log; tail -3 $L/run-warm.log 2>/dev/null
 elif [ "$call" = 8 ]; then
   nvidia-smi --query-gpu=name --format=csv,noheader
+  gpu_bytecode $L/bytecode.log; tail -1 $L/bytecode.log
   rm -rf /tmp/tcache-cold /tmp/jcache-cold
   export JFA_VERIFY_CACHE=/tmp/jcache-cold
   for run in cold warm warm2; do
