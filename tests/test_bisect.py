@@ -216,6 +216,8 @@ def test_replay_inside_git_bisect_run_keeps_its_file(tmp_path):
      "--module-root nodir: no such folder in the --good commit"),
     ({"--atol": "1e-3"}, [], "--atol 0.001 is the --drift tolerance"),
     ({}, ["--perf"], "--perf times the named benchmark --batch; drop --case"),
+    ({"--case": None, "--rounds": "10", "--max-rounds": "6"}, ["--perf"],
+     "--rounds 10 is more than --max-rounds 6: the first batch of rounds would be the last"),
     ({"--threshold": "5%"}, [], "--threshold is for --perf"),
     ({}, ["--drift", "--perf"], "--perf and --drift are different bisects"),
     ({"--case": None}, [], "say what to test with exactly one of --case FILE"),

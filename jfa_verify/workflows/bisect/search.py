@@ -163,6 +163,9 @@ def _target(req: BisectRequest) -> tuple[str, Optional[dict], str, Optional[str]
     if req.perf:
         if chosen:
             raise InvalidInput(f"--perf times the named benchmark --batch; drop {' '.join(chosen)}")
+        if req.rounds > req.max_rounds:  # (accepted before: it timed --rounds once and stopped, undecided or not)
+            raise InvalidInput(f"--rounds {req.rounds} is more than --max-rounds {req.max_rounds}: the first batch of "
+                               f"rounds would be the last; give --max-rounds at least {req.rounds}")
         from jfa_verify.checks.perf import workloads
 
         batch, names = req.batch or "movielens", sorted(workloads("cpu"))
