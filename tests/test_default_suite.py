@@ -19,3 +19,16 @@ def test_tile_edge_lengths_sit_on_both_sides_of_the_first_two_boundaries_of_each
     expected = {b * k + d for b in (bm, bn) for k in (1, 2) for d in (-1, 1)}
     assert edges[0] == 0 and set(edges[1:]) == expected | {1}, edges
     assert list(edges[1:]) == sorted(edges[1:]), edges
+
+
+def test_filter_picks_cases_by_part_of_their_name_and_none_picks_all():
+    """``--filter`` has one rule for run, matrix, bisect and kernel_only (it was written out in each): part of a case
+    name, in the suite's order; no filter (None or empty) is every case."""
+    suite = get_suite("default", "cpu", 0)
+    names = [c.name for c in suite.cases]
+    assert [c.name for c in suite.matching(None)] == names == [c.name for c in suite.matching("")]
+    picked = [c.name for c in suite.matching("pairs/07/")]
+    assert picked == [n for n in names if "pairs/07/" in n] and len(picked) == 1, picked
+    bf16 = [c.name for c in suite.matching("bfloat16")]
+    assert bf16 and all("bfloat16" in n for n in bf16) and len(bf16) < len(names)
+    assert suite.matching("no-such-case") == []

@@ -42,6 +42,11 @@ class Suite:
     relations: tuple[Relation, ...] = ()
     makes_relations: bool = False  # the suite has relation checks, those outside a kernel's capabilities left out
 
+    def matching(self, text: Optional[str]) -> list[Case]:
+        """The cases whose name holds ``text`` (``--filter``: part of a name, e.g. ``pairs/07/`` or ``bfloat16``);
+        every case when ``text`` is None or empty. The one rule for every command that takes ``--filter``."""
+        return [c for c in self.cases if not text or text in c.name]
+
     def note_for(self, picked) -> str:
         """:attr:`note` for a run of ``picked``, some of :attr:`cases`: the note tells of the whole suite, so a run
         of part of it says how much of the covering array it holds (a new user's filtered matrix printed "63

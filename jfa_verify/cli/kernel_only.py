@@ -62,7 +62,7 @@ def _run(args) -> int:
     except JFAError as e:
         print(f"kernel_only: error: {e}", file=sys.stderr)
         return 2
-    cases = [c for c in get_suite("default", device.type, 0, kernel=kernel).cases if args.filter in c.name]
+    cases = get_suite("default", device.type, 0, kernel=kernel).matching(args.filter)
     cases = cases[: args.max_cases]
     if not cases:
         print(f"kernel_only: error: no case of the default suite matches --filter {args.filter!r}", file=sys.stderr)

@@ -621,7 +621,7 @@ def _run(options: MatrixOptions) -> Matrix:
     for name in options.suites or ("default",):
         # generic tiles: one set of columns for every kernel
         suite = get_suite(name, device.type, options.settings.seed)
-        picked = [c for c in suite.cases if not options.filter or options.filter in c.name]
+        picked = suite.matching(options.filter)
         if options.max_cases:
             picked = picked[: max(0, options.max_cases - len(cases))]
         cases += picked

@@ -248,7 +248,7 @@ def _cases(request: RunRequest, device, load_kernel):
     kernel = load_kernel()
     check_runs_on(kernel, device)  # before the suite is built and 84 cases are dispatched only to be unsupported
     suite = get_suite(request.suite, device.type, request.settings.seed, kernel=kernel)
-    cases = [c for c in suite.cases if not request.filter or request.filter in c.name]
+    cases = suite.matching(request.filter)
     if not cases:
         raise InvalidInput(f"--filter {request.filter!r}: no case of suite {request.suite!r} matches; names look "
                            f"like {suite.cases[0].name!r}")

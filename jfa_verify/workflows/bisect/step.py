@@ -181,7 +181,7 @@ def _cases(config: StepConfig, kernel, device):
     if config.target == "case":
         return [Case.from_dict(config.case)]
     suite = get_suite(config.suite, device.type, config.seed, kernel=kernel)
-    cases = [c for c in suite.cases if not config.filter or config.filter in c.name]
+    cases = suite.matching(config.filter)
     return cases[: config.max_cases] if config.max_cases else cases
 
 
