@@ -62,8 +62,9 @@ def _parameter_names() -> dict:
             for fn in (K._fwd_kernel, K._bwd_preprocess_kernel, K._bwd_dkdv_kernel, K._bwd_dq_kernel)}
 
 
-def count_variants(cases: list, arch: int = 90) -> dict:
-    """``{"cases", "variants", "by_kernel": {name: n}, "varying": {name: {argument: distinct values}}}``."""
+def gpu_variants(cases: list, arch: int = 90) -> tuple[list, list]:
+    """``(variants, untraced)``: the Triton variants ``triton_jfa`` launches for ``cases`` on an sm_``arch`` GPU (its
+    tile sizes), traced on the CPU with a target-only driver (:func:`jfa_verify.run.precompile.trace_variants`)."""
     import torch
     from triton.runtime.driver import driver
 
@@ -77,10 +78,15 @@ def count_variants(cases: list, arch: int = 90) -> dict:
     previous = driver._active
     driver.set_active(TargetOnlyDriver(arch))
     try:
-        variants, untraced = trace_variants(get_kernel("triton_jfa"), cases, torch.device("cpu"))
+        return trace_variants(get_kernel("triton_jfa"), cases, torch.device("cpu"))
     finally:
         driver.set_active(previous)
         tj.tile_sizes = cpu_tiles
+
+
+def count_variants(cases: list, arch: int = 90) -> dict:
+    """``{"cases", "variants", "by_kernel": {name: n}, "varying": {name: {argument: distinct values}}}``."""
+    variants, untraced = gpu_variants(cases, arch)
     by_kernel = collections.Counter(v.name for v in variants)
     varying: dict = {}
     names = _parameter_names()

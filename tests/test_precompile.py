@@ -459,3 +459,36 @@ def test_a_campaigns_report_records_the_step_and_no_precompile_turns_it_off(tmp_
         recorded = json.loads(report.read_text())["precompile"]
         assert (recorded["skipped"] if recorded else None) == want, recorded
     assert "precompile:" not in capsys.readouterr().out  # (the interpreter's no-op: the report says it, not a line)
+
+
+def test_builds_start_longest_first_by_the_times_earlier_runs_recorded(compiled_here, tmp_path, monkeypatch):
+    """Issue 39: the pool took the variants in trace order and its last process finished a 20-s float32 backward alone
+    (16 processes: 57.5 s in trace order, 47.9 s longest first, for the default GPU suite's sm_90a builds). A run
+    records each build's seconds; the next one starts the variants never timed first, then the rest longest first. A
+    build found in Triton's cache (next to no time) never lowers a recorded time."""
+    from jfa_verify.run import precompile as pc
+
+    def tracing(kernel, cases, device, *, backward=True, memory=None, relations=()):
+        return [pc.Variant(f"key-{c.name}", "m:f", "source", json.dumps({"name": "m.f", "case": c.name, **_FIELDS}))
+                for c in cases], []
+
+    monkeypatch.setattr(pc, "trace_variants", tracing)
+    cases = [Case(kv_lengths=[n + 1], seed=n, name=name, **_SHAPE) for n, name in enumerate("abcd")]
+    seconds = {"key-a": 1.0, "key-b": 7.0, "key-c": 3.0, "key-d": 5.0}
+    kernel = _plugin_kernel(tmp_path / "plugin")
+
+    def step(cases, times):
+        order: list = []
+        result = precompile(kernel, cases, "cpu", target=("cuda", 90, 32), trace_here=True,
+                            build=lambda v: order.append(v.key) or times[v.key])
+        return result, order
+
+    first, order = step(cases[:3], seconds)
+    assert order == ["key-a", "key-b", "key-c"] and first.timed_before == 0  # nothing timed yet: trace order
+    assert first.slowest == [("f", 7.0), ("f", 3.0), ("f", 1.0)] and "longest build f 7.0 s" in first.summary()
+    assert first.to_dict()["slowest"][0] == ["f", 7.0]
+    second, order = step(cases, {k: 0.01 for k in seconds})  # (d never timed; the rest found in Triton's cache)
+    assert order == ["key-d", "key-b", "key-c", "key-a"] and second.timed_before == 3
+    third, order = step(cases, seconds)
+    assert order == ["key-b", "key-c", "key-a", "key-d"], order  # d's 0.01 s recorded; the others' kept
+    assert pc.longest_first([], {}) == []
