@@ -86,15 +86,36 @@ def _interrupted_summary() -> dict:
     return {"interrupted": True, "generated": 0, "failures": [], "fixed": [], "notes": []}
 
 
-def _death(exitcode: Optional[int]) -> dict:
-    """The coordinator's record of a worker that ended without a last word, by its process's ``exitcode``."""
+def _death(exitcode: Optional[int], worker: int, corpus_dir: str, since: float, in_itself: bool) -> dict:
+    """The coordinator's record of a worker that ended without a last word, by its process's ``exitcode``; its
+    ``"status"`` is the verdict the death gives (``"crash"``, ``"hang"``), absent where it gives none.
+
+    A worker running cases in its own process (``in_itself``: ``--no-isolate``) dies with the kernel that ends it
+    (``os._exit``, a signal): the case file it left ``"running"`` (written at or after ``since``) becomes a crash,
+    as ``run --no-isolate`` makes it, whatever the exit status (a kernel's ``os._exit(3)`` read as the watchdog's
+    hang, ``os._exit(5)`` as a worker that could not run: exit 2, the finding left "running"; a new user's trial).
+    The watchdog of a case past ``--timeout`` marks its file a hang before it ends the worker with exit 3: no file
+    is left running then, and the death is that hang."""
     from jfa_verify.core.exits import ExitCode
 
-    why = f"exit status {exitcode}"
+    death = {"event": "died", "why": f"exit status {exitcode}", "exitcode": exitcode}
+    if in_itself and exitcode is not None:
+        from jfa_verify.run.postmortem import death_in_words, record_death
+
+        in_flight = record_death(None, corpus_dir, since, death_in_words(exitcode),
+                                 who=f"campaign worker {worker}, running cases in itself (--no-isolate),")
+        if in_flight is not None:
+            death.update(status="crash", case_file=str(in_flight.case_file),
+                         why=f"exit status {exitcode}: the kernel ended the worker's own process (--no-isolate) in "
+                             f"case {in_flight.case_file.name}, now a crash finding ({in_flight.replay})")
+            return death
     if exitcode == ExitCode.HANG:
-        why += (": a case ran past --timeout in the worker's own process (--no-isolate), whose watchdog marked its "
-                "case file a hang and ended the worker")
-    return {"event": "died", "why": why, "exitcode": exitcode}
+        death.update(status="hang", why=f"exit status {exitcode}: a case ran past --timeout in the worker's own "
+                                        "process (--no-isolate), whose watchdog marked its case file a hang and "
+                                        "ended the worker")
+    elif exitcode is not None and exitcode < 0:  # (a signal between cases: a crash all the same)
+        death["status"] = "crash"
+    return death
 
 
 def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], replay: list, deadline: Optional[float],
@@ -450,7 +471,8 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
                                 summaries[w] = _interrupted_summary()
                                 progress.event(w, {"event": "done", "summary": summaries[w]})
                             else:
-                                deaths[w] = _death(procs[w].exitcode)
+                                deaths[w] = _death(procs[w].exitcode, w, corpus_dir, started,
+                                                   not config.run.isolate)
                                 progress.event(w, deaths[w])
                             pending.discard(w)
                 progress.tick()
@@ -475,12 +497,8 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     found = [f for s in summaries.values() for f in s["failures"]]
     statuses = [f["status"] for f in found] + [left["status"] for left in prep["leftovers"]]
     statuses += [r["status"] for r in relation_replays if r["status"] != "pass"]
-    # --no-isolate: a kernel that crashes takes its campaign worker with it (its "running" file is
-    # replayed by the next campaign); a worker killed by a signal is a crash here too.
-    # --no-isolate: a case past --timeout ends its worker through the in-process watchdog (exit 3, its case file
-    # marked a hang): a hang, not a worker that could not run (a new user's campaign exited 2)
-    statuses += [{int(ExitCode.HANG): "hang"}.get(d.get("exitcode"), "crash") for d in deaths.values()
-                 if d.get("exitcode") is not None and (d["exitcode"] < 0 or d["exitcode"] == ExitCode.HANG)]
+    # --no-isolate: a kernel that crashes or hangs takes its campaign worker with it (_death gives the verdict)
+    statuses += [d["status"] for d in deaths.values() if d.get("status")]
     drawn, expected = progress.coverage()
     code = ExitCode.INTERRUPTED if interrupted else exit_code_for(statuses)
     if deaths and code == ExitCode.OK:

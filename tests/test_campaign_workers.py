@@ -10,6 +10,9 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
+from jfa_verify.cli import main
 from jfa_verify.core.exits import ExitCode
 from jfa_verify.fuzz import run_campaign
 from jfa_verify.fuzz.findings import list_findings
@@ -341,6 +344,29 @@ def test_a_no_isolate_campaign_ended_by_a_hang_exits_3_with_the_hang_as_its_find
     assert [f["status"] for f in payload["findings"]] == ["hang"], payload["findings"]
     (death,) = payload["worker_errors"].values()
     assert death["exitcode"] == ExitCode.HANG and "ran past --timeout" in death["why"]
+
+
+@pytest.mark.parametrize("status", [3, 5])
+def test_a_no_isolate_campaign_worker_ended_by_its_kernel_is_a_crash_finding(tmp_path, misbehaving_plugin, status):
+    """Regression (a new user's trial, 2026-12-07): with --no-isolate, a kernel calling ``os._exit(3)`` read as the
+    watchdog's hang (exit 3) and ``os._exit(5)`` as a worker that could not run (exit 2); either way the case file
+    stayed "running" and ``findings`` on the folder exited 2. The case in flight is a crash, as ``run --no-isolate``
+    makes it: exit 4, the file a crash finding."""
+    plugin = misbehaving_plugin("exits_in_process", crash="B >= 2")
+    plugin.write_text(plugin.read_text().replace("os.abort()", f"os._exit({status})").replace(
+        "Capabilities(backward=False)", "Capabilities(backward=False, dtypes=(torch.float32,))"))
+    repro, report = tmp_path / "r", tmp_path / "r.json"
+    proc = _fuzz("--plugin", plugin, "--kernel", "exits_in_process", "--workers", "1", "--no-isolate",
+                 "--max-examples", "20", "--seed", "1", "--reproducers", repro, "--report", report)
+    assert proc.returncode == ExitCode.CRASH, proc.stdout[-3000:] + proc.stderr[-3000:]
+    payload = json.loads(report.read_text())
+    (death,) = payload["worker_errors"].values()
+    assert death["exitcode"] == status and death["status"] == "crash", death
+    assert "ran past --timeout" not in death["why"] and "now a crash finding" in death["why"], death
+    files = [json.loads(f.read_text()) for f in repro.glob("*.json")]
+    assert [f["status"] for f in files] == ["crash"], [f.get("status") for f in files]
+    assert f"exited with status {status}" in files[0]["verdict"]["message"], files[0]["verdict"]
+    assert main(["findings", str(repro)]) == ExitCode.CRASH
 
 
 def test_a_saved_relation_finding_is_replayed_first_and_counts_in_the_exit_status(tmp_path, misbehaving_plugin):
