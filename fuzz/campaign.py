@@ -577,7 +577,19 @@ class Campaign:
             # found before (here or by another worker): one finding, one more example
             self._as_example(known, case, path)
             return
-        mark_finding(self.corpus, path, sig, found_by=f"{source} (worker {self.worker})")
+        try:
+            mark_finding(self.corpus, path, sig, found_by=f"{source} (worker {self.worker})")
+        except FileNotFoundError:
+            # Another worker drew the same case (one file name for both), met it as an example of a finding of its own
+            # and removed the file (a new user's campaign lost a worker to this FileNotFoundError): one finding, or
+            # the file written again from this verdict.
+            index.refresh()
+            known = index.findings.get(sig["id"]) or index.match(key_of(result.to_dict()), set(sig["classes"]))
+            if known is not None and known.path.exists():
+                self._as_example(known, case, None)
+                return
+            path = self.corpus.write(case, self.name, str(self.dev), result, self.verifier.settings.plugins)
+            mark_finding(self.corpus, path, sig, found_by=f"{source} (worker {self.worker})")
         index.add(Finding(sig, path, case))
         failure = CampaignFailure(case, result.status, path, result.explain(), source, sig,
                                   found_at=summary.cases_run if found_at is None else found_at)

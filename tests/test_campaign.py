@@ -556,3 +556,32 @@ def test_a_case_still_running_when_the_duration_ends_is_stopped_not_waited_for(t
     (note,) = [n for n in summary.notes if "stopped without a verdict" in n]
     assert "jfa-verify replay --case '" in note and "--kernel hangs_always" in note
     assert not list(tmp_path.glob("*.json"))  # no "running" file left to read as a crash
+
+
+def test_a_finding_whose_file_another_worker_removed_is_kept_not_a_dead_worker(tmp_path, misbehaving_plugin,
+                                                                                monkeypatch):
+    """Regression (a new user's trial, 2026-12-07): two workers drew one case (one file name); the other one took it
+    as an example of its finding and removed the file just before this one marked it as a new finding, and the worker
+    died of ``FileNotFoundError`` in ``Corpus.update`` (half the campaign's workers lost). The file is written again
+    from the verdict and marked; the campaign goes on."""
+    import jfa_verify.fuzz.campaign as campaign_module
+
+    plugin = misbehaving_plugin("wrong_on_two_or_more", wrong="B >= 2")
+    load_plugin(str(plugin))
+    kernel = get_kernel("wrong_on_two_or_more")
+    real, removed = campaign_module.mark_finding, []
+
+    def the_other_worker_removes_it_first(corpus, path, sig, **extra):
+        if not removed:
+            path.unlink()
+            removed.append(path)
+        return real(corpus, path, sig, **extra)
+
+    monkeypatch.setattr(campaign_module, "mark_finding", the_other_worker_removes_it_first)
+    strategy = cases(kernel, device_type="cpu", max_batch=4, max_len=12, dtypes=["float32"])
+    summary = run_campaign(kernel, strategy=strategy, max_examples=12, corpus_dir=tmp_path, device="cpu", seed=3,
+                           backward=False)
+    assert removed and summary.failures, summary
+    for failure in summary.failures:
+        _, payload = read_case_file(failure.path)
+        assert payload["finding"]["id"] == failure.signature["id"] and payload["status"] == failure.status, payload
