@@ -145,7 +145,6 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
         with terminate_as_interrupt():
             from jfa_verify.core.device import select_device
             from jfa_verify.protocol.registry import get_kernel, load_plugins
-            from jfa_verify.strategies import cases, packs
 
             from .campaign import Campaign
 
@@ -155,8 +154,7 @@ def _worker_main(config: FuzzConfig, worker: int, max_examples: Optional[int], r
             seed = worker_seed(config.run.seed, worker)
             send({"event": "start", "device": f"{device}{'' if gpu is None else ':' + gpu}", "seed": seed,
                   "pid": os.getpid()})
-            strategy = (cases(kernel, device_type=device.type, **config.strategy) if config.pack == 1 else
-                        packs(kernel, device_type=device.type, size=config.pack, **config.strategy))
+            strategy = campaign_strategy(config, kernel, device.type)
             summary = Campaign(
                 kernel, config.run.replace(seed=seed), strategy=strategy, pack=config.pack,
                 max_examples=max_examples, corpus_dir=config.corpus_dir, device=device, shrink=config.shrink,
@@ -224,6 +222,13 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
     device = select_device(config.device_type)
     load_plugins(config.run.plugins)
     kernel = get_kernel(config.kernel)
+    from jfa_verify.core.errors import InvalidInput
+    from jfa_verify.strategies import undrawable_reason
+
+    why = undrawable_reason(campaign_strategy(config, kernel, device.type))
+    if why is not None:  # (found by the workers, it read "no case finished before the campaign ended")
+        raise InvalidInput(f"the campaign can draw no case inside the capabilities of kernel {kernel.name!r} on "
+                           f"{device.type}: {why}")
     corpus_dir = Path(config.corpus_dir)
     from .database import default_database, open_database
 
@@ -233,6 +238,16 @@ def run_fuzz(config: FuzzConfig, *, workers: int = 1, gpus: Sequence[str] = (), 
     with campaign_lock(corpus_dir):
         return _run_fuzz(config, device, kernel, corpus_dir, workers=workers, gpus=gpus, console=console, live=live,
                          interval=interval, report=report, png=png)
+
+
+def campaign_strategy(config: FuzzConfig, kernel, device_type: str):
+    """What each worker of the campaign ``config`` draws for ``kernel``: :func:`~jfa_verify.strategies.cases`, or
+    :func:`~jfa_verify.strategies.packs` of ``config.pack`` cases a launch."""
+    from jfa_verify.strategies import cases, packs
+
+    if config.pack == 1:
+        return cases(kernel, device_type=device_type, **config.strategy)
+    return packs(kernel, device_type=device_type, size=config.pack, **config.strategy)
 
 
 def precompile_campaign(config: FuzzConfig, kernel, device):

@@ -1273,6 +1273,28 @@ def test_a_run_with_no_case_inside_the_kernel_names_the_option_that_narrowed_it(
     assert "run the default suite (--suite default)" in capsys.readouterr().err
 
 
+def test_a_kernel_no_case_can_be_drawn_for_is_refused_by_fuzz_and_run_does_not_send_it_there(tmp_path, capsys,
+                                                                                                misbehaving_plugin):
+    """Regression (a new user's trial, 2026-12-07): a kernel declaring only head_dims=(512,) got "try jfa-verify fuzz"
+    from `run`; `fuzz` then started its workers, drew nothing and led with "no case finished before the campaign
+    ended" (exit 2), the cause (no head dim it draws is the kernel's) buried in a round's note. `fuzz` refuses it
+    before any worker starts, naming the cause; `run` says a campaign cannot draw one either."""
+    plugin = misbehaving_plugin("only_d512")
+    plugin.write_text(plugin.read_text().replace("Capabilities(backward=False)",
+                                                 "Capabilities(backward=False, head_dims=(512,))"))
+    common = ["--device", "cpu", "--plugin", str(plugin), "--kernel", "only_d512", "--no-progress"]
+    assert main(["run", *common, "--quiet", "--report", str(tmp_path / "r.json"),
+                 "--reproducers", str(tmp_path / "repro")]) == 2
+    err = capsys.readouterr().err
+    assert "nor can a campaign draw one" in err and "none of them is a head dim the kernel supports" in err, err
+    assert "try jfa-verify fuzz" not in err
+    assert main(["fuzz", *common, "--max-examples", "3", "--workers", "1",
+                 "--reproducers", str(tmp_path / "campaign")]) == 2
+    err = capsys.readouterr().err
+    assert "the campaign can draw no case inside the capabilities of kernel 'only_d512' on cpu" in err, err
+    assert "none of them is a head dim the kernel supports" in err and not (tmp_path / "campaign").exists()
+
+
 def test_a_run_with_no_relation_check_says_none_ran_and_why_not_0_of_0_held(tmp_path, capsys, misbehaving_plugin):
     """Regression (new-user trials): on a kernel with gqa=False, `run --max-cases 3` ended with "0/0 relation checks
     held" while its report said they were not run because of --max-cases: the CPU relation batches need GQA, MQA or

@@ -134,7 +134,7 @@ def main(args, ctx) -> int:
         fix = ("`jfa-verify kernels` lists where each kernel runs" if kernel.device_reason(ctx.device) else
                f"the cases {picked} picked are all outside them: change {picked}" if picked else
                "run the default suite (--suite default)" if suite.name != "default" else
-               f"try jfa-verify fuzz --kernel {kernel.name}")
+               _campaign_or_why_not(kernel, ctx.device))
         print(f"jfa-verify run: error: no case of suite {suite.name!r} is inside the capabilities of kernel "
               f"{kernel.name!r} ({results[0].message}); {fix}", file=sys.stderr)
     return code
@@ -147,3 +147,14 @@ def _print_time(outcome, quiet: bool) -> None:
     phases = outcome.phase_seconds()
     print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()) + f" ({sum(phases.values()):.1f} s)",
           flush=True)
+
+
+def _campaign_or_why_not(kernel, device) -> str:
+    """The way out of a default suite with no case inside ``kernel``'s capabilities: a campaign, where its strategy
+    can draw a case for the kernel (a new user was sent to `fuzz`, which then drew nothing either)."""
+    from jfa_verify.strategies import cases, undrawable_reason
+
+    why = undrawable_reason(cases(kernel, device_type=device.type))
+    if why is None:
+        return f"try jfa-verify fuzz --kernel {kernel.name}"
+    return f"nor can a campaign draw one ({why}): jfa-verify has no case for these capabilities on {device.type}"

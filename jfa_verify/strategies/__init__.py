@@ -38,6 +38,7 @@ from jfa_verify.strategies._cases import (
     packs,
     reach_of,
     sm_scales,
+    undrawable_reason,
     value_policies,
     windows,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "prime_lengths",
     "reach_of",
     "sequence_lengths",
+    "undrawable_reason",
     "skewed_lengths",
     "sm_scales",
     "sparse_batches",

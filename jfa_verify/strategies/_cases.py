@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_HEAD_DIMS",
     "DEFAULT_MAX_LEN",
     "reach_of",
+    "undrawable_reason",
     "packs",
     "head_configs",
     "sm_scales",
@@ -449,3 +450,22 @@ def overflow_cases(draw, kernel=None, *, device_type: str = "cuda", min_elements
         causal=caps.causal and draw(st.booleans()), offsets_dtype="int64", offsets_start=max(0, start),
         seed=draw(st.integers(0, 2**32 - 1)), name="int32-overflow",
     )
+
+
+def undrawable_reason(strategy) -> Optional[str]:
+    """Why ``strategy`` (:func:`cases` or :func:`packs` for a kernel) can draw no case at all, or None when it draws
+    one: the :class:`InvalidInput` its first draw raises (a kernel whose declared capabilities admit nothing the
+    strategy draws, e.g. head dims it never picks). One draw, no database, no health checks.
+
+    Hypothesis strategies build lazily, so such a kernel's campaign started its workers and then said only that no
+    case finished (a new user's trial: ``run`` had advised ``fuzz`` for that kernel)."""
+    from hypothesis import HealthCheck, Phase, find, settings
+
+    try:
+        find(strategy, lambda _: True, settings=settings(database=None, max_examples=1, phases=[Phase.generate],
+                                                         suppress_health_check=list(HealthCheck), deadline=None))
+    except InvalidInput as e:
+        return str(e)
+    except Exception:  # (nothing drawn for another reason, e.g. filtered out: the campaign says so as before)
+        return None
+    return None
