@@ -1209,6 +1209,21 @@ def test_a_missing_dependency_of_jfa_verify_is_a_usage_error_not_a_finding(tmp_p
     assert "a dependency is missing" in err and "pip install allpairspy" in err
 
 
+def test_a_missing_module_of_an_optional_extra_names_the_extra():
+    """Regression (a new user's trial, 2026-12-07): `jfa-verify report` without matplotlib said to "install
+    jfa-verify with its dependencies", which the user had done: matplotlib is the optional extra ``plots``. The
+    message names the extra to install (read from the installed package's metadata); a module of no extra keeps the
+    general advice."""
+    from jfa_verify.core.errors import missing_dependency
+
+    e = ModuleNotFoundError("No module named 'matplotlib.figure'", name="matplotlib.figure")
+    assert "optional extra 'plots': pip install 'jfa-verify[plots]'" in missing_dependency(e)
+    e = ModuleNotFoundError("No module named 'redis'", name="redis")
+    assert "pip install 'jfa-verify[redis]'" in missing_dependency(e)
+    e = ModuleNotFoundError("No module named 'allpairspy'", name="allpairspy")
+    assert "pip install allpairspy" in missing_dependency(e) and "extra" not in missing_dependency(e)
+
+
 def test_a_crash_inside_the_tool_exits_70_not_a_findings_1(tmp_path, monkeypatch, capsys):
     """Regression (new-user trial): an exception inside jfa-verify itself (a traceback ending ``KeyError: ...``)
     exited 1, a kernel finding's code, so CI could not tell a tool bug from a kernel bug. It is an internal error:

@@ -62,9 +62,29 @@ class PluginError(JFAError, ImportError):
 
 
 def missing_dependency(e: ModuleNotFoundError) -> str:
-    """What to do about a module jfa-verify itself could not import: one sentence naming it and the fix."""
+    """What to do about a module jfa-verify itself could not import: one sentence naming it and the fix (the
+    optional extra that brings it, e.g. ``pip install 'jfa-verify[plots]'`` for matplotlib, where it is one)."""
     top = (e.name or "").split(".")[0]
+    extra = _extra_of(top)
     fix = ("jfa-verify's own files are incomplete: reinstall it" if top == "jfa_verify" else
+           f"it comes with jfa-verify's optional extra {extra!r}: pip install 'jfa-verify[{extra}]' (or pip install "
+           f"{top})" if extra else
            f"install it (pip install {top or 'the module'}; the package's name may differ from the module's); if "
            f"it is one of jfa-verify's own, install jfa-verify with its dependencies")
     return f"a dependency is missing: {e}; {fix}"
+
+
+def _extra_of(module: str) -> "str | None":
+    """The optional extra of the installed jfa-verify that requires the distribution named ``module``, if any."""
+    import importlib.metadata as md
+    import re
+
+    try:
+        requires = md.requires("jfa-verify") or []
+    except md.PackageNotFoundError:
+        return None
+    for req in requires:
+        found = re.match(r"\s*([A-Za-z0-9_.-]+).*;.*extra\s*==\s*[\"']([^\"']+)[\"']", req)
+        if found and module and found.group(1).lower().replace("-", "_") == module.lower():
+            return found.group(2)
+    return None
