@@ -1161,3 +1161,13 @@ def test_a_step_summary_in_no_folder_is_a_usage_error_before_any_work(tmp_path, 
     err = capsys.readouterr().err
     assert rc == 2 and "$GITHUB_STEP_SUMMARY=" in err and "does not exist" in err, err
     assert not (tmp_path / "g.json").exists()  # nothing ran
+
+
+def test_a_kernel_named_twice_is_checked_once(tmp_path, capsys):
+    """Regression (a new user's trial, 2026-12-07): `gate --kernel K --kernel K` ran each check twice, printed two
+    rows and summed both times into one Markdown row. A name given twice is one kernel."""
+    assert _gate(tmp_path, "--kernel", "exact-ref", "--kernel", "exact-ref", "--checks", "determinism") == 0
+    out = capsys.readouterr().out
+    assert out.count("exact-ref / determinism:") == 1 and "kernels exact-ref;" in out, out
+    results = json.loads((tmp_path / "g.json").read_text())["results"]
+    assert [(r["kernel"], r["check"]) for r in results] == [("exact-ref", "determinism")], results

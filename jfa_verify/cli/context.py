@@ -20,10 +20,12 @@ def load_kernel(name: str, plugins: Sequence[str] = ()):
 
 
 def _names(value) -> tuple[str, ...]:
-    """An option given once (a string) or repeatable (a list) as a tuple; an absent one as ()."""
+    """An option given once (a string) or repeatable (a list) as a tuple, each value once in its first place (a
+    gate given one --kernel twice checked it twice, its Markdown row summing both: a new user's trial); an absent one
+    as ()."""
     if value is None:
         return ()
-    return (value,) if isinstance(value, str) else tuple(value)
+    return (value,) if isinstance(value, str) else tuple(dict.fromkeys(value))
 
 
 @dataclass(frozen=True)
