@@ -927,6 +927,11 @@ def test_relation_findings_of_a_plugin_kernel_have_own_ids_and_replay_from_any_f
     assert all(f"--plugin {plugin}" in r["replay"] for r in rows), [r["replay"] for r in rows]
     assert main(["replay", rows[0]["path"], "--device", "cpu"]) == 2
     assert f"this call file was recorded with --plugin {plugin}: add that" in capsys.readouterr().err
+    # (a new user's trial, 2026-12-07: the file named had been deleted since, and adding it failed "no such file")
+    plugin.rename(plugin.with_suffix(".moved"))
+    assert main(["replay", rows[0]["path"], "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert f"{plugin} no longer exist(s): give --plugin with the file that registers kernel 'calls_kernel'" in err, err
 
 
 def test_outputs_that_cannot_be_written_are_refused_before_any_work(tmp_path, capsys):

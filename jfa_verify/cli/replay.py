@@ -122,6 +122,13 @@ def _recorded_kernel(ctx, payload: dict, what: str):
     except UnknownKernel as e:  # the file says which plugin registered it: name it
         if not recorded or ctx.plugins:
             raise
+        from pathlib import Path
+
+        gone = [p for p in recorded if not Path(p).is_file()]
+        if gone:  # (a new user was told to add a --plugin path deleted since, which then failed "no such file")
+            raise UsageError(f"{e}; this {what} was recorded with {' '.join(f'--plugin {p}' for p in recorded)}, and "
+                             f"{', '.join(gone)} no longer exist(s): give --plugin with the file that registers "
+                             f"kernel {payload.get('kernel') or '(the recorded one)'!r} now") from None
         raise UsageError(f"{e}; this {what} was recorded with "
                          f"{' '.join(f'--plugin {p}' for p in recorded)}: add that to the command") from None
 
