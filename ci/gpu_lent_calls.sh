@@ -16,8 +16,8 @@
 # Call 7: a short budget's timings (issues 38, 39): triton_jfa's launch configurations swept against FA2
 #         (benchmarks/sweep_triton_config.py, its "current" rows are call 4's triton_jfa rows), then the main job
 #         from a cold Triton cache and warm.
-# Call 8: the main job's timings alone (issue 39): the installed packages byte-compiled first as a user's pip install
-#         leaves them (gpu_bytecode), then cold (fresh Triton and jfa-verify caches), warm twice, warm with
+# Call 8: the main job's timings alone (issue 39): the installed packages byte-compiled first, as installing them
+#         with pip leaves them (gpu_bytecode), then cold (fresh Triton and jfa-verify caches), warm twice, warm with
 #         torch's cuDNN attention put last, then bench_verify's campaign rate (16 workers, packs of 1 and 8;
 #         BENCH_VERIFY=0 leaves it out).
 # Call 9: where the main job's time goes (issue 39), after call 8 on the same machine (its caches warm): one worker's

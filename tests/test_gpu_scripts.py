@@ -202,17 +202,3 @@ def test_a_kill_table_of_named_mutants_refuses_a_name_outside_its_catalogue(tmp_
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "MUTANTS: no_such_one is not a mutant of gluon_jfa_races" in proc.stderr
     assert "fwd_v_empty_phase_constant" in proc.stderr and not list(tmp_path.rglob("*.log"))
-
-
-@pytest.mark.parametrize("name", ["gpu-gate.yml", "nightly.yml"])
-def test_gpu_workflows_keep_both_caches_between_runs(name):
-    """Issue 39: a fresh GPU runner rebuilt its suite's covering array and the precompile trace (13 s and 7.5 s of a
-    cold H100 run) besides compiling every variant: the workflows keep jfa-verify's cache as they keep Triton's,
-    each folder named once in the job's env and restored by an ``actions/cache`` step on that path."""
-    import re
-
-    text = (ROOT / ".github" / "workflows" / name).read_text()
-    for var in ("TRITON_CACHE_DIR", "JFA_VERIFY_CACHE"):
-        assert re.search(rf"^\s+{var}: \$\{{\{{ github\.workspace \}}\}}/\S+$", text, re.M), (var, text)
-        step = re.search(rf"uses: actions/cache@v4\s+with:\s+path: \$\{{\{{ env\.{var} \}}\}}\s+key: (.+)", text)
-        assert step and "hashFiles(" in step.group(1), (var, text)
