@@ -158,6 +158,8 @@ def _cli_cases(tmp_path, broken_plugins):
     syntax, missing, raises = broken_plugins
     nodir = str(tmp_path / "no" / "such" / "dir" / "x.json")
     empty = tmp_path / "registers_nothing.py"
+    empty_records = tmp_path / "empty.jsonl"
+    empty_records.write_text("")
     empty.write_text("import jfa_verify  # forgot the @register_kernel\n")
     return [
         (["run", "--plugin", str(empty), "--kernel", "mine"], f"plugin {empty} registered no kernel"),
@@ -198,6 +200,8 @@ def _cli_cases(tmp_path, broken_plugins):
         (["calibrate", "--against", str(tmp_path / "b.json")], "--against"),
         (["report", str(tmp_path / "missing.jsonl")], "records"), (["report"], "records"),
         (["refloor", str(afile)], "--out"), (["refloor", str(afile), "--out", str(folder)], "--out"),
+        # (a new user's trial, 2026-12-07: an empty records file was "0 records ... wrote" and exit 0)
+        (["refloor", str(empty_records), "--out", str(tmp_path / "o.jsonl")], "no calibration records to refloor"),
         (["schedule", "--lengths", "a,b"], "--lengths"), (["schedule", "--lengths", "3,-1"], "--lengths"),
         (["schedule", "--batch", "0"], "--batch"), (["schedule", "--num-sms", "0"], "--num-sms"),
         (["schedule", "--block-m", "-64"], "--block-m"), (["schedule", "--png", nodir], "--png"),

@@ -38,6 +38,9 @@ def main(args, ctx) -> int:
             raise type(e)(f"{path}: {e}") from None
         changed += sum(a.outputs != b.outputs for a, b in zip(records, new))
         fresh += new
+    if not fresh:  # (as `report`: a new user's empty file was "0 records ... wrote" here and exit 2 there)
+        raise UsageError(f"{' '.join(args.records)}: no calibration records to refloor; pass files written by "
+                         f"jfa-verify calibrate --records")
     try:
         write_records(out, fresh)
     except OSError as e:
