@@ -463,7 +463,7 @@ def test_a_campaigns_report_records_the_step_and_no_precompile_turns_it_off(tmp_
 
 def test_builds_start_longest_first_by_the_times_earlier_runs_recorded(compiled_here, tmp_path, monkeypatch):
     """Issue 39: the pool took the variants in trace order and its last process finished a 20-s float32 backward alone
-    (16 processes: 57.5 s in trace order, 47.9 s longest first, for the default GPU suite's sm_90a builds). A run
+    (docs/evidence/cpu-2026-12-07-build-order: the default GPU suite's sm_90a builds in both orders). A run
     records each build's seconds; the next one starts the variants never timed first, then the rest longest first. A
     build found in Triton's cache (next to no time) never lowers a recorded time."""
     from jfa_verify.run import precompile as pc

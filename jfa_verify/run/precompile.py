@@ -37,9 +37,9 @@ may pass, a GPU out of memory), nor is one whose key cannot be made (a kernel wi
 The builds start longest first where earlier runs timed them (file ``build-seconds-1.json`` of the same cache: each
 variant's seconds by its function and specialization, not its source, so a kernel edit keeps its variants' times):
 variants never timed start first, then the others by their last time, longest first. A pool that took them in trace
-order ended with one process finishing a 20-s float32 backward alone; longest first cut the default GPU suite's
-205-variant build from 57.5 s to 47.9 s of 16 processes (sm_90a build times measured on this project's CPU,
-``docs/evidence/cpu-2026-12-07-build-order``). The order changes no build, only when each starts.
+order ended with one process finishing a 20-s float32 backward alone (the pool's wall time in both orders, from
+sm_90a build times measured on this project's CPU: ``docs/evidence/cpu-2026-12-07-build-order``). The order changes
+no build, only when each starts.
 """
 
 from __future__ import annotations
@@ -322,11 +322,12 @@ def _shape(variant: Variant) -> str:
 def longest_first(variants: Sequence[Variant], seconds: dict) -> list[Variant]:
     """``variants`` in build order: those without a time in ``seconds`` (by :func:`_shape`) first, in their order,
     then the others by time, longest first (the order that ends a pool's builds soonest when the times hold)."""
-    def known(v: Variant) -> Optional[float]:
+    def rank(v: Variant) -> tuple[int, float]:
         t = seconds.get(_shape(v))
-        return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 else None
+        known = isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0
+        return (1, -float(t)) if known else (0, 0.0)
 
-    return sorted(variants, key=lambda v: (0, 0.0) if known(v) is None else (1, -known(v)))
+    return sorted(variants, key=rank)
 
 
 def _as_answer(variants: Sequence[Variant], target: tuple) -> dict:
@@ -541,9 +542,10 @@ def precompile(kernel, cases: Sequence, device, *, jobs: int = 1, backward: bool
         out.by_kernel[v.name] = out.by_kernel.get(v.name, 0) + 1
     if variants:
         times = _build_seconds()
-        known = {_shape(v): times.lookup(_shape(v)) for v in variants}
+        shape = {v.key: _shape(v) for v in variants}
+        known = {shape[v.key]: times.lookup(shape[v.key]) for v in variants}
         order = longest_first(variants, {k: t for k, t in known.items() if t is not None})
-        out.timed_before = len(variants) - sum(1 for v in order if known[_shape(v)] is None)
+        out.timed_before = sum(known[shape[v.key]] is not None for v in variants)
         took: list[tuple[Variant, float]] = []
 
         def built(v: Variant, seconds) -> None:
@@ -573,9 +575,9 @@ def precompile(kernel, cases: Sequence, device, *, jobs: int = 1, backward: bool
         # (kept at the longest seen: a build that found its variant in Triton's disk cache took next to no time, and
         # would otherwise put a 20-s variant last on the next cold machine)
         for v, sec in took:
-            before = known[_shape(v)]
+            before = known[shape[v.key]]
             if not isinstance(before, (int, float)) or sec > before:
-                times.put(_shape(v), round(sec, 3))
+                times.put(shape[v.key], round(sec, 3))
         times.save()
         out.slowest = [(v.name, sec) for v, sec in sorted(took, key=lambda x: -x[1])[:SLOWEST_KEPT]]
     out.seconds = time.perf_counter() - t0
