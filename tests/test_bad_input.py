@@ -310,3 +310,43 @@ def test_a_suite_seed_out_of_range_names_the_option_and_its_range():
         get_suite("default", "cpu", -1)
     for name in ("default", "jagged-grid"):  # the largest seed allowed builds every case
         assert get_suite(name, "cpu", MAX_SUITE_SEED).cases
+
+
+def test_a_device_fault_on_offsets_outside_the_contract_is_an_error_not_a_rejection(monkeypatch):
+    """Regression: any exception on strided offsets (outside the contract: rejecting them is allowed) passed as a
+    rejection, a CUDA illegal-address fault of a kernel that read them out of bounds included."""
+    import jfa_verify.run.runner as runner
+    from jfa_verify import run_case
+    from jfa_verify.run.runner import sticky_device_error
+
+    message = {}
+
+    def forward(q, k, v, q_offsets, k_offsets, **kw):
+        if q_offsets.is_contiguous():
+            return _reference_forward(q, k, v, q_offsets, k_offsets, **kw)
+        raise message["error"]
+
+    register_kernel("rejects_strided_offsets", capabilities=Capabilities(backward=False))(lambda: forward)
+    case = Case(kv_lengths=(3, 5), head_dim=16, dtype="float32", offsets_layout="strided")
+
+    def verdict():
+        result = run_case(case, "rejects_strided_offsets", "cpu", RunSettings(backward=False))
+        return result.status, result.message
+
+    message["error"] = ValueError("q_offsets must be contiguous")
+    status, text = verdict()
+    assert status == "pass" and text.startswith("kernel rejected offsets outside the contract (strided): ValueError: "
+                                                "q_offsets must be contiguous"), text
+    message["error"] = RuntimeError("CUDA error: an illegal memory access was encountered")
+    status, text = verdict()
+    assert status == "error" and text.startswith("RuntimeError: CUDA error: an illegal memory access"), text
+
+    def faulted(device):  # a launch before the raise faulted: the next synchronize reports it
+        raise RuntimeError("CUDA error: unspecified launch failure")
+
+    message["error"] = ValueError("q_offsets must be contiguous")
+    monkeypatch.setattr(runner, "_sync", faulted)
+    status, text = verdict()
+    assert status == "error" and text.startswith("ValueError: q_offsets must be contiguous; then the device failed: "
+                                                 "RuntimeError: CUDA error: unspecified launch failure"), text
+    assert sticky_device_error(text)  # a worker that saw it is restarted

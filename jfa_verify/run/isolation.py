@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import sys
 import time
@@ -29,23 +28,14 @@ from typing import Optional
 from jfa_verify.cases.case import Case
 from jfa_verify.core.errors import InvalidInput, KernelConfigError, PluginError
 from jfa_verify.core.exits import ExitCode
-from jfa_verify.run.runner import CaseResult, not_judged
+from jfa_verify.run.runner import CaseResult, not_judged, sticky_device_error
 from jfa_verify.run.settings import RunSettings
 from jfa_verify.run.worker_server import launch_server, start_worker_server, worker_context
 
 __all__ = ["CaseWorker", "WorkerSpec", "adopt_environment", "crash_result", "death_in_words", "start_child",
            "start_worker_server", "sticky_device_error", "worker_context"]
 
-# Messages of CUDA errors after which the process's context is unusable (every later call fails):
-# the case is a crash, and the worker that saw it must not run another case.
-_STICKY = re.compile(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|"
-                     r"device-side assert|CUDA_ERROR_ILLEGAL|an illegal instruction", re.IGNORECASE)
 STARTUP_TIMEOUT_S = 300.0  # loading plugins and the kernel module; compiling happens per case, not here
-
-
-def sticky_device_error(message: str) -> bool:
-    """True when ``message`` (a kernel exception's text) is a CUDA error that poisons the process."""
-    return bool(_STICKY.search(message or ""))
 
 
 def crash_result(case: Case, kernel: str, status: str, message: str, plugins: tuple[str, ...] = (),

@@ -10,6 +10,7 @@ Data flows one way: :class:`~jfa_verify.cases.case.Case` -> tensors -> validated
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import time
 import traceback
@@ -241,6 +242,31 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+# Messages of CUDA errors after which the process's context is unusable (every later call fails).
+_STICKY = re.compile(r"illegal memory access|illegal address|misaligned address|unspecified launch failure|"
+                     r"device-side assert|CUDA_ERROR_ILLEGAL|an illegal instruction", re.IGNORECASE)
+
+
+def sticky_device_error(message: str) -> bool:
+    """True when ``message`` (a kernel exception's text) is a CUDA error that poisons the process."""
+    return bool(_STICKY.search(message or ""))
+
+
+def _device_fault(detail: str, device: torch.device) -> Optional[str]:
+    """Why a kernel's exception is not a clean rejection of offsets outside the contract (which the contract allows),
+    or None when it is one: a device fault, which a rejection raised in place of a launch cannot be, or a device that
+    fails after it (a launch that faulted before the host code raised shows at the next synchronize: its text is
+    returned, so that a worker that saw it is restarted). A kernel that reads strided offsets out of bounds must not
+    pass as one that refused them."""
+    if sticky_device_error(detail):
+        return detail
+    try:
+        _sync(device)
+    except Exception as fault:
+        return f"{type(fault).__name__}: {fault}".strip()
+    return None
+
+
 def _traceback_tail(e: BaseException) -> str:
     """The last lines of ``e``'s traceback: where it was raised, for a verdict's message."""
     return "".join(traceback.format_exception(e)[-3:]).rstrip()
@@ -431,10 +457,10 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
     ``not judged:`` and names the stage (:func:`not_judged`). Invalid cases raise :class:`InvalidInput` when
     the case is built, before this is called. A case whose offsets are outside
     the contract (``offsets_layout="strided"``) passes when the kernel rejects it
-    (raises) or computes the right result. A kernel that cannot be loaded here
-    (:class:`KernelUnavailable`) or raises :class:`UnsupportedCase` is ``"unsupported"``
-    with its reason: declared, not a finding. A kernel whose ``load()`` returns no implementation raises
-    :class:`KernelConfigError` from here: a configuration error, not a verdict. A name no kernel is registered
+    (raises, leaving the device working: a CUDA fault is an error, as on any case) or computes the right result.
+    A kernel that cannot be loaded here (:class:`KernelUnavailable`) or raises :class:`UnsupportedCase` is
+    ``"unsupported"`` with its reason: declared, not a finding. A kernel whose ``load()`` returns no implementation
+    raises :class:`KernelConfigError` from here: a configuration error, not a verdict. A name no kernel is registered
     under raises :class:`~jfa_verify.core.errors.UnknownKernel`; a device that is not one, :class:`InvalidInput`
     naming it and the fix.
     """
@@ -491,8 +517,12 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
         result.seconds["kernel"] = time.perf_counter() - t0
         detail = f"{type(e).__name__}: {e}".strip()
         if case.offsets_layout != "contiguous":
-            result.message = f"kernel rejected offsets outside the contract ({case.offsets_layout}): {detail}"
-            return result
+            fault = _device_fault(detail, device)
+            if fault is None:
+                result.message = f"kernel rejected offsets outside the contract ({case.offsets_layout}): {detail}"
+                return result
+            if fault != detail:
+                detail += f"; then the device failed: {fault}"
         result.status = "error"
         result.message = detail + _out_of_memory_hint(e) + "\n" + _traceback_tail(e)
         return result
