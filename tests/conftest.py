@@ -13,7 +13,9 @@ default ``$TMPDIR/jfa-verify-hypothesis``); ``ci/check_clean.sh`` checks it afte
 Each test, and each test module, also leaves the kernel registry as it found it.
 """
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -24,8 +26,10 @@ from pathlib import Path
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "jfa-verify-hypothesis"))
 # jfa-verify's own cache (jfa_verify/cases/search_cache.py) defaults to the user's home: one folder of this test
 # session's instead, shared by the xdist workers and the processes the tests start (they inherit it)
+# (removed when the process that made it ends: each test session left one in the temporary folder)
 if "JFA_VERIFY_CACHE" not in os.environ:
     os.environ["JFA_VERIFY_CACHE"] = tempfile.mkdtemp(prefix="jfa-verify-cache-")
+    atexit.register(shutil.rmtree, os.environ["JFA_VERIFY_CACHE"], ignore_errors=True)
 
 # Under pytest-xdist every worker (and every process a test starts: mutant workers, CLI runs) would run torch
 # with one thread per core, so two workers on the 2-core CI machine ran several times more threads than
