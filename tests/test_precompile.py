@@ -138,6 +138,76 @@ def test_the_pool_traces_in_a_child_and_builds_into_tritons_disk_cache(tmp_path)
     assert any(name.startswith("_fwd_kernel") and name.endswith(".cubin") for name in out["files"]), out["files"]
 
 
+_WAITING_PLUGIN = """
+import os, pathlib, time
+from jfa_verify import register_kernel
+from jfa_verify.protocol.registry import get_kernel
+
+base = get_kernel("triton_jfa")
+calls = []
+
+
+def load():
+    inner = base.impl
+
+    def forward(*args, **kwargs):  # from the second call on, traced only once a build has landed in Triton's cache
+        calls.append(1)
+        if len(calls) > 1 and os.environ.get("DIE"):  # (the trace's process dies mid-way instead)
+            os._exit(3)
+        if len(calls) > 1:
+            cache, end = pathlib.Path(os.environ["TRITON_CACHE_DIR"]), time.monotonic() + 90
+            while not any(cache.rglob("_fwd_kernel*.cubin")):
+                if time.monotonic() > end:
+                    raise TimeoutError("no build landed while the trace went on")
+                time.sleep(0.2)
+        return inner(*args, **kwargs)
+    return forward
+
+
+register_kernel("waits_for_a_build", capabilities=base.capabilities, tile_sizes=base.tile_sizes)(load)
+"""
+
+_STREAMED = """
+import json, os, torch
+from jfa_verify.cases.case import Case
+from jfa_verify.protocol.registry import get_kernel, load_plugin
+from jfa_verify.run.precompile import precompile
+
+load_plugin(os.environ["PLUGIN"])
+shape = dict(kv_lengths=[5, 40], num_heads_q=2, num_heads_kv=2, head_dim=32)
+cases = [Case(seed=1, dtype="bfloat16", **shape), Case(seed=2, dtype="float16", **shape)]
+result = precompile(get_kernel("waits_for_a_build"), cases, torch.device("cpu"), jobs=2, backward=False,
+                    target=("cuda", 90, 32), plugins=[os.environ["PLUGIN"]])
+print("RESULT" + json.dumps({"result": result.to_dict()}))
+"""
+
+
+def test_builds_start_while_the_trace_goes_on(tmp_path, monkeypatch):
+    """The trace streams each variant to the build processes as it meets it (issue 39: on an H100 the trace was 7.5 s
+    of a cold run's 67-s step, every build waiting on it). The second case's call here is traced only once the first
+    case's variant has been built into Triton's cache: a step that built only after its trace would never get there."""
+    plugin = tmp_path / "waits_for_a_build.py"
+    plugin.write_text(_WAITING_PLUGIN)
+    monkeypatch.setenv("PLUGIN", str(plugin))
+    monkeypatch.setenv("JFA_VERIFY_CACHE", str(tmp_path / "cache"))  # (no trace kept by another test)
+    result = _compiled_mode(_STREAMED, tmp_path)["result"]
+    assert result["untraced_count"] == 0 and result["error_count"] == 0, result
+    assert result["variants"] == result["compiled"] == 2 and result["built_while_tracing"] >= 1, result
+
+
+def test_a_trace_whose_process_dies_mid_way_builds_nothing_more_and_says_why(tmp_path, monkeypatch):
+    """A kernel that ends the tracing process after its first variant was handed to the builds: the step ends (no
+    wait on a queue no one writes to any more) and says the trace failed; the run builds at first launch."""
+    plugin = tmp_path / "waits_for_a_build.py"
+    plugin.write_text(_WAITING_PLUGIN)
+    monkeypatch.setenv("PLUGIN", str(plugin))
+    monkeypatch.setenv("JFA_VERIFY_CACHE", str(tmp_path / "cache"))  # (no trace kept by another test)
+    monkeypatch.setenv("DIE", "1")
+    result = _compiled_mode(_STREAMED, tmp_path, timeout=240)["result"]
+    assert result["skipped"].startswith("tracing failed: BrokenProcessPool"), result
+    assert result["variants"] == 0, result
+
+
 _MUTANT_POOL = """
 import json, os, torch
 from jfa_verify.cases.case import Case

@@ -34,9 +34,11 @@ source is not the traced one (:func:`compile_variant`). A trace that left a case
 may pass, a GPU out of memory), nor is one whose key cannot be made (a kernel without a source file).
 ``JFA_VERIFY_CACHE=off`` traces every run.
 
-The builds start longest first where earlier runs timed them (file ``build-seconds-1.json`` of the same cache: each
-variant's seconds by its function and specialization, not its source, so a kernel edit keeps its variants' times):
-variants never timed start first, then the others by their last time, longest first. A pool that took them in trace
+The trace streams each variant to the build processes as it meets it (:func:`_trace_while_building`), so that the
+builds start while it goes on. The builds start longest first where earlier runs timed them (file
+``build-seconds-1.json`` of the same cache: each variant's seconds by its function and specialization, not its
+source, so a kernel edit keeps its variants' times): variants never timed start first, as the trace meets them, then
+the others by their last time, longest first, once the trace has ended. A pool that took them in trace
 order ended with one process finishing a 20-s float32 backward alone (the pool's wall time in both orders, from
 sm_90a build times measured on this project's CPU: ``docs/evidence/cpu-2026-12-07-build-order``). The order changes
 no build, only when each starts.
@@ -88,6 +90,7 @@ class Precompiled:
     by_kernel: dict = field(default_factory=dict)  # kernel function name -> distinct variants
     timed_before: int = 0  # variants whose build time an earlier run recorded (these start longest first)
     slowest: list = field(default_factory=list)  # [kernel function name, seconds] of the longest builds, longest first
+    built_while_tracing: int = 0  # builds started before the trace ended (the trace, in a child, streams its variants)
 
     def to_dict(self) -> dict:
         return {"cases": self.cases, "variants": self.variants, "compiled": self.compiled, "workers": self.workers,
@@ -95,6 +98,7 @@ class Precompiled:
                 "trace_cached": self.trace_cached, "skipped": self.skipped, "by_kernel": dict(self.by_kernel),
                 "untraced": self.untraced[:20], "untraced_count": len(self.untraced), "errors": self.errors[:20],
                 "error_count": len(self.errors), "timed_before": self.timed_before,
+                "built_while_tracing": self.built_while_tracing,
                 "slowest": [[name, round(sec, 3)] for name, sec in self.slowest]}
 
     def summary(self) -> str:
@@ -103,7 +107,8 @@ class Precompiled:
             return f"precompile: nothing built ({self.skipped}; {self.seconds:.1f} s)"
         line = (f"precompile: {self.variants} kernel variant(s) for {self.cases} case(s), {self.compiled} built in "
                 f"{self.seconds:.1f} s ({self.workers} process(es); tracing {self.trace_seconds:.1f} s"
-                f"{', cached' if self.trace_cached else ''})")
+                f"{', cached' if self.trace_cached else ''}"
+                f"{f', {self.built_while_tracing} build(s) started during it' if self.built_while_tracing else ''})")
         if self.slowest:
             line += f"; longest build {self.slowest[0][0]} {self.slowest[0][1]:.1f} s"
         if self.untraced:
@@ -121,10 +126,10 @@ RUN_WHILE_TRACING = ("jfa_verify.scheduling.",)
 
 
 @contextlib.contextmanager
-def recording_variants(found: dict):
+def recording_variants(found: dict, on_found: Optional[Callable[[Variant], None]] = None):
     """Within the block, a Triton launch that would build a variant records it in ``found`` (key -> :class:`Variant`)
     and builds and launches nothing (the kernel's outputs keep what they were allocated with), except the kernels of
-    :data:`RUN_WHILE_TRACING`."""
+    :data:`RUN_WHILE_TRACING`. ``on_found`` is called with each variant when first recorded."""
     from triton import knobs
 
     def hook(*, key, fn, compile, **_):
@@ -132,6 +137,8 @@ def recording_variants(found: dict):
         if key not in found:
             found[key] = Variant(str(key), f"{fn.module}:{fn.name}", str(jit.cache_key),
                                  compile["specialization_data"])
+            if on_found is not None:
+                on_found(found[key])
         return not fn.module.startswith(RUN_WHILE_TRACING)  # True: Triton skips the build and the launch
 
     before = knobs.runtime.jit_cache_hook
@@ -157,17 +164,18 @@ def _trace_case(kernel, case, device, *, backward: bool, memory: Optional[str]) 
 
 
 def trace_variants(kernel, cases: Sequence, device, *, backward: bool = True, memory: Optional[str] = None,
-                   relations: Sequence = ()) -> tuple[list[Variant], list[str]]:
+                   relations: Sequence = (), on_found: Optional[Callable[[Variant], None]] = None,
+                   ) -> tuple[list[Variant], list[str]]:
     """``(variants, untraced)``: the distinct Triton variants ``cases`` launch through ``kernel`` on ``device``, then
     ``relations`` (:class:`~jfa_verify.checks.relations.Relation` checks the run makes after its cases), in
     first-launch order, and ``"case name: why"`` for each case whose calls raised (its variants build at their first
     launch). Builds and launches no Triton kernel but those of :data:`RUN_WHILE_TRACING`; needs Triton's compiler path
-    (not ``TRITON_INTERPRET``)."""
+    (not ``TRITON_INTERPRET``). ``on_found``: called with each variant as the trace first meets it."""
     from jfa_verify.core.errors import InvalidInput, UnsupportedCase
 
     found: dict = {}
     untraced: list[str] = []
-    with recording_variants(found):
+    with recording_variants(found, on_found):
         for case in cases:
             try:
                 _trace_case(kernel, case, device, backward=backward, memory=memory)
@@ -383,9 +391,11 @@ _WORKER: dict = {}
 
 
 def _init_worker(kernel_name: Optional[str], plugins: Sequence[str], target: Optional[tuple],
-                 owner: Optional[int] = None, device_type: Optional[str] = None) -> None:
+                 owner: Optional[int] = None, device_type: Optional[str] = None, found=None) -> None:
     """A build or trace process: the plugins and the kernel loaded as the run's, and (``target`` given) a driver that
-    knows only the target, so that no GPU context is made. ``owner``: the run's pid (it ends with it)."""
+    knows only the target, so that no GPU context is made. ``owner``: the run's pid (it ends with it). ``found``: the
+    queue a trace here reports its variants to (passed here: a queue crosses to a process only as it starts)."""
+    _WORKER["found"] = found
     if owner is not None:
         from jfa_verify.run.interrupts import exit_with_parent
 
@@ -443,15 +453,27 @@ def compile_variant(variant: Variant) -> float:
 
 
 def _trace_in_worker(cases, device: str, backward: bool, memory: Optional[str], relations=()):
+    """The trace in a child. Where its pool was given a queue (:func:`_pool`'s ``found``), it is told the target
+    first, then each variant as the trace meets it, then ``("done", None)``."""
     import torch
 
-    variants, untraced = trace_variants(_WORKER["kernel"], cases, torch.device(device), backward=backward,
-                                        memory=memory, relations=relations)
+    found = _WORKER.get("found")
+    try:
+        if found is not None:
+            found.put(("target", _active_target()))
+        variants, untraced = trace_variants(_WORKER["kernel"], cases, torch.device(device), backward=backward,
+                                            memory=memory, relations=relations,
+                                            on_found=None if found is None else lambda v: found.put(("variant", v)))
+    finally:
+        if found is not None:
+            found.put(("done", None))
     return variants, untraced, _active_target()
 
 
 def _pool(workers: int, kernel_name: Optional[str], plugins, target,
-          device_type: Optional[str] = None) -> ProcessPoolExecutor:
+          device_type: Optional[str] = None, found=None) -> ProcessPoolExecutor:
+    """Processes of the run's worker context with the kernel loaded (:func:`_init_worker`); ``found``: a queue of that
+    context a trace in them reports to (:func:`_trace_in_worker`)."""
     import os
 
     from jfa_verify.run.isolation import start_worker_server, worker_context
@@ -459,7 +481,7 @@ def _pool(workers: int, kernel_name: Optional[str], plugins, target,
     ctx = worker_context()
     start_worker_server(ctx)  # (deaf to Ctrl-C while it imports, in the main thread)
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(kernel_name, tuple(plugins), target, os.getpid(), device_type))
+                               initargs=(kernel_name, tuple(plugins), target, os.getpid(), device_type, found))
 
 
 @contextlib.contextmanager
@@ -513,72 +535,174 @@ def precompile(kernel, cases: Sequence, device, *, jobs: int = 1, backward: bool
         cached = _checked_answer(traces.lookup(key), target) if key is not None else None
     except Exception:  # (a case that does not serialise, an unreadable source: the trace runs as it always did)
         key, cached = None, None
-    if cached is not None:
-        variants, target = cached
-        out.trace_cached = True
-    else:
-        try:
-            if trace_here:
-                if target is not None:
-                    _init_worker(None, (), target, None, torch.device(device).type)
-                variants, out.untraced = trace_variants(kernel, cases, torch.device(device), backward=backward,
-                                                        memory=memory, relations=relations)
-                if target is None:  # (the builds compile for the target traced, as after a child's trace)
-                    target = _active_target()
-            else:
-                with _stopping(_pool(1, kernel.name, plugins, target, torch.device(device).type)) as pool:
-                    variants, out.untraced, target = pool.submit(_trace_in_worker, list(cases), device, backward,
-                                                                 memory, tuple(relations)).result()
-        except Exception as e:  # a child that died or could not load the kernel: the run builds as it goes
-            out.skipped = f"tracing failed: {type(e).__name__}: {e}"[:300]
-            out.seconds = time.perf_counter() - t0
-            return out
-        if key is not None and not out.untraced:
-            traces.put(key, _as_answer(variants, target))
-            traces.save()
-    out.trace_seconds = time.perf_counter() - t0
-    out.variants = len(variants)
-    for v in variants:
-        out.by_kernel[v.name] = out.by_kernel.get(v.name, 0) + 1
-    if variants:
-        times = _build_seconds()
-        shape = {v.key: _shape(v) for v in variants}
-        known = {shape[v.key]: times.lookup(shape[v.key]) for v in variants}
-        order = longest_first(variants, {k: t for k, t in known.items() if t is not None})
-        out.timed_before = sum(known[shape[v.key]] is not None for v in variants)
-        took: list[tuple[Variant, float]] = []
-
-        def built(v: Variant, seconds) -> None:
-            out.compiled += 1
-            if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-                took.append((v, float(seconds)))
-
-        if build is not None:
-            out.workers = 1
-            for v in order:
-                try:
-                    built(v, build(v))
-                except Exception as e:
-                    out.errors.append(f"{v.name}: {type(e).__name__}: {e}"[:300])
+    builds = _Builds(out, jobs, kernel.name, plugins, build)
+    with builds:
+        if cached is not None:
+            variants, target = cached
+            out.trace_cached = True
         else:
-            out.workers = max(1, min(jobs, len(variants)))
             try:
-                with _stopping(_pool(out.workers, kernel.name, plugins, target)) as pool:
-                    futures = {pool.submit(compile_variant, v): v for v in order}
-                    for f in as_completed(futures):
-                        try:
-                            built(futures[f], f.result())
-                        except Exception as e:
-                            out.errors.append(f"{futures[f].name}: {type(e).__name__}: {e}"[:300])
-            except Exception as e:  # the pool itself broke (a worker killed): the rest builds at first launch
-                out.errors.append(f"build processes: {type(e).__name__}: {e}"[:300])
-        # (kept at the longest seen: a build that found its variant in Triton's disk cache took next to no time, and
-        # would otherwise put a 20-s variant last on the next cold machine)
-        for v, sec in took:
-            before = known[shape[v.key]]
-            if not isinstance(before, (int, float)) or sec > before:
-                times.put(shape[v.key], round(sec, 3))
-        times.save()
-        out.slowest = [(v.name, sec) for v, sec in sorted(took, key=lambda x: -x[1])[:SLOWEST_KEPT]]
+                if trace_here:
+                    if target is not None:
+                        _init_worker(None, (), target, None, torch.device(device).type)
+                    variants, out.untraced = trace_variants(kernel, cases, torch.device(device), backward=backward,
+                                                            memory=memory, relations=relations)
+                    if target is None:  # (the builds compile for the target traced, as after a child's trace)
+                        target = _active_target()
+                else:
+                    variants, out.untraced, target = _trace_while_building(
+                        kernel, cases, device, builds, backward=backward, memory=memory, plugins=plugins,
+                        target=target, relations=relations)
+            except Exception as e:  # a child that died or could not load the kernel: the run builds as it goes
+                builds.drop()
+                out.skipped = f"tracing failed: {type(e).__name__}: {e}"[:300]
+                out.seconds = time.perf_counter() - t0
+                return out
+            if key is not None and not out.untraced:
+                traces.put(key, _as_answer(variants, target))
+                traces.save()
+        out.trace_seconds = time.perf_counter() - t0
+        out.variants = len(variants)
+        for v in variants:
+            out.by_kernel[v.name] = out.by_kernel.get(v.name, 0) + 1
+        builds.finish(variants, target)
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def _trace_while_building(kernel, cases, device: str, builds: "_Builds", *, backward: bool, memory: Optional[str],
+                          plugins, target: Optional[tuple], relations) -> tuple[list[Variant], list[str], tuple]:
+    """Trace in a child process, handing each variant to ``builds`` as the child meets it (the builds start while the
+    trace goes on: on an H100 the trace was 7.5 s of a cold run's 67-s step, every build waiting on it); returns the
+    trace's ``(variants, untraced, target)``.
+
+    Raises:
+        Exception: the child died or could not load the kernel (the caller builds nothing).
+    """
+    import queue
+
+    import torch
+
+    from jfa_verify.run.isolation import worker_context
+
+    found = worker_context().Queue()
+    try:
+        with _stopping(_pool(1, kernel.name, plugins, target, torch.device(device).type, found)) as pool:
+            traced = pool.submit(_trace_in_worker, list(cases), device, backward, memory, tuple(relations))
+            while True:  # (read to its "done": a child whose queue is not emptied cannot exit)
+                try:
+                    what, value = found.get(timeout=0.1)
+                except queue.Empty:
+                    if traced.done() and traced.exception() is not None:  # it died, or failed before its "done"
+                        break
+                    continue
+                if what == "done":
+                    break
+                if what == "target":
+                    builds.start(tuple(value))
+                else:
+                    builds.add(value)
+            return traced.result()
+    finally:
+        found.close()
+
+
+class _Builds:
+    """The step's builds, started as variants are handed in (:meth:`add`, while the trace goes on): a variant no
+    earlier run timed starts at once, in trace order; those timed wait for the trace's end (:meth:`finish`) and then
+    start longest first (:func:`longest_first`'s order: untimed first, then the timed longest first). ``build``
+    given: each builds in this process, one at a time (tests count the calls), else in a pool of ``jobs`` processes
+    (started by :meth:`start`, with the target to build for)."""
+
+    def __init__(self, out: Precompiled, jobs: int, kernel_name: str, plugins, build):
+        self.out, self.jobs, self.kernel_name, self.plugins, self.build = out, jobs, kernel_name, plugins, build
+        self.times = _build_seconds()
+        self.known: dict = {}  # variant key -> its recorded seconds, or None
+        self.held: list[Variant] = []  # timed variants waiting for the trace's end
+        self.futures: dict = {}  # Future -> Variant
+        self.took: list[tuple[Variant, float]] = []
+        self.pool = None
+        self.tracing = True
+        self.early = 0  # builds started before the trace ended
+
+    def start(self, target: tuple) -> None:
+        if self.build is None and self.pool is None:
+            # (its processes start as work comes: a short run's few variants start few)
+            self.pool = _pool(max(1, self.jobs), self.kernel_name, self.plugins, target)
+
+    def add(self, v: Variant) -> None:
+        if v.key in self.known:
+            return
+        t = self.known[v.key] = self.times.lookup(_shape(v))
+        if t is None:
+            self._begin(v)
+        else:
+            self.held.append(v)
+
+    def finish(self, variants: Sequence[Variant], target: tuple) -> None:
+        """The trace ended with ``variants``: the rest start, then every build is waited for and its time kept."""
+        out = self.out
+        self.tracing = False
+        if not variants:
+            return
+        self.start(target)
+        for v in variants:
+            self.add(v)
+        order = longest_first(self.held, {_shape(v): self.known[v.key] for v in self.held})
+        self.held = []
+        for v in order:
+            self._begin(v)
+        out.timed_before = sum(self.known[v.key] is not None for v in variants)
+        out.workers = 1 if self.build is not None else max(1, min(self.jobs, len(variants)))
+        out.built_while_tracing = self.early
+        try:
+            for f in as_completed(self.futures):
+                try:
+                    self._built(self.futures[f], f.result())
+                except Exception as e:
+                    out.errors.append(f"{self.futures[f].name}: {type(e).__name__}: {e}"[:300])
+        except Exception as e:  # the pool itself broke (a worker killed): the rest builds at first launch
+            out.errors.append(f"build processes: {type(e).__name__}: {e}"[:300])
+        # (kept at the longest seen: a build that found its variant in Triton's disk cache took next to no time, and
+        # would otherwise put a 20-s variant last on the next cold machine)
+        for v, sec in self.took:
+            before = self.known[v.key]
+            if not isinstance(before, (int, float)) or sec > before:
+                self.times.put(_shape(v), round(sec, 3))
+        self.times.save()
+        out.slowest = [(v.name, sec) for v, sec in sorted(self.took, key=lambda x: -x[1])[:SLOWEST_KEPT]]
+
+    def _begin(self, v: Variant) -> None:
+        self.early += self.tracing
+        if self.build is not None:
+            try:
+                self._built(v, self.build(v))
+            except Exception as e:
+                self.out.errors.append(f"{v.name}: {type(e).__name__}: {e}"[:300])
+            return
+        try:
+            self.futures[self.pool.submit(compile_variant, v)] = v
+        except Exception as e:  # a broken pool: the variant builds at its first launch
+            self.out.errors.append(f"{v.name}: {type(e).__name__}: {e}"[:300])
+
+    def _built(self, v: Variant, seconds) -> None:
+        self.out.compiled += 1
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+            self.took.append((v, float(seconds)))
+
+    def drop(self) -> None:
+        """Nothing more is built: what has not started is cancelled (the trace failed)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+
+    def __enter__(self) -> "_Builds":
+        return self
+
+    def __exit__(self, kind, *_) -> None:
+        if self.pool is None:
+            return
+        if kind is None:
+            self.pool.shutdown(wait=True)
+        else:  # Ctrl-C, a failure: what has not started is dropped, nothing waited for (the processes end with the run)
+            self.pool.shutdown(wait=False, cancel_futures=True)
