@@ -1056,6 +1056,8 @@ def test_an_interrupted_check_is_a_junit_error_and_counts_the_cases_it_had_judge
     from jfa_verify.workflows.gate import GateOptions, run_gate
 
     class StoppedAfterFour:  # the Verifier: four verdicts (one of them unsupported), then Ctrl-C
+        interrupted_cases = []  # (between cases: none cut short)
+
         def __init__(self, *args, **kwargs):
             pass
 
@@ -1066,9 +1068,9 @@ def test_an_interrupted_check_is_a_junit_error_and_counts_the_cases_it_had_judge
             return False
 
         def verify_all(self, cases, on_result=None, **kwargs):
-            for status in ("pass", "pass", "unsupported", "pass"):
+            for i, status in enumerate(("pass", "pass", "unsupported", "pass")):
                 if on_result is not None:
-                    on_result(SimpleNamespace(status=status))
+                    on_result(SimpleNamespace(status=status, case=Case(kv_lengths=(5, 3), name=f"case-{i}")))
             raise KeyboardInterrupt
 
     monkeypatch.setattr(suites, "get_suite", lambda *a, **k: suites.Suite("default", (Case(kv_lengths=(5, 3)),), ""))
@@ -1082,6 +1084,7 @@ def test_an_interrupted_check_is_a_junit_error_and_counts_the_cases_it_had_judge
     assert "interrupted during this check after 3 case(s)" in check.reason
     (suite,) = ET.fromstring(report.to_junit()).findall("testsuite")
     assert [suite.get(a) for a in ("tests", "failures", "errors", "skipped")] == ["4", "0", "1", "0"]
+    assert [c.get("name") for c in suite.iter("testcase")][1:] == ["case-0", "case-1", "case-3"]
     (error,) = suite.iter("error")
     assert "after 3 case(s)" in error.get("message")
     markdown = report.to_markdown()
@@ -1171,3 +1174,43 @@ def test_a_kernel_named_twice_is_checked_once(tmp_path, capsys):
     assert out.count("exact-ref / determinism:") == 1 and "kernels exact-ref;" in out, out
     results = json.loads((tmp_path / "g.json").read_text())["results"]
     assert [(r["kernel"], r["check"]) for r in results] == [("exact-ref", "determinism")], results
+
+
+def test_an_interrupted_gate_names_the_case_it_was_running_and_its_replay(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial): a gate a CI job's time limit ended during a hung case said only "interrupted
+    during this check after 43 case(s)"; ``run`` names the case and its replay. The cases that passed before the stop
+    keep their names in the JUnit file (they were "passed-0", "passed-1", ... there)."""
+    import signal
+    import time
+
+    plugin = misbehaving_plugin("hangs-on-broadcast-q", hang="broadcast")  # (a few cases pass first)
+    repro = tmp_path / "repro"
+
+    def hung():  # a case file still "running" two seconds after it was written
+        for path in repro.glob("*.json"):
+            try:
+                doc = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if doc.get("status") == "running" and time.time() - path.stat().st_mtime > 2:
+                return doc
+        return None
+
+    cmd = [sys.executable, "-m", "jfa_verify.cli", "gate", "--device", "cpu", "--plugin", str(plugin), "--kernel",
+           "hangs-on-broadcast-q", "--checks", "suite", "--jobs", "1", "--timeout", "300", "--reproducers",
+           str(repro), f"--json={tmp_path / 'g.json'}", f"--junit={tmp_path / 'g.xml'}",
+           f"--markdown={tmp_path / 'g.md'}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cut_short = []
+    out, err = signal_when(proc, lambda: cut_short.append(hung()) or cut_short[-1] is not None, signal.SIGTERM)
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    name = cut_short[-1]["case"]["name"]
+    (check,) = json.loads((tmp_path / "g.json").read_text())["results"]
+    (line,) = [d for d in check["details"] if d.startswith("interrupted while running ")]
+    assert line.startswith(f"interrupted while running {name} (") and "jfa-verify replay" in line, line
+    assert "1 case(s) cut short" in check["reason"], check["reason"]
+    assert line in (tmp_path / "g.md").read_text() and line in out + err
+    passed = [c.get("name") for c in ET.parse(tmp_path / "g.xml").getroot().iter("testcase")
+              if len(c) == 0]  # (no failure, error or skipped inside)
+    assert passed and passed == check["passed"] and len(passed) == check["cases"], (passed, check["cases"])
+    assert not any(n.startswith("passed-") for n in passed), passed

@@ -132,11 +132,24 @@ def _name(case) -> str:
 class _Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM during a check that counts its cases: ``cases``, those it had judged by then (the
     interrupted check's count in every report; a new user's gate stopped after dozens of passed suite cases said
-    "0 cases")."""
+    "0 cases"); where the check knows them, the names of those that ``passed`` and ``in_flight``, a line for each case
+    the stop cut short (its name, its seconds, the command that replays it: no verdict, so no case file)."""
 
-    def __init__(self, cases: int):
+    def __init__(self, cases: int, passed: Optional[list[str]] = None, in_flight: Sequence[str] = ()):
         super().__init__(f"interrupted after {cases} case(s)")
-        self.cases = cases
+        self.cases, self.passed, self.in_flight = cases, passed, list(in_flight)
+
+
+def _stopped(done: list, verifier, kernel, settings) -> _Interrupted:
+    """The :class:`_Interrupted` of a check whose ``verifier`` a stop ended with ``done`` judged: a gate that a CI
+    job's time limit ended while a case hung named neither the case nor how to replay it (``run`` names both)."""
+    from jfa_verify.run.corpus import replay_command
+
+    cut = [] if verifier is None else verifier.interrupted_cases
+    return _Interrupted(_judged(done), passed=[_name(r.case) for r in done if r is not None and r.status == "pass"],
+                        in_flight=[f"{_name(case)} ({seconds:.1f} s in): "
+                                   + replay_command(case, kernel.name, settings.plugins, memory=settings.memory,
+                                                    timeout_s=settings.timeout_s) for case, seconds in cut])
 
 
 def _judged(results) -> int:
@@ -260,7 +273,8 @@ class GateReport:
                 # failures="0" errors="0" and took a gate stopped 15 s in for green); its findings so far follow, as
                 # failures, and the cases it had judged by then as passed testcases
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"{r.check}-rest")
-                ET.SubElement(case, "error", message=r.reason[:500], type="interrupted").text = r.reason
+                ET.SubElement(case, "error", message=r.reason[:500], type="interrupted").text = "\n".join(
+                    [r.reason] + [d for d in r.details if d.startswith("interrupted while running ")])
             for i, why in enumerate(r.not_judged):
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"not-judged-{i}")
                 ET.SubElement(case, "skipped", message=why[:500]).text = why
@@ -342,7 +356,8 @@ class GateReport:
         stopped = [r for r in self.results if r.status == "interrupted"]
         if stopped:
             lines += ["", "### Interrupted", ""]
-            lines += [f"- {r.kernel} / {r.check}: {r.reason}" for r in stopped]
+            lines += [line for r in stopped for line in [f"- {r.kernel} / {r.check}: {r.reason}"]
+                      + [f"  - {d}" for d in r.details if d.startswith("interrupted while running ")]]
         errors = [r for r in self.results if r.status == "error"]
         if errors:
             lines += ["", "### Errors", ""]
@@ -456,11 +471,12 @@ def _check_suite(kernel, device, options, plugins) -> CheckResult:
     built = precompile_cases(kernel, cases, device, jobs=options.build_jobs or options.run.jobs, plugins=plugins,
                              enabled=options.precompile)
     done: list = []  # (the cases judged when a stop comes: the interrupted check's count)
+    verifier = None
     try:
         with Verifier(kernel, device, options.reproducers, options.run) as verifier:
             results = verifier.verify_all(cases, on_result=done.append)
     except KeyboardInterrupt as e:
-        raise _Interrupted(_judged(done)) from e
+        raise _stopped(done, verifier, kernel, options.run) from e
     checked = [r for r in results if r.status != "unsupported"]
     unsupported = unsupported_reasons(results)
     try:
@@ -717,12 +733,13 @@ def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> "C
     from jfa_verify.run.loop import Verifier
 
     done: list = []  # (the cases judged when a stop comes: the interrupted check's count)
+    verifier, settings = None, _settings(options).replace(memory=fill)
     try:
-        with Verifier(kernel, device, options.reproducers, _settings(options).replace(memory=fill)) as verifier:
+        with Verifier(kernel, device, options.reproducers, settings) as verifier:
             results = verifier.verify_all(small_cases(kernel, device, options.small_cases, options.run.seed),
                                           on_result=done.append)
     except KeyboardInterrupt as e:
-        raise _Interrupted(_judged(done)) from e
+        raise _stopped(done, verifier, kernel, settings) from e
     checked = [r for r in results if r.status != "unsupported"]
     unsteady = _unsteady_on_fresh_memory(kernel, device, options,
                                          [r for r in checked if r.status == "fail" and not r.findings_of("memory")])
@@ -965,13 +982,20 @@ def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugi
                 result = _RUNNERS[check](kernel, device, options, tuple(plugins))
             except KeyboardInterrupt as e:  # no verdict; what it found so far is in the case files: say where
                 ran = e.cases if isinstance(e, _Interrupted) else None  # (a check that does not count its cases)
+                cut = e.in_flight if isinstance(e, _Interrupted) else []
                 so_far = (f" after {ran} case(s) (the rest did not run)" if ran is not None
                           else " (its cases so far not counted)")
                 report.results.append(CheckResult(  # (an "error" read as a check that could not judge)
                     kernel.name, check, "interrupted", seconds=time.perf_counter() - t0, cases=ran or 0,
                     findings=_written_since(options.reproducers, kernel.name, check, started, plugins),
-                    reason=f"interrupted during this check{so_far}; the failing cases it found so far are case "
-                           f"files in {options.reproducers} (jfa-verify findings {options.reproducers})"))
+                    reason=f"interrupted during this check{so_far}"
+                           + (f", {len(cut)} case(s) cut short (named below, with their replay)" if cut else "")
+                           + f"; the failing cases it found so far are case files in {options.reproducers} "
+                             f"(jfa-verify findings {options.reproducers})",
+                    details=[f"interrupted while running {line}" for line in cut],
+                    passed=e.passed if isinstance(e, _Interrupted) else None))
+                for line in cut:
+                    log(f"  {kernel.name} / {check}: interrupted while running {line}")
                 raise
             except ModuleNotFoundError as e:  # (a new user's --no-deps install: one line per check, no fix named)
                 result = CheckResult(kernel.name, check, "error", reason=missing_dependency(e))
