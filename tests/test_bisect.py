@@ -432,6 +432,10 @@ def test_the_printed_replay_command_can_be_pasted_twice_and_leaves_no_worktree(t
         assert pasted.returncode == 1, pasted.stdout[-2000:] + pasted.stderr[-2000:]
         assert "recorded verdict" in pasted.stdout or "[FAIL]" in pasted.stdout
         assert _user_state(toy) == before and not list(tmp_path.glob("jfa-first-bad-*"))
+        # its output names the plugin in the checkout, which is gone now: it says so (a new user pasted that line)
+        assert "/checkout/" in pasted.stdout + pasted.stderr
+        assert "is removed now: paste this sh -c command again to replay at " + c[7][:10] in pasted.stderr, \
+            pasted.stderr[-2000:]
     # a replay that cannot run at all (no jfa-verify on the PATH: the shell's 127) still removes its worktree
     broken = _paste(replay, tmp_path, PATH="/usr/bin:/bin")
     assert broken.returncode == 127, broken.stderr

@@ -417,8 +417,13 @@ def replay_at_commit(repo: str, commit: str, reproducer: "str | Path", kernel: s
     for i, rel in enumerate(plugins):
         command = command.replace(f"--plugin {_CHECKOUT_MARK}{i}", f'--plugin "$wt"/{shlex.quote(rel)}', 1)
     command += f" --device {device}" if device else ""
-    script = ('repo=$1; wt=$(mktemp -d "${TMPDIR:-/tmp}/jfa-first-bad-XXXXXX") || exit 2; wt=$wt/checkout; '
-              'done_() { git -C "$repo" worktree remove --force "$wt" >/dev/null 2>&1; rm -rf "${wt%/checkout}"; '
-              'git -C "$repo" worktree prune; }; trap done_ EXIT; trap "exit 130" INT TERM HUP; '
-              f'git -C "$repo" worktree add --quiet --detach "$wt" "$2" || exit 2; {command}')
+    # (the replay's own output names its --plugin files in the checkout, which is gone once it ends: a new user
+    # pasted such a line and got "no such file"; the note says so where the line was printed)
+    gone = ('echo "jfa-replay: $wt, the checkout the --plugin paths above are in, is removed now: paste this sh -c '
+            'command again to replay at $commit" >&2; ') if plugins else ""
+    script = ('repo=$1; commit=$2; wt=$(mktemp -d "${TMPDIR:-/tmp}/jfa-first-bad-XXXXXX") || exit 2; '
+              'wt=$wt/checkout; done_() { git -C "$repo" worktree remove --force "$wt" >/dev/null 2>&1; '
+              f'rm -rf "${{wt%/checkout}}"; git -C "$repo" worktree prune; {gone}}}; trap done_ EXIT; '
+              'trap "exit 130" INT TERM HUP; '
+              f'git -C "$repo" worktree add --quiet --detach "$wt" "$commit" || exit 2; {command}')
     return f"sh -c {shlex.quote(script)} jfa-replay {shlex.quote(str(repo))} {shlex.quote(commit)}"
