@@ -618,6 +618,7 @@ class _Builds:
         self.out, self.jobs, self.kernel_name, self.plugins, self.build = out, jobs, kernel_name, plugins, build
         self.times = _build_seconds()
         self.known: dict = {}  # variant key -> its recorded seconds, or None
+        self.shapes: dict = {}  # variant key -> :func:`_shape` (hashed once: ~5 kB of specialization data each)
         self.held: list[Variant] = []  # timed variants waiting for the trace's end
         self.futures: dict = {}  # Future -> Variant
         self.took: list[tuple[Variant, float]] = []
@@ -633,7 +634,8 @@ class _Builds:
     def add(self, v: Variant) -> None:
         if v.key in self.known:
             return
-        t = self.known[v.key] = self.times.lookup(_shape(v))
+        self.shapes[v.key] = _shape(v)
+        t = self.known[v.key] = self.times.lookup(self.shapes[v.key])
         if t is None:
             self._begin(v)
         else:
@@ -648,7 +650,7 @@ class _Builds:
         self.start(target)
         for v in variants:
             self.add(v)
-        order = longest_first(self.held, {_shape(v): self.known[v.key] for v in self.held})
+        order = longest_first(self.held, {self.shapes[v.key]: self.known[v.key] for v in self.held})
         self.held = []
         for v in order:
             self._begin(v)
@@ -668,7 +670,7 @@ class _Builds:
         for v, sec in self.took:
             before = self.known[v.key]
             if not isinstance(before, (int, float)) or sec > before:
-                self.times.put(_shape(v), round(sec, 3))
+                self.times.put(self.shapes[v.key], round(sec, 3))
         self.times.save()
         out.slowest = [(v.name, sec) for v, sec in sorted(self.took, key=lambda x: -x[1])[:SLOWEST_KEPT]]
 
