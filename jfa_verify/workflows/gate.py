@@ -140,6 +140,10 @@ class _Interrupted(KeyboardInterrupt):
         self.cases, self.passed, self.in_flight = cases, passed, list(in_flight)
 
 
+# how an interrupted check's details line naming a case it cut short begins (the reports pick those lines out)
+_CUT_SHORT = "interrupted while running "
+
+
 def _stopped(done: list, verifier, kernel, settings) -> _Interrupted:
     """The :class:`_Interrupted` of a check whose ``verifier`` a stop ended with ``done`` judged: a gate that a CI
     job's time limit ended while a case hung named neither the case nor how to replay it (``run`` names both)."""
@@ -274,7 +278,7 @@ class GateReport:
                 # failures, and the cases it had judged by then as passed testcases
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"{r.check}-rest")
                 ET.SubElement(case, "error", message=r.reason[:500], type="interrupted").text = "\n".join(
-                    [r.reason] + [d for d in r.details if d.startswith("interrupted while running ")])
+                    [r.reason] + [d for d in r.details if d.startswith(_CUT_SHORT)])
             for i, why in enumerate(r.not_judged):
                 case = ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=f"not-judged-{i}")
                 ET.SubElement(case, "skipped", message=why[:500]).text = why
@@ -357,7 +361,7 @@ class GateReport:
         if stopped:
             lines += ["", "### Interrupted", ""]
             lines += [line for r in stopped for line in [f"- {r.kernel} / {r.check}: {r.reason}"]
-                      + [f"  - {d}" for d in r.details if d.startswith("interrupted while running ")]]
+                      + [f"  - {d}" for d in r.details if d.startswith(_CUT_SHORT)]]
         errors = [r for r in self.results if r.status == "error"]
         if errors:
             lines += ["", "### Errors", ""]
@@ -992,10 +996,10 @@ def _run_checks(report: GateReport, kernels, device, options: GateOptions, plugi
                            + (f", {len(cut)} case(s) cut short (named below, with their replay)" if cut else "")
                            + f"; the failing cases it found so far are case files in {options.reproducers} "
                              f"(jfa-verify findings {options.reproducers})",
-                    details=[f"interrupted while running {line}" for line in cut],
+                    details=[_CUT_SHORT + line for line in cut],
                     passed=e.passed if isinstance(e, _Interrupted) else None))
                 for line in cut:
-                    log(f"  {kernel.name} / {check}: interrupted while running {line}")
+                    log(f"  {kernel.name} / {check}: {_CUT_SHORT}{line}")
                 raise
             except ModuleNotFoundError as e:  # (a new user's --no-deps install: one line per check, no fix named)
                 result = CheckResult(kernel.name, check, "error", reason=missing_dependency(e))
