@@ -53,6 +53,7 @@ from jfa_verify.run.settings import RunSettings
 
 from .database import CampaignDatabase, open_database
 from .findings import (
+    SHRINK_BORN_CLASSES,
     Finding,
     FindingIndex,
     finding_id,
@@ -788,7 +789,25 @@ class Campaign:
         # match any case of the key)
         shrunk = [f for f in index.findings.values() if f.id != old.id and f.signature.get("shrunk", True)]
         other = match_finding(shrunk, key_of(result.to_dict()), set(sig["classes"]))
-        if other is not None and other.path.exists():
+        other = other if other is not None and other.path.exists() else None
+        needs = set((other.signature if other is not None else sig)["classes"])
+        lacks = sorted(needs - set(old.signature.get("classes", ())) - SHRINK_BORN_CLASSES)
+        if lacks and not state.cut_short:
+            # The smaller failure, shrunk to the end, needs features old's case lacks (beyond those a shrink reaches
+            # for any bug): old's case does not show them, so the two may be two bugs of one symptom (status, kind and
+            # lead output). Old stays as it is; the smaller case is a finding of its own, or an example of the shrunk
+            # finding it matches. (A new user's campaign on a kernel with three bugs slid, shrinking again, from a
+            # bottom-right causal bug to a GQA one and dropped the first: its case was left an example of the other.)
+            # A round cut short again says nothing of features: its case replaces old, unshrunk, as before.
+            if other is not None:
+                self._as_example(other, case, path)
+            else:
+                self._new_finding(case, result, path, "search (shrunk again)", sig, found_at=state.found_at)
+            summary.notes.append(f"finding {old_id} was unshrunk (its shrinking was cut short); the failure of its "
+                                 f"kind shrunk again needs {', '.join(lacks)}, which its case lacks: it may be another "
+                                 f"bug, so both are kept (finding {finding_id(other.path if other else path)})")
+            return
+        if other is not None:
             # the bug shrinks to a finding already kept: one bug, one finding (as recover() folds duplicates)
             self._as_example(other, case, path)
             fold_examples(self.corpus.root, old, other)

@@ -123,6 +123,14 @@ def key_of(verdict: dict) -> tuple:
 # shrinks of one bug often end at 17 and 33 (BLOCK_N + 1 and 2 BLOCK_N + 1): one finding, not two.
 INCIDENTAL_CLASSES = frozenset({"prime_length"})
 
+# Classes a shrink reaches by making a case simpler (sequences emptied or cut to one token, the batch cut to one or
+# none, values toward zero, self-attention: the first mode drawn), whatever the bug: a smaller case of one bug often
+# has some its larger case lacks (a batch of empty sequences). Any other class a fully shrunk case has and a larger
+# one lacks is a feature the larger one does not show (a GQA head map, bottom-right causal, a layout), which may be
+# another bug's.
+SHRINK_BORN_CLASSES = frozenset({"zero_length_q", "zero_length_k", "all_empty", "total_lt_batch", "one_token",
+                                 "single_sequence", "no_sequences", "tiny", "self"})
+
 
 def signature(verdict: dict, classes: Iterable[str]) -> dict:
     """The signature of a failing verdict on a case of input ``classes``, with its ``id`` (12 hex digits).

@@ -585,3 +585,38 @@ def test_a_finding_whose_file_another_worker_removed_is_kept_not_a_dead_worker(t
     for failure in summary.failures:
         _, payload = read_case_file(failure.path)
         assert payload["finding"]["id"] == failure.signature["id"] and payload["status"] == failure.status, payload
+
+
+def test_shrinking_again_does_not_slide_an_unshrunk_finding_onto_another_bug(tmp_path, misbehaving_plugin):
+    """Regression (a new user's trial): an unshrunk finding is shrunk again from the first drawn failure of its kind
+    (status, error kind, lead output), and the smaller case took its place. On a kernel with two bugs of one symptom
+    the drawn failure was the other bug's: the finding's bug was left an example line of it, no finding of its own.
+    Here a cross-attention bug's unshrunk finding meets a campaign that draws self-attention only, whose failures
+    are a GQA bug's: both findings stay."""
+    from jfa_verify import Case, Verifier
+    from jfa_verify.fuzz.campaign import classifier
+    from jfa_verify.fuzz.findings import list_findings, mark_finding, signature
+    from jfa_verify.run.corpus import Corpus
+
+    plugin = misbehaving_plugin("two_bugs_one_symptom", wrong="(q_offsets is not None and not torch.equal(q_offsets, "
+                                "k_offsets)) or 1 < k.shape[1] < q.shape[1]")
+    load_plugin(str(plugin))
+    kernel = get_kernel("two_bugs_one_symptom")
+    corpus_dir = tmp_path / "r"
+    cross = Case(kv_lengths=(5, 7, 3), q_lengths=(4, 9, 3), mode="cross", dtype="float32", head_dim=16,
+                 num_heads_q=2, num_heads_kv=2)
+    with Verifier(kernel, "cpu", Corpus(corpus_dir), RunSettings(backward=False)) as verifier:
+        result = verifier.verify(cross)
+    assert result.status == "error", result.message
+    sig = {**signature(result.to_dict(), classifier(kernel, "cpu")(cross)), "shrunk": False}
+    mark_finding(Corpus(corpus_dir), Path(result.reproducer), sig)
+    old = Path(result.reproducer).name.split("-", 1)[0]
+
+    strategy = cases(kernel, device_type="cpu", modes=["self"], max_batch=3, max_len=12, dtypes=["float32"])
+    summary = run_campaign(kernel, strategy=strategy, max_examples=40, corpus_dir=str(corpus_dir), device="cpu",
+                           seed=2, backward=False)
+    rows = {row["id"]: read_case_file(row["path"])[0] for row in list_findings(corpus_dir)}
+    assert old in rows and rows[old] == cross, (old, sorted(rows))  # the cross bug's finding, still its own
+    gqa = [c for c in rows.values() if c.mode == "self" and 1 < c.num_heads_kv < c.num_heads_q]
+    assert gqa, {k: c.describe() for k, c in rows.items()}  # the GQA bug's, beside it
+    assert any(f"finding {old} was unshrunk" in n and "both are kept" in n for n in summary.notes), summary.notes
