@@ -90,6 +90,9 @@ API = [
     ("case unknown field", lambda: Case.from_dict({"kv_lengths": [1], "heads": 2}), "unknown case fields ['heads']"),
     ("case bad json", lambda: Case.from_json("{kv"), "does not parse"),
     ("capabilities dtypes", lambda: Capabilities(dtypes=(torch.int8,)), "Capabilities dtypes"),
+    # (regression, a new user's trial: a dtype's name was told to be one of the names listed)
+    ("capabilities dtype names", lambda: Capabilities(dtypes=("float32",)),
+     "'float32' is a name: give torch.float32"),
     ("capabilities head dims", lambda: Capabilities(min_head_dim=64, max_head_dim=32), "min_head_dim=64"),
     ("capabilities modes", lambda: Capabilities(modes=("dense",)), "Capabilities modes"),
     ("capabilities lse base", lambda: Capabilities(lse_base="10"), "lse_base='10'"),
@@ -286,6 +289,9 @@ def test_run_case_takes_a_kernel_name_and_names_a_bad_device_with_the_fix():
         run_case(case, "named_in_run_case", "meta")
     with pytest.raises(UnknownKernel, match="no kernel named 'not_registered'"):
         run_case(case, "not_registered", "cpu")
+    if not torch.cuda.is_available():  # (a new user's run_case on "cuda" without a GPU: an "error" verdict)
+        with pytest.raises(InvalidInput, match="device='cuda' but torch sees no CUDA device here; give 'cpu'"):
+            run_case(case, "named_in_run_case", "cuda")
     with pytest.raises(InvalidInput, match="kernel=3 is a int: give a registered kernel's name"):
         run_case(case, 3, "cpu")
 

@@ -21,8 +21,8 @@ def as_device(device: "torch.device | str", *, argument: str = "device") -> torc
     """``device`` (a :class:`torch.device` or its name) as a :class:`torch.device` of a type jfa-verify runs on.
 
     Raises:
-        InvalidInput: not a device torch knows (``"gpu"``), or one of another type than CPU or CUDA; the message
-            names the value and the fix (issue 43, 11: torch's own error named neither).
+        InvalidInput: not a device torch knows (``"gpu"``), one of another type than CPU or CUDA, or CUDA where torch
+            sees none; the message names the value and the fix (issue 43, 11: torch's own error named neither).
     """
     fix = "give 'cuda' (or 'cuda:N') for a GPU, or 'cpu' for Triton's interpreter"
     if isinstance(device, torch.device):
@@ -36,6 +36,10 @@ def as_device(device: "torch.device | str", *, argument: str = "device") -> torc
         raise InvalidInput(f"{argument}={device!r} is a {type(device).__name__}, not a device; {fix}")
     if parsed.type not in ("cpu", "cuda"):
         raise InvalidInput(f"{argument}={device!r} is a {parsed.type} device: jfa-verify runs on CPU and CUDA; {fix}")
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        # (a new user's run_case(..., "cuda") on a machine without one returned an "error" verdict, read as a finding)
+        raise InvalidInput(f"{argument}={device!r} but torch sees no CUDA device here; give 'cpu' for Triton's "
+                           f"interpreter")
     return parsed
 
 

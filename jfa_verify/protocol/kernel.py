@@ -157,7 +157,11 @@ class Capabilities:
     def __post_init__(self) -> None:
         bad = [d for d in self.dtypes if d not in DTYPES.values()]
         if bad or not self.dtypes:
-            raise InvalidInput(f"Capabilities dtypes={self.dtypes} must be a non-empty subset of {tuple(DTYPES)}")
+            # (a new user's dtypes=('float32',) was told it "must be a subset of ('float32', ...)": names, not dtypes)
+            named = [d for d in bad if isinstance(d, str)]
+            raise InvalidInput(f"Capabilities dtypes={self.dtypes} must be a non-empty tuple of torch dtypes among "
+                               f"{tuple(DTYPES)}" + (f"; {named[0]!r} is a name: give torch.{named[0]}"
+                                                      if named and named[0] in DTYPES else ""))
         if not 1 <= self.min_head_dim <= self.max_head_dim:
             raise InvalidInput(f"Capabilities min_head_dim={self.min_head_dim}, max_head_dim={self.max_head_dim}: "
                                f"need 1 <= min_head_dim <= max_head_dim")
