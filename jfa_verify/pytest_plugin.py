@@ -88,10 +88,15 @@ def jfa_device():
 
 @pytest.fixture(scope="session")
 def jfa_kernel(pytestconfig, jfa_device):
-    """The registered kernel named by ``--jfa-kernel``."""
+    """The registered kernel named by ``--jfa-kernel``; a name no kernel has ends the session as a usage error (exit
+    4), at the first test that asks (a kernel registered when a test module is imported is known only then)."""
+    from jfa_verify.core.errors import UnknownKernel
     from jfa_verify.protocol.registry import get_kernel
 
-    return get_kernel(pytestconfig.getoption("--jfa-kernel"))
+    try:
+        return get_kernel(pytestconfig.getoption("--jfa-kernel"))
+    except UnknownKernel as e:  # (a new user's typo gave a traceback per test, each an ERROR of its own)
+        pytest.exit(f"--jfa-kernel: {e}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.fixture(scope="session")

@@ -215,3 +215,16 @@ def test_the_pytest_plugins_device_error_names_its_own_flag(tmp_path):
                           "test_nothing.py", "--jfa-device", "cuda"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 4 and "use --jfa-device cpu" in run.stderr, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def test_an_unknown_jfa_kernel_ends_the_session_as_a_usage_error(tmp_path):
+    """Regression (a new user's trial): ``--jfa-kernel nope`` gave an UnknownKernel traceback as an ERROR of every
+    test that asked for the kernel; it now ends the session at the first one, exit 4, naming the flag."""
+    (tmp_path / "test_two.py").write_text("def test_one(jfa_kernel):\n    pass\n\n\ndef test_two(jfa_kernel):\n"
+                                          "    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "test_two.py", "--jfa-kernel", "nope"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    out = run.stdout + run.stderr
+    assert run.returncode == 4 and "--jfa-kernel: no kernel named 'nope'" in out, out[-3000:]
+    assert "Traceback" not in out and "ERROR at setup" not in out, out[-3000:]
