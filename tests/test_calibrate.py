@@ -3,6 +3,7 @@
 import gzip
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -288,3 +289,16 @@ def test_refloor_derives_the_runners_floors_again_and_keeps_the_measured_errors(
     bare.write_text(_rec("bfloat16", "o", (1.0, 0.0, 0.0, 0.0, 0.0)).to_json() + "\n")
     assert main(["refloor", str(bare), "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "keeps no full case" in capsys.readouterr().err
+
+
+def test_records_that_fail_the_table_they_are_measured_against_exit_1_with_a_warning(tmp_path, capsys):
+    """Regression (a new user's trial): calibrating a wrong kernel fitted a table around its failures (a floor of
+    5.7 million ulps) and exited 0. The table is still written, to read, but the exit is 1 and a warning says that
+    those records fail the current table."""
+    plugin = Path(__file__).parent / "packing_plugin.py"  # pack_long_rows: wrong on every sequence of > 20 keys
+    rc = main(["calibrate", "--device", "cpu", "--plugin", str(plugin), "--kernel", "pack_long_rows", "--dtypes",
+               "float32", "--cases", "12", "--seed", "1", "--records", str(tmp_path / "w.jsonl"), "--allow-few-cases",
+               "--out", str(tmp_path / "b.json")])
+    captured = capsys.readouterr()
+    assert rc == 1 and (tmp_path / "b.json").is_file(), captured.out[-2000:] + captured.err[-2000:]
+    assert "record output(s) fail budget table version" in captured.err and "replay such cases first" in captured.err

@@ -25,10 +25,11 @@ HELP = "measure error distributions and fit a budget table"
 DESCRIPTION = ("Sample drawn cases of a kernel (or read --from-records), measure each output's error against the "
                "float64 reference and the same-dtype SDPA oracle, and fit a proposed budget table (--out; the packaged "
                "table is never replaced unless named), judged on --holdout records when given (docs/budgets.md). "
-               "Exit status: 0 a table written (or, with --no-fit, the cases sampled); 1 a held-out record fails the "
-               "fitted table (the table is still written, to read), a sampled case raised, no record to fit, or no "
-               "fit possible; 2 a bad argument, or a row fitted on fewer "
-               "than --min-cases cases (nothing written); 130 interrupted (the records sampled so far are kept).")
+               "Exit status: 0 a table written (or, with --no-fit, the cases sampled); 1 a record fails the table it "
+               "is measured against, or a held-out record fails the fitted table (the table is still written, to "
+               "read), a sampled case raised, no record to fit, or no fit possible; 2 a bad argument, or a row "
+               "fitted on fewer than --min-cases cases (nothing written); 130 interrupted (the records sampled so far "
+               "are kept).")
 
 
 def add_arguments(parser) -> None:
@@ -115,7 +116,11 @@ def main(args, ctx) -> int:
         print("no calibration records: nothing to fit", file=sys.stderr)
         return EXIT_FAIL
     print(f"{len(records)} records measured against budget table version {current.version}:")
-    print(cal.format_stats(cal.evaluate(records, current)))
+    measured = cal.evaluate(records, current)
+    print(cal.format_stats(measured))
+    # (a wrong kernel's records fit a table wide enough to pass it: a new user's GQA bug was fitted a floor of 5.7
+    # million ulps, exit 0; the table is still written, to read, as after a held-out failure)
+    over = sum(st.failures for st in measured.values())
     thin = cal.thin_rows(records, args.min_cases)
     if thin and not args.allow_few_cases:
         print("jfa-verify calibrate: error: refusing to write a table fitted on too few cases: "
@@ -131,7 +136,7 @@ def main(args, ctx) -> int:
     except ValueError as e:
         print(f"cannot fit: {e}", file=sys.stderr)
         return EXIT_FAIL
-    rc = EXIT_FAIL if errors else EXIT_OK
+    rc = EXIT_FAIL if errors or over else EXIT_OK
     verdict = None
     if held:
         stats = cal.evaluate(held, table)
@@ -155,6 +160,10 @@ def main(args, ctx) -> int:
               + ", ".join(f"{row} {n}" for row, n in thin.items()))
     if verdict:
         print(verdict)
+    if over:
+        print(f"warning: {over} record output(s) fail budget table version {current.version} (the 'fails' column "
+              f"above): a table fitted around them passes them; replay such cases first (a kernel bug is a finding, "
+              f"not a budget), and use the table only if their error is the kernel's honest rounding", file=sys.stderr)
     for e in errors:
         print(e, flush=True)
     return rc
