@@ -147,3 +147,16 @@ def test_reports_case_files_and_call_files_are_json_every_reader_takes(tmp_path)
     calls = write_call_file(tmp_path / "repro" / "x.calls.json", Relation("permutation", case, ()), kernel="k",
                             device="cpu", status="fail", finding="rows moved")
     strict(calls)
+
+
+def test_an_inline_case_without_kernel_says_which_kernel_it_replays_on(capsys):
+    """Regression (a new user's trial): ``replay --case '<json>'`` with ``--plugin`` and no ``--kernel`` ran
+    triton_jfa without a word (an inline case names no kernel); it now says so. A case file names its own."""
+    from jfa_verify.cli import main
+
+    inline = '{"kv_lengths": [3, 4], "dtype": "float32", "head_dim": 16, "generator": "counter"}'
+    assert main(["replay", "--device", "cpu", "--case", inline]) == 0
+    out = capsys.readouterr().out
+    assert "note: an inline case names no kernel and no --kernel was given: it replays on 'triton_jfa'" in out, out
+    assert main(["replay", "--device", "cpu", "--case", inline, "--kernel", "triton_jfa"]) == 0
+    assert "names no kernel" not in capsys.readouterr().out

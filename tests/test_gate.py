@@ -1186,13 +1186,14 @@ def test_an_interrupted_gate_names_the_case_it_was_running_and_its_replay(tmp_pa
     plugin = misbehaving_plugin("hangs-on-broadcast-q", hang="broadcast")  # (a few cases pass first)
     repro = tmp_path / "repro"
 
-    def hung():  # a case file still "running" two seconds after it was written
+    def hung():  # the broadcast-Q case's file, still "running" two seconds after it was written (not a slow case)
         for path in repro.glob("*.json"):
             try:
                 doc = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if doc.get("status") == "running" and time.time() - path.stat().st_mtime > 2:
+            if doc.get("status") == "running" and doc.get("case", {}).get("mode") == "broadcast_q" \
+                    and time.time() - path.stat().st_mtime > 2:
                 return doc
         return None
 

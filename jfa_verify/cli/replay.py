@@ -63,6 +63,9 @@ def main(args, ctx) -> int:
                   'PCG64 draws; add "generator": "counter" for the values today\'s runs draw', flush=True)
     device = ctx.device
     kernel = _recorded_kernel(ctx, payload, "case file")
+    if not args.file and not ctx.kernel_name:  # (a new user's inline case, no --kernel, ran triton_jfa unsaid)
+        print(f"note: an inline case names no kernel and no --kernel was given: it replays on {kernel.name!r}, the "
+              f"default", flush=True)
     settings = ctx.settings.replace(memory=args.memory or payload.get("memory"))  # (the file's memory mode)
     timeout = replay_timeout(payload, args.timeout)
     from jfa_verify.checks.rerun_replay import rerun_check
