@@ -570,11 +570,13 @@ class Campaign:
         alone = stand_alone(result, verify, discard)
         return alone, paths.get(id(alone))
 
-    def _new_finding(self, case, result, path, source: str, sig: dict, found_at: Optional[int] = None) -> None:
+    def _new_finding(self, case, result, path, source: str, sig: dict, found_at: Optional[int] = None,
+                     look_up: bool = True) -> None:
+        """``case``'s failure as a finding, or (a search's, ``look_up``) one more example of the finding it matches."""
         index, summary = self.index, self.summary
         index.refresh()
         known = index.findings.get(sig["id"]) or index.match(key_of(result.to_dict()), set(sig["classes"]))
-        if source == "search" and known is not None and known.path.exists():
+        if source == "search" and look_up and known is not None and known.path.exists():
             # found before (here or by another worker): one finding, one more example
             self._as_example(known, case, path)
             return
@@ -802,7 +804,8 @@ class Campaign:
             if other is not None:
                 self._as_example(other, case, path)
             else:
-                self._new_finding(case, result, path, "search (shrunk again)", sig, found_at=state.found_at)
+                # (not looked up: the unshrunk finding kept beside it matches any case of its key)
+                self._new_finding(case, result, path, "search", sig, found_at=state.found_at, look_up=False)
             summary.notes.append(f"finding {old_id} was unshrunk (its shrinking was cut short); the failure of its "
                                  f"kind shrunk again needs {', '.join(lacks)}, which its case lacks: it may be another "
                                  f"bug, so both are kept (finding {finding_id(other.path if other else path)})")

@@ -620,3 +620,6 @@ def test_shrinking_again_does_not_slide_an_unshrunk_finding_onto_another_bug(tmp
     gqa = [c for c in rows.values() if c.mode == "self" and 1 < c.num_heads_kv < c.num_heads_q]
     assert gqa, {k: c.describe() for k, c in rows.items()}  # the GQA bug's, beside it
     assert any(f"finding {old} was unshrunk" in n and "both are kept" in n for n in summary.notes), summary.notes
+    new = [f for f in summary.failures if f.path is not None and f.path.name.split("-", 1)[0] in rows
+           and f.path.name.split("-", 1)[0] != old]
+    assert new and all(f.source == "search" for f in new), [(f.path, f.source) for f in summary.failures]  # NEW here
