@@ -33,6 +33,7 @@ from typing import Callable, Optional
 import torch
 
 from jfa_verify.core.contract import CallShape, JaggedProblem
+from jfa_verify.protocol.unsequenced import Unsequenced, clear_unsequenced, first_row
 
 __all__ = ["GluonUnsupported", "Launch", "attention", "check_launchable", "describe", "gluon_jagged_attention",
            "prepare", "tile_sizes"]
@@ -86,7 +87,7 @@ def _check_supported(d: int, d_v: int, dtype: torch.dtype) -> None:
 class Launch:
     """What the launches need: the framework's :class:`~jfa_verify.core.contract.CallShape` of the call, and where
     sequence 0's rows start (rows before it belong to no sequence and are written 0 / ``-inf`` here; None: only
-    the device knows, every row then starts so and the kernels overwrite the sequences' rows)."""
+    the device knows, and they are set there: :func:`jfa_verify.protocol.unsequenced.clear_unsequenced`)."""
 
     shape: CallShape
     q_first: Optional[int]  # first query/output row of sequence 0
@@ -221,16 +222,27 @@ def _descriptor(t2d: torch.Tensor, block: list[int]):
     return TensorDescriptor(t2d, list(t2d.shape), list(t2d.stride()), block, _shared_layout(tuple(block), t2d.dtype))
 
 
-def _alloc_outputs(problem: Launch, device, poison: bool):
-    # rows that belong to no sequence (before offsets[0]) are the contract's 0 / -inf; with offsets[0] on the
-    # device (q_first None, never poisoned) every row starts so and the kernel overwrites the sequences' rows
-    fill = float("nan") if poison else 0.0
-    o = torch.full((problem.rows, problem.h_q, problem.d), fill, dtype=problem.dtype, device=device)
-    lse = torch.full((problem.h_q, problem.rows), float("-inf") if problem.q_first is None else fill,
-                     dtype=torch.float32, device=device)
-    if problem.q_first is not None:
-        o[: problem.q_first].zero_()
-        lse[:, : problem.q_first] = float("-inf")
+def _output(shape, dtype, device, poison: bool) -> torch.Tensor:
+    """An output buffer: the kernels write every row of every sequence; poisoned (tests), it starts as NaN so that
+    an unwritten row shows."""
+    if poison:
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _first_row(problem: Launch, first: Optional[int], offsets) -> object:
+    """Where sequence 0's rows start, as :class:`~jfa_verify.protocol.unsequenced.Unsequenced` takes it: the host's
+    int where known, else from the offsets the kernels read (:func:`~jfa_verify.protocol.unsequenced.first_row`)."""
+    return first if first is not None else first_row(offsets, problem.batch)
+
+
+def _alloc_outputs(problem: Launch, device, poison: bool, q_offsets):
+    # rows that belong to no sequence (before offsets[0]) are the contract's 0 / -inf, set without reading
+    # offsets[0] back where the host does not know it; the kernel overwrites every sequence row
+    o = _output((problem.rows, problem.h_q, problem.d), problem.dtype, device, poison)
+    lse = _output((problem.h_q, problem.rows), torch.float32, device, poison)
+    first = 0 if problem.broadcast else _first_row(problem, problem.q_first, q_offsets)
+    clear_unsequenced(Unsequenced(o, first), Unsequenced(lse, first, float("-inf"), dim=1))
     return o, lse
 
 
@@ -241,7 +253,7 @@ def _plan_forward(kmod, problem: Launch, q, k, v, q_offsets, k_offsets, fwd_plan
     ``launch`` may be called again (benchmarks): it rewrites the same outputs.
     """
     device = q.device
-    o, lse = _alloc_outputs(problem, device, poison)
+    o, lse = _alloc_outputs(problem, device, poison, q_offsets)
     if problem.rows == 0 or q.shape[0] == 0:
         return o, lse, None
     if k.shape[0] == 0:  # every sequence has no key: a TMA descriptor cannot have an empty dim
@@ -301,22 +313,20 @@ def _plan_backward(kmod, problem: Launch, q, k, v, o, lse, do, q_offsets, k_offs
     """
     device = q.device
     d = problem.d
-    fill = float("nan") if poison else 0.0
-    dk = torch.full_like(k, fill)
-    dv = torch.full_like(v, fill)
+    dk = _output(k.shape, k.dtype, device, poison)
+    dv = _output(v.shape, v.dtype, device, poison)
     dq_rows = problem.rows if problem.broadcast else q.shape[0]
     dq_dtype = torch.float32 if problem.broadcast else q.dtype
-    dq_out = torch.full((dq_rows, problem.h_q, d), fill, dtype=dq_dtype, device=device)
-    if not problem.broadcast and problem.q_first is not None:
-        dq_out[: problem.q_first].zero_()
+    dq_out = _output((dq_rows, problem.h_q, d), dq_dtype, device, poison)
     if k.shape[0] == 0 or problem.rows == 0 or q.shape[0] == 0:
         dq_out.zero_()
         dk.zero_()
         dv.zero_()
         return dq_out, dk, dv, None
-    if problem.k_first is not None:  # rows before offsets[0] belong to no sequence (else zero-filled already)
-        dk[: problem.k_first].zero_()
-        dv[: problem.k_first].zero_()
+    # rows before offsets[0] belong to no sequence: 0 (broadcast-Q's dQ partials are all a sequence's)
+    k_first = _first_row(problem, problem.k_first, k_offsets)
+    clear_unsequenced(Unsequenced(dk, k_first), Unsequenced(dv, k_first),
+                      Unsequenced(dq_out, 0 if problem.broadcast else _first_row(problem, problem.q_first, q_offsets)))
     do = do.contiguous()
     qk_scale = problem.sm_scale * math.log2(math.e)
     q2 = q.view(q.shape[0], problem.h_q * d)

@@ -34,6 +34,7 @@ from jfa_verify.core.errors import InvalidInput, UnsupportedCase
 from jfa_verify.kernels.triton_jfa._config import KERNEL_CAPABILITIES, launch_config
 from jfa_verify.protocol.autograd import differentiable_attention
 from jfa_verify.protocol.kernel import KernelRun, LaunchPlan, Visits
+from jfa_verify.protocol.unsequenced import Unsequenced, clear_unsequenced, first_row
 from jfa_verify.scheduling import device_plan
 from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler
 from jfa_verify.scheduling.schedules import workloads_backward, workloads_forward
@@ -175,10 +176,13 @@ def _pass_arguments(sparse: Optional[dict], *names: str) -> dict:
 def _forward(kmod, problem, plan, q, k, v, q_off, k_off, instr, sparse=None):
     cfg = plan["cfg"]
     rows, h_q = problem.total_q_rows, problem.num_heads_q
-    # Rows before offsets[0] belong to no sequence (0 and -inf); the kernel writes every sequence row. Where
-    # offsets[0] lies is on the device: the whole output starts as the empty row's values.
-    o = torch.zeros(rows, h_q, problem.head_dim_v, dtype=output_dtype(q.dtype), device=q.device)
-    lse = torch.full((h_q, rows), float("-inf"), dtype=torch.float32, device=q.device)
+    # Rows before offsets[0] belong to no sequence (0 and -inf), set on the device; the kernel writes every
+    # sequence row (broadcast-Q's output rows are all a sequence's).
+    o = torch.empty(rows, h_q, problem.head_dim_v, dtype=output_dtype(q.dtype), device=q.device)
+    lse = torch.empty((h_q, rows), dtype=torch.float32, device=q.device)
+    first = None if problem.mode == "broadcast_q" else first_row(q_off, problem.batch)
+    clear_unsequenced(Unsequenced(o, first),
+                      Unsequenced(lse, first, float("-inf"), dim=1))
     fw = plan["fwd"]
     scales = getattr(problem, "block_scales", None)  # MXFP8: the E8M0 scales, read as contiguous [rows, H, D / 32]
     mx = {} if scales is None else dict(SQ=scales.q.contiguous(), SK=scales.k.contiguous(), SV=scales.v.contiguous(),
@@ -216,8 +220,16 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr, spa
             BROADCAST_Q=int(broadcast), ALIGNED=_aligned(problem, o, do),
         )
 
-    dk = torch.zeros(k.shape, dtype=k.dtype, device=dev)  # rows before offsets[0]: 0 (see _forward)
-    dv = torch.zeros(v.shape, dtype=v.dtype, device=dev)
+    dk = torch.empty(k.shape, dtype=k.dtype, device=dev)
+    dv = torch.empty(v.shape, dtype=v.dtype, device=dev)
+    if broadcast:  # every row of the per-sequence partials is written
+        dq_out = partial = torch.empty(problem.total_q_rows, h_q, problem.head_dim, dtype=torch.float32, device=dev)
+    else:
+        dq_out = dq = torch.empty(q.shape, dtype=q.dtype, device=dev)
+    k_first = first_row(k_off, problem.batch)
+    clear_unsequenced(Unsequenced(dk, k_first),  # rows before offsets[0]: 0 (see _forward)
+                      Unsequenced(dv, k_first),
+                      Unsequenced(dq_out, None if broadcast else first_row(q_off, problem.batch)))
     kv = plan["dkdv"]
     if kv["programs"] > 0 and kv["tile_seq"].numel() > 0:
         visits, progs, instrument = _probe(instr, "dkdv", kv["tile_id"])
@@ -231,11 +243,6 @@ def _backward(kmod, problem, plan, q, k, v, o, lse, do, q_off, k_off, instr, spa
             **flags, **_pass_arguments(sparse, "T_START", "T_OFF", "T_IDX"),
         )
 
-    if broadcast:
-        partial = torch.empty(problem.total_q_rows, h_q, problem.head_dim, dtype=torch.float32, device=dev)
-        dq_out = partial
-    else:
-        dq_out = dq = torch.zeros(q.shape, dtype=q.dtype, device=dev)
     dqs = plan["dq"]
     if dqs["programs"] > 0 and dqs["tile_seq"].numel() > 0:
         visits, progs, instrument = _probe(instr, "dq", dqs["tile_id"])

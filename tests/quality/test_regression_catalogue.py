@@ -1,6 +1,6 @@
 """The CI gate on the regression catalogue: the default suite kills at least 95% of its planted bugs.
 
-``tests/quality/regression_catalogue.json`` holds 52 realistic one-line bugs of ``triton_jfa``: 38 were
+``tests/quality/regression_catalogue.json`` holds 54 realistic one-line bugs of ``triton_jfa``: 38 were
 written blind (from the kernel and the contract, without reading the suite or the strategies), but the
 catalogue is **no longer blind**: its survivors were read and the contract model grew from them
 (``docs/evidence/detection-2026-12-01/README.md``). It is a regression set: it says the suite still kills
