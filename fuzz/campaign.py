@@ -5,7 +5,9 @@
 the saved findings, then searches in **rounds**: each round replays the shared example database's saved examples
 (Hypothesis's ``reuse`` phase, in a run of its own), then draws at most ``round_examples`` new cases with its own seed
 (``generate``, ``target``), shrinking in both. Each round re-reads the database, so a failure saved by another worker is
-replayed here; the draws never read it, so a seed draws the same cases whatever the database holds.
+replayed here; the draws never read it, so a seed draws the same cases whatever the database holds. A saved failure of
+no finding here (another campaign's, on a shared database) is replayed once more to be shrunk
+(:class:`~jfa_verify.fuzz.database.SavedAsSecondary`).
 
 Findings (:mod:`jfa_verify.fuzz.findings`): a failing case whose key and input classes match a
 known finding is counted as that finding's example and the search goes on (a known bug never ends
@@ -51,7 +53,7 @@ from jfa_verify.core.errors import InvalidInput, KernelConfigError
 from jfa_verify.run.corpus import NOW_PASSING, RERUN_KEYS, TIMEOUT_EXIT_CODE, Corpus, read_case_file
 from jfa_verify.run.settings import RunSettings
 
-from .database import CampaignDatabase, open_database
+from .database import CampaignDatabase, SavedAsSecondary, open_database
 from .findings import (
     SHRINK_BORN_CLASSES,
     Finding,
@@ -312,8 +314,11 @@ class _Round:
     found_at: Optional[int] = None  # the campaign's cases run when the failure being shrunk was drawn
     keep_last: bool = False  # the last case was a known finding's example: keep its database entry
     supersedes: Optional[Finding] = None  # the unshrunk finding this round shrinks again (its case is the bound)
+    calls_after_target: int = 0  # test calls since the target was set: shrink steps, then Hypothesis's final replay
 
 
+# Hypothesis examples of a replay of the database's saved examples as secondary ones: more than a database holds.
+_EVERY_SAVED = 10**6
 # Rounds in a row that end in a Hypothesis error without drawing a case before a worker gives up.
 STALLED_ROUNDS = 3
 # Seconds a case still running when the campaign should end (--duration over, or told to stop) may go on before it is
@@ -484,6 +489,7 @@ class Campaign:
         self.drawn_examples = 0  # Hypothesis examples drawn in this round (a pack is one)
         self.draws = hashlib.sha256()  # the ids of the drawn cases, in order (summary.draws)
         self.reusing = False  # the round's replay of the database's examples (not draws: see _search)
+        self.saved_to_shrink = False  # that replay left a failure unshrunk (_put_aside_unshrunk): replay to shrink it
         self.index = None
         self.reshrunk: set[str] = set()  # ids of unshrunk findings given their shrink round in this campaign
         self.verifier = Verifier(kernel, dev, corpus, self.settings, worker_env=self.worker_env)
@@ -656,6 +662,7 @@ class Campaign:
         if self._stop_now():
             raise _StopCampaign()
         shrinking = state.target is not None
+        state.calls_after_target += shrinking
         if not shrinking and not self.reusing:
             if self.pack > 1 and self.max_examples is not None:
                 left = self.max_examples - summary.generated  # (a round's budget is in examples, each pack one;
@@ -887,8 +894,29 @@ class Campaign:
             return "error"
         finally:
             self.reusing = False
+        if reusing and self._put_aside_unshrunk():
+            return None
         self._finish_round()
         return None
+
+    def _put_aside_unshrunk(self) -> bool:
+        """Whether the replay of the database's examples just ended on a failure of no finding here that Hypothesis
+        did not shrink (one call after it failed: the final replay, no shrink step), which is then not filed: its file
+        is removed and :meth:`_search` replays the saved examples once more to shrink it.
+
+        Hypothesis takes a saved example that fails as saved for one it shrank already (its reuse phase's fast path).
+        One of no finding here was saved by another campaign sharing the database, maybe never shrunk (cut short):
+        filed as found, and as shrunk, each such case was one more "new" finding of its bug, its incidental classes
+        required of every later failure of it (a new user's three bugs, seven findings)."""
+        state = self.state
+        if (not self.shrink or self.saved_to_shrink or state.best is None or state.cut_short
+                or state.calls_after_target > 1):
+            return False
+        path = state.best[2]
+        if path is not None and path not in {f.path for f in self.index.findings.values()}:
+            path.unlink(missing_ok=True)  # (the shrinking replay writes it again)
+        self.saved_to_shrink = True
+        return True
 
     def _search(self) -> None:
         """The rounds. Each is two Hypothesis runs: the replay of the database's saved examples (failures first:
@@ -920,6 +948,13 @@ class Campaign:
                 # max(2, a tenth of them): as many as before the draws had a run of their own)
                 if self._pass(r, -(-budget // 10), reuse_phases, base, reusing=True) == "end":
                     break
+                if self.saved_to_shrink:
+                    # (every saved example is replayed: Hypothesis samples secondary examples down to max_examples)
+                    end = self._pass(r, _EVERY_SAVED, reuse_phases, settings(base, database=SavedAsSecondary(self.db)),
+                                     reusing=True)
+                    self.saved_to_shrink = False
+                    if end == "end":
+                        break
                 before, self.drawn_examples = summary.generated, 0
                 end = self._pass(r, budget, draw_phases, base, reusing=False)
                 if end == "end":

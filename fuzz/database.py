@@ -6,7 +6,8 @@ several processes on one machine) or a Redis URL, ``redis://[[USER]:PASSWORD@]HO
 for workers on several machines; needs the ``redis`` package: ``pip install 'jfa-verify[redis]'``).
 ``--read-from`` adds databases that are read but never written
 (:class:`MultiplexedDatabase` over :class:`ReadOnlyDatabase`): start from a CI database without
-changing it.
+changing it. :class:`SavedAsSecondary` replays saved failures so that Hypothesis shrinks them (another campaign's,
+met in a shared database).
 
 Every campaign's keys are prefixed with the kernel and device type (:class:`CampaignDatabase`), so
 one database serves many kernels, and a saved example of a known finding stays in the database when
@@ -23,7 +24,8 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase, 
 from jfa_verify.core.errors import InvalidInput
 from jfa_verify.core.paths import folder_problem
 
-__all__ = ["PASSWORD_VARIABLE", "CampaignDatabase", "RedisURL", "open_database", "parse_redis_url", "redacted"]
+__all__ = ["PASSWORD_VARIABLE", "CampaignDatabase", "RedisURL", "SavedAsSecondary", "open_database", "parse_redis_url",
+           "redacted"]
 
 
 PASSWORD_VARIABLE = "JFA_REDIS_PASSWORD"  # the Redis password, kept off the command line (and out of `ps`)
@@ -180,6 +182,52 @@ class CampaignDatabase(ExampleDatabase):
         self._db.move(self._prefix + src, self._prefix + dest, value)
 
     def _start_listening(self) -> None:  # campaigns do not listen for changes
+        pass
+
+    def _stop_listening(self) -> None:
+        pass
+
+
+class SavedAsSecondary(ExampleDatabase):
+    """``db`` with the saved failing examples (a test's primary key) read as that key's secondary examples, and every
+    other key read empty; writes, deletes and moves reach ``db`` unchanged.
+
+    Hypothesis takes a saved example that fails as saved for one it has already shrunk and does not shrink it (its
+    reuse phase's fast path), but shrinks a failing secondary example. A database shared by campaigns on other
+    folders holds their failures, some never shrunk (cut short), each a finding of no campaign reading it: replayed
+    through this view, such a failure is shrunk as a drawn one is.
+    """
+
+    _SECONDARY = b".secondary"
+
+    def __init__(self, db: ExampleDatabase):
+        super().__init__()
+        self._db = db
+
+    def __repr__(self) -> str:
+        return f"SavedAsSecondary({self._db!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SavedAsSecondary) and self._db == other._db
+
+    def __hash__(self) -> int:
+        return hash((SavedAsSecondary, self._db))
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self._db.save(key, value)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        # (the secondary examples and the pareto front are not replayed again: Hypothesis shrinks their failures)
+        if key.endswith(self._SECONDARY):
+            yield from self._db.fetch(key[:-len(self._SECONDARY)])
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self._db.delete(key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self._db.move(src, dest, value)
+
+    def _start_listening(self) -> None:
         pass
 
     def _stop_listening(self) -> None:

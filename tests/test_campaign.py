@@ -623,3 +623,61 @@ def test_shrinking_again_does_not_slide_an_unshrunk_finding_onto_another_bug(tmp
     new = [f for f in summary.failures if f.path is not None and f.path.name.split("-", 1)[0] in rows
            and f.path.name.split("-", 1)[0] != old]
     assert new and all(f.source == "search" for f in new), [(f.path, f.source) for f in summary.failures]  # NEW here
+
+
+_THREE_BUGS = '''
+from jfa_verify import Capabilities, register_kernel
+from jfa_verify.core.contract import validate_inputs
+from jfa_verify.oracles import reference_attention
+
+
+@register_kernel("three_bugs_shared_db", capabilities=Capabilities(backward=False))
+def load():
+    def forward(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None):
+        problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                                  sm_scale=sm_scale)
+        if len(k_offsets) > 3:
+            raise RuntimeError("planted bug: a batch of three or more sequences")
+        if causal:
+            raise ValueError("planted bug: a causal mask")
+        if q.shape[1] >= 2:
+            raise KeyError("planted bug: two or more query heads")
+        ref = reference_attention(problem, q, k, v)
+        return ref["o"].to(q.dtype), ref["lse"].float()
+    return forward
+'''
+
+
+def test_failures_another_campaign_saved_in_a_shared_database_are_shrunk_not_new_findings_each(tmp_path):
+    """Regression (a new user's trial): campaigns A and B shared one database folder, each with its own reproducer
+    folder. B replayed A's saved failures (some cut short by A's --shrink-seconds, so never shrunk) and filed each
+    as found, unshrunk and marked shrunk: Hypothesis does not shrink a saved example that fails as saved, and each
+    such case's incidental classes were required of every later failure of its bug (three bugs, seven findings). B
+    now shrinks them as its own draws: one shrunk finding a bug."""
+    from jfa_verify.fuzz.findings import list_findings
+
+    plugin = tmp_path / "three_bugs_shared_db.py"
+    plugin.write_text(_THREE_BUGS)
+    load_plugin(str(plugin))
+    kernel = get_kernel("three_bugs_shared_db")
+    strategy = cases(kernel, device_type="cpu", max_batch=4, max_len=12, dtypes=["float32"])
+    database = str(tmp_path / "shared-db")
+    a = run_campaign(kernel, strategy=strategy, max_examples=60, corpus_dir=tmp_path / "a", database=database,
+                     device="cpu", seed=1, backward=False, shrink_seconds=0)
+    assert {f.signature["error_kind"] for f in a.failures} == {"RuntimeError", "ValueError", "KeyError"}
+    assert all(f.signature.get("shrunk") is False for f in a.failures)  # what A left in the database: unshrunk
+
+    b = run_campaign(kernel, strategy=strategy, max_examples=20, corpus_dir=tmp_path / "b", database=database,
+                     device="cpu", seed=2, backward=False)
+    rows = list_findings(tmp_path / "b")
+    found = {row["id"]: read_case_file(row["path"]) for row in rows}
+    kinds = sorted(payload["finding"]["error_kind"] for _, payload in found.values())
+    assert kinds == ["KeyError", "RuntimeError", "ValueError"], {k: c.describe() for k, (c, _) in found.items()}
+    assert all(payload["finding"].get("shrunk", True) for _, payload in found.values())
+    by_kind = {payload["finding"]["error_kind"]: case for case, payload in found.values()}
+    assert by_kind["RuntimeError"].batch == 3 and by_kind["RuntimeError"].num_heads_q == 1
+    assert by_kind["ValueError"].causal and by_kind["ValueError"].batch <= 1 and by_kind["ValueError"].num_heads_q == 1
+    assert by_kind["KeyError"].num_heads_q == 2 and by_kind["KeyError"].batch <= 1 and not by_kind["KeyError"].causal
+    # the summary says so: three findings, new in B's folder, each shrunk
+    assert sorted(f.id for f in b.failures if f.source == "search") == sorted(found)
+    assert all(f.signature.get("shrunk", True) for f in b.failures)
