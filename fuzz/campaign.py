@@ -489,7 +489,7 @@ class Campaign:
         self.drawn_examples = 0  # Hypothesis examples drawn in this round (a pack is one)
         self.draws = hashlib.sha256()  # the ids of the drawn cases, in order (summary.draws)
         self.reusing = False  # the round's replay of the database's examples (not draws: see _search)
-        self.saved_to_shrink = False  # that replay left a failure unshrunk (_put_aside_unshrunk): replay to shrink it
+        self.set_aside: Optional[_Round] = None  # that replay's round left unshrunk (_put_aside_unshrunk)
         self.index = None
         self.reshrunk: set[str] = set()  # ids of unshrunk findings given their shrink round in this campaign
         self.verifier = Verifier(kernel, dev, corpus, self.settings, worker_env=self.worker_env)
@@ -901,22 +901,35 @@ class Campaign:
 
     def _put_aside_unshrunk(self) -> bool:
         """Whether the replay of the database's examples just ended on a failure of no finding here that Hypothesis
-        did not shrink (one call after it failed: the final replay, no shrink step), which is then not filed: its file
-        is removed and :meth:`_search` replays the saved examples once more to shrink it.
+        did not shrink (one call after it failed: the final replay, no shrink step), which is then not filed yet:
+        :meth:`_search` replays the saved examples once more to shrink it (:meth:`_settle_set_aside`).
 
         Hypothesis takes a saved example that fails as saved for one it shrank already (its reuse phase's fast path).
         One of no finding here was saved by another campaign sharing the database, maybe never shrunk (cut short):
         filed as found, and as shrunk, each such case was one more "new" finding of its bug, its incidental classes
         required of every later failure of it (a new user's three bugs, seven findings)."""
         state = self.state
-        if (not self.shrink or self.saved_to_shrink or state.best is None or state.cut_short
+        if (not self.shrink or self.set_aside is not None or state.best is None or state.cut_short
                 or state.calls_after_target > 1):
             return False
-        path = state.best[2]
-        if path is not None and path not in {f.path for f in self.index.findings.values()}:
-            path.unlink(missing_ok=True)  # (the shrinking replay writes it again)
-        self.saved_to_shrink = True
+        self.set_aside = state  # (its case file stays until the shrinking replay files the failure)
         return True
+
+    def _settle_set_aside(self) -> None:
+        """After the shrinking replay: the set-aside failure's file goes where that replay filed a failure of its
+        own; where it filed none (the view served nothing to shrink), the set-aside round is filed as it was, so
+        that no failure is lost."""
+        aside, self.set_aside = self.set_aside, None
+        if aside is None:
+            return
+        path = aside.best[2]
+        if self.state is not aside and self.state.best is not None:
+            if path is not None and path != self.state.best[2] and path not in {
+                    f.path for f in self.index.findings.values()}:
+                path.unlink(missing_ok=True)
+            return
+        self.state = aside
+        self._finish_round()
 
     def _search(self) -> None:
         """The rounds. Each is two Hypothesis runs: the replay of the database's saved examples (failures first:
@@ -948,11 +961,11 @@ class Campaign:
                 # max(2, a tenth of them): as many as before the draws had a run of their own)
                 if self._pass(r, -(-budget // 10), reuse_phases, base, reusing=True) == "end":
                     break
-                if self.saved_to_shrink:
+                if self.set_aside is not None:
                     # (every saved example is replayed: Hypothesis samples secondary examples down to max_examples)
                     end = self._pass(r, _EVERY_SAVED, reuse_phases, settings(base, database=SavedAsSecondary(self.db)),
                                      reusing=True)
-                    self.saved_to_shrink = False
+                    self._settle_set_aside()
                     if end == "end":
                         break
                 before, self.drawn_examples = summary.generated, 0

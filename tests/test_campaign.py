@@ -681,3 +681,26 @@ def test_failures_another_campaign_saved_in_a_shared_database_are_shrunk_not_new
     # the summary says so: three findings, new in B's folder, each shrunk
     assert sorted(f.id for f in b.failures if f.source == "search") == sorted(found)
     assert all(f.signature.get("shrunk", True) for f in b.failures)
+
+
+def test_a_set_aside_failure_the_shrinking_replay_cannot_serve_is_filed_as_before(tmp_path, monkeypatch):
+    """The set-aside failure of the test above is filed by the replay that shrinks it; where that replay gets nothing
+    from the database view (a Hypothesis that reads its secondary examples under another key, say), the failure B
+    replayed from the database is still filed in B's folder, as before the view existed, not lost (it was, when the
+    set-aside case's file was removed up front: B's one-draw campaign then filed nothing)."""
+    from jfa_verify.fuzz import database as db_module
+    from jfa_verify.fuzz.findings import list_findings
+
+    plugin = tmp_path / "three_bugs_shared_db.py"
+    plugin.write_text(_THREE_BUGS)
+    load_plugin(str(plugin))
+    kernel = get_kernel("three_bugs_shared_db")
+    strategy = cases(kernel, device_type="cpu", max_batch=4, max_len=12, dtypes=["float32"])
+    database = str(tmp_path / "shared-db")
+    run_campaign(kernel, strategy=strategy, max_examples=60, corpus_dir=tmp_path / "a", database=database,
+                 device="cpu", seed=1, backward=False, shrink_seconds=0)
+    monkeypatch.setattr(db_module.SavedAsSecondary, "fetch", lambda self, key: iter(()))
+    summary = run_campaign(kernel, strategy=strategy, max_examples=1, corpus_dir=tmp_path / "b", database=database,
+                 device="cpu", seed=2, backward=False)  # (one draw: the saved failures are what B files)
+    kinds = {read_case_file(row["path"])[1]["finding"]["error_kind"] for row in list_findings(tmp_path / "b")}
+    assert summary.generated == 1 and kinds and kinds <= {"KeyError", "RuntimeError", "ValueError"}, kinds
