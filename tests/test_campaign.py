@@ -648,14 +648,9 @@ def load():
 '''
 
 
-def test_failures_another_campaign_saved_in_a_shared_database_are_shrunk_not_new_findings_each(tmp_path):
-    """Regression (a new user's trial): campaigns A and B shared one database folder, each with its own reproducer
-    folder. B replayed A's saved failures (some cut short by A's --shrink-seconds, so never shrunk) and filed each
-    as found, unshrunk and marked shrunk: Hypothesis does not shrink a saved example that fails as saved, and each
-    such case's incidental classes were required of every later failure of its bug (three bugs, seven findings). B
-    now shrinks them as its own draws: one shrunk finding a bug."""
-    from jfa_verify.fuzz.findings import list_findings
-
+def _shared_database_left_unshrunk(tmp_path):
+    """``(kernel, strategy, database)`` after campaign A (reproducers in ``tmp_path / "a"``, no time to shrink) left
+    each of the three bugs' failures unshrunk in the shared database folder."""
     plugin = tmp_path / "three_bugs_shared_db.py"
     plugin.write_text(_THREE_BUGS)
     load_plugin(str(plugin))
@@ -666,6 +661,18 @@ def test_failures_another_campaign_saved_in_a_shared_database_are_shrunk_not_new
                      device="cpu", seed=1, backward=False, shrink_seconds=0)
     assert {f.signature["error_kind"] for f in a.failures} == {"RuntimeError", "ValueError", "KeyError"}
     assert all(f.signature.get("shrunk") is False for f in a.failures)  # what A left in the database: unshrunk
+    return kernel, strategy, database
+
+
+def test_failures_another_campaign_saved_in_a_shared_database_are_shrunk_not_new_findings_each(tmp_path):
+    """Regression (a new user's trial): campaigns A and B shared one database folder, each with its own reproducer
+    folder. B replayed A's saved failures (some cut short by A's --shrink-seconds, so never shrunk) and filed each
+    as found, unshrunk and marked shrunk: Hypothesis does not shrink a saved example that fails as saved, and each
+    such case's incidental classes were required of every later failure of its bug (three bugs, seven findings). B
+    now shrinks them as its own draws: one shrunk finding a bug."""
+    from jfa_verify.fuzz.findings import list_findings
+
+    kernel, strategy, database = _shared_database_left_unshrunk(tmp_path)
 
     b = run_campaign(kernel, strategy=strategy, max_examples=20, corpus_dir=tmp_path / "b", database=database,
                      device="cpu", seed=2, backward=False)
@@ -691,16 +698,9 @@ def test_a_set_aside_failure_the_shrinking_replay_cannot_serve_is_filed_as_befor
     from jfa_verify.fuzz import database as db_module
     from jfa_verify.fuzz.findings import list_findings
 
-    plugin = tmp_path / "three_bugs_shared_db.py"
-    plugin.write_text(_THREE_BUGS)
-    load_plugin(str(plugin))
-    kernel = get_kernel("three_bugs_shared_db")
-    strategy = cases(kernel, device_type="cpu", max_batch=4, max_len=12, dtypes=["float32"])
-    database = str(tmp_path / "shared-db")
-    run_campaign(kernel, strategy=strategy, max_examples=60, corpus_dir=tmp_path / "a", database=database,
-                 device="cpu", seed=1, backward=False, shrink_seconds=0)
+    kernel, strategy, database = _shared_database_left_unshrunk(tmp_path)
     monkeypatch.setattr(db_module.SavedAsSecondary, "fetch", lambda self, key: iter(()))
     summary = run_campaign(kernel, strategy=strategy, max_examples=1, corpus_dir=tmp_path / "b", database=database,
-                 device="cpu", seed=2, backward=False)  # (one draw: the saved failures are what B files)
+                           device="cpu", seed=2, backward=False)  # (one draw: the saved failures are what B files)
     kinds = {read_case_file(row["path"])[1]["finding"]["error_kind"] for row in list_findings(tmp_path / "b")}
     assert summary.generated == 1 and kinds and kinds <= {"KeyError", "RuntimeError", "ValueError"}, kinds
