@@ -3,7 +3,8 @@
 without reading ``offsets[0]`` back to the host.
 
 Filling whole outputs instead is a pass over every byte a call writes (an O of 171,422 rows x 8 heads x 128 bf16
-values, MovieLens-1024's, is 0.35 GB: about 0.1 ms of an H200's bandwidth, a tenth of gluon_jfa's forward kernel),
+values, MovieLens-1024's, is 0.35 GB: its fill took 0.10 ms of an H200, a tenth of gluon_jfa's forward kernel, in
+``docs/evidence/gpu-2026-12-04-b/profile-gluon-movielens-causal-fused.log``),
 and reading ``offsets[0]`` first is a host synchronization. A kernel that leaves this to :func:`clear_unsequenced`
 must write every row of every sequence itself (its tiles with rows but no visible key included), which the
 framework's recycled-memory and poisoned-output checks hold it to.
