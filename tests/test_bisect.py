@@ -483,3 +483,47 @@ def test_a_case_file_of_another_kernel_name_is_told_to_give_kernel(toy, tmp_path
     assert _bisect(toy.path, toy.commits[0], "main", out, "--case", str(path)) == ExitCode.USAGE
     message = _report(out)["message"]
     assert "no kernel named 'my_jfa_bug'" in message and "give --kernel NAME" in message, message
+
+
+def test_a_plugin_that_imports_an_installed_copy_of_the_repository_is_refused(tmp_path, monkeypatch):
+    """A new user's bisect (2026-12-07): the kernel package was installed editable from the repository, its entry
+    point imported it first, and the commit's plugin file (which puts its own ``src`` on ``sys.path``) got that copy:
+    every commit was judged on the working tree's code, and a good commit was named bad. The step refuses it, naming
+    the module and where it came from; a plugin that imports its own commit's code loads."""
+    from jfa_verify.core.errors import PluginError
+    from jfa_verify.workflows.bisect.step import load_kernel
+
+    plugin = """
+import sys
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).parent / "src"))
+from shadowed_attn_pkg.attn import forward
+from jfa_verify import Capabilities, register_kernel
+
+@register_kernel("{name}", capabilities=Capabilities(backward=False))
+def load():
+    return forward
+"""
+    for folder in ("repo", "worktree"):
+        pkg = tmp_path / folder / "src" / "shadowed_attn_pkg"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "attn.py").write_text(f"WHERE = {folder!r}\n"
+                                     "def forward(*args, **kwargs):\n    raise NotImplementedError\n")
+    (tmp_path / "worktree" / "plugin.py").write_text(plugin.format(name="shadowed_attn"))
+    (tmp_path / "worktree" / "plugin2.py").write_text(plugin.format(name="own_attn"))
+    config = StepConfig(state=str(tmp_path / "state"), repo=str(tmp_path / "repo"), worktree=str(tmp_path / "worktree"),
+                        good_commit="0" * 40, kernel="shadowed_attn", plugins=("plugin.py",))
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "repo" / "src"), *sys.path])  # the installed (editable) copy
+    monkeypatch.delitem(sys.modules, "shadowed_attn_pkg", raising=False)
+    monkeypatch.delitem(sys.modules, "shadowed_attn_pkg.attn", raising=False)
+    import shadowed_attn_pkg.attn  # noqa: F401 - what the entry point's import left in sys.modules
+
+    with pytest.raises(PluginError, match=r"'shadowed_attn_pkg(\.attn)?' was imported from .*repo.*shadows"):
+        load_kernel(config, config.worktree)
+    for name in ("shadowed_attn_pkg", "shadowed_attn_pkg.attn"):
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path / "repo" / "src")])
+    own = StepConfig(**{**config.__dict__, "kernel": "own_attn", "plugins": ("plugin2.py",)})
+    assert load_kernel(own, own.worktree).name == "own_attn"
+    assert sys.modules["shadowed_attn_pkg.attn"].WHERE == "worktree"

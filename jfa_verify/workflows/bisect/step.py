@@ -121,7 +121,36 @@ def load_kernel(config: StepConfig, worktree: str):
     load_plugins(root / rel for rel in config.plugins)
     kernel = get_kernel(config.kernel)
     kernel.impl  # noqa: B018 - load now: an import failure is a skip, not a failing case
+    shadowing = _imported_from_repository(Path(config.repo).resolve(), root)
+    if shadowing:
+        name, where = shadowing[0]
+        raise PluginError(f"module {name!r} was imported from {where}, the repository's own folder, not from the "
+                          f"worktree {root} of the commit under test: an installed copy of the kernel's package "
+                          f"(pip install -e, an entry point) shadows that commit's code, and every commit would be "
+                          f"judged on it. Uninstall it (pip uninstall ...) for the bisect, or give --module with "
+                          f"--module-root, which import from each commit's worktree")
     return kernel
+
+
+def _imported_from_repository(repo: Path, worktree: Path) -> list[tuple[str, Path]]:
+    """``(module name, file)`` of each imported module whose file lies in ``repo`` (the user's checkout) but not in
+    ``worktree``: the commit's plugin imported an installed copy of the repository's code (a plugin that puts its
+    folder on ``sys.path`` still gets the copy an entry point imported first: a new user's bisect, 2026-12-07, named
+    a good commit bad). jfa-verify's own modules are the fixed framework, wherever it is installed; installed packages
+    (a virtual environment inside the repository's folder, its site-packages) are not the repository's code."""
+    environments = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
+    found = []
+    for name, module in list(sys.modules.items()):
+        if name == "__main__" or name == "jfa_verify" or name.startswith("jfa_verify."):
+            continue
+        file = getattr(module, "__file__", None)
+        if not file:
+            continue
+        where = Path(file).resolve()
+        if (repo in where.parents and worktree not in where.parents and not environments & set(where.parents)
+                and not {"site-packages", "dist-packages"} & set(where.parts)):
+            found.append((name, where))
+    return sorted(found)
 
 
 # ----------------------------------------------------------------------------- run
