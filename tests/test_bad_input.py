@@ -356,3 +356,24 @@ def test_a_device_fault_on_offsets_outside_the_contract_is_an_error_not_a_reject
     assert status == "error" and text.startswith("ValueError: q_offsets must be contiguous; then the device failed: "
                                                  "RuntimeError: CUDA error: unspecified launch failure"), text
     assert sticky_device_error(text)  # a worker that saw it is restarted
+
+
+def test_a_kernel_raising_on_broadcast_q_is_told_what_that_mode_is_and_how_to_opt_out():
+    """A new user's kernel, written for packed Q and registered with the default capabilities (broadcast-Q taken),
+    raised ``AttributeError`` on ``q_offsets=None`` with no word on why; the verdict now says what that case is and
+    how a kernel declares it does not take it. A raise on a packed case gets no such hint."""
+    from jfa_verify.run.runner import run_case
+
+    @register_kernel("packed_q_only_naive", capabilities=Capabilities(backward=False))
+    def load():
+        def forward(q, k, v, q_offsets, k_offsets, **kwargs):
+            q_offsets.tolist()  # (None under broadcast-Q)
+            raise RuntimeError("planted: every call fails")
+        return forward
+
+    broadcast = run_case(Case(kv_lengths=(5, 3), mode="broadcast_q", broadcast_q_len=4), "packed_q_only_naive", "cpu",
+                         RunSettings(backward=False))
+    assert broadcast.status == "error" and "AttributeError" in broadcast.message
+    assert "modes=('self', 'cross')" in broadcast.message and "q_offsets=None" in broadcast.message
+    packed = run_case(Case(kv_lengths=(5, 3)), "packed_q_only_naive", "cpu", RunSettings(backward=False))
+    assert packed.status == "error" and "RuntimeError" in packed.message and "modes=" not in packed.message

@@ -318,6 +318,16 @@ def is_unjudged(status: str, message: str) -> bool:
     return status == "error" and (message or "").startswith(_NOT_JUDGED)
 
 
+def _broadcast_q_hint(case: Case) -> str:
+    """For a kernel that raised on a broadcast-Q case: what that mode is, and how a kernel that does not take it says
+    so (``Capabilities.modes`` takes broadcast-Q by default; a new user's kernel, written for packed Q, raised
+    ``AttributeError: 'NoneType' object has no attribute 'tolist'`` on ``q_offsets=None``, with no word on why)."""
+    if case.mode != "broadcast_q":
+        return ""
+    return (" [a broadcast-Q case: q_offsets=None, one dense Q of L_Q rows for every sequence; a kernel that does "
+            "not take it declares Capabilities(modes=('self', 'cross'))]")
+
+
 def ran_out_of_memory(message: str) -> bool:
     """True when a verdict's ``message`` says the device ran out of memory (in the kernel's call or in
     jfa-verify's own work on the case): a verdict that may say more of the card's load than of the kernel."""
@@ -524,7 +534,7 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
             if fault != detail:
                 detail += f"; then the device failed: {fault}"
         result.status = "error"
-        result.message = detail + _out_of_memory_hint(e) + "\n" + _traceback_tail(e)
+        result.message = detail + _out_of_memory_hint(e) + _broadcast_q_hint(case) + "\n" + _traceback_tail(e)
         return result
     t1 = time.perf_counter()
     result.findings += [Finding("contract", m) for m in output_violations(problem, got["o"], got.get("lse")) + changed]
