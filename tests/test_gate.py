@@ -1215,3 +1215,22 @@ def test_an_interrupted_gate_names_the_case_it_was_running_and_its_replay(tmp_pa
               if len(c) == 0]  # (no failure, error or skipped inside)
     assert passed and passed == check["passed"] and len(passed) == check["cases"], (passed, check["cases"])
     assert not any(n.startswith("passed-") for n in passed), passed
+
+
+def test_a_plain_wrong_result_is_the_suites_finding_not_a_memory_checks(tmp_path, capsys):
+    """A new user's gate (2026-12-07) filed a plain causal-mask bug under canaries and recycled_memory too, each with
+    the suite's text: the summary sent them looking for a stray write. A memory-mode failure with no guard band
+    written that fails alike on fresh memory is now a line of the check's details, not its finding (the suite and
+    the campaign report it); a guard band written (writes-past-the-end) still fails both memory checks."""
+    assert _gate(tmp_path, "--kernel", "wrong-everywhere", "--checks", "canaries", "recycled_memory",
+                 "--small-cases", "1") == 0
+    results = _results(tmp_path)
+    for check in ("canaries", "recycled_memory"):
+        r = results[("wrong-everywhere", check)]
+        assert r["status"] == "pass" and not r["findings"], r
+        assert any("fails alike on fresh memory (o)" in line for line in r["details"]), r["details"]
+    assert not list((tmp_path / "repro").glob("*-memory-*.json"))  # the memory runs' files are not kept
+    assert _gate(tmp_path, "--kernel", "writes-past-the-end", "--checks", "canaries", "recycled_memory",
+                 "--small-cases", "1") == 1
+    assert {_results(tmp_path)[("writes-past-the-end", c)]["status"] for c in ("canaries", "recycled_memory")} == {
+        "fail"}

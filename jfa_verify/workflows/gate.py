@@ -15,7 +15,8 @@ skipped and why (a kernel the device cannot run, a check the device or the kerne
   included: a write outside is a failure naming the buffer and offset (:mod:`jfa_verify.judge.memory`);
 * ``recycled_memory``: uninitialized allocations filled with large finite values instead of
   NaN, as recycled memory holds (the NaN fill is part of every run); in both memory checks, a failing case
-  whose two runs on fresh memory differ too is filed under ``determinism``, not memory;
+  whose two runs on fresh memory differ too is filed under ``determinism``, not memory, and one that fails alike
+  on fresh memory (no guard band written) is a line of the check's details: a wrong result, the suite's finding;
 * ``stress`` (on request): long, pipeline-filling cases and cases of many short sequences (many work units a
   persistent program) rerun many times under timing perturbation (a noise
   kernel on a second stream, fewer SMs for persistent grids, other launch orders), bit-compared for a
@@ -745,14 +746,23 @@ def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> "C
     except KeyboardInterrupt as e:
         raise _stopped(done, verifier, kernel, settings) from e
     checked = [r for r in results if r.status != "unsupported"]
-    unsteady = _unsteady_on_fresh_memory(kernel, device, options,
-                                         [r for r in checked if r.status == "fail" and not r.findings_of("memory")])
-    kept = [r for r in checked if r.case.case_id() not in unsteady]
+    unwritten = [r for r in checked if r.status == "fail" and not r.findings_of("memory")]
+    unsteady = _unsteady_on_fresh_memory(kernel, device, options, unwritten)
+    ordinary = _failing_alike_on_fresh_memory(kernel, device, options,
+                                              [r for r in unwritten if r.case.case_id() not in unsteady])
+    kept = [r for r in checked if r.case.case_id() not in unsteady and r.case.case_id() not in ordinary]
     out = CheckResult(kernel.name, check, _status_of(kept), cases=len(checked),
                       findings=[_finding(check, r) for r in kept if r.failed],
                       passed=[_name(r.case) for r in kept if r.status == "pass"])
     if not checked:
         out.status, out.reason = "skip", "no supported case"
+    for r in checked:
+        if r.case.case_id() in ordinary:
+            if r.reproducer:
+                Path(r.reproducer).unlink(missing_ok=True)  # (a plain run's failure: the suite's and the campaign's)
+            out.details.append(f"{_name(r.case)}: fails alike on fresh memory ({ordinary[r.case.case_id()]}), with no "
+                               f"guard band written: the kernel's result is wrong whatever memory holds, which the "
+                               f"suite and the campaign report; not a finding of this check")
     if not unsteady:
         return out
     moved = CheckResult(kernel.name, "determinism", "fail", cases=len(unsteady))
@@ -769,6 +779,34 @@ def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> "C
                                           rerun.replay_command(), rerun.reproducer))
     moved.details.append(f"found by the {check} check: its failures there also differ between runs on fresh memory")
     return [out, moved]
+
+
+def _failing_alike_on_fresh_memory(kernel, device, options, failing) -> dict:
+    """``{case id: the failing outputs}`` of the ``failing`` results (no guard band written) whose case, run once more
+    with no memory mode (fresh allocations, NaN-filled as in every run), fails with the same outputs failing: the
+    memory mode did not cause the failure. A new user's gate filed a plain causal-mask bug under ``canaries`` and
+    ``recycled_memory`` as well, each with the suite's text, and the summary sent them looking for a stray write.
+    The fresh run's files go to a temporary folder (the memory run's file is the one the check keeps or removes)."""
+    if not failing:
+        return {}
+    import tempfile
+
+    from jfa_verify.run.loop import Verifier
+
+    with tempfile.TemporaryDirectory(prefix="jfa-fresh-") as folder:
+        with Verifier(kernel, device, folder, _settings(options).replace(memory=None)) as verifier:
+            fresh = {r.case.case_id(): r for r in verifier.verify_all([r.case for r in failing])}
+    alike = {}
+    for r in failing:
+        again = fresh.get(r.case.case_id())
+        if again is not None and again.status == r.status and _failing_outputs(again) == _failing_outputs(r):
+            alike[r.case.case_id()] = ", ".join(_failing_outputs(r)) or r.status
+    return alike
+
+
+def _failing_outputs(result) -> tuple[str, ...]:
+    """The outputs (o, lse, dq, dk, dv) a failed case's verdict judged wrong, in order."""
+    return tuple(name for name, o in result.to_dict().get("outputs", {}).items() if not o.get("passed", True))
 
 
 def _unsteady_on_fresh_memory(kernel, device, options, failing) -> dict:

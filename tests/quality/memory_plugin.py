@@ -49,6 +49,12 @@ def _reads_uninitialized(o, lse):
     return o, torch.fmax(seed, lse) if lse.numel() else lse
 
 
+def _wrong_everywhere(o, lse):
+    # a plain wrong result (a scale applied twice), whatever memory holds: the suite's finding, no memory check's
+    return o * 1.5, lse
+
+
 for _name, _mistake in (("exact-ref", lambda o, lse: (o, lse)), ("writes-past-the-end", _writes_past_the_end),
-                        ("nondeterministic", _perturbs), ("reads-uninitialized", _reads_uninitialized)):
+                        ("nondeterministic", _perturbs), ("reads-uninitialized", _reads_uninitialized),
+                        ("wrong-everywhere", _wrong_everywhere)):
     register_kernel(_name, capabilities=FORWARD_ONLY)(lambda _m=_mistake: _kernel(_m))
