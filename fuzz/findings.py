@@ -479,7 +479,7 @@ def _row(p: Path, c: Case, d: dict, sig: dict, examples: int) -> dict:
         "examples": examples,
         "case": c.describe(),
         "path": str(p),
-        "replay": replay_command(p, d.get("kernel"), _plugins_from_here(d)),
+        "replay": replay_command(p, d.get("kernel"), _plugins_from_here(d), d.get("memory")),  # (as `replay` says it)
         "found_by": d.get("found_by", "-"),
     }
 

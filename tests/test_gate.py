@@ -1234,3 +1234,9 @@ def test_a_plain_wrong_result_is_the_suites_finding_not_a_memory_checks(tmp_path
                  "--small-cases", "1") == 1
     assert {_results(tmp_path)[("writes-past-the-end", c)]["status"] for c in ("canaries", "recycled_memory")} == {
         "fail"}
+    from jfa_verify.fuzz.findings import list_findings
+
+    # `findings` prints a memory-mode file's replay with its mode, as `replay` prints it (it named none: helper-67)
+    rows = {Path(row["path"]).name: row["replay"] for row in list_findings(tmp_path / "repro")}
+    large = [replay for name, replay in rows.items() if name.endswith("-memory-large.json")]
+    assert large and all(replay.endswith("--memory large") for replay in large), rows
