@@ -218,6 +218,7 @@ def _cli_cases(tmp_path, broken_plugins):
         (["gate", "--campaign-examples", "0"], "--campaign-examples"), (["gate", "--kernel", "nope"], "nope"),
         (["gate", "--perf-baseline", str(afile)], "performance baseline"),
         (["gate", "--sanitizer", "asan"], "--sanitizer"), (["gate", "--replay", str(afile)], "--replay"),
+        (["gate", "--checks", "suite", "perf"], "--checks perf needs"),  # (it ran the suite first: helper-67)
         (["frobnicate"], "frobnicate"),
     ]
 

@@ -120,6 +120,10 @@ def main(args, ctx) -> int:
     if args.perf_baseline:
         read_baseline(args.perf_baseline)  # a bad baseline is a usage error before any work
     _check_perf_peer(args, ctx)
+    if "perf" in args.checks and not (args.perf_baseline or args.perf_record or args.perf_peer):
+        # (it ran every other check first, then skipped perf: NOTHING CHECKED, exit 2, where perf was alone)
+        raise UsageError("--checks perf needs what to time against: --perf-baseline FILE (committed timings), "
+                         "--perf-record FILE (write this run's) or --perf-peer KERNEL (a peer timed beside it)")
     _check_step_summary()
 
     checks = tuple(dict.fromkeys([c for c in args.checks] + (["sanitizer"] if args.sanitizer else [])
