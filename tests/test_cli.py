@@ -1551,3 +1551,29 @@ def test_a_run_names_the_relation_checks_it_ran(tmp_path, monkeypatch, capsys, m
     assert names == ["permutation", "batch_invariance", "sequence"] and all(c["held"] for c in checks), checks
     assert {c["batch"] for c in checks} >= {"relations/0/cross", "relations/1/broadcast_q"}
     assert f"{len(checks)}/{len(checks)} relation checks held (permutation, batch_invariance, sequence)" in out, out
+
+
+def test_a_run_names_the_relation_check_that_broke(tmp_path, monkeypatch, capsys, misbehaving_plugin):
+    """A new user's run (helper-67) printed "2/3 relation checks held (permutation, batch_invariance, sequence)":
+    every relation run, none named as the one that broke. The summary now names the broken ones, as the report
+    records them."""
+    import dataclasses
+
+    from jfa_verify.checks import suites
+
+    real = suites.get_suite
+    monkeypatch.setattr(suites, "get_suite", lambda *a, **k: dataclasses.replace(real(*a, **k),
+                                                                                cases=real(*a, **k).cases[:1]))
+    plugin = misbehaving_plugin("stale_for_summary")
+    plugin.write_text(plugin.read_text().replace("\n\n@register_kernel", _STALE_PLAN + "\n\n@register_kernel").replace(
+        "        problem = validate_inputs(q, k, v, q_offsets, k_offsets,",
+        "        q_offsets, k_offsets = _planned(q, k, q_offsets, k_offsets)\n"
+        "        problem = validate_inputs(q, k, v, q_offsets, k_offsets,"))
+    report = tmp_path / "r.json"
+    rc = main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "stale_for_summary", "--no-isolate",
+               "--no-progress", "--report", str(report), "--reproducers", str(tmp_path / "repro")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc == 1, out[-2000:]
+    checks = json.loads(report.read_text())["relation_checks"]["checks"]
+    broken = list(dict.fromkeys(c["relation"] for c in checks if not c["held"]))
+    assert broken and f"; broken: {', '.join(broken)}" in out, (broken, out[-800:])

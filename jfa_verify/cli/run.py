@@ -112,6 +112,8 @@ def main(args, ctx) -> int:
     held = (f"relation checks not run ({skipped})" if skipped else
             f"{len(checked) - len(findings)}/{len(checked)} relation checks held"
             + (f" ({', '.join(dict.fromkeys(r.name for r in outcome.relations[:len(checked)]))})" if checked else "")
+            + (f"; broken: {', '.join(dict.fromkeys(r.name for r, line in zip(outcome.relations, checked) if line))}"
+               if findings else "")  # (the list named every relation run, not the one that broke: helper-67)
             + (f", {left} not run (interrupted)" if left else ""))
     counts, unjudged = outcome.counts(), sum(r.unjudged for r in results)
     _print_time(outcome, args.quiet)
