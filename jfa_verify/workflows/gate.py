@@ -639,13 +639,14 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
                 result = worker_for(payload.get("memory") or _settings(options).memory).run(case, timeout)
             result.reproducer = str(path)
             results.append(result)
-    relations = _replay_call_files(kernel, device, options, plugins, unreadable)
+    notes: list = []
+    relations = _replay_call_files(kernel, device, options, plugins, unreadable, notes)
     if not results and not relations and not unreadable:
         return CheckResult(kernel.name, "replay", "skip", reason=f"no case or call file for {kernel.name} in "
                                                                  f"{', '.join(options.replay_dirs)}")
     statuses = [r.status for r in results] + [status for status, _ in relations]
     out = CheckResult(kernel.name, "replay", _worst_of(statuses),
-                      cases=len(statuses), not_judged=unreadable,
+                      cases=len(statuses), not_judged=unreadable, details=notes,
                       findings=[_finding("replay", r) for r in results if r.failed] + [f for _, f in relations if f])
     if unreadable and out.status == "pass":  # nothing found, but not everything could be judged: not green
         out.status = "error"
@@ -653,13 +654,17 @@ def _check_replay(kernel, device, options, plugins) -> CheckResult:
     return out
 
 
-def _replay_call_files(kernel, device, options, plugins, unreadable: list) -> list:
+def _replay_call_files(kernel, device, options, plugins, unreadable: list, notes: list) -> list:
     """The replay check's call files (a relation check's findings, ``*.calls.json``) of ``kernel``: each relation
     checked again (:func:`~jfa_verify.checks.calls.replay_call_files`). ``[(status, Finding or None)]``; a file
     that cannot be read is added to ``unreadable``. A new user's gate replayed every case file of a folder and passed
-    over its relation finding without a word."""
+    over its relation finding without a word. A file recorded failing whose relation holds now adds a line to
+    ``notes``: a sequence check's failure hangs on state kept between calls (a cache keyed on addresses, say), which a
+    fresh worker may not rebuild, so its pass may be a bug unreproduced, not fixed (a new user's stale-plan kernel
+    passed the replay check, 2026-12-07)."""
     from jfa_verify.checks.calls import replay_call_files
     from jfa_verify.run.corpus import replay_command
+    from jfa_verify.run.runner import FAILING_STATUSES
 
     files = [p for d in options.replay_dirs for f in reproducer_folders(d) for p in Corpus(f).call_files()]
     out = []
@@ -669,6 +674,11 @@ def _replay_call_files(kernel, device, options, plugins, unreadable: list) -> li
                               f"restore it, or remove it once you have read it")
         elif r.status == "pass":
             out.append(("pass", None))
+            if r.recorded in FAILING_STATUSES:
+                notes.append(f"{r.path.name}: relation {r.relation.name}, recorded {r.recorded}, holds now"
+                             + (": fixed, or the state its calls depended on (addresses, caches kept between calls) "
+                                "did not recur in this fresh worker; keep the file until the fix is known"
+                                if r.relation.name == "sequence" else ""))
         else:
             where = r.relation.case.name or r.relation.case.case_id()
             out.append((r.status, Finding("replay", f"relation {r.relation.name} on {where}", r.status,
