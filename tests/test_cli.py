@@ -1530,9 +1530,9 @@ def test_run_says_when_the_backward_went_unchecked(tmp_path, capsys):
     assert len(lines) == 1 and lines[0].startswith("judged forward only (O, LSE; dQ, dK, dV not checked) in 2 case(s)")
 
 
-def test_a_run_names_the_relation_checks_it_ran(tmp_path, monkeypatch, capsys, misbehaving_plugin):
-    # regression (a new user's trial): "3/3 relation checks held" for one kernel and "5/5" for another, with no word of
-    # which checks ran on which batch, on screen or in the report
+def _run_one_case_and_relations(tmp_path, monkeypatch, capsys, plugin, kernel) -> tuple[int, str, list]:
+    """``jfa-verify run`` of ``kernel`` from ``plugin`` on the default suite's first case and its relation checks:
+    ``(exit status, the output on one line, the report's relation checks)``."""
     import dataclasses
 
     from jfa_verify.checks import suites
@@ -1540,13 +1540,19 @@ def test_a_run_names_the_relation_checks_it_ran(tmp_path, monkeypatch, capsys, m
     real = suites.get_suite
     monkeypatch.setattr(suites, "get_suite", lambda *a, **k: dataclasses.replace(real(*a, **k),
                                                                                 cases=real(*a, **k).cases[:1]))
-    plugin = misbehaving_plugin("names_its_checks")
     report = tmp_path / "r.json"
-    rc = main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "names_its_checks", "--no-isolate",
+    rc = main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", kernel, "--no-isolate",
                "--no-progress", "--report", str(report), "--reproducers", str(tmp_path / "repro")])
     out = " ".join(capsys.readouterr().out.split())
+    return rc, out, json.loads(report.read_text())["relation_checks"]["checks"] if report.exists() else []
+
+
+def test_a_run_names_the_relation_checks_it_ran(tmp_path, monkeypatch, capsys, misbehaving_plugin):
+    # regression (a new user's trial): "3/3 relation checks held" for one kernel and "5/5" for another, with no word of
+    # which checks ran on which batch, on screen or in the report
+    plugin = misbehaving_plugin("names_its_checks")
+    rc, out, checks = _run_one_case_and_relations(tmp_path, monkeypatch, capsys, plugin, "names_its_checks")
     assert rc == 0, out[-2000:]
-    checks = json.loads(report.read_text())["relation_checks"]["checks"]
     names = list(dict.fromkeys(c["relation"] for c in checks))
     assert names == ["permutation", "batch_invariance", "sequence"] and all(c["held"] for c in checks), checks
     assert {c["batch"] for c in checks} >= {"relations/0/cross", "relations/1/broadcast_q"}
@@ -1557,23 +1563,12 @@ def test_a_run_names_the_relation_check_that_broke(tmp_path, monkeypatch, capsys
     """A new user's run (helper-67) printed "2/3 relation checks held (permutation, batch_invariance, sequence)":
     every relation run, none named as the one that broke. The summary now names the broken ones, as the report
     records them."""
-    import dataclasses
-
-    from jfa_verify.checks import suites
-
-    real = suites.get_suite
-    monkeypatch.setattr(suites, "get_suite", lambda *a, **k: dataclasses.replace(real(*a, **k),
-                                                                                cases=real(*a, **k).cases[:1]))
     plugin = misbehaving_plugin("stale_for_summary")
     plugin.write_text(plugin.read_text().replace("\n\n@register_kernel", _STALE_PLAN + "\n\n@register_kernel").replace(
         "        problem = validate_inputs(q, k, v, q_offsets, k_offsets,",
         "        q_offsets, k_offsets = _planned(q, k, q_offsets, k_offsets)\n"
         "        problem = validate_inputs(q, k, v, q_offsets, k_offsets,"))
-    report = tmp_path / "r.json"
-    rc = main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "stale_for_summary", "--no-isolate",
-               "--no-progress", "--report", str(report), "--reproducers", str(tmp_path / "repro")])
-    out = " ".join(capsys.readouterr().out.split())
+    rc, out, checks = _run_one_case_and_relations(tmp_path, monkeypatch, capsys, plugin, "stale_for_summary")
     assert rc == 1, out[-2000:]
-    checks = json.loads(report.read_text())["relation_checks"]["checks"]
     broken = list(dict.fromkeys(c["relation"] for c in checks if not c["held"]))
     assert broken and f"; broken: {', '.join(broken)}" in out, (broken, out[-800:])
