@@ -228,3 +228,32 @@ def test_an_unknown_jfa_kernel_ends_the_session_as_a_usage_error(tmp_path):
     out = run.stdout + run.stderr
     assert run.returncode == 4 and "--jfa-kernel: no kernel named 'nope'" in out, out[-3000:]
     assert "Traceback" not in out and "ERROR at setup" not in out, out[-3000:]
+
+
+def test_the_readmes_pytest_example_fails_on_a_planted_bug_and_leaves_a_replayable_file(tmp_path):
+    """The README's property test (``<!-- pytest-example -->``), run as it says: on a wrong kernel it fails and
+    leaves a case file in ``--jfa-corpus`` that ``jfa-verify replay`` fails again; on a correct kernel it passes (a
+    new user's ``run_case`` test wrote no file there, and the README showed no way that does, helper-67)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    code = re.search(r"<!-- pytest-example -->\n```python\n(.*?)```", readme, re.S).group(1)
+    test = tmp_path / "test_readme_example.py"
+    test.write_text(code.replace("max_examples=25", "max_examples=4"))
+
+    def run(kernel: str, plugin: str, corpus):
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                               str(test), "--jfa-device", "cpu", "--jfa-plugin", plugin, "--jfa-kernel", kernel,
+                               "--jfa-corpus", str(corpus)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+
+    plugin = str(ROOT / "tests" / "quality" / "memory_plugin.py")  # (plain-torch kernels: fast, and always wrong)
+    bad = run("wrong-everywhere", plugin, tmp_path / "bad")
+    assert bad.returncode == 1, bad.stdout[-2000:]
+    files = sorted((tmp_path / "bad").glob("*.json"))
+    assert files, bad.stdout[-2000:]
+    replay = subprocess.run([sys.executable, "-m", "jfa_verify.cli", "replay", str(files[0]), "--device", "cpu",
+                             "--plugin", plugin], capture_output=True, text=True, timeout=600)
+    assert replay.returncode == 1, replay.stdout[-2000:] + replay.stderr[-2000:]
+    good = run("exact-ref", plugin, tmp_path / "good")
+    assert good.returncode == 0, good.stdout[-2000:]
+    assert not list((tmp_path / "good").glob("*.json"))
