@@ -378,3 +378,33 @@ def test_a_kernel_raising_on_broadcast_q_is_told_what_that_mode_is_and_how_to_op
     assert "modes=('self', 'cross')" in broadcast.message and "q_offsets=None" in broadcast.message
     packed = run_case(Case(kv_lengths=(5, 3)), "packed_q_only_naive", "cpu", RunSettings(backward=False))
     assert packed.status == "error" and "RuntimeError" in packed.message and "modes=" not in packed.message
+
+
+@pytest.mark.parametrize("command", [["run", "--max-cases", "1"], ["gate", "--checks", "suite"],
+                                     ["fuzz", "--max-examples", "1"], ["stress"]])
+def test_a_plugin_that_registers_kernels_needs_kernel_named(tmp_path, capsys, command):
+    """A new user's CI line loaded their plugin and forgot --kernel: the command checked the built-in triton_jfa
+    instead, and passed (helper-67). Without --kernel, a --plugin that registers kernels is now a usage error naming
+    them, before any work; the built-in stays the default where the plugins register none."""
+    plugin = tmp_path / "mine.py"
+    plugin.write_text("from jfa_verify import Capabilities, register_kernel\n\n"
+                      "@register_kernel('forgot_to_name_me', capabilities=Capabilities(backward=False))\n"
+                      "def load():\n    raise AssertionError('not to be loaded')\n")
+    rc = main([*command[:1], "--device", "cpu", "--plugin", str(plugin), *command[1:],
+               "--reproducers", str(tmp_path / "r")] + (["--json", str(tmp_path / "g.json")] if command[0] == "gate"
+                                                       else []))
+    err = capsys.readouterr().err
+    assert rc == 2 and "--plugin registers forgot_to_name_me, and no --kernel was given" in err, err
+    assert "--kernel forgot_to_name_me" in err and not (tmp_path / "g.json").exists()
+
+
+def test_a_plugin_that_registers_no_kernel_keeps_the_default_kernel(tmp_path, capsys):
+    from jfa_verify.cli.context import Context
+
+    patch_only = tmp_path / "patches.py"
+    patch_only.write_text("import jfa_verify  # a plugin may only patch things\n")
+    ctx = Context(command="run", device_choice="cpu", plugins=(str(patch_only),), kernel_default="triton_jfa")
+    assert ctx.kernel_name == "triton_jfa"
+    named = Context(command="run", device_choice="cpu", plugins=(str(patch_only),), kernel_names=("x",),
+                    kernel_default="triton_jfa")
+    assert named.kernel_name == "x"

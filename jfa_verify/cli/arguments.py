@@ -142,7 +142,10 @@ class Parser(argparse.ArgumentParser):
 def kernel_options(p, kernel_default: Optional[str] = "triton_jfa", reproducers: bool = True) -> None:
     """``--kernel``, ``--device``, ``--plugin`` (and ``--reproducers``), as every command that runs one kernel
     has them."""
-    p.add_argument("--kernel", default=kernel_default, help="registered kernel name (see `jfa-verify kernels`)")
+    # (None when not given: a --plugin that registers kernels then needs --kernel; see Context.kernel_name)
+    p.add_argument("--kernel", default=None, help="registered kernel name (see `jfa-verify kernels`)"
+                   + (f"; default {kernel_default}, unless a --plugin registers kernels" if kernel_default else ""))
+    p.set_defaults(kernel_default=kernel_default)
     device_option(p)
     plugin_option(p)
     if reproducers:

@@ -37,6 +37,7 @@ class Context:
     device_choice: Optional[str] = None  # --device: "cuda", "cpu" or None (the GPU when there is one)
     plugins: tuple[str, ...] = ()  # --plugin files
     kernel_names: tuple[str, ...] = ()  # --kernel (once, or repeated for gate and matrix)
+    kernel_default: Optional[str] = None  # the kernel of a command given no --kernel (see kernel_name)
     suites: tuple[str, ...] = ()  # --suite (once, or repeated for matrix)
     filter: Optional[str] = None  # --filter: part of a case name
     max_cases: Optional[int] = None
@@ -56,7 +57,8 @@ class Context:
             return getattr(args, name, default)
 
         return cls(command=args.command, device_choice=get("device"), plugins=_names(get("plugin")),
-                   kernel_names=_names(get("kernel")), suites=_names(get("suite")), filter=get("filter"),
+                   kernel_names=_names(get("kernel")), kernel_default=get("kernel_default"),
+                   suites=_names(get("suite")), filter=get("filter"),
                    max_cases=get("max_cases"), seed=get("seed"), reproducers=get("reproducers"),
                    timeout_s=get("timeout"), isolate=bool(get("isolate", False)),
                    backward=not get("forward_only", False), accept=_names(get("accept")), memory=get("memory"))
@@ -80,7 +82,8 @@ class Context:
 
     @property
     def kernel_name(self) -> Optional[str]:
-        return self.kernel_names[0] if self.kernel_names else None
+        """The first ``--kernel``; without one, the command's default kernel (:meth:`unnamed_kernel`)."""
+        return self.kernel_names[0] if self.kernel_names else self.unnamed_kernel(self.kernel_default)
 
     @property
     def suite(self) -> Optional[str]:
@@ -99,8 +102,33 @@ class Context:
         return load_kernel(name or self.kernel_name, self.plugins)
 
     def kernels(self, default: Sequence[str] = ()) -> list:
-        """Every ``--kernel`` named, in order (``default`` when none was), the plugins imported first."""
+        """Every ``--kernel`` named, in order (``default`` when none was: :meth:`unnamed_kernel`), the plugins imported
+        first."""
         from jfa_verify.protocol.registry import get_kernel, load_plugins
 
         load_plugins(self.plugins)
-        return [get_kernel(name) for name in self.kernel_names or default]
+        return [get_kernel(name) for name in self.kernel_names or [self.unnamed_kernel(d) for d in default]]
+
+    def unnamed_kernel(self, default: Optional[str]) -> Optional[str]:
+        """``default`` (a command's kernel when no ``--kernel`` is given), unless the ``--plugin`` files register
+        kernels: a CI line that loads the user's plugin and forgets ``--kernel`` checked the built-in kernel instead,
+        and passed (a new user's trial, 2026-12-07).
+
+        Raises:
+            UsageError: the plugins register kernels and none was named (the message lists them)."""
+        if default is None or not self.plugins:
+            return default
+        from pathlib import Path
+
+        from jfa_verify.cli.arguments import UsageError
+        from jfa_verify.protocol.registry import kernel_names, load_plugins, plugin_of
+
+        self.device  # noqa: B018 - chosen before any plugin is imported (its Triton kernels follow the device)
+        load_plugins(self.plugins)
+        files = {str(Path(p).resolve()) for p in self.plugins}
+        mine = [name for name in kernel_names() if plugin_of(name) in files]
+        if mine:
+            raise UsageError(f"--plugin registers {', '.join(mine)}, and no --kernel was given: name the kernel to "
+                             f"check (--kernel {mine[0]}); without --kernel this command checks the built-in "
+                             f"{default}, which you can also name")
+        return default
