@@ -20,7 +20,8 @@ What is timed:
 Variants (``--variant NAME:key=value,...``, repeatable; default one variant ``registered``: the shipped
 kernels with the dK/dV zigzag the registered kernel uses) try a kernel
 file and host settings side by side in the same run: ``kernels=PATH`` (a copy of ``_kernels.py``),
-``head_groups=N`` (forces ``JFA_GLUON_HEAD_GROUPS``; 1 folds every head into one CTA), ``bwd_stages=N``,
+``head_groups=N`` (forces ``JFA_GLUON_HEAD_GROUPS``; 1 folds every head into one CTA), ``bwd_stages=N``
+(both backward kernels' rings), ``dkdv_stages=N`` (the dK/dV kernel's alone),
 ``dkdv=round_robin|zigzag`` (the framework's schedulers over the dK/dV tiles; unset: the host's default),
 ``dq_block_n=N`` (keys per step of the dQ kernel). Each variant's O, dQ, dK, dV are compared with the
 first variant's (``agree``: the largest absolute difference), so a faster variant that computes
@@ -56,16 +57,17 @@ def bench_batches() -> dict[str, list[int]]:
 def parse_variant(spec: str) -> dict:
     """``NAME:key=value,...`` -> ``{"name": NAME, ...}``; raises ValueError naming a bad key or value."""
     name, _, rest = spec.partition(":")
-    out = {"name": name, "kernels": None, "head_groups": None, "bwd_stages": None, "dkdv": None, "dq_block_n": None}
+    out = {"name": name, "kernels": None, "head_groups": None, "bwd_stages": None, "dkdv_stages": None, "dkdv": None,
+           "dq_block_n": None}
     for item in filter(None, rest.split(",")):
         key, _, value = item.partition("=")
         if key not in out or key == "name":
-            raise ValueError(f"--variant {spec!r}: unknown key {key!r}; use kernels, head_groups, bwd_stages, dkdv, "
-                             "dq_block_n")
+            raise ValueError(f"--variant {spec!r}: unknown key {key!r}; use kernels, head_groups, bwd_stages, "
+                             "dkdv_stages, dkdv, dq_block_n")
         out[key] = value
     if out["dkdv"] not in (None, "round_robin", "zigzag"):
         raise ValueError(f"--variant {spec!r}: dkdv={out['dkdv']!r}; use round_robin or zigzag")
-    for key in ("head_groups", "bwd_stages", "dq_block_n"):
+    for key in ("head_groups", "bwd_stages", "dkdv_stages", "dq_block_n"):
         if out[key] is not None and not (out[key].isdigit() and int(out[key]) > 0):
             raise ValueError(f"--variant {spec!r}: {key}={out[key]!r}; give a positive integer")
     if out["kernels"] is not None and not Path(out["kernels"]).is_file():
@@ -97,7 +99,7 @@ def run(variants, args) -> list[dict]:
 
     dev = torch.device("cuda")
     h, d = args.heads, args.head_dim
-    shipped_stages, shipped_dq_tiles = host._bwd_stages, host.BWD_DQ_TILES
+    shipped_stages, shipped_dkdv_stages, shipped_dq_tiles = host._bwd_stages, host._dkdv_stages, host.BWD_DQ_TILES
     rows = []
     for name, lengths in bench_batches().items():
         offsets, q, k, v = bench_inputs(lengths, h, d, dev)
@@ -128,6 +130,8 @@ def run(variants, args) -> list[dict]:
                 else:
                     os.environ.pop(host.HEAD_GROUPS_ENV, None)
                 host._bwd_stages = (lambda _d, n=int(var["bwd_stages"]): n) if var["bwd_stages"] else shipped_stages
+                host._dkdv_stages = (lambda _d, n=int(var["dkdv_stages"]): n) if var["dkdv_stages"] \
+                    else shipped_dkdv_stages
                 host.BWD_DQ_TILES = (shipped_dq_tiles[0], int(var["dq_block_n"])) if var["dq_block_n"] \
                     else shipped_dq_tiles
                 # dkdv unset: the registered kernel's zigzag
@@ -153,7 +157,8 @@ def run(variants, args) -> list[dict]:
                         if f"fa2_{key}_ms" in row:
                             res[f"{key}_ratio"] = row[f"fa2_{key}_ms"] / res[f"{key}_ms"]
             os.environ.pop(host.HEAD_GROUPS_ENV, None)
-            host._bwd_stages, host.BWD_DQ_TILES = shipped_stages, shipped_dq_tiles
+            host._bwd_stages, host._dkdv_stages, host.BWD_DQ_TILES = shipped_stages, shipped_dkdv_stages, \
+                shipped_dq_tiles
             for key in ("fwd", "bwd"):
                 if f"fa2_{key}_ms" in row:
                     row[f"fa2_{key}_tflops"] = flops * (2.5 if key == "bwd" else 1) / row[f"fa2_{key}_ms"] / 1e9

@@ -34,9 +34,11 @@
 #          with 12 workers (its one out-of-memory case of call 13, run again once the other workers are ended), the
 #          GPU tests that failed in call 2 of 2026-12-07 and test_device.py, then bench_verify with the time left of
 #          CALL14_S (default 540).
+# Call 15: where the backward's time goes (issue 38): each kernel's device time in one forward+backward call of
+#          gluon_jfa, triton_jfa and FA2 on two batches, then Nsight Compute on gluon_jfa's backward kernels.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-call=${1:?give the call: 1 to 14}
+call=${1:?give the call: 1 to 15}
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 L=/tmp/c$call; mkdir -p $L
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tcache}
@@ -251,8 +253,28 @@ elif [ "$call" = 14 ]; then
   cat $L/status.txt
   grep -E "^\[(FAIL|ERROR|CRASH|HANG)|^time:|passed|wall|run again" $L/run-triton_jfa.log | cut -c1-250 | tail -8
   tail -5 $L/tests.log; echo "== bench_verify"; tail -25 $L/bench-verify.log 2>/dev/null
+elif [ "$call" = 15 ]; then
+  # Where the backward's time goes (issue 38): per-kernel device time of one forward+backward call of gluon_jfa,
+  # triton_jfa and FA2 (the torch_fa2_varlen adapter) on uniform-32 and movielens-1024, then Nsight Compute's
+  # speed-of-light, warp-stall and launch sections of gluon_jfa's two backward kernels (uniform-32, non-causal).
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  for b in uniform-32 movielens-1024; do for c in "" --causal; do for k in gluon_jfa triton_jfa torch_fa2_varlen; do
+    echo "=== $k $b ${c:-non-causal}" >>$L/profile.log
+    timeout -k 5 90 python3 benchmarks/profile_call.py --kernel $k --batch $b $c --backward --calls 5 --top 8 \
+      >>$L/profile.log 2>&1 || echo "profile exit $?" >>$L/profile.log
+  done; done; done
+  echo "profiles at $(el) s" >>$L/status.txt
+  timeout -k 5 ${CALL15_NCU_S:-200} ncu --kernel-name regex:"_bwd_(dkdv|dq)_kernel" --launch-skip 2 --launch-count 2 \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+    --section Occupancy python3 benchmarks/profile_call.py --kernel gluon_jfa --batch uniform-32 --backward \
+    --calls 1 --top 1 >$L/ncu.log 2>&1
+  echo "ncu exit $? at $(el) s" >>$L/status.txt
+  cat $L/status.txt
+  grep -E "^===|Self CUDA time total|_kernel|flash|host " $L/profile.log | cut -c1-160 | head -90
+  grep -E "_bwd_|Duration|Throughput|Registers|Stall|Achieved Occ|Executed Ipc|Issue Slots|Theoretical Occ" \
+    $L/ncu.log | head -60
 else
-  echo "ci/gpu_lent_calls.sh: call must be 1 to 14, got $call" >&2; exit 2
+  echo "ci/gpu_lent_calls.sh: call must be 1 to 15, got $call" >&2; exit 2
 fi
 # (only a few files come back from a lent machine, none deep: one archive per call)
 tar czf $OUT/c$call.tgz -C $L --exclude cal/records.tgz . 2>/dev/null; ls -la $OUT

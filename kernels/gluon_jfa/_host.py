@@ -300,6 +300,11 @@ def _bwd_stages(head_dim: int) -> int:
     return _stages(head_dim)
 
 
+def _dkdv_stages(head_dim: int) -> int:
+    """Ring depth of the dK/dV kernel's (Q, dO) blocks (BLOCK_M x D each) beside its resident K and V tile."""
+    return _bwd_stages(head_dim)
+
+
 def _plan_backward(kmod, problem: Launch, q, k, v, o, lse, do, q_offsets, k_offsets, dq_plan, dkdv_plan,
                    poison: bool = False):
     """Allocate dQ, dK, dV, the launch arrays of both plans and the descriptors; return ``(dq, dk, dv, launch)``.
@@ -347,8 +352,9 @@ def _plan_backward(kmod, problem: Launch, q, k, v, o, lse, do, q_offsets, k_offs
         kv_rest = (q_off, k_offsets, kv_plan["tile_seq"], kv_plan["tile_block"], kv_plan["prog_start"],
                    l_q, group, kv_plan["heads_per_cta"], problem.h_kv * d, lse.stride(0), problem.sm_scale,
                    qk_scale)
+        kv_flags = {**flags, "STAGES": _dkdv_stages(d)}
         launches.append(lambda delta: kmod._bwd_dkdv_kernel[kv_plan["grid"]](*kv_args, lse, delta, *kv_rest,
-                                                                              **flags))
+                                                                              **kv_flags))
     bm, bn = BWD_DQ_TILES
     q_plan = _schedule(dq_plan, device, problem.h_q)
     if q_plan is not None:
