@@ -4,7 +4,8 @@ It has no effect on a project that does not use it: importing it loads no
 Hypothesis profile and changes no environment variable, and it imports no
 kernel. What it adds:
 
-* options ``--jfa-kernel NAME`` (default ``triton_jfa``), ``--jfa-device cuda|cpu``
+* options ``--jfa-kernel NAME`` (default ``triton_jfa``, unless the ``--jfa-plugin`` files register kernels: then it
+  must be given), ``--jfa-device cuda|cpu``
   (default: cuda when available), ``--jfa-plugin FILE.py``, ``--jfa-corpus DIR``;
 * fixtures ``jfa_device``, ``jfa_kernel``, ``jfa_corpus``;
 * the markers ``gpu`` (skipped when the selected device is the CPU) and
@@ -22,10 +23,14 @@ from __future__ import annotations
 
 import pytest
 
+DEFAULT_KERNEL = "triton_jfa"
+
 
 def pytest_addoption(parser):
     group = parser.getgroup("jfa-verify")
-    group.addoption("--jfa-kernel", default="triton_jfa", help="kernel under test (registry name)")
+    group.addoption("--jfa-kernel", default=None,
+                    help=f"kernel under test (registry name; default {DEFAULT_KERNEL}, unless --jfa-plugin files "
+                         "register kernels: then name one)")
     group.addoption("--jfa-device", default=None, choices=("cuda", "cpu"), help="device (default: cuda if available)")
     group.addoption("--jfa-plugin", action="append", default=[], help="file registering extra kernels")
     group.addoption("--jfa-corpus", default=None, help="folder for case files written by tests (default: a temp dir)")
@@ -88,13 +93,23 @@ def jfa_device():
 
 @pytest.fixture(scope="session")
 def jfa_kernel(pytestconfig, jfa_device):
-    """The registered kernel named by ``--jfa-kernel``; a name no kernel has ends the session as a usage error (exit
-    4), at the first test that asks (a kernel registered when a test module is imported is known only then)."""
+    """The registered kernel named by ``--jfa-kernel`` (default ``triton_jfa``). A name no kernel has, or no name
+    where the ``--jfa-plugin`` files register kernels (the user's tests would check the built-in kernel and pass), ends
+    the session as a usage error (exit 4) at the first test that asks (a kernel registered when a test module is
+    imported is known only then)."""
     from jfa_verify.core.errors import UnknownKernel
-    from jfa_verify.protocol.registry import get_kernel
+    from jfa_verify.protocol.registry import get_kernel, kernels_of_plugins
 
+    name = pytestconfig.getoption("--jfa-kernel")
+    if name is None:
+        mine = kernels_of_plugins(pytestconfig.getoption("--jfa-plugin"))
+        if mine:
+            pytest.exit(f"--jfa-plugin registers {', '.join(mine)}, and no --jfa-kernel was given: name the kernel to "
+                        f"test (--jfa-kernel {mine[0]}); without it the tests check the built-in {DEFAULT_KERNEL}, "
+                        f"which you can also name", returncode=pytest.ExitCode.USAGE_ERROR)
+        name = DEFAULT_KERNEL
     try:
-        return get_kernel(pytestconfig.getoption("--jfa-kernel"))
+        return get_kernel(name)
     except UnknownKernel as e:  # (a new user's typo gave a traceback per test, each an ERROR of its own)
         pytest.exit(f"--jfa-kernel: {e}", returncode=pytest.ExitCode.USAGE_ERROR)
 

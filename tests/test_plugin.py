@@ -257,3 +257,28 @@ def test_the_readmes_pytest_example_fails_on_a_planted_bug_and_leaves_a_replayab
     good = run("exact-ref", plugin, tmp_path / "good")
     assert good.returncode == 0, good.stdout[-2000:]
     assert not list((tmp_path / "good").glob("*.json"))
+
+
+def test_a_jfa_plugin_that_registers_kernels_needs_jfa_kernel_named(tmp_path):
+    """Regression (helper-67's trial, 2026-12-07): with ``--jfa-plugin mine.py`` and no ``--jfa-kernel``, the user's
+    tests got the built-in triton_jfa and passed. Now the first test that asks for the kernel ends the session, exit 4,
+    naming the plugin's kernels; a plugin that registers none keeps the default."""
+    (tmp_path / "mine.py").write_text(
+        "from jfa_verify import Capabilities, register_kernel\n\n"
+        "@register_kernel('forgot_to_name_me', capabilities=Capabilities(backward=False))\n"
+        "def load():\n    raise AssertionError('not to be loaded')\n")
+    (tmp_path / "patch_only.py").write_text("import jfa_verify  # a plugin may only patch things\n")
+    (tmp_path / "test_k.py").write_text("def test_k(jfa_kernel):\n    assert jfa_kernel.name == 'triton_jfa'\n")
+
+    def run(plugin: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                               "test_k.py", "--jfa-device", "cpu", "--jfa-plugin", plugin], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+
+    forgot = run("mine.py")
+    out = forgot.stdout + forgot.stderr
+    assert forgot.returncode == 4, out[-3000:]
+    assert "--jfa-plugin registers forgot_to_name_me, and no --jfa-kernel was given" in out, out[-3000:]
+    assert "--jfa-kernel forgot_to_name_me" in out and "Traceback" not in out, out[-3000:]
+    kept = run("patch_only.py")
+    assert kept.returncode == 0, kept.stdout[-3000:] + kept.stderr[-3000:]

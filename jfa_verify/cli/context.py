@@ -118,15 +118,11 @@ class Context:
             UsageError: the plugins register kernels and none was named (the message lists them)."""
         if default is None or not self.plugins:
             return default
-        from pathlib import Path
-
         from jfa_verify.cli.arguments import UsageError
-        from jfa_verify.protocol.registry import kernel_names, load_plugins, plugin_of
+        from jfa_verify.protocol.registry import kernels_of_plugins
 
         self.device  # noqa: B018 - chosen before any plugin is imported (its Triton kernels follow the device)
-        load_plugins(self.plugins)
-        files = {str(Path(p).resolve()) for p in self.plugins}
-        mine = [name for name in kernel_names() if plugin_of(name) in files]
+        mine = kernels_of_plugins(self.plugins)
         if mine:
             raise UsageError(f"--plugin registers {', '.join(mine)}, and no --kernel was given: name the kernel to "
                              f"check (--kernel {mine[0]}); without --kernel this command checks the built-in "

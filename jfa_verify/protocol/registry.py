@@ -271,3 +271,20 @@ def plugin_of(name: str) -> Optional[str]:
     """The absolute path of the plugin file (:func:`load_plugin`) that registered kernel ``name``; None for a kernel
     of an installed package or registered in code."""
     return _PLUGIN_OF.get(name)
+
+
+def kernels_of_plugins(paths: "Iterable[str | Path]") -> list[str]:
+    """Names of the kernels that the plugin files ``paths`` registered (sorted; the files imported first by
+    :func:`load_plugins`).
+
+    Where this is not empty and the user named no kernel, a command must not fall back to a built-in one: a CI line
+    that loads the user's plugin and forgets to name the kernel would check the built-in kernel and pass (a new
+    user's trial, 2026-12-07). The CLI's ``--plugin`` and the pytest plugin's ``--jfa-plugin`` both ask here.
+
+    Raises:
+        PluginError: a file that cannot be imported (see :func:`load_plugin`).
+    """
+    paths = list(paths)
+    load_plugins(paths)
+    files = {str(Path(p).resolve()) for p in paths}
+    return [name for name in kernel_names() if plugin_of(name) in files]
