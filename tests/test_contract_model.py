@@ -1,13 +1,16 @@
 """The contract-coverage model: classes per dimension, cases built for chosen classes, pairs and the covering array."""
 
 import math
+from dataclasses import replace
 
 import pytest
+import torch
 
 from jfa_verify import Case
 from jfa_verify.cases.construct import build_case, case_cost, head_dims_for
 from jfa_verify.cases.dimensions import DIMENSIONS, LENGTH_DIMENSIONS, Target, classify, dimension, padded_width
 from jfa_verify.cases.pairs import PairCoverage, covering_array, exercised, pairs_of, universe
+from jfa_verify.checks.suites import default_suite
 from jfa_verify.protocol.kernel import Capabilities
 from jfa_verify.protocol.registry import get_kernel
 from tests.helpers import builtin_kernel_names
@@ -210,6 +213,14 @@ def test_the_offsets_start_batch_and_layout_edges_are_built_as_their_tensors(cpu
     empty = build_case({"batch": "empty", "offsets_start": "nonzero"}, cpu_target)
     t = empty.materialize("cpu")
     assert empty.batch == 0 and t.k_offsets.tolist() == [empty.offsets_start] and t.k.shape[0] > 0
+
+    # the token stride alone unaligned (H * D + 8), D and the head stride multiples of 16; the values as contiguous
+    # (an ALIGNED flag that ignored the token stride survived the whole suite: blind set 7, 2026-12-07)
+    padded = Case(kv_lengths=(20, 13), num_heads_q=2, num_heads_kv=2, head_dim=16, layout="token_padded")
+    t, dense = padded.materialize("cpu"), replace(padded, layout="contiguous").materialize("cpu")
+    for x, y in ((t.q, dense.q), (t.k, dense.k), (t.v, dense.v), (t.do, dense.do)):
+        assert x.stride() == (2 * 16 + 8, 16, 1) and torch.equal(x, y)
+    assert any(c.layout == "token_padded" for c in default_suite("cpu", kernel=get_kernel("triton_jfa")).cases)
 
     strided = build_case({"layout": "head_dim_strided"}, cpu_target).materialize("cpu")
     assert all(x.stride(-1) == 2 for x in (strided.q, strided.k, strided.v, strided.do))

@@ -33,7 +33,8 @@ from jfa_verify.core.selection import BlockSelection
 __all__ = ["Case", "CaseTensors", "GENERATORS", "LAYOUTS", "OFFSETS_LAYOUTS", "VALUE_DISTRIBUTIONS"]
 
 VALUE_DISTRIBUTIONS = ("normal", "large_logits", "correlated", "near_ties", "tiny")
-LAYOUTS = ("contiguous", "strided", "mixed", "head_dim_strided", "padded_to_16", "misaligned_k", "misaligned_v")
+LAYOUTS = ("contiguous", "strided", "mixed", "head_dim_strided", "padded_to_16", "misaligned_k", "misaligned_v",
+           "token_padded")
 # "strided": q_offsets and k_offsets are the two columns of one [B + 1, 2] tensor (views with
 # stride 2), the natural way to hold both; outside the contract, so a kernel must reject them or
 # compute the right result, never read them as if dense.
@@ -127,6 +128,14 @@ def _lay_out(t: torch.Tensor, role: str, layout: str, device) -> torch.Tensor:
         if role != layout[-1]:
             return t.to(device)
         return _nan_padded(t, device, cols=1 if t.shape[2] % 2 == 0 else 2)
+    if layout == "token_padded":
+        # a slice of a NaN-filled buffer whose token rows are 8 elements longer than H * D: the token stride alone
+        # not a multiple of 16 where D and the head stride may be (an alignment check that leaves the token stride
+        # out reads rows with a rounded stride: a blind planted bug, 2026-12-07)
+        rows, heads, dim = t.shape
+        wide = torch.full((rows, heads * dim + 8), float("nan"), dtype=t.dtype, device=t.device)
+        wide[:, : heads * dim] = t.reshape(rows, heads * dim)
+        return wide.to(device)[:, : heads * dim].view(rows, heads, dim)
     if layout == "padded_to_16":
         # slices of buffers whose head dim is padded up to a multiple of 16 elements, as TMA-fed code pads
         # them (16-byte-aligned strides): token and head strides divisible by 16 whatever D and D_v are,
@@ -204,7 +213,8 @@ class Case:
             every tensor with a head-dim stride of 2. ``"padded_to_16"``: slices of buffers
             whose head dim is padded to a multiple of 16. ``"misaligned_k"`` /
             ``"misaligned_v"``: that tensor alone a slice of a buffer with an odd head
-            stride, the others contiguous. Same values as
+            stride, the others contiguous. ``"token_padded"``: every tensor a slice of a
+            buffer whose token rows are 8 elements longer (token stride ``H * D + 8``). Same values as
             ``"contiguous"``; only the memory layout differs.
         sm_scale: softmax scale; None for ``1/sqrt(head_dim)``.
         instrument: ask an instrumented kernel for its launch plan and tile

@@ -340,7 +340,7 @@ class Dimension:
 # Layouts counted in another class of the layout dimension: k or v alone misaligned are tensors strided differently
 # ("mixed"). As classes of their own they reshaped the covering array and doubled its CI mutant gates' time
 # (2026-12-06); the default suite runs them as cases of their own after the array, the strategies draw them.
-LAYOUT_CLASS = {"misaligned_k": "mixed", "misaligned_v": "mixed"}
+LAYOUT_CLASS = {"misaligned_k": "mixed", "misaligned_v": "mixed", "token_padded": "mixed"}
 
 DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("mode", "how queries meet keys", {
@@ -410,7 +410,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "contiguous": "every tensor contiguous",
         "strided": "q, k, v head-major, dO a slice of a wider buffer",
         "mixed": "each tensor strided differently (slices with NaN gaps, head-major), or one of k and v alone "
-                 "misaligned (misaligned_k, misaligned_v: the default suite's cases after the covering array)",
+                 "misaligned (misaligned_k, misaligned_v), or the token stride alone (token_padded): the default "
+                 "suite's cases after the covering array",
         "head_dim_strided": "q, k, v, dO with a head-dim stride of 2 (every other element of a buffer)",
         "padded_to_16": "q, k, v, dO slices of buffers with the head dim padded to a multiple of 16: every stride "
                         "divisible by 16, D and D_v need not be",

@@ -168,8 +168,9 @@ def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
                       name=f"diagonal-offsets/cross-causal/{dtypes[0]}", **heads,
                       **({} if scaling is None else {"block_scaling": scaling})))
     # One input alone misaligned, k then v (an odd head stride, the others contiguous): an alignment fast path whose
-    # check leaves one tensor out reads it with rounded strides (a blind planted bug, 2026-12-06)
-    for layout in ("misaligned_k", "misaligned_v"):
+    # check leaves one tensor out reads it with rounded strides (a blind planted bug, 2026-12-06); then the token
+    # stride alone (its check left out: blind planted bug, 2026-12-07)
+    for layout in ("misaligned_k", "misaligned_v", "token_padded"):
         n += 1
         cases.append(Case(kv_lengths=layouts["tile-edges"], dtype=dtypes[0], seed=seed * 1000 + n, layout=layout,
                           name=f"{layout}/self/{dtypes[0]}", **heads,
