@@ -408,3 +408,25 @@ def test_a_plugin_that_registers_no_kernel_keeps_the_default_kernel(tmp_path, ca
     named = Context(command="run", device_choice="cpu", plugins=(str(patch_only),), kernel_names=("x",),
                     kernel_default="triton_jfa")
     assert named.kernel_name == "x"
+
+
+@pytest.mark.parametrize("command", [["run"], ["fuzz"], ["stress"], ["calibrate"], ["replay"], ["findings"],
+                                     ["bisect", "--repo", ".", "--good", "a", "--bad", "b"]])
+def test_a_second_kernel_on_a_command_that_checks_one_is_refused_naming_both(command):
+    """A new user's ``run --plugin p.py --kernel A --kernel B`` checked B alone (argparse kept the last value), saying
+    only "kernel B, suite default". A second, different --kernel on a command that uses one is now a usage error
+    naming both values and the fix, before any work; gate and matrix still take several."""
+    from jfa_verify.cli import build_parser
+
+    rc, err = _cli([*command, "--kernel", "kernel_a", "--kernel", "kernel_b"])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert "argument --kernel: given twice (kernel_a and kernel_b)" in lines[0], err
+    assert "give one --kernel" in lines[0], err
+    if command[0] in ("run", "fuzz", "stress", "calibrate", "replay"):
+        assert "`jfa-verify gate` checks several" in lines[0], err
+    parser = build_parser()
+    assert parser.parse_args([*command, "--kernel", "kernel_a", "--kernel", "kernel_a"]).kernel == "kernel_a"
+    for several in ("gate", "matrix"):
+        assert parser.parse_args([several, "--kernel", "kernel_a", "--kernel", "kernel_b"]).kernel == ["kernel_a",
+                                                                                                      "kernel_b"]

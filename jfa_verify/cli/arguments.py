@@ -134,6 +134,28 @@ def lengths_list(text: str) -> tuple[int, ...]:
     return values
 
 
+class Once(argparse.Action):
+    """An option a command uses once (``--kernel`` of a command that checks one kernel): given again with another
+    value, it is refused naming both and ``fix``. argparse kept the last value silently: a new user's ``run --kernel A
+    --kernel B`` checked B alone and said so only as "kernel B" (gate and matrix take several ``--kernel``)."""
+
+    def __init__(self, *args, fix: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fix = fix
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        given = f"_{self.dest}_given"  # (the namespace's own default may equal a value given)
+        if given in vars(namespace) and getattr(namespace, self.dest) != value:
+            raise argparse.ArgumentError(self, f"given twice ({getattr(namespace, self.dest)} and {value}); "
+                                               f"{self.fix}")
+        setattr(namespace, given, True)
+        setattr(namespace, self.dest, value)
+
+
+# the fix a command that checks one kernel gives for a second --kernel
+ONE_KERNEL = "this command checks one kernel: give one --kernel per run (`jfa-verify gate` checks several)"
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2 (argparse would print the usage too)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -143,7 +165,8 @@ def kernel_options(p, kernel_default: Optional[str] = "triton_jfa", reproducers:
     """``--kernel``, ``--device``, ``--plugin`` (and ``--reproducers``), as every command that runs one kernel
     has them."""
     # (None when not given: a --plugin that registers kernels then needs --kernel; see Context.kernel_name)
-    p.add_argument("--kernel", default=None, help="registered kernel name (see `jfa-verify kernels`)"
+    p.add_argument("--kernel", default=None, action=Once, fix=ONE_KERNEL,
+                   help="registered kernel name (see `jfa-verify kernels`)"
                    + (f"; default {kernel_default}, unless a --plugin registers kernels" if kernel_default else ""))
     p.set_defaults(kernel_default=kernel_default)
     device_option(p)

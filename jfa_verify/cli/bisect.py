@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jfa_verify.cli.arguments import (
+    Once,
     device_option,
     existing_file,
     folder,
@@ -31,7 +32,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--repo", required=True, help="the kernel's git repository (never modified)")
     parser.add_argument("--good", required=True, metavar="REV", help="a commit where the kernel is right (or fast)")
     parser.add_argument("--bad", required=True, metavar="REV", help="a later commit where it is not")
-    parser.add_argument("--kernel", default=None, help="registered kernel name (default: the --case file's kernel)")
+    parser.add_argument("--kernel", default=None, action=Once, fix="a bisect follows one kernel: give one --kernel, "
+                        "and bisect each kernel in a run of its own",
+                        help="registered kernel name (default: the --case file's kernel)")
     parser.add_argument("--plugin", action="append", default=[], metavar="RELPATH",
                         help="file in the repository that registers the kernel (repeatable)")
     parser.add_argument("--module", default=None, help="module in the repository that registers the kernel")

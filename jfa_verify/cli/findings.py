@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jfa_verify.cli.arguments import EXIT_OK, EXIT_USAGE, UsageError, plugin_option
+from jfa_verify.cli.arguments import EXIT_OK, EXIT_USAGE, Once, UsageError, plugin_option
 from jfa_verify.core.exits import FINDINGS_IN_WORDS
 from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 
@@ -24,7 +24,9 @@ DESCRIPTION = ("List the findings in a reproducer folder, one per signature, eac
 def add_arguments(parser) -> None:
     parser.add_argument("folder", nargs="?", default=None, help="the folder (default jfa-reproducers)")
     parser.add_argument("--reproducers", default=None, metavar="FOLDER", help="the folder, as run and fuzz name it")
-    parser.add_argument("--kernel", default=None, help="only this kernel's findings")
+    parser.add_argument("--kernel", default=None, action=Once, fix="give one --kernel (list each kernel's findings "
+                        "in a command of its own, or leave --kernel out for every kernel's)",
+                        help="only this kernel's findings")
     plugin_option(parser, help="a file that registers kernels (repeatable): --kernel may then name one of its kernels "
                                "that has no findings in the folder")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table (a list of rows; a case "
