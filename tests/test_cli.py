@@ -832,6 +832,28 @@ def test_a_finding_that_does_not_recur_says_what_to_rule_out(tmp_path, capsys, m
     assert "jfa-verify bisect" in out and "--memory nan" in out
 
 
+def test_a_replay_on_another_kernel_says_so_on_its_verdict_line_without_recurrence_hints(tmp_path, capsys,
+                                                                                          misbehaving_plugin):
+    """Regression (a new user's trial): ``replay FILE --kernel triton_jfa`` on another kernel's case file printed
+    "recorded verdict: fail; replayed: pass (DIFFERENT)" and hints to bisect, rule out state and nondeterminism, all
+    of which presume the recorded kernel. The verdict line now names both kernels; the exit status is still the
+    replay's."""
+    plugin = misbehaving_plugin("raises_elsewhere", wrong="True")
+    repro = tmp_path / "repro"
+    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "raises_elsewhere", "--max-cases", "1",
+                 "--no-isolate", "--reproducers", str(repro), "--report", str(tmp_path / "r.json"),
+                 "--no-progress"]) == 1
+    (path,) = repro.glob("*.json")
+    capsys.readouterr()
+    assert main(["replay", str(path), "--device", "cpu", "--kernel", "triton_jfa"]) == 0
+    out = capsys.readouterr().out
+    assert ("recorded for kernel 'raises_elsewhere': error; replayed on 'triton_jfa': pass (a different kernel: "
+            "this says nothing of whether the finding recurs on 'raises_elsewhere'; replay without" in out), out
+    assert "DIFFERENT" not in out and "did not recur" not in out and "jfa-verify bisect" not in out, out
+    assert main(["replay", str(path), "--device", "cpu", "--plugin", str(plugin)]) == 1  # its own kernel: as before
+    assert "recorded verdict: error; replayed: error (same)" in capsys.readouterr().out
+
+
 def test_sigterm_before_the_first_case_exits_130_not_143(tmp_path):
     """Regression: SIGTERM while a command was still loading its kernel (before the run's own handler was
     installed) killed it with Python's default (exit 143, no message) instead of the documented 130."""

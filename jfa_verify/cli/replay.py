@@ -92,10 +92,8 @@ def main(args, ctx) -> int:
     result.reproducer = args.file
     print(result.explain(), flush=True)
     if payload.get("status") in ("fail", "error", "crash", "hang"):
-        same = payload["status"] == result.status
-        console.print(f"recorded verdict: {payload['status']}; replayed: {result.status} "
-                      f"({'same' if same else 'DIFFERENT'})")
-        if result.status == "pass":
+        console.print(verdicts(payload, result.status, kernel), markup=False)
+        if result.status == "pass" and not another_kernel(payload, kernel):
             print(did_not_recur(payload, device, "replay it with --memory nan and --memory large"), flush=True)
     if result.status == "unsupported":
         return EXIT_USAGE
@@ -149,10 +147,27 @@ def _replay_calls(args, ctx, console) -> int:
     print(f"[{'FAIL' if finding else 'PASS'}] relation {relation.name} over {counted(calls, 'call')} on {kernel.name}"
           + (f": {finding}" if finding else ""), flush=True)
     if payload.get("status") == "fail":
-        console.print(f"recorded verdict: fail; replayed: {'fail (same)' if finding else 'pass (DIFFERENT)'}")
-        if not finding:
+        console.print(verdicts(payload, "fail" if finding else "pass", kernel), markup=False)
+        if not finding and not another_kernel(payload, kernel):
             print(did_not_recur(payload, device, "run the calls again in the order the run made them"), flush=True)
     return EXIT_FAIL if finding else EXIT_OK
+
+
+def another_kernel(payload: dict, kernel) -> bool:
+    """Whether a recorded file replays on another kernel than the one it names (``--kernel``)."""
+    return bool(payload.get("kernel")) and kernel.name != payload["kernel"]
+
+
+def verdicts(payload: dict, replayed: str, kernel) -> str:
+    """The recorded verdict beside the replayed one. On another kernel than the file's (``--kernel``, legitimate) it
+    says so on the line itself: "replayed: pass (DIFFERENT)" read as a fix of the recorded kernel (a new user's
+    trial), and the hints of a finding that did not recur presume the same kernel."""
+    recorded = payload["status"]
+    if another_kernel(payload, kernel):
+        return (f"recorded for kernel {payload['kernel']!r}: {recorded}; replayed on {kernel.name!r}: {replayed} (a "
+                f"different kernel: this says nothing of whether the finding recurs on {payload['kernel']!r}; replay "
+                f"without --kernel for that)")
+    return f"recorded verdict: {recorded}; replayed: {replayed} ({'same' if recorded == replayed else 'DIFFERENT'})"
 
 
 def did_not_recur(payload: dict, device, state_step: str) -> str:
@@ -187,9 +202,8 @@ def _replay_reruns(args, ctx, console, case, payload, kernel, settings, timeout)
         print(line, flush=True)
     recorded = payload.get("status")
     if recorded in ("fail", "error", "crash", "hang"):
-        same = recorded == replay.status
-        console.print(f"recorded verdict: {recorded}; replayed: {replay.status} ({'same' if same else 'DIFFERENT'})")
-        if replay.status == "pass":  # (a race is rare by nature: a pass is no proof it is gone)
+        console.print(verdicts(payload, replay.status, kernel), markup=False)
+        if replay.status == "pass" and not another_kernel(payload, kernel):  # (a race is rare: a pass is no proof
             print(f"a {replay.check} finding may need more reruns, or the run's other cases, to show again: this pass "
                   "does not say it is fixed (the exit status is the replay's)", flush=True)
     if replay.status == "unsupported":
