@@ -266,6 +266,26 @@ def test_every_option_of_every_command_says_what_it_does(capsys):
     assert all(f"{code} " in text for code in ("0", "1", "2", "3", "4", "130"))
 
 
+def test_every_command_that_runs_cases_accepts_no_progress_with_one_help_text(tmp_path, capsys):
+    """Regression (a new user's trial): ``--no-progress`` was accepted by run and fuzz but refused by gate, replay and
+    findings ("unrecognized arguments", exit 2), so a CI job copying its flags from step to step failed. Every
+    command that runs cases takes it now (a no-op where there is no progress), with one help text."""
+    import argparse
+
+    from jfa_verify.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    helps = {}
+    for name in ("run", "fuzz", "gate", "replay", "findings", "matrix", "mutants", "stress", "calibrate", "bisect"):
+        (action,) = [a for a in commands[name]._actions if "--no-progress" in a.option_strings]
+        helps[name] = action.help
+    assert len(set(helps.values())) == 1, helps
+    # and a step that had it still runs: findings on an empty folder lists nothing, exit 0
+    (tmp_path / "repro").mkdir()
+    assert main(["findings", str(tmp_path / "repro"), "--no-progress"]) == 0
+    assert "no findings" in capsys.readouterr().out
+
+
 def test_run_to_a_log_prints_progress_lines_and_unbroken_replay_commands(tmp_path, capsys, misbehaving_plugin):
     """New-user trial: ``run`` piped to a log printed nothing for minutes (the live bar needs a terminal), and
     replay commands longer than the log's 160 columns were broken across lines (a pasted one fails)."""

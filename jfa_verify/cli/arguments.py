@@ -162,8 +162,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def kernel_options(p, kernel_default: Optional[str] = "triton_jfa", reproducers: bool = True) -> None:
-    """``--kernel``, ``--device``, ``--plugin`` (and ``--reproducers``), as every command that runs one kernel
-    has them."""
+    """``--kernel``, ``--device``, ``--plugin``, ``--no-progress`` (and ``--reproducers``), as every command that runs
+    one kernel has them."""
     # (None when not given: a --plugin that registers kernels then needs --kernel; see Context.kernel_name)
     p.add_argument("--kernel", default=None, action=Once, fix=ONE_KERNEL,
                    help="registered kernel name (see `jfa-verify kernels`)"
@@ -171,9 +171,19 @@ def kernel_options(p, kernel_default: Optional[str] = "triton_jfa", reproducers:
     p.set_defaults(kernel_default=kernel_default)
     device_option(p)
     plugin_option(p)
+    progress_option(p)
     if reproducers:
         p.add_argument("--reproducers", default=DEFAULT_REPRODUCERS, type=folder,
                        help="folder for failing-case files (default: %(default)s)")
+
+
+def progress_option(p) -> None:
+    """``--no-progress``, on every command that runs cases: a CI job copies its flags from step to step, and gate,
+    replay and findings refused it ("unrecognized arguments", exit 2: a new user's trial). Only run and fuzz show
+    live progress; elsewhere it is accepted and changes nothing."""
+    p.add_argument("--no-progress", action="store_true",
+                   help="no live progress (no bar on a terminal, no progress lines in a CI log); notes and verdicts "
+                        "still print. Accepted by every command that runs cases: a no-op where it shows none")
 
 
 def device_option(p, help: str = "default: cuda when available, else the CPU interpreter") -> None:

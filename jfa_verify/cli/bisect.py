@@ -15,6 +15,7 @@ from jfa_verify.cli.arguments import (
     percent,
     positive_float,
     positive_int,
+    progress_option,
     seed_int,
     timeout_seconds,
 )
@@ -78,6 +79,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--forward-only", action="store_true", help="judge O and LSE only (no backward)")
     parser.add_argument("--out", default="jfa-bisect", type=folder, help="folder for the reports and the reproducer")
     parser.add_argument("--keep-temp", action="store_true", help="keep the temporary state folder (debugging)")
+    progress_option(parser)
 
 
 def main(args, ctx) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jfa_verify.cli.arguments import EXIT_OK, EXIT_USAGE, Once, UsageError, plugin_option
+from jfa_verify.cli.arguments import EXIT_OK, EXIT_USAGE, Once, UsageError, plugin_option, progress_option
 from jfa_verify.core.exits import FINDINGS_IN_WORDS
 from jfa_verify.core.paths import DEFAULT_REPRODUCERS
 
@@ -31,6 +31,7 @@ def add_arguments(parser) -> None:
                                "that has no findings in the folder")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table (a list of rows; a case "
                         "file that cannot be read is a row of status \"unreadable\" with the reason)")
+    progress_option(parser)
 
 
 def main(args, ctx) -> int:

@@ -59,9 +59,6 @@ def add_arguments(parser) -> None:
                         help="run cases in a case-worker process, so crashes and hangs are findings (default)")
     parser.add_argument("--shrink-seconds", type=positive_float, default=120.0,
                         help="longest time spent shrinking one failure (default 120)")
-    parser.add_argument("--no-progress", action="store_true",
-                        help="no live progress (notes, such as findings recovered after a killed campaign, still "
-                             "print)")
     parser.add_argument("--progress-interval", type=positive_float, default=10.0,
                         help="seconds between progress lines when the output is not a terminal (default 10)")
     parser.add_argument("--covering", action="store_true",

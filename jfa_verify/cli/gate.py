@@ -19,6 +19,7 @@ from jfa_verify.cli.arguments import (
     plugin_option,
     positive_float,
     positive_int,
+    progress_option,
     seed_int,
     timeout_seconds,
 )
@@ -89,6 +90,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--junit", type=new_file, default="jfa-gate.junit.xml", help="JUnit XML (default: %(default)s)")
     parser.add_argument("--markdown", type=new_file, default="jfa-gate.md",
                         help="Markdown summary (default: %(default)s; also appended to $GITHUB_STEP_SUMMARY when set)")
+    progress_option(parser)
 
 
 def _check_step_summary() -> None:

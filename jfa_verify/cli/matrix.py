@@ -17,6 +17,7 @@ from jfa_verify.cli.arguments import (
     png_file,
     positive_float,
     positive_int,
+    progress_option,
     seed_int,
     timeout_seconds,
 )
@@ -69,6 +70,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--from-json", nargs="+", default=[], metavar="FILE", type=existing_file,
                         help="merge matrices written by --json (one process per kernel) instead of running")
     parser.add_argument("--quiet", action="store_true", help="no line per case")
+    progress_option(parser)
     parser.set_defaults(run_defaults={dest: parser.get_default(dest) for dest in RUN_OPTIONS})
 
 

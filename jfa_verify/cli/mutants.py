@@ -15,6 +15,7 @@ from jfa_verify.cli.arguments import (
     nonneg_int,
     plugin_option,
     positive_int,
+    progress_option,
     seed_int,
 )
 
@@ -51,6 +52,7 @@ def add_arguments(parser) -> None:
                         help="targeted: fixed targeted cases, then a short campaign; suite: the default suite and its "
                              "relation checks (what `jfa-verify run` catches); campaign: --max-examples drawn cases "
                              "alone")
+    progress_option(parser)
 
 
 def main(args, ctx) -> int:

@@ -47,7 +47,6 @@ def add_arguments(run) -> None:
                      help="run at most this many cases, in the suite's order (covering array first)")
     run.add_argument("--report", default="jfa-report.json", type=new_file,
                      help="JSON report to write (default: %(default)s)")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar (CI logs)")
     run.add_argument("--quiet", "-q", action="store_true",
                      help="print the summary and the failures only: the table of failing cases, each failure's "
                           "explanation and the final line (no header, coverage tables or progress lines)")
