@@ -430,3 +430,23 @@ def test_a_second_kernel_on_a_command_that_checks_one_is_refused_naming_both(com
     for several in ("gate", "matrix"):
         assert parser.parse_args([several, "--kernel", "kernel_a", "--kernel", "kernel_b"]).kernel == ["kernel_a",
                                                                                                       "kernel_b"]
+
+
+def test_an_output_path_under_a_regular_file_names_the_file_for_folders_and_files_alike(tmp_path):
+    """Regression (a new user's trial): ``--reproducers afile/repro`` said "parent folder '.../afile' does not exist",
+    while ``--report afile/r.json`` said "is a file, not a folder": one shared check now names the file in the way, at
+    any depth, and only a folder truly missing is called missing."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    missing = tmp_path / "missing"
+    for option, value, words in [
+            ("--reproducers", afile / "repro", f"{str(afile)!r} is a file, not a folder; give a new folder inside"),
+            ("--reproducers", afile / "a" / "repro", f"{str(afile)!r} is a file, not a folder"),
+            ("--report", afile / "r.json", f"{str(afile)!r} is a file, not a folder; give a file in a folder"),
+            ("--report", afile / "a" / "r.json", f"{str(afile)!r} is a file, not a folder"),
+            ("--reproducers", missing / "repro", f"folder {str(missing)!r} does not exist; create it first"),
+            ("--report", missing / "r.json", f"folder {str(missing)!r} does not exist; create it first")]:
+        rc, err = _cli(["run", "--device", "cpu", option, str(value)])
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert rc == 2 and len(lines) == 1 and f"argument {option}: {value}: {words}" in lines[0], (option, err)
+        assert "does not exist" not in err or "afile" not in err, err

@@ -61,6 +61,22 @@ def name_part(text: str) -> str:
     return text
 
 
+def _parent_problem(path: Path, instead: str) -> Optional[str]:
+    """Why the folder ``path`` would go in does not hold it, with the fix, or None: the one check of :func:`new_file`
+    and :func:`folder` (a new user's ``--reproducers afile/repro`` was told "parent folder '.../afile' does not exist",
+    the same ``--report`` "is a file, not a folder"). A regular file where a folder must be is named, at whatever
+    depth; else the missing folder. ``instead``: what to give instead, after the file's name."""
+    parent = path.resolve().parent
+    if parent.is_dir():
+        return None
+    above = parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if above.exists() and not above.is_dir():
+        return f"{str(above)!r} is a file, not a folder; give {instead}"
+    return f"folder {str(parent)!r} does not exist; create it first"
+
+
 def new_file(text: str) -> str:
     """A file to write: its folder must exist and it must not be a folder."""
     if not text.strip():  # (Path("") is the current folder: "argument --report:  is a folder", a new user's trial)
@@ -68,11 +84,10 @@ def new_file(text: str) -> str:
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    problem = _parent_problem(path, "a file in a folder")
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text}: {problem}")
     folder = path.resolve().parent
-    if folder.exists() and not folder.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: {str(folder)!r} is a file, not a folder; give a file in a folder")
-    if not folder.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: folder {str(folder)!r} does not exist; create it first")
     # The file is written beside itself first, then moved into place: try that now, not after the work (a new
     # user's --report /proc/r.json ended a whole run with a traceback).
     from jfa_verify.core.paths import folder_problem
@@ -102,8 +117,9 @@ def folder(text: str) -> str:
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a file; give a folder")
-    if not path.exists() and not path.resolve().parent.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: parent folder {str(path.resolve().parent)!r} does not exist")
+    problem = None if path.exists() else _parent_problem(path, "a new folder inside an existing one")
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text}: {problem}")
     problem = folder_problem(path)
     if problem:
         raise argparse.ArgumentTypeError(f"{text}: {problem}; give a folder you can write to")
