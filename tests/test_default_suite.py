@@ -32,3 +32,16 @@ def test_filter_picks_cases_by_part_of_their_name_and_none_picks_all():
     bf16 = [c.name for c in suite.matching("bfloat16")]
     assert bf16 and all("bfloat16" in n for n in bf16) and len(bf16) < len(names)
     assert suite.matching("no-such-case") == []
+
+
+def test_the_cpu_suite_reaches_production_head_dims_and_a_thousand_keys_and_queries():
+    """Regression (helper-69's trial, 2026-12-07): the CPU suite, scaled for Triton's interpreter, never went past 256
+    keys or a head dim of 40, so a user's kernel wrong past 300 keys, and another wrong at D >= 64, passed it. Four
+    cases at a CPU's cost now reach D=64, D=128 and 1,100 keys (then queries) against a few; the GPU suite runs full
+    sizes and needs none of them."""
+    cases = {c.name.split("/")[0]: c for c in get_suite("default", "cpu", 0).cases}
+    assert cases["production-d64"].head_dim == 64 and cases["production-d128"].head_dim == 128
+    keys, queries = cases["long-keys"], cases["long-queries"]
+    assert max(keys.kv_lengths) > 1024 and max(keys.q_lengths) < 8 and keys.causal
+    assert max(queries.q_lengths) > 1024 and max(queries.kv_lengths) < 16
+    assert not any(c.name.startswith(("production-", "long-")) for c in get_suite("default", "cuda", 0).cases)
