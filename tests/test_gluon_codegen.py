@@ -89,8 +89,9 @@ def test_backward_uses_the_hopper_pipeline(facts, kernel, variant):
 def test_backward_delta_pass_reads_o_and_do_once_with_vector_loads(facts, variant):
     f = facts[f"_bwd_delta_kernel-{variant}"]
     assert f["target"] == "sm_90a" and f["wgmma"] == 0 and f["bulk_tensor_copies"] == 0, f
-    # O and dO tiles in 16-byte vectors (8 bf16), nothing else: no float32 copies made first
-    assert set(f["global_loads"]) == {".v4.b32"}, f["global_loads"]
+    # O and dO tiles in 16-byte vectors (8 bf16), no float32 copies made first; besides them only the float32 LSE
+    # rows it rescales for the dK/dV and dQ kernels
+    assert f["global_loads"].get(".v4.b32") and set(f["global_loads"]) <= {".v4.b32", ".b32"}, f["global_loads"]
 
 
 def test_heads_are_a_grid_axis_unless_a_test_folds_them(monkeypatch):

@@ -309,8 +309,8 @@ def _plan_backward(kmod, problem: Launch, q, k, v, o, lse, do, q_offsets, k_offs
                    poison: bool = False):
     """Allocate dQ, dK, dV, the launch arrays of both plans and the descriptors; return ``(dq, dk, dv, launch)``.
 
-    ``launch()`` runs the delta kernel (``rowsum(dO * O)``, float32), then the dK/dV and dQ kernels,
-    rewriting the outputs (benchmarks call it again); broadcast-Q returns float32 per-sequence
+    ``launch()`` runs the delta kernel (``rowsum(dO * O)`` and the base-2 LSE, float32), then the dK/dV and dQ
+    kernels, rewriting the outputs (benchmarks call it again); broadcast-Q returns float32 per-sequence
     partials as ``dq`` (see :func:`_backward`). No device synchronization. ``dq_plan``: the forward's query
     tiles and programs; ``dkdv_plan``: tiles of 128 keys (the adapter deals them by zigzag, which the H200
     measured at 0.67x against round-robin's 0.63x of FA2's backward on the causal uniform-32 batch, a tie
@@ -344,35 +344,34 @@ def _plan_backward(kmod, problem: Launch, q, k, v, o, lse, do, q_offsets, k_offs
     flags = dict(STAGES=_bwd_stages(d), CAUSAL=problem.causal, BOTTOM_RIGHT=problem.bottom_right,
                  BROADCAST_Q=problem.broadcast, num_warps=NUM_WARPS)
     launches = []
+    # rowsum(dO * O) and the base-2 LSE of every row of O, by the delta kernel (every entry written)
+    delta, lse2 = torch.empty((2, problem.h_q, problem.rows), dtype=torch.float32, device=device)
     bm, bn = BWD_DKDV_TILES
     kv_plan = _schedule(dkdv_plan, device, problem.h_kv)
     if kv_plan is not None:
         kv_args = (_descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
                    _descriptor(v2, [bn, d]), dk, dv)
         kv_rest = (q_off, k_offsets, kv_plan["tile_seq"], kv_plan["tile_block"], kv_plan["prog_start"],
-                   l_q, group, kv_plan["heads_per_cta"], problem.h_kv * d, lse.stride(0), problem.sm_scale,
+                   l_q, group, kv_plan["heads_per_cta"], problem.h_kv * d, delta.stride(0), problem.sm_scale,
                    qk_scale)
         kv_flags = {**flags, "STAGES": _dkdv_stages(d)}
-        launches.append(lambda delta: kmod._bwd_dkdv_kernel[kv_plan["grid"]](*kv_args, lse, delta, *kv_rest,
-                                                                              **kv_flags))
+        launches.append(lambda: kmod._bwd_dkdv_kernel[kv_plan["grid"]](*kv_args, lse2, delta, *kv_rest, **kv_flags))
     bm, bn = BWD_DQ_TILES
     q_plan = _schedule(dq_plan, device, problem.h_q)
     if q_plan is not None:
         q_args = (_descriptor(q2, [bm, d]), _descriptor(do2, [bm, d]), _descriptor(k2, [bn, d]),
                   _descriptor(v2, [bn, d]), dq_out)
         q_rest = (q_off, k_offsets, q_plan["tile_seq"], q_plan["tile_block"], q_plan["prog_start"],
-                  l_q, group, q_plan["heads_per_cta"], problem.h_q * d, lse.stride(0), problem.sm_scale, qk_scale)
-        launches.append(lambda delta: kmod._bwd_dq_kernel[q_plan["grid"]](*q_args, lse, delta, *q_rest, **flags))
-
-    delta = torch.empty((problem.h_q, problem.rows), dtype=torch.float32, device=device)  # every entry written
+                  l_q, group, q_plan["heads_per_cta"], problem.h_q * d, delta.stride(0), problem.sm_scale, qk_scale)
+        launches.append(lambda: kmod._bwd_dq_kernel[q_plan["grid"]](*q_args, lse2, delta, *q_rest, **flags))
     o = o.contiguous()
     delta_grid = (-(-problem.rows // DELTA_ROWS), problem.h_q)
 
     def launch():
-        kmod._bwd_delta_kernel[delta_grid](o, do, delta, problem.rows, problem.h_q * d, delta.stride(0),
-                                           HEAD_DIM=d, BLOCK_R=DELTA_ROWS, num_warps=4)
+        kmod._bwd_delta_kernel[delta_grid](o, do, delta, lse, lse2, problem.rows, problem.h_q * d, delta.stride(0),
+                                           lse.stride(0), HEAD_DIM=d, BLOCK_R=DELTA_ROWS, num_warps=4)
         for run in launches:
-            run(delta)
+            run()
 
     return dq_out, dk, dv, launch
 

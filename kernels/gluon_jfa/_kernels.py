@@ -311,9 +311,9 @@ def _fwd_kernel(q_desc, k_desc, v_desc, o_desc, O, LSE, Q_OFF, K_OFF, TILE_SEQ, 
 #   S = Q K^T, P = exp2(S * qk_scale - LSE2), dP = dO V^T, dS = P (dP - delta), dQ += dS K.
 #   Broadcast-Q writes a float32 partial per sequence (rows of O); the host sums them.
 #
-# ``delta = rowsum(dO * O)`` (float32 ``[H_q, rows_o]``) comes from ``_bwd_delta_kernel``. Each kernel has a
-# producer warp (TMA) and an 8-warp consumer (wgmma + elementwise), like the forward; rows whose
-# LSE is -inf (no visible key) get P = 0.
+# ``delta = rowsum(dO * O)`` and ``LSE2 = LSE * log2(e)`` (float32 ``[H_q, rows_o]`` each, +inf where LSE is
+# -inf: no visible key, P = 0) come from ``_bwd_delta_kernel``. Each kernel has a producer warp (TMA) and an
+# 8-warp consumer (wgmma + elementwise), like the forward.
 
 LOG2E = gl.constexpr(1.4426950408889634)
 
@@ -386,8 +386,8 @@ def _dkdv_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_s
 
 @gluon.jit
 def _dkdv_consumer(q_smem, do_smem, k_smem, v_smem, kv_ready, kv_empty, qd_ready, qd_empty,
-                   DK, DV, LSE, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, t_begin, t_end, h_begin, h_end,
-                   L_Q, GROUP, STRIDE_KV, STRIDE_LSE, sm_scale, qk_scale,
+                   DK, DV, LSE2, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, t_begin, t_end, h_begin, h_end,
+                   L_Q, GROUP, STRIDE_KV, STRIDE_STAT, sm_scale, qk_scale,
                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
                    CAUSAL: gl.constexpr, BOTTOM_RIGHT: gl.constexpr, BROADCAST_Q: gl.constexpr,
                    num_warps: gl.constexpr):
@@ -423,9 +423,9 @@ def _dkdv_consumer(q_smem, do_smem, k_smem, v_smem, kv_ready, kv_empty, qd_ready
                     s = c % STAGES
                     rows = mb * BLOCK_M + offs_m
                     row_ok = rows < q_len
-                    stat = h.to(gl.int64) * STRIDE_LSE + (o_start + rows)
-                    lse = gl.load(LSE + stat, mask=row_ok, other=float("-inf"))
-                    lse2 = gl.where(lse == float("-inf"), float("inf"), lse * LOG2E)  # no key: P = 0
+                    stat = h.to(gl.int64) * STRIDE_STAT + (o_start + rows)
+                    # used as loaded: LSE scaled here had ptxas wait on each load before the products (H100)
+                    lse2 = gl.load(LSE2 + stat, mask=row_ok, other=float("inf"))
                     delta = gl.load(DELTA + stat, mask=row_ok, other=0.0)
                     mbarrier.wait(qd_ready.index(s), (c // STAGES) & 1)
                     st = warpgroup_mma(k_smem, q_smem.index(s).permute((1, 0)), st_zero, use_acc=False,
@@ -456,8 +456,8 @@ def _dkdv_consumer(q_smem, do_smem, k_smem, v_smem, kv_ready, kv_empty, qd_ready
 
 
 @gluon.jit
-def _bwd_dkdv_kernel(q_desc, do_desc, k_desc, v_desc, DK, DV, LSE, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK,
-                     PROG_TILE_START, L_Q, GROUP, HEADS_PER_CTA, STRIDE_KV, STRIDE_LSE, sm_scale, qk_scale,
+def _bwd_dkdv_kernel(q_desc, do_desc, k_desc, v_desc, DK, DV, LSE2, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK,
+                     PROG_TILE_START, L_Q, GROUP, HEADS_PER_CTA, STRIDE_KV, STRIDE_STAT, sm_scale, qk_scale,
                      STAGES: gl.constexpr, CAUSAL: gl.constexpr, BOTTOM_RIGHT: gl.constexpr,
                      BROADCAST_Q: gl.constexpr, num_warps: gl.constexpr):
     """dK, dV of program ``pid(0)``'s KV tiles for KV-head group ``pid(1)`` (sums the GQA group's heads)."""
@@ -485,8 +485,8 @@ def _bwd_dkdv_kernel(q_desc, do_desc, k_desc, v_desc, DK, DV, LSE, DELTA, Q_OFF,
     t_end = gl.load(PROG_TILE_START + pid + 1)
     gl.warp_specialize([
         (_dkdv_consumer, (q_smem, do_smem, k_smem, v_smem, kv_ready, kv_empty, qd_ready, qd_empty,
-                          DK, DV, LSE, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, t_begin, t_end, h_begin, h_end,
-                          L_Q, GROUP, STRIDE_KV, STRIDE_LSE, sm_scale, qk_scale,
+                          DK, DV, LSE2, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, t_begin, t_end, h_begin, h_end,
+                          L_Q, GROUP, STRIDE_KV, STRIDE_STAT, sm_scale, qk_scale,
                           BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, BOTTOM_RIGHT, BROADCAST_Q, num_warps)),
         (_dkdv_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem,
                           kv_ready, kv_empty, qd_ready, qd_empty,
@@ -527,8 +527,8 @@ def _dq_producer(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_sme
 
 @gluon.jit
 def _dq_consumer(q_smem, do_smem, k_smem, v_smem, qd_ready, qd_empty, kv_ready, kv_empty,
-                 DQ, LSE, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, t_begin, t_end, h_begin, h_end, L_Q,
-                 STRIDE_DQ, STRIDE_LSE, sm_scale, qk_scale,
+                 DQ, LSE2, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, t_begin, t_end, h_begin, h_end, L_Q,
+                 STRIDE_DQ, STRIDE_STAT, sm_scale, qk_scale,
                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
                  CAUSAL: gl.constexpr, BOTTOM_RIGHT: gl.constexpr, BROADCAST_Q: gl.constexpr,
                  num_warps: gl.constexpr):
@@ -557,9 +557,9 @@ def _dq_consumer(q_smem, do_smem, k_smem, v_smem, qd_ready, qd_empty, kv_ready, 
         else:
             lim = gl.zeros([BLOCK_M], gl.int32, row_l) + (k_len - 1)
         for h in range(h_begin, h_end):
-            stat = h.to(gl.int64) * STRIDE_LSE + (o_row + offs_m)
-            lse = gl.load(LSE + stat, mask=row_ok, other=float("-inf"))
-            lse2 = gl.where(lse == float("-inf"), float("inf"), lse * LOG2E)  # no key: P = 0
+            stat = h.to(gl.int64) * STRIDE_STAT + (o_row + offs_m)
+            # the delta kernel's base-2 LSE (+inf where no key: P = 0)
+            lse2 = gl.load(LSE2 + stat, mask=row_ok, other=float("inf"))
             delta = gl.load(DELTA + stat, mask=row_ok, other=0.0)
             dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, acc_layout)
             mbarrier.wait(qd_ready, unit & 1)
@@ -591,8 +591,8 @@ def _dq_consumer(q_smem, do_smem, k_smem, v_smem, qd_ready, qd_empty, kv_ready, 
 
 
 @gluon.jit
-def _bwd_dq_kernel(q_desc, do_desc, k_desc, v_desc, DQ, LSE, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK,
-                   PROG_TILE_START, L_Q, GROUP, HEADS_PER_CTA, STRIDE_DQ, STRIDE_LSE, sm_scale, qk_scale,
+def _bwd_dq_kernel(q_desc, do_desc, k_desc, v_desc, DQ, LSE2, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK,
+                   PROG_TILE_START, L_Q, GROUP, HEADS_PER_CTA, STRIDE_DQ, STRIDE_STAT, sm_scale, qk_scale,
                    STAGES: gl.constexpr, CAUSAL: gl.constexpr, BOTTOM_RIGHT: gl.constexpr,
                    BROADCAST_Q: gl.constexpr, num_warps: gl.constexpr):
     """dQ of program ``pid(0)``'s query tiles for head group ``pid(1)``."""
@@ -620,8 +620,8 @@ def _bwd_dq_kernel(q_desc, do_desc, k_desc, v_desc, DQ, LSE, DELTA, Q_OFF, K_OFF
     t_end = gl.load(PROG_TILE_START + pid + 1)
     gl.warp_specialize([
         (_dq_consumer, (q_smem, do_smem, k_smem, v_smem, qd_ready, qd_empty, kv_ready, kv_empty,
-                        DQ, LSE, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, t_begin, t_end, h_begin, h_end, L_Q,
-                        STRIDE_DQ, STRIDE_LSE, sm_scale, qk_scale,
+                        DQ, LSE2, DELTA, Q_OFF, K_OFF, TILE_SEQ, TILE_BLOCK, t_begin, t_end, h_begin, h_end, L_Q,
+                        STRIDE_DQ, STRIDE_STAT, sm_scale, qk_scale,
                         BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL, BOTTOM_RIGHT, BROADCAST_Q, num_warps)),
         (_dq_producer, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem,
                         qd_ready, qd_empty, kv_ready, kv_empty,
@@ -631,9 +631,11 @@ def _bwd_dq_kernel(q_desc, do_desc, k_desc, v_desc, DQ, LSE, DELTA, Q_OFF, K_OFF
 
 
 @gluon.jit
-def _bwd_delta_kernel(O, DO, DELTA, rows, STRIDE_ROW, STRIDE_DELTA,
+def _bwd_delta_kernel(O, DO, DELTA, LSE, LSE2, rows, STRIDE_ROW, STRIDE_DELTA, STRIDE_LSE,
                       HEAD_DIM: gl.constexpr, BLOCK_R: gl.constexpr, num_warps: gl.constexpr):
-    """``DELTA[h, r] = sum_d O[r, h, d] * dO[r, h, d]`` in float32, rows ``pid(0) * BLOCK_R ..`` of head ``pid(1)``.
+    """``DELTA[h, r] = sum_d O[r, h, d] * dO[r, h, d]`` in float32, rows ``pid(0) * BLOCK_R ..`` of head ``pid(1)``,
+    and ``LSE2[h, r] = LSE[h, r] * log2(e)`` (+inf where LSE is -inf: a row with no key gets P = 0); ``LSE2`` has
+    ``DELTA``'s strides.
 
     One pass over O and dO in their own dtype (16-byte vector loads), products and sum in float32:
     the torch expression it replaces wrote float32 copies of both tensors first (5 kernels).
@@ -649,3 +651,6 @@ def _bwd_delta_kernel(O, DO, DELTA, rows, STRIDE_ROW, STRIDE_DELTA,
     o = gl.load(O + offs, mask=mask, other=0.0).to(gl.float32)
     do = gl.load(DO + offs, mask=mask, other=0.0).to(gl.float32)
     gl.store(DELTA + h.to(gl.int64) * STRIDE_DELTA + r, gl.sum(o * do, 1), mask=ok)
+    lse = gl.load(LSE + h.to(gl.int64) * STRIDE_LSE + r, mask=ok, other=0.0)
+    gl.store(LSE2 + h.to(gl.int64) * STRIDE_DELTA + r, gl.where(lse == float("-inf"), float("inf"), lse * LOG2E),
+             mask=ok)
