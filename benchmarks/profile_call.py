@@ -34,6 +34,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("profile_call.py needs a CUDA device", file=sys.stderr)
         return 2
+    from bench_e2e import call_hints
     from bench_gluon import bench_batches
     from bench_schedules import bench_inputs
 
@@ -43,7 +44,7 @@ def main(argv=None) -> int:
     offsets, q, k, v = bench_inputs(lengths, 8, 128, torch.device("cuda"))
     q, k, v = (t.to(torch.bfloat16).requires_grad_(args.backward) for t in (q, k, v))
     fn = get_kernel(args.kernel)
-    hints = dict(max_seqlen_q=max(lengths), max_seqlen_k=max(lengths))
+    hints = call_hints(fn, max(lengths))  # (a peer's adapter takes no max_seqlen)
     do = torch.randn(q.shape, dtype=q.dtype, device=q.device)
 
     def call():

@@ -36,9 +36,10 @@
 #          CALL14_S (default 540).
 # Call 15: where the backward's time goes (issue 38): each kernel's device time in one forward+backward call of
 #          gluon_jfa, triton_jfa and FA2 on two batches, then Nsight Compute on gluon_jfa's backward kernels.
+# Call 16: a change to gluon_jfa alone: its whole gate, the planted-bug run and stress, beside its GPU tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-call=${1:?give the call: 1 to 15}
+call=${1:?give the call: 1 to 16}
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 L=/tmp/c$call; mkdir -p $L
 export PYTHONUNBUFFERED=1 HYPOTHESIS_PROFILE=ci TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/tcache}
@@ -264,7 +265,7 @@ elif [ "$call" = 15 ]; then
       >>$L/profile.log 2>&1 || echo "profile exit $?" >>$L/profile.log
   done; done; done
   echo "profiles at $(el) s" >>$L/status.txt
-  timeout -k 5 ${CALL15_NCU_S:-200} ncu --kernel-name regex:"_bwd_(dkdv|dq)_kernel" --launch-skip 2 --launch-count 2 \
+  timeout -k 5 ${CALL15_NCU_S:-200} ncu --clock-control none --kernel-name regex:"_bwd_(dkdv|dq)_kernel" --launch-skip 2 --launch-count 2 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section LaunchStats \
     --section Occupancy python3 benchmarks/profile_call.py --kernel gluon_jfa --batch uniform-32 --backward \
     --calls 1 --top 1 >$L/ncu.log 2>&1
@@ -273,8 +274,23 @@ elif [ "$call" = 15 ]; then
   grep -E "^===|Self CUDA time total|_kernel|flash|host " $L/profile.log | cut -c1-160 | head -90
   grep -E "_bwd_|Duration|Throughput|Registers|Stall|Achieved Occ|Executed Ipc|Issue Slots|Theoretical Occ" \
     $L/ncu.log | head -60
+elif [ "$call" = 16 ]; then
+  # A change to gluon_jfa alone, on a short budget: its whole gate (suite, campaign, determinism, canaries, recycled
+  # memory, sanitizers), the planted-bug run and its stress check, beside its GPU tests.
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  ( GATE_KERNELS=gluon_jfa GATE_EXAMPLES=100 WORKERS=6 STAGES="gate planted stress" \
+      OUT=$L/gg timeout -k 5 ${CALL16_S:-400} bash ci/gpu_run.sh >$L/gate-gluon.log 2>&1
+    echo "gluon_jfa gate, planted, stress exit $? at $(el) s" >>$L/status.txt ) &
+  ( timeout -k 5 ${CALL16_S:-400} python3 -m pytest -q -p no:cacheprovider -n 4 --jfa-device cuda -rfE --tb=short \
+      tests/test_kernels_gpu.py tests/test_device_planned_calls.py tests/test_unsequenced.py tests/test_racecheck_sites.py \
+      tests/test_gluon_codegen.py >$L/tests.log 2>&1
+    echo "gluon GPU tests exit $? at $(el) s" >>$L/status.txt ) &
+  wait
+  cat $L/status.txt
+  echo "== gluon_jfa"; grep -vE "^\s*$" $L/gate-gluon.log | grep -v "racecheck:" | tail -30
+  echo "== tests"; tail -6 $L/tests.log
 else
-  echo "ci/gpu_lent_calls.sh: call must be 1 to 15, got $call" >&2; exit 2
+  echo "ci/gpu_lent_calls.sh: call must be 1 to 16, got $call" >&2; exit 2
 fi
 # (only a few files come back from a lent machine, none deep: one archive per call)
 tar czf $OUT/c$call.tgz -C $L --exclude cal/records.tgz . 2>/dev/null; ls -la $OUT
