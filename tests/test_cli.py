@@ -828,17 +828,22 @@ def test_a_finding_whose_file_names_no_kernel_replays_without_kernel_none(tmp_pa
     assert row["replay"].startswith(f"jfa-verify replay {path}")
 
 
+def _one_recorded_failure(tmp_path, plugin, kernel: str):
+    """The case file of ``kernel``'s first failing case (one case run, in process)."""
+    repro = tmp_path / "repro"
+    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", kernel, "--max-cases", "1",
+                 "--no-isolate", "--reproducers", str(repro), "--report", str(tmp_path / "r.json"),
+                 "--no-progress"]) == 1
+    (path,) = repro.glob("*.json")
+    return path
+
+
 def test_a_finding_that_does_not_recur_says_what_to_rule_out(tmp_path, capsys, misbehaving_plugin):
     """Regression (noticed in a trial): a recorded failure that passed on replay printed "pass (DIFFERENT)" and
     nothing else; the replay now names what differs from the recording and what to rule out."""
     import torch
 
-    plugin = misbehaving_plugin("raises_always", wrong="True")
-    repro = tmp_path / "repro"
-    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "raises_always", "--max-cases", "1",
-                 "--no-isolate", "--reproducers", str(repro), "--report", str(tmp_path / "r.json"),
-                 "--no-progress"]) == 1
-    (path,) = repro.glob("*.json")
+    path = _one_recorded_failure(tmp_path, misbehaving_plugin("raises_always", wrong="True"), "raises_always")
     payload = json.loads(path.read_text())
     # as if recorded on a GPU with another torch, by a kernel that has been fixed since (triton_jfa passes it)
     payload.update(kernel="triton_jfa", device="cuda:0", plugins=[], plugin_paths=[],
@@ -859,11 +864,7 @@ def test_a_replay_on_another_kernel_says_so_on_its_verdict_line_without_recurren
     of which presume the recorded kernel. The verdict line now names both kernels; the exit status is still the
     replay's."""
     plugin = misbehaving_plugin("raises_elsewhere", wrong="True")
-    repro = tmp_path / "repro"
-    assert main(["run", "--device", "cpu", "--plugin", str(plugin), "--kernel", "raises_elsewhere", "--max-cases", "1",
-                 "--no-isolate", "--reproducers", str(repro), "--report", str(tmp_path / "r.json"),
-                 "--no-progress"]) == 1
-    (path,) = repro.glob("*.json")
+    path = _one_recorded_failure(tmp_path, plugin, "raises_elsewhere")
     capsys.readouterr()
     assert main(["replay", str(path), "--device", "cpu", "--kernel", "triton_jfa"]) == 0
     out = capsys.readouterr().out
