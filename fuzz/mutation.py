@@ -37,6 +37,7 @@ import dataclasses
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -233,6 +234,21 @@ class Catalogue:
         if not found:
             raise InvalidInput(f"catalogue {self.name!r}: builder {self.builder!r} is not module:function of a "
                                f"function; give module:function of a function that returns the kernel's implementation")
+        # a target reaches the builder as <target>_module=: one it does not take made every such mutant "not judged"
+        # with a TypeError (a helper's catalogue targeting the planning module, 2026-12-07)
+        try:
+            params = inspect.signature(getattr(importlib.import_module(module), function)).parameters
+        except (TypeError, ValueError):  # (a builtin without a signature: nothing to check)
+            return
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return
+        taken = [name for name, p in params.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY]
+        for short in self.targets:
+            if f"{short}_module" not in taken:
+                raise InvalidInput(f"catalogue {self.name!r}: target {short!r} reaches the builder as "
+                                   f"{short}_module=, which builder {self.builder!r} does not take (it takes "
+                                   f"{', '.join(taken) or 'no keyword'}); name the target after a <name>_module "
+                                   f"parameter of the builder, or give a builder that takes {short}_module")
 
     def build(self, name: str):
         """The implementation of mutant ``name`` (its kernel module or host module replaced, or its scheduler)."""

@@ -163,6 +163,9 @@ def test_a_verifier_of_a_plugin_kernel_names_its_plugin_in_case_files_and_replay
     ("targets", {"code": "nopackage.code"}, "target 'code' is module 'nopackage.code', which cannot be imported"),
     ("builder", "{p}.build:nosuch", "builder '{p}.build:nosuch' cannot be found"),
     ("builder", "{p}.nomodule:build", "builder '{p}.nomodule:build' cannot be found"),
+    # (helper-68's catalogue targeting a module its builder takes no parameter for: every mutant "not judged")
+    ("targets", {"code": "{p}.code", "plan": "{p}.code"},
+     "target 'plan' reaches the builder as plan_module=, which builder '{p}.build:build' does not take"),
 ])
 def test_a_catalogue_whose_target_or_builder_cannot_be_found_is_a_usage_error_before_any_mutant(
         tmp_path, capsys, field, value, said):
