@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -450,3 +451,15 @@ def test_an_output_path_under_a_regular_file_names_the_file_for_folders_and_file
         lines = [line for line in err.splitlines() if line.strip()]
         assert rc == 2 and len(lines) == 1 and f"argument {option}: {value}: {words}" in lines[0], (option, err)
         assert "does not exist" not in err or "afile" not in err, err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this machine")
+def test_a_report_that_cannot_be_written_before_any_case_is_a_usage_error(tmp_path, capsys):
+    """Regression (helper-69's trial, 2026-12-07): ``run --report /dev/full`` was an internal error (exit 70, a
+    traceback, "report it to the maintainers"): a full disk is the machine's, not a bug. Before any case runs it is a
+    usage error naming the path and why."""
+    rc = main(["run", "--device", "cpu", "--max-cases", "1", "--report", "/dev/full", "--reproducers",
+               str(tmp_path / "r"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--report /dev/full: cannot be written (No space left on device)" in err, err
+    assert "internal error" not in err and "Traceback" not in err, err

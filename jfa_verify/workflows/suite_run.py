@@ -108,8 +108,8 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
     suite is built returns an outcome with no cases.
 
     Raises:
-        InvalidInput: the kernel does not run on ``device``, no case of the suite matches the filter, or
-            ``$JFA_VERIFY_JOBS`` is no worker count.
+        InvalidInput: the kernel does not run on ``device``, no case of the suite matches the filter,
+            ``$JFA_VERIFY_JOBS`` is no worker count, or the report cannot be written (before any case).
         JFAError: the kernel cannot be loaded (its plugin, or its ``load()``: :class:`KernelConfigError`), or the
             suite does not exist. Nothing ran: no report is written, nothing is printed, and an
             earlier one is left as it was (issue 43, 3: ``run --kernel nope`` replaced a finished report with an
@@ -138,7 +138,12 @@ def run_suite(request: RunRequest, device, load_kernel: Callable[[], object], ob
         outcome.report = report_before_cases(True, outcome)
         return outcome
     jobs = _jobs(request, device, len(cases))  # (a bad $JFA_VERIFY_JOBS: a usage error, the report untouched)
-    report = report_before_cases(None)
+    try:
+        report = report_before_cases(None)
+    except OSError as e:  # a full disk, a read-only folder: the machine, not a bug of jfa-verify (a new user's
+        # --report /dev/full was an internal error, exit 70); no case has run
+        raise InvalidInput(f"--report {request.report}: cannot be written ({e.strerror or e}); give a path on a "
+                           f"writable disk with space") from None
     outcome = RunOutcome(report, kernel, suite, cases, jobs=jobs)
     outcome.phases["suite"] = time.perf_counter() - started
     from jfa_verify.run.loop import Verifier
