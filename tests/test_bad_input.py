@@ -380,6 +380,17 @@ def test_a_kernel_raising_on_broadcast_q_is_told_what_that_mode_is_and_how_to_op
     packed = run_case(Case(kv_lengths=(5, 3)), "packed_q_only_naive", "cpu", RunSettings(backward=False))
     assert packed.status == "error" and "RuntimeError" in packed.message and "modes=" not in packed.message
 
+    @register_kernel("no_fp16_naive", capabilities=Capabilities(backward=False))
+    def load_no_fp16():
+        def forward(q, k, v, q_offsets, k_offsets, **kwargs):
+            raise RuntimeError("fp16 not implemented yet")
+        return forward
+
+    # another cause on a broadcast-Q case: no word of that mode (helper-69's kernel without fp16 was told of it)
+    other = run_case(Case(kv_lengths=(5, 3), mode="broadcast_q", broadcast_q_len=4, dtype="float16"), "no_fp16_naive",
+                     "cpu", RunSettings(backward=False))
+    assert other.status == "error" and "fp16 not implemented" in other.message and "modes=" not in other.message
+
 
 @pytest.mark.parametrize("command", [["run", "--max-cases", "1"], ["gate", "--checks", "suite"],
                                      ["fuzz", "--max-examples", "1"], ["stress"]])

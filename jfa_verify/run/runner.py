@@ -318,11 +318,13 @@ def is_unjudged(status: str, message: str) -> bool:
     return status == "error" and (message or "").startswith(_NOT_JUDGED)
 
 
-def _broadcast_q_hint(case: Case) -> str:
-    """For a kernel that raised on a broadcast-Q case: what that mode is, and how a kernel that does not take it says
-    so (``Capabilities.modes`` takes broadcast-Q by default; a new user's kernel, written for packed Q, raised
-    ``AttributeError: 'NoneType' object has no attribute 'tolist'`` on ``q_offsets=None``, with no word on why)."""
-    if case.mode != "broadcast_q":
+def _broadcast_q_hint(case: Case, e: BaseException) -> str:
+    """For a kernel that raised on a broadcast-Q case as code written for packed Q does on ``q_offsets=None`` (an
+    ``AttributeError`` or ``TypeError`` naming ``NoneType``): what that mode is, and how a kernel that does not take it
+    says so (``Capabilities.modes`` takes broadcast-Q by default; a new user's kernel raised ``AttributeError:
+    'NoneType' object has no attribute 'tolist'`` with no word on why). Other raises get no hint: a kernel without
+    fp16 was told of broadcast-Q on its fp16 broadcast-Q cases (helper-69)."""
+    if case.mode != "broadcast_q" or not (isinstance(e, (AttributeError, TypeError)) and "NoneType" in str(e)):
         return ""
     return (" [a broadcast-Q case: q_offsets=None, one dense Q of L_Q rows for every sequence; a kernel that does "
             "not take it declares Capabilities(modes=('self', 'cross'))]")
@@ -534,7 +536,7 @@ def run_case(case: Case, kernel: "Kernel | str", device: "torch.device | str" = 
             if fault != detail:
                 detail += f"; then the device failed: {fault}"
         result.status = "error"
-        result.message = detail + _out_of_memory_hint(e) + _broadcast_q_hint(case) + "\n" + _traceback_tail(e)
+        result.message = detail + _out_of_memory_hint(e) + _broadcast_q_hint(case, e) + "\n" + _traceback_tail(e)
         return result
     t1 = time.perf_counter()
     result.findings += [Finding("contract", m) for m in output_violations(problem, got["o"], got.get("lse")) + changed]
