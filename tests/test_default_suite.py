@@ -45,3 +45,14 @@ def test_the_cpu_suite_reaches_production_head_dims_and_a_thousand_keys_and_quer
     assert max(keys.kv_lengths) > 1024 and max(keys.q_lengths) < 8 and keys.causal
     assert max(queries.q_lengths) > 1024 and max(queries.kv_lengths) < 16
     assert not any(c.name.startswith(("production-", "long-")) for c in get_suite("default", "cuda", 0).cases)
+
+
+def test_the_suite_has_two_offsets_starts_in_both_orders():
+    """Regression (blind set 7, 2026-12-07): the suite's distinct starts always started the queries later, and a kernel
+    clearing dK/dV's unsequenced rows up to q_offsets[0] instead of k_offsets[0] passed it. A fixed case starts the
+    keys later, in cross-attention with a backward."""
+    suite = get_suite("default", "cpu", 0).cases
+    orders = {("keys" if c.offsets_start > c.q_start else "queries") for c in suite if c.distinct_starts}
+    assert orders == {"keys", "queries"}, orders
+    (later,) = [c for c in suite if c.distinct_starts and c.offsets_start > c.q_start]
+    assert later.mode == "cross" and later.q_start > 0 and later.batch > 1

@@ -50,7 +50,7 @@ HEADS = {"mha": (2, 2), "gqa_pow2": (4, 2), "gqa_non_pow2": (6, 2), "mqa": (3, 1
 # A given softmax scale as a multiple of the default 1/sqrt(D).
 SM_SCALE_FACTORS = {"small": 0.25, "large": 3.0}
 OFFSETS_START = 3  # odd, so no sequence starts at an aligned row
-LATER_OFFSETS_START = 8  # the later start of the distinct-starts classes, so rows [3, 8) differ in role
+Q_OFFSETS_START = 8  # the "distinct" class: queries start after keys, so rows [3, 8) differ in role
 # Smallest (cheapest) first in effect: the wide ones, last, are taken only for what needs them (tiles of
 # another shape, which kernels pick past D = 128).
 _D_CANDIDATES = {"pow2": (32, 16, 64, 128, 256), "non_pow2_even": (24, 40, 48, 96, 192), "odd": (33, 17, 65, 129)}
@@ -454,12 +454,10 @@ def _sm_scale_build(cls: str, target: Target, within: Optional[Within] = None) -
 
 
 def _offsets_start_build(cls: str, target: Target, within: Optional[Within] = None) -> dict:
-    starts = {"queries_later": {"offsets_start": 0, "q_offsets_start": LATER_OFFSETS_START},
-              "keys_later": {"offsets_start": LATER_OFFSETS_START, "q_offsets_start": OFFSETS_START}}.get(cls)
-    if starts is not None and within is None:
-        return {"mode": "cross", "kv_lengths": (2,), "q_lengths": (2,), **starts}
-    if starts is not None:  # (build_case searched cross-attention lengths for it)
-        return starts
+    if cls == "distinct" and within is None:
+        return {"mode": "cross", "kv_lengths": (2,), "q_lengths": (2,), "q_offsets_start": Q_OFFSETS_START}
+    if cls == "distinct":  # (build_case searched cross-attention lengths for it)
+        return {"offsets_start": 0, "q_offsets_start": Q_OFFSETS_START}
     return {"offsets_start": OFFSETS_START if cls == "nonzero" else 0}
 
 
@@ -630,7 +628,7 @@ def build_case(classes: Mapping[str, str], target: Target, *, seed: int = 0, nam
     causal = Mask.parse(chosen["mask"]).causal
     modes = [classes["mode"]] if "mode" in classes else [m for m in dimension("mode").classes
                                                           if dimension("mode").support(m, caps) is None]
-    if chosen["offsets_start"] in ("queries_later", "keys_later"):  # two starts need two offsets tensors
+    if chosen["offsets_start"] == "distinct":  # two starts need two offsets tensors
         modes = [m for m in modes if m == "cross"]
     tiles_asked = chosen.get("tile_shape")
     dims = head_dims_for(chosen["head_dim"], chosen["value_dim"], caps, None if tiles_asked is None else (

@@ -103,8 +103,8 @@ COVERAGE: dict[str, CoverageClass] = {
         "value head dim != query/key head dim", of=(("value_dim", _OTHER_DV),), view=True),
     "offsets_nonzero_start": CoverageClass("offsets[0] > 0 (a view into a larger buffer)"),
     "distinct_offsets_start": CoverageClass(
-        "q_offsets[0] != k_offsets[0] (cross-attention)",
-        of=(("offsets_start", ("queries_later", "keys_later")), ("mode", ("cross",))), view=True),
+        "q_offsets[0] != k_offsets[0] (cross-attention)", of=(("offsets_start", ("distinct",)), ("mode", ("cross",))),
+        view=True),
     "strided_offsets": CoverageClass(
         "offsets as strided views (columns of one [B + 1, 2] tensor; outside the contract)",
         of=(("offsets_layout", ("strided",)),), view=True),

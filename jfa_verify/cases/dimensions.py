@@ -218,7 +218,7 @@ def _batch(case: Case, target: Target) -> set[str]:
 
 def _offsets_start(case: Case, target: Target) -> set[str]:
     if case.distinct_starts:
-        return {"queries_later" if case.q_start > case.offsets_start else "keys_later"}
+        return {"distinct"}
     return {"nonzero" if case.offsets_start else "zero"}
 
 
@@ -270,7 +270,7 @@ def _dtype_support(cls: str, caps: Capabilities) -> Optional[str]:
 
 
 def _offsets_start_support(cls: str, caps: Capabilities) -> Optional[str]:
-    return None if cls in ("zero", "nonzero") or "cross" in caps.modes else "distinct starts need cross-attention"
+    return None if cls != "distinct" or "cross" in caps.modes else "distinct starts need cross-attention"
 
 
 def _value_dim_support(cls: str, caps: Capabilities) -> Optional[str]:
@@ -398,9 +398,8 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("offsets_start", "offsets[0]", {
         "zero": "offsets[0] == 0",
         "nonzero": "offsets[0] > 0 (a view into a larger buffer)",
-        # both orders: the rows before each start are left to a different output (O, dQ vs dK, dV)
-        "queries_later": "q_offsets[0] > k_offsets[0] (cross-attention on views into two buffers)",
-        "keys_later": "k_offsets[0] > q_offsets[0] (cross-attention on views into two buffers)",
+        "distinct": "q_offsets[0] != k_offsets[0] (cross-attention on views into two buffers; the covering "
+                    "array's rows start the queries later, the default suite's keys-later case the keys)",
     }, _offsets_start, _offsets_start_support),
     Dimension("offsets_layout", "offsets memory layout (strided views are outside the contract)", {
         "contiguous": "dense offsets",
