@@ -444,6 +444,19 @@ def test_a_second_kernel_on_a_command_that_checks_one_is_refused_naming_both(com
                                                                                                       "kernel_b"]
 
 
+@pytest.mark.parametrize("command", [["run"], ["calibrate"], ["bisect", "--good", "HEAD", "--bad", "HEAD"]])
+def test_a_second_suite_on_a_command_that_runs_one_is_refused_naming_both(command):
+    """As a second --kernel was (helper-70, 2026-12-07): ``run --suite default --suite windows`` ran the windows suite
+    alone, keeping the last value silently; matrix still takes several."""
+    from jfa_verify.cli import build_parser
+
+    rc, err = _cli([*command, "--suite", "default", "--suite", "windows"])
+    assert rc == 2 and "argument --suite: given twice (default and windows)" in err and "Traceback" not in err, err
+    assert "give one --suite" in err and "`jfa-verify matrix` runs several" in err, err
+    assert build_parser().parse_args(["matrix", "--suite", "default", "--suite", "windows"]).suite == ["default",
+                                                                                                       "windows"]
+
+
 def test_an_output_path_under_a_regular_file_names_the_file_for_folders_and_files_alike(tmp_path):
     """Regression (a new user's trial): ``--reproducers afile/repro`` said "parent folder '.../afile' does not exist",
     while ``--report afile/r.json`` said "is a file, not a folder": one shared check now names the file in the way, at

@@ -170,6 +170,9 @@ class Once(argparse.Action):
 
 # the fix a command that checks one kernel gives for a second --kernel
 ONE_KERNEL = "this command checks one kernel: give one --kernel per run (`jfa-verify gate` checks several)"
+# the fix a command that runs one suite gives for a second --suite (argparse kept the last one silently, as it did a
+# second --kernel: helper-70, 2026-12-07)
+ONE_SUITE = "this command runs one suite: give one --suite per run (`jfa-verify matrix` runs several)"
 
 
 class Parser(argparse.ArgumentParser):

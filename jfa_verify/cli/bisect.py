@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jfa_verify.cli.arguments import (
+    ONE_SUITE,
     Once,
     device_option,
     existing_file,
@@ -43,7 +44,8 @@ def add_arguments(parser) -> None:
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--case", default=None, type=existing_file, metavar="FILE",
                       help="a reproducer file (read once; never modified)")
-    what.add_argument("--suite", default=None, help="a built-in suite (with --filter, --max-cases)")
+    what.add_argument("--suite", default=None, action=Once, fix=ONE_SUITE,
+                      help="a built-in suite (with --filter, --max-cases)")
     what.add_argument("--campaign", default=None, type=positive_int, metavar="N",
                       help="a Hypothesis campaign of N examples with --seed")
     parser.add_argument("--filter", default=None, type=name_part, help="only suite cases whose name contains this text")

@@ -9,6 +9,8 @@ from jfa_verify.cli.arguments import (
     EXIT_FAIL,
     EXIT_OK,
     EXIT_USAGE,
+    ONE_SUITE,
+    Once,
     UsageError,
     existing_file,
     kernel_options,
@@ -48,7 +50,7 @@ def add_arguments(parser) -> None:
                         help="JSON-lines file the sampled cases are appended to (kept if the run is killed)")
     parser.add_argument("--progress-every", type=nonneg_int, default=0, metavar="N",
                         help="print progress every N cases")
-    parser.add_argument("--suite", default=None,
+    parser.add_argument("--suite", default=None, action=Once, fix=ONE_SUITE,
                         help="also run this suite's cases first (e.g. default: long sequences)")
     parser.add_argument("--no-fit", action="store_true", help="only sample (to fit many runs' records later)")
     parser.add_argument("--window-cases", action="store_true",

@@ -7,6 +7,8 @@ import sys
 
 from jfa_verify.cli.arguments import (
     EXIT_USAGE,
+    ONE_SUITE,
+    Once,
     UsageError,
     kernel_options,
     name_part,
@@ -33,7 +35,8 @@ def add_arguments(run) -> None:
     from jfa_verify.checks.suites import SUITES  # the names only; get_suite refuses an unknown one with the list
 
     kernel_options(run)
-    run.add_argument("--suite", default="default", metavar="{" + ",".join(sorted(SUITES)) + "}",
+    run.add_argument("--suite", default="default", action=Once, fix=ONE_SUITE,
+                     metavar="{" + ",".join(sorted(SUITES)) + "}",
                      help="default: a covering array of every pair of contract classes the kernel supports, then "
                           "fixed production layouts (MovieLens, tile edges); windows: sliding windows at their "
                           "edges; mha: half the default cases with H_kv = H_q, for kernels without GQA; "
