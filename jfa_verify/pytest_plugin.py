@@ -98,15 +98,14 @@ def jfa_kernel(pytestconfig, jfa_device):
     the session as a usage error (exit 4) at the first test that asks (a kernel registered when a test module is
     imported is known only then)."""
     from jfa_verify.core.errors import UnknownKernel
-    from jfa_verify.protocol.registry import get_kernel, kernels_of_plugins
+    from jfa_verify.protocol.registry import get_kernel, kernels_of_plugins, unnamed_kernel_message
 
     name = pytestconfig.getoption("--jfa-kernel")
     if name is None:
         mine = kernels_of_plugins(pytestconfig.getoption("--jfa-plugin"))
         if mine:
-            pytest.exit(f"--jfa-plugin registers {', '.join(mine)}, and no --jfa-kernel was given: name the kernel to "
-                        f"test (--jfa-kernel {mine[0]}); without it the tests check the built-in {DEFAULT_KERNEL}, "
-                        f"which you can also name", returncode=pytest.ExitCode.USAGE_ERROR)
+            pytest.exit(unnamed_kernel_message(mine, DEFAULT_KERNEL, "--jfa-plugin", "--jfa-kernel"),
+                        returncode=pytest.ExitCode.USAGE_ERROR)
         name = DEFAULT_KERNEL
     try:
         return get_kernel(name)

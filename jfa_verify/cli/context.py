@@ -119,12 +119,10 @@ class Context:
         if default is None or not self.plugins:
             return default
         from jfa_verify.cli.arguments import UsageError
-        from jfa_verify.protocol.registry import kernels_of_plugins
+        from jfa_verify.protocol.registry import kernels_of_plugins, unnamed_kernel_message
 
         self.device  # noqa: B018 - chosen before any plugin is imported (its Triton kernels follow the device)
         mine = kernels_of_plugins(self.plugins)
         if mine:
-            raise UsageError(f"--plugin registers {', '.join(mine)}, and no --kernel was given: name the kernel to "
-                             f"check (--kernel {mine[0]}); without --kernel this command checks the built-in "
-                             f"{default}, which you can also name")
+            raise UsageError(unnamed_kernel_message(mine, default))
         return default

@@ -23,7 +23,7 @@ import sys
 import traceback
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Sequence
 
 from jfa_verify.core.contract import JaggedProblem
 from jfa_verify.core.errors import InvalidInput, KernelConfigError, PluginError, UnknownKernel
@@ -288,3 +288,12 @@ def kernels_of_plugins(paths: "Iterable[str | Path]") -> list[str]:
     load_plugins(paths)
     files = {str(Path(p).resolve()) for p in paths}
     return [name for name in kernel_names() if plugin_of(name) in files]
+
+
+def unnamed_kernel_message(mine: Sequence[str], default: str, plugin_flag: str = "--plugin",
+                           kernel_flag: str = "--kernel") -> str:
+    """The refusal where plugin files registered the kernels ``mine`` (:func:`kernels_of_plugins`) and no kernel was
+    named: the CLI's and the pytest plugin's, each with its own flags."""
+    return (f"{plugin_flag} registers {', '.join(mine)}, and no {kernel_flag} was given: name the kernel to check "
+            f"({kernel_flag} {mine[0]}); without {kernel_flag} the built-in {default} is checked, which you can also "
+            f"name")
