@@ -38,7 +38,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Sequence
 
 from jfa_verify.cases.case import Case
 from jfa_verify.cases.coverage import classify
@@ -49,9 +49,9 @@ from jfa_verify.protocol.kernel import GENERIC_TILES
 from jfa_verify.run.corpus import RUNNING, Corpus, read_case_file, replay_command, reproducer_folders
 from jfa_verify.run.runner import FAILING_STATUSES
 
-__all__ = ["Finding", "FindingIndex", "error_kind", "finding_id", "fold_examples", "key_of", "lead_output",
-           "list_findings", "mark_finding", "match_finding", "record_example", "recover", "running_files", "signature",
-           "size_key", "unreadable_case_files", "verdict_of"]
+__all__ = ["Finding", "FindingIndex", "error_kind", "failure_groups", "finding_id", "fold_examples", "key_of",
+           "lead_output", "list_findings", "mark_finding", "match_finding", "record_example", "recover",
+           "running_files", "signature", "signature_key", "size_key", "unreadable_case_files", "verdict_of"]
 
 EXAMPLES_DIR = ".findings"
 
@@ -143,6 +143,31 @@ def signature(verdict: dict, classes: Iterable[str]) -> dict:
     return sig
 
 
+def signature_key(sig: dict) -> tuple:
+    """``(kernel, status, error kind, (lead output,))`` of a signature, or of a finding row of :func:`list_findings`
+    (the same keys): the :func:`key_of` of the verdict it was made from. A signature written before keys held the
+    lead output alone lists every failing output; its lead is taken."""
+    return (sig.get("kernel"), sig.get("status"), sig.get("error_kind"), lead_output(sig.get("outputs") or ()))
+
+
+def failure_groups(rows: Sequence[dict]) -> list[list[int]]:
+    """The finding rows of :func:`list_findings` grouped by failure: the indices of the rows of each
+    :func:`signature_key`, in listing order (most examples first), the first index the group's head; a ``"running"``
+    row, which has no verdict yet, is a group of its own. The one rule by which ``findings`` sets rows of one failure
+    side by side (what tells them apart) and a campaign counts its distinct failures and says which are new.
+
+    Findings of one key whose shrunk cases have different input classes are kept as files of their own (a campaign
+    cannot tell from one verdict that a shrink to one token and one to a tile's edge are one bug), but a kernel
+    engineer reads them as one failure: a campaign listed one planted LSE-in-base-2 bug as two "NEW" findings (one
+    shrunk to one token, one to a tile's edge; a covering campaign, as 49: a new user's trial). Rows of another lead
+    output stay apart: that is another key, as a campaign keys them."""
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        key = ("running", i) if r.get("status") == RUNNING else signature_key(r)
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
 def finding_id(path: "str | Path") -> str:
     """The id a user sees for the finding (or failing case) kept in the case file ``path``: the case id its name
     starts with (``<case id>-<kernel>[-...].json``, :meth:`~jfa_verify.run.corpus.Corpus.path_for`), so that the
@@ -171,9 +196,7 @@ class Finding:
 
     @property
     def key(self) -> tuple:
-        s = self.signature
-        # (a signature written before keys held the lead output alone lists every failing output)
-        return (s["kernel"], s["status"], s["error_kind"], lead_output(s["outputs"]))
+        return signature_key(self.signature)
 
 
 def _examples_log(root: Path, sig_id: str) -> Path:

@@ -330,6 +330,22 @@ def new_findings(found: list) -> list:
     return sorted({f.get("id") or f["signature"]["id"] for f in found if f["source"] in FOUND_HERE})
 
 
+def distinct_failures(rows: list, new: Sequence[str]) -> list[dict]:
+    """The distinct failures among a campaign's listed findings (``rows``, :func:`~jfa_verify.fuzz.findings.
+    list_findings`), grouped as ``jfa-verify findings`` groups them (:func:`~jfa_verify.fuzz.findings.
+    failure_groups`), each ``{"id", "findings", "rows", "examples", "new"}``: its head row's id, the ids of all its
+    rows (each a case file kept, none dropped) and their indices in ``rows``, their examples together, and whether it
+    is new: every one of its findings is among ``new`` (:func:`new_findings`); one saved before makes the failure a
+    known one. A campaign that counted each file as a NEW finding reported one planted bug as several (a new user's
+    trial)."""
+    from .findings import failure_groups
+
+    new = set(new)
+    return [{"id": rows[g[0]]["id"], "findings": [rows[i]["id"] for i in g], "rows": g,
+             "examples": sum(rows[i]["examples"] for i in g), "new": all(rows[i]["id"] in new for i in g)}
+            for g in failure_groups(rows)]
+
+
 def _reported(config: FuzzConfig) -> dict:
     """The campaign's configuration as its report shows it: a Redis URL's password replaced by ``***``."""
     from jfa_verify.fuzz.database import redacted
@@ -515,6 +531,7 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
     # --no-isolate: a kernel that crashes or hangs takes its campaign worker with it (_death gives the verdict)
     statuses += [d["status"] for d in deaths.values() if d.get("status")]
     drawn, expected = progress.coverage()
+    rows = list_findings(corpus_dir, kernel.name)
     code = ExitCode.INTERRUPTED if interrupted else exit_code_for(statuses)
     if deaths and code == ExitCode.OK:
         code = ExitCode.USAGE  # a worker could not run: nothing meaningful was checked by it
@@ -549,9 +566,11 @@ def _run_fuzz(config: FuzzConfig, device, kernel, corpus_dir: Path, *, workers: 
                   "split": sum(s.get("packs_failed", 0) for s in summaries.values())},
         "statuses": dict(progress.statuses), "shrink_statuses": dict(progress.shrink_statuses),
         "interrupted": interrupted, "exit_code": int(code),
-        "new_findings": new_findings(found),
+        "new_findings": new_findings(found),  # (ids of finding files; one failure may have several: below)
         "failures": found,  # this campaign's own failing cases (each worker's), with verdict and case file
-        "findings": list_findings(corpus_dir, kernel.name),
+        "findings": rows,
+        # the findings grouped by failure, as `jfa-verify findings` groups them: what the summary counts as NEW
+        "distinct_failures": distinct_failures(rows, new_findings(found)),
         "fixed": sorted({p for s in summaries.values() for p in s["fixed"]}),
         "leftovers": [{"path": left["path"], "status": left["status"]} for left in prep["leftovers"]],
         "recovery": {k: v + final.get(k, 0) for k, v in prep.items() if k != "leftovers"},

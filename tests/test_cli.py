@@ -221,6 +221,84 @@ def test_a_campaigns_summary_counts_in_the_singular_for_one(n, said):
         printed[1]
 
 
+def test_a_campaigns_findings_of_one_failure_are_one_new_finding_with_the_others_listed(tmp_path):
+    """Regression (a new user's trial): a campaign tagged each finding file NEW, so one bug shrunk to two cases of
+    other input classes (one token, a tile's edge) read as two new bugs, while `findings` sets them side by side as
+    one failure. The summary gives one NEW line per failure (its examples counted together), lists each further file
+    with its replay command, and counts failures and files apart."""
+    from jfa_verify.cli.output import print_campaign
+
+    def row(fid, classes, outputs=("lse",), examples=1):
+        return {"id": fid, "kernel": "k", "status": "fail", "error_kind": "numeric", "outputs": list(outputs),
+                "classes": classes, "examples": examples, "case": f"case-{fid}", "path": str(tmp_path / f"{fid}.json"),
+                "found_by": "search (worker 0)"}
+
+    rows = [row("aaa", ["self", "one_token"], examples=2), row("bbb", ["self", "tile_boundary"]),
+            row("ccc", ["self"], outputs=("o",))]
+    printed: list[str] = []
+    console = type("Console", (), {"print": lambda self, text, **kwargs: printed.append(text)})()
+    print_campaign({"kernel": "k", "device": "cpu", "workers": 1, "seed": 7, "cases": 9, "seconds": 2.0,
+                    "cases_per_minute": 30.0, "drawn": 9, "statuses": {"fail": 4, "pass": 5}, "interrupted": False,
+                    "new_findings": ["aaa", "bbb", "ccc"], "findings": rows, "config": {"run": {"plugins": []}},
+                    "fixed": [], "worker_errors": {}, "notes": [],
+                    "coverage": {"drawn": 1, "expected": 2, "never_drawn": ["x"], "outside_capabilities": []}},
+                   console)
+    out = "\n".join(printed)
+    new = [line for line in out.splitlines() if "NEW finding" in line]
+    assert len(new) == 2 and new[0].startswith("  NEW finding aaa [fail] numeric lse: case-aaa, 3 examples, 1 more "
+                                               "finding file of the same failure"), out
+    assert new[1].startswith("  NEW finding ccc [fail] numeric o: case-ccc, 1 example"), out
+    (same,) = [line for line in out.splitlines() if "same failure:" in line]
+    assert "finding bbb: case-bbb, 1 example; replay: jfa-verify replay " in same and "bbb.json" in same, out
+    assert "  2 distinct failures (2 new) in 3 finding files" in out, out
+
+
+_LSE_IN_BASE_2 = '''
+import math
+
+from jfa_verify import Capabilities, register_kernel
+from jfa_verify.core.contract import validate_inputs
+from jfa_verify.oracles import reference_attention
+
+
+@register_kernel("lse_in_base_2", capabilities=Capabilities(backward=False))
+def load():
+    """The float64 reference, rounded, with its LSE given in base 2: a planted bug every case shows."""
+    def forward(q, k, v, q_offsets, k_offsets, *, causal=False, causal_alignment="top_left", sm_scale=None):
+        problem = validate_inputs(q, k, v, q_offsets, k_offsets, causal=causal, causal_alignment=causal_alignment,
+                                  sm_scale=sm_scale)
+        ref = reference_attention(problem, q, k, v)
+        return ref["o"].to(q.dtype), (ref["lse"] / math.log(2.0)).float()
+    return forward
+'''
+
+
+def test_fuzz_reports_one_planted_bug_as_one_new_finding_and_keeps_every_file(tmp_path, capsys):
+    """Regression (a new user's trial): `fuzz` on a kernel whose LSE was in base 2 reported two NEW findings, and a
+    covering campaign 49, one per finding file (each kept case had other input classes), while `findings` set them
+    side by side as one failure. One NEW line now, every file still kept, listed and replayable, exit 1."""
+    plugin = tmp_path / "lse_in_base_2.py"
+    plugin.write_text(_LSE_IN_BASE_2)
+    folder, report = tmp_path / "r", tmp_path / "campaign.json"
+    rc = main(["fuzz", "--device", "cpu", "--plugin", str(plugin), "--kernel", "lse_in_base_2", "--covering",
+               "--max-examples", "1", "--seed", "1", "--workers", "1", "--reproducers", str(folder), "--report",
+               str(report), "--no-progress", "--no-precompile"])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    got = json.loads(report.read_text())
+    files = sorted(str(p) for p in folder.glob("*.json"))
+    assert len(files) >= 2, out  # (the covering array's cases of the bug, kept as found: several files)
+    assert sorted(r["path"] for r in got["findings"]) == files  # every file kept and listed
+    assert len([line for line in out.splitlines() if "NEW finding" in line]) == 1, out
+    assert sum("same failure: new finding" in line for line in out.splitlines()) == len(files) - 1, out
+    (failure,) = got["distinct_failures"]
+    assert failure["new"] and sorted(failure["findings"]) == sorted(got["new_findings"]), failure
+    assert failure["examples"] == sum(r["examples"] for r in got["findings"])
+    assert f"1 distinct failure (1 new) in {len(files)} finding files" in out, out
+    assert main(["findings", str(folder)]) == 1  # the same failure there: one group, its rows told apart
+    assert "told apart by" in capsys.readouterr().out
+
+
 def test_help_opens_with_a_description_for_users_and_version_comes_from_the_metadata(capsys, monkeypatch):
     """Regression: ``--help`` opened with the module's docstring for maintainers; there was no ``--version``."""
     from importlib import metadata

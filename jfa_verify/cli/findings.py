@@ -111,16 +111,14 @@ def main(args, ctx) -> int:
 
 
 def _told_apart_by(rows: list, shown: int = 4) -> list[str]:
-    """For each row, the input classes that set it apart from the other rows reading the same (kernel, status, kind
-    and outputs): what made two findings of one look (a shrunk case's classes) where a table showed two identical
-    rows (a new user's trial, 2026-12-07); "" for a row like no other."""
-    from collections import defaultdict
+    """For each row, the input classes that set it apart from the other rows of its failure
+    (:func:`~jfa_verify.fuzz.findings.failure_groups`, the rule a campaign counts its failures by): what made two
+    findings of one look (a shrunk case's classes) where a table showed two identical rows (a new user's trial,
+    2026-12-07); "" for a row like no other."""
+    from jfa_verify.fuzz.findings import failure_groups
 
-    groups = defaultdict(list)
-    for i, r in enumerate(rows):
-        groups[(r["kernel"], r["status"], r["error_kind"], tuple(r["outputs"]))].append(i)
     apart = [""] * len(rows)
-    for members in groups.values():
+    for members in failure_groups(rows):
         if len(members) < 2:
             continue
         common = set.intersection(*(set(rows[i]["classes"]) for i in members))

@@ -114,6 +114,7 @@ def print_campaign(report: dict, console) -> None:
     """A campaign's summary: counts, each finding with its replay command, fixed files, notes, coverage."""
     from pathlib import Path
 
+    from jfa_verify.fuzz.workers import distinct_failures
     from jfa_verify.run.corpus import NOW_PASSING, replay_command
     from jfa_verify.run.parallelism import counted
 
@@ -129,13 +130,30 @@ def print_campaign(report: dict, console) -> None:
                      if (packs := report.get("packs", {})).get("launches") else "") + ")"
                   + "".join(f", {k} {v}" for k, v in sorted(report["statuses"].items()))
                   + (" -- interrupted" if report["interrupted"] else ""), highlight=False, markup=False)
-    for f in report["findings"]:
-        tag = "NEW " if f["id"] in new else ""
+    # One entry per distinct failure, grouped as `jfa-verify findings` groups rows (a new user's campaign printed one
+    # planted bug as two NEW findings, a covering campaign as 49): its head, then each further finding file of it.
+    rows, plugins = report["findings"], report["config"]["run"]["plugins"]
+    failures = distinct_failures(rows, new)
+    for failure in failures:
+        f, more = rows[failure["rows"][0]], failure["rows"][1:]
+        tag = "NEW " if failure["new"] else ""
         console.print(f"  {tag}finding {f['id'] or '(unmerged)'} [{f['status']}] {f['error_kind']} "
-                      f"{'/'.join(f['outputs']) or '-'}: {f['case']}, {counted(f['examples'], 'example')}\n"
-                      f"    replay: {replay_command(f['path'], f['kernel'], report['config']['run']['plugins'])}",
+                      f"{'/'.join(f['outputs']) or '-'}: {f['case']}, {counted(failure['examples'], 'example')}"
+                      + (f", {counted(len(more), 'more finding file', 'more finding files')} of the same failure "
+                         f"(below)" if more else "") + "\n"
+                      f"    replay: {replay_command(f['path'], f['kernel'], plugins)}",
                       highlight=False, markup=False)
-    if not report["findings"]:
+        for other in (rows[i] for i in more):
+            console.print(f"    same failure: {'new ' if other['id'] in new else ''}finding {other['id']}: "
+                          f"{other['case']}, {counted(other['examples'], 'example')}; replay: "
+                          f"{replay_command(other['path'], other['kernel'], plugins)}", highlight=False, markup=False)
+    if rows:  # (the same findings counted by failure; the exit status is their worst status, as before)
+        fresh = sum(failure["new"] for failure in failures)
+        console.print(f"  {counted(len(failures), 'distinct failure', 'distinct failures')} ({fresh} new) in "
+                      f"{counted(len(rows), 'finding file', 'finding files')}; `jfa-verify findings` lists each "
+                      f"file",
+                      highlight=False, markup=False)
+    else:
         console.print("  no findings", highlight=False, markup=False)
     for p in report["fixed"]:
         console.print(f"  fixed (now passes; its file moved to {Path(p).parent / NOW_PASSING}): {Path(p).name}",
