@@ -56,7 +56,7 @@ from jfa_verify.core.errors import InvalidInput, KernelConfigError
 from jfa_verify.protocol.kernel import Kernel, tiles_for_shape
 
 __all__ = ["CORRUPTIONS", "Catalogue", "Mutant", "MutantResult", "STAGES", "format_table", "gpu_only_cases",
-           "load_catalogue", "register_catalogue", "run_mutant", "run_mutants", "targeted_cases"]
+           "load_catalogue", "register_catalogue", "run_mutant", "run_mutants", "stage_item_name", "targeted_cases"]
 
 FORMAT = "jfa-verify-mutants/1"
 
@@ -384,6 +384,7 @@ class MutantResult:
     stage: str = ""  # what killed it: "targeted", "suite", "campaign" or "crash"
     killing_case: Optional[Case] = None
     killing_status: str = ""  # the failing CaseResult's status: "fail" or "error"
+    killed_by: str = ""  # the name of the case or relation check that killed it (run_mutant's first_case takes it)
     outputs: list[str] = field(default_factory=list)  # failing outputs ("o", ..., "schedule", "contract", "error")
     input_classes: list[str] = field(default_factory=list)
     seconds_to_failure: Optional[float] = None
@@ -471,7 +472,8 @@ def _stage_cases(stage: str, kernel, dev, mutant, seed: int):
 def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device="cpu", max_examples: int = 10,
                seed: int = 0, cases: Optional[Sequence[Case]] = None, stage: str = "targeted",
                corpus_dir: Optional[str] = None, max_cases: Optional[int] = None,
-               shared_suite: Optional[tuple] = None, plugins: Sequence[str] = ()) -> MutantResult:
+               shared_suite: Optional[tuple] = None, plugins: Sequence[str] = (),
+               first_case: Optional[str] = None) -> MutantResult:
     """Run ``stage`` against mutant ``name``, stopping at its first failure.
 
     Stages: ``"targeted"``: :func:`targeted_cases` (or ``cases``), then, if the mutant survived
@@ -488,7 +490,11 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
     ``(inputs, cases, relations)`` of the default suite built for another kernel (:func:`shared_suite`),
     taken for the ``"suite"`` stage when this mutant's :func:`~jfa_verify.checks.suites.suite_inputs` equal
     ``inputs`` (the suite would come out the same), built afresh otherwise. ``plugins``: files imported first (they
-    register the catalogue's kernel, where a plugin file does).
+    register the catalogue's kernel, where a plugin file does). ``first_case``: the name of one of the stage's
+    cases (of the first ``max_cases``) or relation checks (:func:`stage_item_name`; ``MutantResult.killed_by`` of an
+    earlier run) to run before the others, as a failing test is rerun first: whether the mutant dies is the same
+    (every case still runs until one fails), only when, and by which case; a name the stage does not hold changes
+    nothing.
 
     Raises:
         InvalidInput: an unknown stage or mutant.
@@ -545,12 +551,14 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
         verify = _verifier(kernel, dev, corpus_dir)
         # the relation checks where the first block-sparse case would be (after every case, as before, when none is)
         at = next((i for i, c in enumerate(cases) if c.block_sparsity is not None), len(cases))
-        for item in [*cases[:at], *relations, *cases[at:]]:
+        items = [*cases[:at], *relations, *cases[at:]]
+        for item in sorted(items, key=lambda it: stage_item_name(it) != first_case):  # (stable: the rest in order)
             res.cases_run += 1
             if not isinstance(item, Case):  # a relation check
                 finding = item.check(kernel, dev)
                 if finding is not None:
                     _record_relation_kill(res, item, finding, kernel, dev.type, t0)
+                    res.killed_by = stage_item_name(item)
                     break
                 _mark_judged(corpus_dir)
                 continue
@@ -562,6 +570,7 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
                     _record_broken(res, item, result)
                 else:
                     _record_kill(res, item, result, kernel, dev.type, stage, t0)
+                    res.killed_by = stage_item_name(item)
                 break
     campaign_examples = max_examples if stage in ("targeted", "campaign") else 0
     if res.status == "survived" and campaign_examples > 0:
@@ -590,6 +599,12 @@ def run_mutant(name: str, *, catalogue: "Catalogue | str" = "triton_jfa", device
                     _record_kill(res, failure.case, result, kernel, dev.type, "campaign", t0)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def stage_item_name(item) -> str:
+    """The name of a stage's case (its own) or relation check (``relation <name> on <its case's name>``: one relation
+    runs on several cases), as :func:`run_mutant`'s ``first_case`` and ``MutantResult.killed_by`` give it."""
+    return item.name if isinstance(item, Case) else f"relation {item.name} on {item.case.name}"
 
 
 @keeps_device_choice
@@ -749,7 +764,7 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
                 isolate: Optional[bool] = None, max_cases: Optional[int] = None,
                 case_timeout_s: float = CASE_TIMEOUT_S,
                 on_result: Optional[Callable[[MutantResult], None]] = None,
-                plugins: Sequence[str] = ()) -> list[MutantResult]:
+                plugins: Sequence[str] = (), first_cases: Optional[dict[str, str]] = None) -> list[MutantResult]:
     """Run every mutant in ``names`` (default: the whole catalogue) through ``stage`` (see
     :func:`run_mutant`) and return one result each, in order. ``on_result(result)`` is called as each
     mutant's verdict comes (in the order they finish), so a caller can keep what finished if the run is
@@ -760,7 +775,8 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     mutant whose process dies is *killed by a crash* when it left a case file ``running`` (the case
     it crashed on), an error otherwise; one whose case has no verdict after ``case_timeout_s`` seconds
     is *killed by a hang* (its worker is killed). ``plugins``: files that register the catalogue's kernel, imported
-    here and in each mutant's process.
+    here and in each mutant's process. ``first_cases``: ``{mutant: case name}`` run first for that mutant
+    (:func:`run_mutant`'s ``first_case``; the case that killed it last time, say: the verdicts are the same).
 
     Raises:
         InvalidInput: an unknown catalogue, mutant name or stage.
@@ -778,17 +794,18 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     names = list(cat.mutants) if not names else list(names)
     for n in names:
         cat[n]  # every name must exist before anything runs
+    first = dict(first_cases or {})
     options = dict(device=device, max_examples=max_examples, seed=seed, stage=stage, max_cases=max_cases,
                    plugins=tuple(plugins))
     if cat.device_reason(dev):
         # every mutant is skipped (run_mutant says why), in this process, before any process or suite is made
-        return _run_each(names, cat, options, on_result)
+        return _run_each(names, cat, options, on_result, first)
     cat.check_loadable()  # (after the device: the builder's module may import Triton)
     if stage == "suite" and len(names) > 1:
         options["shared_suite"] = shared_suite(cat, device, seed)
     report = on_result or (lambda result: None)
     if not (jobs > 1 if isolate is None else isolate):
-        return _run_each(names, cat, options, on_result)
+        return _run_each(names, cat, options, on_result, first)
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from jfa_verify.run.isolation import start_worker_server, worker_context
@@ -796,7 +813,8 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
     start_worker_server(worker_context())  # (here, in the calling thread: the mutants' threads cannot make it deaf)
     stop = threading.Event()
     with tempfile.TemporaryDirectory(prefix="jfa-mutants-") as root, ThreadPoolExecutor(max_workers=jobs) as threads:
-        futures = {threads.submit(_isolated, n, cat, catalogue, Path(root), case_timeout_s, stop, **options): n
+        futures = {threads.submit(_isolated, n, cat, catalogue, Path(root), case_timeout_s, stop, **options,
+                                  first_case=first.get(n)): n
                    for n in names}
         try:
             for future in as_completed(futures):
@@ -809,11 +827,11 @@ def run_mutants(names: Optional[Sequence[str]] = None, *, catalogue: str = "trit
         return [f.result() for f in futures]
 
 
-def _run_each(names: Sequence[str], cat: Catalogue, options: dict, on_result) -> list[MutantResult]:
+def _run_each(names: Sequence[str], cat: Catalogue, options: dict, on_result, first: dict) -> list[MutantResult]:
     """:func:`run_mutants` in this process, one mutant after another."""
     results = []
     for n in names:
-        results.append(run_mutant(n, catalogue=cat, **options))
+        results.append(run_mutant(n, catalogue=cat, **options, first_case=first.get(n)))
         if on_result is not None:
             on_result(results[-1])
     return results

@@ -563,3 +563,26 @@ def test_a_kernel_that_raises_on_some_valid_cases_and_computes_others_is_killed_
                             "assert bool((k_off[1:] > k_off[:-1]).all())")
     result = run_mutant("host_raises_on_empty", catalogue=str(path), device="cpu", stage="targeted", max_examples=0)
     assert result.killed and result.killing_status == "error" and not result.killed_by_output, result
+
+
+def test_a_first_case_runs_before_the_others_and_leaves_the_verdict_alone(jfa_device):
+    # the regression gate runs first the case that killed each mutant last time (regression_kills.json): three
+    # mutants killed late in the covering array were 170 s of the gate's CPU time in order. The case named runs
+    # first; a name the stage does not hold changes nothing.
+    from jfa_verify import Case
+    from jfa_verify.checks.suites import suite_inputs
+
+    cat = load_catalogue("triton_jfa")
+    cases = tuple(Case(kv_lengths=lengths, head_dim=16, name=name)
+                  for name, lengths in (("a", (5,)), ("b", (3, 6)), ("c", (7, 2))))
+    shared = (suite_inputs(cat.kernel_of("softmax_scale_off"), jfa_device.type), cases, ())
+    first = run_mutant("softmax_scale_off", catalogue=cat, device=jfa_device, stage="suite", shared_suite=shared,
+                       first_case="c")
+    assert first.killed and first.killing_case.name == first.killed_by == "c" and first.cases_run == 1, first
+    absent = run_mutant("softmax_scale_off", catalogue=cat, device=jfa_device, stage="suite", shared_suite=shared,
+                        first_case="not-a-case")
+    assert absent.killed and absent.killing_case.name == "a" and absent.cases_run == 1, absent
+    # cut by max_cases, the case named is not one of the stage's: the stage's own first case kills
+    cut = run_mutant("softmax_scale_off", catalogue=cat, device=jfa_device, stage="suite", shared_suite=shared,
+                     max_cases=2, first_case="c")
+    assert cut.killed and cut.killing_case.name == "a", cut
