@@ -704,3 +704,31 @@ def test_a_set_aside_failure_the_shrinking_replay_cannot_serve_is_filed_as_befor
                            device="cpu", seed=2, backward=False)  # (one draw: the saved failures are what B files)
     kinds = {read_case_file(row["path"])[1]["finding"]["error_kind"] for row in list_findings(tmp_path / "b")}
     assert summary.generated == 1 and kinds and kinds <= {"KeyError", "RuntimeError", "ValueError"}, kinds
+
+
+def test_findings_folds_a_killed_campaigns_leftover_into_the_finding_of_its_signature(tmp_path, misbehaving_plugin):
+    """Regression (helper-73's trial): a campaign killed with -9 mid-run left, beside a finding, a failing case file
+    of the very same signature that was no finding yet; `jfa-verify findings` listed it as a second row, one bug read
+    as two findings (the next campaign's recovery then removed it as a duplicate). The listing counts such a file as
+    an example of the finding it matches, as the recovery does, and names its file in the row's ``cases``."""
+    from jfa_verify import Case, Verifier
+    from jfa_verify.fuzz.campaign import classifier
+    from jfa_verify.fuzz.findings import list_findings, mark_finding, signature
+    from jfa_verify.run.corpus import Corpus
+
+    load_plugin(str(misbehaving_plugin("leftover_of_a_finding", wrong="B > 1")))
+    kernel = get_kernel("leftover_of_a_finding")
+    corpus_dir = tmp_path / "r"
+    paths = []
+    for seed in (1, 2):  # one bug, two cases of the same classes: one signature
+        case = Case(kv_lengths=(5, 7), dtype="float32", head_dim=16, num_heads_q=2, num_heads_kv=2, seed=seed)
+        with Verifier(kernel, "cpu", Corpus(corpus_dir), RunSettings(backward=False)) as verifier:
+            result = verifier.verify(case)
+        assert result.status == "error", result.message
+        paths.append(Path(result.reproducer))
+        if seed == 1:  # the campaign's finding; the second file is the leftover a kill left unmarked
+            mark_finding(Corpus(corpus_dir), paths[0], signature(result.to_dict(), classifier(kernel, "cpu")(case)))
+    rows = list_findings(corpus_dir)
+    assert len(rows) == 1, [(r["id"], r["signature"], r["path"]) for r in rows]
+    assert rows[0]["path"] == str(paths[0]) and rows[0]["cases"] == [str(paths[1])], rows[0]
+    assert rows[0]["examples"] == 2, rows[0]
