@@ -56,3 +56,17 @@ def test_the_suite_has_two_offsets_starts_in_both_orders():
     assert orders == {"keys", "queries"}, orders
     (later,) = [c for c in suite if c.distinct_starts and c.offsets_start > c.q_start]
     assert later.mode == "cross" and later.q_start > 0 and later.batch > 1
+
+
+@pytest.mark.parametrize("device_type", ["cpu", "cuda"])
+def test_a_default_case_name_says_causal_exactly_when_the_case_is(device_type):
+    """Regression (helper-73's trial): `long-keys/cross/bfloat16` ran causal bottom-right and
+    `production-d64/self/...` causal, while every other case name says `-causal` where it is causal. A user reading
+    the failing `long-keys/cross` case looked for a non-causal bug, and `--filter cross-causal` (to gate a
+    causal-alignment change) left the long-keys case out. Names follow `LAYOUT/MODE[-causal]/DTYPE` throughout (the
+    covering array's `pairs/NN/MODE[-causal-ALIGNMENT]/DTYPE`)."""
+    for case in get_suite("default", device_type, 0).cases:
+        parts = case.name.split("/")
+        part = parts[2] if parts[0] == "pairs" else parts[1]
+        mode, _, mask = part.partition("-")
+        assert mode == case.mode and mask.startswith("causal") == case.causal, (case.name, case.mode, case.causal)

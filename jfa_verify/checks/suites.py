@@ -193,15 +193,19 @@ def default_suite(device_type: str, seed: int = 0, kernel=None) -> Suite:
             if kernel is not None and not kernel.capabilities.supports_head_dim(d):
                 continue
             n += 1
+            # (named LAYOUT/MODE[-causal]/DTYPE as every other case: "production-d64/self" and "long-keys/cross" ran
+            # causal, and `--filter cross-causal` left them out: helper-73's trial)
+            mask = "-causal" if causal else ""
             cases.append(Case(kv_lengths=(37, 150, 5), num_heads_q=2, num_heads_kv=1, head_dim=d, causal=causal,
-                              dtype=dtypes[0], seed=seed * 1000 + n, name=f"production-d{d}/self/{dtypes[0]}",
+                              dtype=dtypes[0], seed=seed * 1000 + n, name=f"production-d{d}/self{mask}/{dtypes[0]}",
                               **extra))
         for side, kv, q in (("keys", (1100, 9), (5, 2)), ("queries", (3, 9), (1100, 2))):
             n += 1
+            mask = "-causal" if side == "keys" else ""
             cases.append(Case(kv_lengths=kv, q_lengths=q, mode="cross", causal=side == "keys",
                               causal_alignment="bottom_right", num_heads_q=2, num_heads_kv=1,
                               head_dim=heads["head_dim"], dtype=dtypes[0], seed=seed * 1000 + n,
-                              name=f"long-{side}/cross/{dtypes[0]}", **extra))
+                              name=f"long-{side}/cross{mask}/{dtypes[0]}", **extra))
     target = Target(kernel, device_type)
     pairs = covering_array(target, seed=seed)
     note = ("full-size lengths on the GPU" if gpu else
