@@ -1693,3 +1693,7 @@ def test_a_run_names_the_relation_check_that_broke(tmp_path, monkeypatch, capsys
     assert rc == 1, out[-2000:]
     broken = list(dict.fromkeys(c["relation"] for c in checks if not c["held"]))
     assert broken and f"; broken: {', '.join(broken)}" in out, (broken, out[-800:])
+    # (helper-73's trial: "2/3 relation checks held (permutation, batch_invariance, sequence); broken: sequence" named
+    # the broken check among those that held; the parentheses name the ones that held)
+    held = list(dict.fromkeys(c["relation"] for c in checks if c["held"]))
+    assert f"relation checks held ({', '.join(held)}); broken: {', '.join(broken)}" in out, (held, broken, out[-800:])

@@ -111,9 +111,12 @@ def main(args, ctx) -> int:
         print(line, flush=True)
     checked, findings, skipped = outcome.checked, outcome.findings, outcome.skipped
     left = len(outcome.relations) - len(checked)
+    # the parentheses name the checks that held: every check run, the broken one among them, read as all of them
+    # holding ("2/3 relation checks held (permutation, batch_invariance, sequence); broken: sequence": helper-73)
+    held_names = ", ".join(dict.fromkeys(r.name for r, line in zip(outcome.relations, checked) if not line))
     held = (f"relation checks not run ({skipped})" if skipped else
             f"{len(checked) - len(findings)}/{len(checked)} relation checks held"
-            + (f" ({', '.join(dict.fromkeys(r.name for r in outcome.relations[:len(checked)]))})" if checked else "")
+            + (f" ({held_names})" if held_names else "")
             + (f"; broken: {', '.join(dict.fromkeys(r.name for r, line in zip(outcome.relations, checked) if line))}"
                if findings else "")  # (the list named every relation run, not the one that broke: helper-67)
             + (f", {left} not run (interrupted)" if left else ""))
