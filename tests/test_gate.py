@@ -1135,10 +1135,29 @@ def test_a_campaigns_shrink_steps_are_not_counted_as_its_cases_or_passing_tests(
 
     (result,) = json.loads((tmp_path / "g.json").read_text())["results"]
     assert result["status"] == "fail" and result["findings"], result
-    steps = re.search(r"\((\d+) shrink step\(s\) among them, not counted as cases\)", result["details"][0])
+    steps = re.search(r"besides them, (\d+) shrink step\(s\) \(not counted as cases\)", result["details"][0])
     assert steps and int(steps[1]) > 0 and result["cases"] <= 8, result
+    assert f"{result['cases']} case(s): " in result["details"][0], result  # the line's count is the check's
     campaign = ET.parse(tmp_path / "g.xml").getroot().find("testsuite[@name='fails_on_batches.campaign']")
     assert int(campaign.get("tests")) <= 8 + len(result["findings"]), ET.tostring(campaign)[:500]
+
+
+def test_the_campaign_line_words_its_counts_and_they_add_up_to_its_cases():
+    """Regression (a new user's trial): the gate's campaign line read "statuses {'pass': 69, 'fail': 30} (83 shrink
+    step(s) among them, not counted as cases)" beside "16 case(s)": a raw dict over every run, 99, that no reader could
+    reconcile with 16. It now words the cases' verdicts, which add up to the case count, and the shrink steps' apart."""
+    import re
+
+    from jfa_verify.workflows.gate import _unshrunk
+
+    cases, passes, line = _unshrunk(99, {"pass": 69, "fail": 30}, {"pass": 56, "fail": 27})
+    assert (cases, passes) == (16, 13), (cases, passes)
+    assert "{" not in line and "statuses" not in line, line
+    head, _, steps = line.partition("; besides them, ")
+    assert head == "16 case(s): 13 passed, 3 failed", line
+    assert steps == "83 shrink step(s) (not counted as cases): 56 passed, 27 failed", line
+    counted = [int(n) for n in re.findall(r"(\d+) (?:passed|failed)", head)]
+    assert sum(counted) == cases, line
 
 
 def test_the_replay_check_passes_over_a_gate_report_in_the_folder_it_replays(tmp_path, misbehaving_plugin):

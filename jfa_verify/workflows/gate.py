@@ -555,18 +555,35 @@ def _check_campaign(kernel, device, options, plugins) -> CheckResult:
         raise _Interrupted(summary.cases_run)
     findings = [_campaign_finding(f.case.name or f.case.case_id(), f.status, f.explanation,
                                   str(f.path) if f.path else None, kernel, plugins) for f in summary.failures]
-    cases, passes, shrink = _unshrunk(summary.cases_run, summary.statuses, summary.shrink_statuses)
+    cases, passes, counts = _unshrunk(summary.cases_run, summary.statuses, summary.shrink_statuses)
     return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=cases, findings=findings,
-                       passes=passes, details=[f"seed {options.run.seed}, {options.campaign_examples} examples, "
-                                               f"statuses {dict(summary.statuses)}{shrink}"])
+                       passes=passes, details=[f"seed {options.run.seed}, {options.campaign_examples} examples: "
+                                               f"{counts}"])
+
+
+# a verdict as the campaign line words it ("69 passed, 30 failed"; an unknown status as itself)
+_STATUS_WORDS = {"pass": "passed", "fail": "failed", "error": "errored", "crash": "crashed", "timeout": "timed out",
+                 "hang": "hung", "unsupported": "unsupported"}
+
+
+def _in_words(statuses: dict) -> str:
+    """Verdict counts in words, passes first: ``"13 passed, 3 failed"`` (``"none"`` for no verdict)."""
+    order = sorted(statuses, key=lambda k: (k != "pass", k))
+    return ", ".join(f"{statuses[k]} {_STATUS_WORDS.get(k, k)}" for k in order if statuses[k]) or "none"
 
 
 def _unshrunk(cases: int, statuses: dict, shrink_statuses: dict) -> tuple[int, int, str]:
-    """A campaign's ``(cases, passed cases, note)`` without its shrink steps: the steps that shrank a failure are not
-    cases of the check (a JUnit page listed 424 passing tests for a 25-example campaign: a new user's trial)."""
+    """A campaign's ``(cases, passed cases, line)`` without its shrink steps: the steps that shrank a failure are not
+    cases of the check (a JUnit page listed 424 passing tests for a 25-example campaign: a new user's trial). The
+    line words the counts so that they add up beside "N case(s)": the cases' verdicts, then the shrink steps' apart
+    (it printed "statuses {'pass': 69, 'fail': 30} (83 shrink step(s) ...)" beside "16 case(s)": a raw dict over
+    every run, which a new user could not reconcile with the case count)."""
     steps = sum(shrink_statuses.values())
-    note = f" ({steps} shrink step(s) among them, not counted as cases)" if steps else ""
-    return cases - steps, statuses.get("pass", 0) - shrink_statuses.get("pass", 0), note
+    own = {k: v - shrink_statuses.get(k, 0) for k, v in statuses.items()}
+    line = f"{cases - steps} case(s): {_in_words(own)}"
+    if steps:
+        line += f"; besides them, {steps} shrink step(s) (not counted as cases): {_in_words(dict(shrink_statuses))}"
+    return cases - steps, own.get("pass", 0), line
 
 
 def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
@@ -583,10 +600,10 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
                            reason=f"campaign worker(s) could not run: {payload['worker_errors']}")
     findings = [_campaign_finding(f["case"].get("name") or f.get("id") or f["signature"].get("id", "?"), f["status"],
                                   f["explanation"], f["path"], kernel, plugins) for f in payload["failures"]]
-    cases, passes, shrink = _unshrunk(payload["cases"], payload["statuses"], payload["shrink_statuses"])
+    cases, passes, counts = _unshrunk(payload["cases"], payload["statuses"], payload["shrink_statuses"])
     return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=cases, findings=findings,
                        passes=passes, details=[f"seeds {payload['seeds']}, {options.campaign_examples} examples over "
-                                               f"{options.run.jobs} workers, statuses {payload['statuses']}{shrink}"])
+                                               f"{options.run.jobs} workers: {counts}"])
 
 
 def _check_replay(kernel, device, options, plugins) -> CheckResult:
