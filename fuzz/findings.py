@@ -153,8 +153,10 @@ def signature_key(sig: dict) -> tuple:
 def failure_groups(rows: Sequence[dict]) -> list[list[int]]:
     """The finding rows of :func:`list_findings` grouped by failure: the indices of the rows of each
     :func:`signature_key`, in listing order (most examples first), the first index the group's head; a ``"running"``
-    row, which has no verdict yet, is a group of its own. The one rule by which ``findings`` sets rows of one failure
-    side by side (what tells them apart) and a campaign counts its distinct failures and says which are new.
+    row, which has no verdict yet, is a group of its own, as is a row with no status (a signature not known: keyed
+    by nothing, unrelated failures would read as one). The one rule by which ``findings`` sets rows of one failure
+    side by side (what tells them apart), a campaign counts its distinct failures and says which are new, and the
+    gate makes one finding (one JUnit failure) of each failure.
 
     Findings of one key whose shrunk cases have different input classes are kept as files of their own (a campaign
     cannot tell from one verdict that a shrink to one token and one to a tile's edge are one bug), but a kernel
@@ -163,7 +165,7 @@ def failure_groups(rows: Sequence[dict]) -> list[list[int]]:
     output stay apart: that is another key, as a campaign keys them."""
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(rows):
-        key = ("running", i) if r.get("status") == RUNNING else signature_key(r)
+        key = ("alone", i) if r.get("status") in (RUNNING, None) else signature_key(r)
         groups.setdefault(key, []).append(i)
     return list(groups.values())
 

@@ -1160,6 +1160,60 @@ def test_the_campaign_line_words_its_counts_and_they_add_up_to_its_cases():
     assert sum(counted) == cases, line
 
 
+def test_one_bug_kept_in_several_campaign_files_is_one_junit_failure_naming_the_others(tmp_path, monkeypatch):
+    """Regression (a new user's trial): the gate wrote one JUnit failure per campaign finding FILE, so one planted bug
+    kept as two files (shrunk to cases of other input classes, or a saved finding replayed beside a new one) read as
+    two failures, where `fuzz` and `findings` group them as one (fuzz.findings.failure_groups). Now one testcase per
+    distinct failure, naming the other files with their replay commands; JSON and Markdown count the same."""
+    from collections import Counter
+
+    import torch
+
+    import jfa_verify.fuzz.campaign as campaign
+    from jfa_verify.cases.case import Case
+    from jfa_verify.workflows.gate import GateOptions, GateReport, _check_campaign
+
+    def sig(status, classes, id_):
+        return {"kernel": "k", "status": status, "error_kind": "mismatch", "outputs": ["lse"], "classes": classes,
+                "id": id_}
+
+    cases = [Case(kv_lengths=(1,), name="one-token"), Case(kv_lengths=(65,), name="tile-edge"),
+             Case(kv_lengths=(3,), name="crashes")]
+    wrong = "lse wrong\n  lse: base 2"
+    failures = [campaign.CampaignFailure(cases[0], "fail", tmp_path / "aaa-k.json", wrong, "search",
+                                         sig("fail", ["one-token"], "a" * 12), examples=1),
+                campaign.CampaignFailure(cases[1], "fail", tmp_path / "bbb-k.json", wrong, "corpus",
+                                         sig("fail", ["tile-edge"], "b" * 12), examples=4),
+                campaign.CampaignFailure(cases[2], "crash", tmp_path / "ccc-k.json", "crash\n  SIGABRT", "search",
+                                         sig("crash", [], "c" * 12))]
+
+    class _Campaign:  # the campaign's summary, as a run that kept one bug in two files and a crash in a third
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def run(self):
+            return campaign.CampaignSummary("k", "cpu", 0, cases_run=10,
+                                            statuses=Counter({"pass": 7, "fail": 2, "crash": 1}), failures=failures)
+
+    monkeypatch.setattr(campaign, "Campaign", _Campaign)
+    kernel = type("K", (), {"name": "k"})()
+    options = GateOptions(checks=("campaign",), reproducers=str(tmp_path))
+    result = _check_campaign(kernel, torch.device("cpu"), options, ())
+    assert [(f.case, f.status) for f in result.findings] == [("tile-edge", "fail"), ("crashes", "crash")], result
+    (also,) = result.findings[0].also
+    assert also["case"] == "one-token" and also["replay"].startswith(f"jfa-verify replay {tmp_path / 'aaa-k.json'}")
+    report = GateReport("cpu", options, results=[result])
+    (suite,) = ET.fromstring(report.to_junit()).findall("testsuite")
+    failed = [c for c in suite.findall("testcase") if c.find("failure") is not None]
+    assert [c.get("name") for c in failed] == ["tile-edge", "crashes"], ET.tostring(suite)[:800]
+    text = failed[0].find("failure").text
+    assert str(tmp_path / "aaa-k.json") in text and also["replay"] in text, text
+    assert (suite.get("tests"), suite.get("failures")) == (str(7 + 2), "2"), ET.tostring(suite)[:800]
+    assert len(report.to_dict()["results"][0]["findings"]) == 2
+    assert "| k | campaign | crash | 10 | 2 |" in report.to_markdown(), report.to_markdown()
+    assert f"also `one-token`: `{also['replay']}`" in report.to_markdown(), report.to_markdown()
+
+
 def test_the_replay_check_passes_over_a_gate_report_in_the_folder_it_replays(tmp_path, misbehaving_plugin):
     """Regression (a new user's trial): `gate --checks replay --replay DIR --json DIR/jfa-gate.json`, run twice, passed
     and then ended in ERROR: its own report in DIR was "not a readable case file; a finding may be lost in it", where

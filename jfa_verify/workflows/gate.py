@@ -92,6 +92,9 @@ class Finding:
     explanation: str = ""
     replay: str = ""
     reproducer: Optional[str] = None
+    # the other case files of the same failure (a campaign's: one bug may be kept as several finding files), each
+    # ``{"case", "reproducer", "replay"}``: named inside this finding, so that one bug is one finding in every report
+    also: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -292,7 +295,7 @@ class GateReport:
                 if f.case in ratios:
                     _junit_ratio(case, ratios.pop(f.case))
                 node = ET.SubElement(case, "failure", message=f"[{f.status}] {f.summary}"[:500], type=f.status)
-                node.text = f"{f.explanation}\nreplay: {f.replay}" if f.replay else f.explanation
+                node.text = (f"{f.explanation}\nreplay: {f.replay}" if f.replay else f.explanation) + _also_text(f)
             for name, p in ratios.items():  # the configurations at or above the minimum ratio (or with none asked)
                 _junit_ratio(ET.SubElement(suite, "testcase", classname=f"{r.kernel}.{r.check}", name=name), p)
             # the check's own names, or its count: cases less findings counted a relation finding against the
@@ -335,6 +338,8 @@ class GateReport:
                 lines.append(f"- **{r.kernel} / {r.check}** `{f.case}` [{f.status}]: {f.summary}")
                 if f.replay:
                     lines.append(f"  - replay: `{f.replay}`")
+                lines += [f"  - the same failure, also `{a['case']}`: `{a['replay'] or a['reproducer']}`"
+                          for a in f.also]
         skipped = [r for r in self.results if r.status == "skip"]
         if skipped:
             lines += ["", "### Skipped", ""]
@@ -534,6 +539,32 @@ def _campaign_finding(case: str, status: str, explanation: str, path: Optional[s
                    replay_command(path, kernel.name, plugins) if path else "", path)
 
 
+def _also_text(f: Finding) -> str:
+    """The other case files of ``f``'s failure as lines of its JUnit failure text ("" when it has none)."""
+    if not f.also:
+        return ""
+    return (f"\nthe same failure (kernel, status, error kind, lead output) is kept in {len(f.also)} more case "
+            f"file(s):" + "".join(f"\n  {a['case']}: {a['reproducer']}\n    replay: {a['replay']}" for a in f.also))
+
+
+def _campaign_findings(found: Sequence[tuple[Finding, dict, int]]) -> list[Finding]:
+    """A campaign's findings, one per distinct failure: ``found`` holds ``(finding, signature, examples)`` per finding
+    file, grouped by :func:`~jfa_verify.fuzz.findings.failure_groups` (the rule by which ``jfa-verify findings`` and
+    ``fuzz``'s summary group them), most examples first; the group's head is the finding, its other files named in
+    its ``also``. One finding per file showed one planted bug as several JUnit failures (a new user's trial), where
+    ``fuzz`` and ``findings`` showed one."""
+    from jfa_verify.fuzz.findings import failure_groups
+
+    found = sorted(found, key=lambda x: -x[2])
+    out = []
+    for group in failure_groups([sig for _, sig, _ in found]):
+        head = found[group[0]][0]
+        head.also = [{"case": found[i][0].case, "reproducer": found[i][0].reproducer, "replay": found[i][0].replay}
+                     for i in group[1:]]
+        out.append(head)
+    return out
+
+
 def _campaign_status(findings: Sequence[Finding]) -> str:
     """The campaign check's verdict: the worst kind among its findings (hang, then crash, then fail)."""
     statuses = {f.status for f in findings}
@@ -553,8 +584,9 @@ def _check_campaign(kernel, device, options, plugins) -> CheckResult:
                        corpus_dir=campaign_folder(options.reproducers), device=device).run()
     if summary.interrupted:  # the campaign kept Ctrl-C to itself; the gate stops too
         raise _Interrupted(summary.cases_run)
-    findings = [_campaign_finding(f.case.name or f.case.case_id(), f.status, f.explanation,
-                                  str(f.path) if f.path else None, kernel, plugins) for f in summary.failures]
+    findings = _campaign_findings([(_campaign_finding(f.case.name or f.case.case_id(), f.status, f.explanation,
+                                                      str(f.path) if f.path else None, kernel, plugins),
+                                    f.signature, f.examples) for f in summary.failures])
     cases, passes, counts = _unshrunk(summary.cases_run, summary.statuses, summary.shrink_statuses)
     return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=cases, findings=findings,
                        passes=passes, details=[f"seed {options.run.seed}, {options.campaign_examples} examples: "
@@ -598,8 +630,10 @@ def _check_campaign_workers(kernel, device, options, plugins) -> CheckResult:
     if payload["worker_errors"]:
         return CheckResult(kernel.name, "campaign", "error", cases=payload["cases"],
                            reason=f"campaign worker(s) could not run: {payload['worker_errors']}")
-    findings = [_campaign_finding(f["case"].get("name") or f.get("id") or f["signature"].get("id", "?"), f["status"],
-                                  f["explanation"], f["path"], kernel, plugins) for f in payload["failures"]]
+    named = [f["case"].get("name") or f.get("id") or f["signature"].get("id", "?") for f in payload["failures"]]
+    findings = _campaign_findings([(_campaign_finding(name, f["status"], f["explanation"], f["path"], kernel, plugins),
+                                    f.get("signature") or {}, f.get("examples", 0))
+                                   for name, f in zip(named, payload["failures"])])
     cases, passes, counts = _unshrunk(payload["cases"], payload["statuses"], payload["shrink_statuses"])
     return CheckResult(kernel.name, "campaign", _campaign_status(findings), cases=cases, findings=findings,
                        passes=passes, details=[f"seeds {payload['seeds']}, {options.campaign_examples} examples over "
