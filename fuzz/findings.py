@@ -403,6 +403,38 @@ def running_files(root: "str | Path", kernel: Optional[str] = None) -> list[tupl
     return [(p, c, d) for p, c, d in Corpus(root).readable(kernel) if d.get("status") == RUNNING]
 
 
+def fold_round(root: "str | Path", round_id: str, found_by: str) -> list[Path]:
+    """Fold a finished shrink round's failing case files into findings: the files whose ``shrink_round`` is
+    ``round_id`` (written one per failing call of a Hypothesis test that is done, its shrink steps included), one
+    finding per :func:`key_of` of their verdicts: that key's last step, which is the shrunk case (Hypothesis runs its
+    final example last), marked a finding (:func:`mark_finding`, signed as :func:`list_findings` signs a file); the
+    key's other steps become its examples (:func:`record_example`, logged before their files are removed: a kill
+    between the two loses none). Returns the findings' paths.
+
+    A campaign removes a round's steps as it goes (:meth:`~jfa_verify.fuzz.campaign.Campaign`) and :func:`recover`
+    those of a killed one; a pytest suite's property test has no campaign around it and left one file per shrink step
+    in ``--jfa-corpus`` (29 for one bug, where ``findings`` listed one row: a new user's trial). A round cut short
+    (the process killed) keeps its marks, so :func:`recover` treats it as a killed campaign's."""
+    root = Path(root)
+    corpus = Corpus(root)
+    steps: dict[tuple, list] = {}
+    for p, c, d in corpus.readable():
+        if d.get("shrink_round") == round_id and d.get("status") in FAILING_STATUSES:
+            steps.setdefault(key_of(verdict_of(d)), []).append((d.get("shrink_step", 0), p, c, d))
+    kept = []
+    for found in steps.values():
+        found.sort(key=lambda s: s[0])
+        _, path, case, payload = found[-1]
+        sig = _file_signature(case, payload)
+        for _, p, c, _ in found[:-1]:
+            record_example(root, sig["id"], c, own=case)
+        mark_finding(corpus, path, sig, found_by=found_by)
+        for _, p, _, _ in found[:-1]:
+            p.unlink(missing_ok=True)
+        kept.append(path)
+    return kept
+
+
 def _file_signature(case: Case, payload: dict) -> dict:
     """The signature of a case file that is no finding yet (a ``jfa-verify run`` failure, a killed campaign's
     shrink step or ``"running"`` file): its case's classes under the tiles its verdict records (else the

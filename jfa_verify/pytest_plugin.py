@@ -17,6 +17,11 @@ wants it for every test calls :func:`jfa_verify.core.device.select_device` in it
 ``conftest.py``, where its Hypothesis profiles live too. Nothing probes the GPU
 at import time; each pytest-xdist worker selects its own device. Case files are
 written atomically and named by case id, so workers can share a corpus folder.
+
+A Hypothesis test's failing calls each write a case file (before the kernel runs: a crash or a kill loses no case),
+its shrink steps included; when the test is done they are folded as a campaign folds a shrink round
+(:func:`jfa_verify.fuzz.findings.fold_round`): one finding file per failure, its shrunk case, the other failing cases
+logged as its examples.
 """
 
 from __future__ import annotations
@@ -58,6 +63,58 @@ def pytest_configure(config):
             load_plugins(config.getoption("--jfa-plugin"))
     except JFAError as e:  # (its words name the command line's flags; here they are the plugin's --jfa-* ones)
         raise pytest.UsageError(str(e).replace("--device ", "--jfa-device ").replace("--plugin ", "--jfa-plugin "))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """A Hypothesis test that verifies cases into ``jfa_corpus``: its failing cases' files marked as one shrink round,
+    folded into findings when it is done (a failing property test left one file per shrink step, 29 for one bug,
+    where ``jfa-verify fuzz`` keeps one per failure: a new user's trial). Other tests' files are kept as written: each
+    case of a loop over a suite is a case of its own."""
+    corpus = getattr(item, "funcargs", {}).get("jfa_corpus")
+    if not isinstance(corpus, _RoundCorpus) or not getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+        yield
+        return
+    import uuid
+
+    from jfa_verify.fuzz.findings import fold_round
+
+    corpus.start_round(f"pytest-{uuid.uuid4().hex[:12]}")
+    try:
+        yield
+    finally:
+        round_id = corpus.end_round()
+        fold_round(corpus.root, round_id, found_by="pytest")
+
+
+def _round_corpus(root):
+    """A :class:`~jfa_verify.run.corpus.Corpus` whose case files, while a round is open, carry its ``shrink_round``
+    and their ``shrink_step`` (in the order they were written), as a campaign's shrink steps do."""
+    import itertools
+
+    from jfa_verify.run.corpus import Corpus
+
+    class RoundCorpus(Corpus, _RoundCorpus):
+        round_id = None
+
+        def start_round(self, round_id: str) -> None:
+            self.round_id, self._steps = round_id, itertools.count()
+
+        def end_round(self) -> str:
+            round_id, self.round_id = self.round_id, None
+            return round_id
+
+        def guard(self, case, kernel, device, timeout_s=None, plugins=(), annotations=None):
+            if self.round_id is not None:
+                annotations = {**(annotations or {}), "shrink_round": self.round_id, "shrink_step": next(self._steps)}
+            return super().guard(case, kernel, device, timeout_s, plugins, annotations)
+
+    return RoundCorpus(root)
+
+
+class _RoundCorpus:
+    """The mark of the corpus :func:`_round_corpus` makes (its class is made where it is needed, so that importing
+    the plugin imports nothing of jfa-verify)."""
 
 
 def pytest_collection_modifyitems(config, items):
@@ -117,9 +174,8 @@ def jfa_kernel(pytestconfig, jfa_device):
 def jfa_corpus(pytestconfig, tmp_path_factory):
     """A :class:`jfa_verify.run.corpus.Corpus` (``--jfa-corpus DIR`` or a session temp dir): verify cases with
     ``jfa_verify.Verifier(kernel, device, jfa_corpus).verify(case)`` so a failing (or crashing) case leaves a
-    replayable file.
+    replayable file. A Hypothesis test's failing files are folded into one finding file per failure when it is done
+    (:func:`pytest_runtest_call`).
     """
-    from jfa_verify.run.corpus import Corpus
-
     root = pytestconfig.getoption("--jfa-corpus")
-    return Corpus(root if root else tmp_path_factory.mktemp("jfa-corpus"))
+    return _round_corpus(root if root else tmp_path_factory.mktemp("jfa-corpus"))

@@ -262,6 +262,39 @@ def test_the_readmes_pytest_example_fails_on_a_planted_bug_and_leaves_a_replayab
     assert not list((tmp_path / "good").glob("*.json"))
 
 
+def test_a_failing_property_test_leaves_one_finding_file_not_one_per_shrink_step(tmp_path):
+    """Regression (a new user's trial): the README's property test on a planted bug wrote about 29 case files into
+    ``--jfa-corpus``, one per Hypothesis shrink step, which ``jfa-verify findings`` listed as one row. The test's
+    failing files are now folded as a campaign folds a shrink round: one finding file, its shrunk case, the other
+    failing cases its examples; ``findings`` lists it with a replay command that fails again."""
+    import os
+    import re
+    import shlex
+
+    from jfa_verify.fuzz.findings import list_findings
+
+    readme = (ROOT / "README.md").read_text()
+    code = re.search(r"<!-- pytest-example -->\n```python\n(.*?)```", readme, re.S).group(1)
+    (tmp_path / "test_readme_example.py").write_text(code)  # (25 examples: it draws failures and shrinks them)
+    plugin = str(ROOT / "tests" / "quality" / "memory_plugin.py")  # (plain-torch kernels: fast, and always wrong)
+    corpus = tmp_path / "found"
+    # a Hypothesis database of its own: the suite's shared one holds the shrunk example of an earlier run, which
+    # Hypothesis would replay alone (one call, no shrink steps to fold)
+    env = {**os.environ, "HYPOTHESIS_STORAGE_DIRECTORY": str(tmp_path / ".hypothesis")}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "test_readme_example.py", "--jfa-device", "cpu", "--jfa-plugin", plugin, "--jfa-kernel",
+                          "wrong-everywhere", "--jfa-corpus", str(corpus)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600, env=env)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    files = sorted(corpus.glob("*.json"))
+    assert len(files) == 1, [f.name for f in files]
+    (row,) = list_findings(corpus)
+    assert row["path"] == str(files[0]) and row["found_by"] == "pytest" and row["examples"] > 1, row
+    replay = subprocess.run([sys.executable, "-m", "jfa_verify.cli", *shlex.split(row["replay"])[1:], "--device",
+                             "cpu"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert replay.returncode == 1, replay.stdout[-2000:] + replay.stderr[-2000:]
+
+
 def test_a_jfa_plugin_that_registers_kernels_needs_jfa_kernel_named(tmp_path):
     """Regression (helper-67's trial, 2026-12-07): with ``--jfa-plugin mine.py`` and no ``--jfa-kernel``, the user's
     tests got the built-in triton_jfa and passed. Now the first test that asks for the kernel ends the session, exit 4,
