@@ -1,11 +1,10 @@
 """The CI gate on the blind set: the default suite kills at least 95% of planted bugs that nobody has read.
 
-``tests/quality/blind_set.json`` is ``docs/evidence/detection-2026-12-04/blind3/catalogue.json``, copied in
-unread, less two mutants read on 2026-12-05 and two on 2026-12-07 (ported when the host lines they patched
-changed), each moved by name to the regression catalogue: 21 one-line bugs of
-``triton_jfa`` written by a helper that had not read the suite, the strategies,
-the contract model or any other catalogue (the set before it, ``blind2``, was rotated into the regression
-catalogue on 2026-12-04 when the device planner left one of its patches stale). Nobody working on the suite reads
+``tests/quality/blind_set.json`` is ``docs/evidence/cpu-2026-12-07-blind8/blind8.json`` (blind set 8), copied in
+unread on 2026-12-07: 24 one-line bugs of ``triton_jfa`` (23 the CPU can judge, one gpu-only) written by a helper
+that had not read the suite, the strategies, the cases, the checks or any other catalogue. The set before it
+(``blind3``, 21 mutants, some of whose names and patched lines had been seen) was rotated into the regression
+catalogue then, as ``blind2`` was on 2026-12-04. Nobody working on the suite reads
 it, its survivors included; it is used through this gate's counts only. Once anyone reads it (a survivor to fix,
 say), it is no longer blind: it then joins the regression catalogue and a fresh blind set replaces it
 (``docs/mutation.md``, "Rotating the blind set").

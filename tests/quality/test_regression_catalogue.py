@@ -85,4 +85,5 @@ def test_default_suite_kills_at_least_95_percent_of_the_regression_catalogue(jfa
     if stale:  # (slower, not wrong: those mutants ran cases before their killer)
         warnings.warn(f"{len(stale)} mutant(s) of the regression catalogue died on another case than the one "
                       f"{KILLS.name} records ({', '.join(stale[:5])}...): refresh it with `python "
-                      f"tests/quality/record_regression_kills.py`", stacklevel=1)
+                      f"tests/quality/record_regression_kills.py` (a mutant that reads memory it does not own can "
+                      f"die on another case from run to run)", stacklevel=1)
