@@ -31,11 +31,13 @@ def main() -> int:
                           isolate=True, max_cases=gate_cases("cpu"), case_timeout_s=60)
     kills = gate_kills(results)
     KILLS.write_text(json.dumps({
-        "about": "The default suite's case that killed each regression-catalogue mutant first, its cases run in "
-                 "order on the CPU; the gate runs it first (tests/quality/test_regression_catalogue.py). Written "
-                 "by tests/quality/record_regression_kills.py.",
+        "about": "What killed each regression-catalogue mutant first, the default suite's cases run in order on the "
+                 "CPU: a case or relation check, which the gate runs first, or (crash) / (hang); a mutant not named "
+                 "survived (tests/quality/test_regression_catalogue.py). Written by "
+                 "tests/quality/record_regression_kills.py.",
         "kills": dict(sorted(kills.items()))}, indent=1) + "\n")
-    print(f"{len(kills)} of {len(names)} mutants killed by a suite case or relation check; wrote {KILLS}")
+    print(f"{len(kills)} of {len(names)} mutants killed (by a suite case, a relation check, a crash or a hang); "
+          f"wrote {KILLS}")
     return 0
 
 
