@@ -13,6 +13,7 @@ from jfa_verify.scheduling.device_plan import (
     FILLER_BLOCK,
     capacity,
     clamped_lengths,
+    clamped_offsets,
     device_tiles,
     fused_pass,
     host_arrays,
@@ -117,6 +118,16 @@ def test_offsets_are_clamped_into_the_buffer():
     starts, lengths = clamped_lengths(torch.tensor([0, 9, 4, 50]), total_rows=20)
     assert starts.tolist() == [0, 9, 9]
     assert lengths.tolist() == [9, 0, 11]
+
+
+def test_the_offsets_kernels_read_are_int32_whatever_the_callers_dtype_while_every_row_fits():
+    # issue 39: the offsets' dtype is part of a kernel's compiled signature; int64 offsets built every variant twice
+    for dtype in (torch.int32, torch.int64):
+        off = clamped_offsets(torch.tensor([0, 9, 4, 50], dtype=dtype), total_rows=20)
+        assert off.dtype == torch.int32 and off.tolist() == [0, 9, 9, 20]
+    # past int32's range the caller's int64 stays (a cast would wrap the last offset negative)
+    big = clamped_offsets(torch.tensor([0, 2**31 + 5], dtype=torch.int64), total_rows=2**31 + 5)
+    assert big.dtype == torch.int64 and big.tolist() == [0, 2**31 + 5]
 
 
 def test_unknown_scheduler_and_missing_program_count_are_named():

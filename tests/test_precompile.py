@@ -82,6 +82,37 @@ def test_each_variant_the_cases_need_is_built_once_and_none_twice(tmp_path):
     assert result["skipped"] is None and result["untraced_count"] == 0 and result["error_count"] == 0
 
 
+_OFFSETS_DTYPES = """
+import json, torch
+from triton.runtime.driver import driver
+from jfa_verify.cases.case import Case
+from jfa_verify.core.device import choose_for_compiling
+from jfa_verify.core.target_driver import TargetOnlyDriver
+from jfa_verify.protocol.registry import get_kernel
+from jfa_verify.run.precompile import trace_variants
+
+choose_for_compiling("cuda")  # before the kernel's module is imported: compiled for sm_90, never interpreted
+driver.set_active(TargetOnlyDriver(90))
+kernel = get_kernel("triton_jfa")
+shape = dict(num_heads_q=4, num_heads_kv=2, head_dim=64, dtype="bfloat16")
+keys = {}
+for odt in ("int32", "int64"):
+    for name, extra in (("self", {}), ("cross-causal", dict(mode="cross", q_lengths=(7, 3, 30), causal=True)),
+                        ("offsets-start-3", dict(offsets_start=3))):
+        case = Case(kv_lengths=(5, 40, 17), seed=1, offsets_dtype=odt, name=name, **shape, **extra)
+        keys[f"{name}-{odt}"] = sorted(v.key for v in trace_variants(kernel, [case], torch.device("cpu"))[0])
+print("RESULT" + json.dumps(keys))
+"""
+
+
+def test_int64_and_int32_offsets_launch_the_same_variants(tmp_path):
+    # issue 39, 3: the offsets' dtype was part of every kernel's signature, so a campaign built each variant twice
+    # (1,000 drawn cases: 511 variants, 406 with the offsets in one type); the kernels now read them as int32
+    keys = _compiled_mode(_OFFSETS_DTYPES, tmp_path)
+    for name in ("self", "cross-causal", "offsets-start-3"):
+        assert keys[f"{name}-int32"] and keys[f"{name}-int64"] == keys[f"{name}-int32"], name
+
+
 _RELATIONS = """
 import json, torch
 from jfa_verify.cases.dimensions import Target

@@ -38,8 +38,8 @@ from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler, d
 from jfa_verify.scheduling.schedules import Schedule, Tile, workloads_backward, workloads_forward
 
 __all__ = ["DEVICE_SCHEDULERS", "DeviceLaunchPlan", "DeviceTiles", "PlanArrays", "capacity", "clamped_lengths",
-           "device_tiles", "disagreement", "flatten_programs", "fused_pass", "launch_plan", "launch_tensors",
-           "plannable", "plan_pass", "host_arrays", "read_back", "to_pass_plan"]
+           "clamped_offsets", "device_tiles", "disagreement", "flatten_programs", "fused_pass", "kernel_offsets",
+           "launch_plan", "launch_tensors", "plannable", "plan_pass", "host_arrays", "read_back", "to_pass_plan"]
 
 # Scheduler names a device plan reproduces. "grid": one tile per program (no persistent loop);
 # "round_robin" drops cluster sentinels exactly as the host programs do, so it deals like "launch_order".
@@ -55,15 +55,30 @@ def capacity(total_rows: int, batch: int, block: int) -> int:
     return batch + total_rows // block if batch else 0
 
 
+def kernel_offsets(offsets: Optional[torch.Tensor], total_rows: int) -> Optional[torch.Tensor]:
+    """``offsets`` (``[B + 1]`` int32/int64, or None) as a kernel reads them: int32 while ``total_rows < 2**31``
+    (every value then fits), else as given; None stays None.
+
+    A kernel's offsets pointer type is part of its compiled signature, so int64 offsets built every kernel variant a
+    second time (a fifth of ``triton_jfa``'s variants for 1,000 drawn campaign cases, issue 39). The cast is one
+    small device op for int64 callers (nested tensors' offsets) and none for int32 ones (FA2's ``cu_seqlens``)."""
+    return offsets.to(torch.int32) if offsets is not None and total_rows < 2**31 else offsets
+
+
 def clamped_offsets(offsets: torch.Tensor, total_rows: int) -> torch.Tensor:
-    """``offsets`` clamped to ``[0, T]`` and made non-decreasing (a running maximum), in their own dtype and
-    device: valid offsets come back unchanged, bad ones can no longer point outside the buffer."""
+    """``offsets`` clamped to ``[0, T]`` and made non-decreasing (a running maximum), on their device, in the
+    dtype kernels read (:func:`kernel_offsets`): valid offsets come back with their values unchanged, bad ones can
+    no longer point outside the buffer."""
+    return kernel_offsets(_running_max_clamped(offsets, total_rows), total_rows)
+
+
+def _running_max_clamped(offsets: torch.Tensor, total_rows: int) -> torch.Tensor:
     return torch.cummax(offsets.clamp(0, total_rows), dim=0).values
 
 
 def clamped_lengths(offsets: torch.Tensor, total_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(starts [B], lengths [B])`` int64 of :func:`clamped_offsets`."""
-    off = clamped_offsets(offsets, total_rows).to(torch.int64)
+    off = _running_max_clamped(offsets, total_rows).to(torch.int64)
     return off[:-1], off[1:] - off[:-1]
 
 

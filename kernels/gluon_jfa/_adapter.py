@@ -114,7 +114,9 @@ class GluonJFA:
                                                   causal_alignment=shape.causal_alignment, sm_scale=shape.sm_scale)
         launch = self.host.describe(shape, k, q_offsets, k_offsets, problem=problem, poison=poison)
         plans = checked.passes.__getitem__ if checked is not None else self.host_plans(problem)
-        return launch, q_offsets, k_offsets, plans, checked
+        # (int32 where the rows allow, as a device plan's are: one compiled variant for both offsets dtypes)
+        return (launch, device_plan.kernel_offsets(q_offsets, shape.total_q_rows),
+                device_plan.kernel_offsets(k_offsets, shape.total_k_rows), plans, checked)
 
     def host_plans(self, problem: JaggedProblem) -> Callable[[str], PassPlan]:
         """``plans(kind)``: pass ``kind``'s :class:`PassPlan` as the scheduler hook deals the framework's workloads

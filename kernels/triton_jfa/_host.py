@@ -272,13 +272,14 @@ class _Passes:
     instr: Optional[Visits]
     sparse: Optional[dict] = None
 
-    @staticmethod
-    def offsets(q_offsets, k_offsets, plan):
-        """``(q_off, k_off)``: the offsets the kernels read."""
+    def offsets(self, q_offsets, k_offsets):
+        """``(q_off, k_off)``: the offsets the kernels read (int32 where the rows allow: one variant for both)."""
+        plan, shape = self.plan, self.problem
         q_off = k_offsets if q_offsets is None else q_offsets  # never read under BROADCAST_Q
         if isinstance(plan, DevicePlan):  # the kernels read the offsets as the plan clamped them
             q_off, k_offsets = plan.q_off, plan.k_off
-        return q_off, k_offsets
+        q_rows = shape.total_k_rows if q_offsets is None else shape.total_q_rows
+        return device_plan.kernel_offsets(q_off, q_rows), device_plan.kernel_offsets(k_offsets, shape.total_k_rows)
 
     def forward(self, q, k, v, q_off, k_off):
         return _forward(self.kmod, self.problem, self.plan, q, k, v, q_off, k_off, self.instr, self.sparse)
@@ -293,7 +294,7 @@ class _Passes:
 def _attention(q, k, v, q_offsets, k_offsets, kmod, problem, plan, instr, sparse=None):
     """``(o, lse)`` of one call, differentiable through the kit's scaffold."""
     passes = _Passes(kmod, problem, plan, instr, sparse)
-    return differentiable_attention(passes, q, k, v, *passes.offsets(q_offsets, k_offsets, plan))
+    return differentiable_attention(passes, q, k, v, *passes.offsets(q_offsets, k_offsets))
 
 
 class TritonJFA:
