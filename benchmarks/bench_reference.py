@@ -6,13 +6,16 @@ at a time, and against the padded SDPA oracle (the other reference every case ru
 before (about 40 device operations per sequence). Two workloads, random normal inputs (never zeros):
 
 * ``pareto-256``: 256 sequences of Pareto(1.2) lengths (x8, at most 256), causal, H=2, D=32 (H=8, D=128 with
-  ``--device cuda``);
-* ``campaign-mix``: 150 cases drawn from the CPU campaign's own strategy for ``triton_jfa`` (batches of 0 to 5).
+  ``--device cuda``); ``--sequences N`` draws the first N of those lengths instead (named ``pareto-N``);
+* ``campaign-mix``: 150 cases drawn from the CPU campaign's own strategy for ``triton_jfa`` (batches of 0 to 5);
+  ``--cases N`` draws N instead.
 
 Prints median milliseconds per call and the ratios; checks that grouped and one-at-a-time agree to 1e-12 relative
 to the output's largest magnitude (exit 1 if not): float64 summed in another order differs by a few ulps of the
 largest terms, and a dK accumulator of 3e4 differs by 2.5e-11. Usage:
-``python benchmarks/bench_reference.py [--device cpu|cuda] [--repeats N]``.
+``python benchmarks/bench_reference.py [--device cpu|cuda] [--repeats N] [--sequences N] [--cases N]``
+(the smaller workloads of ``--sequences``/``--cases`` check the script and the agreement quickly, as the test
+suite does; the timings in docs/campaigns.md are of the defaults).
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ import time
 import torch
 
 
-def _timed(fn, repeats: int, sync) -> float:
-    fn()  # warm-up
+def _timed(fn, repeats: int, sync):
+    """The median milliseconds of ``repeats`` timed calls, and the warm-up call's result."""
+    result = fn()  # warm-up (its result is the one compared: one pass fewer than a call of its own)
     times = []
     for _ in range(repeats):
         sync()
@@ -36,15 +40,15 @@ def _timed(fn, repeats: int, sync) -> float:
         fn()
         sync()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+    return statistics.median(times) * 1e3, result
 
 
-def _pareto_problem(device: str):
+def _pareto_problem(device: str, count: int = 256):
     from jfa_verify.core.contract import validate_inputs
 
     rng = random.Random(0)
     torch.manual_seed(0)
-    lengths = [min(256, max(1, int(rng.paretovariate(1.2) * 8))) for _ in range(256)]
+    lengths = [min(256, max(1, int(rng.paretovariate(1.2) * 8))) for _ in range(count)]
     heads, dim = (8, 128) if device == "cuda" else (2, 32)
     offsets = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32, device=device)
     q, k, v, do = (torch.randn(sum(lengths), heads, dim, device=device) for _ in range(4))
@@ -89,10 +93,17 @@ def largest_difference(ours: list[dict], theirs: list[dict]) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=5, help="timed runs per workload and form (default 5)")
+    ap.add_argument("--sequences", type=int, default=256,
+                    help="sequences of the Pareto workload (default 256; fewer for a quick check)")
+    ap.add_argument("--cases", type=int, default=150,
+                    help="cases of the campaign-mix workload (default 150; fewer for a quick check)")
     args = ap.parse_args(argv)
     if args.repeats < 1:  # (a median of no timing was a traceback)
         ap.error(f"--repeats {args.repeats}: give 1 or more timed runs per workload (default 5)")
+    for option, value in (("--sequences", args.sequences), ("--cases", args.cases)):
+        if value < 1:
+            ap.error(f"{option} {value}: give 1 or more")
 
     import jfa_verify.oracles.float64 as f64
     from jfa_verify.core.device import select_device
@@ -103,18 +114,17 @@ def main(argv=None) -> int:
     grouped_size = f64.GROUP_SCORE_ELEMENTS
     status = 0
     print(f"bench_reference on {device} (median of {args.repeats}; ms per workload, forward and backward)")
-    for name, problems in (("pareto-256", _pareto_problem(device)), ("campaign-mix", _campaign_problems(device, 150))):
+    for name, problems in ((f"pareto-{args.sequences}", _pareto_problem(device, args.sequences)),
+                           ("campaign-mix", _campaign_problems(device, args.cases))):
         def run_all(fn):
             return lambda: [fn(p, q, k, v, do=do) for p, q, k, v, do in problems]
 
         f64.GROUP_SCORE_ELEMENTS = grouped_size
-        grouped = _timed(run_all(f64.reference_attention), args.repeats, sync)
-        ours = run_all(f64.reference_attention)()
+        grouped, ours = _timed(run_all(f64.reference_attention), args.repeats, sync)
         f64.GROUP_SCORE_ELEMENTS = 1
-        alone = _timed(run_all(f64.reference_attention), args.repeats, sync)
-        theirs = run_all(f64.reference_attention)()
+        alone, theirs = _timed(run_all(f64.reference_attention), args.repeats, sync)
         f64.GROUP_SCORE_ELEMENTS = grouped_size
-        sdpa = _timed(run_all(padded_sdpa_attention), args.repeats, sync)
+        sdpa, _ = _timed(run_all(padded_sdpa_attention), args.repeats, sync)
         worst = largest_difference(ours, theirs)
         ok = worst <= 1e-12
         status |= not ok
