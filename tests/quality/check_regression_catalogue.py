@@ -230,7 +230,6 @@ CROSS_LQ_GT_LK = Inp(k_lens=(5, 12), q_lens=(40, 10))
 DO_TRANSPOSED = Inp(k_lens=(20, 37), do_layout="transposed")
 CAUSAL_SELF = Inp(k_lens=(17, 60, 33), causal=True)
 KEY_EDGE = Inp(k_lens=(17, 16))  # one key past a 17-key sequence is the next sequence's first key
-INT64_OFFSETS = Inp(k_lens=(20, 9), off_dtype=torch.int64)
 
 # name -> (input, warm-up input run first on the same implementation, or None)
 PLAN: dict[str, tuple[Inp, Optional[Inp]]] = {
@@ -263,7 +262,6 @@ PLAN: dict[str, tuple[Inp, Optional[Inp]]] = {
     "fwd_q_ignores_head_dim_stride": (Q_DIM_STRIDED, None),
     "fwd_k_base_pointer_accumulates": (MANY_TILES, None),
     "fwd_key_mask_off_by_one": (KEY_EDGE, None),
-    "offsets_read_as_int32": (INT64_OFFSETS, None),
     "q_len_from_key_start": (CROSS_STARTS, None),
     "preprocess_mask_ignores_value_head_dim": (DV24, None),
     "preprocess_rows_from_query_start": (BROADCAST, None),
