@@ -426,7 +426,7 @@ def fold_round(root: "str | Path", round_id: str, found_by: str) -> list[Path]:
         found.sort(key=lambda s: s[0])
         _, path, case, payload = found[-1]
         sig = _file_signature(case, payload)
-        for _, p, c, _ in found[:-1]:
+        for _, _, c, _ in found[:-1]:
             record_example(root, sig["id"], c, own=case)
         mark_finding(corpus, path, sig, found_by=found_by)
         for _, p, _, _ in found[:-1]:
@@ -504,7 +504,7 @@ def _fold_into_findings(root: Path, unsigned: list, marked: list) -> list:
     row's ``examples``, its file in the row's ``cases``), as :func:`recover` makes it before the next campaign. A
     campaign killed with -9 left such a file beside its finding; listed apart, one bug read as two findings (two rows
     of one signature: helper-73's trial). A file whose case the finding's example log already holds adds no count."""
-    left = []
+    left, logged = [], {}  # (each finding's example log read once, not once per file)
     for item in sorted(unsigned, key=lambda item: size_key(item[1])):
         p, _, _, sig = item
         row = next((r for r, f in marked if f.id == sig["id"]), None)
@@ -514,7 +514,9 @@ def _fold_into_findings(root: Path, unsigned: list, marked: list) -> list:
         if row is None:
             left.append(item)
             continue
-        if item[1].case_id() not in _example_ids(_examples_log(root, row["signature"])):
+        if row["signature"] not in logged:
+            logged[row["signature"]] = _example_ids(_examples_log(root, row["signature"]))
+        if item[1].case_id() not in logged[row["signature"]]:
             row["examples"] += 1
         row.setdefault("cases", []).append(str(p))
     return left

@@ -556,13 +556,10 @@ def _campaign_findings(found: Sequence[tuple[Finding, dict, int]]) -> list[Findi
     from jfa_verify.fuzz.findings import failure_groups
 
     found = sorted(found, key=lambda x: -x[2])
-    out = []
-    for group in failure_groups([sig for _, sig, _ in found]):
-        head = found[group[0]][0]
-        head.also = [{"case": found[i][0].case, "reproducer": found[i][0].reproducer, "replay": found[i][0].replay}
-                     for i in group[1:]]
-        out.append(head)
-    return out
+    return [dataclasses.replace(found[group[0]][0], also=[
+                {"case": found[i][0].case, "reproducer": found[i][0].reproducer, "replay": found[i][0].replay}
+                for i in group[1:]])
+            for group in failure_groups([sig for _, sig, _ in found])]
 
 
 def _campaign_status(findings: Sequence[Finding]) -> str:
