@@ -11,12 +11,15 @@ from jfa_verify.core.errors import InvalidInput
 from jfa_verify.scheduling.device_plan import (
     DEVICE_SCHEDULERS,
     FILLER_BLOCK,
+    DeviceLaunchPlan,
     capacity,
     clamped_lengths,
     clamped_offsets,
     device_tiles,
     fused_pass,
     host_arrays,
+    one_launch_fits,
+    one_launch_pass,
     plan_pass,
     to_pass_plan,
 )
@@ -155,3 +158,127 @@ def test_a_process_with_the_compiled_planner_plans_cpu_tensors_with_torch(tmp_pa
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["JITFunction", "False"], out.stdout
+
+
+def _slots_for(*sizes: int) -> int:
+    """The fewest lanes (a power of two, at least 16) one-launch planning of these counts needs: the interpreter
+    runs the program's sort in Python, so tests plan with few lanes where the GPU has ``PLAN_SLOTS``."""
+    return max(16, 1 << max(sizes).bit_length())
+
+
+def _raw_offsets(draw, lengths):
+    """``lengths``' offsets starting past row 0, some spoiled: the first past the rows or negative, the last past the
+    rows, one out of order (trusted offsets: the planner clamps them as ``clamped_offsets`` does).
+    ``(offsets, total_rows)``."""
+    start = draw(st.integers(0, 5))
+    off = [start]
+    for n in lengths:
+        off.append(off[-1] + n)
+    total = off[-1] + draw(st.integers(0, 3))
+    spoil = draw(st.sampled_from(["none", "first past the rows", "first negative", "last past the rows",
+                                  "one out of order"]))
+    if spoil == "first past the rows":
+        off[0] = total + draw(st.integers(1, 9))
+    elif spoil == "first negative":
+        off[0] = -draw(st.integers(1, 5))
+    elif spoil == "last past the rows":
+        off[-1] = total + draw(st.integers(1, 40))
+    elif spoil == "one out of order":
+        off[draw(st.integers(0, len(off) - 1))] = draw(st.integers(-3, total + 40))
+    return torch.tensor(off, dtype=draw(st.sampled_from([torch.int32, torch.int64]))), total
+
+
+@st.composite
+def one_launch_cases(draw):
+    block = draw(st.sampled_from([16, 32, 64]))
+    special = st.sampled_from([0, 1, block - 1, block, block + 1, 2 * block, 3 * block + 5])
+    length = st.one_of(special, st.integers(0, 200))
+    b = draw(st.integers(1, 12))
+    q = draw(st.lists(length, min_size=b, max_size=b))
+    k = draw(st.lists(length, min_size=b, max_size=b))
+    return block, _raw_offsets(draw, q), _raw_offsets(draw, k), draw(st.sampled_from([None, 0, 1]))
+
+
+def _check_one_launch(block, a, b, same, scheduler, n, backward, mask, lanes=None):
+    """:func:`one_launch_pass` on offsets ``a = (offsets, rows)`` and ``b`` against the torch reference on their
+    clamped lengths, entry for entry, and the offsets it writes against :func:`clamped_offsets`. ``same``: None, or
+    the dimension (0: a, 1: b) whose every sequence has ``rows // batch`` rows (its offsets unread). ``lanes``: the
+    program's (default: the fewest that fit, :func:`_slots_for`)."""
+    (a_off, t_a), (b_off, t_b) = a, b
+    batch = a_off.numel() - 1
+    a_len = clamped_lengths(a_off, t_a)[1] if same != 0 else torch.full((batch,), t_a // batch)
+    b_len = clamped_lengths(b_off, t_b)[1] if same != 1 else torch.full((batch,), t_b // batch)
+    cap = capacity(t_a, batch, block)
+    programs = cap if scheduler == "grid" else n
+    slots = lanes or _slots_for(batch, cap, programs)
+    assert one_launch_fits(batch, cap, programs, max(t_a, t_b), slots)
+    want = plan_pass(device_tiles(a_len, b_len, block, cap, backward=backward, **mask), scheduler, n)
+    a_out, b_out = (torch.full((batch + 1,), -7, dtype=torch.int32, device=b_off.device) for _ in range(2))
+    got = one_launch_pass((a_off, b_off), (t_a, t_b), batch, block, cap, scheduler, n, backward=backward,
+                          with_ids=True, same_lengths=(t_a // batch if same == 0 else None,
+                                                       t_b // batch if same == 1 else None),
+                          write=(a_out, b_out), slots=slots, **mask)
+    assert got.programs == want.programs
+    for name in ("tile_seq", "tile_block", "tile_id", "prog_start"):
+        assert torch.equal(getattr(got, name), getattr(want, name)), name
+    assert (got.tile_block[int(want.prog_start[-1]):] == FILLER_BLOCK).all()
+    for out, off, total, unread in ((a_out, a_off, t_a, same == 0), (b_out, b_off, t_b, same == 1)):
+        assert out.tolist() == ([-7] * (batch + 1) if unread else clamped_offsets(off, total).tolist())
+
+
+@settings(max_examples=60, deadline=None)
+@given(one_launch_cases(), st.sampled_from(DEVICE_SCHEDULERS), st.integers(1, 9), st.booleans(),
+       st.sampled_from(["top_left", "bottom_right"]), windows, st.booleans())
+def test_the_one_launch_planner_writes_the_torch_planners_arrays_and_the_clamped_offsets(
+        interpreter_device, case, scheduler, n, causal, alignment, window, backward):
+    """Issue 38: one program plans a whole pass from the caller's offsets (clamp, lengths, tiles, zigzag ranks, deal)
+    and writes the offsets the kernels read; against the torch reference on the same offsets, entry for entry."""
+    block, a, b, same = case
+    _check_one_launch(block, a, b, same, scheduler, n, backward,
+                      dict(causal=causal, causal_alignment=alignment, window=window))
+
+
+@pytest.mark.parametrize("spoiled", [[40, 3, 9, 20], [-4, 3, 9, 20], [0, 3, 9, 31], [0, 12, 9, 20], [2, 3, 9, 20]])
+@pytest.mark.parametrize("backward", [False, True])
+def test_the_one_launch_planner_clamps_each_kind_of_bad_offset_as_the_reference(interpreter_device, spoiled,
+                                                                               backward):
+    """The clamp's cases, each on every pass: the first offset past the rows or negative, the last past them, one
+    out of order, and a valid batch starting past row 0 (drawn cases meet them only now and then)."""
+    good = (torch.tensor([0, 7, 7, 25]), 25)
+    for a, b in ((good, (torch.tensor(spoiled), 25)), ((torch.tensor(spoiled, dtype=torch.int32), 25), good)):
+        _check_one_launch(8, a, b, None, "zigzag", 3, backward, dict(causal=True, causal_alignment="bottom_right",
+                                                                     window=None))
+
+
+def _call_shape(mode, q_len, k_len, causal, window=None):
+    from jfa_verify.core.contract import CallShape
+
+    total_q = sum(q_len) if mode != "broadcast_q" else len(k_len) * q_len[0]
+    return CallShape(mode, len(k_len), total_q, sum(k_len), 2, 1, 16, 16, causal, "bottom_right", 0.25,
+                     torch.float32, torch.device("cpu"), window=window)
+
+
+def _offsets(lengths):
+    return torch.tensor([0] + torch.tensor(lengths).cumsum(0).tolist(), dtype=torch.int32)
+
+
+@pytest.mark.parametrize("mode", ["self", "cross", "broadcast_q"])
+def test_a_call_planned_in_one_launch_per_pass_equals_the_two_kernel_plan(interpreter_device, mode):
+    """The whole call: one-launch planning (on CUDA by default; here with few lanes) gives the offsets and every
+    pass's arrays of the two-kernel planner, the passes too large for it (dK/dV's one-key tiles here) included."""
+    q_len, k_len = [37, 0, 5, 60], [20, 9, 0, 70]
+    if mode == "self":
+        q_len = k_len
+    k_off = _offsets(k_len)
+    q_off = {"self": k_off, "cross": _offsets(q_len), "broadcast_q": None}[mode]
+    shape = _call_shape(mode, [12] if mode == "broadcast_q" else q_len, k_len, causal=True, window=(30, -1))
+    sched = PersistentScheduler("zigzag", "round_robin", num_sms=5)
+    one = DeviceLaunchPlan(shape, q_off, k_off, sched, 16, 1, with_ids=True, one_launch_slots=64)
+    two = DeviceLaunchPlan(shape, q_off, k_off, sched, 16, 1, with_ids=True)
+    assert one._one_launch("fwd") and not one._one_launch("dkdv")  # (the dK/dV pass: 4 + 99 slots > 63)
+    assert not two._one_launch("fwd")
+    assert torch.equal(one.k_off, two.k_off) and torch.equal(one.q_off, two.q_off)
+    for kind, grid in (("fwd", False), ("dq", False), ("dkdv", False), ("dq", True)):
+        a, b = one.arrays(kind, grid=grid), two.arrays(kind, grid=grid)
+        for name in ("tile_seq", "tile_block", "tile_id", "prog_start"):
+            assert torch.equal(getattr(a, name), getattr(b, name)), (kind, grid, name)

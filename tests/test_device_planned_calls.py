@@ -11,6 +11,8 @@ import itertools
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jfa_verify.core.contract import validate_inputs
 from jfa_verify.core.errors import InvalidInput
@@ -123,6 +125,46 @@ def _skip_unless_runs(kernel, device):
     reason = get_kernel(kernel).capabilities.device_reason(device)
     if reason:
         pytest.skip(f"{kernel}: {reason}")
+
+
+@st.composite
+def _gpu_planner_cases(draw):
+    """Batches as large as one planning program takes (``PLAN_SLOTS`` lanes): up to 1,200 sequences of 0-150 rows,
+    tiles of 64 or 128, offsets starting past row 0 and, now and then, one spoiled (the planner clamps them)."""
+    import numpy as np
+
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    batch = draw(st.sampled_from([1, 2, 7, 300, 1200]))
+    cut = draw(st.sampled_from([150, 64, 1]))  # (many rows, tile-sized ones, mostly single rows)
+    lengths = rng.integers(0, cut + 1, batch).tolist()
+    start = draw(st.integers(0, 3))
+    off = [start, *itertools.accumulate(lengths, initial=start)][1:]
+    total = off[-1] + draw(st.integers(0, 2))
+    if draw(st.booleans()):
+        off[draw(st.integers(0, batch))] = draw(st.integers(-2, total + 20))
+    return draw(st.sampled_from([64, 128])), off, total
+
+
+@pytest.mark.gpu
+@settings(max_examples=40, deadline=None)
+@given(_gpu_planner_cases(), _gpu_planner_cases(), st.sampled_from(["grid", "round_robin", "zigzag"]),
+       st.sampled_from([1, 7, 132]), st.booleans(), st.sampled_from([None, (30, -1), (100, 5)]), st.booleans())
+def test_the_compiled_one_launch_planner_writes_the_reference_arrays(jfa_device, a, b, scheduler, n, causal, window,
+                                                                     backward):
+    """Issue 38: the planner the public calls launch on CUDA (one program of PLAN_SLOTS lanes, compiled: the CPU
+    tests run it in the interpreter with fewer lanes) against the torch reference, on batches up to its size."""
+    from jfa_verify.scheduling.plan_kernels import PLAN_SLOTS
+
+    from .test_device_plan import _check_one_launch
+
+    if jfa_device.type != "cuda":
+        pytest.skip("the compiled planner; tests/test_device_plan.py runs it in the interpreter")
+    (block, a_off, t_a), (_, b_off, t_b) = a, b
+    if len(b_off) != len(a_off):  # one batch size for both dimensions: the other's lengths cut or padded with 0
+        b_off = (b_off + [b_off[-1]] * len(a_off))[: len(a_off)]
+    a_t, b_t = (torch.tensor(o, dtype=torch.int32, device=jfa_device) for o in (a_off, b_off))
+    _check_one_launch(block, (a_t, t_a), (b_t, t_b), None, scheduler, n, backward,
+                      dict(causal=causal, causal_alignment="bottom_right", window=window), lanes=PLAN_SLOTS)
 
 
 @pytest.mark.parametrize("kernel", GPU_KERNELS)

@@ -109,9 +109,11 @@ from jfa_verify.scheduling import plan_kernels as pk
 
 CONSTANTS = dict(_tiles_kernel=dict(BLOCK=64, WITH_COST=True, BACKWARD=False, BOTTOM_RIGHT=False, HAS_LEFT=False,
                                     HAS_RIGHT=False, S=pk.SLOTS),
-                 _deal_kernel=dict(BLOCK=64, SCHED=2, WITH_IDS=False, S=pk.SLOTS))
+                 _deal_kernel=dict(BLOCK=64, SCHED=2, WITH_IDS=False, S=pk.SLOTS),
+                 _plan_kernel=dict(P=pk.PLAN_SLOTS))
+CONTROL = dict(_tiles_kernel=dict(BLOCK=32), _deal_kernel=dict(BLOCK=32), _plan_kernel=dict(P=pk.PLAN_SLOTS // 2))
 
-INTEGERS = ("B", "CAP", "N", "STEPS", "WIN_LEFT", "RIGHT")
+INTEGERS = ("B", "CAP", "N", "STEPS", "WIN_LEFT", "RIGHT", "T_A", "T_B", "LEN_A_ALL", "LEN_B_ALL", "BLOCK", "FLAGS")
 
 def key(fn, scalar, **constants):
     array = torch.zeros(64, dtype=torch.int64)
@@ -121,10 +123,11 @@ def key(fn, scalar, **constants):
     return compute_cache_key(cache[1], spec, opts)
 
 out = {}
-for fn in (pk._tiles_kernel, pk._deal_kernel):
-    # batch size, capacity, programs, search steps, window spans: 1, a multiple of 16, other
+for fn in (pk._tiles_kernel, pk._deal_kernel, pk._plan_kernel):
+    # batch size, capacity, programs, search steps, window spans (_plan_kernel: also rows, tile size, mask and
+    # scheduler flags): 1, a multiple of 16, other
     out[fn.fn.__name__] = dict(scalars=len({key(fn, v) for v in (1, 16, 7)}) == 1,
-                               control=key(fn, 7) != key(fn, 7, BLOCK=32))
+                               control=key(fn, 7) != key(fn, 7, **CONTROL[fn.fn.__name__]))
 print("KEYS" + json.dumps(out))
 """
 
@@ -138,4 +141,5 @@ def test_the_planner_kernels_build_one_variant_whatever_the_batch_size_capacity_
                          timeout=300)
     assert run.returncode == 0, run.stderr[-4000:]
     keys = json.loads(next(x for x in run.stdout.splitlines() if x.startswith("KEYS"))[len("KEYS"):])
-    assert keys == {name: {"scalars": True, "control": True} for name in ("_tiles_kernel", "_deal_kernel")}, keys
+    assert keys == {name: {"scalars": True, "control": True}
+                    for name in ("_tiles_kernel", "_deal_kernel", "_plan_kernel")}, keys

@@ -14,6 +14,12 @@ shapes. Slots past the real tile count hold filler entries, and every program pa
 empty (``prog_start[p] == prog_start[p + 1]``), so a kernel walking ``[prog_start[p], prog_start[p + 1])``
 runs exactly the host plan's tiles.
 
+Three device planners, the same arrays: :func:`device_tiles` then :func:`plan_pass` (torch operations, the
+reference the others are tested against; about eighty small launches), :func:`fused_pass` (two Triton launches
+and a sort, any size) and :func:`one_launch_pass` (one launch of one program, the passes of up to
+``plan_kernels.PLAN_SLOTS`` slots: on CUDA, :class:`DeviceLaunchPlan` plans a call's forward, offsets included, in
+that one launch; each small launch cost the host 10-20 us on the H100 of 2026-12-07, a call's planning 0.23 ms).
+
 The host planner stays the reference: :func:`plan_pass` returns arrays whose first ``count`` tiles and
 whose programs equal :func:`host_arrays` of the host plan entry for entry (tested on drawn batches), and
 :func:`to_pass_plan` reads a device plan back as a :class:`~jfa_verify.protocol.kernel.PassPlan` so the
@@ -39,7 +45,8 @@ from jfa_verify.scheduling.schedules import Schedule, Tile, workloads_backward, 
 
 __all__ = ["DEVICE_SCHEDULERS", "DeviceLaunchPlan", "DeviceTiles", "PlanArrays", "capacity", "clamped_lengths",
            "clamped_offsets", "device_tiles", "disagreement", "flatten_programs", "fused_pass", "kernel_offsets",
-           "launch_plan", "launch_tensors", "plannable", "plan_pass", "host_arrays", "read_back", "to_pass_plan"]
+           "launch_plan", "launch_tensors", "one_launch_fits", "one_launch_pass", "plannable", "plan_pass",
+           "host_arrays", "read_back", "to_pass_plan"]
 
 # Scheduler names a device plan reproduces. "grid": one tile per program (no persistent loop);
 # "round_robin" drops cluster sentinels exactly as the host programs do, so it deals like "launch_order".
@@ -271,6 +278,72 @@ def fused_pass(lengths: torch.Tensor, other_lengths: torch.Tensor, block: int, c
     return PlanArrays(tile_seq, tile_block, tile_id, prog_start, n, scheduler)
 
 
+def one_launch_fits(batch: int, cap: int, programs: int, total_rows: int, slots: Optional[int] = None) -> bool:
+    """Whether :func:`one_launch_pass` plans a pass of ``batch`` sequences, ``cap`` slots and ``programs`` programs
+    over offsets into ``total_rows`` rows: its one program holds each in ``slots`` lanes (default
+    ``plan_kernels.PLAN_SLOTS``), and the offsets it writes are int32 (:func:`kernel_offsets`)."""
+    from jfa_verify.scheduling.plan_kernels import PLAN_SLOTS
+
+    slots = slots or PLAN_SLOTS
+    return 1 <= batch < slots and cap < slots and programs < slots and total_rows < 2**31
+
+
+def one_launch_pass(offsets: tuple, rows: tuple, batch: int, block: int, cap: int, scheduler: str,
+                    num_programs: Optional[int] = None, *, backward: bool, causal: bool = False,
+                    causal_alignment: str = "top_left", window=None, with_ids: bool = False,
+                    same_lengths: tuple = (None, None), write: tuple = (None, None),
+                    slots: Optional[int] = None) -> PlanArrays:
+    """:func:`fused_pass`'s arrays in one launch of one program (``plan_kernels._plan_kernel``), from the caller's
+    offsets: the clamp, the lengths, the tiles, the zigzag ranks and the deal, with no tensor operation but the
+    outputs' allocation (a forward call's planning was about ten small launches and a sort, most of its host time
+    on the H100, issue 38). Only where :func:`one_launch_fits`.
+
+    Args:
+        offsets: ``(a, b)`` ``[B + 1]`` int32/int64 offsets of the blocked dimension (queries forward and dQ, keys
+            for dK/dV) and of the other, as the caller passed them (clamped here as :func:`clamped_offsets` does).
+        rows: ``(T_a, T_b)``, the rows each indexes.
+        same_lengths: ``(La, Lb)``: an int where every sequence of that dimension has that many rows (broadcast-Q's
+            queries; its offsets are then not read), else None.
+        write: ``(a_out, b_out)``: ``[B + 1]`` int32 tensors that receive the clamped offsets (the ones the
+            attention kernels read), or None.
+        block, cap, scheduler, num_programs, backward, causal, causal_alignment, window, with_ids: as
+            :func:`fused_pass`.
+        slots: the program's lanes, a power of two (:func:`one_launch_fits`; default ``plan_kernels.PLAN_SLOTS``,
+            one compiled variant: tests in the interpreter pass fewer, whose sort it runs in Python).
+
+    Raises:
+        InvalidInput: as :func:`plan_pass`.
+    """
+    from jfa_verify.scheduling import plan_kernels as pk
+
+    if scheduler not in DEVICE_SCHEDULERS:
+        raise InvalidInput(f"scheduler={scheduler!r} has no device plan; choose one of {DEVICE_SCHEDULERS}")
+    code = _SCHED_CODES[scheduler]
+    if code and (num_programs is None or num_programs < 1):
+        raise InvalidInput(f"num_programs={num_programs} for scheduler {scheduler!r}: pass the SM count (>= 1)")
+    n = cap if code == 0 else int(num_programs)
+    a_off, b_off = offsets
+    dev = b_off.device
+    out = torch.empty(3 * cap + n + 1, dtype=torch.int32, device=dev)
+    slots = slots or pk.PLAN_SLOTS
+    scratch = torch.empty(6 * slots, dtype=torch.int64, device=dev)
+    left = window[0] if window is not None and window[0] >= 0 else -1
+    right = 0 if causal else (window[1] if window is not None and window[1] >= 0 else -1)
+    la, lb = same_lengths
+    a_out, b_out = write
+    flags = ((pk.F_BACKWARD if backward else 0) | (pk.F_BOTTOM_RIGHT if causal_alignment == "bottom_right" else 0)
+             | (pk.F_HAS_LEFT if left >= 0 else 0) | (pk.F_HAS_RIGHT if right >= 0 else 0)
+             | (pk.F_A_ALL if la is not None else 0) | (pk.F_B_ALL if lb is not None else 0)
+             | (pk.F_WRITE_A if a_out is not None else 0) | (pk.F_WRITE_B if b_out is not None else 0)
+             | (pk.F_WITH_IDS if with_ids else 0) | code << pk.SCHED_SHIFT)
+    tile_seq, tile_block, tile_id, prog_start = out[:cap], out[cap:2 * cap], out[2 * cap:3 * cap], out[3 * cap:]
+    pk._plan_kernel[(1,)](
+        b_off if a_off is None else a_off, b_off, out if a_out is None else a_out, out if b_out is None else b_out,
+        scratch, tile_seq, tile_block, tile_id, prog_start, rows[0], rows[1], la or 0, lb or 0, batch, cap, n,
+        batch.bit_length() + 1, max(left, 0), max(right, 0), block, flags, P=slots, num_warps=pk.PLAN_WARPS)
+    return PlanArrays(tile_seq, tile_block, tile_id, prog_start, n, scheduler)
+
+
 def triton_planner_runs(device: torch.device) -> bool:
     """Whether :func:`fused_pass` runs on ``device``'s tensors in this process: compiled on CUDA, or in the
     interpreter on the CPU. ``@triton.jit`` chose one of the two when the planner's module was first imported (a
@@ -405,30 +478,77 @@ class DeviceLaunchPlan:
         q_offsets, k_offsets: the call's offsets (``q_offsets`` None under broadcast-Q).
         scheduler: a :func:`plannable` hook (:class:`GridScheduler` or :class:`PersistentScheduler`).
         block_m: query rows per tile of the forward and dQ passes; block_n: keys per dK/dV tile.
+        one_launch_slots: plan each pass that fits in one launch of that many lanes (:func:`one_launch_pass`), on
+            any device Triton runs here; default: on CUDA only, ``plan_kernels.PLAN_SLOTS`` lanes.
 
     ``q_off``/``k_off`` are the offsets as :func:`clamped_offsets` makes them: kernels read these, so that
-    trusted offsets never send a tile outside the buffers.
+    trusted offsets never send a tile outside the buffers. Planned in one launch, the forward pass's launch writes
+    them (at construction: a call's planning is then that one launch, a backward's one or two more).
     """
 
     def __init__(self, shape: CallShape, q_offsets, k_offsets, scheduler, block_m: int, block_n: int, *,
-                 with_ids: bool = False):
+                 with_ids: bool = False, one_launch_slots: Optional[int] = None):
         self.shape, self.scheduler, self.block_m, self.block_n = shape, scheduler, block_m, block_n
         self.with_ids = with_ids
+        self.slots = one_launch_slots
         # the Triton planner wherever Triton runs these tensors; else the torch reference (same arrays)
         self.fused = triton_planner_runs(shape.device)
-        self.k_off = clamped_offsets(k_offsets, shape.total_k_rows)
-        k_len = (self.k_off[1:] - self.k_off[:-1]).to(torch.int64)
-        if shape.mode == "broadcast_q":
-            self.q_off = self.k_off  # never read under broadcast-Q
-            q_len = torch.full_like(k_len, shape.total_q_rows // max(shape.batch, 1))
-        elif q_offsets is k_offsets and shape.total_q_rows == shape.total_k_rows:
-            self.q_off, q_len = self.k_off, k_len  # self-attention: one clamp
-        else:
-            self.q_off = clamped_offsets(q_offsets, shape.total_q_rows)
-            q_len = (self.q_off[1:] - self.q_off[:-1]).to(torch.int64)
-        self.lengths = q_len, k_len
+        self._offsets = q_offsets, k_offsets
+        self._lengths = None
         self._tiles: dict = {}
         self._arrays: dict = {}
+        self._offsets_pending = False  # the next one-launch pass writes q_off/k_off
+        self.self_attention = q_offsets is k_offsets and shape.total_q_rows == shape.total_k_rows
+        if self._one_launch("fwd"):
+            # the forward pass's launch also writes the clamped offsets the kernels read: a call's planning is one
+            # launch (every call runs the forward, and plans it here, before any kernel reads them)
+            make = lambda: torch.empty(shape.batch + 1, dtype=torch.int32, device=k_offsets.device)  # noqa: E731
+            self.k_off = make()
+            self.q_off = self.k_off if shape.mode == "broadcast_q" or self.self_attention else make()
+            self._offsets_pending = True
+            self.arrays("fwd")
+            return
+        self.k_off = clamped_offsets(k_offsets, shape.total_k_rows)
+        if shape.mode == "broadcast_q" or self.self_attention:
+            self.q_off = self.k_off  # broadcast-Q: never read; self-attention: one clamp
+        else:
+            self.q_off = clamped_offsets(q_offsets, shape.total_q_rows)
+
+    @property
+    def lengths(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(q_len, k_len)`` ``[B]`` int64 of the clamped offsets (broadcast-Q: every query length ``L_q``), made
+        when first asked for (a call planned in one launch per pass never needs them)."""
+        if self._lengths is None:
+            shape = self.shape
+            k_len = (self.k_off[1:] - self.k_off[:-1]).to(torch.int64)
+            if shape.mode == "broadcast_q":
+                q_len = torch.full_like(k_len, shape.total_q_rows // max(shape.batch, 1))
+            elif self.q_off is self.k_off:
+                q_len = k_len
+            else:
+                q_len = (self.q_off[1:] - self.q_off[:-1]).to(torch.int64)
+            self._lengths = q_len, k_len
+        return self._lengths
+
+    def _pass_size(self, kind: str, grid: bool = False) -> tuple[Optional[str], Optional[int], int, int, int]:
+        """``(scheduler name, persistent programs or None, block, rows, capacity)`` of pass ``kind``."""
+        shape, backward = self.shape, kind == "dkdv"
+        name = "grid" if grid else scheduler_name(self.scheduler, kind)
+        num_sms = None if name == "grid" else (getattr(self.scheduler, "num_sms", None)
+                                               or default_num_sms(shape.device))
+        block = self.block_n if backward else self.block_m
+        rows = shape.total_k_rows if backward else shape.total_q_rows
+        return name, num_sms, block, rows, capacity(rows, shape.batch, block)
+
+    def _one_launch(self, kind: str, grid: bool = False) -> bool:
+        """Whether pass ``kind`` is planned by :func:`one_launch_pass`: on CUDA (or with ``one_launch_slots``; the
+        interpreter runs its sort in Python, slower than the two-kernel path) where it fits."""
+        if not self.fused or (self.slots is None and self.shape.device.type != "cuda"):
+            return False
+        name, num_sms, _, _, cap = self._pass_size(kind, grid)
+        shape = self.shape
+        return name is not None and one_launch_fits(shape.batch, cap, cap if name == "grid" else num_sms,
+                                                    max(shape.total_q_rows, shape.total_k_rows), self.slots)
 
     def tiles(self, backward: bool) -> DeviceTiles:
         if backward not in self._tiles:
@@ -445,18 +565,31 @@ class DeviceLaunchPlan:
         """Pass ``kind``'s launch arrays (``grid``: one tile per program, whatever the scheduler)."""
         key = ("fwd" if kind in ("fwd", "dq") else kind, grid)  # the dQ pass runs the forward's tiles and programs
         if key not in self._arrays:
-            name = "grid" if grid else scheduler_name(self.scheduler, kind)
-            num_sms = None if name == "grid" else (getattr(self.scheduler, "num_sms", None)
-                                                   or default_num_sms(self.shape.device))
-            if self.fused:
-                shape, backward = self.shape, kind == "dkdv"
+            name, num_sms, block, _, cap = self._pass_size(kind, grid)
+            shape, backward = self.shape, kind == "dkdv"
+            mask = dict(causal=shape.causal, causal_alignment=shape.causal_alignment, window=shape.window)
+            if self._one_launch(kind, grid):
+                q_raw, k_raw = self._offsets
+                broadcast = shape.mode == "broadcast_q"
+                q_all = shape.total_q_rows // max(shape.batch, 1) if broadcast else None
+                q_raw = k_raw if broadcast else q_raw
+                first, self._offsets_pending = self._offsets_pending, False
+                q_out = None if not first or broadcast or self.q_off is self.k_off else self.q_off
+                k_out = self.k_off if first else None
+                if backward:
+                    offsets, totals, same, write = ((k_raw, q_raw), (shape.total_k_rows, shape.total_q_rows),
+                                                    (None, q_all), (k_out, q_out))
+                else:
+                    offsets, totals, same, write = ((q_raw, k_raw), (shape.total_q_rows, shape.total_k_rows),
+                                                    (q_all, None), (q_out, k_out))
+                self._arrays[key] = one_launch_pass(offsets, totals, shape.batch, block, cap, name, num_sms,
+                                                    backward=backward, with_ids=self.with_ids, same_lengths=same,
+                                                    write=write, slots=self.slots, **mask)
+            elif self.fused:
                 q_len, k_len = self.lengths
-                block = self.block_n if backward else self.block_m
-                rows = shape.total_k_rows if backward else shape.total_q_rows
                 self._arrays[key] = fused_pass(
-                    k_len if backward else q_len, q_len if backward else k_len, block,
-                    capacity(rows, shape.batch, block), name, num_sms, backward=backward, causal=shape.causal,
-                    causal_alignment=shape.causal_alignment, window=shape.window, with_ids=self.with_ids)
+                    k_len if backward else q_len, q_len if backward else k_len, block, cap, name, num_sms,
+                    backward=backward, with_ids=self.with_ids, **mask)
             else:
                 self._arrays[key] = plan_pass(self.tiles(kind == "dkdv"), name, num_sms)
         return self._arrays[key]
