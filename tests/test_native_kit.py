@@ -209,3 +209,24 @@ def test_the_autograd_scaffold_refuses_a_saved_tensor_changed_before_the_backwar
     offsets[1] = 2  # the offsets the backward would read are no longer the forward's
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         o.sum().backward()
+
+
+def test_a_call_with_nothing_to_differentiate_runs_the_forward_alone(monkeypatch):
+    """Issue 38: a forward-only call (no input requiring grad, or grad mode off) builds no autograd node (tens of
+    microseconds of host time a call on the H100); its outputs are the forward's, grad-free. A call that needs
+    gradients still gets them (the test above)."""
+    from jfa_verify.protocol import autograd
+
+    def no_node(*args):
+        raise AssertionError("an autograd node for a call with nothing to differentiate")
+
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(5, 2, 4, dtype=torch.float64, generator=gen) for _ in range(3))
+    offsets = torch.tensor([0, 5], dtype=torch.int32)
+    want = _DensePasses().forward(q, k, v, offsets)
+    monkeypatch.setattr(autograd._Attention, "apply", no_node)
+    for args, grad in (((q, k, v), True), ((q.detach().requires_grad_(), k, v), False)):
+        with torch.set_grad_enabled(grad):
+            o, lse = autograd.differentiable_attention(_DensePasses(), *args, offsets)
+        assert not o.requires_grad and not lse.requires_grad
+        assert torch.equal(o, want[0]) and torch.equal(lse, want[1])

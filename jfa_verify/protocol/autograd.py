@@ -69,4 +69,8 @@ def differentiable_attention(passes: AttentionPasses, q: torch.Tensor, k: torch.
         Whatever the launches raise (an ``UnsupportedCase`` from a forward-only kernel's backward, for one);
         ``RuntimeError`` from torch when a saved tensor was modified in place before the backward.
     """
+    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+        # nothing to differentiate: the forward alone (autograd's node cost tens of microseconds of host time on
+        # the H100, most of a small forward's, issue 38); its outputs are those the node returns, grad-free
+        return passes.forward(q, k, v, *saved)
     return _Attention.apply(passes, q, k, v, *saved)
