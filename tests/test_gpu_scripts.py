@@ -51,7 +51,21 @@ def test_the_installed_package_has_its_dependencies(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_a_planted_bug_run_cut_by_its_time_limit_still_counts_the_verdicts_it_wrote(tmp_path):
+def _mutant_verdict(capsys, *args: str) -> tuple[int, str, str]:
+    """``ci/mutant_verdict.py ARGS`` run in this process (its import of the framework costs two seconds a
+    subprocess): ``(exit status, stdout, stderr)``. Each test also runs the script once as a program."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mutant_verdict", ROOT / "ci" / "mutant_verdict.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    capsys.readouterr()
+    rc = module.main(list(args))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_a_planted_bug_run_cut_by_its_time_limit_still_counts_the_verdicts_it_wrote(tmp_path, capsys):
     """Regression (H200, 2026-12-03): gpu_gluon_mutants.sh called ten runs cut at 200 s "inconclusive" by their
     exit status alone; their reports held failing and hung cases for eight of them."""
     import json
@@ -59,10 +73,9 @@ def test_a_planted_bug_run_cut_by_its_time_limit_still_counts_the_verdicts_it_wr
     def verdict(cases, rc):
         path = tmp_path / "r.json"
         path.write_text(json.dumps({"cases": cases, "interrupted": rc != 0}))
-        out = subprocess.run([sys.executable, str(ROOT / "ci" / "mutant_verdict.py"), str(path), str(rc), "200"],
-                             capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        return out.stdout.strip().split("|")
+        code, out, err = _mutant_verdict(capsys, str(path), str(rc), "200")
+        assert code == 0, err
+        return out.strip().split("|")
 
     ok = {"status": "pass"}
     dq = {"status": "fail", "outputs": {"o": {"passed": True}, "dq": {"passed": False}}}
@@ -79,12 +92,11 @@ def test_a_planted_bug_run_cut_by_its_time_limit_still_counts_the_verdicts_it_wr
     # "only cases not judged", a null message or a bad status a traceback
     assert verdict([ok], 130) == ["inconclusive", "interrupted (1 cases passed by then)"]
     assert verdict([{"status": "error", "message": None}], 1)[0] == "killed"
-    script = [sys.executable, str(ROOT / "ci" / "mutant_verdict.py")]
     for rc in ("0", "1"):
-        run = subprocess.run(script + [str(tmp_path / "missing.json"), rc], capture_output=True, text=True, timeout=60)
-        assert run.stdout.strip() == f"error|no readable report (exit {rc})"
-    bad = subprocess.run(script + [str(tmp_path / "r.json"), "abc"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "usage" in bad.stderr
+        assert _mutant_verdict(capsys, str(tmp_path / "missing.json"), rc)[1].strip() == \
+            f"error|no readable report (exit {rc})"
+    bad = _mutant_verdict(capsys, str(tmp_path / "r.json"), "abc")
+    assert bad[0] == 2 and "usage" in bad[2]
     path = tmp_path / "r.json"
     path.write_text(json.dumps({"cases": [ok], "relations": ["permutation | broke: a|b"]}))
     out = subprocess.run([sys.executable, str(ROOT / "ci" / "mutant_verdict.py"), str(path), "1"],
@@ -92,7 +104,7 @@ def test_a_planted_bug_run_cut_by_its_time_limit_still_counts_the_verdicts_it_wr
     assert out.startswith("killed|relation: permutation / broke") and out.count("|") == 1
 
 
-def test_a_mutant_whose_gate_fails_is_killed_whatever_its_cut_suite_run_said(tmp_path):
+def test_a_mutant_whose_gate_fails_is_killed_whatever_its_cut_suite_run_said(tmp_path, capsys):
     """Regression (H200 race kill table, 2026-12-06): a mutant whose suite run was cut by its limit
     ("inconclusive") and whose gate's stress check failed was listed "inconclusive"; a gate that hung before
     writing its markdown printed a grep error into the table."""
@@ -100,10 +112,9 @@ def test_a_mutant_whose_gate_fails_is_killed_whatever_its_cut_suite_run_said(tmp
     md.write_text("| kernel | check | verdict |\n|---|---|---|\n| m | determinism | pass |\n| m | stress | fail |\n")
 
     def gate(run_verdict, run_by, rc, path=md):
-        out = subprocess.run([sys.executable, str(ROOT / "ci" / "mutant_verdict.py"), "--gate", run_verdict, run_by,
-                              str(rc), str(path)], capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0 and out.stdout.count("|") == 1, (out.stdout, out.stderr)
-        return out.stdout.strip().split("|")
+        code, out, err = _mutant_verdict(capsys, "--gate", run_verdict, run_by, str(rc), str(path))
+        assert code == 0 and out.count("|") == 1, (out, err)
+        return out.strip().split("|")
 
     cut = ("inconclusive", "the run passed 150 s (70 cases passed by then)")
     verdict, by = gate(*cut, 1)
