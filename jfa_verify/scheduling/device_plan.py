@@ -17,8 +17,9 @@ runs exactly the host plan's tiles.
 Three device planners, the same arrays: :func:`device_tiles` then :func:`plan_pass` (torch operations, the
 reference the others are tested against; about eighty small launches), :func:`fused_pass` (two Triton launches
 and a sort, any size) and :func:`one_launch_pass` (one launch of one program, the passes of up to
-``plan_kernels.PLAN_SLOTS`` slots: on CUDA, :class:`DeviceLaunchPlan` plans a call's forward, offsets included, in
-that one launch; each small launch cost the host 10-20 us on the H100 of 2026-12-07, a call's planning 0.23 ms).
+``plan_kernels.PLAN_SLOTS`` slots: :class:`DeviceLaunchPlan` can plan a call's forward, offsets included, in that
+one launch, on CUDA once :data:`ONE_LAUNCH_ON_CUDA` is on; each small launch cost the host 10-20 us on the H100 of
+2026-12-07, a call's planning 0.23 ms).
 
 The host planner stays the reference: :func:`plan_pass` returns arrays whose first ``count`` tiles and
 whose programs equal :func:`host_arrays` of the host plan entry for entry (tested on drawn batches), and
@@ -51,6 +52,10 @@ __all__ = ["DEVICE_SCHEDULERS", "DeviceLaunchPlan", "DeviceTiles", "PlanArrays",
 # Scheduler names a device plan reproduces. "grid": one tile per program (no persistent loop);
 # "round_robin" drops cluster sentinels exactly as the host programs do, so it deals like "launch_order".
 DEVICE_SCHEDULERS = ("grid", "launch_order", "round_robin", "zigzag")
+# Whether a CUDA call plans its passes in one launch (one_launch_pass) without being asked: off until the GPU gate has
+# run the compiled planner through both kernels (no device could be had on 2026-12-07; its CPU tests and its sm_90a
+# build pass). Meanwhile CUDA calls take the two-kernel planner, which the gate has run.
+ONE_LAUNCH_ON_CUDA = False
 # The block of the filler entries past a plan's real tiles (sequence 0, this block): past every sequence's rows, so
 # a kernel that runs one program per slot (a grid) finds nothing to do there (plan_kernels.py writes the same).
 FILLER_BLOCK = 1 << 30
@@ -479,7 +484,8 @@ class DeviceLaunchPlan:
         scheduler: a :func:`plannable` hook (:class:`GridScheduler` or :class:`PersistentScheduler`).
         block_m: query rows per tile of the forward and dQ passes; block_n: keys per dK/dV tile.
         one_launch_slots: plan each pass that fits in one launch of that many lanes (:func:`one_launch_pass`), on
-            any device Triton runs here; default: on CUDA only, ``plan_kernels.PLAN_SLOTS`` lanes.
+            any device Triton runs here; default: ``plan_kernels.PLAN_SLOTS`` lanes on CUDA where
+            :data:`ONE_LAUNCH_ON_CUDA`, else the two-kernel planner.
 
     ``q_off``/``k_off`` are the offsets as :func:`clamped_offsets` makes them: kernels read these, so that
     trusted offsets never send a tile outside the buffers. Planned in one launch, the forward pass's launch writes
@@ -541,9 +547,10 @@ class DeviceLaunchPlan:
         return name, num_sms, block, rows, capacity(rows, shape.batch, block)
 
     def _one_launch(self, kind: str, grid: bool = False) -> bool:
-        """Whether pass ``kind`` is planned by :func:`one_launch_pass`: on CUDA (or with ``one_launch_slots``; the
-        interpreter runs its sort in Python, slower than the two-kernel path) where it fits."""
-        if not self.fused or (self.slots is None and self.shape.device.type != "cuda"):
+        """Whether pass ``kind`` is planned by :func:`one_launch_pass`: with ``one_launch_slots``, or on CUDA where
+        :data:`ONE_LAUNCH_ON_CUDA` (the interpreter runs its sort in Python, slower than the two-kernel path), where it
+        fits."""
+        if not self.fused or (self.slots is None and not (ONE_LAUNCH_ON_CUDA and self.shape.device.type == "cuda")):
             return False
         name, num_sms, _, _, cap = self._pass_size(kind, grid)
         shape = self.shape
