@@ -234,6 +234,28 @@ def plan_pass(tiles: DeviceTiles, scheduler: str, num_programs: Optional[int] = 
 _SCHED_CODES = {"grid": 0, "launch_order": 1, "round_robin": 1, "zigzag": 2}
 
 
+def _scheduler_code(scheduler: str, num_programs: Optional[int], cap: int) -> tuple[int, int]:
+    """``(code, programs)`` of a device scheduler for the planning kernels (0 grid: one program per slot, 1
+    round-robin, 2 zigzag over ``num_programs``).
+
+    Raises:
+        InvalidInput: an unknown scheduler name or ``num_programs < 1`` for a persistent one.
+    """
+    if scheduler not in DEVICE_SCHEDULERS:
+        raise InvalidInput(f"scheduler={scheduler!r} has no device plan; choose one of {DEVICE_SCHEDULERS}")
+    code = _SCHED_CODES[scheduler]
+    if code and (num_programs is None or num_programs < 1):
+        raise InvalidInput(f"num_programs={num_programs} for scheduler {scheduler!r}: pass the SM count (>= 1)")
+    return code, cap if code == 0 else int(num_programs)
+
+
+def _window_sides(causal: bool, window) -> tuple[int, int]:
+    """``(left, right)`` key spans the planning kernels read, -1 for an unbounded side (causal: right 0)."""
+    left = window[0] if window is not None and window[0] >= 0 else -1
+    right = 0 if causal else (window[1] if window is not None and window[1] >= 0 else -1)
+    return left, right
+
+
 def fused_pass(lengths: torch.Tensor, other_lengths: torch.Tensor, block: int, cap: int, scheduler: str,
                num_programs: Optional[int] = None, *, backward: bool, causal: bool = False,
                causal_alignment: str = "top_left", window=None, with_ids: bool = False) -> PlanArrays:
@@ -249,13 +271,8 @@ def fused_pass(lengths: torch.Tensor, other_lengths: torch.Tensor, block: int, c
     """
     from jfa_verify.scheduling import plan_kernels as pk
 
-    if scheduler not in DEVICE_SCHEDULERS:
-        raise InvalidInput(f"scheduler={scheduler!r} has no device plan; choose one of {DEVICE_SCHEDULERS}")
-    code = _SCHED_CODES[scheduler]
-    if code and (num_programs is None or num_programs < 1):
-        raise InvalidInput(f"num_programs={num_programs} for scheduler {scheduler!r}: pass the SM count (>= 1)")
+    code, n = _scheduler_code(scheduler, num_programs, cap)
     dev, batch = lengths.device, lengths.numel()
-    n = cap if code == 0 else int(num_programs)
     i32 = dict(dtype=torch.int32, device=dev)
     tile_seq, tile_block, tile_id = (torch.empty(cap, **i32) for _ in range(3))
     if batch == 0 or cap == 0:
@@ -266,8 +283,7 @@ def fused_pass(lengths: torch.Tensor, other_lengths: torch.Tensor, block: int, c
     seq = blk = by_rank = ends  # unread unless zigzag
     if code == 2:
         seq, blk, key = (torch.empty(cap, dtype=torch.int64, device=dev) for _ in range(3))
-        left = window[0] if window is not None and window[0] >= 0 else -1
-        right = 0 if causal else (window[1] if window is not None and window[1] >= 0 else -1)
+        left, right = _window_sides(causal, window)
         pk._tiles_kernel[(triton_cdiv(cap, pk.SLOTS),)](
             ends, lengths, other_lengths, seq, blk, key, batch, cap, steps, max(left, 0), max(right, 0),
             BLOCK=block, WITH_COST=True, BACKWARD=backward, BOTTOM_RIGHT=causal_alignment == "bottom_right",
@@ -321,19 +337,13 @@ def one_launch_pass(offsets: tuple, rows: tuple, batch: int, block: int, cap: in
     """
     from jfa_verify.scheduling import plan_kernels as pk
 
-    if scheduler not in DEVICE_SCHEDULERS:
-        raise InvalidInput(f"scheduler={scheduler!r} has no device plan; choose one of {DEVICE_SCHEDULERS}")
-    code = _SCHED_CODES[scheduler]
-    if code and (num_programs is None or num_programs < 1):
-        raise InvalidInput(f"num_programs={num_programs} for scheduler {scheduler!r}: pass the SM count (>= 1)")
-    n = cap if code == 0 else int(num_programs)
+    code, n = _scheduler_code(scheduler, num_programs, cap)
     a_off, b_off = offsets
     dev = b_off.device
     out = torch.empty(3 * cap + n + 1, dtype=torch.int32, device=dev)
     slots = slots or pk.PLAN_SLOTS
     scratch = torch.empty(6 * slots, dtype=torch.int64, device=dev)
-    left = window[0] if window is not None and window[0] >= 0 else -1
-    right = 0 if causal else (window[1] if window is not None and window[1] >= 0 else -1)
+    left, right = _window_sides(causal, window)
     la, lb = same_lengths
     a_out, b_out = write
     flags = ((pk.F_BACKWARD if backward else 0) | (pk.F_BOTTOM_RIGHT if causal_alignment == "bottom_right" else 0)
