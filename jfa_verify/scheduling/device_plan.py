@@ -546,15 +546,15 @@ class DeviceLaunchPlan:
             self._lengths = q_len, k_len
         return self._lengths
 
-    def _pass_size(self, kind: str, grid: bool = False) -> tuple[Optional[str], Optional[int], int, int, int]:
-        """``(scheduler name, persistent programs or None, block, rows, capacity)`` of pass ``kind``."""
+    def _pass_size(self, kind: str, grid: bool = False) -> tuple[Optional[str], Optional[int], int, int]:
+        """``(scheduler name, persistent programs or None, block, capacity)`` of pass ``kind``."""
         shape, backward = self.shape, kind == "dkdv"
         name = "grid" if grid else scheduler_name(self.scheduler, kind)
         num_sms = None if name == "grid" else (getattr(self.scheduler, "num_sms", None)
                                                or default_num_sms(shape.device))
         block = self.block_n if backward else self.block_m
         rows = shape.total_k_rows if backward else shape.total_q_rows
-        return name, num_sms, block, rows, capacity(rows, shape.batch, block)
+        return name, num_sms, block, capacity(rows, shape.batch, block)
 
     def _one_launch(self, kind: str, grid: bool = False) -> bool:
         """Whether pass ``kind`` is planned by :func:`one_launch_pass`: with ``one_launch_slots``, or on CUDA where
@@ -562,7 +562,7 @@ class DeviceLaunchPlan:
         fits."""
         if not self.fused or (self.slots is None and not (ONE_LAUNCH_ON_CUDA and self.shape.device.type == "cuda")):
             return False
-        name, num_sms, _, _, cap = self._pass_size(kind, grid)
+        name, num_sms, _, cap = self._pass_size(kind, grid)
         shape = self.shape
         return name is not None and one_launch_fits(shape.batch, cap, cap if name == "grid" else num_sms,
                                                     max(shape.total_q_rows, shape.total_k_rows), self.slots)
@@ -582,7 +582,7 @@ class DeviceLaunchPlan:
         """Pass ``kind``'s launch arrays (``grid``: one tile per program, whatever the scheduler)."""
         key = ("fwd" if kind in ("fwd", "dq") else kind, grid)  # the dQ pass runs the forward's tiles and programs
         if key not in self._arrays:
-            name, num_sms, block, _, cap = self._pass_size(kind, grid)
+            name, num_sms, block, cap = self._pass_size(kind, grid)
             shape, backward = self.shape, kind == "dkdv"
             mask = dict(causal=shape.causal, causal_alignment=shape.causal_alignment, window=shape.window)
             if self._one_launch(kind, grid):
