@@ -42,6 +42,40 @@ def _clamp(x, lo, hi):
     return tl.minimum(tl.maximum(x, lo), hi)
 
 
+@triton.jit
+def _tile_cost(la, lb, blk, BLOCK, WIN_LEFT, RIGHT, BACKWARD, BOTTOM_RIGHT, HAS_LEFT, HAS_RIGHT):
+    """A tile's cost (int64): for query tiles (``la`` = L_q, ``lb`` = L_k) the keys it sees, for dK/dV tiles
+    (``BACKWARD``: ``la`` = L_k, ``lb`` = L_q) the query rows seeing it, as ``contract.keys_seen`` /
+    ``contract.rows_seeing``. The flags are constexpr in ``_tiles_kernel``, runtime in ``_plan_kernel`` (every
+    variable keeps one type across each branch for that)."""
+    first = blk * BLOCK
+    rows = tl.minimum(la - first, BLOCK)
+    shift = first * 0
+    if BACKWARD:  # contract.rows_seeing: q_len = lb, k_len = la
+        if BOTTOM_RIGHT:
+            shift = la - lb
+        start = first * 0
+        if HAS_RIGHT:
+            start = tl.maximum(first - (shift + RIGHT + 1) + 1, 0)
+        stop = lb
+        if HAS_LEFT:
+            stop = tl.minimum(lb, first + rows - (shift - WIN_LEFT))
+        cost = tl.where(lb > 0, tl.maximum(stop - start, 0), 0)
+    else:  # contract.keys_seen: q_len = la, k_len = lb
+        if BOTTOM_RIGHT:
+            shift = lb - la
+        lo = first * 0
+        hi = lb
+        hi_last_lo = first * 0  # the last row's lo, for hi = max(lo, hi) of that row
+        if HAS_LEFT:
+            lo = _clamp(first + shift - WIN_LEFT, 0, lb)
+            hi_last_lo = _clamp(first + rows - 1 + shift - WIN_LEFT, 0, lb)
+        if HAS_RIGHT:
+            hi = _clamp(first + rows - 1 + shift + RIGHT + 1, 0, lb)
+        cost = tl.maximum(tl.maximum(hi, hi_last_lo) - lo, 0)
+    return cost
+
+
 # The integer arguments vary with every batch (its size, the capacity, the window) and only bound loops and masks:
 # specialized, each value class (1, a multiple of 16, other) built another variant of both kernels, a fifth of a cold
 # suite's builds (issue 39, 3).
@@ -63,30 +97,7 @@ def _tiles_kernel(ENDS, LEN_A, LEN_B, SEQ, BLK, KEY, B, CAP, STEPS, WIN_LEFT, RI
     tl.store(BLK + s, blk, mask=inside)
     if WITH_COST:
         lb = tl.load(LEN_B + seq).to(tl.int64)
-        first = blk * BLOCK
-        rows = tl.minimum(la - first, BLOCK)
-        if BACKWARD:  # contract.rows_seeing: q_len = lb, k_len = la
-            shift = (la - lb) if BOTTOM_RIGHT else la * 0
-            start = first * 0
-            if HAS_RIGHT:
-                start = tl.maximum(first - (shift + RIGHT + 1) + 1, 0)
-            stop = lb
-            if HAS_LEFT:
-                stop = tl.minimum(lb, first + rows - (shift - WIN_LEFT))
-            cost = tl.where(lb > 0, tl.maximum(stop - start, 0), 0)
-        else:  # contract.keys_seen: q_len = la, k_len = lb
-            shift = (lb - la) if BOTTOM_RIGHT else la * 0
-            lo = first * 0
-            if HAS_LEFT:
-                lo = _clamp(first + shift - WIN_LEFT, 0, lb)
-            hi = lb
-            if HAS_RIGHT:
-                hi = _clamp(first + rows - 1 + shift + RIGHT + 1, 0, lb)
-            hi_last_lo = lb * 0  # the last row's lo, for hi = max(lo, hi) of that row
-            if HAS_LEFT:
-                hi_last_lo = _clamp(first + rows - 1 + shift - WIN_LEFT, 0, lb)
-            hi = tl.maximum(hi, hi_last_lo)
-            cost = tl.maximum(hi - lo, 0)
+        cost = _tile_cost(la, lb, blk, BLOCK, WIN_LEFT, RIGHT, BACKWARD, BOTTOM_RIGHT, HAS_LEFT, HAS_RIGHT)
         tl.store(KEY + s, tl.where(valid, cost, -1), mask=inside)
 
 
@@ -238,31 +249,8 @@ def _plan_kernel(A_OFF, B_OFF, A_OUT, B_OUT, SCRATCH, TILE_SEQ, TILE_BLOCK, TILE
     t = s.to(tl.int64)  # (one type in both branches of the runtime `if` below)
     if sched == 2:
         lb = tl.load(SCRATCH + 2 * P + seq)
-        first = blk * BLOCK
-        rows = tl.minimum(la - first, BLOCK)
-        shift = first * 0
-        if (FLAGS & _BACKWARD) != 0:  # contract.rows_seeing: q_len = lb, k_len = la
-            if (FLAGS & _BOTTOM_RIGHT) != 0:
-                shift = la - lb
-            start = first * 0
-            if (FLAGS & _HAS_RIGHT) != 0:
-                start = tl.maximum(first - (shift + RIGHT + 1) + 1, 0)
-            stop = lb
-            if (FLAGS & _HAS_LEFT) != 0:
-                stop = tl.minimum(lb, first + rows - (shift - WIN_LEFT))
-            cost = tl.where(lb > 0, tl.maximum(stop - start, 0), 0)
-        else:  # contract.keys_seen: q_len = la, k_len = lb
-            if (FLAGS & _BOTTOM_RIGHT) != 0:
-                shift = lb - la
-            lo = first * 0
-            hi = lb
-            hi_last_lo = first * 0
-            if (FLAGS & _HAS_LEFT) != 0:
-                lo = _clamp(first + shift - WIN_LEFT, 0, lb)
-                hi_last_lo = _clamp(first + rows - 1 + shift - WIN_LEFT, 0, lb)
-            if (FLAGS & _HAS_RIGHT) != 0:
-                hi = _clamp(first + rows - 1 + shift + RIGHT + 1, 0, lb)
-            cost = tl.maximum(tl.maximum(hi, hi_last_lo) - lo, 0)
+        cost = _tile_cost(la, lb, blk, BLOCK, WIN_LEFT, RIGHT, (FLAGS & _BACKWARD) != 0, (FLAGS & _BOTTOM_RIGHT) != 0,
+                          (FLAGS & _HAS_LEFT) != 0, (FLAGS & _HAS_RIGHT) != 0)
         key = tl.where(s < count, cost, tl.where(s < CAP, -1, -2))
         ranked = tl.sort(key * P + (P - 1 - s), descending=True)
         tl.store(SCRATCH + 4 * P + s, seq)
