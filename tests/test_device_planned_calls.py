@@ -19,6 +19,10 @@ from jfa_verify.core.errors import InvalidInput
 from jfa_verify.protocol.registry import get_kernel
 from jfa_verify.scheduling.planning import GridScheduler, PersistentScheduler
 
+# (at import: a test module imported inside a @given test runs its own @given decorators there, which Hypothesis
+# refuses as nested @given: the GPU test below failed so on an H100 before checking anything, 2026-12-08)
+from .test_device_plan import _check_one_launch
+
 
 def _offsets(lengths, first=0, device="cpu"):
     return torch.tensor([first, *itertools.accumulate(lengths, initial=first)][1:], dtype=torch.int32, device=device)
@@ -154,8 +158,6 @@ def test_the_compiled_one_launch_planner_writes_the_reference_arrays(jfa_device,
     """Issue 38: the planner the public calls launch on CUDA (one program of PLAN_SLOTS lanes, compiled: the CPU
     tests run it in the interpreter with fewer lanes) against the torch reference, on batches up to its size."""
     from jfa_verify.scheduling.plan_kernels import PLAN_SLOTS
-
-    from .test_device_plan import _check_one_launch
 
     if jfa_device.type != "cuda":
         pytest.skip("the compiled planner; tests/test_device_plan.py runs it in the interpreter")
