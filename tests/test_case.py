@@ -160,3 +160,10 @@ def test_describe_names_rows_before_the_first_sequence_and_the_offsets_dtype():
     shifted = Case(kv_lengths=(3,), mode="cross", q_lengths=(3,), offsets_start=2, q_offsets_start=8,
                    offsets_dtype="int64")
     assert shifted.describe().endswith("offsets_start=2 q_offsets_start=8 offsets_dtype=int64")
+
+
+def test_describe_names_strided_offsets():
+    """Regression (2026-12-08): a case with strided offsets (outside the contract: a kernel that rejects them passes)
+    read like any other, so a wrong kernel's "pass" on it looked like a missed bug."""
+    strided = Case(kv_lengths=(3, 4), offsets_layout="strided", offsets_start=1)
+    assert strided.describe().endswith("D=32 offsets_start=1 offsets_layout=strided"), strided.describe()

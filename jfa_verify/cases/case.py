@@ -578,7 +578,7 @@ class Case:
 
     def describe(self) -> str:
         """One-line human summary, e.g. ``self causal/top_left bfloat16 B=4 Tk=45 H=4/2 D=32``, then any
-        softmax scale given, layout, value distribution, offsets start or offsets dtype other than the default
+        softmax scale given, layout, value distribution, offsets start, dtype or layout other than the default
         (``sm_scale=0.051 offsets_start=3``)."""
         m = self.mask
         mask = "full" if m.none else str(m) if self.window is None else f"{m.kind}{list(self.window)}/{m.alignment}"
@@ -594,8 +594,8 @@ class Case:
             ("layout", self.layout, "contiguous"), ("values", self.values, "normal"),
             # rows before the first sequence change what a kernel's views look like (a known peer trigger)
             ("offsets_start", self.offsets_start, 0), ("q_offsets_start", self.q_offsets_start, None),
-            ("offsets_dtype", self.offsets_dtype, "int32"), ("generator", self.generator, "counter"),
-            ("parts", None if self.parts is None else len(self.parts), None),
+            ("offsets_dtype", self.offsets_dtype, "int32"), ("offsets_layout", self.offsets_layout, "contiguous"),
+            ("generator", self.generator, "counter"), ("parts", None if self.parts is None else len(self.parts), None),
             ("sparse", None if self.block_sparsity is None else self.block_sparsity.describe(), None),
             ("mxfp8", None if self.block_scaling is None else self.block_scaling.pattern, None))
             if value != default)
