@@ -1303,15 +1303,18 @@ def test_an_interrupted_gate_names_the_case_it_was_running_and_its_replay(tmp_pa
 def test_a_plain_wrong_result_is_the_suites_finding_not_a_memory_checks(tmp_path, capsys):
     """A new user's gate (2026-12-07) filed a plain causal-mask bug under canaries and recycled_memory too, each with
     the suite's text: the summary sent them looking for a stray write. A memory-mode failure with no guard band
-    written that fails alike on fresh memory is now a line of the check's details, not its finding (the suite and
-    the campaign report it); a guard band written (writes-past-the-end) still fails both memory checks."""
-    assert _gate(tmp_path, "--kernel", "wrong-everywhere", "--checks", "canaries", "recycled_memory",
-                 "--small-cases", "1") == 0
+    written that fails alike on fresh memory is now a line of the check's details, not its finding, where the gate
+    runs the suite or the campaign (which report it); a guard band written (writes-past-the-end) still fails both
+    memory checks."""
+    assert _gate(tmp_path, "--kernel", "wrong-everywhere", "--checks", "campaign", "canaries", "recycled_memory",
+                 "--campaign-examples", "8", "--small-cases", "1") == 1
     results = _results(tmp_path)
+    assert results[("wrong-everywhere", "campaign")]["findings"]
     for check in ("canaries", "recycled_memory"):
         r = results[("wrong-everywhere", check)]
         assert r["status"] == "pass" and not r["findings"], r
-        assert any("fails alike on fresh memory (o)" in line for line in r["details"]), r["details"]
+        assert any("fails alike on fresh memory (o)" in line and "not a finding of this check" in line
+                   for line in r["details"]), r["details"]
     assert not list((tmp_path / "repro").glob("*-memory-*.json"))  # the memory runs' files are not kept
     assert _gate(tmp_path, "--kernel", "writes-past-the-end", "--checks", "canaries", "recycled_memory",
                  "--small-cases", "1") == 1
@@ -1323,3 +1326,19 @@ def test_a_plain_wrong_result_is_the_suites_finding_not_a_memory_checks(tmp_path
     rows = {Path(row["path"]).name: row["replay"] for row in list_findings(tmp_path / "repro")}
     large = [replay for name, replay in rows.items() if name.endswith("-memory-large.json")]
     assert large and all(replay.endswith("--memory large") for replay in large), rows
+
+
+def test_a_gate_of_memory_checks_alone_fails_on_a_plain_wrong_result_and_keeps_it(tmp_path, capsys):
+    """Regression (helper-76's trial, 2026-12-08): `gate --checks recycled_memory canaries` passed a kernel whose
+    outputs both checks saw wrong on fresh memory too (exit 0, no case file, the note naming the suite and the
+    campaign, which that gate did not run). With neither in the gate, such a case is the memory check's finding."""
+    assert _gate(tmp_path, "--kernel", "wrong-everywhere", "--checks", "canaries", "recycled_memory",
+                 "--small-cases", "1") == 1
+    results = _results(tmp_path)
+    for check in ("canaries", "recycled_memory"):
+        r = results[("wrong-everywhere", check)]
+        assert r["status"] == "fail" and r["findings"], r
+        assert any("a finding here, as this gate runs neither the suite nor the campaign" in line
+                   for line in r["details"]), r["details"]
+    kept = list((tmp_path / "repro").glob("*.json"))
+    assert kept and all(main(["replay", str(f), "--device", "cpu", "--plugin", PLUGIN]) == 1 for f in kept), kept

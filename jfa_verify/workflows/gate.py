@@ -792,7 +792,11 @@ def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> "C
     kernel's nondeterminism, not memory; a new user's nondeterministic kernel had its extra error filed under
     ``recycled_memory``. Such a case is no finding of this check (its memory-mode file is removed; a line in
     ``details`` says so) but a ``determinism`` finding, with the reruns' case file: returned as a second
-    :class:`CheckResult` of check ``determinism``, which the gate merges into that check's own when it ran."""
+    :class:`CheckResult` of check ``determinism``, which the gate merges into that check's own when it ran.
+
+    A case whose failure there recurs alike on fresh memory is a plain wrong result: a line in ``details`` (its
+    memory-mode file removed) where the gate also runs the suite or the campaign, which report it; this check's
+    finding where it runs neither."""
     from jfa_verify.run.loop import Verifier
 
     done: list = []  # (the cases judged when a stop comes: the interrupted check's count)
@@ -808,6 +812,11 @@ def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> "C
     unsteady = _unsteady_on_fresh_memory(kernel, device, options, unwritten)
     ordinary = _failing_alike_on_fresh_memory(kernel, device, options,
                                               [r for r in unwritten if r.case.case_id() not in unsteady])
+    # A plain wrong result is the suite's and the campaign's finding; a gate that runs neither keeps it here (a new
+    # user's `gate --checks recycled_memory canaries` passed a kernel whose outputs both checks saw wrong, 2026-12-08)
+    reported_elsewhere = bool({"suite", "campaign"} & set(options.checks))
+    if not reported_elsewhere:
+        ordinary_here, ordinary = ordinary, {}
     kept = [r for r in checked if r.case.case_id() not in unsteady and r.case.case_id() not in ordinary]
     out = CheckResult(kernel.name, check, _status_of(kept), cases=len(checked),
                       findings=[_finding(check, r) for r in kept if r.failed],
@@ -821,6 +830,10 @@ def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> "C
             out.details.append(f"{_name(r.case)}: fails alike on fresh memory ({ordinary[r.case.case_id()]}), with no "
                                f"guard band written: the kernel's result is wrong whatever memory holds, which the "
                                f"suite and the campaign report; not a finding of this check")
+        elif not reported_elsewhere and r.case.case_id() in ordinary_here:
+            out.details.append(f"{_name(r.case)}: fails alike on fresh memory ({ordinary_here[r.case.case_id()]}), "
+                               f"with no guard band written: the kernel's result is wrong whatever memory holds; a "
+                               f"finding here, as this gate runs neither the suite nor the campaign")
     if not unsteady:
         return out
     moved = CheckResult(kernel.name, "determinism", "fail", cases=len(unsteady))
