@@ -815,25 +815,24 @@ def _check_memory(kernel, device, options, plugins, fill: str, check: str) -> "C
     # A plain wrong result is the suite's and the campaign's finding; a gate that runs neither keeps it here (a new
     # user's `gate --checks recycled_memory canaries` passed a kernel whose outputs both checks saw wrong, 2026-12-08)
     reported_elsewhere = bool({"suite", "campaign"} & set(options.checks))
-    if not reported_elsewhere:
-        ordinary_here, ordinary = ordinary, {}
-    kept = [r for r in checked if r.case.case_id() not in unsteady and r.case.case_id() not in ordinary]
+    set_aside = ordinary if reported_elsewhere else {}
+    kept = [r for r in checked if r.case.case_id() not in unsteady and r.case.case_id() not in set_aside]
     out = CheckResult(kernel.name, check, _status_of(kept), cases=len(checked),
                       findings=[_finding(check, r) for r in kept if r.failed],
                       passed=[_name(r.case) for r in kept if r.status == "pass"])
     if not checked:
         out.status, out.reason = "skip", "no supported case"
     for r in checked:
-        if r.case.case_id() in ordinary:
-            if r.reproducer:
-                Path(r.reproducer).unlink(missing_ok=True)  # (a plain run's failure: the suite's and the campaign's)
-            out.details.append(f"{_name(r.case)}: fails alike on fresh memory ({ordinary[r.case.case_id()]}), with no "
-                               f"guard band written: the kernel's result is wrong whatever memory holds, which the "
-                               f"suite and the campaign report; not a finding of this check")
-        elif not reported_elsewhere and r.case.case_id() in ordinary_here:
-            out.details.append(f"{_name(r.case)}: fails alike on fresh memory ({ordinary_here[r.case.case_id()]}), "
-                               f"with no guard band written: the kernel's result is wrong whatever memory holds; a "
-                               f"finding here, as this gate runs neither the suite nor the campaign")
+        if r.case.case_id() not in ordinary:
+            continue
+        line = (f"{_name(r.case)}: fails alike on fresh memory ({ordinary[r.case.case_id()]}), with no guard band "
+                f"written: the kernel's result is wrong whatever memory holds")
+        if not reported_elsewhere:
+            out.details.append(f"{line}; a finding here, as this gate runs neither the suite nor the campaign")
+            continue
+        if r.reproducer:
+            Path(r.reproducer).unlink(missing_ok=True)  # (a plain run's failure: the suite's and the campaign's)
+        out.details.append(f"{line}, which the suite and the campaign report; not a finding of this check")
     if not unsteady:
         return out
     moved = CheckResult(kernel.name, "determinism", "fail", cases=len(unsteady))
