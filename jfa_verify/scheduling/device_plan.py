@@ -55,8 +55,8 @@ DEVICE_SCHEDULERS = ("grid", "launch_order", "round_robin", "zigzag")
 # Whether a CUDA call plans its passes in one launch (one_launch_pass) without being asked. Off: on an H100 (gated
 # green with it on, docs/evidence/h100-2026-12-08) it cut a forward call's host time on an idle GPU from 0.7-1.7 ms to
 # 0.3-1.2 ms, so host-bound calls got faster (uniform-32 causal forward 0.93x -> 1.22x FA2), but calls that wait on
-# the GPU got 1-7% slower (forward+backward 0-3%, every batch): its one 4,096-lane program's device time is on the
-# stream. A training step waits on the GPU.
+# the GPU got 1-7% slower (forward+backward 0-3%, every batch), likely its one 4,096-lane program's device time on the
+# stream (not profiled). A training step waits on the GPU.
 ONE_LAUNCH_ON_CUDA = False
 # The block of the filler entries past a plan's real tiles (sequence 0, this block): past every sequence's rows, so
 # a kernel that runs one program per slot (a grid) finds nothing to do there (plan_kernels.py writes the same).
